@@ -1,0 +1,41 @@
+# kiln: the two commands a newcomer needs are `make run` and `make test`.
+# CMake does the real work; this file installs what is missing and drives it.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD ?= build
+MODEL ?= tests/fixtures/models/llama-tiny
+
+.PHONY: all kiln deps run test test-unit test-asan cuda clean bench-fixtures
+
+all: kiln
+
+kiln: $(BUILD)/Makefile
+	@cmake --build $(BUILD) -j$(JOBS)
+
+$(BUILD)/Makefile: CMakeLists.txt
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+deps:
+	@bash scripts/deps.sh
+
+run: deps kiln
+	./$(BUILD)/kiln generate $(MODEL) --prompt-ids 298,275,120,325 --max-tokens 16
+
+# Every test, then every test again under ASan+UBSan.
+test: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+	@bash scripts/test-setup.sh
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	@$(MAKE) --no-print-directory test-asan
+
+test-asan:
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j$(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j$(JOBS)
+
+cuda:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,127 @@
+/* file.c — see file.h. */
+#include "base/file.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int file_map(mapped_file_t *mf, const char *path, err_t *e) {
+    memset(mf, 0, sizeof *mf);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return err_set(e, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        err_set(e, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return err_set(e, "%s: not a regular file", path);
+    }
+    mf->size = (size_t)st.st_size;
+    if (mf->size > 0) {
+        mf->data = mmap(NULL, mf->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (mf->data == MAP_FAILED) {
+            mf->data = NULL;
+            err_set(e, "%s: mmap: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    close(fd);
+    mf->path = strdup(path);
+    return 0;
+}
+
+void file_unmap(mapped_file_t *mf) {
+    if (mf->data) munmap(mf->data, mf->size);
+    free(mf->path);
+    memset(mf, 0, sizeof *mf);
+}
+
+char *file_read(const char *path, size_t max_bytes, size_t *len_out, err_t *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { err_set(e, "%s: %s", path, strerror(errno)); return NULL; }
+    char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536 * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) { err_set(e, "%s: out of memory", path); goto err; }
+            buf = nb;
+        }
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (len > max_bytes) { err_set(e, "%s: larger than %zu bytes", path, max_bytes); goto err; }
+        if (n == 0) break;
+    }
+    if (ferror(f)) { err_set(e, "%s: read error", path); goto err; }
+    fclose(f);
+    buf[len] = 0;
+    if (len_out) *len_out = len;
+    return buf;
+err:
+    free(buf);
+    fclose(f);
+    return NULL;
+}
+
+int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int dir_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len, err_t *e) {
+    char *tmp = str_printf("%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) { err_set(e, "%s: %s", tmp, strerror(errno)); free(tmp); return -1; }
+    const char *p = data;
+    size_t left = len;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            err_set(e, "%s: write: %s", tmp, strerror(errno));
+            goto err;
+        }
+        p += w; left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) { err_set(e, "%s: fsync: %s", tmp, strerror(errno)); goto err; }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        err_set(e, "%s: rename: %s", path, strerror(errno));
+        unlink(tmp); free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+err:
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return -1;
+}
+
+char *str_printf(const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *s = malloc((size_t)n + 1);
+    if (s) vsnprintf(s, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    return s;
+}

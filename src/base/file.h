@@ -1,0 +1,26 @@
+/* file.h — whole-file helpers: read a small file into memory, map a big one read-only. */
+#ifndef KILN_FILE_H
+#define KILN_FILE_H
+
+#include <stddef.h>
+#include "base/err.h"
+
+typedef struct mapped_file {
+    void *data;
+    size_t size;
+    char *path;
+} mapped_file_t;
+
+/* Maps path read-only (MAP_PRIVATE). An empty file maps to data=NULL, size=0. */
+int file_map(mapped_file_t *mf, const char *path, err_t *e);
+void file_unmap(mapped_file_t *mf);
+/* Reads the whole file, NUL-terminated; refuses files over max_bytes. Caller frees. */
+char *file_read(const char *path, size_t max_bytes, size_t *len_out, err_t *e);
+int file_exists(const char *path);
+int dir_exists(const char *path);
+/* Writes atomically: temp file in the same folder, fsync, rename. */
+int file_write_atomic(const char *path, const void *data, size_t len, err_t *e);
+/* snprintf into a fresh malloc'd buffer. */
+char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

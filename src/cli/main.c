@@ -1,0 +1,29 @@
+/* main.c — `kiln SUBCOMMAND ...`: dispatches to the subcommands listed in cli.h. */
+#include "cli/cli.h"
+#include <stdio.h>
+#include <string.h>
+
+static const cli_command_t commands[] = {
+    {"info", cmd_info, "describe a checkpoint: architecture, layers, parameters, dtypes, bytes"},
+    {"logits", cmd_logits, "one forward over token ids; write [T, vocab] float32 logits as .npy"},
+    {"generate", cmd_generate, "generate tokens from a prompt"},
+    {"bench", cmd_bench, "prefill and decode throughput"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kiln COMMAND [ARGS]   (kiln COMMAND --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
