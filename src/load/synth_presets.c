@@ -1,0 +1,719 @@
+/* synth_presets.c — see synth_presets.h. The story, top to bottom:
+ *
+ *   presets   the architecture numbers of real config.json files, checked against them
+ *   generator splitmix64 over (tensor seed, element index) -> a normal-ish weight
+ *   plan      the tensor list in state_dict order, shard assignment as huggingface_hub does
+ *   configs   config.json / generation_config.json / model.safetensors.index.json
+ *   fill      one tensor's bytes, a block of rows at a time, into the streaming writer
+ *   write     temp folder next to the target, every file, fsync, rename into place
+ *
+ * Quantized weights are made directly in MLX's affine form, never as a float matrix first:
+ * each group of G weights gets a scale and bias drawn from the generator (wide enough that
+ * every weight fits, as min/max quantization would make them), and each code is the
+ * weight, from the same generator as the float checkpoint, rounded onto that grid. */
+#include "load/synth_presets.h"
+#include "base/file.h"
+#include "load/st_writer.h"
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+/* ---- presets ---------------------------------------------------------------------- */
+
+/* Numbers from each repo's config.json and generation_config.json on the Hugging Face hub.
+ * The tiny presets match tests/fixtures/models/{llama,qwen3}-tiny in shape. */
+static const synth_preset_t presets[] = {
+    {.name = "qwen3-0.6b", .arch = SYNTH_QWEN3, .hf_repo = "Qwen/Qwen3-0.6B",
+     .hidden = 1024, .intermediate = 3072, .n_heads = 16, .n_kv_heads = 8, .head_dim = 128,
+     .n_layers = 28, .vocab = 151936, .max_pos = 40960, .max_window_layers = 28,
+     .rms_eps = 1e-6, .rope_theta = 1000000, .rope_theta_int = 1, .tie = 1,
+     .bos = 151643, .eos = 151645, .transformers_version = "4.51.0",
+     .gen_eos2 = 151643, .gen_pad = 151643, .gen_do_sample = 1, .gen_top_k = 20,
+     .gen_temperature = 0.6, .gen_top_p = 0.95, .gen_transformers_version = "4.51.0"},
+    {.name = "qwen3-1.7b", .arch = SYNTH_QWEN3, .hf_repo = "Qwen/Qwen3-1.7B",
+     .hidden = 2048, .intermediate = 6144, .n_heads = 16, .n_kv_heads = 8, .head_dim = 128,
+     .n_layers = 28, .vocab = 151936, .max_pos = 40960, .max_window_layers = 28,
+     .rms_eps = 1e-6, .rope_theta = 1000000, .rope_theta_int = 1, .tie = 1,
+     .bos = 151643, .eos = 151645, .transformers_version = "4.51.0",
+     .gen_eos2 = 151643, .gen_pad = 151643, .gen_do_sample = 1, .gen_top_k = 20,
+     .gen_temperature = 0.6, .gen_top_p = 0.95, .gen_transformers_version = "4.51.0"},
+    {.name = "qwen3-4b", .arch = SYNTH_QWEN3, .hf_repo = "Qwen/Qwen3-4B",
+     .hidden = 2560, .intermediate = 9728, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+     .n_layers = 36, .vocab = 151936, .max_pos = 40960, .max_window_layers = 36,
+     .rms_eps = 1e-6, .rope_theta = 1000000, .rope_theta_int = 1, .tie = 1,
+     .bos = 151643, .eos = 151645, .transformers_version = "4.51.0",
+     .gen_eos2 = 151643, .gen_pad = 151643, .gen_do_sample = 1, .gen_top_k = 20,
+     .gen_temperature = 0.6, .gen_top_p = 0.95, .gen_transformers_version = "4.51.0"},
+    {.name = "qwen3-8b", .arch = SYNTH_QWEN3, .hf_repo = "Qwen/Qwen3-8B",
+     .hidden = 4096, .intermediate = 12288, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+     .n_layers = 36, .vocab = 151936, .max_pos = 40960, .max_window_layers = 36,
+     .rms_eps = 1e-6, .rope_theta = 1000000, .rope_theta_int = 1, .tie = 0,
+     .bos = 151643, .eos = 151645, .transformers_version = "4.51.0",
+     .gen_eos2 = 151643, .gen_pad = 151643, .gen_do_sample = 1, .gen_top_k = 20,
+     .gen_temperature = 0.6, .gen_top_p = 0.95, .gen_transformers_version = "4.51.0"},
+    {.name = "llama-3.2-1b", .arch = SYNTH_LLAMA, .hf_repo = "meta-llama/Llama-3.2-1B",
+     .hidden = 2048, .intermediate = 8192, .n_heads = 32, .n_kv_heads = 8, .head_dim = 64,
+     .n_layers = 16, .vocab = 128256, .max_pos = 131072,
+     .rms_eps = 1e-5, .rope_theta = 500000.0, .tie = 1, .bos = 128000, .eos = 128001,
+     .rope_factor = 32.0, .rope_low = 1.0, .rope_high = 4.0, .rope_orig_max = 8192,
+     .mlp_bias_key = 1, .transformers_version = "4.45.0.dev0",
+     .gen_eos2 = -1, .gen_pad = -1, .gen_do_sample = 1, .gen_from_model_config = 1,
+     .gen_temperature = 0.6, .gen_top_p = 0.9, .gen_transformers_version = "4.45.0.dev0"},
+    {.name = "llama-3-8b", .arch = SYNTH_LLAMA, .hf_repo = "meta-llama/Meta-Llama-3-8B",
+     .hidden = 4096, .intermediate = 14336, .n_heads = 32, .n_kv_heads = 8, .head_dim = 128,
+     .n_layers = 32, .vocab = 128256, .max_pos = 8192,
+     .rms_eps = 1e-5, .rope_theta = 500000.0, .tie = 0, .bos = 128000, .eos = 128001,
+     .transformers_version = "4.40.0.dev0",
+     .gen_eos2 = -1, .gen_pad = -1, .gen_do_sample = 1, .gen_max_length = 4096,
+     .gen_temperature = 0.6, .gen_top_p = 0.9, .gen_transformers_version = "4.40.0.dev0"},
+    {.name = "tiny", .arch = SYNTH_LLAMA, .hf_repo = "(kiln test preset, llama-tiny shapes)",
+     .hidden = 64, .intermediate = 128, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16,
+     .n_layers = 2, .vocab = 512, .max_pos = 256,
+     .rms_eps = 1e-5, .rope_theta = 10000.0, .tie = 0, .bos = 1, .eos = 2,
+     .mlp_bias_key = 1, .transformers_version = "4.51.0",
+     .gen_eos2 = -1, .gen_pad = -1, .gen_transformers_version = "4.51.0"},
+    {.name = "tiny", .arch = SYNTH_QWEN3, .hf_repo = "(kiln test preset, qwen3-tiny shapes)",
+     .hidden = 64, .intermediate = 128, .n_heads = 4, .n_kv_heads = 2, .head_dim = 32,
+     .n_layers = 2, .vocab = 512, .max_pos = 256, .max_window_layers = 2,
+     .rms_eps = 1e-6, .rope_theta = 1000000, .rope_theta_int = 1, .tie = 1,
+     .bos = 1, .eos = 2, .transformers_version = "4.51.0",
+     .gen_eos2 = -1, .gen_pad = -1, .gen_transformers_version = "4.51.0"},
+};
+
+int synth_preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }
+const synth_preset_t *synth_preset_at(int i) {
+    return i >= 0 && i < synth_preset_count() ? &presets[i] : NULL;
+}
+
+const char *synth_arch_name(synth_arch_t a) { return a == SYNTH_QWEN3 ? "qwen3" : "llama"; }
+
+int synth_arch_parse(const char *s, synth_arch_t *out) {
+    if (s && !strcmp(s, "llama")) { *out = SYNTH_LLAMA; return 0; }
+    if (s && !strcmp(s, "qwen3")) { *out = SYNTH_QWEN3; return 0; }
+    return -1;
+}
+
+const synth_preset_t *synth_preset_find(const char *name, const char *arch) {
+    synth_arch_t a;
+    int have_arch = arch && synth_arch_parse(arch, &a) == 0;
+    for (int i = 0; i < synth_preset_count(); i++) {
+        if (strcmp(presets[i].name, name)) continue;
+        if (!strcmp(name, "tiny") && (!have_arch || presets[i].arch != a)) continue;
+        return &presets[i];
+    }
+    return NULL;
+}
+
+/* ---- generator ---------------------------------------------------------------------- */
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+uint64_t synth_tensor_seed(uint64_t seed, const char *name) {
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the name, then mixed with the seed */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+    return mix64(h ^ mix64(seed + GOLDEN));
+}
+
+/* Sum of four 16-bit uniforms from one 64-bit draw: mean 131070, std sqrt((2^32-1)/3).
+ * Bounded (|z| <= sqrt(12)), smooth enough, and about a nanosecond per weight — the
+ * generator must not be what limits a 16 GB write. */
+#define SUM_MEAN 131070
+#define W_SCALE (SYNTH_STD / 37837.2270f)
+
+static inline float weight_at(uint64_t tseed, uint64_t i) {
+    uint64_t u = mix64(tseed + (i + 1) * GOLDEN);
+    int32_t s = (int32_t)((u & 0xffff) + ((u >> 16) & 0xffff) + ((u >> 32) & 0xffff) + (u >> 48));
+    return (float)(s - SUM_MEAN) * W_SCALE;
+}
+
+float synth_weight(uint64_t tseed, uint64_t i) { return weight_at(tseed, i); }
+
+/* The grid of a group spans +-3.5 std (every weight is within +-3.4641 std) times a
+ * per-group factor in [1, 1.25), so groups differ as they do in real checkpoints. The
+ * margin absorbs the bf16 rounding of scale and bias. */
+static inline void group_params(uint64_t tseed, uint64_t g, int bits, float *scale, float *bias) {
+    uint64_t r = mix64((tseed ^ 0xa0761d6478bd642full) + (g + 1) * GOLDEN);
+    float u = (float)(r >> 40) * (1.0f / 16777216.0f);
+    float qmax = (float)((1 << bits) - 1);
+    float s = bf16_to_f32(f32_to_bf16(7.0f * SYNTH_STD * (1.0f + 0.25f * u) / qmax));
+    *scale = s;
+    *bias = bf16_to_f32(f32_to_bf16(-0.5f * qmax * s));
+}
+
+void synth_group_params(uint64_t tseed, uint64_t g, int bits, float *scale, float *bias) {
+    group_params(tseed, g, bits, scale, bias);
+}
+
+/* ---- options and plan ----------------------------------------------------------------- */
+
+int synth_check(const synth_opts_t *o, err_t *e) {
+    const synth_preset_t *p = o->preset;
+    if (!p) return err_set(e, "--preset: no preset given");
+    if (!o->out || !o->out[0]) return err_set(e, "--out is required");
+    if (o->bits) {
+        if (o->bits < 2 || o->bits > 8 || o->bits == 7)
+            return err_set(e, "--bits must be 2, 3, 4, 5, 6 or 8 (MLX affine quantization), got %d", o->bits);
+        int g = o->group_size ? o->group_size : 64;
+        if (g != 32 && g != 64 && g != 128)
+            return err_set(e, "--group-size must be 32, 64 or 128, got %d", g);
+        int ins[] = {p->hidden, p->intermediate, p->n_heads * p->head_dim};
+        for (int i = 0; i < 3; i++)
+            if (ins[i] % g)
+                return err_set(e, "--group-size %d does not divide the input width %d of preset %s", g, ins[i],
+                               p->name);
+    } else {
+        if (o->dtype != DT_BF16 && o->dtype != DT_F16 && o->dtype != DT_F32)
+            return err_set(e, "--dtype must be bf16, f16, f32 or a quantized q2..q8");
+        if (o->group_size) return err_set(e, "--group-size only applies to quantized dtypes (q4, q8, ...)");
+    }
+    if (o->layers < 0 || o->layers > 4096) return err_set(e, "--layers must be in [1, 4096], got %d", o->layers);
+    if (o->shard_bytes < 0 || isnan(o->shard_bytes)) return err_set(e, "--shard-gb must be positive");
+    return 0;
+}
+
+typedef struct plan_builder {
+    synth_plan_t *p;
+    int cap;
+    const synth_opts_t *o;
+} plan_builder_t;
+
+static synth_tensor_t *push(plan_builder_t *b, const char *name, dtype_t dt, int ndim, int64_t d0, int64_t d1,
+                            synth_fill_t fill, int64_t rows, int64_t cols, uint64_t tseed, err_t *e) {
+    if (b->p->n == b->cap) {
+        int nc = b->cap ? b->cap * 2 : 64;
+        synth_tensor_t *nt = realloc(b->p->t, sizeof *nt * (size_t)nc);
+        if (!nt) { err_set(e, "synth: out of memory"); return NULL; }
+        b->p->t = nt;
+        b->cap = nc;
+    }
+    synth_tensor_t *t = &b->p->t[b->p->n++];
+    memset(t, 0, sizeof *t);
+    if ((size_t)snprintf(t->name, sizeof t->name, "%s", name) >= sizeof t->name) {
+        err_set(e, "synth: tensor name too long: %s", name);
+        return NULL;
+    }
+    t->dtype = dt;
+    t->ndim = ndim;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->rows = rows;
+    t->cols = cols;
+    t->fill = fill;
+    t->tseed = tseed;
+    t->bytes = dtype_size(dt) * (uint64_t)d0 * (uint64_t)(ndim == 2 ? d1 : 1);
+    return t;
+}
+
+/* A Linear or Embedding weight [rows, cols] named MOD.weight (or its MLX triple). */
+static int add_matrix(plan_builder_t *b, const char *mod, int64_t rows, int64_t cols, err_t *e) {
+    const synth_opts_t *o = b->o;
+    char name[128];
+    snprintf(name, sizeof name, "%s.weight", mod);
+    uint64_t ts = synth_tensor_seed(o->seed, name);
+    b->p->n_params += (uint64_t)rows * (uint64_t)cols;
+    if (!o->bits) return push(b, name, o->dtype, 2, rows, cols, SYNTH_FILL_NORMAL, rows, cols, ts, e) ? 0 : -1;
+    int g = o->group_size ? o->group_size : 64;
+    if (!push(b, name, DT_U32, 2, rows, cols * o->bits / 32, SYNTH_FILL_QCODES, rows, cols, ts, e)) return -1;
+    snprintf(name, sizeof name, "%s.scales", mod);
+    if (!push(b, name, DT_BF16, 2, rows, cols / g, SYNTH_FILL_QSCALES, rows, cols, ts, e)) return -1;
+    snprintf(name, sizeof name, "%s.biases", mod);
+    if (!push(b, name, DT_BF16, 2, rows, cols / g, SYNTH_FILL_QBIASES, rows, cols, ts, e)) return -1;
+    return 0;
+}
+
+static int add_norm(plan_builder_t *b, const char *mod, int64_t n, err_t *e) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.weight", mod);
+    b->p->n_params += (uint64_t)n;
+    dtype_t dt = b->o->bits ? DT_BF16 : b->o->dtype; /* MLX keeps norms in the model dtype */
+    return push(b, name, dt, 1, n, 0, SYNTH_FILL_ONES, 1, n, 0, e) ? 0 : -1;
+}
+
+/* huggingface_hub's split_state_dict_into_shards: walk the state dict in order, start a
+ * new shard when the next tensor would overflow this one; a tensor bigger than the limit
+ * gets a shard of its own (placed before the shard being filled, as there). */
+static int assign_shards(synth_plan_t *p, double limit, err_t *e) {
+    int *order = malloc(sizeof(int) * (size_t)(p->n + 1)), n_order = 0; /* shard ids in list order */
+    if (!order) return err_set(e, "synth: out of memory");
+    int cur = -1, next_id = 0;
+    double cur_size = 0;
+    for (int i = 0; i < p->n; i++) {
+        synth_tensor_t *t = &p->t[i];
+        if ((double)t->bytes > limit) {
+            t->shard = next_id;
+            order[n_order++] = next_id++;
+            continue;
+        }
+        if (cur >= 0 && cur_size + (double)t->bytes > limit) {
+            order[n_order++] = cur;
+            cur = -1;
+        }
+        if (cur < 0) { cur = next_id++; cur_size = 0; }
+        t->shard = cur;
+        cur_size += (double)t->bytes;
+    }
+    if (cur >= 0) order[n_order++] = cur;
+    /* Renumber so shard numbers follow list order. */
+    int *rank = malloc(sizeof(int) * (size_t)(next_id + 1));
+    if (!rank) { free(order); return err_set(e, "synth: out of memory"); }
+    for (int k = 0; k < n_order; k++) rank[order[k]] = k;
+    for (int i = 0; i < p->n; i++) p->t[i].shard = rank[p->t[i].shard];
+    p->n_shards = n_order ? n_order : 1;
+    free(rank);
+    free(order);
+    return 0;
+}
+
+int synth_plan(const synth_opts_t *o, synth_plan_t *p, err_t *e) {
+    memset(p, 0, sizeof *p);
+    if (synth_check(o, e)) return -1;
+    const synth_preset_t *ps = o->preset;
+    plan_builder_t b = {.p = p, .o = o};
+    int L = o->layers ? o->layers : ps->n_layers;
+    int64_t H = ps->hidden, I = ps->intermediate, q = (int64_t)ps->n_heads * ps->head_dim,
+            kv = (int64_t)ps->n_kv_heads * ps->head_dim;
+    char m[128];
+    p->layers = L;
+    if (add_matrix(&b, "model.embed_tokens", ps->vocab, H, e)) goto err;
+    for (int l = 0; l < L; l++) {
+        /* state_dict order: self_attn (q, k, v, o[, q_norm, k_norm]), mlp, then the norms */
+        const char *proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+        int64_t rows[] = {q, kv, kv, H}, cols[] = {H, H, H, q};
+        for (int k = 0; k < 4; k++) {
+            snprintf(m, sizeof m, "model.layers.%d.self_attn.%s", l, proj[k]);
+            if (add_matrix(&b, m, rows[k], cols[k], e)) goto err;
+        }
+        if (ps->arch == SYNTH_QWEN3) {
+            snprintf(m, sizeof m, "model.layers.%d.self_attn.q_norm", l);
+            if (add_norm(&b, m, ps->head_dim, e)) goto err;
+            snprintf(m, sizeof m, "model.layers.%d.self_attn.k_norm", l);
+            if (add_norm(&b, m, ps->head_dim, e)) goto err;
+        }
+        const char *mlp[] = {"gate_proj", "up_proj", "down_proj"};
+        int64_t mrows[] = {I, I, H}, mcols[] = {H, H, I};
+        for (int k = 0; k < 3; k++) {
+            snprintf(m, sizeof m, "model.layers.%d.mlp.%s", l, mlp[k]);
+            if (add_matrix(&b, m, mrows[k], mcols[k], e)) goto err;
+        }
+        snprintf(m, sizeof m, "model.layers.%d.input_layernorm", l);
+        if (add_norm(&b, m, H, e)) goto err;
+        snprintf(m, sizeof m, "model.layers.%d.post_attention_layernorm", l);
+        if (add_norm(&b, m, H, e)) goto err;
+    }
+    if (add_norm(&b, "model.norm", H, e)) goto err;
+    if (!ps->tie && add_matrix(&b, "lm_head", ps->vocab, H, e)) goto err;
+    for (int i = 0; i < p->n; i++) p->total_bytes += p->t[i].bytes;
+    if (assign_shards(p, o->shard_bytes > 0 ? o->shard_bytes : 5e9, e)) goto err;
+    return 0;
+err:
+    synth_plan_free(p);
+    return -1;
+}
+
+void synth_plan_free(synth_plan_t *p) {
+    free(p->t);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- configs ------------------------------------------------------------------------- */
+
+static const char *torch_dtype(const synth_opts_t *o) {
+    if (o->bits) return "bfloat16";
+    return o->dtype == DT_F32 ? "float32" : o->dtype == DT_F16 ? "float16" : "bfloat16";
+}
+
+/* transformers writes json.dumps(config, indent=2, sort_keys=True) + "\n"; %.15g prints
+ * 1e-06, 0.02 and 500000.0 the way Python's repr does. */
+static char *dump(json_t *root, err_t *e) {
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+    json_decref(root);
+    if (!s) { err_set(e, "synth: cannot serialize JSON"); return NULL; }
+    /* jansson writes 1e-5 where Python writes 1e-05: pad one-digit exponents. No string
+     * value in these files contains "e-" or "e+" followed by a digit. */
+    size_t n = strlen(s);
+    char *out = malloc(2 * n + 2);
+    if (!out) { free(s); err_set(e, "synth: out of memory"); return NULL; }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[k++] = s[i];
+        if ((s[i] == '-' || s[i] == '+') && i > 0 && s[i - 1] == 'e' && i + 1 < n && s[i + 1] >= '0' &&
+            s[i + 1] <= '9' && !(i + 2 < n && s[i + 2] >= '0' && s[i + 2] <= '9'))
+            out[k++] = '0';
+    }
+    out[k++] = '\n';
+    out[k] = 0;
+    free(s);
+    return out;
+}
+
+char *synth_config_json(const synth_opts_t *o, err_t *e) {
+    const synth_preset_t *p = o->preset;
+    int L = o->layers ? o->layers : p->n_layers;
+    int qwen = p->arch == SYNTH_QWEN3;
+    json_t *c = json_object();
+    json_object_set_new(c, "architectures", json_pack("[s]", qwen ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
+    json_object_set_new(c, "attention_bias", json_false());
+    json_object_set_new(c, "attention_dropout", json_real(0.0));
+    json_object_set_new(c, "bos_token_id", json_integer(p->bos));
+    json_object_set_new(c, "eos_token_id", json_integer(p->eos));
+    json_object_set_new(c, "head_dim", json_integer(p->head_dim));
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "hidden_size", json_integer(p->hidden));
+    json_object_set_new(c, "initializer_range", json_real(0.02));
+    json_object_set_new(c, "intermediate_size", json_integer(p->intermediate));
+    json_object_set_new(c, "max_position_embeddings", json_integer(p->max_pos));
+    json_object_set_new(c, "model_type", json_string(qwen ? "qwen3" : "llama"));
+    json_object_set_new(c, "num_attention_heads", json_integer(p->n_heads));
+    json_object_set_new(c, "num_hidden_layers", json_integer(L));
+    json_object_set_new(c, "num_key_value_heads", json_integer(p->n_kv_heads));
+    json_object_set_new(c, "rms_norm_eps", json_real(p->rms_eps));
+    json_object_set_new(c, "rope_theta",
+                        p->rope_theta_int ? json_integer((json_int_t)p->rope_theta) : json_real(p->rope_theta));
+    if (p->rope_factor > 0)
+        json_object_set_new(c, "rope_scaling",
+                            json_pack("{s:f,s:f,s:f,s:i,s:s}", "factor", p->rope_factor, "high_freq_factor",
+                                      p->rope_high, "low_freq_factor", p->rope_low,
+                                      "original_max_position_embeddings", p->rope_orig_max, "rope_type",
+                                      "llama3"));
+    else
+        json_object_set_new(c, "rope_scaling", json_null());
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(p->tie));
+    json_object_set_new(c, "torch_dtype", json_string(torch_dtype(o)));
+    json_object_set_new(c, "transformers_version", json_string(p->transformers_version));
+    json_object_set_new(c, "use_cache", json_true());
+    json_object_set_new(c, "vocab_size", json_integer(p->vocab));
+    if (qwen) {
+        json_object_set_new(c, "max_window_layers", json_integer(p->max_window_layers));
+        json_object_set_new(c, "sliding_window", json_null());
+        json_object_set_new(c, "use_sliding_window", json_false());
+    } else {
+        json_object_set_new(c, "pretraining_tp", json_integer(1));
+        if (p->mlp_bias_key) json_object_set_new(c, "mlp_bias", json_false());
+    }
+    if (o->bits) { /* mlx_lm writes both keys */
+        int g = o->group_size ? o->group_size : 64;
+        json_object_set_new(c, "quantization", json_pack("{s:i,s:i}", "group_size", g, "bits", o->bits));
+        json_object_set_new(c, "quantization_config", json_pack("{s:i,s:i}", "group_size", g, "bits", o->bits));
+    }
+    return dump(c, e);
+}
+
+char *synth_generation_config_json(const synth_opts_t *o, err_t *e) {
+    const synth_preset_t *p = o->preset;
+    json_t *c = json_object();
+    if (p->gen_from_model_config) json_object_set_new(c, "_from_model_config", json_true());
+    json_object_set_new(c, "bos_token_id", json_integer(p->bos));
+    json_object_set_new(c, "eos_token_id", p->gen_eos2 >= 0 ? json_pack("[ii]", p->eos, p->gen_eos2)
+                                                            : json_integer(p->eos));
+    if (p->gen_pad >= 0) json_object_set_new(c, "pad_token_id", json_integer(p->gen_pad));
+    if (p->gen_do_sample) {
+        json_object_set_new(c, "do_sample", json_true());
+        json_object_set_new(c, "temperature", json_real(p->gen_temperature));
+        json_object_set_new(c, "top_p", json_real(p->gen_top_p));
+        if (p->gen_top_k) json_object_set_new(c, "top_k", json_integer(p->gen_top_k));
+    }
+    if (p->gen_max_length) json_object_set_new(c, "max_length", json_integer(p->gen_max_length));
+    json_object_set_new(c, "transformers_version", json_string(p->gen_transformers_version));
+    return dump(c, e);
+}
+
+static char *shard_name(const synth_plan_t *p, int s) {
+    if (p->n_shards == 1) return strdup("model.safetensors");
+    return str_printf("model-%05d-of-%05d.safetensors", s + 1, p->n_shards);
+}
+
+static char *index_json(const synth_plan_t *p, err_t *e) {
+    json_t *root = json_object(), *wm = json_object();
+    json_object_set_new(root, "metadata", json_pack("{s:I}", "total_size", (json_int_t)p->total_bytes));
+    for (int i = 0; i < p->n; i++) {
+        char *f = shard_name(p, p->t[i].shard);
+        json_object_set_new(wm, p->t[i].name, json_string(f));
+        free(f);
+    }
+    json_object_set_new(root, "weight_map", wm);
+    return dump(root, e);
+}
+
+/* ---- fill ------------------------------------------------------------------------------ */
+
+#define CHUNK (1u << 20)
+
+static inline void put_le32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+
+/* Row r of tensor t into out; returns the bytes written. The hot loop of `kiln synth`. */
+static size_t fill_row(const synth_tensor_t *t, int bits, int gsize, int64_t r, unsigned char *out) {
+    const int64_t cols = t->cols;
+    const uint64_t base = (uint64_t)r * (uint64_t)cols;
+    switch (t->fill) {
+    case SYNTH_FILL_ONES:
+        for (int64_t c = 0; c < cols; c++) store_from_f32(out, t->dtype, (size_t)c, 1.0f);
+        return dtype_size(t->dtype) * (size_t)cols;
+    case SYNTH_FILL_NORMAL:
+        if (t->dtype == DT_BF16) {
+            uint16_t *o = (uint16_t *)out;
+            for (int64_t c = 0; c < cols; c++) o[c] = f32_to_bf16(weight_at(t->tseed, base + (uint64_t)c));
+        } else if (t->dtype == DT_F16) {
+            uint16_t *o = (uint16_t *)out;
+            for (int64_t c = 0; c < cols; c++) o[c] = f32_to_f16(weight_at(t->tseed, base + (uint64_t)c));
+        } else {
+            float *o = (float *)out;
+            for (int64_t c = 0; c < cols; c++) o[c] = weight_at(t->tseed, base + (uint64_t)c);
+        }
+        return dtype_size(t->dtype) * (size_t)cols;
+    case SYNTH_FILL_QCODES: {
+        const int qmax = (1 << bits) - 1;
+        const int64_t ng = cols / gsize;
+        uint64_t acc = 0;
+        int nacc = 0;
+        unsigned char *o = out;
+        for (int64_t g = 0; g < ng; g++) {
+            float s, b;
+            group_params(t->tseed, (uint64_t)(r * ng + g), bits, &s, &b);
+            const float inv = 1.0f / s;
+            for (int j = 0; j < gsize; j++) {
+                float w = weight_at(t->tseed, base + (uint64_t)(g * gsize + j));
+                int q = (int)floorf((w - b) * inv + 0.5f);
+                q = q < 0 ? 0 : q > qmax ? qmax : q;
+                acc |= (uint64_t)q << nacc; /* little-endian bit stream: first code lowest */
+                nacc += bits;
+                if (nacc >= 32) {
+                    put_le32(o, (uint32_t)acc);
+                    o += 4;
+                    acc >>= 32;
+                    nacc -= 32;
+                }
+            }
+        }
+        return (size_t)(o - out); /* cols*bits is a multiple of 32: nothing left in acc */
+    }
+    case SYNTH_FILL_QSCALES:
+    case SYNTH_FILL_QBIASES: {
+        const int64_t ng = cols / gsize;
+        uint16_t *o = (uint16_t *)out;
+        for (int64_t g = 0; g < ng; g++) {
+            float s, b;
+            group_params(t->tseed, (uint64_t)(r * ng + g), bits, &s, &b);
+            o[g] = f32_to_bf16(t->fill == SYNTH_FILL_QSCALES ? s : b);
+        }
+        return 2 * (size_t)ng;
+    }
+    }
+    return 0;
+}
+
+typedef struct progress {
+    const synth_opts_t *o;
+    uint64_t done, total;
+} progress_t;
+
+static int write_tensor(stw_writer_t *w, const synth_tensor_t *t, const synth_opts_t *o, unsigned char *buf,
+                        progress_t *pr, err_t *e) {
+    const int gsize = o->group_size ? o->group_size : 64;
+    const int64_t rows = t->fill == SYNTH_FILL_ONES ? 1 : t->rows;
+    size_t fill = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        fill += fill_row(t, o->bits, gsize, r, buf + fill);
+        if (fill >= CHUNK || r == rows - 1) {
+            if (stw_write(w, buf, fill, e)) return err_prefix(e, "tensor %s", t->name);
+            pr->done += fill;
+            fill = 0;
+            if (o->progress) o->progress(o->progress_ctx, pr->done, pr->total);
+            if (o->cancel && *o->cancel) return err_set(e, "interrupted");
+        }
+    }
+    return 0;
+}
+
+/* ---- write ------------------------------------------------------------------------------ */
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *f) {
+    (void)st; (void)flag; (void)f;
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static void rm_tree(const char *path) { nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS); }
+
+static int fsync_dir(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* 0: absent, 1: an empty directory, 2: a directory with entries, -1: not a directory. */
+static int dir_state(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+    if (!S_ISDIR(st.st_mode)) return -1;
+    DIR *d = opendir(path);
+    if (!d) return 2; /* unreadable: treat as non-empty, never replace it blindly */
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) { n = 1; break; }
+    closedir(d);
+    return n ? 2 : 1;
+}
+
+static int write_text(const char *dir, const char *name, const char *text, err_t *e) {
+    char *path = str_printf("%s/%s", dir, name);
+    int rc = path ? file_write_atomic(path, text, strlen(text), e) : err_set(e, "synth: out of memory");
+    free(path);
+    return rc;
+}
+
+static int write_shard(const char *dir, const synth_plan_t *p, int s, const synth_opts_t *o, unsigned char *buf,
+                       progress_t *pr, err_t *e) {
+    int n = 0, rc = -1;
+    stw_tensor_t *st = malloc(sizeof *st * (size_t)p->n);
+    const synth_tensor_t **src = malloc(sizeof *src * (size_t)p->n);
+    char *name = shard_name(p, s), *path = name ? str_printf("%s/%s", dir, name) : NULL;
+    stw_writer_t *w = NULL;
+    if (!st || !src || !path) { err_set(e, "synth: out of memory"); goto out; }
+    for (int i = 0; i < p->n; i++) {
+        if (p->t[i].shard != s) continue;
+        memset(&st[n], 0, sizeof st[n]);
+        st[n].name = p->t[i].name;
+        st[n].dtype = p->t[i].dtype;
+        st[n].ndim = p->t[i].ndim;
+        st[n].shape[0] = p->t[i].shape[0];
+        st[n].shape[1] = p->t[i].shape[1];
+        n++;
+    }
+    /* Inside a file, tensors go in the order safetensors' save_file uses. */
+    stw_sort_canonical(st, n);
+    for (int k = 0; k < n; k++)
+        for (int i = 0; i < p->n; i++)
+            if (p->t[i].name == st[k].name) { src[k] = &p->t[i]; break; }
+    if (stw_open(&w, path, st, n, o->bits ? "mlx" : "pt", e)) goto out;
+    for (int k = 0; k < n; k++)
+        if (write_tensor(w, src[k], o, buf, pr, e)) { err_prefix(e, "%s", path); goto out; }
+    rc = stw_finish(w, e);
+    w = NULL;
+out:
+    stw_abort(w);
+    free(st);
+    free(src);
+    free(name);
+    free(path);
+    return rc;
+}
+
+int synth_write(const synth_opts_t *o, err_t *e) {
+    synth_plan_t p;
+    char *out = NULL, *parent = NULL, *tmp = NULL, *old = NULL, *text = NULL;
+    unsigned char *buf = NULL;
+    int made_tmp = 0, moved_old = 0, rc = -1;
+    if (synth_plan(o, &p, e)) return -1;
+
+    /* Where: strip trailing slashes, split into parent and base name. */
+    out = strdup(o->out);
+    if (!out) { err_set(e, "synth: out of memory"); goto done; }
+    for (size_t l = strlen(out); l > 1 && out[l - 1] == '/'; l--) out[l - 1] = 0;
+    char *slash = strrchr(out, '/');
+    const char *base = slash ? slash + 1 : out;
+    parent = slash ? (slash == out ? strdup("/") : strndup(out, (size_t)(slash - out))) : strdup(".");
+    if (!parent) { err_set(e, "synth: out of memory"); goto done; }
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+        err_set(e, "--out must name a directory to create, got '%s'", o->out);
+        goto done;
+    }
+    if (!dir_exists(parent)) {
+        err_set(e, "--out %s: parent directory %s does not exist", o->out, parent);
+        goto done;
+    }
+    int state = dir_state(out);
+    if (state < 0) { err_set(e, "--out %s exists and is not a directory", o->out); goto done; }
+    if (state == 2 && !o->force) {
+        err_set(e, "--out %s exists and is not empty (pass --force to replace it)", o->out);
+        goto done;
+    }
+
+    /* Enough room? Headers are a few KB per file; 1 MB of slack covers them. */
+    struct statvfs vfs;
+    if (statvfs(parent, &vfs) == 0) {
+        uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+        if (avail < p.total_bytes + (1u << 20)) {
+            err_set(e, "--out %s: needs %.2f GB but only %.2f GB are free there", o->out, p.total_bytes / 1e9,
+                    avail / 1e9);
+            goto done;
+        }
+    }
+
+    tmp = str_printf("%s/.%s.synth-tmp.%d", parent, base, (int)getpid());
+    old = str_printf("%s/.%s.synth-old.%d", parent, base, (int)getpid());
+    uint64_t max_row = 0; /* a chunk may overshoot CHUNK by one row */
+    for (int i = 0; i < p.n; i++) {
+        uint64_t rb = p.t[i].fill == SYNTH_FILL_ONES ? p.t[i].bytes : p.t[i].bytes / (uint64_t)p.t[i].shape[0];
+        if (rb > max_row) max_row = rb;
+    }
+    buf = malloc(CHUNK + max_row);
+    if (!tmp || !old || !buf) { err_set(e, "synth: out of memory"); goto done; }
+    if (mkdir(tmp, 0755) != 0) {
+        err_set(e, "--out %s: cannot create %s: %s", o->out, tmp, strerror(errno));
+        goto done;
+    }
+    made_tmp = 1;
+
+    if (!(text = synth_config_json(o, e)) || write_text(tmp, "config.json", text, e)) goto done;
+    free(text);
+    if (!(text = synth_generation_config_json(o, e)) || write_text(tmp, "generation_config.json", text, e))
+        goto done;
+    free(text);
+    text = NULL;
+    progress_t pr = {.o = o, .done = 0, .total = p.total_bytes};
+    for (int s = 0; s < p.n_shards; s++)
+        if (write_shard(tmp, &p, s, o, buf, &pr, e)) goto done;
+    if (p.n_shards > 1) {
+        if (!(text = index_json(&p, e)) || write_text(tmp, "model.safetensors.index.json", text, e)) goto done;
+    }
+    if (fsync_dir(tmp) != 0) { err_set(e, "%s: fsync: %s", tmp, strerror(errno)); goto done; }
+
+    /* Into place. rename(2) replaces an empty directory; a full one is moved aside first. */
+    state = dir_state(out);
+    if (state == 2) {
+        if (rename(out, old) != 0) {
+            err_set(e, "--out %s: cannot move the old directory aside: %s", o->out, strerror(errno));
+            goto done;
+        }
+        moved_old = 1;
+    }
+    if (rename(tmp, out) != 0) {
+        err_set(e, "--out %s: rename from %s: %s", o->out, tmp, strerror(errno));
+        if (moved_old && rename(old, out) == 0) moved_old = 0;
+        goto done;
+    }
+    made_tmp = 0;
+    fsync_dir(parent);
+    if (moved_old) { rm_tree(old); moved_old = 0; }
+    rc = 0;
+done:
+    if (made_tmp) rm_tree(tmp);
+    free(text);
+    free(buf);
+    free(out);
+    free(parent);
+    free(tmp);
+    free(old);
+    synth_plan_free(&p);
+    return rc;
+}
