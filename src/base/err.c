@@ -21,6 +21,6 @@ int err_prefix(err_t *e, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s: %s", pre, old);
+    snprintf(e->msg, sizeof e->msg, "%.500s: %.500s", pre, old);
     return -1;
 }

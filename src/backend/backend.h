@@ -1,0 +1,87 @@
+/* backend.h — the op vtable every compute backend implements (DESIGN §4).
+ *
+ * Models are written once against these ops; a backend (cpu/, later cuda/) supplies them.
+ * Activations are f32 buffers the backend allocates (host memory on the CPU, device
+ * memory on a GPU). Weights are weight_t views uploaded once (a no-op on the CPU).
+ *
+ * Shapes are in the comments. T is the number of tokens in the step (all rows of a
+ * ragged batch together). Every op computes each token independently of how many other
+ * tokens share the step, in a fixed reduction order: that is what makes a request give
+ * bitwise the same logits alone or inside any batch (DESIGN §1.6, §7).
+ *
+ * The KV cache is paged: for each layer, K and V live in blocks of `block_size` tokens,
+ * layout [n_blocks][block_size][n_kv_heads][head_dim] in the cache dtype. A token's slot
+ * is block_table[pos / block_size] * block_size + pos % block_size. */
+#ifndef KILN_BACKEND_H
+#define KILN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/err.h"
+#include "tensor/dtype.h"
+#include "tensor/weight.h"
+
+typedef struct backend backend_t;
+
+typedef enum act { ACT_SILU, ACT_GELU_TANH } act_t;
+
+/* One layer's K/V storage, as the ops see it. */
+typedef struct kv_view {
+    void *k, *v;          /* [n_blocks][block_size][n_kv_heads][head_dim] */
+    dtype_t dtype;
+    int block_size, n_kv_heads, head_dim;
+} kv_view_t;
+
+typedef struct attn_args {
+    int n_rows;
+    const int32_t *row_start;             /* [n_rows+1] token offsets of each row          */
+    const int32_t *pos;                   /* [T] absolute position of each token           */
+    const int32_t *const *block_tables;   /* [n_rows] the row's physical block ids         */
+    int n_heads, n_kv_heads, head_dim;
+    float scale;                          /* usually 1/sqrt(head_dim)                      */
+    float softcap;                        /* 0: none; else cap*tanh(s/cap) on the scores   */
+    int window;                           /* 0: full causal; else attend to pos-window+1.. */
+    kv_view_t kv;
+} attn_args_t;
+
+typedef struct backend_ops {
+    const char *name;
+    void *(*alloc)(backend_t *, size_t bytes);       /* zeroed */
+    void (*free)(backend_t *, void *p);
+    /* y[T, w.rows] = x[T, w.cols] · Wᵀ, any weight dtype (dense or MLX-quantized). */
+    void (*matmul)(backend_t *, float *y, const float *x, int T, const weight_t *w);
+    /* y[T, n] = x[T, n] / rms(x) * (w_offset + w[n]); w NULL means no weight. */
+    void (*rms_norm)(backend_t *, float *y, const float *x, const float *w, float w_offset, int T, int n, float eps);
+    /* In place on x[T, n_heads, head_dim]: rotate the first rot_dim dims of each head
+     * (rotate-half pairing i, i+rot_dim/2) by pos[t] * inv_freq[i]; cos/sin scaled by mscale. */
+    void (*rope)(backend_t *, float *x, const int32_t *pos, int T, int n_heads, int head_dim, int rot_dim,
+                 const float *inv_freq, float mscale);
+    /* y[n] = act(gate[n]) * up[n]. */
+    void (*glu)(backend_t *, float *y, const float *gate, const float *up, size_t n, act_t act);
+    /* y[n] += x[n]. */
+    void (*add)(backend_t *, float *y, const float *x, size_t n);
+    /* y[T, n] += bias[n]. */
+    void (*add_bias)(backend_t *, float *y, const float *bias, int T, int n);
+    /* y[T, w.cols] = row ids[t] of w, times scale. */
+    void (*embed)(backend_t *, float *y, const int32_t *ids, int T, const weight_t *w, float scale);
+    /* Writes k, v [T, n_kv_heads, head_dim] into the cache at slots[T]. */
+    void (*kv_write)(backend_t *, const kv_view_t *kv, const float *k, const float *v, const int32_t *slots, int T);
+    /* out[T, n_heads, head_dim] = softmax(q·Kᵀ·scale [causal, window]) · V over each
+     * token's own row, reading K/V from the paged cache (already holding this step). */
+    void (*attention)(backend_t *, float *out, const float *q, int T, const attn_args_t *a);
+} backend_ops_t;
+
+struct backend {
+    const backend_ops_t *ops;
+    int n_threads;
+    void *impl;
+};
+
+/* Creates a backend by name: "cpu" (n_threads 0 = all cores), or "cpu-ref" (the scalar
+ * reference kernels only, one thread: what tests compare against). */
+backend_t *backend_create(const char *name, int n_threads, err_t *e);
+void backend_destroy(backend_t *be);
+/* The kernel family in use ("avx512", "avx2", "scalar"). */
+const char *backend_simd_name(const backend_t *be);
+
+#endif

@@ -1,0 +1,149 @@
+/* cpu_backend.c — the CPU backend: the op vtable over the reference and SIMD kernels.
+ *
+ * "cpu" picks the best SIMD family at start (cpuid; KILN_SIMD=off|avx2|avx512 forces
+ * one) and spreads big ops over a fixed thread pool: matmul by output columns, attention
+ * by tokens. The split is static and each element is computed whole by one thread, so
+ * the thread count never changes a result. "cpu-ref" runs the scalar reference kernels
+ * on one thread: the oracle the tests compare the fast path against. */
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu/cpu_kernels.h"
+#include "base/threadpool.h"
+
+typedef struct cpu_impl {
+    const simd_kernels_t *simd; /* NULL: reference kernels */
+    threadpool_t *pool;
+    float **scratch;            /* per thread: attention scores and K/V conversion */
+    size_t scratch_len;
+} cpu_impl_t;
+
+const simd_kernels_t *simd_detect(void) {
+    const char *f = getenv("KILN_SIMD");
+    __builtin_cpu_init();
+    int has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (f && !strcmp(f, "off")) return NULL;
+    if (f && !strcmp(f, "avx2")) return has2 ? &simd_avx2 : NULL;
+    if (has512) return &simd_avx512;
+    if (has2) return &simd_avx2;
+    return NULL;
+}
+
+static void *cpu_alloc(backend_t *be, size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+    memset(p, 0, n);
+    return p;
+}
+static void cpu_free(backend_t *be, void *p) { free(p); }
+
+/* --- matmul: columns split into one contiguous slice per task --- */
+typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight_t *w; } mm_job_t;
+
+static void mm_task(void *ctx, int i, int n) {
+    mm_job_t *j = ctx;
+    int N = j->w->rows;
+    int per = ((N + n - 1) / n + 3) & ~3; /* multiples of 4 keep whole tiles per task */
+    int j0 = i * per, j1 = j0 + per < N ? j0 + per : N;
+    if (j0 >= j1) return;
+    if (j->impl->simd) j->impl->simd->matmul(j->y, j->x, j->T, j->w, j0, j1);
+    else ref_matmul(j->y, j->x, j->T, j->w, j0, j1);
+}
+
+static void cpu_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
+    cpu_impl_t *impl = be->impl;
+    mm_job_t job = {impl, y, x, T, w};
+    int n = threadpool_size(impl->pool);
+    if ((size_t)T * w->rows * w->cols < 65536) n = 1; /* not worth a wake-up */
+    threadpool_run(impl->pool, n, mm_task, &job);
+}
+
+static void cpu_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps) {
+    ref_rms_norm(y, x, w, off, T, n, eps);
+}
+static void cpu_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms) {
+    ref_rope(x, pos, T, nh, hd, rot, inv, ms);
+}
+static void cpu_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act) { ref_glu(y, g, u, n, act); }
+static void cpu_add(backend_t *be, float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+static void cpu_add_bias(backend_t *be, float *y, const float *b, int T, int n) {
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] += b[i];
+}
+static void cpu_embed(backend_t *be, float *y, const int32_t *ids, int T, const weight_t *w, float scale) {
+    ref_embed(y, ids, T, w, scale);
+}
+static void cpu_kv_write(backend_t *be, const kv_view_t *kv, const float *k, const float *v, const int32_t *slots, int T) {
+    ref_kv_write(kv, k, v, slots, T);
+}
+
+/* --- attention: tokens split round-robin in small contiguous groups --- */
+typedef struct { cpu_impl_t *impl; float *out; const float *q; int T; const attn_args_t *a; } at_job_t;
+
+static void at_task(void *ctx, int i, int n) {
+    at_job_t *j = ctx;
+    int per = (j->T + n - 1) / n, t0 = i * per, t1 = t0 + per < j->T ? t0 + per : j->T;
+    if (t0 >= t1) return;
+    float *scratch = j->impl->scratch[i];
+    if (j->impl->simd) simd_attention(j->impl->simd, j->out, j->q, t0, t1, j->a, scratch, scratch + j->impl->scratch_len - 1024);
+    else ref_attention(j->out, j->q, t0, t1, j->a, scratch);
+}
+
+static void cpu_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *a) {
+    cpu_impl_t *impl = be->impl;
+    /* scratch holds one score per attended position: the largest position + 1 */
+    int maxp = 0;
+    for (int t = 0; t < T; t++) if (a->pos[t] > maxp) maxp = a->pos[t];
+    size_t need = (size_t)maxp + 1 + 1024;
+    int nt = threadpool_size(impl->pool);
+    if (need > impl->scratch_len) {
+        for (int i = 0; i < nt; i++) {
+            free(impl->scratch[i]);
+            impl->scratch[i] = malloc(sizeof(float) * need * 2);
+        }
+        impl->scratch_len = need * 2;
+    }
+    at_job_t job = {impl, out, q, T, a};
+    threadpool_run(impl->pool, T < nt ? T : nt, at_task, &job);
+}
+
+static const backend_ops_t cpu_ops = {
+    "cpu", cpu_alloc, cpu_free, cpu_matmul, cpu_rms_norm, cpu_rope, cpu_glu, cpu_add, cpu_add_bias,
+    cpu_embed, cpu_kv_write, cpu_attention,
+};
+
+backend_t *backend_create(const char *name, int n_threads, err_t *e) {
+    int ref = !strcmp(name, "cpu-ref");
+    if (!ref && strcmp(name, "cpu") != 0) {
+        err_set(e, "backend '%s' is not available in this build (cpu, cpu-ref%s)", name,
+                !strcmp(name, "cuda") ? "; build with `make cuda` for cuda" : "");
+        return NULL;
+    }
+    backend_t *be = calloc(1, sizeof *be);
+    cpu_impl_t *impl = calloc(1, sizeof *impl);
+    be->ops = &cpu_ops;
+    be->impl = impl;
+    impl->simd = ref ? NULL : simd_detect();
+    be->n_threads = ref ? 1 : (n_threads > 0 ? n_threads : cpu_count());
+    impl->pool = threadpool_create(be->n_threads);
+    impl->scratch = calloc((size_t)be->n_threads, sizeof(float *));
+    return be;
+}
+
+void backend_destroy(backend_t *be) {
+    if (!be) return;
+    cpu_impl_t *impl = be->impl;
+    for (int i = 0; i < threadpool_size(impl->pool); i++) free(impl->scratch[i]);
+    free(impl->scratch);
+    threadpool_destroy(impl->pool);
+    free(impl);
+    free(be);
+}
+
+const char *backend_simd_name(const backend_t *be) {
+    const cpu_impl_t *impl = be->impl;
+    return impl->simd ? impl->simd->name : "scalar";
+}

@@ -1,0 +1,153 @@
+/* matmul_avx2.c — AVX2+FMA kernels: the same contract as matmul_avx512.c with 8 lanes.
+ *
+ * Each output element is one 8-lane accumulator over K in chunks of 8, then a fixed
+ * horizontal sum. The last partial chunk is copied into a zero-padded buffer (AVX2 has
+ * no masked 16-bit loads); the copy converts exactly as the vector path does, so values
+ * do not depend on where a chunk falls. Tiles are 2 x rows × 4 W rows (8 accumulators
+ * + 6 operands in the 16 ymm registers). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include "backend/cpu/cpu_kernels.h"
+
+#define L 8
+#define AI static inline __attribute__((always_inline))
+
+typedef __m256 (*ldw_fn)(const weight_t *w, int r, int k);
+
+AI __m256 ld_f32(const weight_t *w, int r, int k) { return _mm256_loadu_ps((const float *)w->data + (size_t)r * w->cols + k); }
+AI __m256 ld_bf16(const weight_t *w, int r, int k) {
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w->data + (size_t)r * w->cols + k));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+AI __m256 ld_f16(const weight_t *w, int r, int k) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w->data + (size_t)r * w->cols + k)));
+}
+AI __m256 affine(const weight_t *w, int r, int k, __m256i codes) {
+    int ng = w->cols / w->group;
+    size_t gi = (size_t)r * ng + k / w->group;
+    float s = load_as_f32(w->scales, w->sb_dtype, gi), b = load_as_f32(w->biases, w->sb_dtype, gi);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(codes), _mm256_set1_ps(s), _mm256_set1_ps(b));
+}
+AI __m256 ld_q4(const weight_t *w, int r, int k) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * (w->cols / 2);
+    uint32_t word;
+    __builtin_memcpy(&word, row + k / 2, 4);
+    __m128i b = _mm_cvtsi32_si128((int)word);
+    __m128i lo = _mm_and_si128(b, _mm_set1_epi8(15));
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15));
+    return affine(w, r, k, _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
+}
+AI __m256 ld_q8(const weight_t *w, int r, int k) {
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->cols;
+    return affine(w, r, k, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + k))));
+}
+AI __m256 ld_qany(const weight_t *w, int r, int k) {
+    const uint32_t *row = (const uint32_t *)w->data + (size_t)r * w->cols * w->bits / 32;
+    int32_t c[8];
+    for (int i = 0; i < 8; i++) c[i] = (int32_t)weight_code(row, w->bits, k + i);
+    return affine(w, r, k, _mm256_loadu_si256((const __m256i *)c));
+}
+
+AI float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* The partial last chunk of a W row, zero padded, as f32. Dense tails only: quantized
+ * rows are whole groups (multiples of 32). */
+static __m256 tail_w(const weight_t *w, int r, int k) {
+    float buf[L] = {0};
+    const char *base = (const char *)w->data + (size_t)r * w->cols * dtype_size(w->dtype);
+    for (int i = 0; k + i < w->cols; i++) buf[i] = load_as_f32(base, w->dtype, k + i);
+    return _mm256_loadu_ps(buf);
+}
+static __m256 tail_x(const float *x, int k, int K) {
+    float buf[L] = {0};
+    for (int i = 0; k + i < K; i++) buf[i] = x[k + i];
+    return _mm256_loadu_ps(buf);
+}
+
+AI void tile(float *y, const float *x, const weight_t *w, int t, int j, const int NT, const int NJ, ldw_fn ld) {
+    int K = w->cols, N = w->rows, nfull = K / L, rem = K % L;
+    __m256 acc[2][4];
+    for (int a = 0; a < NT; a++)
+        for (int b = 0; b < NJ; b++) acc[a][b] = _mm256_setzero_ps();
+    for (int c = 0; c < nfull; c++) {
+        __m256 wv[4];
+        for (int b = 0; b < NJ; b++) wv[b] = ld(w, j + b, c * L);
+        for (int a = 0; a < NT; a++) {
+            __m256 xv = _mm256_loadu_ps(x + (size_t)(t + a) * K + c * L);
+            for (int b = 0; b < NJ; b++) acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
+        }
+    }
+    if (rem) {
+        __m256 wv[4];
+        for (int b = 0; b < NJ; b++) wv[b] = tail_w(w, j + b, nfull * L);
+        for (int a = 0; a < NT; a++) {
+            __m256 xv = tail_x(x + (size_t)(t + a) * K, nfull * L, K);
+            for (int b = 0; b < NJ; b++) acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
+        }
+    }
+    for (int a = 0; a < NT; a++)
+        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = hsum(acc[a][b]);
+}
+
+static int t_chunk(int K) {
+    int c = (65536 / (K > 0 ? K : 1)) & ~1;
+    return c < 2 ? 2 : c;
+}
+
+AI void run(float *y, const float *x, int T, const weight_t *w, int j0, int j1, ldw_fn ld) {
+    int tc = t_chunk(w->cols);
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        int t1 = t0 + tc < T ? t0 + tc : T;
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) tile(y, x, w, t, j, 2, 4, ld);
+            for (; t < t1; t++) tile(y, x, w, t, j, 1, 4, ld);
+        }
+        for (; j < j1; j++) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) tile(y, x, w, t, j, 2, 1, ld);
+            for (; t < t1; t++) tile(y, x, w, t, j, 1, 1, ld);
+        }
+    }
+}
+
+static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f32); }
+static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_bf16); }
+static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f16); }
+static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_q4); }
+static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_q8); }
+static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_qany); }
+
+static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    if (weight_is_quantized(w)) {
+        if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
+        else if (w->bits == 8) mm_q8(y, x, T, w, j0, j1);
+        else mm_qany(y, x, T, w, j0, j1);
+    } else if (w->dtype == DT_BF16) mm_bf16(y, x, T, w, j0, j1);
+    else if (w->dtype == DT_F16) mm_f16(y, x, T, w, j0, j1);
+    else mm_f32(y, x, T, w, j0, j1);
+}
+
+static float dot(const float *a, const float *b, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + L <= n; i += L) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    if (i < n) acc = _mm256_fmadd_ps(tail_x(a, i, n), tail_x(b, i, n), acc);
+    return hsum(acc);
+}
+
+static void axpy(float *y, float a, const float *x, int n) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + L <= n; i += L) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy};

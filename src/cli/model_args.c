@@ -1,0 +1,57 @@
+/* model_args.c — see model_args.h. */
+#include "cli/model_args.h"
+#include <stdio.h>
+#include <string.h>
+#include "cli/cli.h"
+
+void model_args_defaults(model_args_t *a) {
+    a->backend = "cpu";
+    a->threads = 0;
+    a->kv_dtype = DT_F32;
+    a->block_size = 16;
+}
+
+const char *model_args_help(void) {
+    return "  --backend cpu|cpu-ref   compute backend (cpu-ref: scalar reference kernels)\n"
+           "  --threads N             CPU threads (default: all cores)\n"
+           "  --kv-dtype f32|f16|bf16 KV cache element type\n"
+           "  --block-size N          KV cache block size in tokens (default 16)\n";
+}
+
+int model_args_parse(model_args_t *a, const char *cmd, int argc, char **argv, int *i) {
+    const char *f = argv[*i];
+    if (strcmp(f, "--backend") && strcmp(f, "--threads") && strcmp(f, "--kv-dtype") && strcmp(f, "--block-size")) return 0;
+    if (*i + 1 >= argc) { fprintf(stderr, "kiln %s: %s needs a value\n", cmd, f); return -1; }
+    const char *v = argv[++*i];
+    long n;
+    if (!strcmp(f, "--backend")) {
+        if (strcmp(v, "cpu") && strcmp(v, "cpu-ref") && strcmp(v, "cuda")) {
+            fprintf(stderr, "kiln %s: --backend must be cpu, cpu-ref or cuda, got '%s'\n", cmd, v);
+            return -1;
+        }
+        a->backend = v;
+    } else if (!strcmp(f, "--threads")) {
+        if (cli_parse_int(cmd, f, v, 1, 1024, &n)) return -1;
+        a->threads = (int)n;
+    } else if (!strcmp(f, "--kv-dtype")) {
+        if (dtype_from_name(v, &a->kv_dtype)) { fprintf(stderr, "kiln %s: --kv-dtype must be f32, f16 or bf16, got '%s'\n", cmd, v); return -1; }
+    } else {
+        if (cli_parse_int(cmd, f, v, 1, 4096, &n)) return -1;
+        a->block_size = (int)n;
+    }
+    return 1;
+}
+
+model_t *model_args_load(const model_args_t *a, const char *cmd, const char *dir, int n_tokens_max, int n_seqs) {
+    err_t e = {0};
+    model_opts_t o = {a->backend, a->threads};
+    model_t *m = model_load(dir, &o, &e);
+    if (!m) { fprintf(stderr, "kiln %s: %s\n", cmd, e.msg); return NULL; }
+    int per_seq = (n_tokens_max + a->block_size - 1) / a->block_size;
+    if (model_init_kv(m, per_seq * n_seqs, a->block_size, a->kv_dtype, &e)) {
+        fprintf(stderr, "kiln %s: %s\n", cmd, e.msg);
+        model_free(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,161 @@
+/* sampler.c — see sampler.h. Ties are broken by the lower token id so that sorting
+ * never depends on qsort's internals. Sorting is only done when top-k/top-p/min-p need
+ * an order; plain temperature sampling walks the vocabulary once. */
+#include "engine/sampler.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sampling_defaults(sampling_params_t *p) {
+    memset(p, 0, sizeof *p);
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->repetition_penalty = 1.0f;
+}
+
+int sampling_validate(const sampling_params_t *p, int vocab, err_t *e) {
+    if (!(p->temperature >= 0 && p->temperature <= 100)) return err_set(e, "temperature must be in [0, 100]");
+    if (p->top_k < 0) return err_set(e, "top_k must be >= 0 (0 disables it)");
+    if (!(p->top_p > 0 && p->top_p <= 1)) return err_set(e, "top_p must be in (0, 1]");
+    if (!(p->min_p >= 0 && p->min_p <= 1)) return err_set(e, "min_p must be in [0, 1]");
+    if (!(p->repetition_penalty > 0 && p->repetition_penalty <= 10)) return err_set(e, "repetition_penalty must be in (0, 10]");
+    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2)) return err_set(e, "presence_penalty must be in [-2, 2]");
+    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2)) return err_set(e, "frequency_penalty must be in [-2, 2]");
+    for (int i = 0; i < p->n_bias; i++) {
+        if (p->bias_ids[i] < 0 || p->bias_ids[i] >= vocab) return err_set(e, "logit_bias: token id %d is outside the vocabulary (0..%d)", p->bias_ids[i], vocab - 1);
+        if (!(p->bias_vals[i] >= -100 && p->bias_vals[i] <= 100)) return err_set(e, "logit_bias: value for token %d must be in [-100, 100]", p->bias_ids[i]);
+    }
+    return 0;
+}
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+double rng_uniform(uint64_t seed, uint64_t step) {
+    uint64_t r = splitmix64(splitmix64(seed) ^ (step * 0xd1b54a32d192ed03ull));
+    return (double)(r >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int sampler_scratch_init(sampler_scratch_t *s, int vocab) {
+    s->vocab = vocab;
+    s->idx = malloc(sizeof(int32_t) * vocab);
+    s->prob = malloc(sizeof(float) * vocab);
+    s->count = calloc((size_t)vocab, sizeof(int32_t));
+    return s->idx && s->prob && s->count ? 0 : -1;
+}
+
+void sampler_scratch_free(sampler_scratch_t *s) {
+    free(s->idx);
+    free(s->prob);
+    free(s->count);
+    memset(s, 0, sizeof *s);
+}
+
+static const float *g_sort_logits;
+static int cmp_desc(const void *a, const void *b) {
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    float x = g_sort_logits[i], y = g_sort_logits[j];
+    if (x > y) return -1;
+    if (x < y) return 1;
+    return i < j ? -1 : (i > j);
+}
+
+/* Partial selection: moves the k largest (by logit, then id) to idx[0..k) in order. */
+static void select_top(int32_t *idx, int n, int k, const float *logits) {
+    g_sort_logits = logits; /* qsort has no context argument; the engine thread alone samples */
+    if (k < n && k <= 64) {
+        for (int i = 0; i < k; i++) {
+            int best = i;
+            for (int j = i + 1; j < n; j++) {
+                float a = logits[idx[j]], b = logits[idx[best]];
+                if (a > b || (a == b && idx[j] < idx[best])) best = j;
+            }
+            int32_t t = idx[i]; idx[i] = idx[best]; idx[best] = t;
+        }
+    } else qsort(idx, (size_t)n, sizeof(int32_t), cmp_desc);
+}
+
+int32_t sample_token(const sampling_params_t *p, float *logits, int vocab, const int32_t *history, int n_hist,
+                     int n_prompt, uint64_t step, sampler_scratch_t *s) {
+    for (int i = 0; i < p->n_bias; i++) logits[p->bias_ids[i]] += p->bias_vals[i];
+    if (p->repetition_penalty != 1.0f) {
+        /* each distinct token once: mark with the sign bit of count, restore after */
+        for (int i = 0; i < n_hist; i++) {
+            int32_t t = history[i];
+            if (t < 0 || t >= vocab || s->count[t] < 0) continue;
+            logits[t] = logits[t] > 0 ? logits[t] / p->repetition_penalty : logits[t] * p->repetition_penalty;
+            s->count[t] = -1;
+        }
+        for (int i = 0; i < n_hist; i++) if (history[i] >= 0 && history[i] < vocab) s->count[history[i]] = 0;
+    }
+    if (p->presence_penalty != 0 || p->frequency_penalty != 0) {
+        for (int i = n_prompt; i < n_hist; i++) if (history[i] >= 0 && history[i] < vocab) s->count[history[i]]++;
+        for (int i = n_prompt; i < n_hist; i++) {
+            int32_t t = history[i];
+            if (t < 0 || t >= vocab || s->count[t] == 0) continue;
+            logits[t] -= p->frequency_penalty * (float)s->count[t] + p->presence_penalty;
+            s->count[t] = 0;
+        }
+    }
+    if (p->temperature == 0) {
+        int32_t best = 0;
+        for (int i = 1; i < vocab; i++) if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+    float inv_t = 1.0f / p->temperature;
+    int n = vocab;
+    for (int i = 0; i < vocab; i++) s->idx[i] = i;
+    int need_order = p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0;
+    if (need_order) {
+        int k = p->top_k > 0 && p->top_k < vocab ? p->top_k : vocab;
+        select_top(s->idx, vocab, k, logits);
+        n = k;
+    }
+    /* softmax over the candidates (max first; ordered candidates have it at idx[0]) */
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) if (logits[s->idx[i]] > mx) mx = logits[s->idx[i]];
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        float pr = expf((logits[s->idx[i]] - mx) * inv_t);
+        s->prob[i] = pr;
+        sum += pr;
+    }
+    if (p->top_p < 1.0f) {
+        double cum = 0;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += s->prob[i] / sum;
+            if (cum >= p->top_p) { keep = i + 1; break; }
+        }
+        n = keep;
+        sum = 0;
+        for (int i = 0; i < n; i++) sum += s->prob[i];
+    }
+    if (p->min_p > 0) {
+        float thr = p->min_p * s->prob[0]; /* prob[0] is the most likely candidate */
+        int keep = 1;
+        while (keep < n && s->prob[keep] >= thr) keep++;
+        n = keep;
+        sum = 0;
+        for (int i = 0; i < n; i++) sum += s->prob[i];
+    }
+    double u = rng_uniform(p->seed, step) * sum, cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += s->prob[i];
+        if (u < cum) return s->idx[i];
+    }
+    return s->idx[n - 1];
+}
+
+void log_softmax(const float *logits, int vocab, float *out) {
+    float mx = -INFINITY;
+    for (int i = 0; i < vocab; i++) if (logits[i] > mx) mx = logits[i];
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) sum += exp((double)logits[i] - mx);
+    float lse = mx + (float)log(sum);
+    for (int i = 0; i < vocab; i++) out[i] = logits[i] - lse;
+}

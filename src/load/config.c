@@ -1,0 +1,224 @@
+/* config.c — see config.h. Missing optional fields take transformers' defaults; missing
+ * required ones (sizes, layer and head counts, vocab) are errors naming the field. */
+#include "load/config.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/file.h"
+
+const char *arch_name(arch_t a) {
+    switch (a) {
+    case ARCH_LLAMA: return "llama";
+    case ARCH_MISTRAL: return "mistral";
+    case ARCH_QWEN2: return "qwen2";
+    case ARCH_QWEN3: return "qwen3";
+    }
+    return "?";
+}
+
+static int get_int(json_t *o, const char *k, int *out, int required, const char *where, err_t *e) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) {
+        if (required) return err_set(e, "%s: missing required field \"%s\"", where, k);
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30))
+        return err_set(e, "%s: field \"%s\" must be a non-negative integer", where, k);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int get_num(json_t *o, const char *k, double *out, const char *where, err_t *e) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v)) return err_set(e, "%s: field \"%s\" must be a number", where, k);
+    *out = json_number_value(v);
+    return 0;
+}
+
+static void add_eos(model_config_t *c, json_t *v) {
+    if (json_is_integer(v)) {
+        int id = (int)json_integer_value(v);
+        for (int i = 0; i < c->n_eos; i++) if (c->eos_ids[i] == id) return;
+        if (c->n_eos < CFG_MAX_EOS) c->eos_ids[c->n_eos++] = id;
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) add_eos(c, x);
+    }
+}
+
+static int parse_rope(model_config_t *c, json_t *tc, const char *where, err_t *e) {
+    rope_config_t *r = &c->rope;
+    r->type = ROPE_DEFAULT;
+    r->theta = 10000.0;
+    r->factor = 1.0;
+    r->low_freq_factor = 1.0;
+    r->high_freq_factor = 4.0;
+    r->beta_fast = 32.0;
+    r->beta_slow = 1.0;
+    r->truncate = 1;
+    r->partial_rotary_factor = 1.0;
+    r->original_max_pos = c->max_pos;
+    if (get_num(tc, "rope_theta", &r->theta, where, e)) return -1;
+    if (get_num(tc, "partial_rotary_factor", &r->partial_rotary_factor, where, e)) return -1;
+    json_t *rp = json_object_get(tc, "rope_parameters");
+    if (!json_is_object(rp)) rp = json_object_get(tc, "rope_scaling");
+    if (!json_is_object(rp)) return 0;
+    if (get_num(rp, "rope_theta", &r->theta, where, e)) return -1;
+    if (get_num(rp, "partial_rotary_factor", &r->partial_rotary_factor, where, e)) return -1;
+    json_t *t = json_object_get(rp, "rope_type");
+    if (!json_is_string(t)) t = json_object_get(rp, "type");
+    const char *ts = json_is_string(t) ? json_string_value(t) : "default";
+    if (!strcmp(ts, "default")) r->type = ROPE_DEFAULT;
+    else if (!strcmp(ts, "linear")) r->type = ROPE_LINEAR;
+    else if (!strcmp(ts, "dynamic")) r->type = ROPE_DYNAMIC;
+    else if (!strcmp(ts, "llama3")) r->type = ROPE_LLAMA3;
+    else if (!strcmp(ts, "yarn")) r->type = ROPE_YARN;
+    else return err_set(e, "%s: rope type \"%s\" is not supported (default, linear, dynamic, llama3, yarn)", where, ts);
+    if (get_num(rp, "factor", &r->factor, where, e) || get_num(rp, "low_freq_factor", &r->low_freq_factor, where, e) ||
+        get_num(rp, "high_freq_factor", &r->high_freq_factor, where, e) ||
+        get_num(rp, "attention_factor", &r->attention_factor, where, e) ||
+        get_num(rp, "beta_fast", &r->beta_fast, where, e) || get_num(rp, "beta_slow", &r->beta_slow, where, e) ||
+        get_num(rp, "mscale", &r->mscale, where, e) || get_num(rp, "mscale_all_dim", &r->mscale_all_dim, where, e))
+        return -1;
+    if (get_int(rp, "original_max_position_embeddings", &r->original_max_pos, 0, where, e)) return -1;
+    json_t *tr = json_object_get(rp, "truncate");
+    if (json_is_boolean(tr)) r->truncate = json_is_true(tr);
+    if (r->type != ROPE_DEFAULT && !(r->factor > 0)) return err_set(e, "%s: rope factor must be positive", where);
+    return 0;
+}
+
+static int parse_quant(model_config_t *c, json_t *root, const char *where, err_t *e) {
+    json_t *q = json_object_get(root, "quantization");
+    if (!json_is_object(q)) q = json_object_get(root, "quantization_config");
+    if (!json_is_object(q)) return 0;
+    json_t *bits = json_object_get(q, "bits"), *gs = json_object_get(q, "group_size");
+    if (!bits && !gs) return 0; /* some other quantization_config (e.g. a torch one) */
+    if (!json_is_integer(bits) || !json_is_integer(gs))
+        return err_set(e, "%s: quantization needs integer \"bits\" and \"group_size\"", where);
+    c->quant_bits = (int)json_integer_value(bits);
+    c->quant_group = (int)json_integer_value(gs);
+    if (c->quant_bits < 2 || c->quant_bits > 8 || c->quant_bits == 7)
+        return err_set(e, "%s: quantization bits %d unsupported (2, 3, 4, 5, 6, 8)", where, c->quant_bits);
+    if (c->quant_group != 32 && c->quant_group != 64 && c->quant_group != 128)
+        return err_set(e, "%s: quantization group_size %d unsupported (32, 64, 128)", where, c->quant_group);
+    c->quant = q;
+    return 0;
+}
+
+void config_quant_for(const model_config_t *c, const char *module_path, int *bits, int *group) {
+    *bits = c->quant_bits;
+    *group = c->quant_group;
+    if (!c->quant) return;
+    json_t *o = json_object_get(c->quant, module_path);
+    if (!o) return;
+    if (json_is_false(o)) { *bits = 0; return; }
+    if (json_is_object(o)) {
+        json_t *b = json_object_get(o, "bits"), *g = json_object_get(o, "group_size");
+        if (json_is_integer(b)) *bits = (int)json_integer_value(b);
+        if (json_is_integer(g)) *group = (int)json_integer_value(g);
+    }
+}
+
+int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *where, err_t *e) {
+    memset(c, 0, sizeof *c);
+    c->root = json_incref(root);
+    c->bos_id = -1;
+    c->gen_temperature = c->gen_top_p = c->gen_min_p = c->gen_repetition_penalty = NAN;
+    c->gen_top_k = -1;
+    if (!json_is_object(root)) return err_set(e, "%s: not a JSON object", where);
+    json_t *tc = json_object_get(root, "text_config");
+    if (!json_is_object(tc)) tc = root;
+    json_t *mt = json_object_get(tc, "model_type");
+    if (!json_is_string(mt)) mt = json_object_get(root, "model_type");
+    if (!json_is_string(mt)) return err_set(e, "%s: missing \"model_type\"", where);
+    snprintf(c->model_type, sizeof c->model_type, "%s", json_string_value(mt));
+    const char *t = c->model_type;
+    if (!strcmp(t, "llama")) c->arch = ARCH_LLAMA;
+    else if (!strcmp(t, "mistral")) c->arch = ARCH_MISTRAL;
+    else if (!strcmp(t, "qwen2")) c->arch = ARCH_QWEN2;
+    else if (!strcmp(t, "qwen3")) c->arch = ARCH_QWEN3;
+    else return err_set(e, "%s: architecture \"%s\" is not supported (llama, mistral, qwen2, qwen3)", where, t);
+
+    c->max_pos = 4096;
+    c->rms_eps = 1e-6;
+    if (get_int(tc, "hidden_size", &c->hidden_size, 1, where, e) ||
+        get_int(tc, "intermediate_size", &c->intermediate_size, 1, where, e) ||
+        get_int(tc, "num_hidden_layers", &c->n_layers, 1, where, e) ||
+        get_int(tc, "num_attention_heads", &c->n_heads, 1, where, e) ||
+        get_int(tc, "vocab_size", &c->vocab_size, 1, where, e) ||
+        get_int(tc, "max_position_embeddings", &c->max_pos, 0, where, e) ||
+        get_num(tc, "rms_norm_eps", &c->rms_eps, where, e))
+        return -1;
+    c->n_kv_heads = c->n_heads;
+    if (get_int(tc, "num_key_value_heads", &c->n_kv_heads, 0, where, e)) return -1;
+    if (c->hidden_size == 0 || c->n_heads == 0 || c->n_layers == 0 || c->vocab_size == 0 || c->n_kv_heads == 0)
+        return err_set(e, "%s: hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads and vocab_size must be positive", where);
+    c->head_dim = c->hidden_size / c->n_heads;
+    if (get_int(tc, "head_dim", &c->head_dim, 0, where, e)) return -1;
+    if (c->head_dim <= 0 || c->head_dim % 2) return err_set(e, "%s: head_dim %d must be positive and even", where, c->head_dim);
+    if (c->n_heads % c->n_kv_heads)
+        return err_set(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", where, c->n_heads, c->n_kv_heads);
+    json_t *tie = json_object_get(tc, "tie_word_embeddings");
+    if (!tie) tie = json_object_get(root, "tie_word_embeddings");
+    c->tie_embeddings = tie ? json_is_true(tie) : (c->arch == ARCH_QWEN3 ? 0 : 0);
+    json_t *ab = json_object_get(tc, "attention_bias");
+    c->attention_bias = c->arch == ARCH_QWEN2 ? 1 : (ab && json_is_true(ab));
+    json_t *mb = json_object_get(tc, "mlp_bias");
+    c->mlp_bias = mb && json_is_true(mb);
+    c->qk_norm = c->arch == ARCH_QWEN3;
+    if (parse_rope(c, tc, where, e)) return -1;
+    c->param_dtype = DT_F32;
+    json_t *pd = json_object_get(tc, "dtype");
+    if (!json_is_string(pd)) pd = json_object_get(tc, "torch_dtype");
+    if (!json_is_string(pd)) pd = json_object_get(root, "torch_dtype");
+    if (json_is_string(pd)) dtype_from_name(json_string_value(pd), &c->param_dtype);
+    json_t *bos = json_object_get(tc, "bos_token_id");
+    if (json_is_integer(bos)) c->bos_id = (int)json_integer_value(bos);
+    add_eos(c, json_object_get(tc, "eos_token_id"));
+    if (tc != root) add_eos(c, json_object_get(root, "eos_token_id"));
+    if (parse_quant(c, root, where, e)) return -1;
+    if (gen) {
+        add_eos(c, json_object_get(gen, "eos_token_id"));
+        json_t *gb = json_object_get(gen, "bos_token_id");
+        if (c->bos_id < 0 && json_is_integer(gb)) c->bos_id = (int)json_integer_value(gb);
+        get_num(gen, "temperature", &c->gen_temperature, where, NULL);
+        get_num(gen, "top_p", &c->gen_top_p, where, NULL);
+        get_num(gen, "min_p", &c->gen_min_p, where, NULL);
+        get_num(gen, "repetition_penalty", &c->gen_repetition_penalty, where, NULL);
+        json_t *tk = json_object_get(gen, "top_k");
+        if (json_is_integer(tk)) c->gen_top_k = (int)json_integer_value(tk);
+        json_t *ds = json_object_get(gen, "do_sample");
+        if (json_is_false(ds)) c->gen_temperature = 0.0; /* greedy by default */
+    }
+    return 0;
+}
+
+int config_load(model_config_t *c, const char *dir, err_t *e) {
+    char *path = str_printf("%s/config.json", dir), *gpath = str_printf("%s/generation_config.json", dir);
+    json_error_t je;
+    json_t *root = NULL, *gen = NULL;
+    int rc = -1;
+    memset(c, 0, sizeof *c);
+    if (!file_exists(path)) { err_set(e, "%s: not found (is '%s' a model directory?)", path, dir); goto out; }
+    root = json_load_file(path, 0, &je);
+    if (!root) { err_set(e, "%s: not valid JSON (%s, line %d)", path, je.text, je.line); goto out; }
+    if (file_exists(gpath)) {
+        gen = json_load_file(gpath, 0, &je);
+        if (!gen) { err_set(e, "%s: not valid JSON (%s, line %d)", gpath, je.text, je.line); goto out; }
+    }
+    rc = config_from_json(c, root, gen, path, e);
+out:
+    json_decref(root);
+    json_decref(gen);
+    free(path);
+    free(gpath);
+    return rc;
+}
+
+void config_free(model_config_t *c) {
+    json_decref(c->root);
+    memset(c, 0, sizeof *c);
+}

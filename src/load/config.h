@@ -1,0 +1,64 @@
+/* config.h — a model's config.json (and generation_config.json) as a C struct.
+ *
+ * Handles the variations real checkpoints have: configs nested under "text_config" (VL
+ * models, mlx-community conversions), RoPE parameters under "rope_parameters"
+ * (transformers 5) or "rope_theta" + "rope_scaling" (older), eos ids as an int or a list,
+ * MLX quantization under "quantization" or "quantization_config" with per-module
+ * overrides where `false` means "not quantized". */
+#ifndef KILN_CONFIG_H
+#define KILN_CONFIG_H
+
+#include <jansson.h>
+#include "base/err.h"
+#include "tensor/dtype.h"
+
+typedef enum arch { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_QWEN3 } arch_t;
+
+typedef enum rope_type { ROPE_DEFAULT, ROPE_LINEAR, ROPE_DYNAMIC, ROPE_LLAMA3, ROPE_YARN } rope_type_t;
+
+typedef struct rope_config {
+    rope_type_t type;
+    double theta;
+    double factor;                    /* linear, dynamic, llama3, yarn */
+    double low_freq_factor, high_freq_factor; /* llama3 */
+    int original_max_pos;             /* llama3, yarn, dynamic */
+    double attention_factor;          /* yarn (0: derived from factor) */
+    double beta_fast, beta_slow;      /* yarn */
+    double mscale, mscale_all_dim;    /* yarn variants (0: unset) */
+    int truncate;                     /* yarn: floor/ceil the correction range (default 1) */
+    double partial_rotary_factor;     /* fraction of head_dim that is rotated (1.0) */
+} rope_config_t;
+
+#define CFG_MAX_EOS 8
+
+typedef struct model_config {
+    arch_t arch;
+    char model_type[32];
+    int hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads, head_dim, vocab_size;
+    int max_pos;
+    double rms_eps;
+    dtype_t param_dtype;              /* "dtype"/"torch_dtype": what transformers computes buffers in */
+    rope_config_t rope;
+    int tie_embeddings, attention_bias, mlp_bias, qk_norm;
+    int bos_id;                       /* -1 when none */
+    int eos_ids[CFG_MAX_EOS], n_eos;  /* config.json and generation_config.json, merged */
+    /* Sampling defaults from generation_config.json (NAN/-1 when absent). */
+    double gen_temperature, gen_top_p, gen_min_p, gen_repetition_penalty;
+    int gen_top_k;
+    /* MLX quantization (bits 0 = none) and its per-module overrides (borrowed JSON). */
+    int quant_bits, quant_group;
+    json_t *quant;                    /* the "quantization" object itself, or NULL */
+    json_t *root;                     /* the whole config.json, owned */
+} model_config_t;
+
+/* Reads DIR/config.json and DIR/generation_config.json (optional). */
+int config_load(model_config_t *c, const char *dir, err_t *e);
+/* Same, from an already parsed config (takes a reference). gen may be NULL. */
+int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *where, err_t *e);
+void config_free(model_config_t *c);
+/* Quantization of the module at `path` (e.g. "model.layers.0.mlp.down_proj"): bits and
+ * group size, bits = 0 when the module is not quantized. */
+void config_quant_for(const model_config_t *c, const char *module_path, int *bits, int *group);
+const char *arch_name(arch_t a);
+
+#endif

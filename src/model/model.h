@@ -1,0 +1,73 @@
+/* model.h — the model interface (DESIGN §4): load a checkpoint, run one ragged batch.
+ *
+ * A batch is a list of rows; each row brings its own new tokens at its own positions
+ * (1 for decode, a chunk for prefill, k+1 for speculative verify). The caller reserves
+ * KV room for each row's positions first (kv_seq_reserve); forward writes the new K/V
+ * and returns logits for the tokens listed in logit_index. Prefill, decode and mixed
+ * steps are the same call. */
+#ifndef KILN_MODEL_H
+#define KILN_MODEL_H
+
+#include <stdint.h>
+#include "backend/backend.h"
+#include "kv/kv_pool.h"
+#include "load/config.h"
+#include "load/safetensors.h"
+
+typedef struct batch {
+    int n_rows, n_tokens;
+    const int32_t *tokens, *pos;     /* [n_tokens]                                   */
+    const int32_t *row_start;        /* [n_rows+1] offsets into tokens               */
+    kv_seq_t **seq;                  /* [n_rows] block tables                        */
+    const int32_t *logit_index;      /* [n_logits] token indices whose logits are wanted */
+    int n_logits;
+} batch_t;
+
+/* What each layer caches (DESIGN §5); engine and KV code size pools from it. */
+typedef enum layer_cache { CACHE_FULL, CACHE_SLIDING, CACHE_RECURRENT } layer_cache_t;
+
+typedef struct model model_t;
+
+typedef struct model_ops {
+    const char *family;
+    int (*load)(model_t *m, err_t *e);
+    /* logits: [n_logits, vocab] f32 on the host. */
+    int (*forward)(model_t *m, const batch_t *b, float *logits, err_t *e);
+    void (*destroy)(model_t *m);
+} model_ops_t;
+
+struct model {
+    const model_ops_t *ops;
+    model_config_t cfg;
+    st_archive_t ar;
+    backend_t *be;
+    kv_pool_t kv;            /* owned; created by model_init_kv */
+    char *dir;
+    void *impl;
+    size_t weight_bytes;     /* bytes read by one full pass over the weights */
+    int64_t n_params;
+};
+
+typedef struct model_opts {
+    const char *backend;     /* "cpu" (default) | "cpu-ref" */
+    int n_threads;           /* 0: all cores */
+} model_opts_t;
+
+model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e);
+void model_free(model_t *m);
+/* Creates the KV pool: n_blocks of block_size tokens in dtype. */
+int model_init_kv(model_t *m, int n_blocks, int block_size, dtype_t dtype, err_t *e);
+int model_forward(model_t *m, const batch_t *b, float *logits, err_t *e);
+/* Checks a batch against the model and its KV pool (token ids, positions, rows). */
+int batch_validate(const model_t *m, const batch_t *b, err_t *e);
+
+/* Weight lookup helpers shared by the families (weights.c). Names are tried under the
+ * prefixes real checkpoints use ("model.", "model.language_model.", "language_model.model."). */
+int model_get_weight(model_t *m, const char *name, int rows, int cols, weight_t *w, err_t *e);
+/* A 1-D tensor [n] converted to f32 (norm weights, biases): small, so copied. */
+int model_get_vector(model_t *m, const char *name, int n, float **out, err_t *e);
+int model_has_tensor(model_t *m, const char *name);
+
+extern const model_ops_t llama_ops;
+
+#endif

@@ -1,0 +1,24 @@
+/* weight.c — reference access to weights (see weight.h). */
+#include "tensor/weight.h"
+
+size_t weight_bytes(const weight_t *w) {
+    if (!weight_is_quantized(w)) return (size_t)w->rows * w->cols * dtype_size(w->dtype);
+    size_t codes = (size_t)w->rows * w->cols * w->bits / 8;
+    size_t sb = 2 * (size_t)w->rows * (w->cols / w->group) * dtype_size(w->sb_dtype);
+    return codes + sb;
+}
+
+void weight_row_f32(const weight_t *w, int r, float *out) {
+    if (!weight_is_quantized(w)) {
+        const char *base = (const char *)w->data + (size_t)r * w->cols * dtype_size(w->dtype);
+        for (int j = 0; j < w->cols; j++) out[j] = load_as_f32(base, w->dtype, j);
+        return;
+    }
+    const uint32_t *row = (const uint32_t *)w->data + (size_t)r * w->cols * w->bits / 32;
+    int ng = w->cols / w->group;
+    for (int g = 0; g < ng; g++) {
+        float s = load_as_f32(w->scales, w->sb_dtype, (size_t)r * ng + g);
+        float b = load_as_f32(w->biases, w->sb_dtype, (size_t)r * ng + g);
+        for (int j = g * w->group; j < (g + 1) * w->group; j++) out[j] = s * (float)weight_code(row, w->bits, j) + b;
+    }
+}

@@ -1,0 +1,42 @@
+/* weight.h — a 2-D weight matrix as the backends see it: W [rows = out, cols = in].
+ *
+ * Dense weights keep their stored dtype (f32, f16, bf16) and point straight into the
+ * mapped checkpoint. MLX affine-quantized weights keep their packed codes: each row is a
+ * little-endian bit stream of `bits`-wide codes (first code in the lowest bits), with one
+ * scale and one bias per group of `group` columns: w = scale * code + bias. Nothing is
+ * ever dequantized as a whole; kernels dequantize a few columns at a time. */
+#ifndef KILN_WEIGHT_H
+#define KILN_WEIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "tensor/dtype.h"
+
+typedef struct weight {
+    int rows, cols;       /* out features, in features                               */
+    dtype_t dtype;        /* storage of dense data; DT_U32 means MLX-quantized codes  */
+    const void *data;     /* dense: [rows, cols]; quantized: [rows, cols*bits/32] u32  */
+    int bits, group;      /* quantized only                                            */
+    const void *scales;   /* [rows, cols/group] in sb_dtype                            */
+    const void *biases;   /* [rows, cols/group] in sb_dtype                            */
+    dtype_t sb_dtype;
+    void *device;         /* a backend's own copy (CUDA); NULL on the CPU              */
+} weight_t;
+
+static inline int weight_is_quantized(const weight_t *w) { return w->dtype == DT_U32; }
+
+/* Bytes a full pass over the weight reads (codes + scales + biases, or dense data). */
+size_t weight_bytes(const weight_t *w);
+/* Code j of a quantized row (bit-stream extraction; reference path). */
+static inline uint32_t weight_code(const uint32_t *row, int bits, int j) {
+    uint64_t bit = (uint64_t)j * bits;
+    uint64_t word = bit >> 5, off = bit & 31;
+    uint64_t v = row[word] >> off;
+    if (off + bits > 32) v |= (uint64_t)row[word + 1] << (32 - off);
+    return (uint32_t)(v & ((1u << bits) - 1));
+}
+/* Dequantizes (or converts) row r into out[cols] as f32: the reference every kernel
+ * is tested against. */
+void weight_row_f32(const weight_t *w, int r, float *out);
+
+#endif
