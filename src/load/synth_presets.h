@@ -119,7 +119,7 @@ char *synth_generation_config_json(const synth_opts_t *o, err_t *e);
 /* The generator, exposed so tests can regenerate any element. */
 uint64_t synth_tensor_seed(uint64_t seed, const char *weight_name);
 /* Element i (row-major) of the weight with this tensor seed, before storage rounding:
- * SYNTH_STD times a normal-ish variate (sum of four uniforms, so |w| < 3.47 * SYNTH_STD). */
+ * SYNTH_STD times a bell-shaped variate (sum of four uniform bytes, |w| <= 3.451 * SYNTH_STD). */
 float synth_weight(uint64_t tseed, uint64_t i);
 /* Scale and bias (already rounded to bf16) of group g (row-major over [rows, cols/G])
  * of a quantized weight. Every weight of the group lies within [bias, bias + scale*qmax]. */
