@@ -8,6 +8,7 @@ static const cli_command_t commands[] = {
     {"logits", cmd_logits, "one forward over token ids; write [T, vocab] float32 logits as .npy"},
     {"generate", cmd_generate, "generate tokens from a prompt"},
     {"bench", cmd_bench, "prefill and decode throughput"},
+    {"synth", cmd_synth, "write a random-weight checkpoint with a real model's shapes (HF / MLX layout)"},
 };
 
 static void usage(FILE *f) {
