@@ -43,7 +43,7 @@ int cmd_bench(int argc, char **argv) {
             if (!strcmp(f, "--prompt-tokens")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &np);
             else if (!strcmp(f, "--gen-tokens")) bad = cli_parse_int("bench", f, v, 0, 1 << 20, &ng);
             else if (!strcmp(f, "--runs")) bad = cli_parse_int("bench", f, v, 1, 100, &runs);
-            else { fprintf(stderr, "kiln bench: unknown flag '%s'\n", f); usage(stderr); return 2; }
+            else { fprintf(stderr, "kiln bench: unknown flag '%s'\n", f); return 2; }
             if (bad) return 2;
         } else if (!dir) dir = f;
         else { fprintf(stderr, "kiln bench: unexpected argument '%s'\n", f); return 2; }

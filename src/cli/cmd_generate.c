@@ -58,13 +58,13 @@ int cmd_generate(int argc, char **argv) {
             else if (!strcmp(f, "--presence-penalty")) bad = cli_parse_float("generate", f, v, -2, 2, &pres);
             else if (!strcmp(f, "--frequency-penalty")) bad = cli_parse_float("generate", f, v, -2, 2, &freq);
             else if (!strcmp(f, "--seed")) bad = cli_parse_int("generate", f, v, 0, 0x7fffffffffffffffL, &seed);
-            else { fprintf(stderr, "kiln generate: unknown flag '%s'\n", f); usage(stderr); return 2; }
+            else { fprintf(stderr, "kiln generate: unknown flag '%s'\n", f); return 2; }
             if (bad) return 2;
         } else if (!dir) dir = f;
         else { fprintf(stderr, "kiln generate: unexpected argument '%s' (text prompts need a tokenizer: use --prompt-ids)\n", f); return 2; }
     }
     if (!dir) dir = cli_default_model();
-    if (!ids_s) { fprintf(stderr, "kiln generate: give a prompt with --prompt-ids\n"); usage(stderr); return 2; }
+    if (!ids_s) { fprintf(stderr, "kiln generate: give a prompt with --prompt-ids\n"); return 2; }
     int *ids, n;
     if (cli_parse_ids("generate", "--prompt-ids", ids_s, &ids, &n)) return 2;
     model_t *m = model_args_load(&ma, "generate", dir, n + (int)max_tokens + 1, 1);

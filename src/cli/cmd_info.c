@@ -17,7 +17,7 @@ int cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (argv[i][0] == '-') { fprintf(stderr, "kiln info: unknown flag '%s'\n", argv[i]); usage(stderr); return 2; }
+        else if (argv[i][0] == '-') { fprintf(stderr, "kiln info: unknown flag '%s'\n", argv[i]); return 2; }
         else if (!dir) dir = argv[i];
         else { fprintf(stderr, "kiln info: unexpected argument '%s'\n", argv[i]); return 2; }
     }

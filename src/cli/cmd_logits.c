@@ -34,12 +34,12 @@ int cmd_logits(int argc, char **argv) {
         if (!strcmp(argv[i], "--ids")) ids_s = argv[++i];
         else if (!strcmp(argv[i], "--out")) out = argv[++i];
         else if (!strcmp(argv[i], "--chunk")) { if (cli_parse_int("logits", "--chunk", argv[++i], 1, 1 << 20, &chunk)) return 2; }
-        else if (argv[i][0] == '-') { fprintf(stderr, "kiln logits: unknown flag '%s'\n", argv[i]); usage(stderr); return 2; }
+        else if (argv[i][0] == '-') { fprintf(stderr, "kiln logits: unknown flag '%s'\n", argv[i]); return 2; }
         else if (!dir) dir = argv[i];
         else { fprintf(stderr, "kiln logits: unexpected argument '%s'\n", argv[i]); return 2; }
     }
     if (!dir) dir = cli_default_model();
-    if (!ids_s || !out) { fprintf(stderr, "kiln logits: --ids and --out are required\n"); usage(stderr); return 2; }
+    if (!ids_s || !out) { fprintf(stderr, "kiln logits: --ids and --out are required\n"); return 2; }
     int *ids, n;
     if (cli_parse_ids("logits", "--ids", ids_s, &ids, &n)) return 2;
     ma.kv_dtype = DT_F32;

@@ -1,0 +1,200 @@
+/* test_kernels.c — every SIMD kernel against the scalar reference, on random inputs of
+ * odd sizes, for every weight storage (f32, f16, bf16, MLX affine 2/3/4/5/6/8 bits at
+ * group sizes 32/64/128). Also: a matmul row computed alone equals the same row inside a
+ * bigger T bitwise (the batch-invariance the engine relies on), and dot/axpy/attention. */
+#include "../common/test_util.h"
+#include "backend/cpu/cpu_kernels.h"
+
+static const simd_kernels_t *families[2];
+static int n_families;
+
+static int setup(void **st) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) families[n_families++] = &simd_avx2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        families[n_families++] = &simd_avx512;
+    printf("# SIMD families on this CPU: %d\n", n_families);
+    return 0;
+}
+
+/* A random dense weight in dtype dt. */
+static weight_t make_dense(int rows, int cols, dtype_t dt, uint64_t seed, void **buf) {
+    weight_t w = {rows, cols, dt};
+    *buf = malloc((size_t)rows * cols * dtype_size(dt));
+    for (size_t i = 0; i < (size_t)rows * cols; i++) store_from_f32(*buf, dt, i, tu_rand(&seed));
+    w.data = *buf;
+    return w;
+}
+
+/* A random MLX-affine weight: codes packed as a little-endian bit stream per row. */
+static weight_t make_quant(int rows, int cols, int bits, int group, uint64_t seed, void **codes, void **sc, void **bi) {
+    weight_t w = {rows, cols, DT_U32};
+    size_t words = (size_t)cols * bits / 32;
+    uint32_t *c = calloc((size_t)rows * words, 4);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t code = (seed >> 33) & ((1u << bits) - 1), bit = (uint64_t)j * bits;
+            uint32_t *row = c + (size_t)r * words;
+            row[bit >> 5] |= (uint32_t)(code << (bit & 31));
+            if ((bit & 31) + bits > 32) row[(bit >> 5) + 1] |= (uint32_t)(code >> (32 - (bit & 31)));
+        }
+    int ng = cols / group;
+    uint16_t *s = malloc(sizeof(uint16_t) * rows * ng), *b = malloc(sizeof(uint16_t) * rows * ng);
+    for (int i = 0; i < rows * ng; i++) {
+        s[i] = f32_to_bf16(0.01f + 0.05f * fabsf(tu_rand(&seed)));
+        b[i] = f32_to_bf16(0.2f * tu_rand(&seed));
+    }
+    w.data = c; w.bits = bits; w.group = group; w.scales = s; w.biases = b; w.sb_dtype = DT_BF16;
+    *codes = c; *sc = s; *bi = b;
+    return w;
+}
+
+static void compare(const weight_t *w, int T, const char *what) {
+    uint64_t seed = 99;
+    float *x = malloc(sizeof(float) * T * w->cols);
+    for (int i = 0; i < T * w->cols; i++) x[i] = tu_rand(&seed);
+    float *want = malloc(sizeof(float) * T * w->rows), *got = malloc(sizeof(float) * T * w->rows);
+    float *alone = malloc(sizeof(float) * w->rows);
+    ref_matmul(want, x, T, w, 0, w->rows);
+    for (int f = 0; f < n_families; f++) {
+        memset(got, 0, sizeof(float) * T * w->rows);
+        /* split the columns unevenly, as threads would */
+        int mid = (w->rows / 3) & ~3;
+        families[f]->matmul(got, x, T, w, 0, mid);
+        families[f]->matmul(got, x, T, w, mid, w->rows);
+        double err = tu_rel_err(got, want, (size_t)T * w->rows);
+        if (err > 2e-6) fail_msg("%s %s T=%d %dx%d: rel err %g", families[f]->name, what, T, w->rows, w->cols, err);
+        /* each x row alone must give bitwise the same outputs as inside the batch */
+        for (int t = 0; t < T; t++) {
+            families[f]->matmul(alone, x + (size_t)t * w->cols, 1, w, 0, w->rows);
+            if (memcmp(alone, got + (size_t)t * w->rows, sizeof(float) * w->rows) != 0)
+                fail_msg("%s %s: row %d alone differs from row %d in a batch of %d", families[f]->name, what, t, t, T);
+        }
+    }
+    free(x); free(want); free(got); free(alone);
+}
+
+static void test_matmul_dense(void **st) {
+    const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
+    const int shapes[][3] = {{1, 1, 1}, {3, 7, 5}, {9, 13, 37}, {5, 64, 64}, {17, 33, 129}, {2, 40, 300}};
+    for (int d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            void *buf;
+            weight_t w = make_dense(shapes[s][1], shapes[s][2], dts[d], 7 + s, &buf);
+            compare(&w, shapes[s][0], dtype_name(dts[d]));
+            free(buf);
+        }
+}
+
+static void test_matmul_quant(void **st) {
+    const int bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
+    for (int b = 0; b < 6; b++)
+        for (int g = 0; g < 3; g++) {
+            int cols = groups[g] * 3, rows = 11;
+            void *c, *s, *bi;
+            weight_t w = make_quant(rows, cols, bits[b], groups[g], 3 + b * 7 + g, &c, &s, &bi);
+            char what[64];
+            snprintf(what, sizeof what, "q%d/g%d", bits[b], groups[g]);
+            for (int T = 1; T <= 9; T += 4) compare(&w, T, what);
+            free(c); free(s); free(bi);
+        }
+}
+
+/* The reference dequantization itself: codes must be read back as written. */
+static void test_code_extraction(void **st) {
+    for (int bits = 2; bits <= 8; bits++) {
+        if (bits == 7) continue;
+        uint32_t row[16] = {0};
+        int n = 16 * 32 / bits;
+        for (int j = 0; j < n; j++) {
+            uint64_t code = (uint64_t)(j * 37 + 11) & ((1u << bits) - 1), bit = (uint64_t)j * bits;
+            row[bit >> 5] |= (uint32_t)(code << (bit & 31));
+            if ((bit & 31) + bits > 32) row[(bit >> 5) + 1] |= (uint32_t)(code >> (32 - (bit & 31)));
+        }
+        for (int j = 0; j < n; j++) assert_int_equal(weight_code(row, bits, j), (uint32_t)(j * 37 + 11) & ((1u << bits) - 1));
+    }
+}
+
+static void test_dot_axpy(void **st) {
+    uint64_t seed = 5;
+    for (int n = 1; n < 300; n += 37) {
+        float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n), *y2 = malloc(sizeof(float) * n);
+        double want = 0;
+        for (int i = 0; i < n; i++) { a[i] = tu_rand(&seed); b[i] = tu_rand(&seed); want += (double)a[i] * b[i]; y1[i] = y2[i] = tu_rand(&seed); }
+        for (int f = 0; f < n_families; f++) {
+            float got = families[f]->dot(a, b, n);
+            assert_true(fabs(got - want) < 1e-5 * n);
+            memcpy(y2, y1, sizeof(float) * n);
+            families[f]->axpy(y2, 0.37f, a, n);
+            for (int i = 0; i < n; i++) assert_true(fabsf(y2[i] - (y1[i] + 0.37f * a[i])) < 1e-6f);
+        }
+        free(a); free(b); free(y1); free(y2);
+    }
+}
+
+/* Paged attention: SIMD against reference, with a scattered block table, GQA, a window
+ * and soft-capping, in every KV dtype. */
+static void test_attention(void **st) {
+    const dtype_t kdt[] = {DT_F32, DT_F16, DT_BF16};
+    int nh = 4, nkv = 2, hd = 20, bs = 4, nblocks = 16, ctx = 23;
+    for (int d = 0; d < 3; d++)
+        for (int variant = 0; variant < 3; variant++) {
+            uint64_t seed = 11 + d * 3 + variant;
+            size_t per = (size_t)nkv * hd;
+            void *K = calloc((size_t)nblocks * bs * per, 4), *Vv = calloc((size_t)nblocks * bs * per, 4);
+            for (size_t i = 0; i < (size_t)nblocks * bs * per; i++) {
+                store_from_f32(K, kdt[d], i, tu_rand(&seed));
+                store_from_f32(Vv, kdt[d], i, tu_rand(&seed));
+            }
+            int32_t table0[] = {7, 2, 11, 0, 5, 9}, table1[] = {3, 14, 1};
+            const int32_t *tables[] = {table0, table1};
+            /* row 0: 5 tokens at positions 18..22; row 1: 1 token at position 9 */
+            int32_t rs[] = {0, 5, 6}, pos[] = {18, 19, 20, 21, 22, 9};
+            int T = 6;
+            float *q = malloc(sizeof(float) * T * nh * hd), *o1 = malloc(sizeof(float) * T * nh * hd), *o2 = malloc(sizeof(float) * T * nh * hd);
+            for (int i = 0; i < T * nh * hd; i++) q[i] = tu_rand(&seed);
+            attn_args_t a = {2, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), variant == 2 ? 5.0f : 0.f, variant == 1 ? 6 : 0,
+                             {K, Vv, kdt[d], bs, nkv, hd}};
+            float scratch[64 + 1024];
+            ref_attention(o1, q, 0, T, &a, scratch);
+            for (int f = 0; f < n_families; f++) {
+                simd_attention(families[f], o2, q, 0, T, &a, scratch, scratch + 64);
+                double err = tu_rel_err(o2, o1, (size_t)T * nh * hd);
+                if (err > 1e-5) fail_msg("%s attention kv %s variant %d: rel err %g", families[f]->name, dtype_name(kdt[d]), variant, err);
+                /* tokens computed in separate calls give the same bits */
+                float *o3 = malloc(sizeof(float) * T * nh * hd);
+                simd_attention(families[f], o3, q, 0, 2, &a, scratch, scratch + 64);
+                simd_attention(families[f], o3, q, 2, T, &a, scratch, scratch + 64);
+                assert_memory_equal(o3, o2, sizeof(float) * T * nh * hd);
+                free(o3);
+            }
+            (void)ctx;
+            free(K); free(Vv); free(q); free(o1); free(o2);
+        }
+}
+
+static void test_conversions(void **st) {
+    /* f16: every value round-trips; bf16: rounding is nearest-even */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = f16_to_f32((uint16_t)h);
+        if (isnan(f)) continue;
+        assert_int_equal(f32_to_f16(f), h);
+    }
+    assert_int_equal(f32_to_bf16(1.0f), 0x3f80);
+    float f;
+    uint32_t u = 0x3f808000; /* exactly halfway between 0x3f80 and 0x3f81: to even */
+    memcpy(&f, &u, 4);
+    assert_int_equal(f32_to_bf16(f), 0x3f80);
+    u = 0x3f818000;
+    memcpy(&f, &u, 4);
+    assert_int_equal(f32_to_bf16(f), 0x3f82);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conversions),   cmocka_unit_test(test_code_extraction), cmocka_unit_test(test_matmul_dense),
+        cmocka_unit_test(test_matmul_quant),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_attention),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
