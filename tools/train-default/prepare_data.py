@@ -76,6 +76,12 @@ def brown_sentence_tokens(line):
 
 def detok(tokens):
     """Tokens (with the paragraph's single-quote state handled by the caller) -> text."""
+    # The corpus puts sentence punctuation after a closing quote ('' .); put . , ? !
+    # inside it, as the original American typesetting had it (." ,").
+    tokens = list(tokens)
+    for i in range(len(tokens) - 1):
+        if tokens[i][0] == "''" and tokens[i + 1][0] in (".", ",", "?", "!"):
+            tokens[i], tokens[i + 1] = tokens[i + 1], tokens[i]
     out = []
     prev_space_after = False
     in_single = False

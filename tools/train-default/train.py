@@ -193,7 +193,7 @@ def window_nll(model, ids, n, device, batch=32, autocast=False):
     return total, count
 
 
-def train_one(spec, cfg, stream, valid_ids, args, device, epochs, curves, tag):
+def train_one(spec, cfg, stream, valid_ids, args, device, epochs, wd, curves, tag):
     from transformers import Qwen3ForCausalLM
     torch.manual_seed(args.seed)
     model = Qwen3ForCausalLM(cfg).to(device)
@@ -206,7 +206,7 @@ def train_one(spec, cfg, stream, valid_ids, args, device, epochs, curves, tag):
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.dim() >= 2 else no_decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd},
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=spec["lr"], betas=(0.9, 0.95), eps=1e-8,
                             fused=(device.type == "cuda"))
@@ -258,40 +258,46 @@ def train_one(spec, cfg, stream, valid_ids, args, device, epochs, curves, tag):
             "steps_per_epoch": steps_per_epoch, "best_step": best[1],
             "best_epoch": best[1] / steps_per_epoch, "best_valid_loss": best[0],
             "train_seconds": time.time() - t0, "batch_tokens": bs * ctx, "lr": spec["lr"],
+            "wd": wd, "warmup": warm,
             "sec_per_step": (time.time() - t0) / max(1, step)}
     return model, info
 
 
-def search_and_train(spec, cfg, stream, valid_ids, args, device, curves, first_epochs, budget):
-    """Train with first_epochs; then, while time allows, try half or double the epochs
-    (half if the best validation loss came well before the end of the schedule, else
-    double), continuing in that direction while it helps. The run with the lowest
-    validation loss is kept. Selection uses valid.txt only, never heldout.txt."""
+def parse_grid(text):
+    """"8:0.1,12:0.3" -> [(8.0, 0.1), (12.0, 0.3)]  (epochs of the cosine schedule : AdamW
+    weight decay)."""
+    out = []
+    for item in text.split(","):
+        e, w = item.split(":")
+        out.append((float(e), float(w)))
+    return out
+
+
+def search_and_train(spec, cfg, stream, valid_ids, args, device, curves, grid, budget):
+    """Train each (epochs, weight decay) of the grid in order, each with early stopping on
+    valid.txt, while the time budget allows (a run is skipped when the previous run's speed
+    says it would not fit). The run with the lowest validation loss is kept. Selection uses
+    valid.txt only, never heldout.txt."""
     t_start = time.time()
-    tried, best, direction, epochs = {}, None, None, first_epochs
-    while True:
-        model, info = train_one(spec, cfg, stream, valid_ids, args, device, epochs, curves,
-                                f"{spec['name']}@{epochs:g}ep")
-        tried[f"{epochs:g}"] = info["best_valid_loss"]
-        improved = best is None or info["best_valid_loss"] < best[1]["best_valid_loss"]
-        if improved:
+    tried, best, last = {}, None, None
+    for epochs, wd in grid:
+        if last is not None:
+            est = last["sec_per_step"] * last["steps_per_epoch"] * epochs * 1.1 + 5
+            if time.time() - t_start + est > budget:
+                log(f"{spec['name']}: no time left for {epochs:g} epochs (needs ~{est:.0f}s)")
+                continue
+        tag = f"{spec['name']}@{epochs:g}ep,wd{wd:g}"
+        model, info = train_one(spec, cfg, stream, valid_ids, args, device, epochs, wd,
+                                curves, tag)
+        tried[tag] = info["best_valid_loss"]
+        last = info
+        if best is None or info["best_valid_loss"] < best[1]["best_valid_loss"]:
             best = (model, info)
         else:
             del model
-        if not args.search or not improved:
-            break
-        frac = info["best_step"] / max(1, info["steps_planned"])
-        d = 0.5 if frac < 0.7 else 2.0
-        if direction is not None and d != direction:
-            break
-        direction = d
-        est = info["sec_per_step"] * info["steps_planned"] * d * 1.1 + 5
-        if time.time() - t_start + est > budget:
-            log(f"{spec['name']}: no time left for {epochs * d:g} epochs (needs ~{est:.0f}s)")
-            break
-        epochs = epochs * d
     best[1]["tried"] = tried
-    log(f"{spec['name']}: chose {best[1]['epochs_planned']:g} epochs; tried {tried}")
+    log(f"{spec['name']}: chose {best[1]['epochs_planned']:g} epochs, wd {best[1]['wd']:g}; "
+        f"tried {tried}")
     return best
 
 
@@ -433,15 +439,14 @@ def main():
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--patience", type=int, default=8)
     ap.add_argument("--chat-frac", type=float, default=0.1)
-    ap.add_argument("--main-epochs", type=float, default=12)
-    ap.add_argument("--draft-epochs", type=float, default=16)
-    ap.add_argument("--search", type=int, default=1, help="adaptive epoch search (1/0)")
-    ap.add_argument("--main-budget", type=float, default=200, help="seconds for the search")
-    ap.add_argument("--draft-budget", type=float, default=70)
+    ap.add_argument("--main-grid", default="8:0.1,8:0.3,12:0.3",
+                    help="epochs:weight_decay runs to try for kiln-tiny, in order")
+    ap.add_argument("--draft-grid", default="20:0.1")
+    ap.add_argument("--main-budget", type=float, default=190, help="seconds for the grid")
+    ap.add_argument("--draft-budget", type=float, default=60)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--smoke", action="store_true", help="tiny models, few steps: a test run")
     args = ap.parse_args()
@@ -465,8 +470,7 @@ def main():
         heldout_text = heldout_text[:20000]
         valid_text = valid_text[:20000]
         main_spec, draft_spec = SMOKE_MAIN, SMOKE_DRAFT
-        args.main_epochs = args.draft_epochs = 1
-        args.search = 0
+        args.main_grid = args.draft_grid = "1:0.1"
         args.warmup = 5
     log(f"train {len(train_docs)} docs, valid {len(valid_docs)} docs")
 
@@ -498,11 +502,11 @@ def main():
     ok, tot = dict_share(heldout_text, words)
     results["heldout_dict_share"] = ok / max(1, tot)
 
-    for spec, ep, budget in ((main_spec, args.main_epochs, args.main_budget),
-                             (draft_spec, args.draft_epochs, args.draft_budget)):
+    for spec, grid, budget in ((main_spec, parse_grid(args.main_grid), args.main_budget),
+                               (draft_spec, parse_grid(args.draft_grid), args.draft_budget)):
         cfg = make_config(spec, vocab, args.ctx, ids)
         model, info = search_and_train(spec, cfg, stream, valid_ids, args, device, curves,
-                                       ep, budget)
+                                       grid, budget)
         out_dir = os.path.join(mdir, spec["name"])
         save_model(model, spec, out_dir, ids, args.ctx)
         save_tokenizer_files(tok, out_dir, args.ctx)
