@@ -11,7 +11,11 @@
  *
  * The KV cache is paged: for each layer, K and V live in blocks of `block_size` tokens,
  * layout [n_blocks][block_size][n_kv_heads][head_dim] in the cache dtype. A token's slot
- * is block_table[pos / block_size] * block_size + pos % block_size. */
+ * is block_table[pos / block_size] * block_size + pos % block_size.
+ *
+ * Memory: float tensors passed to ops live in backend memory (alloc/upload); integer
+ * arrays (token ids, positions, slots, row offsets, block tables) are host memory, which
+ * a device backend copies in itself. Results come back to the host through download. */
 #ifndef KILN_BACKEND_H
 #define KILN_BACKEND_H
 
@@ -48,6 +52,12 @@ typedef struct backend_ops {
     const char *name;
     void *(*alloc)(backend_t *, size_t bytes);       /* zeroed */
     void (*free)(backend_t *, void *p);
+    /* A new backend buffer holding a copy of host[bytes]. */
+    void *(*upload)(backend_t *, const void *host, size_t bytes);
+    /* host[bytes] = src (backend memory). */
+    void (*download)(backend_t *, void *host, const void *src, size_t bytes);
+    /* Makes a weight usable by this backend (a device copy in w->device); CPU: nothing. */
+    int (*prepare_weight)(backend_t *, weight_t *w, err_t *e);
     /* y[T, w.rows] = x[T, w.cols] · Wᵀ, any weight dtype (dense or MLX-quantized). */
     void (*matmul)(backend_t *, float *y, const float *x, int T, const weight_t *w);
     /* y[T, n] = x[T, n] / rms(x) * (w_offset + w[n]); w NULL means no weight. */
@@ -62,6 +72,8 @@ typedef struct backend_ops {
     void (*add)(backend_t *, float *y, const float *x, size_t n);
     /* y[T, n] += bias[n]. */
     void (*add_bias)(backend_t *, float *y, const float *bias, int T, int n);
+    /* y[n, width] = x[idx[i], width] for i < n (idx on the host). */
+    void (*gather_rows)(backend_t *, float *y, const float *x, const int32_t *idx, int n, int width);
     /* y[T, w.cols] = row ids[t] of w, times scale. */
     void (*embed)(backend_t *, float *y, const int32_t *ids, int T, const weight_t *w, float scale);
     /* Writes k, v [T, n_kv_heads, head_dim] into the cache at slots[T]. */

@@ -39,7 +39,7 @@ typedef struct llama {
     int rot_dim;
     /* run state, grown to the largest step seen: one allocation site */
     int cap_T, cap_logits;
-    float *x, *h, *q, *k, *v, *att, *g, *u, *xl;
+    float *x, *h, *q, *k, *v, *att, *g, *u, *xl, *logits; /* backend memory */
     int32_t *slots;
     const int32_t **tables;
 } llama_t;
@@ -121,13 +121,13 @@ static void llama_destroy(model_t *m) {
         for (int i = 0; i < m->cfg.n_layers; i++) {
             llama_layer_t *l = &L->layers[i];
             float *vs[] = {l->ln_attn, l->ln_mlp, l->bq, l->bk, l->bv, l->bo, l->q_norm, l->k_norm, l->bg, l->bu, l->bd};
-            for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++) free(vs[j]);
+            for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++) m->be->ops->free(m->be, vs[j]);
         }
     free(L->layers);
-    free(L->norm);
+    m->be->ops->free(m->be, L->norm);
     free(L->inv_freq);
     backend_t *be = m->be;
-    float *bufs[] = {L->x, L->h, L->q, L->k, L->v, L->att, L->g, L->u, L->xl};
+    float *bufs[] = {L->x, L->h, L->q, L->k, L->v, L->att, L->g, L->u, L->xl, L->logits};
     for (size_t j = 0; j < sizeof bufs / sizeof bufs[0]; j++) be->ops->free(be, bufs[j]);
     free(L->slots);
     free(L->tables);
@@ -149,9 +149,12 @@ static int ensure_buffers(model_t *m, int T, int n_logits, int n_rows, err_t *e)
             be->ops->free(be, *bufs[j]);
             size_t rows = j == 8 ? (size_t)capl : (size_t)cap;
             size_t width = j == 8 ? (size_t)c->hidden_size : sizes[j];
-            *bufs[j] = be->ops->alloc(be, sizeof(float) * rows * (width > qd ? width : width));
+            *bufs[j] = be->ops->alloc(be, sizeof(float) * rows * width);
             if (!*bufs[j]) return err_set(e, "out of memory for a step of %d tokens", T);
         }
+        be->ops->free(be, L->logits);
+        L->logits = be->ops->alloc(be, sizeof(float) * capl * c->vocab_size);
+        if (!L->logits) return err_set(e, "out of memory for %d rows of logits", capl);
         free(L->slots);
         L->slots = malloc(sizeof(int32_t) * cap);
         L->cap_T = cap;
@@ -229,10 +232,10 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         op->add(be, L->x, L->h, (size_t)T * H);
     }
     /* final norm and lm_head, only for the tokens whose logits are wanted */
-    for (int i = 0; i < b->n_logits; i++)
-        memcpy(L->xl + (size_t)i * H, L->x + (size_t)b->logit_index[i] * H, sizeof(float) * H);
+    op->gather_rows(be, L->xl, L->x, b->logit_index, b->n_logits, H);
     op->rms_norm(be, L->xl, L->xl, L->norm, 0.f, b->n_logits, H, (float)c->rms_eps);
-    op->matmul(be, logits, L->xl, b->n_logits, &L->lm_head);
+    op->matmul(be, L->logits, L->xl, b->n_logits, &L->lm_head);
+    op->download(be, logits, L->logits, sizeof(float) * b->n_logits * c->vocab_size);
     return 0;
 }
 

@@ -64,7 +64,8 @@ int batch_validate(const model_t *m, const batch_t *b, err_t *e);
 /* Weight lookup helpers shared by the families (weights.c). Names are tried under the
  * prefixes real checkpoints use ("model.", "model.language_model.", "language_model.model."). */
 int model_get_weight(model_t *m, const char *name, int rows, int cols, weight_t *w, err_t *e);
-/* A 1-D tensor [n] converted to f32 (norm weights, biases): small, so copied. */
+/* A 1-D tensor [n] converted to f32 (norm weights, biases): small, so copied into
+ * backend memory (free with m->be->ops->free). */
 int model_get_vector(model_t *m, const char *name, int n, float **out, err_t *e);
 int model_has_tensor(model_t *m, const char *name);
 

@@ -49,7 +49,7 @@ int model_get_weight(model_t *m, const char *module, int rows, int cols, weight_
                            (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0), rows, cols);
         w->dtype = t->dtype;
         w->data = t->data;
-        return 0;
+        return m->be->ops->prepare_weight(m->be, w, e);
     }
     int bits, group;
     config_quant_for(&m->cfg, mpath, &bits, &group);
@@ -80,7 +80,7 @@ int model_get_weight(model_t *m, const char *module, int rows, int cols, weight_
     w->scales = ts->data;
     w->biases = tb->data;
     w->sb_dtype = ts->dtype;
-    return 0;
+    return m->be->ops->prepare_weight(m->be, w, e);
 }
 
 int model_get_vector(model_t *m, const char *name, int n, float **out, err_t *e) {
@@ -95,6 +95,7 @@ int model_get_vector(model_t *m, const char *name, int n, float **out, err_t *e)
         return err_set(e, "%s: tensor '%s' must be f32, f16 or bf16", m->dir, full);
     float *v = malloc(sizeof(float) * n);
     for (int i = 0; i < n; i++) v[i] = load_as_f32(t->data, t->dtype, i);
-    *out = v;
-    return 0;
+    *out = m->be->ops->upload(m->be, v, sizeof(float) * n);
+    free(v);
+    return *out ? 0 : err_set(e, "%s: out of backend memory for '%s'", m->dir, full);
 }

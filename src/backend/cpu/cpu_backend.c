@@ -37,6 +37,15 @@ static void *cpu_alloc(backend_t *be, size_t n) {
     return p;
 }
 static void cpu_free(backend_t *be, void *p) { free(p); }
+static void *cpu_upload(backend_t *be, const void *host, size_t n) {
+    void *p = cpu_alloc(be, n);
+    if (p && n) memcpy(p, host, n);
+    return p;
+}
+static void cpu_download(backend_t *be, void *host, const void *src, size_t n) {
+    if (host != src) memcpy(host, src, n);
+}
+static int cpu_prepare_weight(backend_t *be, weight_t *w, err_t *e) { return 0; }
 
 /* --- matmul: columns split into one contiguous slice per task --- */
 typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight_t *w; } mm_job_t;
@@ -72,6 +81,9 @@ static void cpu_add(backend_t *be, float *y, const float *x, size_t n) {
 static void cpu_add_bias(backend_t *be, float *y, const float *b, int T, int n) {
     for (int t = 0; t < T; t++)
         for (int i = 0; i < n; i++) y[(size_t)t * n + i] += b[i];
+}
+static void cpu_gather_rows(backend_t *be, float *y, const float *x, const int32_t *idx, int n, int width) {
+    for (int i = 0; i < n; i++) memmove(y + (size_t)i * width, x + (size_t)idx[i] * width, sizeof(float) * width);
 }
 static void cpu_embed(backend_t *be, float *y, const int32_t *ids, int T, const weight_t *w, float scale) {
     ref_embed(y, ids, T, w, scale);
@@ -111,8 +123,8 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
 }
 
 static const backend_ops_t cpu_ops = {
-    "cpu", cpu_alloc, cpu_free, cpu_matmul, cpu_rms_norm, cpu_rope, cpu_glu, cpu_add, cpu_add_bias,
-    cpu_embed, cpu_kv_write, cpu_attention,
+    "cpu", cpu_alloc, cpu_free, cpu_upload, cpu_download, cpu_prepare_weight, cpu_matmul, cpu_rms_norm, cpu_rope, cpu_glu, cpu_add, cpu_add_bias,
+    cpu_gather_rows, cpu_embed, cpu_kv_write, cpu_attention,
 };
 
 backend_t *backend_create(const char *name, int n_threads, err_t *e) {
