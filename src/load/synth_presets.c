@@ -699,11 +699,11 @@ int synth_write(const synth_opts_t *o, err_t *e) {
 
     /* Enough room? Headers are a few KB per file; 1 MB of slack covers them. */
     struct statvfs vfs;
-    if (statvfs(parent, &vfs) == 0) {
+    if (statvfs(parent, &vfs) == 0 && vfs.f_blocks > 0) { /* pseudo file systems report 0 blocks */
         uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
         if (avail < p.total_bytes + (1u << 20)) {
-            err_set(e, "--out %s: needs %.2f GB but only %.2f GB are free there", o->out, p.total_bytes / 1e9,
-                    avail / 1e9);
+            err_set(e, "--out %s: needs %.1f MB but only %.1f MB are free there", o->out,
+                    (p.total_bytes + (1u << 20)) / 1e6, avail / 1e6);
             goto done;
         }
     }
