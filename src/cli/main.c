@@ -9,6 +9,8 @@ static const cli_command_t commands[] = {
     {"generate", cmd_generate, "generate tokens from a prompt"},
     {"bench", cmd_bench, "prefill and decode throughput"},
     {"synth", cmd_synth, "write a random-weight checkpoint with a real model's shapes (HF / MLX layout)"},
+    {"tokenize", cmd_tokenize, "encode text with a model's tokenizer.json (ids, tokens)"},
+    {"detokenize", cmd_detokenize, "decode token ids to text with a model's tokenizer.json"},
 };
 
 static void usage(FILE *f) {
