@@ -132,7 +132,7 @@ int cmd_synth(int argc, char **argv) {
         } else if (!strcmp(flag, "--seed")) {
             char *end;
             errno = 0;
-            seed = val ? strtoull(val, &end, 0) : 0;
+            seed = val ? strtoull(val, &end, 10) : 0;
             if (!val || !*val || *end || errno || val[0] == '-')
                 return bad("expects an unsigned 64-bit integer", "--seed", val);
         } else {
