@@ -232,3 +232,83 @@ fail:
     free(b.p);
     return NULL;
 }
+
+char *tokenizer_normalize(const tokenizer_t *t, const char *text, size_t len, err_t *e) {
+    if (!t || (!text && len)) { err_set(e, "tokenizer_normalize: bad arguments"); return NULL; }
+    size_t bad = tk_utf8_invalid_at(text, len);
+    if (bad != (size_t)-1) { err_set(e, "invalid UTF-8 in text at byte offset %zu", bad); return NULL; }
+    enc_ctx_t cx;
+    sbuf_t out = {0};
+    if (ctx_init(&cx)) { err_set(e, "out of memory"); return NULL; }
+    int rc = t->norm ? tk_norm_apply(t->norm, text ? text : "", len, &out, &cx, e) : tk_sb_put(&out, text ? text : "", len);
+    ctx_free(&cx);
+    if (rc) { free(out.p); return NULL; }
+    return tk_sb_finish(&out);
+}
+
+void tokenizer_free_pieces(char **pieces, int n) {
+    for (int i = 0; i < n; i++) free(pieces[i]);
+    free(pieces);
+}
+
+int tokenizer_pretokenize(const tokenizer_t *t, const char *text, size_t len, char ***pieces, int *n, err_t *e) {
+    *pieces = NULL;
+    *n = 0;
+    if (!t || (!text && len)) return err_set(e, "tokenizer_pretokenize: bad arguments");
+    size_t bad = tk_utf8_invalid_at(text, len);
+    if (bad != (size_t)-1) return err_set(e, "invalid UTF-8 in text at byte offset %zu", bad);
+    enc_ctx_t cx;
+    segs_t raw = {0}, nrm = {0};
+    plist_t pl = {0}, scratch = {0};
+    sbuf_t nb = {0};
+    strlist_t out = {0};
+    int rc = -1;
+    if (ctx_init(&cx)) return err_set(e, "out of memory");
+    if (tk_added_split(&t->added, &t->added.raw, text ? text : "", len, &raw)) goto oom;
+    for (int i = 0; i < raw.n; i++) {
+        seg_t sg = raw.v[i];
+        if (sg.idx >= 0) {
+            if (tk_sl_push(&out, t->added.tok[sg.idx].content, t->added.tok[sg.idx].len)) goto oom;
+            continue;
+        }
+        if (sg.e == sg.s) continue;
+        const char *s = text + sg.s;
+        size_t ln = sg.e - sg.s;
+        if (t->norm) {
+            if (tk_norm_apply(t->norm, s, ln, &nb, &cx, e)) goto out;
+            s = nb.p ? nb.p : "";
+            ln = nb.len;
+        }
+        if (tk_added_split(&t->added, &t->added.norm, s, ln, &nrm)) goto oom;
+        for (int k = 0; k < nrm.n; k++) {
+            seg_t g = nrm.v[k];
+            if (g.idx >= 0) {
+                if (tk_sl_push(&out, t->added.tok[g.idx].content, t->added.tok[g.idx].len)) goto oom;
+                continue;
+            }
+            if (g.e == g.s) continue;
+            tk_pl_clear(&pl);
+            if (tk_pl_add(&pl, s + g.s, g.e - g.s, sg.s == 0 && g.s == 0)) goto oom;
+            if (t->pre && tk_pretok_apply(t->pre, &pl, &scratch, &cx, e)) goto out;
+            for (int q = 0; q < pl.n; q++)
+                if (tk_sl_push(&out, pl.text.p + pl.p[q].off, pl.p[q].len)) goto oom;
+        }
+    }
+    *pieces = out.s;
+    *n = out.n;
+    free(out.len);
+    out = (strlist_t){0};
+    rc = 0;
+    goto out;
+oom:
+    err_set(e, "out of memory");
+out:
+    ctx_free(&cx);
+    free(raw.v);
+    free(nrm.v);
+    tk_pl_free(&pl);
+    tk_pl_free(&scratch);
+    free(nb.p);
+    tk_sl_free(&out);
+    return rc;
+}

@@ -32,6 +32,12 @@ int tokenizer_encode(const tokenizer_t *t, const char *text, size_t len, int add
 /* Decodes ids to a malloc'd NUL-terminated string; skip_special drops special added tokens.
  * Out-of-range ids: NULL with e set. */
 char *tokenizer_decode(const tokenizer_t *t, const int32_t *ids, int n, int skip_special, err_t *e);
+/* The stages before the model, for tests and debugging: the normalized text (NULL on error),
+ * and the pre-tokens the model would see (added tokens appear as their content). Free the
+ * pieces with tokenizer_free_pieces. */
+char *tokenizer_normalize(const tokenizer_t *t, const char *text, size_t len, err_t *e);
+int tokenizer_pretokenize(const tokenizer_t *t, const char *text, size_t len, char ***pieces, int *n, err_t *e);
+void tokenizer_free_pieces(char **pieces, int n);
 const char *tokenizer_id_to_token(const tokenizer_t *t, int32_t id);   /* NULL if out of range */
 int32_t tokenizer_token_to_id(const tokenizer_t *t, const char *token); /* -1 if none */
 int tokenizer_is_special(const tokenizer_t *t, int32_t id);
