@@ -5,8 +5,14 @@
  * in the cache dtype, allocated through the backend (host or device memory). The pool
  * only does bookkeeping on the host: reference counts and a free list. A sequence owns
  * one reference to each block in its table; kv_seq_free gives them back. Blocks are
- * handed out lowest-id first so runs are reproducible. Prefix hashing and LRU eviction
- * of cached blocks (issue 5) build on the refcounts here. */
+ * handed out lowest-id first so runs are reproducible.
+ *
+ * Prefix cache (DESIGN §5): a full block can be given its chained hash (parent hash,
+ * its tokens, the namespace). Hashed blocks enter an index; when their last reference
+ * goes they are not freed but parked on an LRU list, still findable, and only evicted
+ * (oldest first) when an allocation finds the free list empty. A 64-bit hash is the
+ * identity: with a well-mixed hash the chance of any collision among a billion blocks
+ * is ~3e-2 / 2^32, which we accept in exchange for not storing tokens per block. */
 #ifndef KILN_KV_POOL_H
 #define KILN_KV_POOL_H
 
@@ -21,6 +27,16 @@ typedef struct kv_pool {
     int32_t *refcount;        /* [n_blocks] */
     int32_t *free_list;       /* stack of free block ids, lowest on top */
     int n_free;
+    /* prefix cache */
+    uint64_t *hash;           /* [n_blocks] valid when hashed[b]          */
+    uint8_t *hashed;
+    int32_t *lru_prev, *lru_next; /* unreferenced hashed blocks, head = oldest */
+    int32_t lru_head, lru_tail;
+    int n_cached;             /* blocks on the LRU list                    */
+    int64_t *index_keys;      /* open addressing: hash -> block; 0 = empty, tombstones = 1 */
+    int32_t *index_vals;
+    int index_cap, index_used;  /* used = live keys + tombstones */
+    uint64_t evictions;
 } kv_pool_t;
 
 typedef struct kv_seq {
@@ -35,6 +51,22 @@ void kv_pool_free(kv_pool_t *p);
 /* Bytes one block takes over all layers (K and V). */
 size_t kv_pool_block_bytes(int n_layers, int block_size, int n_kv_heads, int head_dim, dtype_t dtype);
 kv_view_t kv_pool_view(const kv_pool_t *p, int layer);
+
+/* Blocks an allocation could get now: free ones plus evictable cached ones. */
+static inline int kv_pool_available(const kv_pool_t *p) { return p->n_free + p->n_cached; }
+/* Takes a block (free first, else evicts the least recently used cached one); -1 if none.
+ * The block comes back with refcount 1 and no hash. */
+int32_t kv_block_alloc(kv_pool_t *p);
+void kv_block_release(kv_pool_t *p, int32_t b);
+/* Gives a full block its chained hash and indexes it. If another block already has that
+ * hash (two requests computed the same prefix at once), the block stays unhashed. */
+void kv_block_set_hash(kv_pool_t *p, int32_t b, uint64_t h);
+/* Finds a cached block by hash and takes a reference to it; -1 if none. */
+int32_t kv_prefix_acquire(kv_pool_t *p, uint64_t h);
+/* The chained block hash: (parent, tokens[n], namespace) -> 64 bits, never 0 or 1. */
+uint64_t kv_block_hash(uint64_t parent, const int32_t *tokens, int n, uint64_t ns);
+/* Appends an already-referenced block to a sequence's table (prefix attach). */
+int kv_seq_append_block(kv_seq_t *s, int32_t b);
 
 void kv_seq_init(kv_seq_t *s);
 /* Makes room for positions [0, n_tokens): allocates blocks as needed. Fails without

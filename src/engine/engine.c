@@ -1,0 +1,587 @@
+/* engine.c — the engine thread: continuous batching over one model (DESIGN §1, §3, §5).
+ *
+ * Every request is a token list (prompt, then what it generated) and a count of tokens
+ * whose K/V are in the cache. A step gives each running request a row with its next
+ * uncomputed tokens — one for a decoding request, a chunk for one still prefilling — so
+ * prefill, decode and recompute after preemption are the same thing. A step:
+ *
+ *   1. take in new submissions; drop cancelled requests (blocks back at once)
+ *   2. rows for running requests, oldest first: decode rows (1 token) and the chunks of
+ *      prompts being prefilled, under the step's token budget and row cap
+ *   3. admit waiting requests first-come-first-served while budget and blocks last:
+ *      attach the longest cached prefix (whole blocks, never the last prompt token)
+ *   4. no room for a running request's next block: preempt the newest running request
+ *      (its blocks freed, it waits at the front and is recomputed, its cached prefix
+ *      helping) — a request alone always fits (checked at submit), so nothing deadlocks
+ *   5. one forward; sample the rows that reached their last token; stop checks; events
+ *   6. blocks that became full get their chained hash and enter the prefix index
+ *
+ * Sampling is keyed by (seed, output index) and the kernels are batch-invariant, so a
+ * request's tokens do not depend on what else ran, on preemption or on cache hits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "base/file.h"
+#include "base/log.h"
+#include "engine/engine_int.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void kiln_engine_opts_default(kiln_engine_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    o->backend = "cpu";
+    o->kv_dtype = DT_F16;
+    o->block_size = 16;
+    o->kv_cache_gb = 1.0;
+    o->step_tokens = 512;
+    o->max_batch = 64;
+    o->max_queue = 1024;
+    o->prefix_cache = 1;
+    o->load_tokenizer = 1;
+}
+
+/* --- lists --------------------------------------------------------------------------- */
+
+static void list_push(kiln_request_t **head, kiln_request_t **tail, kiln_request_t *r) {
+    r->next = NULL;
+    if (*tail) (*tail)->next = r; else *head = r;
+    *tail = r;
+}
+
+static void running_remove(kiln_engine_t *eng, int i) {
+    memmove(&eng->running[i], &eng->running[i + 1], sizeof(kiln_request_t *) * (eng->n_running - i - 1));
+    eng->n_running--;
+}
+
+/* --- finishing ----------------------------------------------------------------------- */
+
+static void release_blocks(kiln_engine_t *eng, kiln_request_t *r) {
+    kv_seq_free(&r->seq, &eng->m->kv);
+    r->n_computed = 0;
+    r->n_hashed = 0;
+    r->last_hash = 0;
+}
+
+static void finish(kiln_engine_t *eng, kiln_request_t *r, kiln_finish_t why, const char *error) {
+    release_blocks(eng, r);
+    kiln_event_t ev = {.token = -1, .finish = why, .stop_id = -1};
+    ev.text = request_text_flush(r);
+    if (error) ev.error = strdup(error);
+    pthread_mutex_lock(&r->mu);
+    r->info.n_generated = r->n_gen;
+    r->info.t_done = now_s();
+    pthread_mutex_unlock(&r->mu);
+    r->state = REQ_DONE;
+    pthread_mutex_lock(&eng->mu);
+    if (why == KILN_FINISH_CANCELLED) eng->stats.requests_cancelled++;
+    else eng->stats.requests_finished++;
+    pthread_mutex_unlock(&eng->mu);
+    request_emit(r, &ev);
+    request_unref(r);
+}
+
+/* --- prefix cache -------------------------------------------------------------------- */
+
+/* Attaches the longest cached chain of whole blocks covering tokens[0 .. n_tokens-1):
+ * the last token is always computed so there are logits to sample from. */
+static void attach_prefix(kiln_engine_t *eng, kiln_request_t *r) {
+    kv_pool_t *p = &eng->m->kv;
+    if (!eng->o.prefix_cache) return;
+    int bs = p->block_size, max_blocks = (r->n_tokens - 1) / bs;
+    uint64_t h = 0;
+    for (int i = 0; i < max_blocks; i++) {
+        uint64_t hi = kv_block_hash(h, r->tokens + (size_t)i * bs, bs, eng->ns);
+        int32_t b = kv_prefix_acquire(p, hi);
+        if (b < 0) break;
+        kv_seq_append_block(&r->seq, b);
+        h = hi;
+    }
+    r->n_hashed = r->seq.n_blocks;
+    r->last_hash = h;
+    r->n_computed = r->seq.n_tokens = r->seq.n_blocks * bs;
+}
+
+/* Gives every newly filled block of r its hash (step 6). */
+static void hash_full_blocks(kiln_engine_t *eng, kiln_request_t *r) {
+    kv_pool_t *p = &eng->m->kv;
+    if (!eng->o.prefix_cache) return;
+    int bs = p->block_size;
+    while ((r->n_hashed + 1) * bs <= r->n_computed) {
+        uint64_t h = kv_block_hash(r->last_hash, r->tokens + (size_t)r->n_hashed * bs, bs, eng->ns);
+        kv_block_set_hash(p, r->seq.blocks[r->n_hashed], h);
+        r->last_hash = h;
+        r->n_hashed++;
+    }
+}
+
+/* --- preemption ---------------------------------------------------------------------- */
+
+/* Frees the newest running request's blocks and puts it at the front of the queue. */
+static kiln_request_t *preempt_newest(kiln_engine_t *eng) {
+    if (eng->n_running == 0) return NULL;
+    int newest = 0;
+    for (int i = 1; i < eng->n_running; i++)
+        if (eng->running[i]->seq_no > eng->running[newest]->seq_no) newest = i;
+    kiln_request_t *r = eng->running[newest];
+    running_remove(eng, newest);
+    release_blocks(eng, r);
+    r->state = REQ_WAITING;
+    r->next = eng->waiting;
+    eng->waiting = r;
+    if (!eng->waiting_tail) eng->waiting_tail = r;
+    eng->n_waiting++;
+    eng->stats.preemptions++;
+    log_debug("engine: preempted a request with %d tokens (pool exhausted)", r->n_tokens);
+    return r;
+}
+
+/* --- one step ------------------------------------------------------------------------ */
+
+typedef struct step {
+    int n_rows, n_tokens;
+    kiln_request_t **req;      /* [max_batch] */
+    int32_t *tokens, *pos, *row_start, *logit_index;
+    kv_seq_t **seq;
+    int *sample_row;           /* row -> 1 when it reaches its last token */
+    int n_logits;
+    int cap_tokens;
+} step_t;
+
+static void step_add_row(step_t *s, kiln_request_t *r, int n) {
+    for (int i = 0; i < n; i++) {
+        s->tokens[s->n_tokens + i] = r->tokens[r->n_computed + i];
+        s->pos[s->n_tokens + i] = r->n_computed + i;
+    }
+    s->req[s->n_rows] = r;
+    s->seq[s->n_rows] = &r->seq;
+    s->sample_row[s->n_rows] = r->n_computed + n == r->n_tokens;
+    if (s->sample_row[s->n_rows]) s->logit_index[s->n_logits++] = s->n_tokens + n - 1;
+    s->n_tokens += n;
+    s->row_start[++s->n_rows] = s->n_tokens;
+}
+
+/* How many of r's uncomputed tokens fit in `budget`, growing its block table; 0 when
+ * not even one block could be had. */
+static int reserve_chunk(kiln_engine_t *eng, kiln_request_t *r, int budget) {
+    kv_pool_t *p = &eng->m->kv;
+    int want = r->n_tokens - r->n_computed;
+    if (want > budget) want = budget;
+    int have = r->seq.n_blocks * p->block_size - r->n_computed; /* room in blocks we hold */
+    int extra_blocks = want > have ? (want - have + p->block_size - 1) / p->block_size : 0;
+    if (extra_blocks > kv_pool_available(p)) {
+        extra_blocks = kv_pool_available(p);
+        want = have + extra_blocks * p->block_size;
+        if (want > r->n_tokens - r->n_computed) want = r->n_tokens - r->n_computed;
+    }
+    if (want <= 0) return 0;
+    err_t e;
+    if (kv_seq_reserve(&r->seq, p, r->n_computed + want, &e) != 0) return 0;
+    return want;
+}
+
+static void build_step(kiln_engine_t *eng, step_t *s) {
+    int budget = eng->o.step_tokens, max_rows = eng->o.max_batch;
+    s->n_rows = s->n_tokens = s->n_logits = 0;
+    s->row_start[0] = 0;
+    /* running requests, oldest first; decode rows are never starved by prefill */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < eng->n_running && s->n_rows < max_rows && budget > 0; i++) {
+            kiln_request_t *r = eng->running[i];
+            int left = r->n_tokens - r->n_computed;
+            if ((pass == 0) != (left == 1)) continue;
+            int n = reserve_chunk(eng, r, budget);
+            if (n == 0) {
+                if (pass == 1) continue; /* a prefill can wait for blocks */
+                /* a decode row with no block to write into: make room */
+                kiln_request_t *v = preempt_newest(eng);
+                if (v == r) { i--; continue; }
+                /* the victim may already have a row this step: rebuild from scratch */
+                build_step(eng, s);
+                return;
+            }
+            step_add_row(s, r, n);
+            budget -= n;
+        }
+    }
+    /* admit waiting requests, first come first served */
+    while (eng->waiting && s->n_rows < max_rows && budget > 0 && eng->n_running < eng->cap_running) {
+        kiln_request_t *r = eng->waiting;
+        attach_prefix(eng, r);
+        int n = reserve_chunk(eng, r, budget);
+        if (n == 0) { release_blocks(eng, r); break; } /* no blocks: keep it at the front */
+        eng->waiting = r->next;
+        if (!eng->waiting) eng->waiting_tail = NULL;
+        eng->n_waiting--;
+        r->state = REQ_RUNNING;
+        r->seq_no = eng->next_seq_no++;
+        eng->running[eng->n_running++] = r;
+        int cached = r->n_computed;
+        if (r->n_gen == 0) {
+            pthread_mutex_lock(&r->mu);
+            r->info.n_cached = cached;
+            pthread_mutex_unlock(&r->mu);
+            eng->stats.cached_tokens += (uint64_t)cached;
+        }
+        step_add_row(s, r, n);
+        budget -= n;
+    }
+    /* nothing could run although requests are in flight: free the newest and retry */
+    if (s->n_rows == 0 && eng->n_running > 1) {
+        preempt_newest(eng);
+        build_step(eng, s);
+    }
+}
+
+static int is_stop_token(const kiln_engine_t *eng, const kiln_request_t *r, int32_t t) {
+    if (!r->p.ignore_eos)
+        for (int i = 0; i < eng->m->cfg.n_eos; i++) if (eng->m->cfg.eos_ids[i] == t) return 1;
+    for (int i = 0; i < r->p.n_stop_ids; i++) if (r->p.stop_ids[i] == t) return 1;
+    return 0;
+}
+
+/* Logprob of the chosen token and the top-n alternatives, from the raw logits. */
+static void fill_logprobs(kiln_engine_t *eng, const float *raw, int32_t tok, int n_top, kiln_event_t *ev) {
+    int V = eng->m->cfg.vocab_size;
+    log_softmax(raw, V, eng->lp);
+    ev->logprob = eng->lp[tok];
+    ev->n_top = n_top;
+    for (int k = 0; k < n_top; k++) {
+        int32_t best = -1;
+        for (int v = 0; v < V; v++) {
+            int taken = 0;
+            for (int j = 0; j < k; j++) if (ev->top_ids[j] == v) { taken = 1; break; }
+            if (!taken && (best < 0 || eng->lp[v] > eng->lp[best])) best = v;
+        }
+        ev->top_ids[k] = best;
+        ev->top_logprobs[k] = eng->lp[best];
+    }
+}
+
+static void run_step(kiln_engine_t *eng, step_t *s) {
+    int V = eng->m->cfg.vocab_size;
+    batch_t b = {s->n_rows, s->n_tokens, s->tokens, s->pos, s->row_start, s->seq, s->logit_index, s->n_logits};
+    err_t e = {0};
+    if (model_forward(eng->m, &b, eng->logits, &e) != 0) {
+        log_error("engine: forward failed: %s", e.msg);
+        for (int i = 0; i < s->n_rows; i++) {
+            kiln_request_t *r = s->req[i];
+            for (int j = 0; j < eng->n_running; j++) if (eng->running[j] == r) { running_remove(eng, j); break; }
+            finish(eng, r, KILN_FINISH_ERROR, e.msg);
+        }
+        return;
+    }
+    eng->stats.steps++;
+    int li = 0;
+    double t = now_s();
+    for (int i = 0; i < s->n_rows; i++) {
+        kiln_request_t *r = s->req[i];
+        int n = s->row_start[i + 1] - s->row_start[i];
+        if (r->n_gen == 0 && r->n_computed < r->n_prompt) {
+            int np = r->n_prompt - r->n_computed < n ? r->n_prompt - r->n_computed : n;
+            eng->stats.computed_prompt_tokens += (uint64_t)np;
+        }
+        r->n_computed += n;
+        hash_full_blocks(eng, r);
+        if (!s->sample_row[i]) continue;
+        float *lg = eng->logits + (size_t)li++ * V;
+        kiln_event_t ev = {.stop_id = -1};
+        const float *raw = lg;
+        float *copy = NULL;
+        if (r->p.logprobs || r->p.top_logprobs) { copy = malloc(sizeof(float) * V); memcpy(copy, lg, sizeof(float) * V); raw = copy; }
+        int32_t tok = sample_token(&r->p.sampling, lg, V, r->tokens, r->n_tokens, r->n_prompt, (uint64_t)r->n_gen, &eng->ss);
+        if (copy) { fill_logprobs(eng, raw, tok, r->p.top_logprobs, &ev); free(copy); }
+        r->tokens[r->n_tokens++] = tok;
+        r->n_gen++;
+        eng->stats.generated_tokens++;
+        ev.token = tok;
+        int stop_tok = is_stop_token(eng, r, tok);
+        int stop_str = 0;
+        if (!stop_tok) stop_str = request_text(r, tok, &ev);
+        else ev.text = strdup("");
+        pthread_mutex_lock(&r->mu);
+        if (r->n_gen == 1) r->info.t_first_token = t;
+        r->info.n_generated = r->n_gen;
+        pthread_mutex_unlock(&r->mu);
+        kiln_finish_t why = KILN_NOT_FINISHED;
+        if (stop_tok) { why = KILN_FINISH_STOP; ev.stop_id = tok; }
+        else if (stop_str) why = KILN_FINISH_STOP;
+        else if (r->n_gen >= r->p.max_tokens) why = KILN_FINISH_LENGTH;
+        if (why == KILN_NOT_FINISHED) { request_emit(r, &ev); continue; }
+        /* the final event carries the token and the rest of the text */
+        char *tail = request_text_flush(r);
+        if (!stop_str && *tail) {
+            size_t a = strlen(ev.text), bl = strlen(tail);
+            ev.text = realloc(ev.text, a + bl + 1);
+            memcpy(ev.text + a, tail, bl + 1);
+        }
+        free(tail);
+        for (int j = 0; j < eng->n_running; j++) if (eng->running[j] == r) { running_remove(eng, j); break; }
+        release_blocks(eng, r);
+        ev.finish = why;
+        pthread_mutex_lock(&r->mu);
+        r->info.t_done = now_s();
+        pthread_mutex_unlock(&r->mu);
+        r->state = REQ_DONE;
+        pthread_mutex_lock(&eng->mu);
+        eng->stats.requests_finished++;
+        pthread_mutex_unlock(&eng->mu);
+        request_emit(r, &ev);
+        request_unref(r);
+    }
+}
+
+/* --- the thread ---------------------------------------------------------------------- */
+
+static void take_incoming(kiln_engine_t *eng) {
+    pthread_mutex_lock(&eng->mu);
+    kiln_request_t *r = eng->incoming;
+    eng->incoming = eng->incoming_tail = NULL;
+    eng->n_incoming = 0;
+    pthread_mutex_unlock(&eng->mu);
+    while (r) {
+        kiln_request_t *next = r->next;
+        r->state = REQ_WAITING;
+        list_push(&eng->waiting, &eng->waiting_tail, r);
+        eng->n_waiting++;
+        r = next;
+    }
+}
+
+static void drop_cancelled(kiln_engine_t *eng) {
+    for (int i = 0; i < eng->n_running; i++) {
+        kiln_request_t *r = eng->running[i];
+        if (!atomic_load(&r->cancel)) continue;
+        running_remove(eng, i--);
+        finish(eng, r, KILN_FINISH_CANCELLED, NULL);
+    }
+    kiln_request_t **pp = &eng->waiting, *prev = NULL;
+    while (*pp) {
+        kiln_request_t *r = *pp;
+        if (atomic_load(&r->cancel)) {
+            *pp = r->next;
+            if (eng->waiting_tail == r) eng->waiting_tail = prev;
+            eng->n_waiting--;
+            finish(eng, r, KILN_FINISH_CANCELLED, NULL);
+        } else {
+            prev = r;
+            pp = &r->next;
+        }
+    }
+}
+
+static void publish_stats(kiln_engine_t *eng) {
+    kv_pool_t *p = &eng->m->kv;
+    pthread_mutex_lock(&eng->mu);
+    eng->stats.waiting = eng->n_waiting + eng->n_incoming;
+    eng->stats.running = eng->n_running;
+    eng->stats.kv_blocks_total = p->n_blocks;
+    eng->stats.kv_blocks_cached = p->n_cached;
+    eng->stats.kv_blocks_used = p->n_blocks - p->n_free - p->n_cached;
+    pthread_mutex_unlock(&eng->mu);
+}
+
+static void *engine_main(void *arg) {
+    kiln_engine_t *eng = arg;
+    step_t s = {0};
+    int cap = eng->o.step_tokens + eng->o.max_batch;
+    s.req = malloc(sizeof(void *) * eng->o.max_batch);
+    s.seq = malloc(sizeof(void *) * eng->o.max_batch);
+    s.sample_row = malloc(sizeof(int) * eng->o.max_batch);
+    s.row_start = malloc(sizeof(int32_t) * (eng->o.max_batch + 1));
+    s.tokens = malloc(sizeof(int32_t) * cap);
+    s.pos = malloc(sizeof(int32_t) * cap);
+    s.logit_index = malloc(sizeof(int32_t) * eng->o.max_batch);
+    for (;;) {
+        pthread_mutex_lock(&eng->mu);
+        while (!eng->stopping && !eng->incoming && eng->n_running == 0 && eng->n_waiting == 0)
+            pthread_cond_wait(&eng->cv, &eng->mu);
+        int stopping = eng->stopping;
+        pthread_mutex_unlock(&eng->mu);
+        take_incoming(eng);
+        if (stopping) {
+            while (eng->n_running) { kiln_request_t *r = eng->running[0]; running_remove(eng, 0); finish(eng, r, KILN_FINISH_CANCELLED, "server shutting down"); }
+            while (eng->waiting) { kiln_request_t *r = eng->waiting; eng->waiting = r->next; eng->n_waiting--; finish(eng, r, KILN_FINISH_CANCELLED, "server shutting down"); }
+            break;
+        }
+        drop_cancelled(eng);
+        build_step(eng, &s);
+        if (s.n_rows) run_step(eng, &s);
+        publish_stats(eng);
+        /* cancelled while idle-waiting for blocks: nothing ran but cancels still land */
+        if (!s.n_rows && eng->n_running == 0 && eng->n_waiting > 0) {
+            /* a lone waiting request that cannot get blocks would spin: cannot happen
+             * since submit refuses requests larger than the pool */
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    free(s.req); free(s.seq); free(s.sample_row); free(s.row_start); free(s.tokens); free(s.pos); free(s.logit_index);
+    return NULL;
+}
+
+/* --- public API ---------------------------------------------------------------------- */
+
+/* The namespace of cached blocks: config.json bytes, the tensors' names and sizes, the
+ * KV dtype and block size. Two models (or two KV dtypes) never share a block. */
+static uint64_t model_fingerprint(const kiln_engine_t *eng) {
+    const model_t *m = eng->m;
+    char *cfg = json_dumps(m->cfg.root, JSON_SORT_KEYS | JSON_COMPACT);
+    uint64_t h = kv_block_hash(0x6b696c6eull, NULL, 0, (uint64_t)eng->o.kv_dtype * 1000003u + (uint64_t)m->kv.block_size);
+    for (const char *c = cfg; c && *c; c++) h = kv_block_hash(h, (const int32_t[]){(unsigned char)*c}, 1, 0);
+    free(cfg);
+    for (int i = 0; i < m->ar.n_tensors; i++) {
+        const st_tensor_t *t = &m->ar.tensors[i];
+        int32_t v[2] = {(int32_t)t->nbytes, (int32_t)(t->nbytes >> 32)};
+        h = kv_block_hash(h, v, 2, strlen(t->name));
+    }
+    return h;
+}
+
+kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
+    kiln_engine_t *eng = calloc(1, sizeof *eng);
+    eng->o = *o;
+    if (eng->o.block_size <= 0) eng->o.block_size = 16;
+    if (eng->o.step_tokens <= 0) eng->o.step_tokens = 512;
+    if (eng->o.max_batch <= 0) eng->o.max_batch = 64;
+    if (eng->o.max_queue <= 0) eng->o.max_queue = 1024;
+    model_opts_t mo = {o->backend, o->threads};
+    eng->m = model_load(o->model_dir, &mo, e);
+    if (!eng->m) goto err;
+    const model_config_t *c = &eng->m->cfg;
+    if (eng->o.ctx_len <= 0 || eng->o.ctx_len > c->max_pos) eng->o.ctx_len = c->max_pos;
+    int n_blocks;
+    size_t bb = kv_pool_block_bytes(c->n_layers, eng->o.block_size, c->n_kv_heads, c->head_dim, eng->o.kv_dtype);
+    if (eng->o.kv_tokens > 0) n_blocks = (eng->o.kv_tokens + eng->o.block_size - 1) / eng->o.block_size;
+    else n_blocks = (int)(eng->o.kv_cache_gb * 1e9 / (double)bb);
+    if (n_blocks < 1) { err_set(e, "--kv-cache-gb %.3g holds no block of %d tokens (%zu bytes each)", eng->o.kv_cache_gb, eng->o.block_size, bb); goto err; }
+    if (model_init_kv(eng->m, n_blocks, eng->o.block_size, eng->o.kv_dtype, e)) goto err;
+    if (o->load_tokenizer) {
+        char *tp = str_printf("%s/tokenizer.json", o->model_dir);
+        if (file_exists(tp)) {
+            eng->tok = tokenizer_load(o->model_dir, e);
+            if (!eng->tok) { free(tp); goto err; }
+        }
+        free(tp);
+    }
+    eng->ns = model_fingerprint(eng);
+    eng->cap_running = eng->o.max_batch * 4;
+    eng->running = calloc((size_t)eng->cap_running, sizeof(void *));
+    eng->logits = malloc(sizeof(float) * (size_t)eng->o.max_batch * c->vocab_size);
+    eng->lp = malloc(sizeof(float) * c->vocab_size);
+    sampler_scratch_init(&eng->ss, c->vocab_size);
+    pthread_mutex_init(&eng->mu, NULL);
+    pthread_cond_init(&eng->cv, NULL);
+    if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) { err_set(e, "cannot start the engine thread"); goto err; }
+    log_info("engine: %s, %d KV blocks of %d tokens (%s, %.1f MB), step budget %d tokens, up to %d rows",
+             o->model_dir, n_blocks, eng->o.block_size, dtype_name(eng->o.kv_dtype), n_blocks * (double)bb / 1e6,
+             eng->o.step_tokens, eng->o.max_batch);
+    return eng;
+err:
+    if (eng->tok) tokenizer_free(eng->tok);
+    model_free(eng->m);
+    free(eng->running);
+    free(eng->logits);
+    free(eng->lp);
+    sampler_scratch_free(&eng->ss);
+    free(eng);
+    return NULL;
+}
+
+void kiln_engine_stop(kiln_engine_t *eng) {
+    if (!eng) return;
+    pthread_mutex_lock(&eng->mu);
+    eng->stopping = 1;
+    pthread_cond_signal(&eng->cv);
+    pthread_mutex_unlock(&eng->mu);
+    pthread_join(eng->thread, NULL);
+    if (eng->tok) tokenizer_free(eng->tok);
+    model_free(eng->m);
+    free(eng->running);
+    free(eng->logits);
+    free(eng->lp);
+    sampler_scratch_free(&eng->ss);
+    pthread_mutex_destroy(&eng->mu);
+    pthread_cond_destroy(&eng->cv);
+    free(eng);
+}
+
+const model_config_t *kiln_engine_config(const kiln_engine_t *eng) { return &eng->m->cfg; }
+const struct tokenizer *kiln_engine_tokenizer(const kiln_engine_t *eng) { return eng->tok; }
+const char *kiln_engine_model_dir(const kiln_engine_t *eng) { return eng->o.model_dir; }
+
+kiln_request_t *kiln_submit(kiln_engine_t *eng, const kiln_request_params_t *p, int *code, err_t *e) {
+    const model_config_t *c = &eng->m->cfg;
+    int dummy;
+    if (!code) code = &dummy;
+    *code = KILN_ERR_INVALID;
+    if (p->n_prompt <= 0) { err_set(e, "the prompt is empty"); return NULL; }
+    if (p->max_tokens <= 0) { err_set(e, "max_tokens must be at least 1 (got %d)", p->max_tokens); return NULL; }
+    for (int i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= c->vocab_size) {
+            err_set(e, "prompt token %d at index %d is outside the vocabulary (0..%d)", p->prompt[i], i, c->vocab_size - 1);
+            return NULL;
+        }
+    if (sampling_validate(&p->sampling, c->vocab_size, e)) return NULL;
+    if (p->n_stop < 0 || p->n_stop > KILN_MAX_STOP) { err_set(e, "at most %d stop strings", KILN_MAX_STOP); return NULL; }
+    for (int i = 0; i < p->n_stop; i++)
+        if (!p->stop[i] || !*p->stop[i]) { err_set(e, "stop string %d is empty", i); return NULL; }
+    if (p->n_stop && !eng->tok) { err_set(e, "stop strings need a tokenizer; this model has no tokenizer.json"); return NULL; }
+    if (p->top_logprobs < 0 || p->top_logprobs > KILN_MAX_TOP_LOGPROBS) { err_set(e, "top_logprobs must be in [0, %d]", KILN_MAX_TOP_LOGPROBS); return NULL; }
+    for (int i = 0; i < p->n_stop_ids; i++)
+        if (p->stop_ids[i] < 0 || p->stop_ids[i] >= c->vocab_size) { err_set(e, "stop token id %d is outside the vocabulary", p->stop_ids[i]); return NULL; }
+    long total = (long)p->n_prompt + p->max_tokens;
+    if (total > eng->o.ctx_len) {
+        *code = KILN_ERR_TOO_LONG;
+        err_set(e, "prompt (%d tokens) plus max_tokens (%d) is %ld tokens, over the context length of %d", p->n_prompt,
+                p->max_tokens, total, eng->o.ctx_len);
+        return NULL;
+    }
+    long pool_tokens = (long)eng->m->kv.n_blocks * eng->m->kv.block_size;
+    if (total > pool_tokens) {
+        *code = KILN_ERR_TOO_LONG;
+        err_set(e, "prompt (%d tokens) plus max_tokens (%d) needs %ld tokens of KV cache, the pool holds %ld (raise --kv-cache-gb)",
+                p->n_prompt, p->max_tokens, total, pool_tokens);
+        return NULL;
+    }
+    kiln_request_t *r = request_new(eng, p, e);
+    if (!r) return NULL;
+    r->info.n_prompt = p->n_prompt;
+    r->info.t_submit = now_s();
+    pthread_mutex_lock(&eng->mu);
+    if (eng->stopping) {
+        pthread_mutex_unlock(&eng->mu);
+        *code = KILN_ERR_STOPPED;
+        err_set(e, "the engine is shutting down");
+        atomic_store(&r->refs, 1);
+        request_unref(r);
+        return NULL;
+    }
+    if (eng->n_incoming + eng->stats.waiting >= eng->o.max_queue) {
+        pthread_mutex_unlock(&eng->mu);
+        *code = KILN_ERR_QUEUE_FULL;
+        err_set(e, "the queue is full (%d requests waiting); retry later", eng->o.max_queue);
+        atomic_store(&r->refs, 1);
+        request_unref(r);
+        return NULL;
+    }
+    list_push(&eng->incoming, &eng->incoming_tail, r);
+    eng->n_incoming++;
+    eng->stats.prompt_tokens += (uint64_t)p->n_prompt;
+    pthread_cond_signal(&eng->cv);
+    pthread_mutex_unlock(&eng->mu);
+    *code = 0;
+    return r;
+}
+
+void kiln_stats(kiln_engine_t *eng, kiln_stats_t *s) {
+    pthread_mutex_lock(&eng->mu);
+    *s = eng->stats;
+    s->waiting = eng->stats.waiting > eng->n_incoming ? eng->stats.waiting : eng->n_incoming;
+    pthread_mutex_unlock(&eng->mu);
+}

@@ -1,0 +1,77 @@
+/* engine_int.h — the engine's private structures, shared by engine.c (thread and
+ * scheduler) and request.c (event channel, stop strings). */
+#ifndef KILN_ENGINE_INT_H
+#define KILN_ENGINE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "kiln.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+typedef enum { REQ_INCOMING, REQ_WAITING, REQ_RUNNING, REQ_DONE } req_state_t;
+
+struct kiln_request {
+    kiln_engine_t *eng;
+    atomic_int refs;               /* the handle and the engine                       */
+    atomic_int cancel;
+    /* --- owned by the engine thread --- */
+    req_state_t state;
+    kiln_request_params_t p;       /* deep copy; strings and arrays owned              */
+    int32_t *tokens;               /* prompt then generated                           */
+    int n_tokens, n_prompt, n_gen, cap_tokens;
+    int n_computed;                /* tokens whose K/V are in the cache                */
+    kv_seq_t seq;
+    int n_hashed;                  /* leading blocks of seq that carry their hash      */
+    uint64_t last_hash;
+    detok_t *detok;
+    char *held;                    /* text held back for possible stop strings         */
+    size_t held_len;
+    uint64_t seq_no;               /* admission order: preemption takes the newest     */
+    kiln_request_t *next;          /* in the incoming or waiting list                 */
+    /* --- the channel: guarded by mu --- */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    kiln_event_t *events;
+    int ev_head, ev_count, ev_cap;
+    int finished;                  /* the final event has been queued                  */
+    void (*notify)(void *);
+    void *notify_arg;
+    kiln_request_info_t info;
+};
+
+struct kiln_engine {
+    kiln_engine_opts_t o;
+    model_t *m;
+    tokenizer_t *tok;
+    uint64_t ns;                   /* prefix-cache namespace: model fingerprint + KV dtype */
+    pthread_t thread;
+    pthread_mutex_t mu;            /* guards incoming, stop, stats                    */
+    pthread_cond_t cv;
+    kiln_request_t *incoming, *incoming_tail;
+    int n_incoming;
+    int stopping;
+    /* engine thread only */
+    kiln_request_t *waiting, *waiting_tail;
+    int n_waiting;
+    kiln_request_t **running;
+    int n_running, cap_running;
+    uint64_t next_seq_no;
+    float *logits;                 /* [max_batch, vocab]                              */
+    float *lp;                     /* [vocab] logprob scratch                         */
+    sampler_scratch_t ss;
+    kiln_stats_t stats;            /* copied out under mu                             */
+};
+
+/* request.c */
+kiln_request_t *request_new(kiln_engine_t *eng, const kiln_request_params_t *p, err_t *e);
+void request_unref(kiln_request_t *r);
+/* Queues an event (engine thread) and calls notify. Takes ownership of ev's strings. */
+void request_emit(kiln_request_t *r, kiln_event_t *ev);
+/* Feeds a sampled token through detok and stop strings; fills ev->text. Returns 1 when
+ * a stop string matched (ev->stop_str set, text cut as requested). */
+int request_text(kiln_request_t *r, int32_t token, kiln_event_t *ev);
+/* Text still held back at the end (flushed detok + held); malloc'd. */
+char *request_text_flush(kiln_request_t *r);
+
+#endif
