@@ -23,32 +23,6 @@ AI __m256 ld_bf16(const weight_t *w, int r, int k) {
 AI __m256 ld_f16(const weight_t *w, int r, int k) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w->data + (size_t)r * w->cols + k)));
 }
-AI __m256 affine(const weight_t *w, int r, int k, __m256i codes) {
-    int ng = w->cols / w->group;
-    size_t gi = (size_t)r * ng + k / w->group;
-    float s = load_as_f32(w->scales, w->sb_dtype, gi), b = load_as_f32(w->biases, w->sb_dtype, gi);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(codes), _mm256_set1_ps(s), _mm256_set1_ps(b));
-}
-AI __m256 ld_q4(const weight_t *w, int r, int k) {
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * (w->cols / 2);
-    uint32_t word;
-    __builtin_memcpy(&word, row + k / 2, 4);
-    __m128i b = _mm_cvtsi32_si128((int)word);
-    __m128i lo = _mm_and_si128(b, _mm_set1_epi8(15));
-    __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15));
-    return affine(w, r, k, _mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
-}
-AI __m256 ld_q8(const weight_t *w, int r, int k) {
-    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->cols;
-    return affine(w, r, k, _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + k))));
-}
-AI __m256 ld_qany(const weight_t *w, int r, int k) {
-    const uint32_t *row = (const uint32_t *)w->data + (size_t)r * w->cols * w->bits / 32;
-    int32_t c[8];
-    for (int i = 0; i < 8; i++) c[i] = (int32_t)weight_code(row, w->bits, k + i);
-    return affine(w, r, k, _mm256_loadu_si256((const __m256i *)c));
-}
-
 AI float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -118,12 +92,84 @@ AI void run(float *y, const float *x, int T, const weight_t *w, int j0, int j1, 
     }
 }
 
+
+/* Codes only (the affine step is applied by qtile with per-group scale and bias). */
+AI __m256 codes_q4(const uint8_t *row, int k) {
+    uint32_t word;
+    __builtin_memcpy(&word, row + k / 2, 4);
+    __m128i b = _mm_cvtsi32_si128((int)word);
+    __m128i lo = _mm_and_si128(b, _mm_set1_epi8(15));
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15));
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi)));
+}
+AI __m256 codes_q8(const uint8_t *row, int k) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + k))));
+}
+AI __m256 codes_any(const uint8_t *row, int k, int bits) {
+    int32_t c[8];
+    for (int i = 0; i < 8; i++) c[i] = (int32_t)weight_code((const uint32_t *)row, bits, k + i);
+    return _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)c));
+}
+
+/* A tile over a quantized W: walks K group by group so each row's scale and bias are
+ * read once per group (not per chunk), then dequantizes 8 codes at a time in registers:
+ * w = fma(code, scale, bias), acc = fma(x, w, acc) — the same per-element arithmetic as
+ * ld_q*, just without a division per chunk. BITS is a constant after inlining. */
+AI void qtile(float *y, const float *x, const weight_t *w, int t, int j, const int NT, const int NJ, const int BITS) {
+    int K = w->cols, N = w->rows, G = w->group, ng = K / G, bits = BITS ? BITS : w->bits;
+    size_t row_bytes = (size_t)K * bits / 8;
+    const uint8_t *rows[4];
+    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
+    __m256 acc[2][4];
+    for (int a = 0; a < NT; a++)
+        for (int b = 0; b < NJ; b++) acc[a][b] = _mm256_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m256 sv[4], bv[4];
+        for (int b = 0; b < NJ; b++) {
+            size_t gi = (size_t)(j + b) * ng + g;
+            sv[b] = _mm256_set1_ps(load_as_f32(w->scales, w->sb_dtype, gi));
+            bv[b] = _mm256_set1_ps(load_as_f32(w->biases, w->sb_dtype, gi));
+        }
+        for (int k = g * G; k < (g + 1) * G; k += 8) {
+            __m256 wv[4];
+            for (int b = 0; b < NJ; b++) {
+                __m256 c = BITS == 4 ? codes_q4(rows[b], k) : BITS == 8 ? codes_q8(rows[b], k) : codes_any(rows[b], k, bits);
+                wv[b] = _mm256_fmadd_ps(c, sv[b], bv[b]);
+            }
+            for (int a = 0; a < NT; a++) {
+                __m256 xv = _mm256_loadu_ps(x + (size_t)(t + a) * K + k);
+                for (int b = 0; b < NJ; b++) acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
+            }
+        }
+    }
+    for (int a = 0; a < NT; a++)
+        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = hsum(acc[a][b]);
+}
+
+AI void qrun(float *y, const float *x, int T, const weight_t *w, int j0, int j1, const int BITS) {
+    int tc = t_chunk(w->cols);
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        int t1 = t0 + tc < T ? t0 + tc : T;
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) qtile(y, x, w, t, j, 2, 4, BITS);
+            for (; t < t1; t++) qtile(y, x, w, t, j, 1, 4, BITS);
+        }
+        for (; j < j1; j++) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) qtile(y, x, w, t, j, 2, 1, BITS);
+            for (; t < t1; t++) qtile(y, x, w, t, j, 1, 1, BITS);
+        }
+    }
+}
+
 static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f32); }
 static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_bf16); }
 static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f16); }
-static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_q4); }
-static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_q8); }
-static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_qany); }
+static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 4); }
+static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 8); }
+static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 0); }
 
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (weight_is_quantized(w)) {

@@ -1,0 +1,110 @@
+/* probe.c — the machine's ceilings, measured the way kiln's kernels would meet them:
+ *
+ *   read bandwidth: T threads each sum a disjoint slice of a 1 GiB buffer (AVX2 loads,
+ *                   several accumulators); best of 5 passes. Decode reads every weight once
+ *                   per token, so weight_bytes / read_bandwidth is its roofline.
+ *   f32 FMA peak:   T threads each run 12 independent FMA chains on 16- (AVX-512) or
+ *                   8-lane (AVX2) vectors: the upper bound for prefill's matmuls.
+ *
+ * Usage: probe [--threads N] [--mib M] [--json]. Built by CMake as bench/kiln-probe. */
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct { const float *p; size_t n; double out; int iters; int wide; } job_t;
+
+__attribute__((target("avx2,fma"))) static void *read_job(void *a) {
+    job_t *j = a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i + 32 <= j->n; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_load_ps(j->p + i));
+        s1 = _mm256_add_ps(s1, _mm256_load_ps(j->p + i + 8));
+        s2 = _mm256_add_ps(s2, _mm256_load_ps(j->p + i + 16));
+        s3 = _mm256_add_ps(s3, _mm256_load_ps(j->p + i + 24));
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    j->out = t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    return NULL;
+}
+
+#define CHAINS 12
+__attribute__((target("avx512f"))) static void fma512(job_t *j) {
+    __m512 a[CHAINS], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int k = 0; k < CHAINS; k++) a[k] = _mm512_set1_ps((float)k);
+    for (int i = 0; i < j->iters; i++)
+        for (int k = 0; k < CHAINS; k++) a[k] = _mm512_fmadd_ps(a[k], m, c);
+    float s = 0, t[16];
+    for (int k = 0; k < CHAINS; k++) { _mm512_storeu_ps(t, a[k]); s += t[0]; }
+    j->out = s;
+}
+__attribute__((target("avx2,fma"))) static void fma256(job_t *j) {
+    __m256 a[CHAINS], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int k = 0; k < CHAINS; k++) a[k] = _mm256_set1_ps((float)k);
+    for (int i = 0; i < j->iters; i++)
+        for (int k = 0; k < CHAINS; k++) a[k] = _mm256_fmadd_ps(a[k], m, c);
+    float s = 0, t[8];
+    for (int k = 0; k < CHAINS; k++) { _mm256_storeu_ps(t, a[k]); s += t[0]; }
+    j->out = s;
+}
+static void *fma_job(void *a) {
+    job_t *j = a;
+    if (j->wide) fma512(j); else fma256(j);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), json = 0;
+    size_t mib = 1024;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else { fprintf(stderr, "usage: probe [--threads N] [--mib M] [--json]\n"); return strcmp(argv[i], "--help") ? 2 : 0; }
+    }
+    if (threads < 1 || threads > 256 || mib < 64) { fprintf(stderr, "probe: bad --threads or --mib (>= 64)\n"); return 2; }
+    size_t n = mib * 1024 * 1024 / 4;
+    float *buf = aligned_alloc(64, n * 4);
+    if (!buf) { fprintf(stderr, "probe: cannot allocate %zu MiB\n", mib); return 1; }
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023);
+    pthread_t th[256];
+    job_t jobs[256];
+    double best = 1e30;
+    for (int pass = 0; pass < 5; pass++) {
+        double t0 = now();
+        for (int t = 0; t < threads; t++) {
+            size_t per = (n / threads) & ~(size_t)31;
+            jobs[t] = (job_t){buf + per * t, per, 0, 0, 0};
+            pthread_create(&th[t], NULL, read_job, &jobs[t]);
+        }
+        for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
+        double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    double gbs = (double)(n / threads * threads) * 4 / best / 1e9;
+    __builtin_cpu_init();
+    int wide = __builtin_cpu_supports("avx512f");
+    int iters = 20000000;
+    double t0 = now();
+    for (int t = 0; t < threads; t++) {
+        jobs[t] = (job_t){NULL, 0, 0, iters, wide};
+        pthread_create(&th[t], NULL, fma_job, &jobs[t]);
+    }
+    for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
+    double dt = now() - t0;
+    double gflops = (double)threads * iters * CHAINS * (wide ? 16 : 8) * 2 / dt / 1e9;
+    if (json) printf("{\"threads\": %d, \"read_gb_s\": %.2f, \"fma_gflops\": %.1f, \"fma_width\": %d}\n", threads, gbs, gflops, wide ? 512 : 256);
+    else printf("threads %d: read bandwidth %.2f GB/s, f32 FMA peak %.1f GFLOP/s (%d-bit vectors)\n", threads, gbs, gflops, wide ? 512 : 256);
+    free(buf);
+    return 0;
+}
