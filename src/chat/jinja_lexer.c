@@ -343,7 +343,12 @@ static int lex_tag(lexer *L, size_t *pi, bool block, bool *ended_nl) {
         if (c == '\'' || c == '"') {
             size_t j = i + 1;
             while (j < n && s[j] != c) j += (s[j] == '\\' && j + 1 < n) ? 2 : 1;
-            if (j >= n) return lex_fail(L, i, "unexpected char '\"' (unterminated string literal)");
+            if (j >= n) {
+                char msg[64];
+                if (c == '\'') snprintf(msg, sizeof msg, "unexpected char \"'\" at %zu", i);
+                else snprintf(msg, sizeof msg, "unexpected char '\"' at %zu", i);
+                return lex_fail(L, i, msg);
+            }
             jtok *t = push(L, T_STRING, i, j + 1 - i);
             if (!t) return -1;
             if (unescape(L, i, s + i + 1, j - i - 1, &t->str)) return -1;
@@ -356,8 +361,8 @@ static int lex_tag(lexer *L, size_t *pi, bool block, bool *ended_nl) {
         if (!ol && strchr("+-/*%~[](){}><=.:|,;", c) && c) ol = 1;
         if (!ol) {
             char msg[64];
-            if ((unsigned char)c < 0x80 && c >= 0x20) snprintf(msg, sizeof msg, "unexpected char '%c'", c);
-            else snprintf(msg, sizeof msg, "unexpected char (byte 0x%02x)", (unsigned char)c);
+            if ((unsigned char)c < 0x80 && c >= 0x20) snprintf(msg, sizeof msg, "unexpected char '%c' at %zu", c, i);
+            else snprintf(msg, sizeof msg, "unexpected char (byte 0x%02x) at %zu", (unsigned char)c, i);
             return lex_fail(L, i, msg);
         }
         if (ol == 1 && (c == '(' || c == '[' || c == '{')) {

@@ -80,8 +80,13 @@ static int failt(P *p, const jtok *t, const char *kind, const char *fmt, ...) {
 }
 #define fail(p, ...) failt((p), cur(p), "TemplateSyntaxError", __VA_ARGS__)
 
+static int eof_fail(P *p, const char *what) {
+    return fail(p, "unexpected end of template, expected '%s'.", what);
+}
+
 static int expect_op(P *p, const char *op) {
     if (!tok_is_op(cur(p), op)) {
+        if (cur(p)->kind == T_EOF) return eof_fail(p, op);
         char d[64];
         describe(cur(p), d, sizeof d);
         return fail(p, "expected token '%s', got '%s'", op, d);
@@ -92,6 +97,7 @@ static int expect_op(P *p, const char *op) {
 
 static int expect_kind(P *p, int kind, const char *what) {
     if (cur(p)->kind != kind) {
+        if (cur(p)->kind == T_EOF) return eof_fail(p, what);
         char d[64];
         describe(cur(p), d, sizeof d);
         return fail(p, "expected token '%s', got '%s'", what, d);
@@ -102,6 +108,7 @@ static int expect_kind(P *p, int kind, const char *what) {
 
 static int expect_name(P *p, const char *nm) {
     if (!tok_is_name(cur(p), nm)) {
+        if (cur(p)->kind == T_EOF) return eof_fail(p, nm);
         char d[64];
         describe(cur(p), d, sizeof d);
         return fail(p, "expected token '%s', got '%s'", nm, d);
