@@ -48,6 +48,23 @@ typedef struct attn_args {
     kv_view_t kv;
 } attn_args_t;
 
+/* Gated DeltaNet arguments. qkv is the conv output [T, stride]: q at column q_off
+ * ([n_k_heads, dk]), k at k_off ([n_k_heads, dk]), v at v_off ([n_v_heads, dv]). Value head h
+ * reads key/query head h / (n_v_heads / n_k_heads). Per token and value head:
+ *   q, k = l2norm(q), l2norm(k) (eps 1e-6, inside the sqrt);  q *= q_scale
+ *   g = -exp(A_log[h]) · softplus(a[t, h] + dt_bias[h]);  β = sigmoid(b[t, h])
+ *   S = S · exp(g);  δ = β · (v − Sᵀk);  S = S + k δᵀ;  out[t, h] = Sᵀq
+ * S is state[r] + h·dk·dv, [dk][dv] f32, row-major. out: [T, n_v_heads, dv]. */
+typedef struct delta_args {
+    int n_rows;
+    const int32_t *row_start;             /* [n_rows+1]                                    */
+    int n_k_heads, n_v_heads, dk, dv;
+    int stride, q_off, k_off, v_off;      /* columns of qkv                                */
+    float q_scale;                        /* usually dk^-0.5                               */
+    const float *A_log, *dt_bias;         /* [n_v_heads], backend memory                   */
+    float *const *state;                  /* [n_rows] → [n_v_heads][dk][dv], backend memory */
+} delta_args_t;
+
 typedef struct backend_ops {
     const char *name;
     void *(*alloc)(backend_t *, size_t bytes);       /* zeroed */
@@ -81,6 +98,23 @@ typedef struct backend_ops {
     /* out[T, n_heads, head_dim] = softmax(q·Kᵀ·scale [causal, window]) · V over each
      * token's own row, reading K/V from the paged cache (already holding this step). */
     void (*attention)(backend_t *, float *out, const float *q, int T, const attn_args_t *a);
+
+    /* --- hybrid and MoE families (qwen3_5, gemma3/4): ops appended below --- */
+    /* Causal depthwise conv1d with carried state, per row of the batch. For token t of row
+     * r and channel c: y[t, c] = act(Σ_k w[c, k] · u[t-K+1+k, c]), where u is the row's
+     * inputs x[.., c] preceded by state[r] ([K-1, C], oldest first). state[r] is then
+     * replaced by the row's last K-1 inputs. y and x are [T, C] (distinct); w is [C, K] f32. */
+    void (*conv1d_causal)(backend_t *, float *y, const float *x, int n_rows, const int32_t *row_start,
+                          float *const *state, const float *w, int C, int K, act_t act);
+    /* Gated delta rule (gated DeltaNet), token by token within each row; see delta_args_t. */
+    void (*gated_delta)(backend_t *, float *out, const float *qkv, const float *a, const float *b, int T,
+                        const struct delta_args *d);
+    /* y[T, n] *= sigmoid(g): g is [T, n] (g_width n) or one gate per token (g_width 1). */
+    void (*sigmoid_mul)(backend_t *, float *y, const float *g, int T, int n, int g_width);
+    /* y[n] *= s. */
+    void (*scale)(backend_t *, float *y, float s, size_t n);
+    /* y[idx[i], width] += wt[i] · x[i, width] for i < n, in order (idx, wt on the host). */
+    void (*add_rows_scaled)(backend_t *, float *y, const float *x, const int32_t *idx, const float *wt, int n, int width);
 } backend_ops_t;
 
 struct backend {

@@ -32,6 +32,13 @@ void rope_inv_freq(const rope_config_t *r, int dim, int max_pos, int seq_len, fl
     case ROPE_LINEAR:
         for (int i = 0; i < half; i++) inv[i] = inv[i] / (float)r->factor;
         break;
+    case ROPE_PROPORTIONAL: {
+        /* gemma4 global layers: call with dim = head_dim. The first floor(partial·dim/2)
+         * frequencies keep the full-head exponent 2i/dim, the rest are 0 (no rotation). */
+        int angles = (int)(r->partial_rotary_factor * dim / 2);
+        for (int i = 0; i < half; i++) inv[i] = i < angles ? inv[i] / (float)r->factor : 0.0f;
+        break;
+    }
     case ROPE_LLAMA3: {
         double orig = r->original_max_pos > 0 ? r->original_max_pos : 8192;
         double low_wl = orig / r->low_freq_factor, high_wl = orig / r->high_freq_factor;

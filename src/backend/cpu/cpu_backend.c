@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_hybrid.h"
 #include "base/threadpool.h"
 
 typedef struct cpu_impl {
@@ -122,9 +123,42 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
     threadpool_run(impl->pool, T < nt ? T : nt, at_task, &job);
 }
 
+/* --- hybrid ops (cpu_hybrid.h): the gated delta rule splits value heads over threads --- */
+static void cpu_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, const int32_t *row_start,
+                              float *const *state, const float *w, int C, int K, act_t act) {
+    ref_conv1d_causal(y, x, n_rows, row_start, state, w, C, K, act);
+}
+
+typedef struct { float *out; const float *qkv, *a, *b; int T; const delta_args_t *d; } gd_job_t;
+
+static void gd_task(void *ctx, int i, int n) {
+    gd_job_t *j = ctx;
+    int H = j->d->n_v_heads, per = (H + n - 1) / n, h0 = i * per, h1 = h0 + per < H ? h0 + per : H;
+    if (h0 < h1) ref_gated_delta(j->out, j->qkv, j->a, j->b, j->T, j->d, h0, h1);
+}
+
+static void cpu_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T,
+                            const delta_args_t *d) {
+    cpu_impl_t *impl = be->impl;
+    gd_job_t job = {out, qkv, a, b, T, d};
+    int n = threadpool_size(impl->pool);
+    if (n > d->n_v_heads) n = d->n_v_heads;
+    if ((size_t)T * d->n_v_heads * d->dk * d->dv < 65536) n = 1;
+    threadpool_run(impl->pool, n, gd_task, &job);
+}
+static void cpu_sigmoid_mul(backend_t *be, float *y, const float *g, int T, int n, int gw) { ref_sigmoid_mul(y, g, T, n, gw); }
+static void cpu_scale(backend_t *be, float *y, float s, size_t n) { ref_scale(y, s, n); }
+static void cpu_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t *idx, const float *wt, int n, int width) {
+    ref_add_rows_scaled(y, x, idx, wt, n, width);
+}
+
 static const backend_ops_t cpu_ops = {
-    "cpu", cpu_alloc, cpu_free, cpu_upload, cpu_download, cpu_prepare_weight, cpu_matmul, cpu_rms_norm, cpu_rope, cpu_glu, cpu_add, cpu_add_bias,
-    cpu_gather_rows, cpu_embed, cpu_kv_write, cpu_attention,
+    .name = "cpu", .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_upload, .download = cpu_download,
+    .prepare_weight = cpu_prepare_weight, .matmul = cpu_matmul, .rms_norm = cpu_rms_norm, .rope = cpu_rope,
+    .glu = cpu_glu, .add = cpu_add, .add_bias = cpu_add_bias, .gather_rows = cpu_gather_rows, .embed = cpu_embed,
+    .kv_write = cpu_kv_write, .attention = cpu_attention,
+    .conv1d_causal = cpu_conv1d_causal, .gated_delta = cpu_gated_delta, .sigmoid_mul = cpu_sigmoid_mul,
+    .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled,
 };
 
 backend_t *backend_create(const char *name, int n_threads, err_t *e) {

@@ -1,0 +1,430 @@
+/* gemma.c — the Gemma 3 and Gemma 4 text models (transformers' modeling_gemma3.py and
+ * modeling_gemma4.py). One forward over a ragged batch, top to bottom:
+ *
+ *   x = embed(tokens) · round(√H)                               [T, H]
+ *   gemma4 PLE: ple = (rms_norm(x·W_plᵀ · H^-½) · pl_norm        [T, L, P]
+ *                      + embed_pl(tokens) · round(√P)) · 2^-½
+ *   per layer (sliding: window w and the local RoPE; full: global RoPE, gemma4 own head_dim/KV heads):
+ *     r = x;  h = norm(x) · input_layernorm
+ *     q = norm_per_head(h·W_qᵀ) · q_norm
+ *     k = norm_per_head(h·W_kᵀ) · k_norm;  v = h·W_vᵀ (gemma4: v = rms_norm(v), no weight;
+ *         attention_k_eq_v: v from the k projection before k_norm)
+ *     KV-shared layers (gemma4, the last num_kv_shared_layers) compute no k/v: they read the KV
+ *         of the last earlier layer of their type
+ *     q, k = rope(pos);  a = attention(q, cache; scale, window, softcap)
+ *     x = r + norm(a·W_oᵀ) · post_attention_layernorm
+ *     r = x;  h = mlp(norm(x) · pre_feedforward_layernorm)      (gelu_tanh(h·W_gᵀ) · h·W_uᵀ)·W_dᵀ
+ *     gemma4 MoE: h = norm1(h) + norm2(experts(norm(r) · pre_ff_norm_2))), routed on
+ *         rms_norm(r) · router.scale · H^-½: softmax, top-k, renormalized, · per_expert_scale
+ *     x = r + norm(h) · post_feedforward_layernorm
+ *     gemma4 PLE: x += norm((gelu_tanh(x·W_gateᵀ) · ple[:, layer])·W_projᵀ) · post_per_layer_input_norm
+ *     gemma4: x *= layer_scalar
+ *   logits = softcap(norm(x[logit_index]) · lm_headᵀ)
+ *
+ * Norms: Gemma 3 scales by (1 + w), Gemma 4 by w, both in f32. Attention scale: Gemma 3
+ * query_pre_attn_scalar^-½, Gemma 4 1 (q_norm carries it). Constants that transformers keeps
+ * in model-dtype buffers (embedding scales, RoPE frequencies) are rounded to that dtype. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/log.h"
+#include "model/hyb_util.h"
+#include "model/rope.h"
+
+typedef struct gemma_layer {
+    int sliding, hd, nkv, inter;       /* shape of this layer                               */
+    int kv_layer;                      /* KV pool layer it writes (or, shared, reads)       */
+    int shared;                        /* gemma4: reuses kv_layer of an earlier layer       */
+    float *ln_in, *ln_post_attn, *ln_pre_ff, *ln_post_ff;       /* [H]                      */
+    weight_t wq, wk, wv, wo;           /* [nh·hd, H] [nkv·hd, H] ×2 [H, nh·hd]; wv absent with k_eq_v */
+    int k_eq_v;
+    float *q_norm, *k_norm;            /* [hd]                                              */
+    weight_t wg, wu, wd;               /* [I, H] ×2 [H, I]                                  */
+    /* gemma4 MoE block */
+    float *ln_post_ff1, *ln_pre_ff2, *ln_post_ff2, *router_scale, *per_expert_scale;
+    weight_t router;                   /* [E, H]                                            */
+    weight_t *eg, *eu, *ed;            /* [E] of [Ie, H] ×2 [H, Ie]                         */
+    /* gemma4 PLE */
+    weight_t pl_gate, pl_proj;         /* [P, H] [H, P]                                     */
+    float *ln_post_pl;                 /* [H]                                               */
+    float layer_scalar;                /* 1 when absent                                     */
+    float *inv_freq;                   /* [rot/2] (shared with the other layers of its type) */
+    int rot_dim;
+} gemma_layer_t;
+
+typedef struct gemma {
+    int v4;                            /* gemma4                                            */
+    float norm_off;                    /* 1: (1 + w) norms (gemma3); 0: w (gemma4)          */
+    weight_t embed, lm_head, embed_pl, pl_model_proj; /* [V, H] ×2, [Vp, L·P], [L·P, H]     */
+    float *norm, *pl_norm;             /* [H], [P]                                          */
+    float embed_scale, embed_pl_scale;
+    gemma_layer_t *layers;
+    float *inv_local, *inv_global;     /* RoPE tables of the two layer types                */
+    float ms_local, ms_global;
+    int rot_local, rot_global, n_kv_layers, max_kv_width, max_hd, max_nkv;
+    /* run state */
+    hyb_arena_t arena;
+    float *x, *r, *h, *h2, *q, *k, *v, *att, *g, *u, *rl, *xe, *ge, *ue, *ye, *ple, *plt, *pll, *pg;
+    float *xl, *logits;
+    int cap_logits, cap_rows, cap_idx;
+    int32_t *slots, *idx, *tok_e;
+    float *wt_e, *rl_host;
+    const int32_t **tables;
+} gemma_t;
+
+static int g_vec(model_t *m, int li, const char *name, int n, float **out, err_t *e) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "layers.%d.%s", li, name);
+    return hyb_get_f32(m, buf, (size_t)n, out, e);
+}
+static int g_w(model_t *m, int li, const char *name, int rows, int cols, weight_t *w, err_t *e) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "layers.%d.%s", li, name);
+    if (model_get_weight(m, buf, rows, cols, w, e)) return -1;
+    m->weight_bytes += weight_bytes(w);
+    return 0;
+}
+
+/* RoPE table of one layer type: inv_freq rounded like transformers' model-dtype buffer. */
+static float *rope_table(const model_config_t *c, const rope_config_t *rc, int hd, int *rot, float *ms) {
+    *rot = rc->type == ROPE_PROPORTIONAL ? hd : ((int)(hd * rc->partial_rotary_factor) & ~1);
+    float *inv = malloc(sizeof(float) * (*rot / 2 + 1));
+    rope_inv_freq(rc, *rot, c->max_pos, 0, inv, ms);
+    for (int i = 0; i < *rot / 2; i++) inv[i] = hyb_round(c, inv[i]);
+    return inv;
+}
+
+static int gemma_load(model_t *m, err_t *e) {
+    model_config_t *c = &m->cfg;
+    gemma_t *G = calloc(1, sizeof *G);
+    m->impl = G;
+    G->v4 = c->arch == ARCH_GEMMA4;
+    G->norm_off = G->v4 ? 0.0f : 1.0f;
+    int H = c->hidden_size, nh = c->n_heads, L = c->n_layers, P = c->hidden_per_layer_input;
+    int E = c->n_experts, Ie = c->moe_intermediate_size;
+    int moe = G->v4 && c->enable_moe_block;
+    if (moe && (E <= 0 || E > 1024 || c->n_experts_per_tok <= 0)) return err_set(e, "%s: enable_moe_block needs num_experts (1..1024) and top_k_experts", m->dir);
+    if (model_get_weight(m, "embed_tokens", c->vocab_size, H, &G->embed, e)) return -1;
+    if (!c->tie_embeddings || model_has_tensor(m, "lm_head.weight")) {
+        if (model_get_weight(m, "lm_head", c->vocab_size, H, &G->lm_head, e)) return -1;
+    } else G->lm_head = G->embed;
+    if (hyb_get_f32(m, "norm.weight", H, &G->norm, e)) return -1;
+    G->embed_scale = hyb_round(c, sqrtf((float)H));
+    if (P) {
+        if (model_get_weight(m, "embed_tokens_per_layer", c->vocab_per_layer_input, L * P, &G->embed_pl, e) ||
+            model_get_weight(m, "per_layer_model_projection", L * P, H, &G->pl_model_proj, e) ||
+            hyb_get_f32(m, "per_layer_projection_norm.weight", P, &G->pl_norm, e))
+            return -1;
+        G->embed_pl_scale = hyb_round(c, sqrtf((float)P));
+        m->weight_bytes += weight_bytes(&G->pl_model_proj);
+    }
+    int first_shared = L - c->n_kv_shared_layers;
+    G->layers = calloc((size_t)L, sizeof(gemma_layer_t));
+    int hd_local = c->head_dim, hd_global = c->head_dim;
+    for (int i = 0; i < L; i++) {
+        gemma_layer_t *l = &G->layers[i];
+        if (c->layer_type[i] == LAYER_LINEAR) return err_set(e, "%s: layer %d: gemma has no linear_attention layers", m->dir, i);
+        l->sliding = c->layer_type[i] == LAYER_SLIDING;
+        l->hd = c->layer_head_dim[i];
+        l->nkv = c->layer_kv_heads[i];
+        if (l->sliding) hd_local = l->hd; else hd_global = l->hd;
+        if (l->nkv * l->hd > G->max_kv_width) G->max_kv_width = l->nkv * l->hd;
+        if (l->hd > G->max_hd) G->max_hd = l->hd;
+        l->shared = G->v4 && c->n_kv_shared_layers > 0 && i >= first_shared;
+        l->k_eq_v = G->v4 && c->attention_k_eq_v && !l->sliding;
+        l->inter = c->intermediate_size * (G->v4 && c->double_wide_mlp && l->shared ? 2 : 1);
+        l->layer_scalar = 1.0f;
+        if (l->shared) { /* the last earlier non-shared layer of the same type */
+            int src = -1;
+            for (int j = first_shared - 1; j >= 0; j--)
+                if (c->layer_type[j] == c->layer_type[i]) { src = j; break; }
+            if (src < 0) return err_set(e, "%s: KV-shared layer %d has no earlier %s layer to share", m->dir, i, l->sliding ? "sliding" : "full");
+            if (G->layers[src].hd != l->hd || G->layers[src].nkv != l->nkv)
+                return err_set(e, "%s: KV-shared layer %d differs in shape from layer %d", m->dir, i, src);
+            l->kv_layer = G->layers[src].kv_layer;
+        } else l->kv_layer = G->n_kv_layers++;
+        int hd = l->hd, nkv = l->nkv, I = l->inter;
+        if (g_vec(m, i, "input_layernorm.weight", H, &l->ln_in, e) || g_vec(m, i, "post_attention_layernorm.weight", H, &l->ln_post_attn, e) ||
+            g_vec(m, i, "pre_feedforward_layernorm.weight", H, &l->ln_pre_ff, e) ||
+            g_vec(m, i, "post_feedforward_layernorm.weight", H, &l->ln_post_ff, e))
+            return -1;
+        if (g_w(m, i, "self_attn.q_proj", nh * hd, H, &l->wq, e) || g_w(m, i, "self_attn.o_proj", H, nh * hd, &l->wo, e) ||
+            g_vec(m, i, "self_attn.q_norm.weight", hd, &l->q_norm, e))
+            return -1;
+        if (!l->shared) {
+            if (g_w(m, i, "self_attn.k_proj", nkv * hd, H, &l->wk, e) || g_vec(m, i, "self_attn.k_norm.weight", hd, &l->k_norm, e)) return -1;
+            if (!l->k_eq_v && g_w(m, i, "self_attn.v_proj", nkv * hd, H, &l->wv, e)) return -1;
+        }
+        if (g_w(m, i, "mlp.gate_proj", I, H, &l->wg, e) || g_w(m, i, "mlp.up_proj", I, H, &l->wu, e) ||
+            g_w(m, i, "mlp.down_proj", H, I, &l->wd, e))
+            return -1;
+        if (moe) {
+            char n[256];
+            if (g_vec(m, i, "post_feedforward_layernorm_1.weight", H, &l->ln_post_ff1, e) ||
+                g_vec(m, i, "pre_feedforward_layernorm_2.weight", H, &l->ln_pre_ff2, e) ||
+                g_vec(m, i, "post_feedforward_layernorm_2.weight", H, &l->ln_post_ff2, e) ||
+                g_vec(m, i, "router.scale", H, &l->router_scale, e) || g_vec(m, i, "router.per_expert_scale", E, &l->per_expert_scale, e) ||
+                g_w(m, i, "router.proj", E, H, &l->router, e))
+                return -1;
+            l->eg = calloc((size_t)E, sizeof(weight_t));
+            l->eu = calloc((size_t)E, sizeof(weight_t));
+            l->ed = calloc((size_t)E, sizeof(weight_t));
+            weight_t *gu = calloc((size_t)E, sizeof(weight_t));
+            snprintf(n, sizeof n, "layers.%d.experts.gate_up_proj", i);
+            int rc = hyb_get_experts(m, n, E, 2 * Ie, H, gu, e);
+            for (int x = 0; !rc && x < E; x++) { l->eg[x] = hyb_rows(&gu[x], 0, Ie); l->eu[x] = hyb_rows(&gu[x], Ie, Ie); }
+            free(gu);
+            if (rc) return -1;
+            snprintf(n, sizeof n, "layers.%d.experts.down_proj", i);
+            if (hyb_get_experts(m, n, E, H, Ie, l->ed, e)) return -1;
+            m->weight_bytes += (size_t)E * (2 * weight_bytes(&l->eg[0]) + weight_bytes(&l->ed[0]));
+            /* per_expert_scale is applied on the host: keep a host copy */
+            float *pes = malloc(sizeof(float) * E);
+            m->be->ops->download(m->be, pes, l->per_expert_scale, sizeof(float) * E);
+            m->be->ops->free(m->be, l->per_expert_scale);
+            l->per_expert_scale = pes;
+        }
+        if (P) {
+            if (g_w(m, i, "per_layer_input_gate", P, H, &l->pl_gate, e) || g_w(m, i, "per_layer_projection", H, P, &l->pl_proj, e) ||
+                g_vec(m, i, "post_per_layer_input_norm.weight", H, &l->ln_post_pl, e))
+                return -1;
+        }
+        char sn[64];
+        snprintf(sn, sizeof sn, "layers.%d.layer_scalar", i);
+        if (hyb_find(m, sn)) {
+            float *ls;
+            if (hyb_get_f32(m, sn, 1, &ls, e)) return -1;
+            m->be->ops->download(m->be, &l->layer_scalar, ls, sizeof(float));
+            m->be->ops->free(m->be, ls);
+        }
+    }
+    m->weight_bytes += weight_bytes(&G->lm_head);
+    G->inv_local = rope_table(c, &c->rope_local, hd_local, &G->rot_local, &G->ms_local);
+    G->inv_global = rope_table(c, &c->rope, hd_global, &G->rot_global, &G->ms_global);
+    for (int i = 0; i < L; i++) {
+        gemma_layer_t *l = &G->layers[i];
+        l->inv_freq = l->sliding ? G->inv_local : G->inv_global;
+        l->rot_dim = l->sliding ? G->rot_local : G->rot_global;
+        if (l->nkv > G->max_nkv) G->max_nkv = l->nkv;
+    }
+    if (st_find(&m->ar, "vision_tower.vision_model.embeddings.patch_embedding.weight") || hyb_find(m, "vision_tower.timm_model.stem.conv.weight") ||
+        st_find(&m->ar, "model.vision_tower.patch_embedder.input_proj.weight"))
+        log_info("%s: vision/audio towers present; loading the text model only", m->dir);
+    /* step buffers */
+    hyb_arena_t *A = &G->arena;
+    size_t qd = (size_t)nh * G->max_hd, kd = (size_t)G->max_kv_width, Im = (size_t)c->intermediate_size * 2;
+    if (moe && (size_t)Ie > Im) Im = Ie;
+    hyb_arena_add(A, &G->x, H); hyb_arena_add(A, &G->r, H); hyb_arena_add(A, &G->h, H); hyb_arena_add(A, &G->h2, H);
+    hyb_arena_add(A, &G->q, qd); hyb_arena_add(A, &G->k, kd); hyb_arena_add(A, &G->v, kd); hyb_arena_add(A, &G->att, qd);
+    hyb_arena_add(A, &G->g, Im); hyb_arena_add(A, &G->u, Im);
+    if (moe) {
+        hyb_arena_add(A, &G->rl, E); hyb_arena_add(A, &G->xe, H); hyb_arena_add(A, &G->ge, Im);
+        hyb_arena_add(A, &G->ue, Im); hyb_arena_add(A, &G->ye, H);
+    }
+    if (P) {
+        hyb_arena_add(A, &G->ple, (size_t)L * P); hyb_arena_add(A, &G->plt, (size_t)L * P);
+        hyb_arena_add(A, &G->pll, P); hyb_arena_add(A, &G->pg, P);
+    }
+    return 0;
+}
+
+/* One KV layer per non-shared layer, at the widest per-token width any layer needs: a
+ * layer with fewer heads or a smaller head_dim packs its slots densely into the front of
+ * the same buffer (its view carries its own shape). */
+static void gemma_kv_shape(const model_t *m, int *n_layers, int *n_kv_heads, int *head_dim) {
+    const gemma_t *G = m->impl;
+    *n_layers = G->n_kv_layers;
+    *n_kv_heads = 1;
+    *head_dim = G->max_kv_width;
+}
+
+static void gemma_destroy(model_t *m) {
+    gemma_t *G = m->impl;
+    if (!G) return;
+    backend_t *be = m->be;
+    if (G->layers)
+        for (int i = 0; i < m->cfg.n_layers; i++) {
+            gemma_layer_t *l = &G->layers[i];
+            float *vs[] = {l->ln_in, l->ln_post_attn, l->ln_pre_ff, l->ln_post_ff, l->q_norm, l->k_norm, l->ln_post_ff1,
+                           l->ln_pre_ff2, l->ln_post_ff2, l->router_scale, l->ln_post_pl};
+            for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++) be->ops->free(be, vs[j]);
+            free(l->per_expert_scale);
+            free(l->eg); free(l->eu); free(l->ed);
+        }
+    free(G->layers);
+    be->ops->free(be, G->norm);
+    be->ops->free(be, G->pl_norm);
+    be->ops->free(be, G->xl);
+    be->ops->free(be, G->logits);
+    hyb_arena_free(&G->arena, be);
+    free(G->inv_local); free(G->inv_global);
+    free(G->slots); free(G->idx); free(G->tok_e); free(G->wt_e); free(G->rl_host); free(G->tables);
+    free(G);
+    m->impl = NULL;
+}
+
+static int ensure(model_t *m, const batch_t *b, err_t *e) {
+    gemma_t *G = m->impl;
+    const model_config_t *c = &m->cfg;
+    int T = b->n_tokens;
+    if (hyb_arena_ensure(&G->arena, m->be, T, e)) return -1;
+    if (b->n_logits > G->cap_logits) {
+        m->be->ops->free(m->be, G->xl);
+        m->be->ops->free(m->be, G->logits);
+        G->xl = m->be->ops->alloc(m->be, sizeof(float) * b->n_logits * c->hidden_size);
+        G->logits = m->be->ops->alloc(m->be, sizeof(float) * b->n_logits * c->vocab_size);
+        if (!G->xl || !G->logits) return err_set(e, "out of memory for %d rows of logits", b->n_logits);
+        G->cap_logits = b->n_logits;
+    }
+    if (T > G->cap_idx) {
+        free(G->slots); free(G->idx); free(G->tok_e); free(G->wt_e); free(G->rl_host);
+        int k = c->n_experts_per_tok > 0 ? c->n_experts_per_tok : 1, E = c->n_experts > 0 ? c->n_experts : 1;
+        G->slots = malloc(sizeof(int32_t) * T);
+        G->idx = malloc(sizeof(int32_t) * T);
+        G->tok_e = malloc(sizeof(int32_t) * (size_t)T * k * 2);
+        G->wt_e = malloc(sizeof(float) * (size_t)T * k * 2);
+        G->rl_host = malloc(sizeof(float) * (size_t)T * E);
+        if (!G->slots || !G->idx || !G->tok_e || !G->wt_e || !G->rl_host) return err_set(e, "out of memory for a step of %d tokens", T);
+        G->cap_idx = T;
+    }
+    if (b->n_rows > G->cap_rows) {
+        free(G->tables);
+        G->tables = malloc(sizeof(int32_t *) * b->n_rows);
+        if (!G->tables) return err_set(e, "out of memory for %d rows", b->n_rows);
+        G->cap_rows = b->n_rows;
+    }
+    return 0;
+}
+
+/* Gemma 4 MoE branch: out[T, H] = Σ_k w_k · expert_k(xin), routed on x. */
+static void gemma_moe(model_t *m, const gemma_layer_t *l, float *out, const float *x, const float *xin, int T) {
+    gemma_t *G = m->impl;
+    backend_t *be = m->be;
+    const backend_ops_t *op = be->ops;
+    const model_config_t *c = &m->cfg;
+    int H = c->hidden_size, E = c->n_experts, k = c->n_experts_per_tok, Ie = c->moe_intermediate_size;
+    /* router: rms_norm(x) · scale · H^-½ → proj → softmax → top-k → renormalize · per_expert_scale */
+    op->rms_norm(be, G->xe, x, l->router_scale, 0.f, T, H, (float)c->rms_eps);
+    op->scale(be, G->xe, 1.0f / sqrtf((float)H), (size_t)T * H);
+    op->matmul(be, G->rl, G->xe, T, &l->router);
+    op->download(be, G->rl_host, G->rl, sizeof(float) * T * E);
+    int32_t *sel = G->tok_e + (size_t)T * k;
+    float *sw = G->wt_e + (size_t)T * k;
+    for (int t = 0; t < T; t++) {
+        hyb_topk(G->rl_host + (size_t)t * E, E, k, 1, sel + (size_t)t * k, sw + (size_t)t * k);
+        for (int j = 0; j < k; j++) sw[(size_t)t * k + j] *= l->per_expert_scale[sel[(size_t)t * k + j]];
+    }
+    op->scale(be, out, 0.0f, (size_t)T * H);
+    for (int xe = 0; xe < E; xe++) {
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < k; j++)
+                if (sel[(size_t)t * k + j] == xe) { G->tok_e[n] = t; G->wt_e[n] = sw[(size_t)t * k + j]; n++; }
+        if (!n) continue;
+        op->gather_rows(be, G->xe, xin, G->tok_e, n, H);
+        op->matmul(be, G->ge, G->xe, n, &l->eg[xe]);
+        op->matmul(be, G->ue, G->xe, n, &l->eu[xe]);
+        op->glu(be, G->ge, G->ge, G->ue, (size_t)n * Ie, ACT_GELU_TANH);
+        op->matmul(be, G->ye, G->ge, n, &l->ed[xe]);
+        op->add_rows_scaled(be, out, G->ye, G->tok_e, G->wt_e, n, H);
+    }
+}
+
+static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
+    gemma_t *G = m->impl;
+    backend_t *be = m->be;
+    const backend_ops_t *op = be->ops;
+    const model_config_t *c = &m->cfg;
+    int T = b->n_tokens, H = c->hidden_size, nh = c->n_heads, L = c->n_layers, P = c->hidden_per_layer_input;
+    float eps = (float)c->rms_eps, no = G->norm_off;
+    int moe = G->v4 && c->enable_moe_block;
+    if (ensure(m, b, e)) return -1;
+    for (int r = 0; r < b->n_rows; r++) {
+        G->tables[r] = b->seq[r]->blocks;
+        for (int t = b->row_start[r]; t < b->row_start[r + 1]; t++) G->slots[t] = kv_seq_slot(b->seq[r], m->kv.block_size, b->pos[t]);
+    }
+    attn_args_t aa = {
+        .n_rows = b->n_rows, .row_start = b->row_start, .pos = b->pos, .block_tables = G->tables, .n_heads = nh,
+        .softcap = (float)c->attn_softcap,
+    };
+
+    op->embed(be, G->x, b->tokens, T, &G->embed, G->embed_scale);
+    if (P) { /* per-layer inputs [T, L, P] */
+        op->matmul(be, G->ple, G->x, T, &G->pl_model_proj);
+        op->scale(be, G->ple, 1.0f / sqrtf((float)H), (size_t)T * L * P);
+        op->rms_norm(be, G->ple, G->ple, G->pl_norm, no, T * L, P, eps);
+        op->embed(be, G->plt, b->tokens, T, &G->embed_pl, G->embed_pl_scale);
+        op->add(be, G->ple, G->plt, (size_t)T * L * P);
+        op->scale(be, G->ple, 1.0f / sqrtf(2.0f), (size_t)T * L * P);
+    }
+    for (int li = 0; li < L; li++) {
+        const gemma_layer_t *l = &G->layers[li];
+        int hd = l->hd, nkv = l->nkv;
+        /* attention block */
+        op->rms_norm(be, G->h, G->x, l->ln_in, no, T, H, eps);
+        op->matmul(be, G->q, G->h, T, &l->wq);
+        op->rms_norm(be, G->q, G->q, l->q_norm, no, T * nh, hd, eps);
+        op->rope(be, G->q, b->pos, T, nh, hd, l->rot_dim, l->inv_freq, l->sliding ? G->ms_local : G->ms_global);
+        aa.kv = kv_pool_view(&m->kv, l->kv_layer);
+        aa.kv.n_kv_heads = nkv;
+        aa.kv.head_dim = hd;
+        if (!l->shared) {
+            op->matmul(be, G->k, G->h, T, &l->wk);
+            if (l->k_eq_v) { /* v is the k projection, before k_norm and RoPE */
+                for (int t = 0; t < T; t++) G->idx[t] = t;
+                op->gather_rows(be, G->v, G->k, G->idx, T, nkv * hd);
+            } else op->matmul(be, G->v, G->h, T, &l->wv);
+            op->rms_norm(be, G->k, G->k, l->k_norm, no, T * nkv, hd, eps);
+            if (G->v4) op->rms_norm(be, G->v, G->v, NULL, 0.f, T * nkv, hd, eps);
+            op->rope(be, G->k, b->pos, T, nkv, hd, l->rot_dim, l->inv_freq, l->sliding ? G->ms_local : G->ms_global);
+            op->kv_write(be, &aa.kv, G->k, G->v, G->slots, T);
+        }
+        aa.n_kv_heads = nkv;
+        aa.head_dim = hd;
+        aa.scale = G->v4 ? 1.0f : (float)(1.0 / sqrt(c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : hd));
+        aa.window = l->sliding ? c->sliding_window : 0;
+        op->attention(be, G->att, G->q, T, &aa);
+        op->matmul(be, G->h, G->att, T, &l->wo);
+        op->rms_norm(be, G->h, G->h, l->ln_post_attn, no, T, H, eps);
+        op->add(be, G->x, G->h, (size_t)T * H);
+        /* feed-forward block (+ gemma4 MoE branch) */
+        op->rms_norm(be, G->h, G->x, l->ln_pre_ff, no, T, H, eps);
+        op->matmul(be, G->g, G->h, T, &l->wg);
+        op->matmul(be, G->u, G->h, T, &l->wu);
+        op->glu(be, G->g, G->g, G->u, (size_t)T * l->inter, ACT_GELU_TANH);
+        op->matmul(be, G->h, G->g, T, &l->wd);
+        if (moe) {
+            op->rms_norm(be, G->h, G->h, l->ln_post_ff1, no, T, H, eps);
+            op->rms_norm(be, G->r, G->x, l->ln_pre_ff2, no, T, H, eps);
+            gemma_moe(m, l, G->h2, G->x, G->r, T);
+            op->rms_norm(be, G->h2, G->h2, l->ln_post_ff2, no, T, H, eps);
+            op->add(be, G->h, G->h2, (size_t)T * H);
+        }
+        op->rms_norm(be, G->h, G->h, l->ln_post_ff, no, T, H, eps);
+        op->add(be, G->x, G->h, (size_t)T * H);
+        if (P) { /* per-layer input */
+            for (int t = 0; t < T; t++) G->idx[t] = t * L + li;
+            op->gather_rows(be, G->pll, G->ple, G->idx, T, P);
+            op->matmul(be, G->pg, G->x, T, &l->pl_gate);
+            op->glu(be, G->pg, G->pg, G->pll, (size_t)T * P, ACT_GELU_TANH);
+            op->matmul(be, G->h, G->pg, T, &l->pl_proj);
+            op->rms_norm(be, G->h, G->h, l->ln_post_pl, no, T, H, eps);
+            op->add(be, G->x, G->h, (size_t)T * H);
+        }
+        if (l->layer_scalar != 1.0f) op->scale(be, G->x, l->layer_scalar, (size_t)T * H);
+    }
+    op->gather_rows(be, G->xl, G->x, b->logit_index, b->n_logits, H);
+    op->rms_norm(be, G->xl, G->xl, G->norm, no, b->n_logits, H, eps);
+    op->matmul(be, G->logits, G->xl, b->n_logits, &G->lm_head);
+    op->download(be, logits, G->logits, sizeof(float) * b->n_logits * c->vocab_size);
+    if (c->final_softcap > 0) {
+        float cap = (float)c->final_softcap;
+        for (size_t i = 0; i < (size_t)b->n_logits * c->vocab_size; i++) logits[i] = tanhf(logits[i] / cap) * cap;
+    }
+    return 0;
+}
+
+const model_ops_t gemma_ops = {
+    .family = "gemma", .load = gemma_load, .forward = gemma_forward, .destroy = gemma_destroy, .kv_shape = gemma_kv_shape,
+};

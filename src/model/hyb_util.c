@@ -1,0 +1,158 @@
+/* hyb_util.c — see hyb_util.h. */
+#include "model/hyb_util.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *prefixes[] = {"model.", "model.language_model.", "language_model.model.", "", "language_model."};
+
+const st_tensor_t *hyb_find(model_t *m, const char *name) {
+    char buf[512];
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        snprintf(buf, sizeof buf, "%s%s", prefixes[i], name);
+        const st_tensor_t *t = st_find(&m->ar, buf);
+        if (t) return t;
+    }
+    return NULL;
+}
+
+int hyb_get_f32(model_t *m, const char *name, size_t n, float **out, err_t *e) {
+    *out = NULL;
+    const st_tensor_t *t = hyb_find(m, name);
+    if (!t) return err_set(e, "%s: missing tensor '%s'", m->dir, name);
+    if ((size_t)st_numel(t) != n) return err_set(e, "%s: tensor '%s' has %lld elements, expected %zu", m->dir, t->name, (long long)st_numel(t), n);
+    if (t->dtype != DT_F32 && t->dtype != DT_F16 && t->dtype != DT_BF16)
+        return err_set(e, "%s: tensor '%s' must be f32, f16 or bf16 (is %s)", m->dir, t->name, dtype_name(t->dtype));
+    float *v = malloc(sizeof(float) * n);
+    if (!v) return err_set(e, "out of memory loading '%s'", t->name);
+    for (size_t i = 0; i < n; i++) v[i] = load_as_f32(t->data, t->dtype, i);
+    *out = m->be->ops->upload(m->be, v, sizeof(float) * n);
+    free(v);
+    return *out ? 0 : err_set(e, "%s: out of backend memory for '%s'", m->dir, t->name);
+}
+
+int hyb_get_opt(model_t *m, const char *name, int n, float **out, err_t *e) {
+    *out = NULL;
+    if (!hyb_find(m, name)) return 0;
+    return hyb_get_f32(m, name, (size_t)n, out, e);
+}
+
+int hyb_get_experts(model_t *m, const char *name, int E, int rows, int cols, weight_t *w, err_t *e) {
+    char wn[512], mp[512], sn[530], bn[530];
+    const st_tensor_t *t = hyb_find(m, name);
+    if (t) snprintf(mp, sizeof mp, "%s", t->name);
+    else {
+        snprintf(wn, sizeof wn, "%s.weight", name);
+        t = hyb_find(m, wn);
+        if (!t) return err_set(e, "%s: missing tensor '%s' (stacked experts)", m->dir, name);
+        snprintf(mp, sizeof mp, "%.*s", (int)strlen(t->name) - 7, t->name);
+    }
+    snprintf(sn, sizeof sn, "%s.scales", mp);
+    snprintf(bn, sizeof bn, "%s.biases", mp);
+    const st_tensor_t *ts = st_find(&m->ar, sn), *tb = st_find(&m->ar, bn);
+    if (t->ndim != 3 || t->shape[0] != E || t->shape[1] != rows)
+        return err_set(e, "%s: tensor '%s' must be [%d, %d, ...] (experts, rows)", m->dir, t->name, E, rows);
+    if (!ts) {
+        if (t->dtype != DT_F32 && t->dtype != DT_F16 && t->dtype != DT_BF16)
+            return err_set(e, "%s: tensor '%s' has dtype %s; dense experts must be f32, f16 or bf16", m->dir, t->name, dtype_name(t->dtype));
+        if (t->shape[2] != cols) return err_set(e, "%s: tensor '%s' has %lld columns, expected %d", m->dir, t->name, (long long)t->shape[2], cols);
+        for (int x = 0; x < E; x++) {
+            memset(&w[x], 0, sizeof w[x]);
+            w[x].rows = rows; w[x].cols = cols; w[x].dtype = t->dtype;
+            w[x].data = (const char *)t->data + (size_t)x * rows * cols * dtype_size(t->dtype);
+            if (m->be->ops->prepare_weight(m->be, &w[x], e)) return -1;
+        }
+        return 0;
+    }
+    int bits, group;
+    config_quant_for(&m->cfg, mp, &bits, &group);
+    if (!bits || !tb) return err_set(e, "%s: '%s' has scales but no biases or no quantization config", m->dir, mp);
+    if (t->dtype != DT_U32 || cols % group || (int64_t)cols * bits % 32 || t->shape[2] != (int64_t)cols * bits / 32)
+        return err_set(e, "%s: quantized experts '%s' must be U32 [%d, %d, %d] (%d bits)", m->dir, t->name, E, rows, cols * bits / 32, bits);
+    for (int i = 0; i < 2; i++) {
+        const st_tensor_t *s = i ? tb : ts;
+        if (s->ndim != 3 || s->shape[0] != E || s->shape[1] != rows || s->shape[2] != cols / group ||
+            (s->dtype != DT_F32 && s->dtype != DT_F16 && s->dtype != DT_BF16) || s->dtype != ts->dtype)
+            return err_set(e, "%s: tensor '%s' must be [%d, %d, %d] f32/f16/bf16 (group %d)", m->dir, s->name, E, rows, cols / group, group);
+    }
+    size_t words = (size_t)cols * bits / 32, ng = (size_t)cols / group, sbs = dtype_size(ts->dtype);
+    for (int x = 0; x < E; x++) {
+        memset(&w[x], 0, sizeof w[x]);
+        w[x].rows = rows; w[x].cols = cols; w[x].dtype = DT_U32; w[x].bits = bits; w[x].group = group;
+        w[x].data = (const uint32_t *)t->data + (size_t)x * rows * words;
+        w[x].scales = (const char *)ts->data + (size_t)x * rows * ng * sbs;
+        w[x].biases = (const char *)tb->data + (size_t)x * rows * ng * sbs;
+        w[x].sb_dtype = ts->dtype;
+        if (m->be->ops->prepare_weight(m->be, &w[x], e)) return -1;
+    }
+    return 0;
+}
+
+weight_t hyb_rows(const weight_t *w, int r0, int n) {
+    weight_t s = *w;
+    s.rows = n;
+    s.device = NULL;
+    if (weight_is_quantized(w)) {
+        size_t words = (size_t)w->cols * w->bits / 32, ng = (size_t)w->cols / w->group, sbs = dtype_size(w->sb_dtype);
+        s.data = (const uint32_t *)w->data + (size_t)r0 * words;
+        s.scales = (const char *)w->scales + (size_t)r0 * ng * sbs;
+        s.biases = (const char *)w->biases + (size_t)r0 * ng * sbs;
+    } else {
+        s.data = (const char *)w->data + (size_t)r0 * w->cols * dtype_size(w->dtype);
+    }
+    return s;
+}
+
+void hyb_topk(const float *logits, int E, int k, int renorm, int32_t *idx, float *wt) {
+    float mx = -INFINITY, sum = 0.f;
+    for (int i = 0; i < E; i++) if (logits[i] > mx) mx = logits[i];
+    float p[1024];
+    for (int i = 0; i < E; i++) { p[i] = expf(logits[i] - mx); sum += p[i]; }
+    for (int i = 0; i < E; i++) p[i] /= sum;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < E; i++) {
+            int used = 0;
+            for (int q = 0; q < j; q++) used |= idx[q] == i;
+            if (!used && (best < 0 || p[i] > p[best])) best = i;
+        }
+        idx[j] = best;
+        wt[j] = p[best];
+    }
+    if (renorm) {
+        float s = 0.f;
+        for (int j = 0; j < k; j++) s += wt[j];
+        for (int j = 0; j < k; j++) wt[j] /= s;
+    }
+}
+
+float hyb_round(const model_config_t *c, float v) {
+    if (c->param_dtype == DT_BF16) return bf16_to_f32(f32_to_bf16(v));
+    if (c->param_dtype == DT_F16) return f16_to_f32(f32_to_f16(v));
+    return v;
+}
+
+void hyb_arena_add(hyb_arena_t *a, float **p, size_t width) {
+    a->ptr[a->n] = p;
+    a->width[a->n++] = width;
+}
+
+int hyb_arena_ensure(hyb_arena_t *a, backend_t *be, int T, err_t *e) {
+    if (T <= a->cap_T) return 0;
+    for (int i = 0; i < a->n; i++) {
+        be->ops->free(be, *a->ptr[i]);
+        *a->ptr[i] = be->ops->alloc(be, sizeof(float) * (size_t)T * (a->width[i] ? a->width[i] : 1));
+        if (!*a->ptr[i]) return err_set(e, "out of memory for a step of %d tokens", T);
+    }
+    a->cap_T = T;
+    return 0;
+}
+
+void hyb_arena_free(hyb_arena_t *a, backend_t *be) {
+    for (int i = 0; i < a->n; i++) {
+        be->ops->free(be, *a->ptr[i]);
+        *a->ptr[i] = NULL;
+    }
+    a->cap_T = 0;
+}

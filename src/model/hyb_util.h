@@ -1,0 +1,38 @@
+/* hyb_util.h — loading helpers the hybrid/MoE families share (qwen35.c, gemma.c): tensors
+ * of any shape as f32 vectors, stacked expert weights ([E, rows, cols], dense or MLX-quantized)
+ * as per-expert weight_t views, row slices of a weight, host-side top-k routing, and one
+ * run-state arena so each family allocates its step buffers in one place. */
+#ifndef KILN_HYB_UTIL_H
+#define KILN_HYB_UTIL_H
+
+#include "model/model.h"
+
+/* A stored tensor by family name, under the usual prefixes; NULL when absent. */
+const st_tensor_t *hyb_find(model_t *m, const char *name);
+/* Any-shaped float tensor of n elements, converted to f32 into backend memory. */
+int hyb_get_f32(model_t *m, const char *name, size_t n, float **out, err_t *e);
+/* Optional 1-D vector: *out NULL (and 0 returned) when absent. */
+int hyb_get_opt(model_t *m, const char *name, int n, float **out, err_t *e);
+/* Experts stacked in one tensor `name` (or `name`.weight): [E, rows, cols] dense, or MLX
+ * codes [E, rows, cols·bits/32] with .scales/.biases [E, rows, cols/group]. Fills w[E]. */
+int hyb_get_experts(model_t *m, const char *name, int E, int rows, int cols, weight_t *w, err_t *e);
+/* Rows [r0, r0+n) of w as a weight of its own (no copy). */
+weight_t hyb_rows(const weight_t *w, int r0, int n);
+/* Softmax over logits[E], then the k largest (ties: lower id first), weights renormalized
+ * to sum 1 when renorm. idx/wt: [k], in descending probability. */
+void hyb_topk(const float *logits, int E, int k, int renorm, int32_t *idx, float *wt);
+/* Rounds a constant the way transformers does when it lives in a model-dtype buffer. */
+float hyb_round(const model_config_t *c, float v);
+
+/* Step buffers: n named widths, grown to the largest T seen (backend memory). */
+#define HYB_MAX_BUFS 40
+typedef struct hyb_arena {
+    int n, cap_T;
+    size_t width[HYB_MAX_BUFS];
+    float **ptr[HYB_MAX_BUFS];
+} hyb_arena_t;
+void hyb_arena_add(hyb_arena_t *a, float **p, size_t width);
+int hyb_arena_ensure(hyb_arena_t *a, backend_t *be, int T, err_t *e);
+void hyb_arena_free(hyb_arena_t *a, backend_t *be);
+
+#endif
