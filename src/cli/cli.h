@@ -18,6 +18,8 @@ int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 /* Shared argument helpers (cli_args.c). They print "kiln CMD: ..." and return -1 on bad
  * values so every command reports bad flags the same way. */

@@ -1,6 +1,7 @@
 /* cmd_generate.c — `kiln generate MODEL_DIR --prompt-ids ... --max-tokens N`: prefill the
  * prompt in one step, then decode token by token with the sampler. --json prints one
  * object with the generated ids and timings. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +9,9 @@
 #include <time.h>
 #include "cli/cli.h"
 #include "cli/model_args.h"
+#include "base/file.h"
 #include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -17,8 +20,10 @@ static double now_s(void) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: kiln generate [MODEL_DIR] --prompt-ids 1,2,3 [--max-tokens N] [sampling] [--json]\n"
-               "  Generates tokens after the prompt. MODEL_DIR defaults to the bundled model.\n"
+    fprintf(f, "usage: kiln generate [MODEL_DIR] (\"text prompt\" | --prompt-ids 1,2,3) [--max-tokens N] [sampling] [--json]\n"
+               "  Generates after the prompt and prints the text (ids with --prompt-ids). A text\n"
+               "  prompt is tokenized with the model's tokenizer.json (special tokens added as its\n"
+               "  post-processor says). MODEL_DIR defaults to the bundled model.\n"
                "  --max-tokens N          tokens to generate (default 64)\n"
                "  --temperature T         0 = greedy (default: generation_config.json, else greedy)\n"
                "  --top-k K  --top-p P  --min-p M\n"
@@ -30,7 +35,9 @@ static void usage(FILE *f) {
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *dir = NULL, *ids_s = NULL;
+    const char *dir = NULL, *ids_s = NULL, *text = NULL;
+    tokenizer_t *tok = NULL;
+    detok_t *dt = NULL;
     long max_tokens = 64, top_k = -1, seed = 0;
     double temp = NAN, top_p = NAN, min_p = NAN, rep = NAN, pres = 0, freq = 0;
     int json = 0, ignore_eos = 0;
@@ -60,13 +67,32 @@ int cmd_generate(int argc, char **argv) {
             else if (!strcmp(f, "--seed")) bad = cli_parse_int("generate", f, v, 0, 0x7fffffffffffffffL, &seed);
             else { fprintf(stderr, "kiln generate: unknown flag '%s'\n", f); return 2; }
             if (bad) return 2;
-        } else if (!dir) dir = f;
-        else { fprintf(stderr, "kiln generate: unexpected argument '%s' (text prompts need a tokenizer: use --prompt-ids)\n", f); return 2; }
+        } else if (!dir && !text) dir = f;
+        else if (!text) text = f;
+        else { fprintf(stderr, "kiln generate: unexpected argument '%s'\n", f); return 2; }
     }
+    /* one positional argument: a model directory if it is one, else the prompt */
+    if (dir && !text && !ids_s && !dir_exists(dir)) { text = dir; dir = NULL; }
     if (!dir) dir = cli_default_model();
-    if (!ids_s) { fprintf(stderr, "kiln generate: give a prompt with --prompt-ids\n"); return 2; }
-    int *ids, n;
-    if (cli_parse_ids("generate", "--prompt-ids", ids_s, &ids, &n)) return 2;
+    if (!ids_s && !text) { fprintf(stderr, "kiln generate: give a prompt: \"text\" or --prompt-ids 1,2,3\n"); return 2; }
+    if (ids_s && text) { fprintf(stderr, "kiln generate: give either a text prompt or --prompt-ids, not both\n"); return 2; }
+    int *ids = NULL, n = 0;
+    if (ids_s && cli_parse_ids("generate", "--prompt-ids", ids_s, &ids, &n)) return 2;
+    if (text) {
+        err_t te = {0};
+        tok = tokenizer_load(dir, &te);
+        if (!tok) { fprintf(stderr, "kiln generate: %s\n", te.msg); return 1; }
+        int32_t *tids;
+        if (tokenizer_encode(tok, text, strlen(text), 1, &tids, &n, &te)) {
+            fprintf(stderr, "kiln generate: prompt: %s\n", te.msg);
+            tokenizer_free(tok);
+            return 2;
+        }
+        ids = malloc(sizeof(int) * (n + 1));
+        for (int i = 0; i < n; i++) ids[i] = tids[i];
+        free(tids);
+        dt = detok_new(tok, 1);
+    }
     model_t *m = model_args_load(&ma, "generate", dir, n + (int)max_tokens + 1, 1);
     if (!m) { free(ids); return 1; }
     const model_config_t *c = &m->cfg;
@@ -74,7 +100,7 @@ int cmd_generate(int argc, char **argv) {
     for (int i = 0; i < n; i++)
         if (ids[i] >= V) {
             fprintf(stderr, "kiln generate: --prompt-ids: token %d (item %d) is outside the vocabulary (0..%d)\n", ids[i], i + 1, V - 1);
-            free(ids); model_free(m); return 2;
+            free(ids); model_free(m); if (tok) tokenizer_free(tok); return 2;
         }
     sampling_params_t sp;
     sampling_defaults(&sp);
@@ -114,7 +140,12 @@ int cmd_generate(int argc, char **argv) {
         hist[n + n_gen++] = tok;
         int is_eos = 0;
         for (int k = 0; k < c->n_eos; k++) if (c->eos_ids[k] == tok) is_eos = 1;
-        if (!json) { printf("%d%s", tok, n_gen < max_tokens && !(is_eos && !ignore_eos) ? " " : "\n"); fflush(stdout); }
+        if (!json && dt) {
+            char *piece = NULL;
+            err_t de;
+            if (!is_eos && detok_push(dt, tok, &piece, &de) == 0) { fputs(piece, stdout); fflush(stdout); }
+            free(piece);
+        } else if (!json) { printf("%d%s", tok, n_gen < max_tokens && !(is_eos && !ignore_eos) ? " " : "\n"); fflush(stdout); }
         if (is_eos && !ignore_eos) { finish = "stop"; break; }
         if (n_gen == max_tokens) break;
         int p = n + n_gen - 1;
@@ -129,10 +160,26 @@ int cmd_generate(int argc, char **argv) {
         if (json) {
             printf("{\"tokens\": [");
             for (int i = 0; i < n_gen; i++) printf("%s%d", i ? ", " : "", hist[n + i]);
-            printf("], \"prompt_tokens\": %d, \"completion_tokens\": %d, \"finish_reason\": \"%s\", "
+            printf("]");
+            if (tok) {
+                err_t de;
+                int gen_eos = n_gen > 0 && strcmp(finish, "stop") == 0;
+                char *txt = tokenizer_decode(tok, hist + n, n_gen - gen_eos, 1, &de);
+                json_t *js = json_string(txt ? txt : "");
+                char *enc = json_dumps(js, JSON_ENCODE_ANY);
+                printf(", \"text\": %s", enc ? enc : "\"\"");
+                free(enc);
+                json_decref(js);
+                free(txt);
+            }
+            printf(", \"prompt_tokens\": %d, \"completion_tokens\": %d, \"finish_reason\": \"%s\", "
                    "\"prefill_ms\": %.3f, \"decode_ms\": %.3f, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f}\n",
                    n, n_gen, finish, prefill_s * 1e3, decode_s * 1e3, prefill_s > 0 ? n / prefill_s : 0,
                    decode_s > 0 && n_gen > 1 ? (n_gen - 1) / decode_s : 0);
+        } else if (dt) {
+            char *tail = detok_flush(dt);
+            printf("%s\n", tail ? tail : "");
+            free(tail);
         } else if (n_gen == 0) printf("\n");
     }
     rc = 0;
@@ -143,6 +190,8 @@ done:
     kv_seq_free(&seq, &m->kv);
     sampler_scratch_free(&ss);
     free(hist); free(pos); free(logits); free(ids);
+    if (dt) detok_free(dt);
+    if (tok) tokenizer_free(tok);
     model_free(m);
     return rc;
 }

@@ -3,17 +3,33 @@
  * For each checkpoint in tests/fixtures/models (made by transformers, see README there):
  * one forward over input_ids must give logits within 1e-4 of the reference relative to
  * max |logit|, on the SIMD path and on the scalar reference backend; greedy decoding with
- * the KV cache must give the reference tokens up to the first near-tie (margin < 1e-3). */
+ * the KV cache must give the reference tokens up to the first near-tie (margin < 1e-3).
+ * The bundled default model (models/kiln-tiny) is checked the same way against the
+ * PyTorch outputs saved when it was trained. */
 #include "../common/test_util.h"
 #include "base/npy.h"
 #include "model/model.h"
 
+#define DEFAULT_MODEL "kiln-tiny"
 static const char *fixtures[] = {"llama-tiny", "llama-tiny-mlx-q4", "llama-tiny-mlx-q8", "llama-tiny-rope-llama3",
-                                 "qwen3-tiny", "qwen3-tiny-mlx-mixed"};
+                                 "qwen3-tiny", "qwen3-tiny-mlx-mixed", DEFAULT_MODEL};
+#define N_FIXTURES (sizeof fixtures / sizeof fixtures[0])
+
+/* The bundled default model, checked against PyTorch outputs made when it was trained
+ * (tools/train-default/reference): same file layout with its own names. */
+static void model_dir(const char *name, char *dir, size_t n) {
+    if (!strcmp(name, DEFAULT_MODEL)) snprintf(dir, n, "models/kiln-tiny");
+    else snprintf(dir, n, "tests/fixtures/models/%s", name);
+}
+static void ref_path(const char *name, const char *file, char *out, size_t n) {
+    if (!strcmp(name, DEFAULT_MODEL))
+        snprintf(out, n, "tools/train-default/reference/kiln-tiny%s", !strcmp(file, "reference.json") ? ".json" : ".logits.npy");
+    else snprintf(out, n, "tests/fixtures/models/%s/reference/%s", name, file);
+}
 
 static model_t *load(const char *name, const char *backend) {
     char dir[256];
-    snprintf(dir, sizeof dir, "tests/fixtures/models/%s", name);
+    model_dir(name, dir, sizeof dir);
     err_t e = {0};
     model_opts_t o = {backend, 2};
     model_t *m = model_load(dir, &o, &e);
@@ -24,11 +40,11 @@ static model_t *load(const char *name, const char *backend) {
 
 static void check_logits(const char *name, const char *backend) {
     char path[256];
-    snprintf(path, sizeof path, "tests/fixtures/models/%s/reference/reference.json", name);
+    ref_path(name, "reference.json", path, sizeof path);
     json_t *ref = tu_load_json(path);
     int n;
     int32_t *ids = tu_int_array(json_object_get(ref, "input_ids"), &n);
-    snprintf(path, sizeof path, "tests/fixtures/models/%s/reference/logits.npy", name);
+    ref_path(name, "logits.npy", path, sizeof path);
     float *want;
     size_t rows, cols;
     err_t e = {0};
@@ -57,7 +73,7 @@ static void check_logits(const char *name, const char *backend) {
 
 static void check_greedy(const char *name) {
     char path[256];
-    snprintf(path, sizeof path, "tests/fixtures/models/%s/reference/reference.json", name);
+    ref_path(name, "reference.json", path, sizeof path);
     json_t *ref = tu_load_json(path);
     int n, ng, nm;
     int32_t *prompt = tu_int_array(json_object_get(ref, "greedy_prompt"), &n);
@@ -98,9 +114,9 @@ static void check_greedy(const char *name) {
     json_decref(ref);
 }
 
-static void test_logits_simd(void **st) { for (size_t i = 0; i < 6; i++) check_logits(fixtures[i], "cpu"); }
-static void test_logits_ref(void **st) { for (size_t i = 0; i < 6; i++) check_logits(fixtures[i], "cpu-ref"); }
-static void test_greedy(void **st) { for (size_t i = 0; i < 6; i++) check_greedy(fixtures[i]); }
+static void test_logits_simd(void **st) { for (size_t i = 0; i < N_FIXTURES; i++) check_logits(fixtures[i], "cpu"); }
+static void test_logits_ref(void **st) { for (size_t i = 0; i < N_FIXTURES; i++) check_logits(fixtures[i], "cpu-ref"); }
+static void test_greedy(void **st) { for (size_t i = 0; i < N_FIXTURES; i++) check_greedy(fixtures[i]); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
