@@ -1,0 +1,228 @@
+/* test_hybrid.c — hybrid and sliding-window models on ragged batches, and recurrent-state
+ * snapshots.
+ *
+ * For every hybrid fixture: several sequences share steps in random mixes of prefill chunks
+ * and decode rows at different positions; every token's logits must be bitwise those of the
+ * same sequence run alone in one step. Chunked prefill with chunks of 1, 5, 16 and all at
+ * once must agree bitwise too (the gated delta rule runs token by token, so chunking cannot
+ * change a sum; attention reads the same K/V). Gemma inputs are longer than the window.
+ *
+ * Snapshots: save a sequence's recurrent state after a prefix, continue, then restore the
+ * snapshot (into the same sequence after truncating its KV, and into a fresh sequence that
+ * shares nothing) and continue with the same tokens: bitwise the same logits. A row that
+ * does not start where its state stands is refused with an error naming the row. */
+#include "../common/test_util.h"
+#include "model/model.h"
+
+#define NSEQ 5
+#define MAXLEN 40
+
+static model_t *load(const char *name, const char *backend) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/models/%s", name);
+    err_t e = {0};
+    model_opts_t o = {backend, 2};
+    model_t *m = model_load(dir, &o, &e);
+    if (!m) fail_msg("%s", e.msg);
+    if (model_init_kv(m, 2 * NSEQ * (MAXLEN / 4 + 1) + 4, 4, DT_F32, &e)) fail_msg("%s", e.msg);
+    return m;
+}
+
+typedef int (*sched_fn)(int step, int s, int remaining, uint64_t *rng);
+
+static void run(model_t *m, int32_t toks[NSEQ][MAXLEN], const int *len, float **logits, sched_fn sched, uint64_t seed) {
+    int V = m->cfg.vocab_size, done[NSEQ] = {0};
+    kv_seq_t seqs[NSEQ];
+    for (int s = 0; s < NSEQ; s++) kv_seq_init(&seqs[s]);
+    int32_t tok[NSEQ * MAXLEN], pos[NSEQ * MAXLEN], li[NSEQ * MAXLEN], rs[NSEQ + 1];
+    kv_seq_t *sp[NSEQ];
+    int owner[NSEQ * MAXLEN], opos[NSEQ * MAXLEN];
+    float *out = malloc(sizeof(float) * NSEQ * MAXLEN * V);
+    err_t e = {0};
+    uint64_t rng = seed;
+    for (int step = 0; step < 1000; step++) {
+        int nr = 0, T = 0;
+        rs[0] = 0;
+        for (int s = 0; s < NSEQ; s++) {
+            int rem = len[s] - done[s];
+            if (!rem) continue;
+            int k = sched(step, s, rem, &rng);
+            if (k <= 0) continue;
+            if (k > rem) k = rem;
+            assert_int_equal(kv_seq_reserve(&seqs[s], &m->kv, done[s] + k, &e), 0);
+            for (int i = 0; i < k; i++) {
+                tok[T] = toks[s][done[s] + i];
+                pos[T] = done[s] + i;
+                li[T] = T;
+                owner[T] = s;
+                opos[T] = done[s] + i;
+                T++;
+            }
+            sp[nr] = &seqs[s];
+            rs[++nr] = T;
+            done[s] += k;
+        }
+        if (!nr) {
+            int all = 1;
+            for (int s = 0; s < NSEQ; s++) all &= done[s] == len[s];
+            if (all) break;
+            continue;
+        }
+        batch_t b = {nr, T, tok, pos, rs, sp, li, T};
+        if (model_forward(m, &b, out, &e)) fail_msg("%s", e.msg);
+        for (int t = 0; t < T; t++) memcpy(logits[owner[t]] + (size_t)opos[t] * V, out + (size_t)t * V, sizeof(float) * V);
+    }
+    for (int s = 0; s < NSEQ; s++) {
+        if (done[s] != len[s]) fail_msg("sequence %d: fed %d of %d tokens", s, done[s], len[s]);
+        model_seq_release(m, &seqs[s]);
+        kv_seq_free(&seqs[s], &m->kv);
+    }
+    assert_int_equal(m->kv.n_free, m->kv.n_blocks);
+    if (m->rec) assert_int_equal(rec_in_use(m->rec), 0);
+    free(out);
+}
+
+static int alone_all(int step, int s, int rem, uint64_t *r) { return step == s ? rem : 0; }
+static int chunk1(int step, int s, int rem, uint64_t *r) { return 1; }
+static int chunk5(int step, int s, int rem, uint64_t *r) { return 5; }
+static int chunk16(int step, int s, int rem, uint64_t *r) { return 16; }
+static int random_mix(int step, int s, int rem, uint64_t *r) {
+    *r = *r * 6364136223846793005ull + 1442695040888963407ull;
+    int c = (int)((*r >> 33) % 8);
+    return c < 2 ? 0 : (c < 5 ? 1 : (int)((*r >> 40) % 9) + 1);
+}
+
+static void make_tokens(int V, int32_t toks[NSEQ][MAXLEN]) {
+    uint64_t seed = 42;
+    for (int s = 0; s < NSEQ; s++)
+        for (int i = 0; i < MAXLEN; i++) toks[s][i] = (int32_t)((tu_rand(&seed) + 1.0f) * 0.5f * (V - 1));
+}
+
+static void check_ragged(const char *name, const char *backend) {
+    model_t *m = load(name, backend);
+    int V = m->cfg.vocab_size;
+    int32_t toks[NSEQ][MAXLEN];
+    int len[NSEQ] = {40, 7, 23, 1, 33};
+    make_tokens(V, toks);
+    float *ref[NSEQ], *got[NSEQ];
+    for (int s = 0; s < NSEQ; s++) {
+        ref[s] = calloc((size_t)MAXLEN * V, sizeof(float));
+        got[s] = calloc((size_t)MAXLEN * V, sizeof(float));
+    }
+    run(m, toks, len, ref, alone_all, 0);
+    sched_fn scheds[] = {chunk1, chunk5, chunk16, random_mix, random_mix, random_mix};
+    const char *names[] = {"chunks of 1", "chunks of 5", "chunks of 16", "random mix 1", "random mix 2", "random mix 3"};
+    for (int k = 0; k < 6; k++) {
+        run(m, toks, len, got, scheds[k], 1000 + k);
+        for (int s = 0; s < NSEQ; s++)
+            if (memcmp(got[s], ref[s], sizeof(float) * len[s] * V) != 0) {
+                int p = 0;
+                while (p < len[s] && !memcmp(got[s] + (size_t)p * V, ref[s] + (size_t)p * V, sizeof(float) * V)) p++;
+                fail_msg("%s (%s): %s: sequence %d differs from running alone from position %d", name, backend, names[k], s, p);
+            }
+    }
+    printf("# %-22s %-7s 6 schedules bitwise equal to each sequence alone\n", name, backend);
+    for (int s = 0; s < NSEQ; s++) { free(ref[s]); free(got[s]); }
+    model_free(m);
+}
+
+static void test_ragged_qwen35(void **st) {
+    check_ragged("qwen3_5-tiny", "cpu");
+    check_ragged("qwen3_5-tiny-mlx-q4", "cpu");
+    check_ragged("qwen3_5_moe-tiny", "cpu");
+    check_ragged("qwen3_5-tiny", "cpu-ref");
+}
+static void test_ragged_gemma(void **st) {
+    check_ragged("gemma3-tiny", "cpu");
+    check_ragged("gemma4-tiny-ple", "cpu");
+    check_ragged("gemma4-tiny-moe", "cpu");
+}
+
+/* Feeds toks[p0, p1) to seq in one row; logits of every token into out (may be NULL). */
+static void feed(model_t *m, kv_seq_t *s, const int32_t *toks, int p0, int p1, float *out) {
+    err_t e = {0};
+    int n = p1 - p0;
+    int32_t pos[MAXLEN], li[MAXLEN], rs[2] = {0, n};
+    for (int i = 0; i < n; i++) { pos[i] = p0 + i; li[i] = i; }
+    assert_int_equal(kv_seq_reserve(s, &m->kv, p1, &e), 0);
+    float *tmp = malloc(sizeof(float) * n * m->cfg.vocab_size);
+    batch_t b = {1, n, toks + p0, pos, rs, &s, li, n};
+    if (model_forward(m, &b, tmp, &e)) fail_msg("%s", e.msg);
+    if (out) memcpy(out, tmp, sizeof(float) * n * m->cfg.vocab_size);
+    free(tmp);
+}
+
+static void check_snapshot(const char *name) {
+    model_t *m = load(name, "cpu");
+    int V = m->cfg.vocab_size, P = 17, N = 31;
+    int32_t toks[NSEQ][MAXLEN];
+    make_tokens(V, toks);
+    size_t nb = model_state_bytes(m);
+    assert_true(nb > 16);
+    unsigned char *snap = malloc(nb + 1);
+    float *want = malloc(sizeof(float) * (N - P) * V), *got = malloc(sizeof(float) * (N - P) * V);
+    err_t e = {0};
+    kv_seq_t a, c;
+    kv_seq_init(&a);
+    kv_seq_init(&c);
+    /* no state yet: save refuses */
+    assert_int_not_equal(model_state_save(m, &a, snap, &e), 0);
+    feed(m, &a, toks[0], 0, 5, NULL);
+    feed(m, &a, toks[0], 5, P, NULL);
+    assert_int_equal(model_state_tokens(m, &a), P);
+    /* saved at an odd offset in the buffer: the snapshot must not need alignment */
+    if (model_state_save(m, &a, snap + 1, &e)) fail_msg("%s", e.msg);
+    feed(m, &a, toks[0], P, N, want);
+    /* a row that skips ahead of its state is refused, naming the row */
+    {
+        int32_t pos = N + 3, li = 0, rs[2] = {0, 1};
+        kv_seq_t *sp = &a;
+        assert_int_equal(kv_seq_reserve(&a, &m->kv, N + 4, &e), 0);
+        batch_t b = {1, 1, toks[0], &pos, rs, &sp, &li, 1};
+        float *tmp = malloc(sizeof(float) * V);
+        assert_int_not_equal(model_forward(m, &b, tmp, &e), 0);
+        assert_non_null(strstr(e.msg, "row 0"));
+        free(tmp);
+    }
+    /* restore into the same sequence after truncating its KV */
+    if (model_state_restore(m, &a, snap + 1, &e)) fail_msg("%s", e.msg);
+    kv_seq_truncate(&a, &m->kv, model_state_tokens(m, &a));
+    feed(m, &a, toks[0], P, N, got);
+    assert_memory_equal(got, want, sizeof(float) * (N - P) * V);
+    /* restore into another sequence whose state has moved on with other tokens: its
+     * attention KV up to P is the same prefix, the state past P is overwritten */
+    feed(m, &c, toks[0], 0, P, NULL);
+    feed(m, &c, toks[1], P, P + 3, NULL);
+    assert_int_equal(model_state_tokens(m, &c), P + 3);
+    if (model_state_restore(m, &c, snap + 1, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(model_state_tokens(m, &c), P);
+    kv_seq_truncate(&c, &m->kv, P);
+    feed(m, &c, toks[0], P, N, got);
+    assert_memory_equal(got, want, sizeof(float) * (N - P) * V);
+    /* a corrupted snapshot is refused */
+    snap[1] ^= 0xff;
+    assert_int_not_equal(model_state_restore(m, &c, snap + 1, &e), 0);
+    assert_non_null(strstr(e.msg, "not a snapshot"));
+    printf("# %-22s snapshot at %d, restore + continue to %d: bitwise equal\n", name, P, N);
+    model_seq_release(m, &a);
+    model_seq_release(m, &c);
+    kv_seq_free(&a, &m->kv);
+    kv_seq_free(&c, &m->kv);
+    free(snap); free(want); free(got);
+    model_free(m);
+}
+
+static void test_snapshot(void **st) {
+    check_snapshot("qwen3_5-tiny");
+    check_snapshot("qwen3_5_moe-tiny");
+    /* models without recurrent layers have nothing to snapshot */
+    model_t *m = load("gemma3-tiny", "cpu");
+    assert_int_equal(model_state_bytes(m), 0);
+    model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_ragged_qwen35), cmocka_unit_test(test_ragged_gemma),
+                                       cmocka_unit_test(test_snapshot)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
