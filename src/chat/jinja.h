@@ -42,8 +42,9 @@ typedef struct jinja_limits {
 /* Nesting depth the parser accepts (expressions and blocks), so that evaluation of any
  * accepted tree fits comfortably on a thread stack. */
 #define JINJA_MAX_PARSE_DEPTH 200
-/* Largest template source accepted. */
-#define JINJA_MAX_SOURCE ((size_t)4 << 20)
+/* Largest template source accepted (real chat templates are under 100 KB); parsing may
+ * take up to 256 bytes of memory per source byte. */
+#define JINJA_MAX_SOURCE ((size_t)1 << 20)
 
 void jinja_limits_default(jinja_limits_t *lim);
 

@@ -231,13 +231,9 @@ static int f_list(jr *r, jv v, const jargs *a, jv *out) {
 
 static int f_reverse(jr *r, jv v, const jargs *a, jv *out) {
     CHECK(0, "reverse", "");
-    jlist *items;
-    if (jr_iterate(r, v, &items)) return -1;
-    for (size_t i = 0, j = items->n; i + 1 < j; i++, j--) {
-        jv t = items->v[i];
-        items->v[i] = items->v[j - 1];
-        items->v[j - 1] = t;
-    }
+    jlist *src, *items;
+    if (jr_iterate(r, v, &src) || !(items = jl_new(r, src->n))) return -1;
+    for (size_t i = src->n; i-- > 0;) items->v[items->n++] = src->v[i];
     if (v.k == JV_STR) {
         jbuf b;
         jb_init(&b, r->lim.max_output);

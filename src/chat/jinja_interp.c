@@ -57,7 +57,15 @@ static bool lookup(jr *r, const char *p, size_t n, jv *out) {
     return jd_get_s(r->globals, p, n, out);
 }
 
-static int assign_name(jr *r, jstr name, jv v) { return jd_set_s(r, &r->sc->vars, name.p, name.n, v); }
+/* Names come from the (immutable) tree, so the key can point at the node's string: no
+ * allocation per assignment, which matters for long loops. */
+static int assign_name(jr *r, const jstr *name, jv v) {
+    jv k = {JV_STR, 0, {0}};
+    k.u.s = (jstr *)name;
+    return jd_set(r, &r->sc->vars, k, v);
+}
+
+static jstr LOOP_NAME = {4, "loop"};
 
 int jr_undef_error(jr *r, jv u) {
     if (u.flag == 1) return jr_fail(r, "SecurityError", "%s", u.u.undef ? u.u.undef : "unsafe access");
@@ -69,6 +77,9 @@ int jr_undef_error(jr *r, jv u) {
 int jr_iterate(jr *r, jv v, jlist **out) {
     switch (v.k) {
     case JV_LIST: case JV_TUPLE: {
+        /* Lists cannot change under an immutable sandbox, so iterate them in place; with
+         * allow_mutation a loop works on a snapshot (Python would see appends live). */
+        if (!r->opt.allow_mutation) { *out = v.u.l; return 0; }
         jlist *l = jl_new(r, v.u.l->n);
         if (!l) return -1;
         if (v.u.l->n) memcpy(l->v, v.u.l->v, v.u.l->n * sizeof(jv));
@@ -489,7 +500,7 @@ static int call_macro(jr *r, jmacro *m, const jargs *a, jv *out) {
                 v = jv_undeff(r, "parameter '%.*s' was not provided", (int)d->v[i]->name.n, d->v[i]->name.p);
             }
         }
-        if (assign_name(r, d->v[i]->name, v)) goto out;
+        if (assign_name(r, &d->v[i]->name, v)) goto out;
     }
     jv caller = m->caller;
     for (int k = 0; k < a->nk; k++)
@@ -762,7 +773,7 @@ static int eval(jr *r, const jnode *n, jv *out) {
 /* ---------------------------------------------------------------- statements */
 
 static int unpack(jr *r, const jnode *target, jv v) {
-    if (target->kind == NX_NAME) return assign_name(r, target->name, v);
+    if (target->kind == NX_NAME) return assign_name(r, &target->name, v);
     jlist *items;
     if (v.k == JV_UNDEF) return jr_undef_error(r, v);
     if (jr_iterate(r, v, &items)) return -1;
@@ -822,12 +833,19 @@ static int run_for(jr *r, const jnode *n, jlist *items, int depth0, jscope *oute
     lp->last_changed = jv_undef(NULL);
     jv loopv = {JV_LOOP, 0, {0}};
     loopv.u.loop = lp;
+    /* One scope for all iterations, emptied at the start of each: the same visibility as a
+     * fresh scope per iteration, without allocating per iteration. */
+    r->sc = outer;
+    jscope *iter = scope_push(r);
+    if (!iter) { rc = -1; goto out; }
     for (size_t i = 0; i < items->n; i++) {
         if ((rc = jr_step(r, 1))) goto out;
         lp->i = i;
-        r->sc = outer;
-        if (!scope_push(r)) { rc = -1; goto out; }
-        if ((rc = jd_set_s(r, &r->sc->vars, "loop", 4, loopv))) goto out;
+        iter->vars.n = 0;
+        iter->vars.idx = NULL;
+        iter->vars.idx_cap = 0;
+        r->sc = iter;
+        if ((rc = assign_name(r, &LOOP_NAME, loopv))) goto out;
         at(r, n);
         if ((rc = unpack(r, n->a, items->v[i]))) goto out;
         rc = exec_body(r, n->c);
@@ -925,7 +943,7 @@ static int exec_node(jr *r, const jnode *n) {
         m->caller = jv_undef(NULL);
         jv v = {JV_MACRO, 0, {0}};
         v.u.m = m;
-        rc = assign_name(r, n->name, v);
+        rc = assign_name(r, &n->name, v);
         break;
     }
     case NS_CALLBLOCK: {
@@ -981,7 +999,7 @@ jinja_template_t *jinja_parse(const char *source, size_t len, err_t *e) {
     if (!u8_valid(source, len, &bad)) { err_set(e, "template is not valid UTF-8 (byte offset %zu)", bad); return NULL; }
     jinja_template_t *t = calloc(1, sizeof *t);
     if (!t) { err_set(e, "out of memory"); return NULL; }
-    t->a.limit = (size_t)64 * len + ((size_t)1 << 20);  /* tokens and nodes: generous */
+    t->a.limit = (size_t)256 * len + ((size_t)1 << 20);  /* nodes and literals; ~160 bytes a node */
     /* keep_trailing_newline=False and newline normalization, as jinja2's lexer does */
     t->src = malloc(len + 1);
     if (!t->src) { err_set(e, "out of memory"); goto err; }
@@ -997,7 +1015,9 @@ jinja_template_t *jinja_parse(const char *source, size_t len, err_t *e) {
     jtok *toks;
     size_t ntoks;
     if (jinja_lex(&t->a, t->src, k, &toks, &ntoks, e)) goto err;
-    if (jinja_parse_tokens(t, toks, ntoks, e)) goto err;
+    int rc = jinja_parse_tokens(t, toks, ntoks, e);
+    free(toks);
+    if (rc) goto err;
     return t;
 err:
     jinja_free(t);

@@ -51,12 +51,12 @@ static int lex_fail(lexer *L, size_t off, const char *msg) {
     return err_set(L->e, "line %d, column %d: TemplateSyntaxError: %s", line, col, msg);
 }
 
+/* The token array is malloc'd (realloc keeps one copy); the caller frees it after parsing. */
 static jtok *push(lexer *L, int kind, size_t off, size_t n) {
     if (L->nt == L->ct) {
         size_t cap = L->ct ? L->ct * 2 : 256;
-        jtok *nt = ja_alloc(L->a, cap * sizeof *nt);
-        if (!nt) { err_set(L->e, "template too large to tokenize"); return NULL; }
-        if (L->nt) memcpy(nt, L->t, L->nt * sizeof *nt);
+        jtok *nt = realloc(L->t, cap * sizeof *nt);
+        if (!nt) { err_set(L->e, "out of memory tokenizing the template"); return NULL; }
         L->t = nt;
         L->ct = cap;
     }
@@ -384,8 +384,22 @@ static int lex_tag(lexer *L, size_t *pi, bool block, bool *ended_nl) {
     }
 }
 
+static int lex_all(lexer *L);
+
 int jinja_lex(jarena *a, const char *s, size_t n, jtok **toks, size_t *ntoks, err_t *e) {
     lexer L = {.a = a, .s = s, .n = n, .e = e, .track_line = 1, .track_col = 1};
+    if (lex_all(&L)) {
+        free(L.t);
+        return -1;
+    }
+    *toks = L.t;
+    *ntoks = L.nt;
+    return 0;
+}
+
+static int lex_all(lexer *L) {
+    const char *s = L->s;
+    size_t n = L->n;
     size_t pos = 0;
     bool line_starting = true;
     while (pos < n) {
@@ -400,20 +414,20 @@ int jinja_lex(jarena *a, const char *s, size_t n, jtok **toks, size_t *ntoks, er
             t++;
         }
         if (!kind) {
-            if (!push(&L, T_DATA, pos, n - pos)) return -1;
+            if (!push(L, T_DATA, pos, n - pos)) return -1;
             break;
         }
         char sign = (t + 2 < n && (s[t + 2] == '-' || s[t + 2] == '+')) ? s[t + 2] : 0;
         /* {% raw %} */
         char rs;
-        size_t after = kind == '%' ? match_block_word(&L, t, "raw", &rs) : 0;
+        size_t after = kind == '%' ? match_block_word(L, t, "raw", &rs) : 0;
         if (after) {
             size_t end = 0;
             bool ok = false;
             if (after + 3 <= n && s[after] == '-' && s[after + 1] == '%' && s[after + 2] == '}') { end = skip_ws(s, n, after + 3); ok = true; }
             else if (after + 2 <= n && s[after] == '%' && s[after + 1] == '}') { end = after + 2; ok = true; }
             if (ok) {
-                if (emit_data(&L, pos, t, sign, true, line_starting)) return -1;
+                if (emit_data(L, pos, t, sign, true, line_starting)) return -1;
                 line_starting = end > 0 && s[end - 1] == '\n';
                 /* find {% endraw %} */
                 size_t q = end, body_end = 0, stop = 0;
@@ -422,7 +436,7 @@ int jinja_lex(jarena *a, const char *s, size_t n, jtok **toks, size_t *ntoks, er
                     const char *f = memchr(s + q, '{', n - q);
                     if (!f) break;
                     q = (size_t)(f - s);
-                    size_t aft = match_block_word(&L, q, "endraw", &es);
+                    size_t aft = match_block_word(L, q, "endraw", &es);
                     if (aft) {
                         if (aft + 3 <= n && s[aft] == '+' && s[aft + 1] == '%' && s[aft + 2] == '}') { stop = aft + 3; }
                         else if (aft + 3 <= n && s[aft] == '-' && s[aft + 1] == '%' && s[aft + 2] == '}') { stop = skip_ws(s, n, aft + 3); }
@@ -434,14 +448,14 @@ int jinja_lex(jarena *a, const char *s, size_t n, jtok **toks, size_t *ntoks, er
                     }
                     q++;
                 }
-                if (!stop) return lex_fail(&L, t, "Missing end of raw directive");
-                if (emit_data(&L, end, body_end, es, true, line_starting)) return -1;
+                if (!stop) return lex_fail(L, t, "Missing end of raw directive");
+                if (emit_data(L, end, body_end, es, true, line_starting)) return -1;
                 line_starting = s[stop - 1] == '\n';
                 pos = stop;
                 continue;
             }
         }
-        if (emit_data(&L, pos, t, sign, kind != '{', line_starting)) return -1;
+        if (emit_data(L, pos, t, sign, kind != '{', line_starting)) return -1;
         size_t body = t + 2 + (sign ? 1 : 0);
         if (kind == '#') {
             size_t q = body;
@@ -454,7 +468,7 @@ int jinja_lex(jarena *a, const char *s, size_t n, jtok **toks, size_t *ntoks, er
                 q++;
                 f = NULL;
             }
-            if (!f) return lex_fail(&L, t, "Missing end of comment tag");
+            if (!f) return lex_fail(L, t, "Missing end of comment tag");
             size_t stop = q + 2;
             char cs = q > body ? s[q - 1] : 0;
             if (cs == '-') stop = skip_ws(s, n, stop);
@@ -463,17 +477,15 @@ int jinja_lex(jarena *a, const char *s, size_t n, jtok **toks, size_t *ntoks, er
             pos = stop;
             continue;
         }
-        if (!push(&L, kind == '{' ? T_VAR_BEGIN : T_BLOCK_BEGIN, t, body - t)) return -1;
+        if (!push(L, kind == '{' ? T_VAR_BEGIN : T_BLOCK_BEGIN, t, body - t)) return -1;
         size_t i = body;
         bool nl = false;
-        int rc = lex_tag(&L, &i, kind == '%', &nl);
+        int rc = lex_tag(L, &i, kind == '%', &nl);
         if (rc < 0) return -1;
         if (rc == 1) { pos = n; break; }
         line_starting = nl;
         pos = i;
     }
-    if (!push(&L, T_EOF, n, 0)) return -1;
-    *toks = L.t;
-    *ntoks = L.nt;
+    if (!push(L, T_EOF, n, 0)) return -1;
     return 0;
 }
