@@ -13,6 +13,7 @@ static const cli_command_t commands[] = {
     {"synth", cmd_synth, "write a random-weight checkpoint with a real model's shapes (HF / MLX layout)"},
     {"tokenize", cmd_tokenize, "encode text with a model's tokenizer.json (ids, tokens)"},
     {"detokenize", cmd_detokenize, "decode token ids to text with a model's tokenizer.json"},
+    {"template", cmd_template, "render a model's chat template for a JSON conversation (as transformers does)"},
 };
 
 static void usage(FILE *f) {
