@@ -104,6 +104,9 @@ static int gemma_load(model_t *m, err_t *e) {
     int H = c->hidden_size, nh = c->n_heads, L = c->n_layers, P = c->hidden_per_layer_input;
     int E = c->n_experts, Ie = c->moe_intermediate_size;
     int moe = G->v4 && c->enable_moe_block;
+    const backend_ops_t *bo = m->be->ops;
+    if ((G->v4 && !bo->scale) || (moe && !bo->add_rows_scaled))
+        return err_set(e, "%s: backend '%s' lacks the ops gemma needs (scale, add_rows_scaled)", m->dir, bo->name);
     if (moe && (E <= 0 || E > 1024 || c->n_experts_per_tok <= 0)) return err_set(e, "%s: enable_moe_block needs num_experts (1..1024) and top_k_experts", m->dir);
     if (model_get_weight(m, "embed_tokens", c->vocab_size, H, &G->embed, e)) return -1;
     if (!c->tie_embeddings || model_has_tensor(m, "lm_head.weight")) {

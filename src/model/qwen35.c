@@ -84,6 +84,9 @@ static int q35_load(model_t *m, err_t *e) {
     Q->moe = c->n_experts > 0;
     int E = c->n_experts, Ie = c->moe_intermediate_size, Is = c->shared_expert_intermediate_size, I = c->intermediate_size;
     if (Q->moe && E > 1024) return err_set(e, "%s: %d experts exceeds 1024", m->dir, E);
+    const backend_ops_t *bo = m->be->ops;
+    if (!bo->conv1d_causal || !bo->gated_delta || !bo->sigmoid_mul || (Q->moe && (!bo->scale || !bo->add_rows_scaled)))
+        return err_set(e, "%s: backend '%s' lacks the gated DeltaNet / MoE ops qwen3_5 needs (conv1d_causal, gated_delta, sigmoid_mul, scale, add_rows_scaled)", m->dir, bo->name);
     char n[256];
     if (model_get_weight(m, "embed_tokens", c->vocab_size, H, &Q->embed, e)) return -1;
     if (!c->tie_embeddings || model_has_tensor(m, "lm_head.weight")) {
