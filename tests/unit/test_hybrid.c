@@ -221,8 +221,34 @@ static void test_snapshot(void **st) {
     model_free(m);
 }
 
+/* Bad hybrid configs fail with an error naming the field. */
+static void bad_config(const char *json, const char *want) {
+    json_error_t je;
+    json_t *root = json_loads(json, 0, &je);
+    assert_non_null(root);
+    model_config_t c;
+    err_t e = {0};
+    int rc = config_from_json(&c, root, NULL, "config.json", &e);
+    if (rc == 0 || !strstr(e.msg, want)) fail_msg("config %s: expected an error naming '%s', got rc %d '%s'", json, want, rc, e.msg);
+    config_free(&c);
+    json_decref(root);
+}
+
+#define BASE "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32, \"intermediate_size\": 8"
+static void test_bad_config(void **st) {
+    bad_config("{\"model_type\": \"qwen3_5_text\", " BASE ", \"layer_types\": [\"linear_attention\"]}", "layer_types");
+    bad_config("{\"model_type\": \"qwen3_5_text\", " BASE ", \"layer_types\": [\"linear_attention\", \"mamba\"]}", "layer_types[1]");
+    bad_config("{\"model_type\": \"qwen3_5_text\", " BASE ", \"linear_num_key_heads\": 3, \"linear_num_value_heads\": 4}", "linear_num_value_heads");
+    bad_config("{\"model_type\": \"qwen3_5_moe_text\", " BASE ", \"num_experts\": 4, \"num_experts_per_tok\": 5, \"moe_intermediate_size\": 8}", "MoE");
+    bad_config("{\"model_type\": \"gemma4_text\", " BASE ", \"per_layer_config\": {\"7\": {\"head_dim\": 32}}}", "per_layer_config");
+    bad_config("{\"model_type\": \"gemma4_text\", " BASE ", \"per_layer_config\": {\"1\": {\"num_key_value_heads\": 3}}}", "layer 1");
+    bad_config("{\"model_type\": \"gemma3_text\", " BASE ", \"hidden_activation\": \"relu\"}", "hidden activation");
+    bad_config("{\"model_type\": \"gemma4_text\", " BASE ", \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"weird\"}}}", "rope type");
+    bad_config("{\"model_type\": \"qwen3_next\", " BASE "}", "qwen3_next");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_ragged_qwen35), cmocka_unit_test(test_ragged_gemma),
-                                       cmocka_unit_test(test_snapshot)};
+                                       cmocka_unit_test(test_snapshot), cmocka_unit_test(test_bad_config)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
