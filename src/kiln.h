@@ -36,6 +36,7 @@ typedef struct kiln_engine_opts {
     int ctx_len;               /* context limit (default: the model's max_position_embeddings) */
     int prefix_cache;          /* 1 (default): reuse cached prefix blocks                  */
     int load_tokenizer;        /* 1 (default): load tokenizer.json if the model has one    */
+    dtype_t buffer_dtype;      /* see model_opts_t (DT_F32 default)                        */
 } kiln_engine_opts_t;
 
 void kiln_engine_opts_default(kiln_engine_opts_t *o);

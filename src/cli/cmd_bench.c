@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/model_args.h"
 #include "engine/sampler.h"
+#include "kiln.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -17,14 +18,113 @@ static double now_s(void) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [MODEL_DIR] [--prompt-tokens N] [--gen-tokens M] [--runs R] [--json] [options]\n"
-               "  Prefill tokens/s over an N-token prompt (one step) and batch-1 greedy decode\n"
-               "  tokens/s over M tokens; the best of R runs (default 1).\n%s",
+               "       kiln bench [MODEL_DIR] --concurrency 1,4,16,64 [--prompt-tokens N] [--gen-tokens M]\n"
+               "                  [--shared-prefix P] [--step-tokens S] [--max-batch B] [--kv-cache-gb G] [--json]\n"
+               "  Without --concurrency: prefill tokens/s over an N-token prompt (one step) and\n"
+               "  batch-1 greedy decode tokens/s over M tokens, the best of R runs (default 1).\n"
+               "  With it: for each level C, C requests at once through the engine (continuous\n"
+               "  batching, prefix cache; the first P prompt tokens shared): aggregate decode\n"
+               "  tokens/s, mean and p95 time to first token, mean inter-token latency.\n%s",
             model_args_help());
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --concurrency: one engine, each level run after the previous one drains. */
+static int bench_concurrency(const char *dir, const model_args_t *ma, const char *levels, long np, long ng, long shared,
+                             long step_tokens, long max_batch, double kv_gb, int json) {
+    kiln_engine_opts_t o;
+    kiln_engine_opts_default(&o);
+    o.model_dir = dir;
+    o.backend = ma->backend;
+    o.threads = ma->threads;
+    o.kv_dtype = ma->kv_dtype;
+    o.block_size = ma->block_size;
+    o.kv_cache_gb = kv_gb;
+    o.step_tokens = (int)step_tokens;
+    o.max_batch = (int)max_batch;
+    o.load_tokenizer = 0;
+    err_t e = {0};
+    kiln_engine_t *eng = kiln_engine_start(&o, &e);
+    if (!eng) { fprintf(stderr, "kiln bench: %s\n", e.msg); return 1; }
+    int V = kiln_engine_config(eng)->vocab_size;
+    int32_t *prompt = malloc(sizeof(int32_t) * np);
+    const char *p = levels;
+    int level_no = 0, rc = 0;
+    if (json) printf("[");
+    while (*p) {
+        char *end;
+        long c = strtol(p, &end, 10);
+        if (end == p || c < 1 || c > 4096 || (*end && *end != ',')) { fprintf(stderr, "kiln bench: --concurrency: bad level at '%s'\n", p); rc = 2; break; }
+        p = *end ? end + 1 : end;
+        kiln_request_t **rs = calloc((size_t)c, sizeof(void *));
+        double *ttft = calloc((size_t)c, sizeof(double));
+        long total_gen = 0;
+        double t0 = now_s(), first_done = 0, itl_sum = 0;
+        long itl_n = 0;
+        for (long i = 0; i < c; i++) {
+            for (long t = 0; t < np; t++) /* shared prefix, then a part unique to this request */
+                prompt[t] = (int32_t)(rng_uniform(t < shared ? 99 : 1000 + (uint64_t)level_no * 100000 + (uint64_t)i, (uint64_t)t) * V);
+            kiln_request_params_t rp = {0};
+            rp.prompt = prompt;
+            rp.n_prompt = (int)np;
+            rp.max_tokens = (int)ng;
+            sampling_defaults(&rp.sampling);
+            rp.sampling.temperature = 0;
+            rp.ignore_eos = 1;
+            int code;
+            rs[i] = kiln_submit(eng, &rp, &code, &e);
+            if (!rs[i]) { fprintf(stderr, "kiln bench: %s\n", e.msg); rc = 1; break; }
+        }
+        for (long i = 0; rc == 0 && i < c; i++) {
+            kiln_event_t ev;
+            while (kiln_request_next(rs[i], &ev, -1)) {
+                int fin = ev.finish;
+                kiln_event_clear(&ev);
+                if (fin) break;
+            }
+            kiln_request_info_t info;
+            kiln_request_info(rs[i], &info);
+            ttft[i] = info.t_first_token - info.t_submit;
+            total_gen += info.n_generated;
+            if (info.n_generated > 1) { itl_sum += (info.t_done - info.t_first_token) / (info.n_generated - 1); itl_n++; }
+            if (first_done == 0 || info.t_done > first_done) first_done = info.t_done;
+        }
+        double wall = first_done - t0, mean_ttft = 0;
+        for (long i = 0; i < c; i++) mean_ttft += ttft[i] / c;
+        qsort(ttft, (size_t)c, sizeof(double), cmp_double);
+        double p95 = ttft[(size_t)((c - 1) * 0.95)];
+        if (rc == 0) {
+            if (json)
+                printf("%s{\"concurrency\": %ld, \"prompt_tokens\": %ld, \"gen_tokens\": %ld, \"shared_prefix\": %ld, "
+                       "\"decode_tok_s\": %.2f, \"ttft_mean_ms\": %.1f, \"ttft_p95_ms\": %.1f, \"itl_mean_ms\": %.2f, \"wall_s\": %.3f}",
+                       level_no ? ", " : "", c, np, ng, shared, total_gen / wall, mean_ttft * 1e3, p95 * 1e3,
+                       itl_n ? itl_sum / itl_n * 1e3 : 0, wall);
+            else
+                printf("concurrency %4ld: %8.2f tok/s aggregate, TTFT mean %8.1f ms p95 %8.1f ms, ITL mean %7.2f ms (%.2f s)\n", c,
+                       total_gen / wall, mean_ttft * 1e3, p95 * 1e3, itl_n ? itl_sum / itl_n * 1e3 : 0, wall);
+            fflush(stdout);
+        }
+        for (long i = 0; i < c; i++) if (rs[i]) kiln_request_free(rs[i]);
+        free(rs);
+        free(ttft);
+        level_no++;
+        if (rc) break;
+    }
+    if (json) printf("]\n");
+    free(prompt);
+    kiln_engine_stop(eng);
+    return rc;
 }
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL;
-    long np = 512, ng = 128, runs = 1;
+    long np = 512, ng = 128, runs = 1, shared = 0, step_tokens = 512, max_batch = 64;
+    double kv_gb = 2.0;
+    const char *levels = NULL;
     int json = 0;
     model_args_t ma;
     model_args_defaults(&ma);
@@ -43,12 +143,19 @@ int cmd_bench(int argc, char **argv) {
             if (!strcmp(f, "--prompt-tokens")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &np);
             else if (!strcmp(f, "--gen-tokens")) bad = cli_parse_int("bench", f, v, 0, 1 << 20, &ng);
             else if (!strcmp(f, "--runs")) bad = cli_parse_int("bench", f, v, 1, 100, &runs);
+            else if (!strcmp(f, "--concurrency")) levels = v;
+            else if (!strcmp(f, "--shared-prefix")) bad = cli_parse_int("bench", f, v, 0, 1 << 20, &shared);
+            else if (!strcmp(f, "--step-tokens")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &step_tokens);
+            else if (!strcmp(f, "--max-batch")) bad = cli_parse_int("bench", f, v, 1, 4096, &max_batch);
+            else if (!strcmp(f, "--kv-cache-gb")) bad = cli_parse_float("bench", f, v, 0.001, 1e4, &kv_gb);
             else { fprintf(stderr, "kiln bench: unknown flag '%s'\n", f); return 2; }
             if (bad) return 2;
         } else if (!dir) dir = f;
         else { fprintf(stderr, "kiln bench: unexpected argument '%s'\n", f); return 2; }
     }
     if (!dir) dir = cli_default_model();
+    if (shared > np) { fprintf(stderr, "kiln bench: --shared-prefix %ld is longer than --prompt-tokens %ld\n", shared, np); return 2; }
+    if (levels) return bench_concurrency(dir, &ma, levels, np, ng, shared, step_tokens, max_batch, kv_gb, json);
     model_t *m = model_args_load(&ma, "bench", dir, (int)(np + ng + 1), 1);
     if (!m) return 1;
     int V = m->cfg.vocab_size, T = (int)np, rc = 1;

@@ -9,18 +9,23 @@ void model_args_defaults(model_args_t *a) {
     a->threads = 0;
     a->kv_dtype = DT_F32;
     a->block_size = 16;
+    a->buffer_dtype = DT_F32;
 }
 
 const char *model_args_help(void) {
     return "  --backend cpu|cpu-ref   compute backend (cpu-ref: scalar reference kernels)\n"
            "  --threads N             CPU threads (default: all cores)\n"
            "  --kv-dtype f32|f16|bf16 KV cache element type\n"
-           "  --block-size N          KV cache block size in tokens (default 16)\n";
+           "  --block-size N          KV cache block size in tokens (default 16)\n"
+           "  --buffer-dtype f32|bf16 RoPE/normalizer buffers: f32 as transformers' from_pretrained\n"
+           "                          (default); bf16 as after model.to(bfloat16) (the fixtures)\n";
 }
 
 int model_args_parse(model_args_t *a, const char *cmd, int argc, char **argv, int *i) {
     const char *f = argv[*i];
-    if (strcmp(f, "--backend") && strcmp(f, "--threads") && strcmp(f, "--kv-dtype") && strcmp(f, "--block-size")) return 0;
+    if (strcmp(f, "--backend") && strcmp(f, "--threads") && strcmp(f, "--kv-dtype") && strcmp(f, "--block-size") &&
+        strcmp(f, "--buffer-dtype"))
+        return 0;
     if (*i + 1 >= argc) { fprintf(stderr, "kiln %s: %s needs a value\n", cmd, f); return -1; }
     const char *v = argv[++*i];
     long n;
@@ -33,6 +38,11 @@ int model_args_parse(model_args_t *a, const char *cmd, int argc, char **argv, in
     } else if (!strcmp(f, "--threads")) {
         if (cli_parse_int(cmd, f, v, 1, 1024, &n)) return -1;
         a->threads = (int)n;
+    } else if (!strcmp(f, "--buffer-dtype")) {
+        if (dtype_from_name(v, &a->buffer_dtype) || a->buffer_dtype == DT_F16) {
+            fprintf(stderr, "kiln %s: --buffer-dtype must be f32 or bf16, got '%s'\n", cmd, v);
+            return -1;
+        }
     } else if (!strcmp(f, "--kv-dtype")) {
         if (dtype_from_name(v, &a->kv_dtype)) { fprintf(stderr, "kiln %s: --kv-dtype must be f32, f16 or bf16, got '%s'\n", cmd, v); return -1; }
     } else {
@@ -44,7 +54,7 @@ int model_args_parse(model_args_t *a, const char *cmd, int argc, char **argv, in
 
 model_t *model_args_load(const model_args_t *a, const char *cmd, const char *dir, int n_tokens_max, int n_seqs) {
     err_t e = {0};
-    model_opts_t o = {a->backend, a->threads};
+    model_opts_t o = {a->backend, a->threads, a->buffer_dtype};
     model_t *m = model_load(dir, &o, &e);
     if (!m) { fprintf(stderr, "kiln %s: %s\n", cmd, e.msg); return NULL; }
     int per_seq = (n_tokens_max + a->block_size - 1) / a->block_size;

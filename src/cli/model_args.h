@@ -10,6 +10,7 @@ typedef struct model_args {
     int threads;
     dtype_t kv_dtype;
     int block_size;
+    dtype_t buffer_dtype;
 } model_args_t;
 
 void model_args_defaults(model_args_t *a);

@@ -450,7 +450,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     if (eng->o.step_tokens <= 0) eng->o.step_tokens = 512;
     if (eng->o.max_batch <= 0) eng->o.max_batch = 64;
     if (eng->o.max_queue <= 0) eng->o.max_queue = 1024;
-    model_opts_t mo = {o->backend, o->threads};
+    model_opts_t mo = {o->backend, o->threads, o->buffer_dtype};
     eng->m = model_load(o->model_dir, &mo, e);
     if (!eng->m) goto err;
     const model_config_t *c = &eng->m->cfg;

@@ -50,9 +50,10 @@ static int load_bias(model_t *m, const char *name, int n, float **out, err_t *e)
     return model_get_vector(m, name, n, out, e);
 }
 
-/* transformers keeps inv_freq as a module buffer, so loading a checkpoint in its own
- * dtype (bf16, as everyone does) rounds the frequencies to bf16 before use. The
- * reference fixtures show it (pos > 0 drifts by 1e-3 otherwise); we mirror it. */
+/* transformers keeps inv_freq as a module buffer. from_pretrained leaves it f32, but a
+ * model cast in memory (.to(bfloat16)) rounds it — the shared fixtures were made that
+ * way, and match only with the rounding (1e-3 drift by position 40 otherwise). The
+ * choice is the load option buffer_dtype (--buffer-dtype), f32 by default. */
 static void round_inv_freq(const model_config_t *c, float *inv, int n) {
     for (int i = 0; i < n; i++) {
         if (c->param_dtype == DT_BF16) inv[i] = bf16_to_f32(f32_to_bf16(inv[i]));
