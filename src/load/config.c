@@ -13,6 +13,9 @@ const char *arch_name(arch_t a) {
     case ARCH_MISTRAL: return "mistral";
     case ARCH_QWEN2: return "qwen2";
     case ARCH_QWEN3: return "qwen3";
+    case ARCH_QWEN3_5: return "qwen3_5";
+    case ARCH_GEMMA3: return "gemma3";
+    case ARCH_GEMMA4: return "gemma4";
     }
     return "?";
 }
@@ -49,8 +52,36 @@ static void add_eos(model_config_t *c, json_t *v) {
     }
 }
 
+static int parse_rope_params(rope_config_t *r, json_t *rp, const char *where, err_t *e);
+
+static void rope_defaults(model_config_t *c, rope_config_t *r) {
+    memset(r, 0, sizeof *r);
+    r->type = ROPE_DEFAULT;
+    r->theta = 10000.0;
+    r->factor = 1.0;
+    r->low_freq_factor = 1.0;
+    r->high_freq_factor = 4.0;
+    r->beta_fast = 32.0;
+    r->beta_slow = 1.0;
+    r->truncate = 1;
+    r->partial_rotary_factor = 1.0;
+    r->original_max_pos = c->max_pos;
+}
+
 static int parse_rope(model_config_t *c, json_t *tc, const char *where, err_t *e) {
     rope_config_t *r = &c->rope;
+    /* per-layer-type RoPE (gemma3/4 in transformers 5): {"full_attention": {...}, "sliding_attention": {...}} */
+    json_t *rpl = json_object_get(tc, "rope_parameters");
+    if (json_is_object(rpl) && (json_is_object(json_object_get(rpl, "full_attention")) ||
+                                json_is_object(json_object_get(rpl, "sliding_attention")))) {
+        rope_defaults(c, r);
+        rope_defaults(c, &c->rope_local);
+        json_t *f = json_object_get(rpl, "full_attention"), *sl = json_object_get(rpl, "sliding_attention");
+        if (json_is_object(f) && parse_rope_params(r, f, where, e)) return -1;
+        if (json_is_object(sl) && parse_rope_params(&c->rope_local, sl, where, e)) return -1;
+        if (!json_is_object(sl)) c->rope_local = *r;
+        return 0;
+    }
     r->type = ROPE_DEFAULT;
     r->theta = 10000.0;
     r->factor = 1.0;
@@ -66,6 +97,10 @@ static int parse_rope(model_config_t *c, json_t *tc, const char *where, err_t *e
     json_t *rp = json_object_get(tc, "rope_parameters");
     if (!json_is_object(rp)) rp = json_object_get(tc, "rope_scaling");
     if (!json_is_object(rp)) return 0;
+    return parse_rope_params(r, rp, where, e);
+}
+
+static int parse_rope_params(rope_config_t *r, json_t *rp, const char *where, err_t *e) {
     if (get_num(rp, "rope_theta", &r->theta, where, e)) return -1;
     if (get_num(rp, "partial_rotary_factor", &r->partial_rotary_factor, where, e)) return -1;
     json_t *t = json_object_get(rp, "rope_type");
@@ -76,7 +111,8 @@ static int parse_rope(model_config_t *c, json_t *tc, const char *where, err_t *e
     else if (!strcmp(ts, "dynamic")) r->type = ROPE_DYNAMIC;
     else if (!strcmp(ts, "llama3")) r->type = ROPE_LLAMA3;
     else if (!strcmp(ts, "yarn")) r->type = ROPE_YARN;
-    else return err_set(e, "%s: rope type \"%s\" is not supported (default, linear, dynamic, llama3, yarn)", where, ts);
+    else if (!strcmp(ts, "proportional")) r->type = ROPE_PROPORTIONAL;
+    else return err_set(e, "%s: rope type \"%s\" is not supported (default, linear, dynamic, llama3, yarn, proportional)", where, ts);
     if (get_num(rp, "factor", &r->factor, where, e) || get_num(rp, "low_freq_factor", &r->low_freq_factor, where, e) ||
         get_num(rp, "high_freq_factor", &r->high_freq_factor, where, e) ||
         get_num(rp, "attention_factor", &r->attention_factor, where, e) ||
@@ -87,6 +123,8 @@ static int parse_rope(model_config_t *c, json_t *tc, const char *where, err_t *e
     json_t *tr = json_object_get(rp, "truncate");
     if (json_is_boolean(tr)) r->truncate = json_is_true(tr);
     if (r->type != ROPE_DEFAULT && !(r->factor > 0)) return err_set(e, "%s: rope factor must be positive", where);
+    if (!(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1))
+        return err_set(e, "%s: partial_rotary_factor must be in (0, 1]", where);
     return 0;
 }
 
@@ -122,6 +160,137 @@ void config_quant_for(const model_config_t *c, const char *module_path, int *bit
     }
 }
 
+static int get_bool(json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return v && json_is_true(v);
+}
+
+/* Fields of the hybrid and sliding-window families: layer kinds, DeltaNet and MoE sizes,
+ * gemma's window, scalars, soft-caps, PLE and per-layer attention shapes. Defaults are
+ * transformers' config defaults for the family. */
+static int parse_hybrid(model_config_t *c, json_t *tc, const char *where, err_t *e) {
+    if (c->n_layers > CFG_MAX_LAYERS) return err_set(e, "%s: num_hidden_layers %d exceeds %d", where, c->n_layers, CFG_MAX_LAYERS);
+    for (int i = 0; i < c->n_layers; i++) {
+        c->layer_type[i] = LAYER_FULL;
+        c->layer_head_dim[i] = c->head_dim;
+        c->layer_kv_heads[i] = c->n_kv_heads;
+    }
+    json_t *act = json_object_get(tc, "hidden_activation");
+    if (!json_is_string(act)) act = json_object_get(tc, "hidden_act");
+    if (json_is_string(act)) {
+        const char *a = json_string_value(act);
+        if (!strcmp(a, "silu") || !strcmp(a, "swish")) c->hidden_act = 0;
+        else if (!strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_tanh")) c->hidden_act = 1;
+        else if (c->arch >= ARCH_QWEN3_5) return err_set(e, "%s: hidden activation \"%s\" is not supported (silu, gelu_pytorch_tanh)", where, a);
+    }
+    if (c->arch < ARCH_QWEN3_5) return 0;
+    /* layer_types, or the family's default pattern */
+    json_t *lt = json_object_get(tc, "layer_types");
+    if (json_is_array(lt)) {
+        if ((int)json_array_size(lt) != c->n_layers)
+            return err_set(e, "%s: layer_types has %zu entries but num_hidden_layers is %d", where, json_array_size(lt), c->n_layers);
+        for (int i = 0; i < c->n_layers; i++) {
+            json_t *x = json_array_get(lt, i);
+            const char *s = json_is_string(x) ? json_string_value(x) : "";
+            if (!strcmp(s, "full_attention")) c->layer_type[i] = LAYER_FULL;
+            else if (!strcmp(s, "sliding_attention")) c->layer_type[i] = LAYER_SLIDING;
+            else if (!strcmp(s, "linear_attention")) c->layer_type[i] = LAYER_LINEAR;
+            else return err_set(e, "%s: layer_types[%d] \"%s\" is not a known layer type (full_attention, sliding_attention, linear_attention)", where, i, s);
+        }
+    } else if (c->arch == ARCH_QWEN3_5) {
+        int every = 4;
+        if (get_int(tc, "full_attention_interval", &every, 0, where, e)) return -1;
+        for (int i = 0; i < c->n_layers; i++) c->layer_type[i] = every > 0 && (i + 1) % every == 0 ? LAYER_FULL : LAYER_LINEAR;
+    } else {
+        int every = 6;
+        if (get_int(tc, "sliding_window_pattern", &every, 0, where, e)) return -1;
+        if (get_int(tc, "_sliding_window_pattern", &every, 0, where, e)) return -1;
+        for (int i = 0; i < c->n_layers; i++) c->layer_type[i] = every > 0 && (i + 1) % every == 0 ? LAYER_FULL : LAYER_SLIDING;
+    }
+    if (c->arch == ARCH_QWEN3_5) {
+        c->linear_conv_kernel = 4;
+        c->linear_k_heads = 16; c->linear_v_heads = 32; c->linear_k_dim = 128; c->linear_v_dim = 128;
+        if (get_int(tc, "linear_conv_kernel_dim", &c->linear_conv_kernel, 0, where, e) ||
+            get_int(tc, "linear_num_key_heads", &c->linear_k_heads, 0, where, e) ||
+            get_int(tc, "linear_num_value_heads", &c->linear_v_heads, 0, where, e) ||
+            get_int(tc, "linear_key_head_dim", &c->linear_k_dim, 0, where, e) ||
+            get_int(tc, "linear_value_head_dim", &c->linear_v_dim, 0, where, e))
+            return -1;
+        if (c->linear_conv_kernel < 1 || !c->linear_k_heads || !c->linear_v_heads || !c->linear_k_dim || !c->linear_v_dim)
+            return err_set(e, "%s: linear_* sizes must be positive", where);
+        if (c->linear_v_heads % c->linear_k_heads)
+            return err_set(e, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", where, c->linear_v_heads, c->linear_k_heads);
+        c->norm_topk_prob = 1; /* Qwen3.5 MoE always renormalizes the top-k weights */
+    }
+    if (c->arch == ARCH_GEMMA3 || c->arch == ARCH_GEMMA4) {
+        c->sliding_window = 4096;
+        if (get_int(tc, "sliding_window", &c->sliding_window, 0, where, e)) return -1;
+        if (c->arch == ARCH_GEMMA3) c->query_pre_attn_scalar = 256;
+        if (get_num(tc, "query_pre_attn_scalar", &c->query_pre_attn_scalar, where, e) ||
+            get_num(tc, "attn_logit_softcapping", &c->attn_softcap, where, e) ||
+            get_num(tc, "final_logit_softcapping", &c->final_softcap, where, e))
+            return -1;
+        if (c->arch == ARCH_GEMMA3 && !json_is_object(json_object_get(json_object_get(tc, "rope_parameters"), "sliding_attention"))) {
+            /* older configs: rope_local_base_freq for the sliding layers, rope_theta/rope_scaling for global */
+            c->rope_local = c->rope;
+            c->rope_local.type = ROPE_DEFAULT;
+            c->rope_local.factor = 1.0;
+            c->rope_local.theta = 10000.0;
+            if (get_num(tc, "rope_local_base_freq", &c->rope_local.theta, where, e)) return -1;
+        }
+        if (c->sliding_window < 0) return err_set(e, "%s: sliding_window must be positive", where);
+    }
+    if (c->arch == ARCH_GEMMA4) {
+        if (get_int(tc, "hidden_size_per_layer_input", &c->hidden_per_layer_input, 0, where, e) ||
+            get_int(tc, "vocab_size_per_layer_input", &c->vocab_per_layer_input, 0, where, e) ||
+            get_int(tc, "num_kv_shared_layers", &c->n_kv_shared_layers, 0, where, e))
+            return -1;
+        if (c->hidden_per_layer_input && !c->vocab_per_layer_input) c->vocab_per_layer_input = c->vocab_size;
+        if (c->n_kv_shared_layers >= c->n_layers) return err_set(e, "%s: num_kv_shared_layers must be below num_hidden_layers", where);
+        c->attention_k_eq_v = get_bool(tc, "attention_k_eq_v");
+        c->double_wide_mlp = get_bool(tc, "use_double_wide_mlp");
+        c->enable_moe_block = get_bool(tc, "enable_moe_block");
+        if (get_int(tc, "top_k_experts", &c->n_experts_per_tok, 0, where, e)) return -1;
+        c->norm_topk_prob = 1;
+        /* global layers' shapes: flat (global_head_dim, num_global_key_value_heads) or
+         * per_layer_config {"<layer>": {"head_dim", "num_key_value_heads"}} */
+        int ghd = 0, gkv = 0;
+        if (get_int(tc, "global_head_dim", &ghd, 0, where, e) || get_int(tc, "num_global_key_value_heads", &gkv, 0, where, e)) return -1;
+        for (int i = 0; i < c->n_layers; i++)
+            if (c->layer_type[i] == LAYER_FULL) {
+                if (ghd) c->layer_head_dim[i] = ghd;
+                if (gkv && c->attention_k_eq_v) c->layer_kv_heads[i] = gkv;
+            }
+        json_t *plc = json_object_get(tc, "per_layer_config");
+        if (json_is_object(plc)) {
+            const char *k;
+            json_t *v;
+            json_object_foreach(plc, k, v) {
+                char *end;
+                long li = strtol(k, &end, 10);
+                if (*end || li < 0 || li >= c->n_layers) return err_set(e, "%s: per_layer_config key \"%s\" is not a layer index", where, k);
+                if (!json_is_object(v)) return err_set(e, "%s: per_layer_config[\"%s\"] must be an object", where, k);
+                if (get_int(v, "head_dim", &c->layer_head_dim[li], 0, where, e) ||
+                    get_int(v, "num_key_value_heads", &c->layer_kv_heads[li], 0, where, e))
+                    return -1;
+            }
+        }
+        for (int i = 0; i < c->n_layers; i++)
+            if (c->layer_head_dim[i] <= 0 || c->layer_head_dim[i] % 2 || c->layer_kv_heads[i] <= 0 || c->n_heads % c->layer_kv_heads[i])
+                return err_set(e, "%s: layer %d: head_dim %d / num_key_value_heads %d invalid", where, i, c->layer_head_dim[i], c->layer_kv_heads[i]);
+    }
+    /* MoE sizes (qwen3_5_moe: num_experts, num_experts_per_tok; gemma4: num_experts, top_k_experts) */
+    if (get_int(tc, "num_experts", &c->n_experts, 0, where, e) ||
+        get_int(tc, "num_experts_per_tok", &c->n_experts_per_tok, 0, where, e) ||
+        get_int(tc, "moe_intermediate_size", &c->moe_intermediate_size, 0, where, e) ||
+        get_int(tc, "shared_expert_intermediate_size", &c->shared_expert_intermediate_size, 0, where, e))
+        return -1;
+    if (c->n_experts && (c->n_experts_per_tok <= 0 || c->n_experts_per_tok > c->n_experts || c->moe_intermediate_size <= 0))
+        return err_set(e, "%s: MoE needs 0 < experts per token (%d) <= num_experts (%d) and moe_intermediate_size", where,
+                       c->n_experts_per_tok, c->n_experts);
+    return 0;
+}
+
 int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *where, err_t *e) {
     memset(c, 0, sizeof *c);
     c->root = json_incref(root);
@@ -140,12 +309,17 @@ int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *w
     else if (!strcmp(t, "mistral")) c->arch = ARCH_MISTRAL;
     else if (!strcmp(t, "qwen2")) c->arch = ARCH_QWEN2;
     else if (!strcmp(t, "qwen3")) c->arch = ARCH_QWEN3;
-    else return err_set(e, "%s: architecture \"%s\" is not supported (llama, mistral, qwen2, qwen3)", where, t);
+    else if (!strcmp(t, "qwen3_5_text") || !strcmp(t, "qwen3_5") || !strcmp(t, "qwen3_5_moe_text") || !strcmp(t, "qwen3_5_moe"))
+        c->arch = ARCH_QWEN3_5;
+    else if (!strcmp(t, "gemma3_text") || !strcmp(t, "gemma3")) c->arch = ARCH_GEMMA3;
+    else if (!strcmp(t, "gemma4_text") || !strcmp(t, "gemma4")) c->arch = ARCH_GEMMA4;
+    else return err_set(e, "%s: architecture \"%s\" is not supported (llama, mistral, qwen2, qwen3, qwen3_5[_moe][_text], gemma3[_text], gemma4[_text])", where, t);
 
     c->max_pos = 4096;
     c->rms_eps = 1e-6;
     if (get_int(tc, "hidden_size", &c->hidden_size, 1, where, e) ||
-        get_int(tc, "intermediate_size", &c->intermediate_size, 1, where, e) ||
+        /* MoE-only models (qwen3_5_moe) have no dense intermediate_size */
+        get_int(tc, "intermediate_size", &c->intermediate_size, !json_is_integer(json_object_get(tc, "num_experts")), where, e) ||
         get_int(tc, "num_hidden_layers", &c->n_layers, 1, where, e) ||
         get_int(tc, "num_attention_heads", &c->n_heads, 1, where, e) ||
         get_int(tc, "vocab_size", &c->vocab_size, 1, where, e) ||
@@ -183,6 +357,7 @@ int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *w
     add_eos(c, json_object_get(tc, "eos_token_id"));
     if (tc != root) add_eos(c, json_object_get(root, "eos_token_id"));
     if (parse_quant(c, root, where, e)) return -1;
+    if (parse_hybrid(c, tc, where, e)) return -1;
     if (gen) {
         add_eos(c, json_object_get(gen, "eos_token_id"));
         json_t *gb = json_object_get(gen, "bos_token_id");

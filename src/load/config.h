@@ -12,9 +12,9 @@
 #include "base/err.h"
 #include "tensor/dtype.h"
 
-typedef enum arch { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_QWEN3 } arch_t;
+typedef enum arch { ARCH_LLAMA, ARCH_MISTRAL, ARCH_QWEN2, ARCH_QWEN3, ARCH_QWEN3_5, ARCH_GEMMA3, ARCH_GEMMA4 } arch_t;
 
-typedef enum rope_type { ROPE_DEFAULT, ROPE_LINEAR, ROPE_DYNAMIC, ROPE_LLAMA3, ROPE_YARN } rope_type_t;
+typedef enum rope_type { ROPE_DEFAULT, ROPE_LINEAR, ROPE_DYNAMIC, ROPE_LLAMA3, ROPE_YARN, ROPE_PROPORTIONAL } rope_type_t;
 
 typedef struct rope_config {
     rope_type_t type;
@@ -30,6 +30,10 @@ typedef struct rope_config {
 } rope_config_t;
 
 #define CFG_MAX_EOS 8
+#define CFG_MAX_LAYERS 512
+
+/* What a layer's token mixer is (config.json "layer_types"). */
+typedef enum layer_type { LAYER_FULL, LAYER_SLIDING, LAYER_LINEAR } layer_type_t;
 
 typedef struct model_config {
     arch_t arch;
@@ -54,6 +58,23 @@ typedef struct model_config {
     int quant_bits, quant_group;
     json_t *quant;                    /* the "quantization" object itself, or NULL */
     json_t *root;                     /* the whole config.json, owned */
+
+    /* --- hybrid and sliding-window families (qwen3_5, gemma3, gemma4) --- */
+    uint8_t layer_type[CFG_MAX_LAYERS];   /* layer_type_t per layer (all LAYER_FULL by default) */
+    int layer_head_dim[CFG_MAX_LAYERS];   /* per layer (gemma4 per_layer_config; else head_dim) */
+    int layer_kv_heads[CFG_MAX_LAYERS];   /* per layer (else n_kv_heads)                        */
+    int hidden_act;                       /* act_t: 0 silu, 1 gelu_pytorch_tanh                 */
+    /* gated DeltaNet (qwen3_5 / qwen3_next "linear_attention" layers) */
+    int linear_conv_kernel, linear_k_heads, linear_v_heads, linear_k_dim, linear_v_dim;
+    /* sparse MoE */
+    int n_experts, n_experts_per_tok, moe_intermediate_size, shared_expert_intermediate_size, norm_topk_prob;
+    /* gemma */
+    int sliding_window;                   /* tokens a sliding layer sees, itself included (0: none) */
+    double query_pre_attn_scalar;         /* gemma3: attention scale = this^-0.5 (0: unset)         */
+    double attn_softcap, final_softcap;   /* 0: none                                                */
+    rope_config_t rope_local;             /* RoPE of sliding layers (gemma: rope_parameters.sliding_attention) */
+    int hidden_per_layer_input, vocab_per_layer_input; /* gemma4 PLE (0: none) */
+    int n_kv_shared_layers, attention_k_eq_v, double_wide_mlp, enable_moe_block;
 } model_config_t;
 
 /* Reads DIR/config.json and DIR/generation_config.json (optional). */

@@ -7,6 +7,8 @@
 static const model_ops_t *family_for(arch_t a) {
     switch (a) {
     case ARCH_LLAMA: case ARCH_MISTRAL: case ARCH_QWEN2: case ARCH_QWEN3: return &llama_ops;
+    case ARCH_QWEN3_5: return &qwen35_ops;
+    case ARCH_GEMMA3: case ARCH_GEMMA4: return &gemma_ops;
     }
     return NULL;
 }
@@ -44,6 +46,10 @@ err:
 void model_free(model_t *m) {
     if (!m) return;
     if (m->ops && m->impl) m->ops->destroy(m);
+    if (m->rec) {
+        rec_pool_free(m->rec);
+        free(m->rec);
+    }
     kv_pool_free(&m->kv);
     backend_destroy(m->be);
     st_close(&m->ar);
@@ -54,7 +60,71 @@ void model_free(model_t *m) {
 
 int model_init_kv(model_t *m, int n_blocks, int block_size, dtype_t dtype, err_t *e) {
     kv_pool_free(&m->kv);
-    return kv_pool_init(&m->kv, m->be, m->cfg.n_layers, n_blocks, block_size, m->cfg.n_kv_heads, m->cfg.head_dim, dtype, e);
+    int nl = m->cfg.n_layers, nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim;
+    if (m->ops->kv_shape) m->ops->kv_shape(m, &nl, &nkv, &hd);
+    return kv_pool_init(&m->kv, m->be, nl, n_blocks, block_size, nkv, hd, dtype, e);
+}
+
+/* --- recurrent state: a snapshot is a 16-byte header (magic, floats, position) + the slot --- */
+#define STATE_MAGIC 0x4345524bu /* "KREC" */
+
+size_t model_state_bytes(const model_t *m) {
+    return m->rec ? 16 + sizeof(float) * m->rec->floats : 0;
+}
+
+int model_state_save(model_t *m, const kv_seq_t *s, void *dst, err_t *e) {
+    if (!m->rec) return err_set(e, "state save: the model has no recurrent layers");
+    rec_slot_t *sl = rec_find(m->rec, s);
+    if (!sl) return err_set(e, "state save: the sequence holds no recurrent state (it has not run yet)");
+    uint32_t hdr[2] = {STATE_MAGIC, (uint32_t)m->rec->floats};
+    int64_t pos = sl->n_tokens;
+    memcpy(dst, hdr, 8);
+    memcpy((char *)dst + 8, &pos, 8);
+    m->be->ops->download(m->be, (char *)dst + 16, sl->data, sizeof(float) * m->rec->floats);
+    return 0;
+}
+
+int model_state_restore(model_t *m, const kv_seq_t *s, const void *src, err_t *e) {
+    if (!m->rec) return err_set(e, "state restore: the model has no recurrent layers");
+    uint32_t hdr[2];
+    int64_t pos;
+    memcpy(hdr, src, 8);
+    memcpy(&pos, (const char *)src + 8, 8);
+    if (hdr[0] != STATE_MAGIC || hdr[1] != (uint32_t)m->rec->floats || pos < 0 || pos > (1 << 30))
+        return err_set(e, "state restore: not a snapshot of this model (magic %08x, %u floats, position %lld)", hdr[0], hdr[1],
+                       (long long)pos);
+    /* the payload may be unaligned inside a caller's buffer: copy out first */
+    float *tmp = malloc(sizeof(float) * m->rec->floats);
+    if (!tmp) return err_set(e, "state restore: out of memory");
+    memcpy(tmp, (const char *)src + 16, sizeof(float) * m->rec->floats);
+    int rc = rec_load(m->rec, s, tmp, (int)pos, e);
+    free(tmp);
+    return rc;
+}
+
+int model_state_tokens(const model_t *m, const kv_seq_t *s) {
+    rec_slot_t *sl = m->rec ? rec_find(m->rec, s) : NULL;
+    return sl ? sl->n_tokens : -1;
+}
+
+void model_seq_release(model_t *m, const kv_seq_t *s) {
+    if (m->rec) rec_release(m->rec, s);
+}
+
+int model_rows_state(model_t *m, const batch_t *b, float **state, err_t *e) {
+    for (int r = 0; r < b->n_rows; r++) {
+        state[r] = NULL;
+        if (!m->rec) continue;
+        int p0 = b->pos[b->row_start[r]];
+        rec_slot_t *sl = rec_find(m->rec, b->seq[r]);
+        if (p0 == 0) sl = rec_acquire(m->rec, b->seq[r], e);
+        else if (!sl) return err_set(e, "batch: row %d starts at position %d but its sequence has no recurrent state (restore a snapshot first)", r, p0);
+        else if (sl->n_tokens != p0)
+            return err_set(e, "batch: row %d starts at position %d but its recurrent state stands at %d (hybrid models cannot rewind without a snapshot)", r, p0, sl->n_tokens);
+        if (!sl) return -1;
+        state[r] = sl->data;
+    }
+    return 0;
 }
 
 int batch_validate(const model_t *m, const batch_t *b, err_t *e) {
@@ -88,6 +158,11 @@ int batch_validate(const model_t *m, const batch_t *b, err_t *e) {
 int model_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
     if (batch_validate(m, b, e)) return -1;
     if (m->ops->forward(m, b, logits, e)) return -1;
+    if (m->rec)
+        for (int r = 0; r < b->n_rows; r++) {
+            rec_slot_t *sl = rec_find(m->rec, b->seq[r]);
+            if (sl) sl->n_tokens = b->pos[b->row_start[r + 1] - 1] + 1;
+        }
     for (int r = 0; r < b->n_rows; r++) {
         int end = b->pos[b->row_start[r + 1] - 1] + 1;
         if (end > b->seq[r]->n_tokens) b->seq[r]->n_tokens = end;

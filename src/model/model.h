@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "backend/backend.h"
 #include "kv/kv_pool.h"
+#include "kv/rec_state.h"
 #include "load/config.h"
 #include "load/safetensors.h"
 
@@ -34,6 +35,10 @@ typedef struct model_ops {
     /* logits: [n_logits, vocab] f32 on the host. */
     int (*forward)(model_t *m, const batch_t *b, float *logits, err_t *e);
     void (*destroy)(model_t *m);
+    /* Optional: the paged KV the family needs, when it is not one full layer per decoder
+     * layer at (n_kv_heads, head_dim): hybrids cache only their attention layers, gemma4's
+     * KV-shared layers none, and per-layer shapes get the widest (n_kv_heads·head_dim). */
+    void (*kv_shape)(const model_t *m, int *n_kv_layers, int *n_kv_heads, int *head_dim);
 } model_ops_t;
 
 struct model {
@@ -46,6 +51,7 @@ struct model {
     void *impl;
     size_t weight_bytes;     /* bytes read by one full pass over the weights */
     int64_t n_params;
+    rec_pool_t *rec;         /* recurrent state slots (hybrid families), else NULL */
 };
 
 typedef struct model_opts {
@@ -72,5 +78,33 @@ int model_get_vector(model_t *m, const char *name, int n, float **out, err_t *e)
 int model_has_tensor(model_t *m, const char *name);
 
 extern const model_ops_t llama_ops;
+extern const model_ops_t qwen35_ops;   /* qwen35.c: Qwen3.5 dense and MoE (gated DeltaNet hybrid) */
+extern const model_ops_t gemma_ops;    /* gemma.c: Gemma 3 and Gemma 4 */
+
+/* --- Recurrent state of hybrid models (DESIGN §5) ---
+ * A sequence running on a model with recurrent layers holds a state slot (kv/rec_state.h):
+ * forward takes one when a row starts at position 0 and refuses a row that does not start
+ * where its state stands. The engine gives the slot back with model_seq_release before
+ * kv_seq_free, and snapshots it for prefix reuse and speculative rollback:
+ *
+ *   model_state_bytes(m)           bytes of one snapshot (0: the model has no recurrent layers)
+ *   model_state_save(m, s, dst)    copies the sequence's state (conv windows + f32 DeltaNet
+ *                                  matrices of every recurrent layer, and the position it
+ *                                  stands at) into dst[model_state_bytes(m)]
+ *   model_state_restore(m, s, src) makes s continue from that snapshot; the caller also makes
+ *                                  its attention KV agree (kv_seq_truncate to
+ *                                  model_state_tokens(m, s), or attach cached blocks)
+ *
+ * A snapshot is taken between steps; restoring then feeding the same tokens gives bitwise the
+ * logits of never having left. */
+size_t model_state_bytes(const model_t *m);
+int model_state_save(model_t *m, const kv_seq_t *s, void *dst, err_t *e);
+int model_state_restore(model_t *m, const kv_seq_t *s, const void *src, err_t *e);
+/* Positions the sequence's recurrent state has absorbed (-1: it holds no slot). */
+int model_state_tokens(const model_t *m, const kv_seq_t *s);
+void model_seq_release(model_t *m, const kv_seq_t *s);
+/* For families: the state of each row of b (NULL where the model has no recurrent layers),
+ * taking fresh slots for rows at position 0; checks each row continues its state. */
+int model_rows_state(model_t *m, const batch_t *b, float **state, err_t *e);
 
 #endif
