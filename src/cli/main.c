@@ -10,6 +10,7 @@ static const cli_command_t commands[] = {
     {"bench", cmd_bench, "prefill and decode throughput"},
     {"perplexity", cmd_perplexity, "perplexity of a text file (windows of N tokens)"},
     {"chat", cmd_chat, "interactive chat in the terminal, streaming the reply"},
+    {"serve", cmd_serve, "serve the OpenAI and Anthropic HTTP APIs (streaming, tools, reasoning)"},
     {"synth", cmd_synth, "write a random-weight checkpoint with a real model's shapes (HF / MLX layout)"},
     {"tokenize", cmd_tokenize, "encode text with a model's tokenizer.json (ids, tokens)"},
     {"detokenize", cmd_detokenize, "decode token ids to text with a model's tokenizer.json"},

@@ -1,0 +1,96 @@
+/* server.c — starting and stopping the server: the chat template, what the model's
+ * markup looks like (tool-call format, <think>), metrics, the waker table, the daemon.
+ *
+ * Shutdown order matters: stop accepting, cancel every request in flight and let each
+ * connection send its final event (MHD forbids stopping with suspended connections), stop
+ * the daemon, and only then free the waker table — after the engine has gone quiet, since
+ * a cancelled request's last notify may still be on its way from the engine thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "base/log.h"
+#include "server/srv.h"
+
+int server_http_start(server_t *s, err_t *e);
+void server_http_stop(server_t *s);
+
+static int has_token(void *u, const char *t) { return u && tokenizer_token_to_id((const tokenizer_t *)u, t) >= 0; }
+
+static const char *markers[] = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<|tool_call>", "<tool_call|>", "<|\"|>", "<|python_tag|>"};
+
+server_t *server_start(kiln_engine_t *eng, const server_opts_t *o, err_t *e) {
+    server_t *s = calloc(1, sizeof *s);
+    if (!s) { err_set(e, "out of memory"); return NULL; }
+    s->eng = eng;
+    s->o = *o;
+    s->tok = kiln_engine_tokenizer(eng);
+    s->cfg = kiln_engine_config(eng);
+    if (s->o.ctx_len <= 0 || s->o.ctx_len > s->cfg->max_pos) s->o.ctx_len = s->cfg->max_pos;
+    if (o->api_key && *o->api_key) s->api_key = strdup(o->api_key);
+    const char *dir = kiln_engine_model_dir(eng);
+    if (o->model_id && *o->model_id) snprintf(s->model_id, sizeof s->model_id, "%s", o->model_id);
+    else {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s", dir);
+        size_t n = strlen(tmp);
+        while (n > 1 && tmp[n - 1] == '/') tmp[--n] = 0;
+        const char *b = strrchr(tmp, '/');
+        snprintf(s->model_id, sizeof s->model_id, "%s", b ? b + 1 : tmp);
+    }
+    err_t te = {0};
+    s->tmpl = chat_template_load(dir, &te);
+    if (!s->tmpl) log_warn("serve: no chat template (%s); /v1/chat/completions and /v1/messages will answer 400", te.msg);
+    const char *src = s->tmpl ? chat_template_source(s->tmpl) : NULL;
+    if (o->tool_format) {
+        int f = tc_format_parse(o->tool_format);
+        if (f < 0) { err_set(e, "--tool-format '%s': expected hermes, qwen-xml, llama-json, gemma4 or none", o->tool_format); goto err; }
+        s->tool_format = (tc_format_t)f;
+    } else {
+        s->tool_format = tc_detect(src, has_token, (void *)s->tok);
+    }
+    s->think = (src && strstr(src, "<think>")) || has_token((void *)s->tok, "<think>");
+    if (s->tok) {
+        s->special_markers = malloc(sizeof(int32_t) * (sizeof markers / sizeof markers[0]));
+        for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
+            int32_t id = tokenizer_token_to_id(s->tok, markers[i]);
+            if (id >= 0 && tokenizer_is_special(s->tok, id)) s->special_markers[s->n_special_markers++] = id;
+        }
+    }
+    metrics_init(&s->metrics);
+    waker_init(s);
+    if (server_http_start(s, e)) {
+        waker_free(s);
+        metrics_free(&s->metrics);
+        goto err;
+    }
+    log_info("serve: model '%s', context %d, tool calls: %s, reasoning split: %s", s->model_id, s->o.ctx_len,
+             tc_format_name(s->tool_format), s->think ? "<think>" : "off");
+    return s;
+err:
+    chat_template_free(s->tmpl);
+    free(s->special_markers);
+    free(s->api_key);
+    free(s);
+    return NULL;
+}
+
+void server_stop(server_t *s) {
+    if (!s) return;
+    atomic_store(&s->stopping, 1);
+    server_http_stop(s);
+    /* Wait (briefly) for the engine to finish the cancelled requests so no notify for
+     * them can arrive after the waker table is gone. */
+    for (int i = 0; i < 300; i++) {
+        kiln_stats_t st;
+        kiln_stats(s->eng, &st);
+        if (!st.running && !st.waiting) break;
+        usleep(10000);
+    }
+    waker_free(s);
+    metrics_free(&s->metrics);
+    chat_template_free(s->tmpl);
+    free(s->special_markers);
+    free(s->api_key);
+    free(s);
+}
