@@ -324,6 +324,26 @@ static void test_empty_and_nul(void **s) {
     free(ids);
 }
 
+/* Regression from fuzz_tokenizer_encode: text with a NUL byte. Encoding is exact; decode
+ * returns a C string, so it stops at the NUL (documented in docs/tokenizer.md). */
+static void test_fuzz_nul_regression(void **s) {
+    (void)s;
+    static const char text[] = "<|begin_of_tex\x14|>I'?M 71517 2\0caf\xc3\xa9";
+    size_t len = sizeof text - 1;
+    for (int w = 0; w < 3; w++) {
+        err_t e = {0};
+        int32_t *ids;
+        int n;
+        assert_int_equal(tokenizer_encode(TOK[w], text, len, 0, &ids, &n, &e), 0);
+        char *d = tokenizer_decode(TOK[w], ids, n, 0, &e);
+        assert_non_null(d);
+        assert_string_equal(d, "<|begin_of_tex\x14|>I'?M 71517 2");
+        free(d);
+        stream_equals_decode(TOK[w], ids, n, 0);
+        free(ids);
+    }
+}
+
 static void test_bad_ids(void **s) {
     (void)s;
     for (int w = 0; w < 3; w++) {
@@ -405,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_stream_fixtures), cmocka_unit_test(test_roundtrip_random),
         cmocka_unit_test(test_stream_random_ids), cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_empty_and_nul),  cmocka_unit_test(test_bad_ids),
+        cmocka_unit_test(test_fuzz_nul_regression),
         cmocka_unit_test(test_long_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
