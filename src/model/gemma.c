@@ -113,13 +113,18 @@ static int gemma_load(model_t *m, err_t *e) {
         if (model_get_weight(m, "lm_head", c->vocab_size, H, &G->lm_head, e)) return -1;
     } else G->lm_head = G->embed;
     if (hyb_get_f32(m, "norm.weight", H, &G->norm, e)) return -1;
-    G->embed_scale = hyb_round(c, sqrtf((float)H));
+    /* The embedding scales are buffers made with torch.tensor(python float), which takes the
+     * default dtype: the checkpoint's dtype under from_pretrained, and the cast dtype after
+     * .to(); rounded either way (unlike inv_freq, built as f32 and cast only by .to()). */
+    model_config_t cs = *c;
+    if (cs.param_dtype == DT_F32) cs.param_dtype = c->torch_dtype;
+    G->embed_scale = hyb_round(&cs, sqrtf((float)H));
     if (P) {
         if (model_get_weight(m, "embed_tokens_per_layer", c->vocab_per_layer_input, L * P, &G->embed_pl, e) ||
             model_get_weight(m, "per_layer_model_projection", L * P, H, &G->pl_model_proj, e) ||
             hyb_get_f32(m, "per_layer_projection_norm.weight", P, &G->pl_norm, e))
             return -1;
-        G->embed_pl_scale = hyb_round(c, sqrtf((float)P));
+        G->embed_pl_scale = hyb_round(&cs, sqrtf((float)P));
         m->weight_bytes += weight_bytes(&G->pl_model_proj);
     }
     int first_shared = L - c->n_kv_shared_layers;

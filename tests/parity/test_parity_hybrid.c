@@ -5,7 +5,12 @@
  * reference relative to max |logit|, on the SIMD path and on the scalar reference backend;
  * greedy decoding one token per step (recurrent state and KV cache carried) must give the
  * reference tokens up to the first near-tie (margin < 1e-3). The gemma inputs (40 tokens)
- * are longer than their sliding window (8), so windowed attention is exercised. */
+ * are longer than their sliding window (8), so windowed attention is exercised.
+ *
+ * The fixture references come from a model cast to bf16 in memory (transformers' RoPE
+ * and embedding-scale buffers rounded): checked with buffer_dtype bf16. Where transformers'
+ * from_pretrained loads the checkpoint (tests/fixtures/from_pretrained/), its logits are
+ * checked with the default f32 buffers. */
 #include "../common/test_util.h"
 #include "base/npy.h"
 #include "model/model.h"
@@ -14,29 +19,28 @@
 static const char *fixtures[NFIX] = {"qwen3_5-tiny", "qwen3_5-tiny-mlx-q4", "qwen3_5_moe-tiny",
                                      "gemma3-tiny", "gemma4-tiny-ple", "gemma4-tiny-moe"};
 
-static model_t *load(const char *name, const char *backend) {
+static model_t *load(const char *name, const char *backend, dtype_t buffers) {
     char dir[256];
     snprintf(dir, sizeof dir, "tests/fixtures/models/%s", name);
     err_t e = {0};
-    model_opts_t o = {backend, 2};
+    model_opts_t o = {backend, 2, buffers};
     model_t *m = model_load(dir, &o, &e);
     if (!m) fail_msg("%s: %s", name, e.msg);
     if (model_init_kv(m, 16, 16, DT_F32, &e)) fail_msg("%s: %s", name, e.msg);
     return m;
 }
 
-static void check_logits(const char *name, const char *backend) {
+static void check_logits_against(const char *name, const char *backend, dtype_t buffers, const char *npy) {
     char path[256];
     snprintf(path, sizeof path, "tests/fixtures/models/%s/reference/reference.json", name);
     json_t *ref = tu_load_json(path);
     int n;
     int32_t *ids = tu_int_array(json_object_get(ref, "input_ids"), &n);
-    snprintf(path, sizeof path, "tests/fixtures/models/%s/reference/logits.npy", name);
     float *want;
     size_t rows, cols;
     err_t e = {0};
-    if (npy_read_f32(path, &want, &rows, &cols, &e)) fail_msg("%s", e.msg);
-    model_t *m = load(name, backend);
+    if (npy_read_f32(npy, &want, &rows, &cols, &e)) fail_msg("%s", e.msg);
+    model_t *m = load(name, backend, buffers);
     assert_int_equal(rows, n);
     assert_int_equal(cols, m->cfg.vocab_size);
     float *got = malloc(sizeof(float) * rows * cols);
@@ -57,13 +61,20 @@ static void check_logits(const char *name, const char *backend) {
         double ep = tu_rel_err(got + (size_t)p * cols, want + (size_t)p * cols, cols);
         if (ep > worst) { worst = ep; wp = p; }
     }
-    printf("# %-24s %-8s logits rel err %.3g (worst position %d: %.3g)\n", name, backend, err, wp, worst);
+    printf("# %-24s %-8s buffers %-4s logits rel err %.3g (worst position %d: %.3g) vs %s\n", name, backend, dtype_name(buffers), err, wp,
+           worst, npy);
     assert_true(err < 1e-4);
     model_seq_release(m, &s);
     kv_seq_free(&s, &m->kv);
     free(got); free(pos); free(li); free(want); free(ids);
     model_free(m);
     json_decref(ref);
+}
+
+static void check_logits(const char *name, const char *backend) {
+    char npy[256];
+    snprintf(npy, sizeof npy, "tests/fixtures/models/%s/reference/logits.npy", name);
+    check_logits_against(name, backend, DT_BF16, npy);
 }
 
 static void check_greedy(const char *name) {
@@ -75,7 +86,7 @@ static void check_greedy(const char *name) {
     int32_t *want = tu_int_array(json_object_get(ref, "greedy_tokens"), &ng);
     json_t *margins = json_object_get(ref, "greedy_margins");
     assert_int_equal((int)json_array_size(margins), ng);
-    model_t *m = load(name, "cpu");
+    model_t *m = load(name, "cpu", DT_BF16);
     int V = m->cfg.vocab_size;
     float *logits = malloc(sizeof(float) * V);
     int32_t *toks = malloc(sizeof(int32_t) * (n + ng)), *pos = malloc(sizeof(int32_t) * (n + ng));
@@ -112,12 +123,27 @@ static void check_greedy(const char *name) {
 static void test_logits_simd(void **st) { for (int i = 0; i < NFIX; i++) check_logits(fixtures[i], "cpu"); }
 static void test_logits_ref(void **st) { for (int i = 0; i < NFIX; i++) check_logits(fixtures[i], "cpu-ref"); }
 static void test_greedy(void **st) { for (int i = 0; i < NFIX; i++) check_greedy(fixtures[i]); }
+/* Default loading (f32 buffers) equals transformers' from_pretrained where it loads. */
+static void test_logits_from_pretrained(void **st) {
+    int checked = 0;
+    for (int i = 0; i < NFIX; i++) {
+        char npy[256];
+        snprintf(npy, sizeof npy, "tests/fixtures/from_pretrained/%s.npy", fixtures[i]);
+        FILE *f = fopen(npy, "rb");
+        if (!f) continue; /* transformers could not load it (MLX quantization) */
+        fclose(f);
+        check_logits_against(fixtures[i], "cpu", DT_F32, npy);
+        checked++;
+    }
+    assert_true(checked >= 4);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logits_simd),
         cmocka_unit_test(test_logits_ref),
         cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_logits_from_pretrained),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
