@@ -37,6 +37,9 @@ typedef struct kiln_engine_opts {
     int prefix_cache;          /* 1 (default): reuse cached prefix blocks                  */
     int load_tokenizer;        /* 1 (default): load tokenizer.json if the model has one    */
     dtype_t buffer_dtype;      /* see model_opts_t (DT_F32 default)                        */
+    int snapshot_interval;     /* hybrid models: recurrent-state snapshot spacing in tokens,
+                                  rounded to whole blocks (default 256)                    */
+    double snapshot_share;     /* hybrid models: share of the cache budget for snapshots (0.25) */
 } kiln_engine_opts_t;
 
 void kiln_engine_opts_default(kiln_engine_opts_t *o);
@@ -110,6 +113,7 @@ typedef struct kiln_stats {
     int kv_blocks_total, kv_blocks_used, kv_blocks_cached;
     uint64_t prompt_tokens, generated_tokens, cached_tokens, computed_prompt_tokens;
     uint64_t requests_finished, requests_cancelled, preemptions, steps;
+    uint64_t snapshots_saved, snapshots_restored; /* hybrid models */
 } kiln_stats_t;
 void kiln_stats(kiln_engine_t *eng, kiln_stats_t *s);
 

@@ -17,7 +17,14 @@
  *   6. blocks that became full get their chained hash and enter the prefix index
  *
  * Sampling is keyed by (seed, output index) and the kernels are batch-invariant, so a
- * request's tokens do not depend on what else ran, on preemption or on cache hits. */
+ * request's tokens do not depend on what else ran, on preemption or on cache hits.
+ *
+ * Hybrid models (recurrent layers) also need the recurrent state at the end of a reused
+ * prefix. Prefill chunks are cut at snapshot boundaries (every snapshot_interval tokens and
+ * the prompt's last block boundary) and the state is saved there under the chained hash of
+ * the block ending there; decoding keeps the state at the latest block boundary and
+ * publishes it when the request ends, so the next turn of a chat finds its whole history.
+ * A prefix hit then attaches blocks only up to the longest boundary that has a snapshot. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +69,7 @@ static void running_remove(kiln_engine_t *eng, int i) {
 /* --- finishing ----------------------------------------------------------------------- */
 
 static void release_blocks(kiln_engine_t *eng, kiln_request_t *r) {
+    if (eng->state_bytes) model_seq_release(eng->m, &r->seq);
     kv_seq_free(&r->seq, &eng->m->kv);
     r->n_computed = 0;
     r->n_hashed = 0;
@@ -95,6 +103,33 @@ static void attach_prefix(kiln_engine_t *eng, kiln_request_t *r) {
     if (!eng->o.prefix_cache) return;
     int bs = p->block_size, max_blocks = (r->n_tokens - 1) / bs;
     uint64_t h = 0;
+    if (eng->state_bytes) {
+        /* hybrid: the longest cached chain that ends where a snapshot was taken */
+        int best = 0;
+        uint64_t best_h = 0;
+        for (int i = 0; i < max_blocks; i++) {
+            h = kv_block_hash(h, r->tokens + (size_t)i * bs, bs, eng->ns);
+            if (!kv_prefix_has(p, h)) break;
+            if (snap_get(&eng->snaps, h)) { best = i + 1; best_h = h; }
+        }
+        if (best == 0) return;
+        max_blocks = best;
+        h = 0;
+        for (int i = 0; i < max_blocks; i++) {
+            h = kv_block_hash(h, r->tokens + (size_t)i * bs, bs, eng->ns);
+            kv_seq_append_block(&r->seq, kv_prefix_acquire(p, h));
+        }
+        err_t e;
+        if (h != best_h || model_state_restore(eng->m, &r->seq, snap_get(&eng->snaps, best_h), &e) != 0) {
+            release_blocks(eng, r);
+            return;
+        }
+        eng->stats.snapshots_restored++;
+        r->n_hashed = r->seq.n_blocks;
+        r->last_hash = h;
+        r->n_computed = r->seq.n_tokens = r->seq.n_blocks * bs;
+        return;
+    }
     for (int i = 0; i < max_blocks; i++) {
         uint64_t hi = kv_block_hash(h, r->tokens + (size_t)i * bs, bs, eng->ns);
         int32_t b = kv_prefix_acquire(p, hi);
@@ -172,6 +207,14 @@ static int reserve_chunk(kiln_engine_t *eng, kiln_request_t *r, int budget) {
     kv_pool_t *p = &eng->m->kv;
     int want = r->n_tokens - r->n_computed;
     if (want > budget) want = budget;
+    if (eng->state_bytes && want > 1) {
+        /* hybrid: end the chunk at the next snapshot boundary so the state can be saved there */
+        int bs = p->block_size, every = eng->snap_every * bs;
+        int next = (r->n_computed / every + 1) * every;
+        int last = (r->n_tokens - 1) / bs * bs; /* the last block boundary before the final token */
+        if (last > r->n_computed && last < next) next = last;
+        if (r->n_computed + want > next) want = next - r->n_computed;
+    }
     int have = r->seq.n_blocks * p->block_size - r->n_computed; /* room in blocks we hold */
     int extra_blocks = want > have ? (want - have + p->block_size - 1) / p->block_size : 0;
     if (extra_blocks > kv_pool_available(p)) {
@@ -263,6 +306,39 @@ static void fill_logprobs(kiln_engine_t *eng, const float *raw, int32_t tok, int
     }
 }
 
+/* Hybrid models: after a row ran, save its recurrent state if it stands on a snapshot
+ * boundary; while decoding, keep the state at each block boundary for the end. */
+static void save_snapshot(kiln_engine_t *eng, kiln_request_t *r) {
+    int bs = eng->m->kv.block_size;
+    if (!eng->o.prefix_cache || r->n_computed == 0 || r->n_computed % bs || r->n_hashed * bs != r->n_computed) return;
+    int last = (r->n_tokens - 1) / bs * bs;
+    int on_grid = r->n_computed % (eng->snap_every * bs) == 0 || r->n_computed == last;
+    int decoding = r->n_computed >= r->n_prompt;
+    if (!on_grid && !decoding) return;
+    err_t e;
+    if (on_grid) {
+        void *buf = malloc(eng->state_bytes);
+        if (buf && model_state_save(eng->m, &r->seq, buf, &e) == 0) {
+            snap_put(&eng->snaps, r->last_hash, buf);
+            eng->stats.snapshots_saved++;
+        }
+        free(buf);
+    } else {
+        if (!r->tail_snap) r->tail_snap = malloc(eng->state_bytes);
+        if (r->tail_snap && model_state_save(eng->m, &r->seq, r->tail_snap, &e) == 0) r->tail_snap_hash = r->last_hash;
+        else r->tail_snap_hash = 0;
+    }
+}
+
+/* At the end of a request: the decode-time snapshot becomes findable. */
+static void publish_tail_snapshot(kiln_engine_t *eng, kiln_request_t *r) {
+    if (r->tail_snap && r->tail_snap_hash) {
+        snap_put(&eng->snaps, r->tail_snap_hash, r->tail_snap);
+        eng->stats.snapshots_saved++;
+        r->tail_snap_hash = 0;
+    }
+}
+
 static void run_step(kiln_engine_t *eng, step_t *s) {
     int V = eng->m->cfg.vocab_size;
     batch_t b = {s->n_rows, s->n_tokens, s->tokens, s->pos, s->row_start, s->seq, s->logit_index, s->n_logits};
@@ -288,6 +364,7 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
         }
         r->n_computed += n;
         hash_full_blocks(eng, r);
+        if (eng->state_bytes) save_snapshot(eng, r);
         if (!s->sample_row[i]) continue;
         float *lg = eng->logits + (size_t)li++ * V;
         kiln_event_t ev = {.stop_id = -1};
@@ -322,6 +399,7 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
         }
         free(tail);
         for (int j = 0; j < eng->n_running; j++) if (eng->running[j] == r) { running_remove(eng, j); break; }
+        publish_tail_snapshot(eng, r);
         release_blocks(eng, r);
         ev.finish = why;
         pthread_mutex_lock(&r->mu);
@@ -456,9 +534,23 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     const model_config_t *c = &eng->m->cfg;
     if (eng->o.ctx_len <= 0 || eng->o.ctx_len > c->max_pos) eng->o.ctx_len = c->max_pos;
     int n_blocks;
-    size_t bb = kv_pool_block_bytes(c->n_layers, eng->o.block_size, c->n_kv_heads, c->head_dim, eng->o.kv_dtype);
+    /* a probe pool tells the block size in bytes for this model's layer layout */
+    if (model_init_kv(eng->m, 1, eng->o.block_size, eng->o.kv_dtype, e)) goto err;
+    size_t bb = kv_pool_block_bytes(eng->m->kv.n_layers, eng->o.block_size, eng->m->kv.n_kv_heads, eng->m->kv.head_dim,
+                                    eng->o.kv_dtype);
+    eng->state_bytes = model_state_bytes(eng->m);
+    double budget = eng->o.kv_cache_gb * 1e9, snap_budget = 0;
+    if (eng->state_bytes) {
+        /* hybrid: snapshots count against the cache budget */
+        double share = eng->o.snapshot_share > 0 && eng->o.snapshot_share < 1 ? eng->o.snapshot_share : 0.25;
+        snap_budget = budget * share;
+        budget -= snap_budget;
+        int every = eng->o.snapshot_interval > 0 ? eng->o.snapshot_interval : 256;
+        eng->snap_every = (every + eng->o.block_size - 1) / eng->o.block_size;
+        snap_init(&eng->snaps, eng->state_bytes, (size_t)snap_budget);
+    }
     if (eng->o.kv_tokens > 0) n_blocks = (eng->o.kv_tokens + eng->o.block_size - 1) / eng->o.block_size;
-    else n_blocks = (int)(eng->o.kv_cache_gb * 1e9 / (double)bb);
+    else n_blocks = (int)(budget / (double)bb);
     if (n_blocks < 1) { err_set(e, "--kv-cache-gb %.3g holds no block of %d tokens (%zu bytes each)", eng->o.kv_cache_gb, eng->o.block_size, bb); goto err; }
     if (model_init_kv(eng->m, n_blocks, eng->o.block_size, eng->o.kv_dtype, e)) goto err;
     if (o->load_tokenizer) {
@@ -481,8 +573,12 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     log_info("engine: %s, %d KV blocks of %d tokens (%s, %.1f MB), step budget %d tokens, up to %d rows",
              o->model_dir, n_blocks, eng->o.block_size, dtype_name(eng->o.kv_dtype), n_blocks * (double)bb / 1e6,
              eng->o.step_tokens, eng->o.max_batch);
+    if (eng->state_bytes)
+        log_info("engine: recurrent-state snapshots of %.2f MB every %d tokens, up to %.1f MB", eng->state_bytes / 1e6,
+                 eng->snap_every * eng->o.block_size, snap_budget / 1e6);
     return eng;
 err:
+    snap_free(&eng->snaps);
     if (eng->tok) tokenizer_free(eng->tok);
     model_free(eng->m);
     free(eng->running);
@@ -506,6 +602,7 @@ void kiln_engine_stop(kiln_engine_t *eng) {
     free(eng->logits);
     free(eng->lp);
     sampler_scratch_free(&eng->ss);
+    snap_free(&eng->snaps);
     pthread_mutex_destroy(&eng->mu);
     pthread_cond_destroy(&eng->cv);
     free(eng);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include "kiln.h"
+#include "kv/snap_store.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,6 +29,9 @@ struct kiln_request {
     char *held;                    /* text held back for possible stop strings         */
     size_t held_len;
     uint64_t seq_no;               /* admission order: preemption takes the newest     */
+    void *tail_snap;               /* hybrid: state at the latest block boundary passed
+                                      while decoding, published to the store at the end */
+    uint64_t tail_snap_hash;
     kiln_request_t *next;          /* in the incoming or waiting list                 */
     /* --- the channel: guarded by mu --- */
     pthread_mutex_t mu;
@@ -45,6 +49,9 @@ struct kiln_engine {
     model_t *m;
     tokenizer_t *tok;
     uint64_t ns;                   /* prefix-cache namespace: model fingerprint + KV dtype */
+    size_t state_bytes;            /* hybrid models: one recurrent-state snapshot (else 0) */
+    int snap_every;                /* snapshot spacing in blocks                      */
+    snap_store_t snaps;
     pthread_t thread;
     pthread_mutex_t mu;            /* guards incoming, stop, stats                    */
     pthread_cond_t cv;

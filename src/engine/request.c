@@ -66,6 +66,7 @@ void request_unref(kiln_request_t *r) {
     free((void *)r->p.sampling.bias_vals);
     if (r->detok) detok_free(r->detok);
     free(r->held);
+    free(r->tail_snap);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);

@@ -200,6 +200,8 @@ void kv_block_set_hash(kv_pool_t *p, int32_t b, uint64_t h) {
     index_insert(p, h, b);
 }
 
+int kv_prefix_has(const kv_pool_t *p, uint64_t h) { return index_find(p, h) >= 0; }
+
 int32_t kv_prefix_acquire(kv_pool_t *p, uint64_t h) {
     int i = index_find(p, h);
     if (i < 0) return -1;

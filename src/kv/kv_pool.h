@@ -61,6 +61,8 @@ void kv_block_release(kv_pool_t *p, int32_t b);
 /* Gives a full block its chained hash and indexes it. If another block already has that
  * hash (two requests computed the same prefix at once), the block stays unhashed. */
 void kv_block_set_hash(kv_pool_t *p, int32_t b, uint64_t h);
+/* Whether a block with this hash is indexed (no reference taken). */
+int kv_prefix_has(const kv_pool_t *p, uint64_t h);
 /* Finds a cached block by hash and takes a reference to it; -1 if none. */
 int32_t kv_prefix_acquire(kv_pool_t *p, uint64_t h);
 /* The chained block hash: (parent, tokens[n], namespace) -> 64 bits, never 0 or 1. */

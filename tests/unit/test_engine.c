@@ -23,10 +23,13 @@ typedef struct spec {
     float bias_val;
 } spec_t;
 
+static const char *g_model = MODEL;
+
 static kiln_engine_t *start(int kv_tokens, int step_tokens, int max_batch, dtype_t kv) {
     kiln_engine_opts_t o;
     kiln_engine_opts_default(&o);
-    o.model_dir = MODEL;
+    o.model_dir = g_model;
+    o.snapshot_interval = 16;
     o.threads = 2;
     o.kv_dtype = kv;
     o.kv_tokens = kv_tokens;
@@ -382,11 +385,66 @@ static void test_stress(void **st) {
     kiln_engine_stop(eng);
 }
 
+/* Hybrid (Qwen3.5: gated DeltaNet + attention): prefix reuse needs the recurrent state at
+ * the reused boundary. A second turn that extends the first (prompt + reply + more) must
+ * find the state saved while the first turn decoded, and give the same tokens as a cold
+ * engine; batching and preemption must not change any request's tokens either. */
+static void test_hybrid(void **st) {
+    g_model = "tests/fixtures/models/qwen3_5-tiny";
+    spec_t a, b;
+    uint64_t rng = 21;
+    make_spec(&a, &rng, 0);
+    a.n_prompt = 60;
+    for (int i = 0; i < 60; i++) a.prompt[i] = (int32_t)(5 + i * 11 % 500);
+    a.max_tokens = 10;
+    int32_t out_a[32], out_b_cold[32], out_b[32];
+    int na, nb1, nb2;
+    kiln_engine_t *eng = start(4096, 512, 8, DT_F32);
+    run_alone(eng, &a, out_a, &na);
+    assert_int_equal(na, 10);
+    b = a;
+    memcpy(b.prompt + 60, out_a, sizeof(int32_t) * 10);
+    for (int i = 0; i < 20; i++) b.prompt[70 + i] = (int32_t)(300 + i);
+    b.n_prompt = 90;
+    kiln_request_t *r = submit(eng, &b);
+    collect(r, out_b, &nb2);
+    kiln_request_info_t info;
+    kiln_request_info(r, &info);
+    kiln_request_free(r);
+    kiln_stats_t s;
+    kiln_stats(eng, &s);
+    printf("# hybrid second turn: %d of %d prompt tokens from the cache, %llu snapshots saved, %llu restored\n", info.n_cached,
+           info.n_prompt, (unsigned long long)s.snapshots_saved, (unsigned long long)s.snapshots_restored);
+    /* turn one computed 69 tokens; the last block boundary it passed is 68 */
+    assert_int_equal(info.n_cached, 68);
+    assert_true(s.snapshots_restored >= 1);
+    /* the same prompt again: the prompt's last boundary (88) was saved during prefill */
+    r = submit(eng, &b);
+    int32_t again[32];
+    int n3;
+    collect(r, again, &n3);
+    kiln_request_info(r, &info);
+    kiln_request_free(r);
+    assert_int_equal(info.n_cached, 88);
+    assert_memory_equal(again, out_b, sizeof(int32_t) * n3);
+    check_pool_free(eng);
+    kiln_engine_stop(eng);
+    kiln_engine_t *cold = start(4096, 512, 8, DT_F32);
+    run_alone(cold, &b, out_b_cold, &nb1);
+    kiln_engine_stop(cold);
+    assert_int_equal(nb1, nb2);
+    assert_memory_equal(out_b, out_b_cold, sizeof(int32_t) * nb1);
+    /* batching, chunking at snapshot boundaries, and preemption in a small pool */
+    batch_vs_alone(8192, 64, DT_F32, 31, 2, 24);
+    batch_vs_alone(160, 48, DT_F16, 32, 2, 24);
+    g_model = MODEL;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admission),    cmocka_unit_test(test_prefix_cache), cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_cancel),       cmocka_unit_test(test_preemption_tiny_pool),
-        cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_stress),
+        cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_stress), cmocka_unit_test(test_hybrid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
