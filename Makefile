@@ -2,7 +2,9 @@
 # CMake does the real work; this file installs what is missing and drives it.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
-MODEL ?= tests/fixtures/models/llama-tiny
+MODEL ?= models/kiln-tiny
+HOST ?= 127.0.0.1
+PORT ?= 8080
 
 .PHONY: all kiln deps run test test-unit test-asan cuda clean bench-fixtures
 
@@ -17,8 +19,9 @@ $(BUILD)/Makefile: CMakeLists.txt
 deps:
 	@bash scripts/deps.sh
 
+# Serves the bundled model (OpenAI and Anthropic APIs) until Ctrl-C.
 run: deps kiln
-	./$(BUILD)/kiln generate $(MODEL) --prompt-ids 298,275,120,325 --max-tokens 16
+	./$(BUILD)/kiln serve $(MODEL) --host $(HOST) --port $(PORT)
 
 # Every test, then every test again under ASan+UBSan.
 test: deps
