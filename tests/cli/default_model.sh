@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The bundled model through the CLI, as a newcomer meets it: no model argument, text in,
+# text out. Checks: greedy output equals PyTorch's (tools/train-default/reference), the
+# chat command answers two turns on a pipe, and at temperature 0.7 at least 70% of the
+# generated words are dictionary words (issue 4's quality bar; the word list is the one
+# the training report used, tools/train-default/words/).
+set -u
+KILN=${1:?usage: default_model.sh path/to/kiln}
+fail=0; pass=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+
+# 1. greedy tokens equal the PyTorch reference (32 tokens, no near-ties there)
+want=$(python3 -c 'import json; print(json.load(open("tools/train-default/reference/kiln-tiny.json"))["greedy_tokens"])')
+got=$("$KILN" generate "The history of the United States" --max-tokens 32 --temperature 0 --ignore-eos --json |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+[ "$got" = "$want" ] && ok || bad "greedy tokens: got $got, want $want"
+
+# 2. chat on a pipe: two replies, each non-empty
+out=$(printf 'Hello there.\nWhat happened next?\n' | "$KILN" chat --max-tokens 24 --seed 3 2>/dev/null)
+[ "$(printf '%s\n' "$out" | grep -c .)" -ge 2 ] && ok || bad "chat produced: $out"
+
+# 3. the quality bar
+samples=""
+for seed in 1 2 3 4 5 6 7 8 9 10; do
+  for prompt in "The history of the United States" "In the morning the" "She said that"; do
+    samples+=$("$KILN" generate "$prompt" --max-tokens 48 --temperature 0.7 --top-p 1 --seed $seed)$'\n'
+  done
+done
+share=$(printf '%s' "$samples" | python3 -c '
+import re, sys
+words = set(w.strip().lower() for w in open("tools/train-default/words/american-english", encoding="utf-8"))
+toks = re.findall(r"[A-Za-z]+(?:'"'"'[a-z]+)?", sys.stdin.read())
+hits = sum(1 for t in toks if t.lower() in words or t.lower().split("'"'"'")[0] in words)
+print(f"{hits / max(1, len(toks)):.3f} {len(toks)}")')
+echo "dictionary-word share at T=0.7: $share (share, words)"
+python3 -c "import sys; sys.exit(0 if float('${share% *}') >= 0.70 and int('${share#* }') >= 300 else 1)" && ok || bad "quality bar: $share"
+echo "default_model: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
