@@ -44,7 +44,7 @@ static void *cpu_upload(backend_t *be, const void *host, size_t n) {
     return p;
 }
 static void cpu_download(backend_t *be, void *host, const void *src, size_t n) {
-    if (host != src) memcpy(host, src, n);
+    if (n && host != src) memcpy(host, src, n);
 }
 static int cpu_prepare_weight(backend_t *be, weight_t *w, err_t *e) { return 0; }
 
