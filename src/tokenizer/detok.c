@@ -11,15 +11,18 @@
  * Keeping the previous emission's tokens as context makes "first token" rules apply to the
  * same token in both decodes, so the pieces concatenate to decode(all ids).
  *
- * ByteFallback is not monotonic: its <0xAB> tokens are grouped, and an invalid group turns
- * into one U+FFFD per byte, so a later stray byte can retroactively spoil a character that
- * was complete. With such a decoder, text is also held while the newest id is a byte token
- * (one token of latency inside byte runs) so that what was sent is never contradicted.
+ * ByteFallback is not monotonic: consecutive <0xAB> tokens form one group, and an invalid
+ * group turns into one U+FFFD per byte, so a later stray byte can retroactively spoil a
+ * character that was complete. With such a decoder, text is held while the newest id is a
+ * byte token (one token of latency inside byte runs), however long the run: nothing in it is
+ * final until it ends. (Found by fuzz_tokenizer_encode: a forced emission inside a long run
+ * was later contradicted.)
  *
  * Trade-off: a stream that keeps ending in U+FFFD (a model emitting invalid bytes, or the
- * literal character U+FFFD) would grow the window and make each push O(window). After
- * HOLD_MAX held ids the text is emitted anyway; no valid character needs more than 4 byte
- * tokens, so this only fires on output that is broken already.
+ * literal character U+FFFD) grows the window and makes each push O(window). After HOLD_MAX
+ * held ids everything but the final U+FFFD is sent (a lossy decode gives an incomplete tail
+ * exactly one U+FFFD; what precedes it can no longer change); the window keeps growing
+ * until a clean emission, which only broken output postpones.
  */
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tok_internal.h"
@@ -68,6 +71,18 @@ void detok_free(detok_t *d) {
     free(d);
 }
 
+/* The caller gets C strings, which cannot carry a NUL byte: decoded NULs (from <0x00> or
+ * byte-level Ā tokens) are dropped from pieces rather than cutting them short. */
+static char *c_piece(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (!p) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i]) p[k++] = s[i];
+    p[k] = 0;
+    return p;
+}
+
 static int ends_with_fffd(const char *s, size_t n) {
     return n >= 3 && !memcmp(s + n - 3, "\xEF\xBF\xBD", 3);
 }
@@ -78,45 +93,65 @@ int detok_push(detok_t *d, int32_t id, char **out, err_t *e) {
     if (id < 0 || id >= d->t->vocab_size)
         return err_set(e, "token id %d is out of range [0, %d)", id, d->t->vocab_size);
     if (tk_iv_push(&d->ids, id)) return err_set(e, "out of memory");
-    char *now = tokenizer_decode(d->t, d->ids.v, d->ids.n, d->skip, e);
+    size_t n;
+    char *now = tokenizer_decode_len(d->t, d->ids.v, d->ids.n, d->skip, &n, e);
     if (!now) { d->ids.n--; return -1; }
-    size_t n = strlen(now);
     int held = d->ids.n - d->prefix_idx;
-    int prefix_ok = n >= d->prefix_len && (!d->prefix_len || !memcmp(now, d->prefix, d->prefix_len));
-    int hold = ends_with_fffd(now, n) || (d->byte_fallback && is_byte_tok(tokenizer_id_to_token(d->t, id)));
-    if (n > d->prefix_len && prefix_ok && (!hold || held > HOLD_MAX)) {
-        char *piece = strdup(now + d->prefix_len);
-        if (!piece) { free(now); return err_set(e, "out of memory"); }
-        /* slide: keep the ids just emitted as context for the next decode */
-        int keep_from = d->prefix_idx;
-        memmove(d->ids.v, d->ids.v + keep_from, sizeof(int32_t) * (d->ids.n - keep_from));
-        d->ids.n -= keep_from;
-        d->prefix_idx = d->ids.n;
-        free(d->prefix);
-        d->prefix = tokenizer_decode(d->t, d->ids.v, d->ids.n, d->skip, e);
+    if (n < d->prefix_len || (d->prefix_len && memcmp(now, d->prefix, d->prefix_len))) {
+        /* the decode of a longer window changed text already sent: cannot happen with HF's
+         * decoders given the holding rules above. Say so rather than send something wrong. */
         free(now);
-        if (!d->prefix) { free(piece); d->prefix_len = 0; return -1; }
-        d->prefix_len = strlen(d->prefix);
+        d->ids.n--;
+        return err_set(e, "detokenizer: decoded text no longer starts with the text already streamed");
+    }
+    size_t upto = n; /* how much of now is final */
+    int clean = 1;
+    if (d->byte_fallback && is_byte_tok(tokenizer_id_to_token(d->t, id))) {
+        upto = d->prefix_len; /* inside a byte run nothing is final yet (no cap: see above) */
+        clean = 0;
+    } else if (ends_with_fffd(now, n)) {
+        clean = 0;
+        /* an incomplete character at the end: hold; after HOLD_MAX ids send all but that
+         * last U+FFFD (everything before it can no longer change) */
+        upto = held > HOLD_MAX && n - 3 > d->prefix_len ? n - 3 : d->prefix_len;
+    }
+    if (upto <= d->prefix_len) {
+        free(now);
+        *out = strdup("");
+        return *out ? 0 : err_set(e, "out of memory");
+    }
+    char *piece = c_piece(now + d->prefix_len, upto - d->prefix_len);
+    if (!piece) { free(now); return err_set(e, "out of memory"); }
+    if (!clean) {
+        /* partial emission: the window stays, the sent text grows */
+        now[upto] = 0;
+        free(d->prefix);
+        d->prefix = now;
+        d->prefix_len = upto;
         *out = piece;
         return 0;
     }
+    /* slide: keep the ids of this emission as context for the next decode */
+    int keep_from = d->prefix_idx;
+    memmove(d->ids.v, d->ids.v + keep_from, sizeof(int32_t) * (d->ids.n - keep_from));
+    d->ids.n -= keep_from;
+    d->prefix_idx = d->ids.n;
+    free(d->prefix);
     free(now);
-    if (!prefix_ok && n >= d->prefix_len) {
-        /* cannot happen with HF's decoders: the decode of a longer window changed text already
-         * sent. Say so rather than send something inconsistent. */
-        return err_set(e, "detokenizer: decoded text no longer starts with the text already streamed");
-    }
-    *out = strdup("");
-    return *out ? 0 : err_set(e, "out of memory");
+    d->prefix = tokenizer_decode_len(d->t, d->ids.v, d->ids.n, d->skip, &d->prefix_len, e);
+    if (!d->prefix) { free(piece); d->prefix_len = 0; return -1; }
+    *out = piece;
+    return 0;
 }
 
 char *detok_flush(detok_t *d) {
     if (!d) return NULL;
     char *rest = NULL;
-    char *now = d->ids.n ? tokenizer_decode(d->t, d->ids.v, d->ids.n, d->skip, NULL) : NULL;
+    size_t n = 0;
+    char *now = d->ids.n ? tokenizer_decode_len(d->t, d->ids.v, d->ids.n, d->skip, &n, NULL) : NULL;
     if (now) {
-        size_t n = strlen(now);
-        if (n > d->prefix_len && !memcmp(now, d->prefix ? d->prefix : "", d->prefix_len)) rest = strdup(now + d->prefix_len);
+        if (n > d->prefix_len && !memcmp(now, d->prefix ? d->prefix : "", d->prefix_len))
+            rest = c_piece(now + d->prefix_len, n - d->prefix_len);
         free(now);
     }
     d->ids.n = 0;

@@ -202,6 +202,11 @@ out:
 }
 
 char *tokenizer_decode(const tokenizer_t *t, const int32_t *ids, int n, int skip_special, err_t *e) {
+    return tokenizer_decode_len(t, ids, n, skip_special, NULL, e);
+}
+
+char *tokenizer_decode_len(const tokenizer_t *t, const int32_t *ids, int n, int skip_special, size_t *len, err_t *e) {
+    if (len) *len = 0;
     if (!t || (n > 0 && !ids) || n < 0) { err_set(e, "tokenizer_decode: bad arguments"); return NULL; }
     strlist_t l = {0};
     sbuf_t b = {0};
@@ -224,6 +229,7 @@ char *tokenizer_decode(const tokenizer_t *t, const int32_t *ids, int n, int skip
             if ((i && tk_sb_putc(&b, ' ')) || tk_sb_put(&b, l.s[i], l.len[i])) goto oom;
     }
     tk_sl_free(&l);
+    if (len) *len = b.len;
     return tk_sb_finish(&b);
 oom:
     err_set(e, "out of memory");

@@ -38,6 +38,8 @@ char *tokenizer_decode(const tokenizer_t *t, const int32_t *ids, int n, int skip
 char *tokenizer_normalize(const tokenizer_t *t, const char *text, size_t len, err_t *e);
 int tokenizer_pretokenize(const tokenizer_t *t, const char *text, size_t len, char ***pieces, int *n, err_t *e);
 void tokenizer_free_pieces(char **pieces, int n);
+/* Same, also giving the length (decoded text may contain NUL bytes). */
+char *tokenizer_decode_len(const tokenizer_t *t, const int32_t *ids, int n, int skip_special, size_t *len, err_t *e);
 const char *tokenizer_id_to_token(const tokenizer_t *t, int32_t id);   /* NULL if out of range */
 int32_t tokenizer_token_to_id(const tokenizer_t *t, const char *token); /* -1 if none */
 int tokenizer_is_special(const tokenizer_t *t, int32_t id);

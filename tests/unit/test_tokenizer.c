@@ -136,8 +136,14 @@ static void test_chat_llama3(void **s) { (void)s; run_chat_fixture(2); }
 /* ---- streaming --------------------------------------------------------------------- */
 static void stream_equals_decode(tokenizer_t *t, const int32_t *ids, int n, int skip) {
     err_t e = {0};
-    char *full = tokenizer_decode(t, ids, n, skip, &e);
+    size_t flen;
+    char *full = tokenizer_decode_len(t, ids, n, skip, &flen, &e);
     assert_non_null(full);
+    /* pieces are C strings: a decoded NUL byte cannot be sent, everything else must be */
+    size_t k = 0;
+    for (size_t i = 0; i < flen; i++)
+        if (full[i]) full[k++] = full[i];
+    full[k] = 0;
     detok_t *d = detok_new(t, skip);
     assert_non_null(d);
     size_t cap = strlen(full) + 64, len = 0;
@@ -275,6 +281,37 @@ static void test_stream_random_ids(void **s) {
     }
 }
 
+/* Long runs of byte tokens that stay incomplete or turn invalid late. Regression from
+ * fuzz_tokenizer_encode: Gemma's ByteFallback groups a whole run of <0xAB> tokens and turns an
+ * invalid group into one U+FFFD per byte, so text inside a run must never be sent early. */
+static void test_stream_long_byte_runs(void **s) {
+    (void)s;
+    int32_t ids[64];
+    int n = 0;
+    int32_t a = tokenizer_token_to_id(TOK[1], "<0x41>"), e2 = tokenizer_token_to_id(TOK[1], "<0xE2>");
+    int32_t x = tokenizer_token_to_id(TOK[1], "x");
+    assert_true(a >= 0 && e2 >= 0 && x >= 0);
+    for (int i = 0; i < 40; i++) ids[n++] = a;
+    ids[n++] = e2;
+    ids[n++] = x;
+    stream_equals_decode(TOK[1], ids, n, 0);
+    stream_equals_decode(TOK[1], ids, n - 1, 0);
+    /* byte-level: 40 lone lead bytes 0xE4 ("ä"), then B8 AD ("¸", "Ń") completing the last */
+    n = 0;
+    int32_t lead = tokenizer_token_to_id(TOK[0], "\xc3\xa4"), b8 = tokenizer_token_to_id(TOK[0], "\xc2\xb8"),
+            ad = tokenizer_token_to_id(TOK[0], "\xc5\x83");
+    assert_true(lead >= 0 && b8 >= 0 && ad >= 0);
+    for (int i = 0; i < 40; i++) ids[n++] = lead;
+    ids[n++] = b8;
+    ids[n++] = ad;
+    stream_equals_decode(TOK[0], ids, n, 0);
+    err_t e = {0};
+    char *d = tokenizer_decode(TOK[0], ids, n, 0, &e);
+    assert_int_equal(strlen(d), 39 * 3 + 3);
+    assert_memory_equal(d + 39 * 3, "\xe4\xb8\xad", 3);
+    free(d);
+}
+
 /* ---- edge cases -------------------------------------------------------------------- */
 static void test_invalid_utf8(void **s) {
     (void)s;
@@ -342,6 +379,21 @@ static void test_fuzz_nul_regression(void **s) {
         stream_equals_decode(TOK[w], ids, n, 0);
         free(ids);
     }
+    /* fuzz_tokenizer_encode crash-684287c4: Gemma 3, add_special + skip_special, a byte run of
+     * 81 NULs ending in an incomplete UTF-8 sequence; the stream used to be contradicted */
+    char buf[256];
+    size_t len2 = 0;
+    buf[len2++] = 0x1d;
+    memset(buf + len2, 0, 81);
+    len2 += 81;
+    memcpy(buf + len2, "\xe2\x86\x81\x02\x3c\x7c\x02\x3c\x7c\x5f\x2b\x78", 12);
+    len2 += 12;
+    err_t e = {0};
+    int32_t *ids;
+    int n;
+    assert_int_equal(tokenizer_encode(TOK[1], buf, len2, 1, &ids, &n, &e), 0);
+    stream_equals_decode(TOK[1], ids, n, 1);
+    free(ids);
 }
 
 static void test_bad_ids(void **s) {
@@ -425,7 +477,7 @@ int main(void) {
         cmocka_unit_test(test_stream_fixtures), cmocka_unit_test(test_roundtrip_random),
         cmocka_unit_test(test_stream_random_ids), cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_empty_and_nul),  cmocka_unit_test(test_bad_ids),
-        cmocka_unit_test(test_fuzz_nul_regression),
+        cmocka_unit_test(test_fuzz_nul_regression), cmocka_unit_test(test_stream_long_byte_runs),
         cmocka_unit_test(test_long_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
