@@ -33,26 +33,36 @@ AI __m512 ld_f16(const weight_t *w, int r, int k, __mmask16 m) {
 AI void tile(float *y, const float *x, const weight_t *w, int t, int j, const int NT, const int NJ, ldw_fn ld) {
     int K = w->cols, N = w->rows, nfull = K / L, rem = K % L;
     __m512 acc[4][4];
+    #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_setzero_ps();
     for (int c = 0; c < nfull; c++) {
         __m512 wv[4];
+        #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) wv[b] = ld(w, j + b, c * L, 0xffff);
+        #pragma GCC unroll 4
         for (int a = 0; a < NT; a++) {
             __m512 xv = _mm512_loadu_ps(x + (size_t)(t + a) * K + c * L);
+            #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
         }
     }
     if (rem) {
         __mmask16 m = (__mmask16)((1u << rem) - 1);
         __m512 wv[4];
+        #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) wv[b] = ld(w, j + b, nfull * L, m);
+        #pragma GCC unroll 4
         for (int a = 0; a < NT; a++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)(t + a) * K + nfull * L);
+            #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
         }
     }
+    #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = _mm512_reduce_add_ps(acc[a][b]);
 }
 
@@ -105,12 +115,16 @@ AI void qtile(float *y, const float *x, const weight_t *w, int t, int j, const i
     int K = w->cols, N = w->rows, G = w->group, ng = K / G, bits = BITS ? BITS : w->bits;
     size_t row_bytes = (size_t)K * bits / 8;
     const uint8_t *rows[4];
+    #pragma GCC unroll 4
     for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
     __m512 acc[4][4];
+    #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_setzero_ps();
     for (int g = 0; g < ng; g++) {
         __m512 sv[4], bv[4];
+        #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) {
             size_t gi = (size_t)(j + b) * ng + g;
             sv[b] = _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, gi));
@@ -118,17 +132,22 @@ AI void qtile(float *y, const float *x, const weight_t *w, int t, int j, const i
         }
         for (int k = g * G; k < (g + 1) * G; k += 16) {
             __m512 wv[4];
+            #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) {
                 __m512 c = BITS == 4 ? codes_q4(rows[b], k) : BITS == 8 ? codes_q8(rows[b], k) : codes_any(rows[b], k, bits);
                 wv[b] = _mm512_fmadd_ps(c, sv[b], bv[b]);
             }
+            #pragma GCC unroll 4
             for (int a = 0; a < NT; a++) {
                 __m512 xv = _mm512_loadu_ps(x + (size_t)(t + a) * K + k);
+                #pragma GCC unroll 4
                 for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
             }
         }
     }
+    #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = _mm512_reduce_add_ps(acc[a][b]);
 }
 
