@@ -49,7 +49,9 @@ static int get_path(jr *r, jv item, jv attr, jv *out) {
         bool digits = e > i;
         for (size_t k = i; k < e; k++) if (p[k] < '0' || p[k] > '9') digits = false;
         jv key;
-        if (digits) key = jv_int(atoll(p + i));
+        int64_t iv = 0;
+        for (size_t k = i; digits && k < e; k++) iv = iv < 100000000000000LL ? iv * 10 + (p[k] - '0') : iv;
+        if (digits) key = jv_int(iv);
         else if (jv_str(r, p + i, e - i, &key)) return -1;
         if (jr_getitem(r, cur, key, &cur)) return -1;
         i = e + 1;

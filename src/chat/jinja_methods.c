@@ -335,8 +335,13 @@ int jm_percent_format(jr *r, jv fmt, jv args, jv *out) {
         while (i < n && strchr("-+ #0", p[i]) && nf < 6) flags[nf++] = p[i++];
         flags[nf] = 0;
         int width = 0, prec = -1;
-        while (i < n && p[i] >= '0' && p[i] <= '9') width = width * 10 + (p[i++] - '0') % 1000;
-        if (i < n && p[i] == '.') { i++; prec = 0; while (i < n && p[i] >= '0' && p[i] <= '9') prec = prec * 10 + (p[i++] - '0') % 1000; }
+        /* digits saturate at 10^7 rather than overflow; widths that large fail on output size */
+        while (i < n && p[i] >= '0' && p[i] <= '9') { width = width < 10000000 ? width * 10 + (p[i] - '0') : width; i++; }
+        if (i < n && p[i] == '.') {
+            i++;
+            prec = 0;
+            while (i < n && p[i] >= '0' && p[i] <= '9') { prec = prec < 10000000 ? prec * 10 + (p[i] - '0') : prec; i++; }
+        }
         if (i >= n) return jr_fail(r, "ValueError", "incomplete format");
         if (!have) {
             if (tup) {
@@ -637,6 +642,12 @@ static int m_zfill(jr *r, jv self, const jargs *a, jv *out) {
     return jb_to_str(r, &b, out);
 }
 
+static bool all_digits(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9') return false;
+    return n > 0;
+}
+
 /* str.format: {} {0} {name} {name.attr} {name[key]} with optional !r/!s and a simple spec
  * ([[fill]align][width][.precision][type]). */
 static int m_format(jr *r, jv self, const jargs *a, jv *out) {
@@ -663,9 +674,12 @@ static int m_format(jr *r, jv self, const jargs *a, jv *out) {
         if (nl == 0) {
             if (auto_idx >= a->np) return jr_fail(r, "IndexError", "Replacement index %d out of range for positional args tuple", auto_idx);
             v = a->pos[auto_idx++];
-        } else if (f[0] >= '0' && f[0] <= '9') {
-            int idx = atoi(f);
-            if (idx >= a->np) return jr_fail(r, "IndexError", "Replacement index %d out of range for positional args tuple", idx);
+        } else if (all_digits(f, nl)) {
+            /* an all-digit field name is a positional index; anything else is a keyword */
+            size_t idx = 0;
+            for (size_t q = 0; q < nl; q++) idx = idx < 100000000 ? idx * 10 + (size_t)(f[q] - '0') : idx;
+            if (idx >= (size_t)a->np)
+                return jr_fail(r, "IndexError", "Replacement index %zu out of range for positional args tuple", idx);
             v = a->pos[idx];
         } else {
             bool got = false;
@@ -683,7 +697,13 @@ static int m_format(jr *r, jv self, const jargs *a, jv *out) {
                 size_t s = ++q;
                 while (q < fl && f[q] != ']') q++;
                 jv key;
-                if (s < q && f[s] >= '0' && f[s] <= '9') key = jv_int(atoll(f + s));
+                bool digits = s < q;
+                int64_t kv = 0;
+                for (size_t d = s; d < q; d++) {
+                    if (f[d] < '0' || f[d] > '9') { digits = false; break; }
+                    kv = kv < 100000000000000LL ? kv * 10 + (f[d] - '0') : kv;
+                }
+                if (digits) key = jv_int(kv);
                 else if (jv_str(r, f + s, q - s, &key)) return -1;
                 if (jr_getitem(r, v, key, &v)) return -1;
                 q++;
@@ -702,8 +722,12 @@ static int m_format(jr *r, jv self, const jargs *a, jv *out) {
             if (sl >= 2 && strchr("<>^", spec[1])) { fill = spec[0]; align = spec[1]; k = 2; }
             else if (sl >= 1 && strchr("<>^", spec[0])) { align = spec[0]; k = 1; }
             if (k < sl && spec[k] == '0') { fill = '0'; if (!align) align = '='; k++; }
-            while (k < sl && spec[k] >= '0' && spec[k] <= '9') width = width * 10 + (spec[k++] - '0') % 1000;
-            if (k < sl && spec[k] == '.') { k++; prec = 0; while (k < sl && spec[k] >= '0' && spec[k] <= '9') prec = prec * 10 + (spec[k++] - '0') % 100; }
+            while (k < sl && spec[k] >= '0' && spec[k] <= '9') { width = width < 10000000 ? width * 10 + (spec[k] - '0') : width; k++; }
+            if (k < sl && spec[k] == '.') {
+                k++;
+                prec = 0;
+                while (k < sl && spec[k] >= '0' && spec[k] <= '9') { prec = prec < 10000000 ? prec * 10 + (spec[k] - '0') : prec; k++; }
+            }
             if (k < sl) type = spec[k];
         }
         if (type && strchr("dfFeEgGxXo%", type) && jv_is_num(v)) {

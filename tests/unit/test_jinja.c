@@ -292,6 +292,13 @@ static void test_fuzz_regressions(void **s) {
         "{{ [1, 2]|sum(attribute='x') }}",
         "{{ 1|round(-2) }}{{ 1.5|round(500) }}",
         "{% for x in [1] recursive %}{{ loop(loop(x)) }}{% endfor %}",
+        /* fuzz_jinja_render: printf width overflowed an int */
+        "{{ '(%s %999999999999999999999999999999999999999999999999999999999999999999999999s' % ('a',) }}",
+        "{{ '{:99999999999999999999999999.99999999999999999999f}'.format(1.5) }}",
+        /* fuzz_jinja_render: an overflowing field index in str.format read out of bounds */
+        "{{ '{{{{{{{{{{{{{{{{{{{{{{{{{{{{{55555555555@555555555555555555555555{{{{{{x}!'.format(x=3) }}",
+        "{{ '{99999999999999999999}'.format(1) }}{{ '{0[99999999999999999999999]}'.format([1]) }}",
+        "{{ [[1]]|map(attribute='0.99999999999999999999999')|list }}",
     };
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
         jinja_template_t *t = jinja_parse(inputs[i], strlen(inputs[i]), &e);
