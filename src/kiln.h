@@ -83,7 +83,8 @@ typedef struct kiln_event {
     kiln_finish_t finish;      /* set on the last event of the request                    */
     char *error;               /* with KILN_FINISH_ERROR                                  */
     int stop_id;               /* with FINISH_STOP: the stop token id, or -1              */
-    const char *stop_str;      /* with FINISH_STOP: the stop string matched, or NULL     */
+    const char *stop_str;      /* with FINISH_STOP: the stop string matched, or NULL; it
+                                  points into the request: valid until kiln_request_free */
 } kiln_event_t;
 
 /* Submit errors carry a code so the server can map them: */

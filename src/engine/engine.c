@@ -562,7 +562,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
         free(tp);
     }
     eng->ns = model_fingerprint(eng);
-    eng->cap_running = eng->o.max_batch * 4;
+    eng->cap_running = eng->o.max_batch; /* a running request always gets a row: none holds blocks idle */
     eng->running = calloc((size_t)eng->cap_running, sizeof(void *));
     eng->logits = malloc(sizeof(float) * (size_t)eng->o.max_batch * c->vocab_size);
     eng->lp = malloc(sizeof(float) * c->vocab_size);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "../common/test_util.h"
 #include "kiln.h"
+#include "tokenizer/tokenizer.h"
 
 #define MODEL "tests/fixtures/models/llama-tiny"
 
@@ -440,11 +441,94 @@ static void test_hybrid(void **st) {
     g_model = MODEL;
 }
 
+/* Text: stop strings on the detokenized output (held back, cut, finish reason), text that
+ * concatenates to the full decode, and logprobs, on the bundled model (it has a tokenizer). */
+static void test_text_stop_logprobs(void **st) {
+    g_model = "models/kiln-tiny";
+    kiln_engine_t *eng = start(4096, 512, 8, DT_F32);
+    const struct tokenizer *tok = kiln_engine_tokenizer(eng);
+    assert_non_null(tok);
+    int32_t *ids;
+    int n;
+    err_t e = {0};
+    const char *prompt = "The history of the United States";
+    assert_int_equal(tokenizer_encode(tok, prompt, strlen(prompt), 0, &ids, &n, &e), 0);
+    kiln_request_params_t p = {0};
+    p.prompt = ids;
+    p.n_prompt = n;
+    p.max_tokens = 40;
+    sampling_defaults(&p.sampling);
+    p.sampling.temperature = 0;
+    p.ignore_eos = 1;
+    p.logprobs = 1;
+    p.top_logprobs = 5;
+    int code;
+    /* 1: no stop string: collect the full text and check the logprobs */
+    kiln_request_t *r = kiln_submit(eng, &p, &code, &e);
+    assert_non_null(r);
+    char full[4096] = "";
+    int32_t toks[64];
+    int nt = 0;
+    for (;;) {
+        kiln_event_t ev;
+        assert_true(kiln_request_next(r, &ev, 20000));
+        if (ev.token >= 0) {
+            toks[nt++] = ev.token;
+            assert_int_equal(ev.n_top, 5);
+            /* greedy: the chosen token is the most likely one, alternatives sorted */
+            assert_int_equal(ev.top_ids[0], ev.token);
+            assert_true(fabsf(ev.top_logprobs[0] - ev.logprob) < 1e-6f);
+            for (int k = 1; k < 5; k++) assert_true(ev.top_logprobs[k] <= ev.top_logprobs[k - 1]);
+            assert_true(ev.logprob <= 0 && ev.logprob > -50);
+        }
+        strncat(full, ev.text ? ev.text : "", sizeof full - strlen(full) - 1);
+        int fin = ev.finish;
+        kiln_event_clear(&ev);
+        if (fin) { assert_int_equal(fin, KILN_FINISH_LENGTH); break; }
+    }
+    kiln_request_free(r);
+    char *dec = tokenizer_decode(tok, toks, nt, 1, &e);
+    assert_string_equal(full, dec); /* streamed pieces concatenate to the full decode */
+    /* 2: a stop string that occurs in that text: output is the text before it */
+    const char *stop = " of the";
+    char *hit = strstr(full + 1, stop);
+    assert_non_null(hit);
+    p.n_stop = 1;
+    p.stop[0] = stop;
+    r = kiln_submit(eng, &p, &code, &e);
+    char cut[4096] = "";
+    kiln_finish_t fin = KILN_NOT_FINISHED;
+    const char *matched = NULL;
+    for (;;) {
+        kiln_event_t ev;
+        assert_true(kiln_request_next(r, &ev, 20000));
+        strncat(cut, ev.text ? ev.text : "", sizeof cut - strlen(cut) - 1);
+        assert_null(strstr(cut, stop)); /* never sent, not even in pieces */
+        fin = ev.finish;
+        matched = ev.stop_str;
+        kiln_event_clear(&ev);
+        if (fin) break;
+    }
+    assert_int_equal(fin, KILN_FINISH_STOP);
+    assert_non_null(matched);
+    assert_string_equal(matched, stop); /* before the free: it points into the request */
+    kiln_request_free(r);
+    char *first = strstr(full, stop);
+    assert_int_equal(strlen(cut), (size_t)(first - full));
+    assert_memory_equal(cut, full, strlen(cut));
+    printf("# stop string '%s': %zu of %zu bytes sent\n", stop, strlen(cut), strlen(full));
+    free(dec);
+    free(ids);
+    kiln_engine_stop(eng);
+    g_model = MODEL;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admission),    cmocka_unit_test(test_prefix_cache), cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_cancel),       cmocka_unit_test(test_preemption_tiny_pool),
         cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_stress), cmocka_unit_test(test_hybrid),
+        cmocka_unit_test(test_text_stop_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
