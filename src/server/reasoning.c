@@ -42,7 +42,7 @@ static void run(reasoning_split_t *r, const rs_sink_t *k, int final) {
                 r->state = INSIDE;
                 continue;
             }
-            if (!final && (n == 0 || !memcmp(b->p + w, r->open, n))) return; /* still undecided */
+            if (!final && (n == 0 || (n < ol && !memcmp(b->p + w, r->open, n)))) return; /* still undecided */
             r->state = CONTENT;
             continue;
         }
