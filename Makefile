@@ -6,7 +6,7 @@ MODEL ?= models/kiln-tiny
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: all kiln deps run test test-unit test-asan cuda clean bench-fixtures
+.PHONY: all kiln deps run test test-unit test-asan cuda test-cuda clean bench-fixtures
 
 all: kiln
 
@@ -39,6 +39,12 @@ test-asan:
 cuda:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
+
+# The CUDA tests (need a GPU; run from the repository root for the fixtures): every
+# kernel against the CPU reference, then every dense fixture on the CUDA backend.
+test-cuda: cuda
+	./$(BUILD)/test_cuda_kernels
+	./$(BUILD)/test_cuda_parity
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -161,7 +161,18 @@ static const backend_ops_t cpu_ops = {
     .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled,
 };
 
+#ifdef KILN_HAVE_CUDA
+/* CUDA builds (make cuda): "cuda" and "cuda-f32" go to backend/cuda (docs/cuda.md). */
+#include "backend/cuda/cuda_backend.h"
+#define IS_CUDA(be) (!strcmp((be)->ops->name, "cuda"))
+#else
+#define IS_CUDA(be) 0
+#endif
+
 backend_t *backend_create(const char *name, int n_threads, err_t *e) {
+#ifdef KILN_HAVE_CUDA
+    if (!strncmp(name, "cuda", 4)) return cuda_backend_create(name, n_threads, e);
+#endif
     int ref = !strcmp(name, "cpu-ref");
     if (!ref && strcmp(name, "cpu") != 0) {
         err_set(e, "backend '%s' is not available in this build (cpu, cpu-ref%s)", name,
@@ -181,6 +192,9 @@ backend_t *backend_create(const char *name, int n_threads, err_t *e) {
 
 void backend_destroy(backend_t *be) {
     if (!be) return;
+#ifdef KILN_HAVE_CUDA
+    if (IS_CUDA(be)) { cuda_backend_destroy(be); return; }
+#endif
     cpu_impl_t *impl = be->impl;
     for (int i = 0; i < threadpool_size(impl->pool); i++) free(impl->scratch[i]);
     free(impl->scratch);
@@ -190,6 +204,9 @@ void backend_destroy(backend_t *be) {
 }
 
 const char *backend_simd_name(const backend_t *be) {
+#ifdef KILN_HAVE_CUDA
+    if (IS_CUDA(be)) return cuda_backend_kernel_name(be);
+#endif
     const cpu_impl_t *impl = be->impl;
     return impl->simd ? impl->simd->name : "scalar";
 }

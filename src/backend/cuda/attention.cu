@@ -1,0 +1,293 @@
+/* attention.cu — paged attention over ragged rows: decode, prefill and mixed steps.
+ *
+ * Reference: ref_attention (backend/cpu/ref.c): for each token and head, softmax over the
+ * row's cached positions [lo, pos] (lo = pos - window + 1 with a sliding window), scores
+ * q·k·scale, optionally soft-capped cap·tanh(s/cap), then the weighted sum of V.
+ *
+ * Here (flash attention on CUDA cores, f32 math over any cache dtype):
+ *  - A block owns a tile of a row's consecutive tokens times the query heads that share one
+ *    KV head (GQA), at most 16 query vectors; four per warp. K/V for 32 positions at a time
+ *    are read once through the block table into shared memory (converted to f32) and used
+ *    by all of them, so a prefill tile reads the cache once, not once per token.
+ *  - Scores: lane j takes key j of the tile (K rows padded to hd+1 floats: no bank
+ *    conflicts) and sums over d in order. Softmax is online (running max and sum).
+ *    P·V: lane l owns dims l, l+32, ... of the output.
+ *  - Split-K (flash-decoding): when tiles × KV heads would not fill the GPU (decode), each
+ *    tile's key range is cut into n_splits pieces run by different blocks; a second kernel
+ *    merges the partial (max, sum, o) triples. The split count depends on the step's shape,
+ *    so on the GPU a token's result can change in the last bits with batch composition
+ *    (docs/cuda.md). */
+#include <math.h>
+#include "backend/cuda/cuda_common.cuh"
+
+#define KT 32  /* keys per shared-memory tile */
+#define QPW 4  /* query vectors per warp      */
+#define QMAX 16
+
+typedef struct attn_tile { int t0, n, row, pad; } attn_tile_t;
+
+typedef struct attn_dev {
+    const float *q;
+    float *out, *part;         /* part: [n_splits][T * n_heads][hd + 2] when n_splits > 1 */
+    const int32_t *pos, *tables;
+    const attn_tile_t *tiles;
+    const void *k, *v;
+    int kv_dtype, block_size, max_blocks;
+    int T, n_heads, n_kv_heads, hd, group, hc, n_chunks, n_splits, window;
+    int vec;                   /* head rows are whole 16-byte pieces: vector loads    */
+    float scale, softcap;
+} attn_dev_t;
+
+template <int DPL>
+__global__ void attn_kernel(attn_dev_t a) {
+    extern __shared__ float smem[];
+    const int hd = a.hd, hd1 = hd + 1;
+    float *Ks = smem, *Vs = Ks + KT * hd1, *qs = Vs + KT * hd;
+    const int tile_i = blockIdx.x / a.n_splits, split = blockIdx.x % a.n_splits;
+    const int kvh = blockIdx.y / a.n_chunks, chunk = blockIdx.y % a.n_chunks;
+    const attn_tile_t tile = a.tiles[tile_i];
+    const int h0 = kvh * a.group + chunk * a.hc;
+    const int nh_here = min(a.hc, a.group - chunk * a.hc);
+    const int nq = tile.n * nh_here;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int *bt = a.tables + (size_t)tile.row * a.max_blocks;
+    const size_t per_tok = (size_t)a.n_kv_heads * hd;
+
+    for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) {
+        int qi = i / hd, d = i % hd, t = tile.t0 + qi / nh_here, h = h0 + qi % nh_here;
+        qs[qi * hd + d] = a.q[((size_t)t * a.n_heads + h) * hd + d];
+    }
+    /* the block's key range: positions are consecutive within a row */
+    const int p_first = a.pos[tile.t0], p_last = a.pos[tile.t0 + tile.n - 1];
+    int kv_lo = a.window > 0 ? max(0, p_first - a.window + 1) : 0, kv_hi = p_last + 1;
+    int span = (kv_hi - kv_lo + a.n_splits - 1) / a.n_splits;
+    span = (span + KT - 1) / KT * KT;
+    const int s_lo = kv_lo + split * span, s_hi = min(kv_hi, s_lo + span);
+
+    float o[QPW][DPL], m[QPW], l[QPW];
+    int pq[QPW], lq[QPW];
+#pragma unroll
+    for (int k = 0; k < QPW; k++) {
+        m[k] = -INFINITY;
+        l[k] = 0.f;
+#pragma unroll
+        for (int i = 0; i < DPL; i++) o[k][i] = 0.f;
+        int qi = warp * QPW + k;
+        int t = tile.t0 + (qi < nq ? qi / nh_here : 0);
+        pq[k] = a.pos[t];
+        lq[k] = a.window > 0 ? max(0, pq[k] - a.window + 1) : 0;
+    }
+    for (int j0 = s_lo; j0 < s_hi; j0 += KT) {
+        __syncthreads(); /* previous tile fully used (and qs written on the first pass) */
+        const int nk = min(KT, s_hi - j0);
+        if (a.vec) {
+            /* 16-byte pieces, all of a thread's loads issued before any is used: a tile
+             * costs about one memory round trip, not one per element */
+            const int es = a.kv_dtype == DT_F32 ? 4 : 2, epp = 16 / es, ppk = hd / epp;
+#pragma unroll 4
+            for (int i = threadIdx.x; i < nk * ppk; i += blockDim.x) {
+                const int kk = i / ppk, d0 = (i % ppk) * epp, kp = j0 + kk;
+                const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + (size_t)kvh * hd + d0;
+                const uint4 kr = __ldg((const uint4 *)((const char *)a.k + off * es));
+                const uint4 vr = __ldg((const uint4 *)((const char *)a.v + off * es));
+                const uint32_t kw[4] = {kr.x, kr.y, kr.z, kr.w}, vw[4] = {vr.x, vr.y, vr.z, vr.w};
+                float *kd = Ks + kk * hd1 + d0, *vd = Vs + kk * hd + d0;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    if (es == 4) { kd[j] = __uint_as_float(kw[j]); vd[j] = __uint_as_float(vw[j]); }
+                    else if (a.kv_dtype == DT_BF16) {
+                        kd[2 * j] = __uint_as_float(kw[j] << 16); kd[2 * j + 1] = __uint_as_float(kw[j] & 0xffff0000u);
+                        vd[2 * j] = __uint_as_float(vw[j] << 16); vd[2 * j + 1] = __uint_as_float(vw[j] & 0xffff0000u);
+                    } else {
+                        kd[2 * j] = __half2float(__ushort_as_half((unsigned short)(kw[j] & 0xffffu)));
+                        kd[2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(kw[j] >> 16)));
+                        vd[2 * j] = __half2float(__ushort_as_half((unsigned short)(vw[j] & 0xffffu)));
+                        vd[2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(vw[j] >> 16)));
+                    }
+                }
+            }
+        } else
+            for (int i = threadIdx.x; i < nk * hd; i += blockDim.x) {
+                int kk = i / hd, d = i % hd, kp = j0 + kk;
+                size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + (size_t)kvh * hd + d;
+                Ks[kk * hd1 + d] = ld_f(a.k, a.kv_dtype, off);
+                Vs[kk * hd + d] = ld_f(a.v, a.kv_dtype, off);
+            }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < QPW; k++) {
+            const int qi = warp * QPW + k;
+            if (qi >= nq) break;
+            const int kp = j0 + lane;
+            const bool valid = lane < nk && kp >= lq[k] && kp <= pq[k];
+            float s = -INFINITY;
+            if (valid) {
+                const float *qv = qs + qi * hd, *kv = Ks + lane * hd1;
+                float acc = 0.f;
+                for (int d = 0; d < hd; d++) acc += qv[d] * kv[d];
+                s = acc * a.scale;
+                if (a.softcap > 0.f) s = a.softcap * tanhf(s / a.softcap);
+            }
+            float mt = s;
+            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            if (mt == -INFINITY) continue;
+            const float m_new = fmaxf(m[k], mt), corr = expf(m[k] - m_new);
+            const float p = valid ? expf(s - m_new) : 0.f;
+            float ps = p;
+            for (int off = 16; off > 0; off >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, off);
+            l[k] = l[k] * corr + ps;
+            m[k] = m_new;
+#pragma unroll
+            for (int i = 0; i < DPL; i++) o[k][i] *= corr;
+            for (int jj = 0; jj < nk; jj++) {
+                const float pj = __shfl_sync(0xffffffffu, p, jj);
+#pragma unroll
+                for (int i = 0; i < DPL; i++) {
+                    const int d = lane + 32 * i;
+                    if (d < hd) o[k][i] = fmaf(pj, Vs[jj * hd + d], o[k][i]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < QPW; k++) {
+        const int qi = warp * QPW + k;
+        if (qi >= nq) break;
+        const int t = tile.t0 + qi / nh_here, h = h0 + qi % nh_here;
+        const size_t qidx = (size_t)t * a.n_heads + h;
+        if (a.n_splits == 1) {
+            const float inv = 1.0f / l[k];
+#pragma unroll
+            for (int i = 0; i < DPL; i++) {
+                const int d = lane + 32 * i;
+                if (d < hd) a.out[qidx * hd + d] = o[k][i] * inv;
+            }
+        } else {
+            float *pp = a.part + ((size_t)split * a.T * a.n_heads + qidx) * (hd + 2);
+#pragma unroll
+            for (int i = 0; i < DPL; i++) {
+                const int d = lane + 32 * i;
+                if (d < hd) pp[d] = o[k][i];
+            }
+            if (lane == 0) { pp[hd] = m[k]; pp[hd + 1] = l[k]; }
+        }
+    }
+}
+
+/* Merges the splits of one (token, head): o = Σ o_s·e^(m_s−M) / Σ l_s·e^(m_s−M). */
+__global__ void attn_combine_kernel(float *out, const float *part, int n_splits, size_t nq, int hd) {
+    const size_t qidx = blockIdx.x;
+    float M = -INFINITY;
+    for (int s = 0; s < n_splits; s++) M = fmaxf(M, part[((size_t)s * nq + qidx) * (hd + 2) + hd]);
+    float L = 0.f;
+    for (int s = 0; s < n_splits; s++) {
+        const float *pp = part + ((size_t)s * nq + qidx) * (hd + 2);
+        if (pp[hd] != -INFINITY) L += pp[hd + 1] * expf(pp[hd] - M);
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.f;
+        for (int s = 0; s < n_splits; s++) {
+            const float *pp = part + ((size_t)s * nq + qidx) * (hd + 2);
+            if (pp[hd] != -INFINITY) acc += pp[d] * expf(pp[hd] - M);
+        }
+        out[qidx * hd + d] = acc / L;
+    }
+}
+
+template <int DPL>
+static void launch(cuda_impl_t *c, const attn_dev_t &a, dim3 grid, int threads) {
+    size_t smem = sizeof(float) * ((size_t)KT * (a.hd + 1) + (size_t)KT * a.hd + (size_t)QMAX * a.hd);
+    static size_t set = 48 * 1024;
+    if (smem > set) {
+        if (smem > c->smem_optin) {
+            fprintf(stderr, "kiln cuda: attention with head_dim %d needs %zu bytes of shared memory (device allows %zu)\n", a.hd,
+                    smem, c->smem_optin);
+            abort();
+        }
+        cudaCheck(cudaFuncSetAttribute(attn_kernel<DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        set = smem;
+    }
+    attn_kernel<DPL><<<grid, threads, smem, c->stream>>>(a);
+    cudaLaunchCheck();
+}
+
+void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
+    if (T <= 0) return;
+    cuda_impl_t *c = cuda_impl(be);
+    const kv_view_t *kv = &aa->kv;
+    const int G = aa->n_heads / aa->n_kv_heads, hd = aa->head_dim, bs = kv->block_size;
+    const int hc = G < QMAX ? G : QMAX, n_chunks = (G + hc - 1) / hc, TQ = QMAX / hc;
+    /* block tables packed [n_rows][max_blocks] and tiles, in one host buffer */
+    int max_blocks = 1, n_tiles = 0, max_n = 1, max_len = 1;
+    for (int r = 0; r < aa->n_rows; r++) {
+        int t0 = aa->row_start[r], t1 = aa->row_start[r + 1];
+        if (t1 <= t0) continue;
+        int nb = aa->pos[t1 - 1] / bs + 1;
+        if (nb > max_blocks) max_blocks = nb;
+        n_tiles += (t1 - t0 + TQ - 1) / TQ;
+        int len = aa->pos[t1 - 1] + 1 - (aa->window > 0 ? (aa->pos[t0] - aa->window + 1 > 0 ? aa->pos[t0] - aa->window + 1 : 0) : 0);
+        if (len > max_len) max_len = len;
+    }
+    /* one host buffer, one copy: [pos T][tables n_rows × max_blocks][tiles] */
+    size_t pos_bytes = (sizeof(int32_t) * (size_t)T + 15) & ~(size_t)15;
+    size_t tb_bytes = (sizeof(int32_t) * (size_t)aa->n_rows * max_blocks + 15) & ~(size_t)15;
+    size_t tl_bytes = sizeof(attn_tile_t) * (size_t)n_tiles;
+    char *hb = (char *)cuda_host_buf(c, 0, pos_bytes + tb_bytes + tl_bytes);
+    memset(hb, 0, pos_bytes + tb_bytes); /* padding and short tables: same bytes every call */
+    memcpy(hb, aa->pos, sizeof(int32_t) * T);
+    int32_t *tables = (int32_t *)(hb + pos_bytes);
+    attn_tile_t *tiles = (attn_tile_t *)(hb + pos_bytes + tb_bytes);
+    int ti = 0;
+    for (int r = 0; r < aa->n_rows; r++) {
+        int t0 = aa->row_start[r], t1 = aa->row_start[r + 1];
+        if (t1 <= t0) continue;
+        int nb = aa->pos[t1 - 1] / bs + 1;
+        memcpy(tables + (size_t)r * max_blocks, aa->block_tables[r], sizeof(int32_t) * nb);
+        for (int t = t0; t < t1; t += TQ) {
+            tiles[ti].t0 = t;
+            tiles[ti].n = t1 - t < TQ ? t1 - t : TQ;
+            tiles[ti].row = r;
+            tiles[ti].pad = 0;
+            if (tiles[ti].n > max_n) max_n = tiles[ti].n;
+            ti++;
+        }
+    }
+    attn_dev_t a;
+    a.q = q; a.out = out; a.part = NULL;
+    const char *d = (const char *)cuda_host_to_dev(c, hb, pos_bytes + tb_bytes + tl_bytes);
+    a.pos = (const int32_t *)d;
+    a.tables = (const int32_t *)(d + pos_bytes);
+    a.tiles = (const attn_tile_t *)(d + pos_bytes + tb_bytes);
+    a.k = kv->k; a.v = kv->v; a.kv_dtype = kv->dtype; a.block_size = bs; a.max_blocks = max_blocks;
+    a.T = T; a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.hd = hd; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
+    a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
+    a.vec = (hd * (int)dtype_size(kv->dtype)) % 16 == 0;
+    /* split-K when the tiles alone leave SMs idle; keep >= 64 keys per split */
+    int base = n_tiles * aa->n_kv_heads * n_chunks, want = 2 * c->sm_count;
+    int splits = base >= want ? 1 : (want + base - 1) / base;
+    int max_splits = (max_len + 63) / 64;
+    if (splits > max_splits) splits = max_splits;
+    if (splits > 64) splits = 64;
+    if (splits < 1) splits = 1;
+    a.n_splits = splits;
+    if (splits > 1)
+        a.part = (float *)cuda_scratch(c, (void **)&c->part, &c->part_bytes, sizeof(float) * splits * (size_t)T * aa->n_heads * (hd + 2));
+    int nq_max = max_n * hc;
+    /* at least four warps: the extra ones only help load K/V (decode has 1-2 queries) */
+    int threads = 32 * ((nq_max + QPW - 1) / QPW);
+    if (threads < 128) threads = 128;
+    dim3 grid(n_tiles * splits, aa->n_kv_heads * n_chunks);
+    if (hd <= 32) launch<1>(c, a, grid, threads);
+    else if (hd <= 64) launch<2>(c, a, grid, threads);
+    else if (hd <= 128) launch<4>(c, a, grid, threads);
+    else if (hd <= 256) launch<8>(c, a, grid, threads);
+    else if (hd <= 512) launch<16>(c, a, grid, threads);
+    else {
+        fprintf(stderr, "kiln cuda: attention head_dim %d > 512 is not supported\n", hd);
+        abort();
+    }
+    if (splits > 1) {
+        attn_combine_kernel<<<T * aa->n_heads, hd < 128 ? hd : 128, 0, c->stream>>>(out, a.part, splits, (size_t)T * aa->n_heads, hd);
+        cudaLaunchCheck();
+    }
+}

@@ -1,0 +1,244 @@
+/* cuda_backend.cu — the CUDA backend: device memory, host-array staging and the op vtable.
+ *
+ * Activations are f32 device buffers (alloc/upload/download). Weights are uploaded once in
+ * their stored format by prepare_weight; w->device points at a small host struct holding
+ * the device pointers (dweight_t). Integer arrays (positions, slots, block tables) and the
+ * RoPE frequencies arrive as host pointers: they are copied into a pinned ring and sent
+ * down on the op stream, so the copy is ordered with the kernels that read it. The ring
+ * restarts after each download (which synchronizes), so a step never waits on it.
+ * Trade-off: one stream, no overlap of host prep and device work yet (CUDA graphs and a
+ * double-buffered ring are the next step; see docs/cuda.md). */
+#include <string.h>
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_backend.h"
+
+void cuda_fail(cudaError_t err, const char *what, const char *file, int line) {
+    const char *hint = "";
+    if (err == cudaErrorMemoryAllocation) hint = " (hint: the model or KV cache does not fit; lower --kv-cache-gb or use a quantized checkpoint)";
+    else if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction)
+        hint = " (hint: this build targets sm_90a (H100/H200); rebuild with -gencode for your GPU)";
+    else if (err == cudaErrorInsufficientDriver) hint = " (hint: the NVIDIA driver is older than the CUDA runtime kiln was built with)";
+    else if (err == cudaErrorNoDevice) hint = " (hint: no GPU visible; check CUDA_VISIBLE_DEVICES)";
+    fprintf(stderr, "kiln cuda: %s failed at %s:%d: %s%s\n", what, file, line, cudaGetErrorString(err), hint);
+    abort();
+}
+
+void cublas_fail(cublasStatus_t st, const char *what, const char *file, int line) {
+    const char *hint = st == CUBLAS_STATUS_NOT_SUPPORTED ? " (hint: no cuBLASLt algorithm for this shape/type combination)" : "";
+    fprintf(stderr, "kiln cuda: %s failed at %s:%d: cuBLAS status %d%s\n", what, file, line, (int)st, hint);
+    abort();
+}
+
+void *cuda_scratch(cuda_impl_t *c, void **buf, size_t *have, size_t need) {
+    if (need <= *have) return *buf;
+    cudaCheck(cudaStreamSynchronize(c->stream)); /* the old buffer may still be read */
+    cudaCheck(cudaFree(*buf));
+    size_t n = need + need / 4;
+    cudaCheck(cudaMalloc(buf, n));
+    *have = n;
+    return *buf;
+}
+
+static void ring_reset(cuda_impl_t *c) {
+    c->ring_off = 0;
+    c->n_recent = 0;
+    c->next_recent = 0;
+}
+
+const void *cuda_host_to_dev(cuda_impl_t *c, const void *host, size_t bytes) {
+    if (!bytes) return c->dring;
+    for (int i = 0; i < c->n_recent; i++)
+        if (c->recent[i].host == host && c->recent[i].bytes == bytes && !memcmp(c->pin + c->recent[i].off, host, bytes))
+            return c->dring + c->recent[i].off;
+    size_t need = (bytes + 255) & ~(size_t)255;
+    if (c->ring_off + need > c->ring_cap) {
+        /* everything sent so far must have landed before the ring is reused */
+        cudaCheck(cudaStreamSynchronize(c->stream));
+        ring_reset(c);
+        if (need > c->ring_cap) {
+            cudaCheck(cudaFreeHost(c->pin));
+            cudaCheck(cudaFree(c->dring));
+            c->ring_cap = need * 2;
+            cudaCheck(cudaMallocHost((void **)&c->pin, c->ring_cap));
+            cudaCheck(cudaMalloc((void **)&c->dring, c->ring_cap));
+        }
+    }
+    size_t off = c->ring_off;
+    memcpy(c->pin + off, host, bytes);
+    cudaCheck(cudaMemcpyAsync(c->dring + off, c->pin + off, bytes, cudaMemcpyHostToDevice, c->stream));
+    c->ring_off += need;
+    int slot = c->next_recent;
+    c->recent[slot].host = host;
+    c->recent[slot].bytes = bytes;
+    c->recent[slot].off = off;
+    c->next_recent = (slot + 1) % 16;
+    if (c->n_recent < 16) c->n_recent++;
+    return c->dring + off;
+}
+
+void *cuda_host_buf(cuda_impl_t *c, int which, size_t need) {
+    if (need > c->host_scratch_bytes[which]) {
+        free(c->host_scratch[which]);
+        c->host_scratch_bytes[which] = need * 2;
+        c->host_scratch[which] = (char *)malloc(c->host_scratch_bytes[which]);
+        if (!c->host_scratch[which]) { fprintf(stderr, "kiln cuda: out of host memory (%zu bytes)\n", need * 2); abort(); }
+    }
+    return c->host_scratch[which];
+}
+
+static void *cu_alloc(backend_t *be, size_t n) {
+    void *p = NULL;
+    if (cudaMalloc(&p, n ? n : 256) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    cudaCheck(cudaMemsetAsync(p, 0, n ? n : 256, cuda_impl(be)->stream));
+    return p;
+}
+
+static void cu_free(backend_t *be, void *p) {
+    if (!p) return;
+    cudaCheck(cudaStreamSynchronize(cuda_impl(be)->stream));
+    cudaCheck(cudaFree(p));
+}
+
+static void *cu_upload(backend_t *be, const void *host, size_t n) {
+    void *p = cu_alloc(be, n);
+    if (p && n) cudaCheck(cudaMemcpyAsync(p, host, n, cudaMemcpyHostToDevice, cuda_impl(be)->stream));
+    if (p) cudaCheck(cudaStreamSynchronize(cuda_impl(be)->stream)); /* host may be freed at once */
+    return p;
+}
+
+static void cu_download(backend_t *be, void *host, const void *src, size_t n) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (n) cudaCheck(cudaMemcpyAsync(host, src, n, cudaMemcpyDeviceToHost, c->stream));
+    cudaCheck(cudaStreamSynchronize(c->stream));
+    ring_reset(c);
+}
+
+static void *dev_copy(const void *host, size_t n, err_t *e, const char *what) {
+    void *p = NULL;
+    if (cudaMalloc(&p, n) != cudaSuccess) {
+        cudaGetLastError();
+        err_set(e, "cuda: out of device memory uploading %s (%.1f MB)", what, n / 1e6);
+        return NULL;
+    }
+    cudaCheck(cudaMemcpy(p, host, n, cudaMemcpyHostToDevice));
+    return p;
+}
+
+static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (weight_is_quantized(w)) {
+        if (w->bits < 2 || w->bits > 8 || w->bits == 7)
+            return err_set(e, "cuda: %d-bit weights are not supported (2, 3, 4, 5, 6, 8)", w->bits);
+        if (w->group % 32 || w->cols % 32)
+            return err_set(e, "cuda: quantized weight [%d, %d] with group %d: columns and group must be multiples of 32",
+                           w->rows, w->cols, w->group);
+    }
+    dweight_t *d = (dweight_t *)calloc(1, sizeof *d);
+    d->rows = w->rows; d->cols = w->cols; d->dtype = w->dtype; d->bits = w->bits; d->group = w->group; d->sb_dtype = w->sb_dtype;
+    if (weight_is_quantized(w)) {
+        size_t codes = (size_t)w->rows * w->cols / 32 * w->bits * 4;
+        size_t sb = (size_t)w->rows * (w->cols / w->group) * dtype_size(w->sb_dtype);
+        if (!(d->data = dev_copy(w->data, codes, e, "quantized codes")) || !(d->scales = dev_copy(w->scales, sb, e, "scales")) ||
+            !(d->biases = dev_copy(w->biases, sb, e, "biases"))) {
+            cudaFree((void *)d->data); cudaFree((void *)d->scales); free(d);
+            return -1;
+        }
+    } else if (!(d->data = dev_copy(w->data, (size_t)w->rows * w->cols * dtype_size(w->dtype), e, "a dense weight"))) {
+        free(d);
+        return -1;
+    }
+    if (c->n_weights == c->cap_weights) {
+        c->cap_weights = c->cap_weights ? 2 * c->cap_weights : 64;
+        c->weights = (dweight_t **)realloc(c->weights, sizeof(dweight_t *) * c->cap_weights);
+    }
+    c->weights[c->n_weights++] = d;
+    w->device = d;
+    return 0;
+}
+
+static const backend_ops_t cuda_ops = {
+    .name = "cuda",
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = cu_upload,
+    .download = cu_download,
+    .prepare_weight = cu_prepare_weight,
+    .matmul = cuda_matmul,
+    .rms_norm = cuda_rms_norm,
+    .rope = cuda_rope,
+    .glu = cuda_glu,
+    .add = cuda_add,
+    .add_bias = cuda_add_bias,
+    .gather_rows = cuda_gather_rows,
+    .embed = cuda_embed,
+    .kv_write = cuda_kv_write,
+    .attention = cuda_attention,
+    .conv1d_causal = cuda_conv1d_causal,
+    .gated_delta = cuda_gated_delta,
+    .sigmoid_mul = cuda_sigmoid_mul,
+    .scale = cuda_scale,
+    .add_rows_scaled = cuda_add_rows_scaled,
+};
+
+extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t *e) {
+    int f32 = !strcmp(name, "cuda-f32");
+    if (!f32 && strcmp(name, "cuda")) {
+        err_set(e, "backend '%s' is not available (cpu, cpu-ref, cuda, cuda-f32)", name);
+        return NULL;
+    }
+    int ndev = 0;
+    cudaError_t err = cudaGetDeviceCount(&ndev);
+    if (err != cudaSuccess || ndev == 0) {
+        cudaGetLastError();
+        err_set(e, "cuda: no usable GPU (%s)", err != cudaSuccess ? cudaGetErrorString(err) : "no devices");
+        return NULL;
+    }
+    backend_t *be = (backend_t *)calloc(1, sizeof *be);
+    cuda_impl_t *c = (cuda_impl_t *)calloc(1, sizeof *c);
+    be->ops = &cuda_ops;
+    be->impl = c;
+    be->n_threads = 1;
+    int dev = 0;
+    cudaCheck(cudaSetDevice(dev));
+    cudaCheck(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev));
+    int optin = 0;
+    cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    c->smem_optin = (size_t)optin;
+    cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    cublasCheck(cublasLtCreate(&c->lt));
+    c->lt_workspace_bytes = 64u << 20;
+    cudaCheck(cudaMalloc(&c->lt_workspace, c->lt_workspace_bytes));
+    c->ring_cap = 4u << 20;
+    cudaCheck(cudaMallocHost((void **)&c->pin, c->ring_cap));
+    cudaCheck(cudaMalloc((void **)&c->dring, c->ring_cap));
+    c->gemm_min_t = f32 ? 0x7fffffff : 64;
+    const char *env = getenv("KILN_CUDA_GEMM_MIN_T");
+    if (env && !f32) c->gemm_min_t = atoi(env) > 0 ? atoi(env) : 0x7fffffff;
+    return be;
+}
+
+extern "C" void cuda_backend_destroy(backend_t *be) {
+    if (!be) return;
+    cuda_impl_t *c = cuda_impl(be);
+    cudaCheck(cudaStreamSynchronize(c->stream));
+    for (int i = 0; i < c->n_weights; i++) {
+        cudaFree((void *)c->weights[i]->data);
+        cudaFree((void *)c->weights[i]->scales);
+        cudaFree((void *)c->weights[i]->biases);
+        free(c->weights[i]);
+    }
+    free(c->weights);
+    cudaFree(c->act16); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->lt_workspace); cudaFree(c->dring);
+    cudaFreeHost(c->pin);
+    free(c->host_scratch[0]);
+    free(c->host_scratch[1]);
+    cublasLtDestroy(c->lt);
+    cudaStreamDestroy(c->stream);
+    free(c);
+    free(be);
+}
+
+extern "C" const char *cuda_backend_kernel_name(const backend_t *be) {
+    const cuda_impl_t *c = (const cuda_impl_t *)be->impl;
+    return c->gemm_min_t == 0x7fffffff ? "cuda-f32" : "cuda";
+}

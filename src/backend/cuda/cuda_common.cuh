@@ -1,0 +1,118 @@
+/* cuda_common.cuh — what every CUDA kernel file of the backend shares: the error-check
+ * helpers (llm.c's cudaCheck: file, line and a hint), the backend's private state, the
+ * device-side view of a weight, and scalar loads that decode any stored dtype.
+ *
+ * Only .cu files include this; the rest of kiln sees the backend through backend.h. */
+#ifndef KILN_CUDA_COMMON_CUH
+#define KILN_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cublasLt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "backend/backend.h"
+}
+
+/* A failed CUDA call is a bug or a broken device, not bad user input: print where and
+ * why, then stop (the backend's ops return void, like the CPU's). */
+void cuda_fail(cudaError_t err, const char *what, const char *file, int line);
+void cublas_fail(cublasStatus_t st, const char *what, const char *file, int line);
+#define cudaCheck(call) do { cudaError_t err_ = (call); if (err_ != cudaSuccess) cuda_fail(err_, #call, __FILE__, __LINE__); } while (0)
+#define cublasCheck(call) do { cublasStatus_t st_ = (call); if (st_ != CUBLAS_STATUS_SUCCESS) cublas_fail(st_, #call, __FILE__, __LINE__); } while (0)
+/* After a kernel launch: catches bad launch configurations at once. */
+#define cudaLaunchCheck() cudaCheck(cudaGetLastError())
+
+/* A weight as the kernels see it: the device copies of codes/data, scales and biases. */
+typedef struct dweight {
+    const void *data;       /* dense [rows, cols] in dtype; quantized [rows, cols*bits/32] u32 */
+    const void *scales;     /* [rows, cols/group] in sb_dtype                                    */
+    const void *biases;
+    int rows, cols;
+    int dtype, bits, group, sb_dtype; /* dtype_t values */
+} dweight_t;
+
+/* The backend's state. One stream carries every op, so ops are ordered without events. */
+typedef struct cuda_impl {
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    size_t lt_workspace_bytes;
+    /* host arrays (ints, rope frequencies) go through a pinned ring into a device ring;
+     * the ring restarts after each synchronizing download */
+    char *pin, *dring;
+    size_t ring_cap, ring_off;
+    struct { const void *host; size_t bytes, off; } recent[16];
+    int n_recent, next_recent;
+    /* scratch: activations converted for cuBLASLt, dequantized weights, split-K partials */
+    void *act16; size_t act16_bytes;
+    void *wdeq; size_t wdeq_bytes;
+    float *part; size_t part_bytes;
+    char *host_scratch[2]; size_t host_scratch_bytes[2]; /* per-op packing of host arrays */
+    /* every weight this backend uploaded, freed at destroy (models may alias weights) */
+    dweight_t **weights; int n_weights, cap_weights;
+    int gemm_min_t;         /* T at/above which matmul goes through cuBLASLt (bf16 activations) */
+    int sm_count;
+    size_t smem_optin;
+} cuda_impl_t;
+
+static inline cuda_impl_t *cuda_impl(backend_t *be) { return (cuda_impl_t *)be->impl; }
+
+/* Copies a host array to device memory on the backend's stream; the device pointer stays
+ * valid until the next synchronizing download. Same pointer with same bytes as a recent
+ * call: the earlier copy is reused (positions are passed to many ops per step). */
+const void *cuda_host_to_dev(cuda_impl_t *c, const void *host, size_t bytes);
+/* A host buffer of at least `need` bytes (which = 0: attention, 1: rope); an op packs all
+ * its host arrays into one so it makes a single cuda_host_to_dev call (the ring may restart
+ * between two calls, which would clobber the first copy before the kernel reads it). */
+void *cuda_host_buf(cuda_impl_t *c, int which, size_t need);
+/* Grows a device scratch buffer (contents are not kept). */
+void *cuda_scratch(cuda_impl_t *c, void **buf, size_t *have, size_t need);
+
+/* --- scalar decoding on the device --- */
+__device__ __forceinline__ float ld_f(const void *p, int dt, size_t i) {
+    switch (dt) {
+    case DT_F32: return ((const float *)p)[i];
+    case DT_F16: return __half2float(((const __half *)p)[i]);
+    default: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    }
+}
+
+/* Element (r, c) of a weight as f32: the device twin of weight_row_f32. */
+__device__ __forceinline__ float wload(const dweight_t &w, int r, int c) {
+    if (w.dtype != DT_U32) return ld_f(w.data, w.dtype, (size_t)r * w.cols + c);
+    const uint32_t *row = (const uint32_t *)w.data + (size_t)r * w.cols / 32 * w.bits;
+    unsigned long long bit = (unsigned long long)c * w.bits;
+    unsigned long long word = bit >> 5, off = bit & 31;
+    unsigned long long v = row[word] >> off;
+    if (off + w.bits > 32) v |= (unsigned long long)row[word + 1] << (32 - off);
+    uint32_t code = (uint32_t)(v & ((1u << w.bits) - 1));
+    size_t g = (size_t)r * (w.cols / w.group) + c / w.group;
+    return ld_f(w.scales, w.sb_dtype, g) * (float)code + ld_f(w.biases, w.sb_dtype, g);
+}
+
+static inline int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
+
+/* --- kernel families (one file each) --- */
+void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w);
+void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps);
+void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms);
+void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act);
+void cuda_add(backend_t *be, float *y, const float *x, size_t n);
+void cuda_add_bias(backend_t *be, float *y, const float *b, int T, int n);
+void cuda_gather_rows(backend_t *be, float *y, const float *x, const int32_t *idx, int n, int width);
+void cuda_embed(backend_t *be, float *y, const int32_t *ids, int T, const weight_t *w, float scale);
+void cuda_kv_write(backend_t *be, const kv_view_t *kv, const float *k, const float *v, const int32_t *slots, int T);
+void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *a);
+void cuda_sigmoid_mul(backend_t *be, float *y, const float *g, int T, int n, int g_width);
+void cuda_scale(backend_t *be, float *y, float s, size_t n);
+void cuda_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t *idx, const float *wt, int n, int width);
+void cuda_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
+                        const float *w, int C, int K, act_t act);
+void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *d);
+
+#endif

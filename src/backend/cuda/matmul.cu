@@ -1,0 +1,156 @@
+/* matmul.cu — y[T, N] = x[T, K] · Wᵀ for every weight storage, and the choice of kernel.
+ *
+ *   T ≤ 8, aligned          → matmul_gemv.cu (bandwidth-bound decode, f32 activations)
+ *   T < gemm_min_t          → tiled_kernel here: 64×64 output tiles on CUDA cores, weights
+ *                             (any dtype, MLX codes included) dequantized tile by tile into
+ *                             shared memory, f32 activations and f32 accumulation
+ *   T ≥ gemm_min_t (64)     → cuBLASLt on tensor cores, f32 accumulation and output:
+ *                             bf16 weights: x rounded to bf16 (the "bf16 activation path");
+ *                             MLX codes and f16: the weight is first dequantized to f32 in a
+ *                             scratch buffer and multiplied in TF32 (at prefill sizes the
+ *                             GEMM's T·N·K work dwarfs the N·K dequantization; a fused
+ *                             tensor-core kernel is future work); f32 weights: plain f32.
+ * "cuda-f32" sets gemm_min_t to infinity: every matmul stays in f32 (the 1e-4 path).
+ *
+ * Reference: ref_matmul (backend/cpu/ref.c). The tiled kernel accumulates k in order
+ * for every output, so its result does not depend on which tile a token lands in. */
+#include "backend/cuda/cuda_common.cuh"
+
+int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
+
+#define TB_M 64 /* tokens per tile     */
+#define TB_N 64 /* weight rows per tile */
+#define TB_K 16
+
+__global__ void __launch_bounds__(256) tiled_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w) {
+    __shared__ float xs[TB_K][TB_M + 4];
+    __shared__ float ws[TB_K][TB_N + 4];
+    const int K = w.cols, N = w.rows;
+    const int m0 = blockIdx.y * TB_M, n0 = blockIdx.x * TB_N;
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < K; k0 += TB_K) {
+        for (int i = threadIdx.x; i < TB_M * TB_K; i += 256) {
+            int mm = i / TB_K, kk = i % TB_K, m = m0 + mm, k = k0 + kk;
+            xs[kk][mm] = (m < T && k < K) ? x[(size_t)m * K + k] : 0.f;
+            int n = n0 + mm;
+            ws[kk][mm] = (n < N && k < K) ? wload(w, n, k) : 0.f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TB_K; kk++) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) { a[i] = xs[kk][ty * 4 + i]; b[i] = ws[kk][tx * 4 + i]; }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int m = m0 + ty * 4 + i;
+        if (m >= T) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int n = n0 + tx * 4 + j;
+            if (n < N) y[(size_t)m * N + n] = acc[i][j];
+        }
+    }
+}
+
+__global__ void to_16bit_kernel(void *out, const float *in, size_t n, int bf) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        if (bf) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(in[i]);
+        else ((__half *)out)[i] = __float2half_rn(in[i]);
+    }
+}
+
+__global__ void dequant_f32_kernel(float *out, dweight_t w) {
+    size_t n = (size_t)w.rows * w.cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = wload(w, (int)(i / w.cols), (int)(i % w.cols));
+}
+
+/* --- cuBLASLt: column-major view. W row-major [N, K] is A = K×N col-major; op(A) = Aᵀ.
+ * x row-major [T, K] is B = K×T; D = y as N×T col-major (row-major [T, N]). --- */
+typedef struct lt_plan {
+    int N, K, T, type, tf32;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan_t;
+
+#define LT_PLANS 64
+static lt_plan_t plans[LT_PLANS];
+static int n_plans, next_plan;
+
+static lt_plan_t *lt_plan(cuda_impl_t *c, int N, int K, int T, cudaDataType_t type, int tf32) {
+    for (int i = 0; i < n_plans; i++)
+        if (plans[i].N == N && plans[i].K == K && plans[i].T == T && plans[i].type == (int)type && plans[i].tf32 == tf32) return &plans[i];
+    lt_plan_t *p = &plans[next_plan];
+    if (n_plans == LT_PLANS) {
+        cublasLtMatmulDescDestroy(p->op);
+        cublasLtMatrixLayoutDestroy(p->a); cublasLtMatrixLayoutDestroy(p->b); cublasLtMatrixLayoutDestroy(p->d);
+    } else n_plans++;
+    next_plan = (next_plan + 1) % LT_PLANS;
+    p->N = N; p->K = K; p->T = T; p->type = (int)type; p->tf32 = tf32;
+    cublasCheck(cublasLtMatmulDescCreate(&p->op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->a, type, K, N, K));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->b, type, K, T, K));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, N, T, N));
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c->lt_workspace_bytes,
+                                                     sizeof c->lt_workspace_bytes));
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &res, &nres));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (nres == 0) cublas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+    p->algo = res.algo;
+    return p;
+}
+
+static void lt_matmul(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type, int tf32) {
+    lt_plan_t *p = lt_plan(c, N, K, T, type, tf32);
+    float alpha = 1.f, beta = 0.f;
+    cublasCheck(cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->b, &beta, y, p->d, y, p->d, &p->algo, c->lt_workspace,
+                               c->lt_workspace_bytes, c->stream));
+}
+
+void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *wt) {
+    if (T <= 0) return;
+    cuda_impl_t *c = cuda_impl(be);
+    const dweight_t *w = (const dweight_t *)wt->device;
+    if (T < c->gemm_min_t) {
+        if (cuda_gemv(c, y, x, T, w) == 0) return;
+        dim3 grid(cdiv(w->rows, TB_N), cdiv(T, TB_M));
+        tiled_kernel<<<grid, 256, 0, c->stream>>>(y, x, T, *w);
+        cudaLaunchCheck();
+        return;
+    }
+    size_t nx = (size_t)T * w->cols;
+    if (w->dtype == DT_F32) { lt_matmul(c, y, w->data, x, T, w->rows, w->cols, CUDA_R_32F, 0); return; }
+    if (w->dtype == DT_BF16) {
+        void *x16 = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 2);
+        to_16bit_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>(x16, x, nx, 1);
+        cudaLaunchCheck();
+        lt_matmul(c, y, w->data, x16, T, w->rows, w->cols, CUDA_R_16BF, 0);
+        return;
+    }
+    /* MLX codes and f16: dequantize to f32 and run TF32 (10-bit mantissa, f32 range). bf16
+     * for both operands would round the dequantized weights a second time (measured: 1.3e-2
+     * on the q4/q8 fixtures against 7e-3 for bf16 checkpoints), and f16 activations can
+     * overflow on models trained in bf16. */
+    size_t nw = (size_t)w->rows * w->cols;
+    float *d = (float *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, nw * 4);
+    dequant_f32_kernel<<<(int)(nw / 256 < 16384 ? nw / 256 + 1 : 16384), 256, 0, c->stream>>>(d, *w);
+    cudaLaunchCheck();
+    lt_matmul(c, y, d, x, T, w->rows, w->cols, CUDA_R_32F, 1);
+}

@@ -1,0 +1,386 @@
+/* test_cuda_kernels.c — every CUDA op against the CPU scalar reference (ref.c), on random
+ * inputs of awkward sizes: matmul for every weight storage (f32, f16, bf16, MLX affine
+ * 2/3/4/5/6/8 bits at group sizes 32/64/128) on each of its three paths (GEMV, tiled f32,
+ * cuBLASLt bf16), norms, RoPE (partial rotary), GLU, adds, gathers, embeddings, the KV
+ * write for each cache dtype, and paged attention (decode, prefill chunks and mixed rows,
+ * GQA groups 1..32, head dims 64..256, windows, soft-capping, split-K at long contexts).
+ *
+ * Tolerances: f32 paths 1e-5 relative to max |ref| (the reductions run in a different
+ * order than the CPU's, nothing else differs); cuBLASLt with bf16 activations 1e-2 (the
+ * issue's bf16 bound). Needs a GPU: run by `make test-cuda`. */
+#include "cuda_test.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_hybrid.h"
+
+static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= 64) */
+
+static float *dev_from(backend_t *be, const float *h, size_t n) { return be->ops->upload(be, h, sizeof(float) * n); }
+static void to_host(backend_t *be, float *h, const void *d, size_t n) { be->ops->download(be, h, d, sizeof(float) * n); }
+
+static float *rand_vec(size_t n, uint64_t seed, float amp) {
+    float *v = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) v[i] = amp * ct_rand(&seed);
+    return v;
+}
+
+/* --- weights, built like tests/unit/test_kernels.c --- */
+typedef struct { weight_t w; void *a, *b, *c; } hw_t;
+
+static hw_t make_dense(int rows, int cols, dtype_t dt, uint64_t seed) {
+    hw_t h = {{rows, cols, dt}};
+    h.a = malloc((size_t)rows * cols * dtype_size(dt) + 1);
+    for (size_t i = 0; i < (size_t)rows * cols; i++) store_from_f32(h.a, dt, i, ct_rand(&seed));
+    h.w.data = h.a;
+    return h;
+}
+
+static hw_t make_quant(int rows, int cols, int bits, int group, dtype_t sbt, uint64_t seed) {
+    hw_t h = {{rows, cols, DT_U32}};
+    size_t words = (size_t)cols * bits / 32;
+    uint32_t *c = calloc((size_t)rows * words + 1, 4);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t code = (seed >> 33) & ((1u << bits) - 1), bit = (uint64_t)j * bits;
+            uint32_t *row = c + (size_t)r * words;
+            row[bit >> 5] |= (uint32_t)(code << (bit & 31));
+            if ((bit & 31) + bits > 32) row[(bit >> 5) + 1] |= (uint32_t)(code >> (32 - (bit & 31)));
+        }
+    int ng = cols / group;
+    void *s = malloc(dtype_size(sbt) * rows * ng), *b = malloc(dtype_size(sbt) * rows * ng);
+    for (int i = 0; i < rows * ng; i++) {
+        store_from_f32(s, sbt, i, 0.01f + 0.05f * fabsf(ct_rand(&seed)));
+        store_from_f32(b, sbt, i, 0.2f * ct_rand(&seed));
+    }
+    h.w.data = c; h.w.bits = bits; h.w.group = group; h.w.scales = s; h.w.biases = b; h.w.sb_dtype = sbt;
+    h.a = c; h.b = s; h.c = b;
+    return h;
+}
+
+static void free_hw(hw_t *h) { free(h->a); free(h->b); free(h->c); }
+
+/* y = x·Wᵀ on both backends vs ref_matmul; rows alone vs in the batch on the GEMV path. */
+static void check_matmul(hw_t *h, int T, const char *what) {
+    weight_t w32 = h->w, wf = h->w;
+    err_t e = {0};
+    if (be32->ops->prepare_weight(be32, &w32, &e) || befast->ops->prepare_weight(befast, &wf, &e)) {
+        CHECK(0, "%s: prepare_weight: %s", what, e.msg);
+        return;
+    }
+    int N = h->w.rows, K = h->w.cols;
+    float *x = rand_vec((size_t)T * K, 1234 + T, 1.0f);
+    float *want = malloc(sizeof(float) * T * N), *got = malloc(sizeof(float) * T * N), *alone = malloc(sizeof(float) * N);
+    ref_matmul(want, x, T, &h->w, 0, N);
+    backend_t *bes[2] = {be32, befast};
+    const weight_t *ws[2] = {&w32, &wf};
+    for (int bi = 0; bi < 2; bi++) {
+        backend_t *be = bes[bi];
+        float *dx = dev_from(be, x, (size_t)T * K), *dy = be->ops->alloc(be, sizeof(float) * T * N);
+        be->ops->matmul(be, dy, dx, T, ws[bi]);
+        to_host(be, got, dy, (size_t)T * N);
+        double err = ct_rel_err(got, want, (size_t)T * N);
+        int bf16_path = bi == 1 && T >= 64 && h->w.dtype != DT_F32;
+        double tol = bf16_path ? 1e-2 : 1e-5;
+        CHECK(err < tol, "%s %s T=%d %dx%d: rel err %.3g (tol %g)", be->ops->name, what, T, N, K, err, tol);
+        if (bi == 0 && T <= 8) /* GEMV: batch invariance */
+            for (int t = 0; t < T; t++) {
+                float *dxt = dev_from(be, x + (size_t)t * K, K), *dyt = be->ops->alloc(be, sizeof(float) * N);
+                be->ops->matmul(be, dyt, dxt, 1, ws[bi]);
+                to_host(be, alone, dyt, N);
+                CHECK(!memcmp(alone, got + (size_t)t * N, sizeof(float) * N), "%s T=%d: row %d alone differs from the batch", what, T, t);
+                be->ops->free(be, dxt); be->ops->free(be, dyt);
+            }
+        be->ops->free(be, dx); be->ops->free(be, dy);
+    }
+    free(x); free(want); free(got); free(alone);
+}
+
+static void test_matmul(void) {
+    const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
+    const int shapes[][2] = {{1, 1}, {7, 5}, {13, 37}, {64, 64}, {33, 129}, {40, 300}, {100, 256}, {257, 1024}, {96, 160}};
+    const int Ts[] = {1, 3, 8, 9, 40, 70};
+    char what[128];
+    for (int d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            hw_t h = make_dense(shapes[s][0], shapes[s][1], dts[d], 7 + s);
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                snprintf(what, sizeof what, "%s", dtype_name(dts[d]));
+                check_matmul(&h, Ts[ti], what);
+            }
+            free_hw(&h);
+        }
+    const int bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
+    const int qshapes[][2] = {{1, 128}, {7, 256}, {65, 384}, {130, 1024}};
+    for (int b = 0; b < 6; b++)
+        for (int g = 0; g < 3; g++)
+            for (size_t s = 0; s < sizeof qshapes / sizeof qshapes[0]; s++) {
+                if (qshapes[s][1] % groups[g]) continue;
+                hw_t h = make_quant(qshapes[s][0], qshapes[s][1], bits[b], groups[g], s & 1 ? DT_F16 : DT_BF16, 100 + b * 7 + g);
+                for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                    snprintf(what, sizeof what, "q%d g%d", bits[b], groups[g]);
+                    check_matmul(&h, Ts[ti], what);
+                }
+                free_hw(&h);
+            }
+}
+
+static void test_norm_rope_glu(void) {
+    backend_t *be = be32;
+    const int ns[] = {1, 37, 128, 1000, 4099};
+    for (int i = 0; i < 5; i++) {
+        int T = 5, n = ns[i];
+        float *x = rand_vec((size_t)T * n, 5 + i, 3.0f), *w = rand_vec(n, 9 + i, 1.0f);
+        float *want = malloc(sizeof(float) * T * n), *got = malloc(sizeof(float) * T * n);
+        float *dx = dev_from(be, x, (size_t)T * n), *dw = dev_from(be, w, n), *dy = be->ops->alloc(be, sizeof(float) * T * n);
+        for (int variant = 0; variant < 3; variant++) {
+            const float *wp = variant == 1 ? NULL : w;
+            float off = variant == 2 ? 1.0f : 0.f;
+            ref_rms_norm(want, x, wp, off, T, n, 1e-6f);
+            be->ops->rms_norm(be, dy, dx, variant == 1 ? NULL : dw, off, T, n, 1e-6f);
+            to_host(be, got, dy, (size_t)T * n);
+            double err = ct_rel_err(got, want, (size_t)T * n);
+            CHECK(err < 1e-5, "rms_norm n=%d variant %d: rel err %.3g", n, variant, err);
+        }
+        /* in place */
+        be->ops->rms_norm(be, dx, dx, dw, 0.f, T, n, 1e-6f);
+        ref_rms_norm(want, x, w, 0.f, T, n, 1e-6f);
+        to_host(be, got, dx, (size_t)T * n);
+        CHECK(ct_rel_err(got, want, (size_t)T * n) < 1e-5, "rms_norm in place n=%d", n);
+        be->ops->free(be, dx); be->ops->free(be, dw); be->ops->free(be, dy);
+        free(x); free(w); free(want); free(got);
+    }
+    /* rope: full and partial rotary, positions up to 5000 */
+    const int cfg[][3] = {{3, 64, 64}, {5, 80, 40}, {2, 128, 128}};
+    for (int c = 0; c < 3; c++) {
+        int T = 7, nh = cfg[c][0], hd = cfg[c][1], rot = cfg[c][2];
+        size_t n = (size_t)T * nh * hd;
+        float *x = rand_vec(n, 31 + c, 1.0f), *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+        float *inv = malloc(sizeof(float) * rot / 2);
+        for (int i = 0; i < rot / 2; i++) inv[i] = powf(10000.f, -2.0f * i / rot);
+        int32_t pos[7] = {0, 1, 17, 255, 1024, 4095, 5000};
+        memcpy(want, x, sizeof(float) * n);
+        ref_rope(want, pos, T, nh, hd, rot, inv, 1.1f);
+        float *dx = dev_from(be, x, n);
+        be->ops->rope(be, dx, pos, T, nh, hd, rot, inv, 1.1f);
+        to_host(be, got, dx, n);
+        double err = ct_rel_err(got, want, n);
+        CHECK(err < 1e-5, "rope nh=%d hd=%d rot=%d: rel err %.3g", nh, hd, rot, err);
+        be->ops->free(be, dx);
+        free(x); free(want); free(got); free(inv);
+    }
+    /* glu, add, add_bias, gather_rows */
+    size_t n = 1003;
+    float *g = rand_vec(n, 41, 6.0f), *u = rand_vec(n, 43, 2.0f), *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+    float *dg = dev_from(be, g, n), *du = dev_from(be, u, n), *dy = be->ops->alloc(be, sizeof(float) * n);
+    for (int act = 0; act < 2; act++) {
+        ref_glu(want, g, u, n, (act_t)act);
+        be->ops->glu(be, dy, dg, du, n, (act_t)act);
+        to_host(be, got, dy, n);
+        double err = ct_rel_err(got, want, n);
+        CHECK(err < 1e-6, "glu act %d: rel err %.3g", act, err);
+    }
+    for (size_t i = 0; i < n; i++) want[i] = g[i] + u[i];
+    be->ops->add(be, dg, du, n);
+    to_host(be, got, dg, n);
+    CHECK(!memcmp(got, want, sizeof(float) * n), "add differs");
+    int T = 17, w = 59; /* 17·59 = 1003 */
+    for (int t = 0; t < T; t++) for (int i = 0; i < w; i++) want[t * w + i] = got[t * w + i] + u[i];
+    be->ops->add_bias(be, dg, du, T, w);
+    to_host(be, got, dg, n);
+    CHECK(!memcmp(got, want, sizeof(float) * n), "add_bias differs");
+    int32_t idx[5] = {16, 0, 3, 3, 9};
+    float *src = malloc(sizeof(float) * n);
+    memcpy(src, got, sizeof(float) * n);
+    be->ops->gather_rows(be, dy, dg, idx, 5, w);
+    to_host(be, got, dy, (size_t)5 * w);
+    int ok = 1;
+    for (int i = 0; i < 5; i++) ok &= !memcmp(got + i * w, src + idx[i] * w, sizeof(float) * w);
+    CHECK(ok, "gather_rows differs");
+    be->ops->free(be, dg); be->ops->free(be, du); be->ops->free(be, dy);
+    free(g); free(u); free(want); free(got); free(src);
+}
+
+static void test_embed(void) {
+    backend_t *be = be32;
+    hw_t hs[4] = {make_dense(50, 96, DT_BF16, 3), make_dense(50, 33, DT_F16, 4), make_quant(50, 256, 4, 64, DT_BF16, 5),
+                  make_quant(50, 96, 3, 32, DT_F16, 6)};
+    int32_t ids[6] = {49, 0, 7, 7, 23, 1};
+    for (int i = 0; i < 4; i++) {
+        weight_t w = hs[i].w;
+        err_t e = {0};
+        CHECK(be->ops->prepare_weight(be, &w, &e) == 0, "embed prepare: %s", e.msg);
+        size_t n = (size_t)6 * w.cols;
+        float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+        float *dy = be->ops->alloc(be, sizeof(float) * n);
+        for (int sc = 0; sc < 2; sc++) {
+            float scale = sc ? 2.5f : 1.0f;
+            ref_embed(want, ids, 6, &hs[i].w, scale);
+            be->ops->embed(be, dy, ids, 6, &w, scale);
+            to_host(be, got, dy, n);
+            double err = ct_rel_err(got, want, n);
+            CHECK(err < 1e-6, "embed %d scale %g: rel err %.3g", i, scale, err);
+        }
+        be->ops->free(be, dy);
+        free(want); free(got);
+        free_hw(&hs[i]);
+    }
+}
+
+/* A random paged cache: n_blocks blocks, every slot filled. */
+static void *rand_cache(dtype_t dt, size_t n, uint64_t seed) {
+    void *c = malloc(dtype_size(dt) * n);
+    for (size_t i = 0; i < n; i++) store_from_f32(c, dt, i, ct_rand(&seed));
+    return c;
+}
+
+static void test_kv_write(void) {
+    backend_t *be = be32;
+    const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
+    for (int d = 0; d < 3; d++) {
+        int nblk = 6, bs = 5, nkv = 3, hd = 24, T = 9;
+        size_t per = (size_t)nkv * hd, cells = (size_t)nblk * bs * per;
+        void *hk = rand_cache(dts[d], cells, 1), *hv = rand_cache(dts[d], cells, 2);
+        kv_view_t hview = {hk, hv, dts[d], bs, nkv, hd};
+        kv_view_t dview = {be->ops->upload(be, hk, dtype_size(dts[d]) * cells), be->ops->upload(be, hv, dtype_size(dts[d]) * cells),
+                           dts[d], bs, nkv, hd};
+        float *k = rand_vec(T * per, 3, 70000.f), *v = rand_vec(T * per, 4, 1.0f);
+        k[0] = 1e-6f; k[1] = -3e-8f; /* subnormal in f16 */
+        int32_t slots[9] = {29, 0, 5, 6, 17, 13, 12, 28, 1};
+        ref_kv_write(&hview, k, v, slots, T);
+        float *dk = dev_from(be, k, T * per), *dv = dev_from(be, v, T * per);
+        be->ops->kv_write(be, &dview, dk, dv, slots, T);
+        void *gk = malloc(dtype_size(dts[d]) * cells), *gv = malloc(dtype_size(dts[d]) * cells);
+        be->ops->download(be, gk, dview.k, dtype_size(dts[d]) * cells);
+        be->ops->download(be, gv, dview.v, dtype_size(dts[d]) * cells);
+        CHECK(!memcmp(gk, hk, dtype_size(dts[d]) * cells) && !memcmp(gv, hv, dtype_size(dts[d]) * cells), "kv_write %s differs",
+              dtype_name(dts[d]));
+        be->ops->free(be, dview.k); be->ops->free(be, dview.v); be->ops->free(be, dk); be->ops->free(be, dv);
+        free(hk); free(hv); free(k); free(v); free(gk); free(gv);
+    }
+}
+
+/* One attention case: rows given as (start position, n tokens). */
+static void attn_case(int n_rows, const int *p0, const int *len, int nh, int nkv, int hd, dtype_t dt, int bs, int window,
+                      float softcap, uint64_t seed) {
+    backend_t *be = be32;
+    int T = 0, max_end = 0;
+    for (int r = 0; r < n_rows; r++) { T += len[r]; if (p0[r] + len[r] > max_end) max_end = p0[r] + len[r]; }
+    int per_row_blocks = (max_end + bs - 1) / bs, nblk = per_row_blocks * n_rows + 3;
+    size_t per = (size_t)nkv * hd, cells = (size_t)nblk * bs * per;
+    void *hk = rand_cache(dt, cells, seed), *hv = rand_cache(dt, cells, seed + 1);
+    /* block tables: a shuffled permutation of the pool */
+    int32_t *perm = malloc(sizeof(int32_t) * nblk);
+    for (int i = 0; i < nblk; i++) perm[i] = i;
+    uint64_t s = seed;
+    for (int i = nblk - 1; i > 0; i--) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int j = (int)((s >> 33) % (uint64_t)(i + 1));
+        int32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+    }
+    const int32_t **tables = malloc(sizeof(int32_t *) * n_rows);
+    int32_t *rs = malloc(sizeof(int32_t) * (n_rows + 1)), *pos = malloc(sizeof(int32_t) * T);
+    rs[0] = 0;
+    for (int r = 0; r < n_rows; r++) {
+        tables[r] = perm + r * per_row_blocks;
+        rs[r + 1] = rs[r] + len[r];
+        for (int i = 0; i < len[r]; i++) pos[rs[r] + i] = p0[r] + i;
+    }
+    size_t nq = (size_t)T * nh * hd;
+    float *q = rand_vec(nq, seed + 2, 1.0f), *want = malloc(sizeof(float) * nq), *got = malloc(sizeof(float) * nq);
+    float *scratch = malloc(sizeof(float) * (max_end + 1));
+    attn_args_t a = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), softcap, window, {hk, hv, dt, bs, nkv, hd}};
+    ref_attention(want, q, 0, T, &a, scratch);
+    attn_args_t da = a;
+    da.kv.k = be->ops->upload(be, hk, dtype_size(dt) * cells);
+    da.kv.v = be->ops->upload(be, hv, dtype_size(dt) * cells);
+    float *dq = dev_from(be, q, nq), *dout = be->ops->alloc(be, sizeof(float) * nq);
+    be->ops->attention(be, dout, dq, T, &da);
+    to_host(be, got, dout, nq);
+    double err = ct_rel_err(got, want, nq);
+    CHECK(err < 1e-5, "attention rows=%d T=%d nh=%d nkv=%d hd=%d %s bs=%d window=%d softcap=%g: rel err %.3g", n_rows, T, nh, nkv, hd,
+          dtype_name(dt), bs, window, softcap, err);
+    be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v); be->ops->free(be, dq); be->ops->free(be, dout);
+    free(hk); free(hv); free(perm); free(tables); free(rs); free(pos); free(q); free(want); free(got); free(scratch);
+}
+
+static void test_attention(void) {
+    const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
+    const int heads[][2] = {{4, 4}, {16, 8}, {32, 8}, {8, 1}, {32, 1}, {6, 2}};
+    const int hds[] = {64, 128, 256, 80};
+    /* decode: three rows, one token each, short and long contexts (split-K) */
+    int d_p0[3] = {0, 37, 2999}, d_len[3] = {1, 1, 1};
+    /* prefill + mixed: a fresh prompt, a chunk continuing a row, a decode row */
+    int m_p0[3] = {0, 30, 200}, m_len[3] = {50, 20, 1};
+    int seed = 1;
+    for (int d = 0; d < 3; d++)
+        for (int h = 0; h < 6; h++)
+            for (int k = 0; k < 4; k++) {
+                int nh = heads[h][0], nkv = heads[h][1], hd = hds[k];
+                attn_case(3, d_p0, d_len, nh, nkv, hd, dts[d], 16, 0, 0.f, seed++);
+                attn_case(3, m_p0, m_len, nh, nkv, hd, dts[d], 16, 0, 0.f, seed++);
+            }
+    /* window, softcap, odd block size, batch-1 decode at long context */
+    int one_p0[1] = {4000}, one_len[1] = {1};
+    attn_case(1, one_p0, one_len, 16, 8, 128, DT_F16, 16, 0, 0.f, 77);
+    attn_case(1, one_p0, one_len, 32, 8, 128, DT_BF16, 7, 0, 0.f, 78);
+    attn_case(3, m_p0, m_len, 8, 2, 64, DT_F32, 7, 17, 0.f, 79);
+    attn_case(3, m_p0, m_len, 8, 2, 64, DT_F16, 16, 0, 30.f, 80);
+    attn_case(3, m_p0, m_len, 8, 4, 128, DT_BF16, 5, 33, 50.f, 81);
+    attn_case(3, d_p0, d_len, 8, 4, 128, DT_F32, 16, 100, 20.f, 82);
+    int long_p0[2] = {0, 900}, long_len[2] = {700, 3};
+    attn_case(2, long_p0, long_len, 16, 8, 128, DT_F16, 16, 0, 0.f, 83);
+    attn_case(2, long_p0, long_len, 8, 8, 512, DT_BF16, 16, 0, 0.f, 84);
+}
+
+/* The hybrid families' element-wise ops: sigmoid gate (full and per token), scale, and the
+ * MoE scatter-add with repeated rows (order matters). */
+static void test_hybrid_elementwise(void) {
+    backend_t *be = be32;
+    int T = 7, n = 131;
+    size_t tot = (size_t)T * n;
+    float *y = rand_vec(tot, 61, 2.0f), *g = rand_vec(tot, 62, 8.0f), *want = malloc(sizeof(float) * tot), *got = malloc(sizeof(float) * tot);
+    for (int gw = 0; gw < 2; gw++) {
+        int width = gw ? 1 : n;
+        memcpy(want, y, sizeof(float) * tot);
+        ref_sigmoid_mul(want, g, T, n, width);
+        float *dy = dev_from(be, y, tot), *dg = dev_from(be, g, gw ? T : tot);
+        be->ops->sigmoid_mul(be, dy, dg, T, n, width);
+        to_host(be, got, dy, tot);
+        double err = ct_rel_err(got, want, tot);
+        CHECK(err < 1e-6, "sigmoid_mul g_width %d: rel err %.3g", width, err);
+        be->ops->scale(be, dy, -0.37f, tot);
+        ref_scale(want, -0.37f, tot);
+        to_host(be, got, dy, tot);
+        CHECK(!memcmp(got, want, sizeof(float) * tot) || ct_rel_err(got, want, tot) < 1e-6, "scale differs");
+        be->ops->free(be, dy); be->ops->free(be, dg);
+    }
+    int32_t idx[9] = {3, 0, 3, 6, 1, 3, 0, 5, 2};
+    float wt[9] = {0.5f, -1.25f, 0.125f, 2.f, 0.3f, -0.7f, 1.1f, 0.9f, -0.2f};
+    float *x = rand_vec((size_t)9 * n, 63, 1.0f);
+    memcpy(want, y, sizeof(float) * tot);
+    ref_add_rows_scaled(want, x, idx, wt, 9, n);
+    float *dy = dev_from(be, y, tot), *dx = dev_from(be, x, (size_t)9 * n);
+    be->ops->add_rows_scaled(be, dy, dx, idx, wt, 9, n);
+    to_host(be, got, dy, tot);
+    double err = ct_rel_err(got, want, tot);
+    CHECK(err < 1e-6, "add_rows_scaled: rel err %.3g", err);
+    be->ops->free(be, dy); be->ops->free(be, dx);
+    free(y); free(g); free(want); free(got); free(x);
+}
+
+int main(void) {
+    err_t e = {0};
+    be32 = backend_create("cuda-f32", 0, &e);
+    befast = backend_create("cuda", 0, &e);
+    if (!be32 || !befast) { printf("cannot create the CUDA backend: %s\n", e.msg); return 1; }
+    test_matmul();
+    printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
+    test_norm_rope_glu();
+    test_embed();
+    test_kv_write();
+    test_attention();
+    test_hybrid_elementwise();
+    backend_destroy(be32);
+    backend_destroy(befast);
+    return ct_done("test_cuda_kernels");
+}
