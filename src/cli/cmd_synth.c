@@ -54,8 +54,10 @@ static void usage(FILE *f) {
             "layout (config.json, generation_config.json, model.safetensors or shards + index).\n"
             "Quantized dtypes use MLX's affine layout (U32 codes + bf16 scales/biases).\n"
             "\n"
-            "  --arch llama|qwen3     model family (needed for --preset tiny; checked otherwise)\n"
-            "  --preset NAME          qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b llama-3.2-1b llama-3-8b tiny\n"
+            "  --arch A               llama | qwen3 | qwen3_5 | gemma3: model family (needed for\n"
+            "                         --preset tiny; checked otherwise)\n"
+            "  --preset NAME          qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b llama-3.2-1b llama-3-8b\n"
+            "                         qwen3.5-0.8b qwen3.5-2b gemma3-1b tiny\n"
             "  --dtype DTYPE          bf16 | f16 | f32 | q8 | q6 | q5 | q4 | q3 | q2\n"
             "  --bits B               bits of a quantized dtype (2, 3, 4, 5, 6, 8); must agree with qN\n"
             "  --group-size G         32 | 64 | 128 weights per scale/bias (quantized; default 64)\n"
@@ -68,11 +70,11 @@ static void usage(FILE *f) {
 }
 
 static void list_presets(void) {
-    printf("%-13s %-6s %6s %6s %5s %3s %4s %6s %7s %4s  %s\n", "preset", "arch", "hidden", "inter", "heads", "kv",
+    printf("%-13s %-7s %6s %6s %5s %3s %4s %6s %7s %4s  %s\n", "preset", "arch", "hidden", "inter", "heads", "kv",
            "hdim", "layers", "vocab", "tied", "shapes from");
     for (int i = 0; i < synth_preset_count(); i++) {
         const synth_preset_t *p = synth_preset_at(i);
-        printf("%-13s %-6s %6d %6d %5d %3d %4d %6d %7d %4s  %s\n", p->name, synth_arch_name(p->arch), p->hidden,
+        printf("%-13s %-7s %6d %6d %5d %3d %4d %6d %7d %4s  %s\n", p->name, synth_arch_name(p->arch), p->hidden,
                p->intermediate, p->n_heads, p->n_kv_heads, p->head_dim, p->n_layers, p->vocab,
                p->tie ? "yes" : "no", p->hf_repo);
     }
@@ -148,10 +150,10 @@ int cmd_synth(int argc, char **argv) {
 
     synth_opts_t o = {0};
     synth_arch_t a;
-    if (arch && synth_arch_parse(arch, &a)) return bad("must be llama or qwen3", "--arch", arch);
+    if (arch && synth_arch_parse(arch, &a)) return bad("must be llama, qwen3, qwen3_5 or gemma3", "--arch", arch);
     if (!preset) { fprintf(stderr, "kiln synth: --preset is required (kiln synth --list)\n"); return 2; }
     if (!strcmp(preset, "tiny") && !arch) {
-        fprintf(stderr, "kiln synth: --preset tiny needs --arch llama|qwen3\n");
+        fprintf(stderr, "kiln synth: --preset tiny needs --arch llama|qwen3|qwen3_5|gemma3\n");
         return 2;
     }
     o.preset = synth_preset_find(preset, arch);

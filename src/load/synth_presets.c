@@ -88,6 +88,53 @@ static const synth_preset_t presets[] = {
      .rms_eps = 1e-6, .rope_theta = 1000000, .rope_theta_int = 1, .tie = 1,
      .bos = 1, .eos = 2, .transformers_version = "4.51.0",
      .gen_eos2 = -1, .gen_pad = -1, .gen_transformers_version = "4.51.0"},
+    /* Qwen3.5: the text model of the hub's VL checkpoints (text_config of Qwen/Qwen3.5-0.8B
+     * and -2B), written as transformers 5 saves a Qwen3_5ForCausalLM (no vision tower, no
+     * MTP head). Tied embeddings: the published totals (0.87B / 2.27B with the vision
+     * tower) leave no room for a second 248320-row matrix. */
+    {.name = "qwen3.5-0.8b", .arch = SYNTH_QWEN3_5, .hf_repo = "Qwen/Qwen3.5-0.8B (text model)",
+     .hidden = 1024, .intermediate = 3584, .n_heads = 8, .n_kv_heads = 2, .head_dim = 256,
+     .n_layers = 24, .vocab = 248320, .max_pos = 262144,
+     .full_interval = 4, .lin_k_heads = 16, .lin_v_heads = 16, .lin_k_dim = 128, .lin_v_dim = 128,
+     .conv_kernel = 4, .partial_rotary = 0.25,
+     .rms_eps = 1e-6, .rope_theta = 10000000, .rope_theta_int = 1, .tie = 1,
+     .bos = -1, .eos = 248046, .cfg_eos2 = -1, .cfg_pad = -1, .transformers_version = "5.17.0",
+     .gen_bos = 248044, .gen_eos2 = 248044, .gen_pad = 248044, .gen_do_sample = 1, .gen_top_k = 20,
+     .gen_temperature = 1.0, .gen_top_p = 0.95, .gen_transformers_version = "5.17.0"},
+    {.name = "qwen3.5-2b", .arch = SYNTH_QWEN3_5, .hf_repo = "Qwen/Qwen3.5-2B (text model)",
+     .hidden = 2048, .intermediate = 6144, .n_heads = 8, .n_kv_heads = 2, .head_dim = 256,
+     .n_layers = 24, .vocab = 248320, .max_pos = 262144,
+     .full_interval = 4, .lin_k_heads = 16, .lin_v_heads = 16, .lin_k_dim = 128, .lin_v_dim = 128,
+     .conv_kernel = 4, .partial_rotary = 0.25,
+     .rms_eps = 1e-6, .rope_theta = 10000000, .rope_theta_int = 1, .tie = 1,
+     .bos = -1, .eos = 248046, .cfg_eos2 = -1, .cfg_pad = -1, .transformers_version = "5.17.0",
+     .gen_bos = 248044, .gen_eos2 = 248044, .gen_pad = 248044, .gen_do_sample = 1, .gen_top_k = 20,
+     .gen_temperature = 1.0, .gen_top_p = 0.95, .gen_transformers_version = "5.17.0"},
+    /* google/gemma-3-1b-it, in transformers 5's config format (layer_types, rope_parameters,
+     * an explicit tie_word_embeddings) with the hub config's values. */
+    {.name = "gemma3-1b", .arch = SYNTH_GEMMA3, .hf_repo = "google/gemma-3-1b-it",
+     .hidden = 1152, .intermediate = 6912, .n_heads = 4, .n_kv_heads = 1, .head_dim = 256,
+     .n_layers = 26, .vocab = 262144, .max_pos = 32768,
+     .sliding_window = 512, .sliding_pattern = 6, .query_pre_attn_scalar = 256, .rope_local_theta = 10000.0,
+     .rms_eps = 1e-6, .rope_theta = 1000000.0, .tie = 1,
+     .bos = 2, .eos = 1, .cfg_eos2 = 106, .cfg_pad = 0, .transformers_version = "5.17.0",
+     .gen_eos2 = 106, .gen_pad = 0, .gen_do_sample = 1, .gen_top_k = 64, .gen_top_p = 0.95,
+     .gen_cache_impl = "hybrid", .gen_transformers_version = "4.50.0.dev0"},
+    {.name = "tiny", .arch = SYNTH_QWEN3_5, .hf_repo = "(kiln test preset, qwen3_5-tiny shapes)",
+     .hidden = 64, .intermediate = 128, .n_heads = 4, .n_kv_heads = 2, .head_dim = 32,
+     .n_layers = 4, .vocab = 512, .max_pos = 256,
+     .full_interval = 4, .lin_k_heads = 2, .lin_v_heads = 4, .lin_k_dim = 16, .lin_v_dim = 16,
+     .conv_kernel = 4, .partial_rotary = 0.25,
+     .rms_eps = 1e-6, .rope_theta = 10000.0, .tie = 0,
+     .bos = -1, .eos = -1, .cfg_eos2 = -1, .cfg_pad = -1, .transformers_version = "5.17.0",
+     .gen_eos2 = -1, .gen_pad = -1, .gen_transformers_version = "5.17.0"},
+    {.name = "tiny", .arch = SYNTH_GEMMA3, .hf_repo = "(kiln test preset, gemma3-tiny shapes)",
+     .hidden = 64, .intermediate = 128, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16,
+     .n_layers = 6, .vocab = 512, .max_pos = 256,
+     .sliding_window = 8, .sliding_pattern = 6, .query_pre_attn_scalar = 16, .rope_local_theta = 10000.0,
+     .rms_eps = 1e-6, .rope_theta = 1000000.0, .tie = 1,
+     .bos = 2, .eos = 1, .cfg_eos2 = -1, .cfg_pad = 0, .transformers_version = "5.17.0",
+     .gen_eos2 = -1, .gen_pad = 0, .gen_transformers_version = "5.17.0"},
 };
 
 int synth_preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }
@@ -95,11 +142,15 @@ const synth_preset_t *synth_preset_at(int i) {
     return i >= 0 && i < synth_preset_count() ? &presets[i] : NULL;
 }
 
-const char *synth_arch_name(synth_arch_t a) { return a == SYNTH_QWEN3 ? "qwen3" : "llama"; }
+static const char *arch_names[] = {"llama", "qwen3", "qwen3_5", "gemma3"};
+
+const char *synth_arch_name(synth_arch_t a) {
+    return (unsigned)a < sizeof arch_names / sizeof arch_names[0] ? arch_names[a] : "?";
+}
 
 int synth_arch_parse(const char *s, synth_arch_t *out) {
-    if (s && !strcmp(s, "llama")) { *out = SYNTH_LLAMA; return 0; }
-    if (s && !strcmp(s, "qwen3")) { *out = SYNTH_QWEN3; return 0; }
+    for (int i = 0; s && i < (int)(sizeof arch_names / sizeof arch_names[0]); i++)
+        if (!strcmp(s, arch_names[i])) { *out = (synth_arch_t)i; return 0; }
     return -1;
 }
 
@@ -176,6 +227,10 @@ float synth_weight(uint64_t tseed, uint64_t i) {
     return lut_f32[(i & 1) ? s1 : s0];
 }
 
+float synth_affine(uint64_t tseed, uint64_t i, float offset, float scale) {
+    return offset + scale * (synth_weight(tseed, i) / SYNTH_STD);
+}
+
 /* The grid of a group spans +-3.5 std (every weight is within +-3.4506 std) times a
  * per-group factor in [1, 1.25), so groups differ as they do in real checkpoints. The
  * margin absorbs the bf16 rounding of scale and bias. */
@@ -204,8 +259,11 @@ int synth_check(const synth_opts_t *o, err_t *e) {
         int g = o->group_size ? o->group_size : 64;
         if (g != 32 && g != 64 && g != 128)
             return err_set(e, "--group-size must be 32, 64 or 128, got %d", g);
-        int ins[] = {p->hidden, p->intermediate, p->n_heads * p->head_dim};
-        for (int i = 0; i < 3; i++)
+        /* input widths of every quantized matrix: hidden, intermediate, attention output,
+         * and for qwen3_5 the DeltaNet output (out_proj) */
+        int ins[] = {p->hidden, p->intermediate, p->n_heads * p->head_dim, p->lin_v_heads * p->lin_v_dim};
+        int n_ins = p->arch == SYNTH_QWEN3_5 ? 4 : 3;
+        for (int i = 0; i < n_ins; i++)
             if (ins[i] % g)
                 return err_set(e, "--group-size %d does not divide the input width %d of preset %s", g, ins[i],
                                p->name);
@@ -223,10 +281,19 @@ typedef struct plan_builder {
     synth_plan_t *p;
     int cap;
     const synth_opts_t *o;
+    const char *seed_strip; /* a layout prefix left out of tensor seeds ("language_model.") */
 } plan_builder_t;
 
-static synth_tensor_t *push(plan_builder_t *b, const char *name, dtype_t dt, int ndim, int64_t d0, int64_t d1,
-                            synth_fill_t fill, int64_t rows, int64_t cols, uint64_t tseed, err_t *e) {
+/* The seed of a tensor comes from its HF name, so a layout that renames tensors (mlx_lm's
+ * "language_model." prefix) still holds the same weights for the same --seed. */
+static uint64_t seed_of(const plan_builder_t *b, const char *name) {
+    size_t n = b->seed_strip ? strlen(b->seed_strip) : 0;
+    if (n && !strncmp(name, b->seed_strip, n)) name += n;
+    return synth_tensor_seed(b->o->seed, name);
+}
+
+static synth_tensor_t *push3(plan_builder_t *b, const char *name, dtype_t dt, int ndim, const int64_t *dims,
+                             synth_fill_t fill, int64_t rows, int64_t cols, uint64_t tseed, err_t *e) {
     if (b->p->n == b->cap) {
         int nc = b->cap ? b->cap * 2 : 64;
         synth_tensor_t *nt = realloc(b->p->t, sizeof *nt * (size_t)nc);
@@ -242,14 +309,22 @@ static synth_tensor_t *push(plan_builder_t *b, const char *name, dtype_t dt, int
     }
     t->dtype = dt;
     t->ndim = ndim;
-    t->shape[0] = d0;
-    t->shape[1] = d1;
+    t->bytes = dtype_size(dt);
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = dims[d];
+        t->bytes *= (uint64_t)dims[d];
+    }
     t->rows = rows;
     t->cols = cols;
     t->fill = fill;
     t->tseed = tseed;
-    t->bytes = dtype_size(dt) * (uint64_t)d0 * (uint64_t)(ndim == 2 ? d1 : 1);
     return t;
+}
+
+static synth_tensor_t *push(plan_builder_t *b, const char *name, dtype_t dt, int ndim, int64_t d0, int64_t d1,
+                            synth_fill_t fill, int64_t rows, int64_t cols, uint64_t tseed, err_t *e) {
+    int64_t dims[2] = {d0, d1};
+    return push3(b, name, dt, ndim, dims, fill, rows, cols, tseed, e);
 }
 
 /* A Linear or Embedding weight [rows, cols] named MOD.weight (or its MLX triple). */
@@ -257,7 +332,7 @@ static int add_matrix(plan_builder_t *b, const char *mod, int64_t rows, int64_t 
     const synth_opts_t *o = b->o;
     char name[128];
     snprintf(name, sizeof name, "%s.weight", mod);
-    uint64_t ts = synth_tensor_seed(o->seed, name);
+    uint64_t ts = seed_of(b, name);
     b->p->n_params += (uint64_t)rows * (uint64_t)cols;
     if (!o->bits) return push(b, name, o->dtype, 2, rows, cols, SYNTH_FILL_NORMAL, rows, cols, ts, e) ? 0 : -1;
     int g = o->group_size ? o->group_size : 64;
@@ -269,12 +344,31 @@ static int add_matrix(plan_builder_t *b, const char *mod, int64_t rows, int64_t 
     return 0;
 }
 
-static int add_norm(plan_builder_t *b, const char *mod, int64_t n, err_t *e) {
+/* A norm weight MOD.weight [n]: ones (used as w) or zeros (used as 1 + w). */
+static int add_norm_fill(plan_builder_t *b, const char *mod, int64_t n, synth_fill_t fill, err_t *e) {
     char name[128];
     snprintf(name, sizeof name, "%s.weight", mod);
     b->p->n_params += (uint64_t)n;
     dtype_t dt = b->o->bits ? DT_BF16 : b->o->dtype; /* MLX keeps norms in the model dtype */
-    return push(b, name, dt, 1, n, 0, SYNTH_FILL_ONES, 1, n, 0, e) ? 0 : -1;
+    return push(b, name, dt, 1, n, 0, fill, 1, n, 0, e) ? 0 : -1;
+}
+
+static int add_norm(plan_builder_t *b, const char *mod, int64_t n, err_t *e) {
+    return add_norm_fill(b, mod, n, SYNTH_FILL_ONES, e);
+}
+
+/* A small float tensor NAME of shape dims (never quantized) holding offset + scale * z. */
+static int add_affine(plan_builder_t *b, const char *name, int ndim, const int64_t *dims, float offset, float scale,
+                      err_t *e) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= dims[d];
+    b->p->n_params += (uint64_t)n;
+    dtype_t dt = b->o->bits ? DT_BF16 : b->o->dtype;
+    synth_tensor_t *t = push3(b, name, dt, ndim, dims, SYNTH_FILL_AFFINE, 1, n, seed_of(b, name), e);
+    if (!t) return -1;
+    t->offset = offset;
+    t->scale = scale;
+    return 0;
 }
 
 /* huggingface_hub's split_state_dict_into_shards: walk the state dict in order, start a
@@ -312,12 +406,132 @@ static int assign_shards(synth_plan_t *p, double limit, err_t *e) {
     return 0;
 }
 
+/* Layer l of a qwen3_5 model is full attention (else gated DeltaNet). */
+static int q35_full(const synth_preset_t *ps, int l) { return (l + 1) % ps->full_interval == 0; }
+/* Layer l of a gemma3 model is global (else sliding-window). */
+static int g3_global(const synth_preset_t *ps, int l) { return (l + 1) % ps->sliding_pattern == 0; }
+
+/* Qwen3.5 text, in transformers' state_dict order (Qwen3_5ForCausalLM). Each decoder layer:
+ * the mixer (GatedDeltaNet: its own parameters dt_bias and A_log first, then conv1d,
+ * in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, norm, out_proj; or attention: q, k, v, o,
+ * q_norm, k_norm), the MLP, then the two norms. Quantized checkpoints follow mlx_lm:
+ * names under "language_model.", conv1d as [C, K, 1], the (1 + w) norms shifted (ones). */
+static int plan_qwen35(plan_builder_t *b, int L, err_t *e) {
+    const synth_preset_t *ps = b->o->preset;
+    const int mlx = b->o->bits != 0;
+    const char *pre = mlx ? "language_model." : "";
+    b->seed_strip = pre;
+    const synth_fill_t shifted = mlx ? SYNTH_FILL_ONES : SYNTH_FILL_ZEROS; /* (1 + w) norms */
+    int64_t H = ps->hidden, I = ps->intermediate, hd = ps->head_dim;
+    int64_t nv = ps->lin_v_heads, key_dim = (int64_t)ps->lin_k_heads * ps->lin_k_dim, value_dim = nv * ps->lin_v_dim;
+    int64_t conv_dim = 2 * key_dim + value_dim, K = ps->conv_kernel;
+    char m[160];
+    snprintf(m, sizeof m, "%smodel.embed_tokens", pre);
+    if (add_matrix(b, m, ps->vocab, H, e)) return -1;
+    for (int l = 0; l < L; l++) {
+        char lp[96];
+        snprintf(lp, sizeof lp, "%smodel.layers.%d", pre, l);
+        if (!q35_full(ps, l)) {
+            /* dt_bias near its init (ones); A_log = log A with A within (0.5, 15), the
+             * range of its init log(U(0, 16)); conv kernels at about the scale of a
+             * depthwise Conv1d's init (bound 1/sqrt(K)). */
+            int64_t dv[1] = {nv}, dc[3] = {conv_dim, mlx ? K : 1, mlx ? 1 : K};
+            snprintf(m, sizeof m, "%s.linear_attn.dt_bias", lp);
+            if (add_affine(b, m, 1, dv, 1.0f, 0.1f, e)) return -1;
+            snprintf(m, sizeof m, "%s.linear_attn.A_log", lp);
+            if (add_affine(b, m, 1, dv, 1.0f, 0.5f, e)) return -1;
+            snprintf(m, sizeof m, "%s.linear_attn.conv1d.weight", lp);
+            if (add_affine(b, m, 3, dc, 0.0f, 0.2f, e)) return -1;
+            const char *proj[] = {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"};
+            int64_t rows[] = {conv_dim, value_dim, nv, nv};
+            for (int k = 0; k < 4; k++) {
+                snprintf(m, sizeof m, "%s.linear_attn.%s", lp, proj[k]);
+                if (add_matrix(b, m, rows[k], H, e)) return -1;
+            }
+            snprintf(m, sizeof m, "%s.linear_attn.norm", lp); /* gated RMSNorm: w, init ones */
+            if (add_norm_fill(b, m, ps->lin_v_dim, SYNTH_FILL_ONES, e)) return -1;
+            snprintf(m, sizeof m, "%s.linear_attn.out_proj", lp);
+            if (add_matrix(b, m, H, value_dim, e)) return -1;
+        } else {
+            int64_t q = (int64_t)ps->n_heads * hd, kv = (int64_t)ps->n_kv_heads * hd;
+            const char *proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+            int64_t rows[] = {2 * q, kv, kv, H}, cols[] = {H, H, H, q}; /* q_proj: query and gate */
+            for (int k = 0; k < 4; k++) {
+                snprintf(m, sizeof m, "%s.self_attn.%s", lp, proj[k]);
+                if (add_matrix(b, m, rows[k], cols[k], e)) return -1;
+            }
+            snprintf(m, sizeof m, "%s.self_attn.q_norm", lp);
+            if (add_norm_fill(b, m, hd, shifted, e)) return -1;
+            snprintf(m, sizeof m, "%s.self_attn.k_norm", lp);
+            if (add_norm_fill(b, m, hd, shifted, e)) return -1;
+        }
+        const char *mlp[] = {"gate_proj", "up_proj", "down_proj"};
+        int64_t mrows[] = {I, I, H}, mcols[] = {H, H, I};
+        for (int k = 0; k < 3; k++) {
+            snprintf(m, sizeof m, "%s.mlp.%s", lp, mlp[k]);
+            if (add_matrix(b, m, mrows[k], mcols[k], e)) return -1;
+        }
+        snprintf(m, sizeof m, "%s.input_layernorm", lp);
+        if (add_norm_fill(b, m, H, shifted, e)) return -1;
+        snprintf(m, sizeof m, "%s.post_attention_layernorm", lp);
+        if (add_norm_fill(b, m, H, shifted, e)) return -1;
+    }
+    snprintf(m, sizeof m, "%smodel.norm", pre);
+    if (add_norm_fill(b, m, H, shifted, e)) return -1;
+    snprintf(m, sizeof m, "%slm_head", pre);
+    if (!ps->tie && add_matrix(b, m, ps->vocab, H, e)) return -1;
+    return 0;
+}
+
+/* Gemma 3 text (Gemma3ForCausalLM): per layer self_attn (q, k, v, o, q_norm, k_norm), mlp,
+ * then input / post_attention / pre_feedforward / post_feedforward norms. Every norm is used
+ * as (1 + w), so all are zeros; mlx_lm keeps the names and the zeros. */
+static int plan_gemma3(plan_builder_t *b, int L, err_t *e) {
+    const synth_preset_t *ps = b->o->preset;
+    int64_t H = ps->hidden, I = ps->intermediate, hd = ps->head_dim;
+    int64_t q = (int64_t)ps->n_heads * hd, kv = (int64_t)ps->n_kv_heads * hd;
+    char m[160];
+    if (add_matrix(b, "model.embed_tokens", ps->vocab, H, e)) return -1;
+    for (int l = 0; l < L; l++) {
+        const char *proj[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+        int64_t rows[] = {q, kv, kv, H}, cols[] = {H, H, H, q};
+        for (int k = 0; k < 4; k++) {
+            snprintf(m, sizeof m, "model.layers.%d.self_attn.%s", l, proj[k]);
+            if (add_matrix(b, m, rows[k], cols[k], e)) return -1;
+        }
+        snprintf(m, sizeof m, "model.layers.%d.self_attn.q_norm", l);
+        if (add_norm_fill(b, m, hd, SYNTH_FILL_ZEROS, e)) return -1;
+        snprintf(m, sizeof m, "model.layers.%d.self_attn.k_norm", l);
+        if (add_norm_fill(b, m, hd, SYNTH_FILL_ZEROS, e)) return -1;
+        const char *mlp[] = {"gate_proj", "up_proj", "down_proj"};
+        int64_t mrows[] = {I, I, H}, mcols[] = {H, H, I};
+        for (int k = 0; k < 3; k++) {
+            snprintf(m, sizeof m, "model.layers.%d.mlp.%s", l, mlp[k]);
+            if (add_matrix(b, m, mrows[k], mcols[k], e)) return -1;
+        }
+        const char *norms[] = {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                               "post_feedforward_layernorm"};
+        for (int k = 0; k < 4; k++) {
+            snprintf(m, sizeof m, "model.layers.%d.%s", l, norms[k]);
+            if (add_norm_fill(b, m, H, SYNTH_FILL_ZEROS, e)) return -1;
+        }
+    }
+    if (add_norm_fill(b, "model.norm", H, SYNTH_FILL_ZEROS, e)) return -1;
+    if (!ps->tie && add_matrix(b, "lm_head", ps->vocab, H, e)) return -1;
+    return 0;
+}
+
 int synth_plan(const synth_opts_t *o, synth_plan_t *p, err_t *e) {
     memset(p, 0, sizeof *p);
     if (synth_check(o, e)) return -1;
     const synth_preset_t *ps = o->preset;
     plan_builder_t b = {.p = p, .o = o};
     int L = o->layers ? o->layers : ps->n_layers;
+    if (ps->arch == SYNTH_QWEN3_5 || ps->arch == SYNTH_GEMMA3) {
+        p->layers = L;
+        if ((ps->arch == SYNTH_QWEN3_5 ? plan_qwen35 : plan_gemma3)(&b, L, e)) goto err;
+        goto finish;
+    }
     int64_t H = ps->hidden, I = ps->intermediate, q = (int64_t)ps->n_heads * ps->head_dim,
             kv = (int64_t)ps->n_kv_heads * ps->head_dim;
     char m[128];
@@ -350,6 +564,7 @@ int synth_plan(const synth_opts_t *o, synth_plan_t *p, err_t *e) {
     }
     if (add_norm(&b, "model.norm", H, e)) goto err;
     if (!ps->tie && add_matrix(&b, "lm_head", ps->vocab, H, e)) goto err;
+finish:
     for (int i = 0; i < p->n; i++) p->total_bytes += p->t[i].bytes;
     if (assign_shards(p, o->shard_bytes > 0 ? o->shard_bytes : 5e9, e)) goto err;
     return 0;
@@ -394,8 +609,91 @@ static char *dump(json_t *root, err_t *e) {
     return out;
 }
 
+static json_t *id_or_null(int id) { return id >= 0 ? json_integer(id) : json_null(); }
+
+static void add_quant_keys(json_t *c, const synth_opts_t *o) {
+    if (!o->bits) return;
+    int g = o->group_size ? o->group_size : 64; /* mlx_lm writes both keys */
+    json_object_set_new(c, "quantization", json_pack("{s:i,s:i}", "group_size", g, "bits", o->bits));
+    json_object_set_new(c, "quantization_config", json_pack("{s:i,s:i}", "group_size", g, "bits", o->bits));
+}
+
+/* qwen3_5 and gemma3: the keys transformers 5 writes for Qwen3_5TextConfig /
+ * Gemma3TextConfig (the fixtures' format), with the preset's values. */
+static char *config_json_v5(const synth_opts_t *o, err_t *e) {
+    const synth_preset_t *p = o->preset;
+    int L = o->layers ? o->layers : p->n_layers;
+    int q35 = p->arch == SYNTH_QWEN3_5;
+    json_t *c = json_object(), *lt = json_array();
+    for (int l = 0; l < L; l++)
+        json_array_append_new(lt, json_string(q35 ? (q35_full(p, l) ? "full_attention" : "linear_attention")
+                                                  : (g3_global(p, l) ? "full_attention" : "sliding_attention")));
+    json_object_set_new(c, "architectures", json_pack("[s]", q35 ? "Qwen3_5ForCausalLM" : "Gemma3ForCausalLM"));
+    json_object_set_new(c, "attention_bias", json_false());
+    json_object_set_new(c, "attention_dropout", json_real(0.0));
+    json_object_set_new(c, "bos_token_id", id_or_null(p->bos));
+    json_object_set_new(c, "dtype", json_string(torch_dtype(o)));
+    json_object_set_new(c, "eos_token_id", p->cfg_eos2 >= 0 ? json_pack("[ii]", p->eos, p->cfg_eos2) : id_or_null(p->eos));
+    json_object_set_new(c, "head_dim", json_integer(p->head_dim));
+    json_object_set_new(c, "hidden_size", json_integer(p->hidden));
+    json_object_set_new(c, "initializer_range", json_real(0.02));
+    json_object_set_new(c, "intermediate_size", json_integer(p->intermediate));
+    json_object_set_new(c, "layer_types", lt);
+    json_object_set_new(c, "max_position_embeddings", json_integer(p->max_pos));
+    json_object_set_new(c, "model_type", json_string(q35 ? "qwen3_5_text" : "gemma3_text"));
+    json_object_set_new(c, "num_attention_heads", json_integer(p->n_heads));
+    json_object_set_new(c, "num_hidden_layers", json_integer(L));
+    json_object_set_new(c, "num_key_value_heads", json_integer(p->n_kv_heads));
+    json_object_set_new(c, "pad_token_id", id_or_null(p->cfg_pad));
+    json_object_set_new(c, "rms_norm_eps", json_real(p->rms_eps));
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(p->tie));
+    json_object_set_new(c, "transformers_version", json_string(p->transformers_version));
+    json_object_set_new(c, "use_cache", json_true());
+    json_object_set_new(c, "vocab_size", json_integer(p->vocab));
+    json_t *theta = p->rope_theta_int ? json_integer((json_int_t)p->rope_theta) : json_real(p->rope_theta);
+    if (q35) {
+        json_object_set_new(c, "attn_output_gate", json_true());
+        json_object_set_new(c, "full_attention_interval", json_integer(p->full_interval));
+        json_object_set_new(c, "hidden_act", json_string("silu"));
+        json_object_set_new(c, "linear_conv_kernel_dim", json_integer(p->conv_kernel));
+        json_object_set_new(c, "linear_key_head_dim", json_integer(p->lin_k_dim));
+        json_object_set_new(c, "linear_num_key_heads", json_integer(p->lin_k_heads));
+        json_object_set_new(c, "linear_num_value_heads", json_integer(p->lin_v_heads));
+        json_object_set_new(c, "linear_value_head_dim", json_integer(p->lin_v_dim));
+        json_object_set_new(c, "mamba_ssm_dtype", json_string("float32"));
+        json_object_set_new(c, "mlp_only_layers", json_array());
+        json_object_set_new(c, "partial_rotary_factor", json_real(p->partial_rotary));
+        json_t *rp = json_object();
+        if (p->vocab > 100000) { /* the real models' multimodal RoPE sections (text: plain RoPE) */
+            json_object_set_new(rp, "mrope_interleaved", json_true());
+            json_object_set_new(rp, "mrope_section", json_pack("[iii]", 11, 11, 10));
+            json_object_set_new(c, "mtp_num_hidden_layers", json_integer(1));
+            json_object_set_new(c, "mtp_use_dedicated_embeddings", json_false());
+        }
+        json_object_set_new(rp, "partial_rotary_factor", json_real(p->partial_rotary));
+        json_object_set_new(rp, "rope_theta", theta);
+        json_object_set_new(rp, "rope_type", json_string("default"));
+        json_object_set_new(c, "rope_parameters", rp);
+    } else {
+        json_object_set_new(c, "_sliding_window_pattern", json_integer(p->sliding_pattern));
+        json_object_set_new(c, "attn_logit_softcapping", json_null());
+        json_object_set_new(c, "final_logit_softcapping", json_null());
+        json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
+        json_object_set_new(c, "query_pre_attn_scalar", json_integer(p->query_pre_attn_scalar));
+        json_object_set_new(c, "rope_parameters",
+                            json_pack("{s:{s:o,s:s},s:{s:f,s:s}}", "full_attention", "rope_theta", theta, "rope_type",
+                                      "default", "sliding_attention", "rope_theta", p->rope_local_theta, "rope_type",
+                                      "default"));
+        json_object_set_new(c, "sliding_window", json_integer(p->sliding_window));
+        json_object_set_new(c, "use_bidirectional_attention", json_false());
+    }
+    add_quant_keys(c, o);
+    return dump(c, e);
+}
+
 char *synth_config_json(const synth_opts_t *o, err_t *e) {
     const synth_preset_t *p = o->preset;
+    if (p->arch == SYNTH_QWEN3_5 || p->arch == SYNTH_GEMMA3) return config_json_v5(o, e);
     int L = o->layers ? o->layers : p->n_layers;
     int qwen = p->arch == SYNTH_QWEN3;
     json_t *c = json_object();
@@ -438,11 +736,7 @@ char *synth_config_json(const synth_opts_t *o, err_t *e) {
         json_object_set_new(c, "pretraining_tp", json_integer(1));
         if (p->mlp_bias_key) json_object_set_new(c, "mlp_bias", json_false());
     }
-    if (o->bits) { /* mlx_lm writes both keys */
-        int g = o->group_size ? o->group_size : 64;
-        json_object_set_new(c, "quantization", json_pack("{s:i,s:i}", "group_size", g, "bits", o->bits));
-        json_object_set_new(c, "quantization_config", json_pack("{s:i,s:i}", "group_size", g, "bits", o->bits));
-    }
+    add_quant_keys(c, o);
     return dump(c, e);
 }
 
@@ -450,13 +744,14 @@ char *synth_generation_config_json(const synth_opts_t *o, err_t *e) {
     const synth_preset_t *p = o->preset;
     json_t *c = json_object();
     if (p->gen_from_model_config) json_object_set_new(c, "_from_model_config", json_true());
-    json_object_set_new(c, "bos_token_id", json_integer(p->bos));
+    json_object_set_new(c, "bos_token_id", id_or_null(p->gen_bos ? p->gen_bos : p->bos));
+    if (p->gen_cache_impl) json_object_set_new(c, "cache_implementation", json_string(p->gen_cache_impl));
     json_object_set_new(c, "eos_token_id", p->gen_eos2 >= 0 ? json_pack("[ii]", p->eos, p->gen_eos2)
-                                                            : json_integer(p->eos));
+                                                            : id_or_null(p->eos));
     if (p->gen_pad >= 0) json_object_set_new(c, "pad_token_id", json_integer(p->gen_pad));
     if (p->gen_do_sample) {
         json_object_set_new(c, "do_sample", json_true());
-        json_object_set_new(c, "temperature", json_real(p->gen_temperature));
+        if (p->gen_temperature > 0) json_object_set_new(c, "temperature", json_real(p->gen_temperature));
         json_object_set_new(c, "top_p", json_real(p->gen_top_p));
         if (p->gen_top_k) json_object_set_new(c, "top_k", json_integer(p->gen_top_k));
     }
@@ -498,6 +793,18 @@ static size_t fill_row(const synth_tensor_t *t, int bits, int gsize, int64_t r, 
     switch (t->fill) {
     case SYNTH_FILL_ONES:
         for (int64_t c = 0; c < cols; c++) store_from_f32(out, t->dtype, (size_t)c, 1.0f);
+        return dtype_size(t->dtype) * (size_t)cols;
+    case SYNTH_FILL_ZEROS: /* +0.0 is all-zero bits in f32, f16 and bf16 */
+        memset(out, 0, dtype_size(t->dtype) * (size_t)cols);
+        return dtype_size(t->dtype) * (size_t)cols;
+    case SYNTH_FILL_AFFINE: /* small tensors: one element at a time, any length */
+        for (int64_t c = 0; c < cols; c++) {
+            uint32_t s0, s1;
+            uint64_t i = base + (uint64_t)c;
+            sums_at(t->tseed, i >> 1, &s0, &s1);
+            float z = lut_f32[(i & 1) ? s1 : s0] / SYNTH_STD;
+            store_from_f32(out, t->dtype, (size_t)c, t->offset + t->scale * z);
+        }
         return dtype_size(t->dtype) * (size_t)cols;
     case SYNTH_FILL_NORMAL: {
         /* rows have an even length and start at an even index: whole draws only */
@@ -575,7 +882,7 @@ typedef struct progress {
 static int write_tensor(stw_writer_t *w, const synth_tensor_t *t, const synth_opts_t *o, unsigned char *buf,
                         progress_t *pr, err_t *e) {
     const int gsize = o->group_size ? o->group_size : 64;
-    const int64_t rows = t->fill == SYNTH_FILL_ONES ? 1 : t->rows;
+    const int64_t rows = t->rows;
     size_t fill = 0;
     for (int64_t r = 0; r < rows; r++) {
         fill += fill_row(t, o->bits, gsize, r, buf + fill);
@@ -643,8 +950,7 @@ static int write_shard(const char *dir, const synth_plan_t *p, int s, const synt
         st[n].name = p->t[i].name;
         st[n].dtype = p->t[i].dtype;
         st[n].ndim = p->t[i].ndim;
-        st[n].shape[0] = p->t[i].shape[0];
-        st[n].shape[1] = p->t[i].shape[1];
+        for (int d = 0; d < p->t[i].ndim; d++) st[n].shape[d] = p->t[i].shape[d];
         n++;
     }
     /* Inside a file, tensors go in the order safetensors' save_file uses. */
@@ -712,7 +1018,7 @@ int synth_write(const synth_opts_t *o, err_t *e) {
     old = str_printf("%s/.%s.synth-old.%d", parent, base, (int)getpid());
     uint64_t max_row = 0; /* a chunk may overshoot CHUNK by one row */
     for (int i = 0; i < p.n; i++) {
-        uint64_t rb = p.t[i].fill == SYNTH_FILL_ONES ? p.t[i].bytes : p.t[i].bytes / (uint64_t)p.t[i].shape[0];
+        uint64_t rb = p.t[i].rows > 0 ? p.t[i].bytes / (uint64_t)p.t[i].rows : 0;
         if (rb > max_row) max_row = rb;
     }
     buf = malloc(CHUNK + max_row);

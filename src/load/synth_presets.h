@@ -13,6 +13,14 @@
  * quantization of the bf16 checkpoint with the same seed. Everything streams: memory use
  * is a few MB whatever the model size.
  *
+ * Four families: llama and qwen3 (dense attention), qwen3_5 (Qwen3.5 text: gated DeltaNet
+ * layers with every full_interval-th layer gated full attention) and gemma3 (sliding-window
+ * layers with every sliding_pattern-th layer global). Values that the forward pass depends
+ * on beyond matrix scale are drawn in realistic ranges: A_log, dt_bias and the conv1d
+ * kernels of DeltaNet layers as offset + scale * variate; (1 + w) norms are zeros, w norms
+ * ones. The quantized qwen3_5 checkpoints take mlx_lm's layout ("language_model." names,
+ * conv1d as [C, K, 1], the (1 + w) norms stored already shifted, i.e. ones).
+ *
  * Error messages name the `kiln synth` flag that a bad option came from. */
 #ifndef KILN_SYNTH_PRESETS_H
 #define KILN_SYNTH_PRESETS_H
@@ -22,7 +30,7 @@
 #include "base/err.h"
 #include "tensor/dtype.h"
 
-typedef enum synth_arch { SYNTH_LLAMA, SYNTH_QWEN3 } synth_arch_t;
+typedef enum synth_arch { SYNTH_LLAMA, SYNTH_QWEN3, SYNTH_QWEN3_5, SYNTH_GEMMA3 } synth_arch_t;
 
 typedef struct synth_preset {
     const char *name;      /* "qwen3-0.6b" */
@@ -30,10 +38,17 @@ typedef struct synth_preset {
     const char *hf_repo;   /* where the shapes come from: "Qwen/Qwen3-0.6B" */
     int hidden, intermediate, n_heads, n_kv_heads, head_dim, n_layers, vocab;
     int max_pos, max_window_layers; /* max_window_layers: qwen3 only */
+    /* qwen3_5: every full_interval-th layer is full attention, the rest gated DeltaNet */
+    int full_interval, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, conv_kernel;
+    double partial_rotary;
+    /* gemma3: every sliding_pattern-th layer is global, the rest see sliding_window tokens */
+    int sliding_window, sliding_pattern, query_pre_attn_scalar;
+    double rope_local_theta;
     double rms_eps, rope_theta;
     int rope_theta_int;    /* written as an integer (Qwen3 writes 1000000, Llama 500000.0) */
     int tie;               /* tie_word_embeddings: no lm_head.weight tensor */
-    int bos, eos;
+    int bos, eos;          /* -1: null in config.json */
+    int cfg_eos2, cfg_pad; /* second config eos id (a list) / config pad id; -1 when absent */
     /* rope_scaling {"rope_type": "llama3", ...} when factor > 0, else null */
     double rope_factor, rope_low, rope_high;
     int rope_orig_max;
@@ -41,6 +56,8 @@ typedef struct synth_preset {
     const char *transformers_version;
     /* generation_config.json */
     int gen_eos2, gen_pad; /* second eos id / pad id, -1 when absent */
+    int gen_bos;           /* 0: same as bos */
+    const char *gen_cache_impl; /* "cache_implementation" or NULL */
     int gen_do_sample, gen_top_k, gen_max_length, gen_from_model_config;
     double gen_temperature, gen_top_p;
     const char *gen_transformers_version;
@@ -51,7 +68,7 @@ const synth_preset_t *synth_preset_at(int i);
 /* Finds a preset by name. "tiny" needs arch (the tiny preset of that family); other
  * names ignore arch. NULL when unknown. */
 const synth_preset_t *synth_preset_find(const char *name, const char *arch);
-const char *synth_arch_name(synth_arch_t a); /* "llama", "qwen3" */
+const char *synth_arch_name(synth_arch_t a); /* "llama", "qwen3", "qwen3_5", "gemma3" */
 int synth_arch_parse(const char *s, synth_arch_t *out);
 
 typedef struct synth_opts {
@@ -74,7 +91,10 @@ typedef struct synth_opts {
 /* One tensor of the checkpoint and how its bytes are made. */
 typedef enum synth_fill {
     SYNTH_FILL_NORMAL,     /* std SYNTH_STD, stored in the float dtype */
-    SYNTH_FILL_ONES,       /* RMSNorm weights */
+    SYNTH_FILL_ONES,       /* RMSNorm weights used as w */
+    SYNTH_FILL_ZEROS,      /* RMSNorm weights used as (1 + w): Gemma, Qwen3.5 (HF layout) */
+    SYNTH_FILL_AFFINE,     /* offset + scale * z, z the generator's variate at std 1:
+                              A_log, dt_bias, conv1d kernels */
     SYNTH_FILL_QCODES,     /* U32 words of packed bits-wide codes */
     SYNTH_FILL_QSCALES,    /* bf16 per-group scales */
     SYNTH_FILL_QBIASES,    /* bf16 per-group biases */
@@ -84,9 +104,10 @@ typedef struct synth_tensor {
     char name[96];
     dtype_t dtype;
     int ndim;
-    int64_t shape[2];      /* as stored */
+    int64_t shape[3];      /* as stored (ndim 1..3) */
     int64_t rows, cols;    /* the logical [out, in] weight matrix */
     synth_fill_t fill;
+    float offset, scale;   /* SYNTH_FILL_AFFINE */
     uint64_t tseed;        /* synth_tensor_seed(seed, name of the .weight) */
     uint64_t bytes;
     int shard;             /* 0-based file index */
@@ -121,6 +142,9 @@ uint64_t synth_tensor_seed(uint64_t seed, const char *weight_name);
 /* Element i (row-major) of the weight with this tensor seed, before storage rounding:
  * SYNTH_STD times a bell-shaped variate (sum of four uniform bytes, |w| <= 3.451 * SYNTH_STD). */
 float synth_weight(uint64_t tseed, uint64_t i);
+/* Element i of a SYNTH_FILL_AFFINE tensor before storage rounding:
+ * offset + scale * synth_weight(tseed, i) / SYNTH_STD. */
+float synth_affine(uint64_t tseed, uint64_t i, float offset, float scale);
 /* Scale and bias (already rounded to bf16) of group g (row-major over [rows, cols/G])
  * of a quantized weight. Every weight of the group lies within [bias, bias + scale*qmax]. */
 void synth_group_params(uint64_t tseed, uint64_t g, int bits, float *scale, float *bias);

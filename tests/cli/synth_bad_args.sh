@@ -30,7 +30,7 @@ mkdir "$tmp/work"
 out="$tmp/work/m"
 T=(--arch llama --preset tiny)
 
-expect 2 "--arch must be llama or qwen3.*'gpt2'"      -- "$KILN" synth --arch gpt2 --preset tiny --dtype bf16 --out "$out"
+expect 2 "--arch must be llama, qwen3, qwen3_5 or gemma3.*'gpt2'" -- "$KILN" synth --arch gpt2 --preset tiny --dtype bf16 --out "$out"
 expect 2 "--preset is not a known preset.*'llama-99b'" -- "$KILN" synth --preset llama-99b --dtype bf16 --out "$out"
 expect 2 "--preset tiny needs --arch"                 -- "$KILN" synth --preset tiny --dtype bf16 --out "$out"
 expect 2 "--arch qwen3 does not match --preset llama-3.2-1b" -- "$KILN" synth --arch qwen3 --preset llama-3.2-1b --dtype bf16 --out "$out"
