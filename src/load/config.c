@@ -131,6 +131,9 @@ static int parse_rope_params(rope_config_t *r, json_t *rp, const char *where, er
 static int parse_quant(model_config_t *c, json_t *root, const char *where, err_t *e) {
     json_t *q = json_object_get(root, "quantization");
     if (!json_is_object(q)) q = json_object_get(root, "quantization_config");
+    json_t *tc = json_object_get(root, "text_config"); /* some VL conversions nest it */
+    if (!json_is_object(q) && json_is_object(tc)) q = json_object_get(tc, "quantization");
+    if (!json_is_object(q) && json_is_object(tc)) q = json_object_get(tc, "quantization_config");
     if (!json_is_object(q)) return 0;
     json_t *bits = json_object_get(q, "bits"), *gs = json_object_get(q, "group_size");
     if (!bits && !gs) return 0; /* some other quantization_config (e.g. a torch one) */
@@ -151,6 +154,20 @@ void config_quant_for(const model_config_t *c, const char *module_path, int *bit
     *group = c->quant_group;
     if (!c->quant) return;
     json_t *o = json_object_get(c->quant, module_path);
+    /* overrides may be keyed with or without a VL wrapper's prefix */
+    static const char *wraps[] = {"language_model.", "model.language_model."};
+    char alt[512];
+    for (size_t i = 0; !o && i < sizeof wraps / sizeof wraps[0]; i++) {
+        size_t wl = strlen(wraps[i]);
+        if (!strncmp(module_path, wraps[i], wl)) {
+            /* language_model.model.x -> model.x ; model.language_model.x -> model.x */
+            snprintf(alt, sizeof alt, "%s%s", i == 1 ? "model." : "", module_path + wl);
+            o = json_object_get(c->quant, alt);
+        } else {
+            snprintf(alt, sizeof alt, "%s%s", wraps[i], module_path);
+            o = json_object_get(c->quant, alt);
+        }
+    }
     if (!o) return;
     if (json_is_false(o)) { *bits = 0; return; }
     if (json_is_object(o)) {
