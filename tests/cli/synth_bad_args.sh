@@ -34,6 +34,9 @@ expect 2 "--arch must be llama, qwen3, qwen3_5 or gemma3.*'gpt2'" -- "$KILN" syn
 expect 2 "--preset is not a known preset.*'llama-99b'" -- "$KILN" synth --preset llama-99b --dtype bf16 --out "$out"
 expect 2 "--preset tiny needs --arch"                 -- "$KILN" synth --preset tiny --dtype bf16 --out "$out"
 expect 2 "--arch qwen3 does not match --preset llama-3.2-1b" -- "$KILN" synth --arch qwen3 --preset llama-3.2-1b --dtype bf16 --out "$out"
+expect 2 "--arch gemma3 does not match --preset qwen3.5-0.8b \(a qwen3_5 model\)" -- "$KILN" synth --arch gemma3 --preset qwen3.5-0.8b --dtype bf16 --out "$out"
+expect 2 "--preset tiny needs --arch llama\|qwen3\|qwen3_5\|gemma3" -- "$KILN" synth --preset tiny --dtype q4 --out "$out"
+expect 2 "--group-size 128 does not divide"           -- "$KILN" synth --arch qwen3_5 --preset tiny --dtype q4 --group-size 128 --out "$out"
 expect 2 "--preset is required"                       -- "$KILN" synth --dtype bf16 --out "$out"
 expect 2 "--dtype must be.*'int8'"                    -- "$KILN" synth "${T[@]}" --dtype int8 --out "$out"
 expect 2 "--dtype must be.*'q7'"                      -- "$KILN" synth "${T[@]}" --dtype q7 --out "$out"
@@ -91,6 +94,18 @@ if "$KILN" synth "${T[@]}" --dtype bf16 --out "$tmp/work/sh" --shard-gb 0.0001 >
    [ -f "$tmp/work/sh/model.safetensors.index.json" ] && [ -f "$tmp/work/sh/model-00001-of-00003.safetensors" ]; then ok
 else bad "sharding with --shard-gb: $(ls "$tmp/work/sh" 2>&1)"; fi
 "$KILN" info "$out" >/dev/null 2>&1 && ok || bad "kiln info cannot read the synth checkpoint"
+# the hybrid families: written, read by kiln info and kiln logits (finite numbers)
+for a in qwen3_5 gemma3; do
+  for d in bf16 q4; do
+    h="$tmp/work/$a-$d"
+    g=(); [ $d = q4 ] && g=(--group-size 32)
+    if "$KILN" synth --arch $a --preset tiny --dtype $d "${g[@]}" --out "$h" >/dev/null 2>"$tmp/err"; then
+      if "$KILN" info "$h" 2>/dev/null | grep -q "architecture: $a" &&
+         "$KILN" logits "$h" --ids 1,2,3 --out "$tmp/$a-$d.npy" >/dev/null 2>&1 && [ -s "$tmp/$a-$d.npy" ]; then ok
+      else bad "$a $d: kiln info/logits failed"; fi
+    else bad "$a $d tiny: $(cat "$tmp/err")"; fi
+  done
+done
 
 echo "synth_bad_args: $pass passed, $fail failed"
 [ $fail -eq 0 ]
