@@ -22,9 +22,9 @@ out=$(printf 'Hello there.\nWhat happened next?\n' | "$KILN" chat --max-tokens 2
 
 # 3. the quality bar
 samples=""
-for seed in 1 2 3 4 5 6 7 8 9 10; do
+for seed in 1 2 3 4 5; do
   for prompt in "The history of the United States" "In the morning the" "She said that"; do
-    samples+=$("$KILN" generate "$prompt" --max-tokens 48 --temperature 0.7 --top-p 1 --seed $seed)$'\n'
+    samples+=$("$KILN" generate "$prompt" --max-tokens 64 --temperature 0.7 --top-p 1 --seed $seed)$'\n'
   done
 done
 share=$(printf '%s' "$samples" | python3 -c '
