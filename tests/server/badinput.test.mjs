@@ -133,15 +133,25 @@ test('prompts too long for the context: 400 with the numbers', async () => {
 });
 
 test('queue full: 429 with Retry-After', async () => {
-  // the bystander holds the only running row; this one takes the only queue place...
-  const waiting = post(srv.url + '/v1/chat/completions', chat({ max_tokens: 1 }), auth);
-  await new Promise((r) => setTimeout(r, 150));
-  // ...so this one is refused
-  const r = await post(srv.url + '/v1/chat/completions', chat({ max_tokens: 1 }), auth);
-  assert.equal(r.status, 429, r.text);
-  assert.equal(r.headers.get('retry-after'), '1');
-  assert.equal(r.json.error.type, 'rate_limit_error');
-  assert.equal((await waiting).status, 200);
+  // A holds the only running row (its first token proves it is running).
+  const ctl = new AbortController();
+  const a = await fetch(srv.url + '/v1/chat/completions', {
+    method: 'POST', signal: ctl.signal, headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify(chat({ max_tokens: 400, ignore_eos: true, stream: true })),
+  });
+  const reader = a.body.getReader();
+  for (let seen = ''; !/"content":"[^"]/.test(seen);) seen += new TextDecoder().decode((await reader.read()).value);
+  // With one running row and one queue place, a burst of 8 cannot all be taken.
+  const burst = await Promise.all(Array.from({ length: 8 }, () => post(srv.url + '/v1/chat/completions', chat({ max_tokens: 1 }), auth)));
+  const refused = burst.filter((r) => r.status === 429);
+  assert.ok(refused.length >= 1, `statuses: ${burst.map((r) => r.status)}`);
+  for (const r of burst) assert.ok(r.status === 200 || r.status === 429, r.text);
+  for (const r of refused) {
+    assert.equal(r.headers.get('retry-after'), '1');
+    assert.equal(r.json.error.type, 'rate_limit_error');
+    assert.match(r.json.error.message, /queue is full/);
+  }
+  ctl.abort();
 });
 
 test('none of it disturbed the stream that was running', async () => {
