@@ -50,6 +50,8 @@ const model_config_t *kiln_engine_config(const kiln_engine_t *eng);
 /* NULL when the model has no tokenizer.json. */
 const struct tokenizer *kiln_engine_tokenizer(const kiln_engine_t *eng);
 const char *kiln_engine_model_dir(const kiln_engine_t *eng);
+/* The context limit requests are checked against (--ctx or the model's). */
+int kiln_engine_ctx_len(const kiln_engine_t *eng);
 
 #define KILN_MAX_STOP 16
 #define KILN_MAX_TOP_LOGPROBS 20
@@ -67,6 +69,7 @@ typedef struct kiln_request_params {
     int logprobs;              /* 1: report the chosen token's logprob                   */
     int top_logprobs;          /* 0..KILN_MAX_TOP_LOGPROBS alternatives per token        */
     int include_stop_str;      /* 1: keep the matched stop string in the text            */
+    int keep_special;          /* 1: special tokens appear in the text (tool-call markers) */
 } kiln_request_params_t;
 
 typedef enum kiln_finish {
@@ -85,6 +88,7 @@ typedef struct kiln_event {
     int stop_id;               /* with FINISH_STOP: the stop token id, or -1              */
     const char *stop_str;      /* with FINISH_STOP: the stop string matched, or NULL; it
                                   points into the request: valid until kiln_request_free */
+    double t;                  /* when the engine queued it (CLOCK_MONOTONIC seconds)    */
 } kiln_event_t;
 
 /* Submit errors carry a code so the server can map them: */
@@ -95,7 +99,9 @@ kiln_request_t *kiln_submit(kiln_engine_t *eng, const kiln_request_params_t *p, 
 /* Waits up to timeout_ms (-1: forever, 0: poll) for the next event; returns 1 with *ev
  * filled, 0 on timeout. After the event with finish != 0 there are no more. */
 int kiln_request_next(kiln_request_t *r, kiln_event_t *ev, int timeout_ms);
-/* Called on the engine thread after events are queued (keep it short, never block). */
+/* Called on the engine thread after events are queued (keep it short, never block). Once
+ * kiln_request_set_notify(r, NULL, NULL) or kiln_request_free(r) has returned, the old
+ * callback is not running and will not run again. */
 void kiln_request_set_notify(kiln_request_t *r, void (*fn)(void *), void *arg);
 void kiln_cancel(kiln_request_t *r);
 /* Releases the handle; cancels the request if still running. */

@@ -611,6 +611,7 @@ void kiln_engine_stop(kiln_engine_t *eng) {
 const model_config_t *kiln_engine_config(const kiln_engine_t *eng) { return &eng->m->cfg; }
 const struct tokenizer *kiln_engine_tokenizer(const kiln_engine_t *eng) { return eng->tok; }
 const char *kiln_engine_model_dir(const kiln_engine_t *eng) { return eng->o.model_dir; }
+int kiln_engine_ctx_len(const kiln_engine_t *eng) { return eng->o.ctx_len; }
 
 kiln_request_t *kiln_submit(kiln_engine_t *eng, const kiln_request_params_t *p, int *code, err_t *e) {
     const model_config_t *c = &eng->m->cfg;

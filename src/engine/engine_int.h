@@ -41,6 +41,7 @@ struct kiln_request {
     int finished;                  /* the final event has been queued                  */
     void (*notify)(void *);
     void *notify_arg;
+    int notifying;                 /* callbacks running now (outside the lock)         */
     kiln_request_info_t info;
 };
 

@@ -9,6 +9,7 @@
  * per token for k stop strings of length s, trivial next to a forward pass. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "engine/engine_int.h"
 
 kiln_request_t *request_new(kiln_engine_t *eng, const kiln_request_params_t *p, err_t *e) {
@@ -42,7 +43,7 @@ kiln_request_t *request_new(kiln_engine_t *eng, const kiln_request_params_t *p, 
         r->p.sampling.bias_vals = vals;
     }
     kv_seq_init(&r->seq);
-    if (eng->tok) r->detok = detok_new(eng->tok, 1);
+    if (eng->tok) r->detok = detok_new(eng->tok, !p->keep_special);
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     return r;
@@ -83,13 +84,24 @@ void request_emit(kiln_request_t *r, kiln_event_t *ev) {
         r->ev_cap = cap;
         r->ev_head = 0;
     }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ev->t = ts.tv_sec + ts.tv_nsec * 1e-9;
     r->events[(r->ev_head + r->ev_count++) % r->ev_cap] = *ev;
     if (ev->finish) r->finished = 1;
     void (*fn)(void *) = r->notify;
     void *arg = r->notify_arg;
+    if (fn) r->notifying++;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
-    if (fn) fn(arg);
+    if (!fn) return;
+    /* outside the lock (the callback may take the consumer's locks), but counted, so that
+     * clearing the callback can wait for a run in progress */
+    fn(arg);
+    pthread_mutex_lock(&r->mu);
+    r->notifying--;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
 }
 
 int kiln_request_next(kiln_request_t *r, kiln_event_t *ev, int timeout_ms) {
@@ -122,6 +134,9 @@ void kiln_request_set_notify(kiln_request_t *r, void (*fn)(void *), void *arg) {
     pthread_mutex_lock(&r->mu);
     r->notify = fn;
     r->notify_arg = arg;
+    /* a callback already running on the engine thread finishes before we return (unless
+     * we are that callback, clearing itself: then waiting would deadlock) */
+    while (!fn && r->notifying > 0 && !pthread_equal(pthread_self(), r->eng->thread)) pthread_cond_wait(&r->cv, &r->mu);
     int pending = r->ev_count > 0;
     pthread_mutex_unlock(&r->mu);
     if (pending && fn) fn(arg);
@@ -137,6 +152,7 @@ void kiln_cancel(kiln_request_t *r) {
 
 void kiln_request_free(kiln_request_t *r) {
     if (!r) return;
+    kiln_request_set_notify(r, NULL, NULL);
     kiln_cancel(r);
     request_unref(r);
 }

@@ -9,6 +9,7 @@
  * - a randomized stress run of a few hundred requests with joins, cancels and stops;
  * - admission control: too long for the context, queue full. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 #include "../common/test_util.h"
 #include "kiln.h"
@@ -523,12 +524,67 @@ static void test_text_stop_logprobs(void **st) {
     g_model = MODEL;
 }
 
+/* Notify: called as events arrive; never again once kiln_request_free has returned.
+ * keep_special: special tokens appear in the text only when asked. */
+static atomic_int g_notified;
+static void on_notify(void *arg) { atomic_fetch_add(&g_notified, 1); }
+
+static void test_notify_and_special(void **st) {
+    g_model = "models/kiln-tiny";
+    kiln_engine_t *eng = start(4096, 512, 8, DT_F32);
+    int32_t prompt[] = {493, 1625, 269};
+    kiln_request_params_t p = {0};
+    p.prompt = prompt;
+    p.n_prompt = 3;
+    p.max_tokens = 200;
+    sampling_defaults(&p.sampling);
+    p.ignore_eos = 1;
+    int code;
+    err_t e;
+    kiln_request_t *r = kiln_submit(eng, &p, &code, &e);
+    kiln_request_set_notify(r, on_notify, NULL);
+    kiln_event_t ev;
+    for (int i = 0; i < 3; i++) { assert_true(kiln_request_next(r, &ev, 20000)); kiln_event_clear(&ev); }
+    kiln_request_free(r); /* mid-stream */
+    int seen = atomic_load(&g_notified);
+    assert_true(seen >= 1);
+    usleep(100000);
+    assert_int_equal(atomic_load(&g_notified), seen);
+    /* force <|im_end|> (8191) with a logit bias: text has it only with keep_special */
+    int32_t bid = 8191;
+    float bval = 100;
+    p.max_tokens = 1;
+    p.sampling.temperature = 0;
+    p.sampling.bias_ids = &bid;
+    p.sampling.bias_vals = &bval;
+    p.sampling.n_bias = 1;
+    for (int keep = 0; keep < 2; keep++) {
+        p.keep_special = keep;
+        r = kiln_submit(eng, &p, &code, &e);
+        char text[256] = "";
+        for (;;) {
+            assert_true(kiln_request_next(r, &ev, 20000));
+            if (ev.token >= 0) assert_int_equal(ev.token, 8191);
+            assert_true(ev.t > 0);
+            strncat(text, ev.text ? ev.text : "", sizeof text - strlen(text) - 1);
+            int fin = ev.finish;
+            kiln_event_clear(&ev);
+            if (fin) break;
+        }
+        kiln_request_free(r);
+        assert_string_equal(text, keep ? "<|im_end|>" : "");
+    }
+    assert_int_equal(kiln_engine_ctx_len(eng), 512);
+    kiln_engine_stop(eng);
+    g_model = MODEL;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admission),    cmocka_unit_test(test_prefix_cache), cmocka_unit_test(test_eviction),
         cmocka_unit_test(test_cancel),       cmocka_unit_test(test_preemption_tiny_pool),
         cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_stress), cmocka_unit_test(test_hybrid),
-        cmocka_unit_test(test_text_stop_logprobs),
+        cmocka_unit_test(test_text_stop_logprobs), cmocka_unit_test(test_notify_and_special),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
