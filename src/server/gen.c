@@ -89,6 +89,11 @@ static void tc_call_end(void *u, int index) {
     gen_t *g = u;
     if (index < 0 || index >= g->n_calls) return;
     fmt_call_end(g, index);
+    if (g->single_call && !g->calls_closed) {
+        /* parallel_tool_calls: false — one call is the answer; stop generating now */
+        g->calls_closed = 1;
+        if (g->r) kiln_cancel(g->r);
+    }
 }
 
 static const tc_sink_t *tc_sink(gen_t *g) {
@@ -106,7 +111,7 @@ static void rs_content(void *u, const char *s, size_t n) {
 }
 
 static void feed(gen_t *g, const char *s, size_t n) {
-    if (!n) return;
+    if (!n || g->calls_closed) return;
     if (g->use_rs) {
         rs_sink_t k = {g, rs_reason, rs_content};
         rs_push(&g->rs, s, n, &k);
@@ -120,7 +125,7 @@ static void finish_pipeline(gen_t *g) {
         rs_sink_t k = {g, rs_reason, rs_content};
         rs_finish(&g->rs, &k);
     }
-    if (g->tc) tc_finish(g->tc, tc_sink(g));
+    if (g->tc && !g->calls_closed) tc_finish(g->tc, tc_sink(g));
 }
 
 /* ---- submit ---- */
@@ -207,6 +212,8 @@ int gen_drain(gen_t *g) {
         if (ev.token >= 0 && g->s->n_special_markers) feed_special(g, ev.token);
         if (ev.finish) {
             g->finish = ev.finish;
+            /* our own cancel after the single allowed tool call is a normal end */
+            if (g->calls_closed && g->finish == KILN_FINISH_CANCELLED) g->finish = KILN_FINISH_STOP;
             if (ev.stop_str) g->stop_str = strdup(ev.stop_str);
             if (ev.error) g->error = strdup(ev.error);
             kiln_event_clear(&ev);

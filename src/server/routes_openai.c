@@ -174,6 +174,7 @@ int route_chat(conn_t *c, json_t *req) {
     g->params.top_logprobs = (int)top;
     int ptc = 1;
     if (p_bool(req, "parallel_tool_calls", &ptc, &ae)) goto err;
+    g->single_call = !ptc;
     if (chat_like_common(c, req, g, &ae) || common_sampling(s, req, API_OPENAI, g, &ae)) goto err;
     if (prompt_chat(s, req, API_OPENAI, g, &text, &ae)) goto err;
     if (prompt_tokenize(s, text, 0, &g->prompt, &g->n_prompt, &ae)) goto err;

@@ -176,6 +176,8 @@ typedef struct gen {
     reasoning_split_t rs;
     tc_parser_t *tc;
     char *tc_prime;              /* forced call opening (tool_choice), fed to the parser first */
+    int single_call;             /* parallel_tool_calls: false — stop after the first call    */
+    int calls_closed;            /* ... and it has ended: the rest of the output is dropped   */
     /* results */
     sbuf_t content, reasoning;
     gen_call_t *calls;

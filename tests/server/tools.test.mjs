@@ -61,6 +61,23 @@ test('OpenAI: tool call with reasoning, not streamed, then the round trip', asyn
   assert.equal(r2.usage.prompt_tokens, tok.json.count);
 });
 
+test('OpenAI: parallel_tool_calls false ends the generation at the first call', async () => {
+  // The server cancels the request as soon as the first call closes; the result is still
+  // a normal tool_calls answer (not an error from the cancel), streamed and not.
+  const r = await oai.chat.completions.create({ model: 'fixture', messages: ask, tools, parallel_tool_calls: false });
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.equal(r.choices[0].message.tool_calls.length, 1);
+  assert.deepEqual(JSON.parse(r.choices[0].message.tool_calls[0].function.arguments), { city: 'Paris', days: 2 });
+  const stream = await oai.chat.completions.create({ model: 'fixture', messages: ask, tools, parallel_tool_calls: false, stream: true });
+  let finish = null, names = [];
+  for await (const ch of stream) {
+    for (const d of ch.choices[0]?.delta?.tool_calls ?? []) if (d.function?.name) names.push(d.function.name);
+    if (ch.choices[0]?.finish_reason) finish = ch.choices[0].finish_reason;
+  }
+  assert.equal(finish, 'tool_calls');
+  assert.deepEqual(names, ['get_weather']);
+});
+
 test('OpenAI: streamed tool call arrives as tool_calls deltas', async () => {
   const stream = await oai.chat.completions.create({ model: 'fixture', messages: ask, tools, stream: true });
   let reasoning = '', args = '', name = null, id = null, deltas = 0, finish = null, content = '';
