@@ -10,6 +10,7 @@
  * in registers; there is never a dequantized copy in memory. */
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include "backend/cpu/cpu_kernels.h"
 
@@ -169,11 +170,164 @@ AI void qrun(float *y, const float *x, int T, const weight_t *w, int j0, int j1,
     }
 }
 
+/* 4-bit codes, the fast way: 16 bytes hold 32 codes, byte i carrying codes 2i (low
+ * nibble) and 2i+1 (high). Widened to 16 dword lanes, the low nibble already is a valid
+ * index for vpermps (it reads only bits 3:0) and the high one is a shift away; the table
+ * it indexes is the group's 16 dequantized values, scale*[0..15]+bias, built with one
+ * fma per group. So 32 weights cost one widening load, a shift and two permutes instead
+ * of two unpacks and conversions plus an fma each. x is regrouped once per call into
+ * [16 even, 16 odd] per 32 columns to meet the codes in that order. Each element is still
+ * one accumulator over K in a fixed order, the same for every tile and T. */
+AI void q4tile(float *y, const float *xp, const weight_t *w, int t, int j, const int NT, const int NJ) {
+    int K = w->cols, N = w->rows, G = w->group, ng = K / G;
+    size_t row_bytes = (size_t)K / 2;
+    const uint8_t *rows[4];
+    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m512 lut[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) {
+            size_t gi = (size_t)(j + b) * ng + g;
+            lut[b] = _mm512_fmadd_ps(iota, _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, gi)),
+                                     _mm512_set1_ps(load_as_f32(w->biases, w->sb_dtype, gi)));
+        }
+        for (int k = g * G; k < (g + 1) * G; k += 32) {
+            __m512 wlo[4], whi[4];
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) {
+                __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[b] + k / 2)));
+                wlo[b] = _mm512_permutexvar_ps(c, lut[b]);
+                whi[b] = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), lut[b]);
+            }
+#pragma GCC unroll 4
+            for (int a = 0; a < NT; a++) {
+                __m512 xe = _mm512_loadu_ps(xp + (size_t)(t + a) * K + k), xo = _mm512_loadu_ps(xp + (size_t)(t + a) * K + k + 16);
+#pragma GCC unroll 4
+                for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(xo, whi[b], _mm512_fmadd_ps(xe, wlo[b], acc[a][b]));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = _mm512_reduce_add_ps(acc[a][b]);
+}
+
+static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int K = w->cols;
+    /* regroup x: per 32 columns, the 16 even ones then the 16 odd ones */
+    float *xp = aligned_alloc(64, ((sizeof(float) * (size_t)T * K) + 63) & ~(size_t)63);
+    for (size_t t = 0; t < (size_t)T; t++)
+        for (int c = 0; c < K; c += 32)
+            for (int i = 0; i < 16; i++) {
+                xp[t * K + c + i] = x[t * K + c + 2 * i];
+                xp[t * K + c + 16 + i] = x[t * K + c + 2 * i + 1];
+            }
+    int tc = t_chunk(K);
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        int t1 = t0 + tc < T ? t0 + tc : T;
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            int t = t0;
+            for (; t + 4 <= t1; t += 4) q4tile(y, xp, w, t, j, 4, 4);
+            for (; t < t1; t++) q4tile(y, xp, w, t, j, 1, 4);
+        }
+        for (; j < j1; j++) {
+            int t = t0;
+            for (; t + 4 <= t1; t += 4) q4tile(y, xp, w, t, j, 4, 1);
+            for (; t < t1; t++) q4tile(y, xp, w, t, j, 1, 1);
+        }
+    }
+    free(xp);
+}
+
+/* 8-bit codes: dot(x, s*c + b) over a group is s*dot(x, c) + b*sum(x). The group's x
+ * sums are computed once per call; the inner loop is then widen, convert, fma — no
+ * per-chunk dequantization. Per element: a group accumulator folded into the running
+ * one by fma(scale) at each group's end, plus a scalar bias term, in group order —
+ * identical for every tile shape (4x2 and 1x4 here) and every T. */
+AI void q8tile(float *y, const float *x, const float *xs, const weight_t *w, int t, int j, const int NT, const int NJ) {
+    int K = w->cols, N = w->rows, G = w->group, ng = K / G;
+    const uint8_t *rows[4];
+    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * K;
+    __m512 acc[4][4];
+    float bsum[4][4];
+#pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) { acc[a][b] = _mm512_setzero_ps(); bsum[a][b] = 0.f; }
+    for (int g = 0; g < ng; g++) {
+        __m512 gacc[4][4];
+#pragma GCC unroll 4
+        for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) gacc[a][b] = _mm512_setzero_ps();
+        for (int k = g * G; k < (g + 1) * G; k += 16) {
+            __m512 c[4];
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) c[b] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[b] + k))));
+#pragma GCC unroll 4
+            for (int a = 0; a < NT; a++) {
+                __m512 xv = _mm512_loadu_ps(x + (size_t)(t + a) * K + k);
+#pragma GCC unroll 4
+                for (int b = 0; b < NJ; b++) gacc[a][b] = _mm512_fmadd_ps(xv, c[b], gacc[a][b]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) {
+            size_t gi = (size_t)(j + b) * ng + g;
+            float sc = load_as_f32(w->scales, w->sb_dtype, gi), bi = load_as_f32(w->biases, w->sb_dtype, gi);
+#pragma GCC unroll 4
+            for (int a = 0; a < NT; a++) {
+                acc[a][b] = _mm512_fmadd_ps(_mm512_set1_ps(sc), gacc[a][b], acc[a][b]);
+                bsum[a][b] += bi * xs[(size_t)(t + a) * ng + g];
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = _mm512_reduce_add_ps(acc[a][b]) + bsum[a][b];
+}
+
+static void mm_q8_sum(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int K = w->cols, G = w->group, ng = K / G;
+    float *xs = malloc(sizeof(float) * (size_t)T * ng + 64);
+    for (size_t t = 0; t < (size_t)T; t++)
+        for (int g = 0; g < ng; g++) {
+            float sum = 0.f;
+            for (int k = g * G; k < (g + 1) * G; k++) sum += x[t * K + k];
+            xs[t * ng + g] = sum;
+        }
+    int tc = t_chunk(K);
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        int t1 = t0 + tc < T ? t0 + tc : T;
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            int t = t0;
+            for (; t + 4 <= t1; t += 4) { q8tile(y, x, xs, w, t, j, 4, 2); q8tile(y, x, xs, w, t, j + 2, 4, 2); }
+            for (; t < t1; t++) q8tile(y, x, xs, w, t, j, 1, 4);
+        }
+        for (; j < j1; j++) {
+            int t = t0;
+            for (; t + 4 <= t1; t += 4) q8tile(y, x, xs, w, t, j, 4, 1);
+            for (; t < t1; t++) q8tile(y, x, xs, w, t, j, 1, 1);
+        }
+    }
+    free(xs);
+}
+
 static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f32); }
 static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_bf16); }
 static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f16); }
-static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 4); }
-static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 8); }
+static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { mm_q4_lut(y, x, T, w, j0, j1); }
+static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { mm_q8_sum(y, x, T, w, j0, j1); }
 static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 0); }
 
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
