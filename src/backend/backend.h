@@ -115,6 +115,13 @@ typedef struct backend_ops {
     void (*scale)(backend_t *, float *y, float s, size_t n);
     /* y[idx[i], width] += wt[i] · x[i, width] for i < n, in order (idx, wt on the host). */
     void (*add_rows_scaled)(backend_t *, float *y, const float *x, const int32_t *idx, const float *wt, int n, int width);
+
+    /* --- step boundary (optional: NULL on the CPU) --- */
+    /* model_forward calls step_begin before a forward step of n_tokens tokens in n_rows rows
+     * and step_end after it (also on error). A device backend may record the ops in between
+     * and replay them as one unit (CUDA graphs); results must not change. */
+    void (*step_begin)(backend_t *, int n_tokens, int n_rows);
+    void (*step_end)(backend_t *);
 } backend_ops_t;
 
 struct backend {

@@ -190,7 +190,11 @@ int batch_validate(const model_t *m, const batch_t *b, err_t *e) {
 
 int model_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
     if (batch_validate(m, b, e)) return -1;
-    if (m->ops->forward(m, b, logits, e)) return -1;
+    const backend_ops_t *bo = m->be->ops;
+    if (bo->step_begin) bo->step_begin(m->be, b->n_tokens, b->n_rows);
+    int rc = m->ops->forward(m, b, logits, e);
+    if (bo->step_end) bo->step_end(m->be);
+    if (rc) return -1;
     if (m->rec)
         for (int r = 0; r < b->n_rows; r++) {
             rec_slot_t *sl = rec_find(m->rec, b->seq[r]);

@@ -31,13 +31,71 @@ void cublas_fail(cublasStatus_t st, const char *what, const char *file, int line
 
 void *cuda_scratch(cuda_impl_t *c, void **buf, size_t *have, size_t need) {
     if (need <= *have) return *buf;
-    cudaCheck(cudaStreamSynchronize(c->stream)); /* the old buffer may still be read */
+    cuda_sync(c); /* the old buffer may still be read */
     cudaCheck(cudaFree(*buf));
     size_t n = need + need / 4;
     cudaCheck(cudaMalloc(buf, n));
     *have = n;
     return *buf;
 }
+
+/* --- CUDA graphs --- */
+void cuda_capture_flush(cuda_impl_t *c) {
+    if (!c->capturing) return;
+    cudaGraph_t g = NULL;
+    c->capturing = 0;
+    cudaCheck(cudaStreamEndCapture(c->stream, &g));
+    size_t nodes = 0;
+    cudaCheck(cudaGraphGetNodes(g, NULL, &nodes));
+    if (nodes) {
+        int slot = -1;
+        for (int i = 0; i < c->n_gx; i++)
+            if (c->gx[i].T == c->cap_T && c->gx[i].nodes == nodes) slot = i;
+        if (slot >= 0) {
+            cudaGraphExecUpdateResultInfo info;
+            if (cudaGraphExecUpdate(c->gx[slot].exec, g, &info) != cudaSuccess) {
+                cudaGetLastError();
+                cudaCheck(cudaGraphExecDestroy(c->gx[slot].exec));
+                cudaCheck(cudaGraphInstantiate(&c->gx[slot].exec, g, 0));
+                c->graph_instantiations++;
+            }
+        } else {
+            if (c->n_gx < 8) slot = c->n_gx++;
+            else {
+                slot = c->next_gx;
+                c->next_gx = (c->next_gx + 1) % 8;
+                cudaCheck(cudaGraphExecDestroy(c->gx[slot].exec));
+            }
+            c->gx[slot].T = c->cap_T;
+            c->gx[slot].nodes = nodes;
+            cudaCheck(cudaGraphInstantiate(&c->gx[slot].exec, g, 0));
+            c->graph_instantiations++;
+        }
+        cudaCheck(cudaGraphLaunch(c->gx[slot].exec, c->stream));
+        c->graph_launches++;
+    }
+    cudaCheck(cudaGraphDestroy(g));
+}
+
+void cuda_sync(cuda_impl_t *c) {
+    cuda_capture_flush(c);
+    cudaCheck(cudaStreamSynchronize(c->stream));
+}
+
+/* A step of T tokens starts: capture it when it is small (decode; no cuBLASLt inside). */
+static void cu_step_begin(backend_t *be, int n_tokens, int n_rows) {
+    cuda_impl_t *c = cuda_impl(be);
+    (void)n_rows;
+    c->step_T = n_tokens;
+    cuda_capture_flush(c);
+    if (!c->graphs || n_tokens <= 0 || n_tokens > 64 || n_tokens >= c->gemm_min_t) return;
+    cudaCheck(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
+    c->capturing = 1;
+    c->cap_T = n_tokens;
+}
+
+/* The step's ops are all issued: whatever is still captured runs now. */
+static void cu_step_end(backend_t *be) { cuda_capture_flush(cuda_impl(be)); }
 
 static void ring_reset(cuda_impl_t *c) {
     c->ring_off = 0;
@@ -53,7 +111,7 @@ const void *cuda_host_to_dev(cuda_impl_t *c, const void *host, size_t bytes) {
     size_t need = (bytes + 255) & ~(size_t)255;
     if (c->ring_off + need > c->ring_cap) {
         /* everything sent so far must have landed before the ring is reused */
-        cudaCheck(cudaStreamSynchronize(c->stream));
+        cuda_sync(c);
         ring_reset(c);
         if (need > c->ring_cap) {
             cudaCheck(cudaFreeHost(c->pin));
@@ -88,6 +146,7 @@ void *cuda_host_buf(cuda_impl_t *c, int which, size_t need) {
 
 static void *cu_alloc(backend_t *be, size_t n) {
     void *p = NULL;
+    cuda_capture_flush(cuda_impl(be)); /* buffers (re)allocated mid-step end the capture */
     if (cudaMalloc(&p, n ? n : 256) != cudaSuccess) { cudaGetLastError(); return NULL; }
     cudaCheck(cudaMemsetAsync(p, 0, n ? n : 256, cuda_impl(be)->stream));
     return p;
@@ -95,21 +154,22 @@ static void *cu_alloc(backend_t *be, size_t n) {
 
 static void cu_free(backend_t *be, void *p) {
     if (!p) return;
-    cudaCheck(cudaStreamSynchronize(cuda_impl(be)->stream));
+    cuda_sync(cuda_impl(be));
     cudaCheck(cudaFree(p));
 }
 
 static void *cu_upload(backend_t *be, const void *host, size_t n) {
     void *p = cu_alloc(be, n);
     if (p && n) cudaCheck(cudaMemcpyAsync(p, host, n, cudaMemcpyHostToDevice, cuda_impl(be)->stream));
-    if (p) cudaCheck(cudaStreamSynchronize(cuda_impl(be)->stream)); /* host may be freed at once */
+    if (p) cuda_sync(cuda_impl(be)); /* host may be freed at once */
     return p;
 }
 
 static void cu_download(backend_t *be, void *host, const void *src, size_t n) {
     cuda_impl_t *c = cuda_impl(be);
+    cuda_capture_flush(c); /* the step's graph runs first; the copy to the host is not captured */
     if (n) cudaCheck(cudaMemcpyAsync(host, src, n, cudaMemcpyDeviceToHost, c->stream));
-    cudaCheck(cudaStreamSynchronize(c->stream));
+    cuda_sync(c);
     ring_reset(c);
 }
 
@@ -178,7 +238,43 @@ static const backend_ops_t cuda_ops = {
     .sigmoid_mul = cuda_sigmoid_mul,
     .scale = cuda_scale,
     .add_rows_scaled = cuda_add_rows_scaled,
+    .step_begin = cu_step_begin,
+    .step_end = cu_step_end,
 };
+
+
+/* --- KILN_CUDA_PROFILE=1: GPU time per op kind in batch-1 decode steps (events around every op, synchronizing;
+ * graphs off), printed at destroy. For finding where a step's time goes, not for speed. --- */
+enum { P_MATMUL, P_RMS, P_ROPE, P_GLU, P_ADD, P_BIAS, P_GATHER, P_EMBED, P_KVW, P_ATTN, P_N };
+static const char *prof_names[P_N] = {"matmul", "rms_norm", "rope", "glu", "add", "add_bias", "gather_rows", "embed", "kv_write", "attention"};
+static double prof_ms[P_N];
+static long prof_n[P_N];
+static cudaEvent_t prof_e0, prof_e1;
+static void prof_begin(backend_t *be) {
+    if (!prof_e0) { cudaCheck(cudaEventCreate(&prof_e0)); cudaCheck(cudaEventCreate(&prof_e1)); }
+    cudaCheck(cudaEventRecord(prof_e0, cuda_impl(be)->stream));
+}
+static void prof_end(backend_t *be, int i) {
+    float ms = 0;
+    cudaCheck(cudaEventRecord(prof_e1, cuda_impl(be)->stream));
+    cudaCheck(cudaEventSynchronize(prof_e1));
+    cudaCheck(cudaEventElapsedTime(&ms, prof_e0, prof_e1));
+    if (cuda_impl(be)->step_T != 1) return; /* decode steps only */
+    prof_ms[i] += ms;
+    prof_n[i]++;
+}
+#define PROF(i, call) do { prof_begin(be); call; prof_end(be, i); } while (0)
+static void p_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w) { PROF(P_MATMUL, cuda_matmul(be, y, x, T, w)); }
+static void p_rms(backend_t *be, float *y, const float *x, const float *w, float o, int T, int n, float eps) { PROF(P_RMS, cuda_rms_norm(be, y, x, w, o, T, n, eps)); }
+static void p_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms) { PROF(P_ROPE, cuda_rope(be, x, pos, T, nh, hd, rot, inv, ms)); }
+static void p_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act) { PROF(P_GLU, cuda_glu(be, y, g, u, n, act)); }
+static void p_add(backend_t *be, float *y, const float *x, size_t n) { PROF(P_ADD, cuda_add(be, y, x, n)); }
+static void p_bias(backend_t *be, float *y, const float *b, int T, int n) { PROF(P_BIAS, cuda_add_bias(be, y, b, T, n)); }
+static void p_gather(backend_t *be, float *y, const float *x, const int32_t *idx, int n, int w) { PROF(P_GATHER, cuda_gather_rows(be, y, x, idx, n, w)); }
+static void p_embed(backend_t *be, float *y, const int32_t *ids, int T, const weight_t *w, float s) { PROF(P_EMBED, cuda_embed(be, y, ids, T, w, s)); }
+static void p_kvw(backend_t *be, const kv_view_t *kv, const float *k, const float *v, const int32_t *sl, int T) { PROF(P_KVW, cuda_kv_write(be, kv, k, v, sl, T)); }
+static void p_attn(backend_t *be, float *out, const float *q, int T, const attn_args_t *a) { PROF(P_ATTN, cuda_attention(be, out, q, T, a)); }
+static backend_ops_t cuda_prof_ops;
 
 extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t *e) {
     int f32 = !strcmp(name, "cuda-f32");
@@ -196,6 +292,15 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     backend_t *be = (backend_t *)calloc(1, sizeof *be);
     cuda_impl_t *c = (cuda_impl_t *)calloc(1, sizeof *c);
     be->ops = &cuda_ops;
+    const char *penv = getenv("KILN_CUDA_PROFILE");
+    const int profile = penv && strcmp(penv, "0");
+    if (profile) {
+        cuda_prof_ops = cuda_ops;
+        cuda_prof_ops.matmul = p_matmul; cuda_prof_ops.rms_norm = p_rms; cuda_prof_ops.rope = p_rope; cuda_prof_ops.glu = p_glu;
+        cuda_prof_ops.add = p_add; cuda_prof_ops.add_bias = p_bias; cuda_prof_ops.gather_rows = p_gather; cuda_prof_ops.embed = p_embed;
+        cuda_prof_ops.kv_write = p_kvw; cuda_prof_ops.attention = p_attn;
+        be->ops = &cuda_prof_ops;
+    }
     be->impl = c;
     be->n_threads = 1;
     int dev = 0;
@@ -212,6 +317,8 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     cudaCheck(cudaMallocHost((void **)&c->pin, c->ring_cap));
     cudaCheck(cudaMalloc((void **)&c->dring, c->ring_cap));
     c->gemm_min_t = f32 ? 0x7fffffff : 64;
+    const char *genv = getenv("KILN_CUDA_GRAPH");
+    c->graphs = !(genv && !strcmp(genv, "0")) && !profile;
     const char *env = getenv("KILN_CUDA_GEMM_MIN_T");
     if (env && !f32) c->gemm_min_t = atoi(env) > 0 ? atoi(env) : 0x7fffffff;
     return be;
@@ -220,13 +327,22 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
 extern "C" void cuda_backend_destroy(backend_t *be) {
     if (!be) return;
     cuda_impl_t *c = cuda_impl(be);
-    cudaCheck(cudaStreamSynchronize(c->stream));
+    cuda_sync(c);
     for (int i = 0; i < c->n_weights; i++) {
         cudaFree((void *)c->weights[i]->data);
         cudaFree((void *)c->weights[i]->scales);
         cudaFree((void *)c->weights[i]->biases);
         free(c->weights[i]);
     }
+    for (int i = 0; i < c->n_gx; i++) cudaGraphExecDestroy(c->gx[i].exec);
+    if (be->ops == &cuda_prof_ops) {
+        for (int i = 0; i < P_N; i++)
+            if (prof_n[i]) fprintf(stderr, "kiln cuda profile: %-12s %8ld calls %10.3f ms  %7.2f us/call\n", prof_names[i], prof_n[i], prof_ms[i], 1e3 * prof_ms[i] / prof_n[i]);
+        memset(prof_ms, 0, sizeof prof_ms);
+        memset(prof_n, 0, sizeof prof_n);
+    }
+    if (getenv("KILN_CUDA_GRAPH_STATS"))
+        fprintf(stderr, "kiln cuda: %ld graph launches, %ld instantiations\n", c->graph_launches, c->graph_instantiations);
     free(c->weights);
     cudaFree(c->act16); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFreeHost(c->pin);

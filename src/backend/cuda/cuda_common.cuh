@@ -56,6 +56,15 @@ typedef struct cuda_impl {
     /* every weight this backend uploaded, freed at destroy (models may alias weights) */
     dweight_t **weights; int n_weights, cap_weights;
     int gemm_min_t;         /* T at/above which matmul goes through cuBLASLt (bf16 activations) */
+    /* CUDA graphs (step_begin/step_end): a step's ops are captured from the stream and
+     * replayed as one graph at its first synchronizing call (download); the executable graph
+     * is kept per (T, node count) and updated in place with the next step's parameters */
+    int graphs;             /* KILN_CUDA_GRAPH=0 turns capture off */
+    int capturing, cap_T;
+    int step_T;             /* tokens of the step in progress (step_begin)              */
+    struct { cudaGraphExec_t exec; int T; size_t nodes; } gx[8];
+    int n_gx, next_gx;
+    long graph_launches, graph_instantiations;
     int sm_count;
     size_t smem_optin;
 } cuda_impl_t;
@@ -70,6 +79,11 @@ const void *cuda_host_to_dev(cuda_impl_t *c, const void *host, size_t bytes);
  * its host arrays into one so it makes a single cuda_host_to_dev call (the ring may restart
  * between two calls, which would clobber the first copy before the kernel reads it). */
 void *cuda_host_buf(cuda_impl_t *c, int which, size_t need);
+/* Waits for the stream; a step being captured is ended and launched first (every path that
+ * synchronizes calls this: the capture then stops for the rest of the step). */
+void cuda_sync(cuda_impl_t *c);
+/* Ends a capture in progress (if any) and launches it, without waiting. */
+void cuda_capture_flush(cuda_impl_t *c);
 /* Grows a device scratch buffer (contents are not kept). */
 void *cuda_scratch(cuda_impl_t *c, void **buf, size_t *have, size_t need);
 

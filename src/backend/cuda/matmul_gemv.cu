@@ -7,7 +7,8 @@
  * L1 (it is tiny and shared by the warps of a block). Quantized values are dequantized in
  * registers, w = scale * code + bias, exactly as weight_row_f32 does.
  *
- * Order: lane l accumulates units l, l+32, ... in order, then a fixed xor-shuffle tree;
+ * bf16/f16 and MLX 4/8-bit go through gemvq_kernel/gemvh_kernel (multi-row, below); f32 and
+ * 2/3/5/6-bit through gemv_kernel. Order: lane l accumulates units l, l+32, ... in order, then a fixed xor-shuffle tree;
  * nothing depends on T, so a token's outputs are bitwise the same alone or with others. */
 #include "backend/cuda/cuda_common.cuh"
 
@@ -15,6 +16,13 @@
 #define GEMV_WARPS 4
 
 enum { K_F32, K_F16, K_BF16, K_QUANT };
+
+/* KILN_CUDA_GEMV=old: every dtype through gemv_kernel below (for A/B measurements) */
+static int getenv_gemv_old(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV"); v = e && !strcmp(e, "old"); }
+    return v;
+}
 
 template <int BITS>
 __device__ __forceinline__ void load_words(const uint32_t *p, uint32_t *w) {
@@ -123,9 +131,216 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *__restrict
     }
 }
 
+/* --- the decode GEMV for bf16/f16 and MLX 4/8-bit weights (the formats models ship in) ---
+ *
+ * A warp owns R consecutive output rows (R = 1, 2, 4 by the weight's row count, so large
+ * matrices get several 16-byte loads in flight per lane and each x piece, read once, is used
+ * for R rows). Lane l walks units l, l+32, ... of every row in order.
+ *
+ * Quantized: per 32-column unit (inside one group), p = Σ_j code_j · x_j in column order,
+ * then acc = fma(scale, p, acc), acc = fma(bias, Σ_j x_j, acc); the x sum is shared by the
+ * warp's rows. Codes become exact floats without I2F: (code | 0x4B000000) - 2^23. 4-bit
+ * nibble j of a word is masked in place (code·16^j, exact) and multiplied by x_j·16^-j
+ * (exact), which gives the product code_j·x_j bit for bit; 8-bit codes come out of one PRMT.
+ * Every operation is an explicit _rn intrinsic, so nothing depends on R, the token bucket
+ * TT or T: a token's outputs are bitwise the same alone or in a batch. */
+template <int TT>
+__device__ __forceinline__ void ld_x8(float (&xv)[TT][8], const float *__restrict__ x, size_t K, int T, size_t col) {
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        if (t < T) {
+            float4 a = __ldg((const float4 *)(x + t * K + col)), b = __ldg((const float4 *)(x + t * K + col + 4));
+            xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
+            xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) xv[t][j] = 0.f;
+        }
+    }
+}
+
+__device__ __forceinline__ float code_f(uint32_t bits_in_mantissa) {
+    return __fsub_rn(__uint_as_float(bits_in_mantissa | 0x4B000000u), 8388608.f);
+}
+
+template <int TT, int R>
+__device__ __forceinline__ void warp_store(float (&acc)[R][TT], float *__restrict__ y, int T, int n0, int rows, int lane) {
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            float v = acc[r][t];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0 && t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
+        }
+}
+
+template <int BITS, int TT, int R>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) gemvq_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w) {
+    const int lane = threadIdx.x & 31, n0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * R;
+    if (n0 >= w.rows) return;
+    const size_t K = (size_t)w.cols;
+    const int units = (int)(K / 32), ng = (int)(K / w.group), upg = w.group / 32;
+    const uint32_t *rowp[R];
+    size_t sbi[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int n = n0 + r < w.rows ? n0 + r : w.rows - 1;
+        rowp[r] = (const uint32_t *)w.data + (size_t)n * units * BITS;
+        sbi[r] = (size_t)n * ng;
+    }
+    float acc[R][TT];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) acc[r][t] = 0.f;
+#pragma unroll 2
+    for (int u = lane; u < units; u += 32) {
+        uint32_t wd[R][BITS];
+#pragma unroll
+        for (int r = 0; r < R; r++) load_words<BITS>(rowp[r] + (size_t)u * BITS, wd[r]);
+        float s[R], b[R];
+        const int g = u / upg;
+#pragma unroll
+        for (int r = 0; r < R; r++) { s[r] = ld_f(w.scales, w.sb_dtype, sbi[r] + g); b[r] = ld_f(w.biases, w.sb_dtype, sbi[r] + g); }
+        float p[R][TT], xs[TT];
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            xs[t] = 0.f;
+#pragma unroll
+            for (int r = 0; r < R; r++) p[r][t] = 0.f;
+        }
+#pragma unroll
+        for (int ch = 0; ch < 4; ch++) { /* 8 columns at a time */
+            float xv[TT][8];
+            ld_x8<TT>(xv, x, K, T, (size_t)u * 32 + ch * 8);
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) xs[t] = __fadd_rn(xs[t], xv[t][j]);
+            if constexpr (BITS == 4) {
+                const float inv[8] = {1.f, 0.0625f, 0.00390625f, 0.000244140625f, 1.52587890625e-05f, 1.f, 0.0625f, 0.00390625f};
+                float xq[TT][8];
+#pragma unroll
+                for (int t = 0; t < TT; t++)
+#pragma unroll
+                    for (int j = 0; j < 8; j++) xq[t][j] = __fmul_rn(xv[t][j], inv[j]);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const uint32_t v = wd[r][ch], hi = v >> 20;
+                    float c[8];
+#pragma unroll
+                    for (int j = 0; j < 5; j++) c[j] = code_f(v & (0xFu << (4 * j)));
+#pragma unroll
+                    for (int j = 0; j < 3; j++) c[5 + j] = code_f(hi & (0xFu << (4 * j)));
+#pragma unroll
+                    for (int t = 0; t < TT; t++)
+#pragma unroll
+                        for (int j = 0; j < 8; j++) p[r][t] = __fmaf_rn(c[j], xq[t][j], p[r][t]);
+                }
+            } else { /* BITS == 8 */
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    float c[8];
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        c[j] = __fsub_rn(__uint_as_float(__byte_perm(wd[r][2 * ch + j / 4], 0x4B000000u, 0x7440u | (j & 3))), 8388608.f);
+#pragma unroll
+                    for (int t = 0; t < TT; t++)
+#pragma unroll
+                        for (int j = 0; j < 8; j++) p[r][t] = __fmaf_rn(c[j], xv[t][j], p[r][t]);
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                acc[r][t] = __fmaf_rn(s[r], p[r][t], acc[r][t]);
+                acc[r][t] = __fmaf_rn(b[r], xs[t], acc[r][t]);
+            }
+    }
+    warp_store<TT, R>(acc, y, T, n0, w.rows, lane);
+}
+
+template <int KIND, int TT, int R>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w) {
+    const int lane = threadIdx.x & 31, n0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * R;
+    if (n0 >= w.rows) return;
+    const size_t K = (size_t)w.cols;
+    const int units = (int)(K / 8);
+    const uint4 *rowp[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int n = n0 + r < w.rows ? n0 + r : w.rows - 1;
+        rowp[r] = (const uint4 *)((const uint16_t *)w.data + (size_t)n * K);
+    }
+    float acc[R][TT];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) acc[r][t] = 0.f;
+#pragma unroll 4
+    for (int u = lane; u < units; u += 32) {
+        uint4 v[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) v[r] = __ldg(rowp[r] + u);
+        float xv[TT][8];
+        ld_x8<TT>(xv, x, K, T, (size_t)u * 8);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint32_t pk[4] = {v[r].x, v[r].y, v[r].z, v[r].w};
+            float wv[8];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if constexpr (KIND == K_BF16) {
+                    wv[2 * i] = __uint_as_float(pk[i] << 16);
+                    wv[2 * i + 1] = __uint_as_float(pk[i] & 0xffff0000u);
+                } else {
+                    wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(pk[i] & 0xffffu)));
+                    wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(pk[i] >> 16)));
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[r][t] = __fmaf_rn(wv[j], xv[t][j], acc[r][t]);
+        }
+    }
+    warp_store<TT, R>(acc, y, T, n0, w.rows, lane);
+}
+
+template <int TT, int R>
+static void launch_fast(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+    dim3 grid(cdiv(w->rows, GEMV_WARPS * R)), block(GEMV_WARPS * 32);
+    cudaStream_t s = c->stream;
+    if (w->dtype == DT_BF16) gemvh_kernel<K_BF16, TT, R><<<grid, block, 0, s>>>(y, x, T, *w);
+    else if (w->dtype == DT_F16) gemvh_kernel<K_F16, TT, R><<<grid, block, 0, s>>>(y, x, T, *w);
+    else if (w->bits == 4) gemvq_kernel<4, TT, R><<<grid, block, 0, s>>>(y, x, T, *w);
+    else gemvq_kernel<8, TT, R><<<grid, block, 0, s>>>(y, x, T, *w);
+}
+
+/* bf16/f16 with columns % 8 == 0 and MLX 4/8-bit: the multi-row kernels above. */
+static int try_fast(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+    int ok = ((w->dtype == DT_BF16 || w->dtype == DT_F16) && w->cols % 8 == 0) || (w->dtype == DT_U32 && (w->bits == 4 || w->bits == 8));
+    if (!ok || getenv_gemv_old()) return -1;
+    /* rows per warp: enough blocks to fill the GPU twice over; the choice depends on the
+     * weight's shape only (and never changes a row's arithmetic) */
+    const int rows = w->rows, sms = c->sm_count > 0 ? c->sm_count : 132;
+    const int R = rows >= 4 * GEMV_WARPS * 2 * sms ? 4 : rows >= 2 * GEMV_WARPS * 2 * sms ? 2 : 1;
+    if (T == 1) { if (R == 4) launch_fast<1, 4>(c, y, x, T, w); else if (R == 2) launch_fast<1, 2>(c, y, x, T, w); else launch_fast<1, 1>(c, y, x, T, w); }
+    else if (T == 2) { if (R == 4) launch_fast<2, 4>(c, y, x, T, w); else if (R == 2) launch_fast<2, 2>(c, y, x, T, w); else launch_fast<2, 1>(c, y, x, T, w); }
+    else if (T <= 4) launch_fast<4, 1>(c, y, x, T, w);
+    else launch_fast<8, 1>(c, y, x, T, w);
+    cudaLaunchCheck();
+    return 0;
+}
+
 /* Returns 0 when the shape/alignment suits the GEMV kernels (and launches), -1 otherwise. */
 int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
     if (T > GEMV_TMAX || ((uintptr_t)x & 15)) return -1;
+    if (try_fast(c, y, x, T, w) == 0) return 0;
     dim3 grid(cdiv(w->rows, GEMV_WARPS)), block(GEMV_WARPS * 32);
     cudaStream_t s = c->stream;
     switch (w->dtype) {
