@@ -91,13 +91,15 @@ static void test_matmul_quant(void **st) {
     const int bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
     for (int b = 0; b < 6; b++)
         for (int g = 0; g < 3; g++) {
-            int cols = groups[g] * 3, rows = 11;
-            void *c, *s, *bi;
-            weight_t w = make_quant(rows, cols, bits[b], groups[g], 3 + b * 7 + g, &c, &s, &bi);
-            char what[64];
-            snprintf(what, sizeof what, "q%d/g%d", bits[b], groups[g]);
-            for (int T = 1; T <= 9; T += 4) compare(&w, T, what);
-            free(c); free(s); free(bi);
+            for (int ng = 2; ng <= 3; ng++) {
+                int cols = groups[g] * ng, rows = 11;
+                void *c, *s, *bi;
+                weight_t w = make_quant(rows, cols, bits[b], groups[g], 3 + b * 7 + g, &c, &s, &bi);
+                char what[64];
+                snprintf(what, sizeof what, "q%d/g%d", bits[b], groups[g]);
+                for (int T = 1; T <= 13; T += 4) compare(&w, T, what);
+                free(c); free(s); free(bi);
+            }
         }
 }
 

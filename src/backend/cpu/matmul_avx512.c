@@ -286,7 +286,7 @@ AI void q8tile(float *y, const float *x, const float *xs, const weight_t *w, int
 #pragma GCC unroll 4
             for (int a = 0; a < NT; a++) {
                 acc[a][b] = _mm512_fmadd_ps(_mm512_set1_ps(sc), gacc[a][b], acc[a][b]);
-                bsum[a][b] += bi * xs[(size_t)(t + a) * ng + g];
+                bsum[a][b] = fmaf(bi, xs[(size_t)(t + a) * ng + g], bsum[a][b]); /* explicit: one rounding whatever the compiler vectorizes */
             }
         }
     }
