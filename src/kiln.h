@@ -121,6 +121,9 @@ typedef struct kiln_stats {
     uint64_t prompt_tokens, generated_tokens, cached_tokens, computed_prompt_tokens;
     uint64_t requests_finished, requests_cancelled, preemptions, steps;
     uint64_t snapshots_saved, snapshots_restored; /* hybrid models */
+    /* sliding-window models (DESIGN §5): the sliding layers' own pool, and the most blocks
+     * of it one sequence has held between steps (at most ceil(window/block_size) + 1) */
+    int kv_swa_blocks_total, kv_swa_blocks_used, kv_swa_blocks_cached, kv_swa_seq_blocks_max;
 } kiln_stats_t;
 void kiln_stats(kiln_engine_t *eng, kiln_stats_t *s);
 

@@ -33,6 +33,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "engine/engine_int.h"
+#include "kv/swa.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -71,6 +72,7 @@ static void running_remove(kiln_engine_t *eng, int i) {
 static void release_blocks(kiln_engine_t *eng, kiln_request_t *r) {
     if (eng->state_bytes) model_seq_release(eng->m, &r->seq);
     kv_seq_free(&r->seq, &eng->m->kv);
+    kv_seq_free_sparse(&r->seq_swa, &eng->m->kv_swa); /* sliding group (empty without one) */
     r->n_computed = 0;
     r->n_hashed = 0;
     r->last_hash = 0;
@@ -92,6 +94,67 @@ static void finish(kiln_engine_t *eng, kiln_request_t *r, kiln_finish_t why, con
     pthread_mutex_unlock(&eng->mu);
     request_emit(r, &ev);
     request_unref(r);
+}
+
+/* --- sliding-window group (DESIGN §5, kv/swa.h) ---------------------------------------
+ * Sliding models keep their sliding layers' KV in a pool of their own (m->kv_swa), each
+ * request a second block table (r->seq_swa) as long as r->seq, reserved in step with it;
+ * after each step the blocks the next query's window no longer reaches leave the table. */
+
+/* Blocks an allocation could get now in every group (tables grow in step). */
+static int avail_blocks(const kiln_engine_t *eng) {
+    int a = kv_pool_available(&eng->m->kv);
+    if (eng->m->swa_window) {
+        int b = kv_pool_available(&eng->m->kv_swa);
+        if (b < a) a = b;
+    }
+    return a;
+}
+
+/* Prefix hit on a sliding model: the longest cached chain of at most max_blocks whose
+ * window (the sliding blocks a query at its end reads) is cached too. Attaches that window
+ * to r->seq_swa and returns the chain's length; the caller attaches the full group. */
+static int swa_attach_prefix(kiln_engine_t *eng, kiln_request_t *r, int max_blocks) {
+    kv_pool_t *p = &eng->m->kv, *ps = &eng->m->kv_swa;
+    int bs = p->block_size, k = 0, w = eng->m->swa_window;
+    if (max_blocks <= 0) return 0;
+    uint64_t *h = malloc(sizeof(uint64_t) * max_blocks), prev = 0;
+    if (!h) return 0;
+    for (; k < max_blocks; k++) {
+        h[k] = kv_block_hash(prev, r->tokens + (size_t)k * bs, bs, eng->ns);
+        if (!kv_prefix_has(p, h[k])) break;
+        prev = h[k];
+    }
+    while (k > 0 && !kv_swa_window_cached(ps, h, k, w)) k--;
+    if (k > 0 && kv_swa_attach(&r->seq_swa, ps, h, k, w) != 0) k = 0;
+    free(h);
+    return k;
+}
+
+/* After a step: the sliding blocks r's next query cannot see leave its table. */
+static void swa_trim(kiln_engine_t *eng, kiln_request_t *r) {
+    int held = kv_seq_release_before(&r->seq_swa, &eng->m->kv_swa, r->n_computed - eng->m->swa_window + 1);
+    if (held > eng->stats.kv_swa_seq_blocks_max) eng->stats.kv_swa_seq_blocks_max = held;
+}
+
+/* Pool sizes of a sliding model: the sliding pool gets what every row of a full batch needs
+ * (its window, ceil(w/bs) + 2 blocks, plus one step's prefill) but at most half the budget,
+ * and never more blocks than the full pool (a sequence never holds more sliding blocks than
+ * full ones); the rest goes to the full pool. What running rows leave of the sliding pool
+ * keeps released windows for prefix hits. */
+static void swa_pool_sizes(const kiln_engine_t *eng, int w, size_t bb, size_t bb_swa, double budget, int *n_full, int *n_swa) {
+    int bs = eng->o.block_size;
+    double want = (double)eng->o.max_batch * ((w + bs - 1) / bs + 2) + (eng->o.step_tokens + bs - 1) / bs;
+    if (eng->o.kv_tokens > 0) {
+        *n_swa = want < *n_full ? (int)want : *n_full;
+        return;
+    }
+    if (want * (double)bb_swa > budget / 2) want = floor(budget / 2 / (double)bb_swa);
+    double rest = budget - want * (double)bb_swa;
+    if (rest >= want * (double)bb) {
+        *n_full = (int)(rest / (double)bb);
+        *n_swa = (int)want;
+    } else *n_full = *n_swa = (int)(budget / (double)(bb + bb_swa));
 }
 
 /* --- prefix cache -------------------------------------------------------------------- */
@@ -130,6 +193,7 @@ static void attach_prefix(kiln_engine_t *eng, kiln_request_t *r) {
         r->n_computed = r->seq.n_tokens = r->seq.n_blocks * bs;
         return;
     }
+    if (eng->m->swa_window) max_blocks = swa_attach_prefix(eng, r, max_blocks); /* sliding window cached too */
     for (int i = 0; i < max_blocks; i++) {
         uint64_t hi = kv_block_hash(h, r->tokens + (size_t)i * bs, bs, eng->ns);
         int32_t b = kv_prefix_acquire(p, hi);
@@ -137,6 +201,7 @@ static void attach_prefix(kiln_engine_t *eng, kiln_request_t *r) {
         kv_seq_append_block(&r->seq, b);
         h = hi;
     }
+    if (eng->m->swa_window) kv_seq_truncate_sparse(&r->seq_swa, &eng->m->kv_swa, r->seq.n_blocks * bs);
     r->n_hashed = r->seq.n_blocks;
     r->last_hash = h;
     r->n_computed = r->seq.n_tokens = r->seq.n_blocks * bs;
@@ -150,6 +215,8 @@ static void hash_full_blocks(kiln_engine_t *eng, kiln_request_t *r) {
     while ((r->n_hashed + 1) * bs <= r->n_computed) {
         uint64_t h = kv_block_hash(r->last_hash, r->tokens + (size_t)r->n_hashed * bs, bs, eng->ns);
         kv_block_set_hash(p, r->seq.blocks[r->n_hashed], h);
+        if (eng->m->swa_window && r->seq_swa.blocks[r->n_hashed] >= 0) /* same chain in the sliding pool */
+            kv_block_set_hash(&eng->m->kv_swa, r->seq_swa.blocks[r->n_hashed], h);
         r->last_hash = h;
         r->n_hashed++;
     }
@@ -182,7 +249,7 @@ typedef struct step {
     int n_rows, n_tokens;
     kiln_request_t **req;      /* [max_batch] */
     int32_t *tokens, *pos, *row_start, *logit_index;
-    kv_seq_t **seq;
+    kv_seq_t **seq, **seq_swa;
     int *sample_row;           /* row -> 1 when it reaches its last token */
     int n_logits;
     int cap_tokens;
@@ -195,6 +262,7 @@ static void step_add_row(step_t *s, kiln_request_t *r, int n) {
     }
     s->req[s->n_rows] = r;
     s->seq[s->n_rows] = &r->seq;
+    s->seq_swa[s->n_rows] = &r->seq_swa;
     s->sample_row[s->n_rows] = r->n_computed + n == r->n_tokens;
     if (s->sample_row[s->n_rows]) s->logit_index[s->n_logits++] = s->n_tokens + n - 1;
     s->n_tokens += n;
@@ -217,14 +285,15 @@ static int reserve_chunk(kiln_engine_t *eng, kiln_request_t *r, int budget) {
     }
     int have = r->seq.n_blocks * p->block_size - r->n_computed; /* room in blocks we hold */
     int extra_blocks = want > have ? (want - have + p->block_size - 1) / p->block_size : 0;
-    if (extra_blocks > kv_pool_available(p)) {
-        extra_blocks = kv_pool_available(p);
+    if (extra_blocks > avail_blocks(eng)) {
+        extra_blocks = avail_blocks(eng);
         want = have + extra_blocks * p->block_size;
         if (want > r->n_tokens - r->n_computed) want = r->n_tokens - r->n_computed;
     }
     if (want <= 0) return 0;
     err_t e;
     if (kv_seq_reserve(&r->seq, p, r->n_computed + want, &e) != 0) return 0;
+    if (eng->m->swa_window && kv_seq_reserve(&r->seq_swa, &eng->m->kv_swa, r->n_computed + want, &e) != 0) return 0;
     return want;
 }
 
@@ -341,7 +410,8 @@ static void publish_tail_snapshot(kiln_engine_t *eng, kiln_request_t *r) {
 
 static void run_step(kiln_engine_t *eng, step_t *s) {
     int V = eng->m->cfg.vocab_size;
-    batch_t b = {s->n_rows, s->n_tokens, s->tokens, s->pos, s->row_start, s->seq, s->logit_index, s->n_logits};
+    batch_t b = {s->n_rows, s->n_tokens, s->tokens, s->pos, s->row_start, s->seq, s->logit_index, s->n_logits,
+                 eng->m->swa_window ? s->seq_swa : NULL};
     err_t e = {0};
     if (model_forward(eng->m, &b, eng->logits, &e) != 0) {
         log_error("engine: forward failed: %s", e.msg);
@@ -364,6 +434,7 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
         }
         r->n_computed += n;
         hash_full_blocks(eng, r);
+        if (eng->m->swa_window) swa_trim(eng, r);
         if (eng->state_bytes) save_snapshot(eng, r);
         if (!s->sample_row[i]) continue;
         float *lg = eng->logits + (size_t)li++ * V;
@@ -461,6 +532,10 @@ static void publish_stats(kiln_engine_t *eng) {
     eng->stats.kv_blocks_total = p->n_blocks;
     eng->stats.kv_blocks_cached = p->n_cached;
     eng->stats.kv_blocks_used = p->n_blocks - p->n_free - p->n_cached;
+    const kv_pool_t *ps = &eng->m->kv_swa;
+    eng->stats.kv_swa_blocks_total = ps->n_blocks;
+    eng->stats.kv_swa_blocks_cached = ps->n_cached;
+    eng->stats.kv_swa_blocks_used = ps->n_blocks - ps->n_free - ps->n_cached;
     pthread_mutex_unlock(&eng->mu);
 }
 
@@ -470,6 +545,7 @@ static void *engine_main(void *arg) {
     int cap = eng->o.step_tokens + eng->o.max_batch;
     s.req = malloc(sizeof(void *) * eng->o.max_batch);
     s.seq = malloc(sizeof(void *) * eng->o.max_batch);
+    s.seq_swa = malloc(sizeof(void *) * eng->o.max_batch);
     s.sample_row = malloc(sizeof(int) * eng->o.max_batch);
     s.row_start = malloc(sizeof(int32_t) * (eng->o.max_batch + 1));
     s.tokens = malloc(sizeof(int32_t) * cap);
@@ -499,7 +575,7 @@ static void *engine_main(void *arg) {
             nanosleep(&ts, NULL);
         }
     }
-    free(s.req); free(s.seq); free(s.sample_row); free(s.row_start); free(s.tokens); free(s.pos); free(s.logit_index);
+    free(s.req); free(s.seq); free(s.seq_swa); free(s.sample_row); free(s.row_start); free(s.tokens); free(s.pos); free(s.logit_index);
     return NULL;
 }
 
@@ -549,10 +625,15 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
         eng->snap_every = (every + eng->o.block_size - 1) / eng->o.block_size;
         snap_init(&eng->snaps, eng->state_bytes, (size_t)snap_budget);
     }
+    /* sliding models (not hybrids, whose prefix hits follow snapshots): a second pool */
+    int n_swa = 0, swa_w = eng->state_bytes ? 0 : model_sliding_window(eng->m);
+    size_t bb_swa = 0;
+    if (swa_w) model_kv_group_bytes(eng->m, eng->o.block_size, eng->o.kv_dtype, &bb, &bb_swa);
     if (eng->o.kv_tokens > 0) n_blocks = (eng->o.kv_tokens + eng->o.block_size - 1) / eng->o.block_size;
     else n_blocks = (int)(budget / (double)bb);
+    if (swa_w) swa_pool_sizes(eng, swa_w, bb, bb_swa, budget, &n_blocks, &n_swa);
     if (n_blocks < 1) { err_set(e, "--kv-cache-gb %.3g holds no block of %d tokens (%zu bytes each)", eng->o.kv_cache_gb, eng->o.block_size, bb); goto err; }
-    if (model_init_kv(eng->m, n_blocks, eng->o.block_size, eng->o.kv_dtype, e)) goto err;
+    if (model_init_kv_groups(eng->m, n_blocks, n_swa, eng->o.block_size, eng->o.kv_dtype, e)) goto err;
     if (o->load_tokenizer) {
         char *tp = str_printf("%s/tokenizer.json", o->model_dir);
         if (file_exists(tp)) {
@@ -573,6 +654,9 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     log_info("engine: %s, %d KV blocks of %d tokens (%s, %.1f MB), step budget %d tokens, up to %d rows",
              o->model_dir, n_blocks, eng->o.block_size, dtype_name(eng->o.kv_dtype), n_blocks * (double)bb / 1e6,
              eng->o.step_tokens, eng->o.max_batch);
+    if (eng->m->swa_window)
+        log_info("engine: sliding-window layers (window %d) in a pool of their own: %d blocks (%.1f MB)", eng->m->swa_window,
+                 n_swa, n_swa * (double)bb_swa / 1e6);
     if (eng->state_bytes)
         log_info("engine: recurrent-state snapshots of %.2f MB every %d tokens, up to %.1f MB", eng->state_bytes / 1e6,
                  eng->snap_every * eng->o.block_size, snap_budget / 1e6);

@@ -23,6 +23,7 @@ struct kiln_request {
     int n_tokens, n_prompt, n_gen, cap_tokens;
     int n_computed;                /* tokens whose K/V are in the cache                */
     kv_seq_t seq;
+    kv_seq_t seq_swa;              /* sliding-window group (kv/swa.h), when the model has one */
     int n_hashed;                  /* leading blocks of seq that carry their hash      */
     uint64_t last_hash;
     detok_t *detok;

@@ -35,6 +35,8 @@
 typedef struct gemma_layer {
     int sliding, hd, nkv, inter;       /* shape of this layer                               */
     int kv_layer;                      /* KV pool layer it writes (or, shared, reads)       */
+    int grp_layer;                     /* the same, within its group's pool (m->kv or
+                                          m->kv_swa) when sliding layers are kept apart     */
     int shared;                        /* gemma4: reuses kv_layer of an earlier layer       */
     float *ln_in, *ln_post_attn, *ln_pre_ff, *ln_post_ff;       /* [H]                      */
     weight_t wq, wk, wv, wo;           /* [nh·hd, H] [nkv·hd, H] ×2 [H, nh·hd]; wv absent with k_eq_v */
@@ -63,14 +65,15 @@ typedef struct gemma {
     float *inv_local, *inv_global;     /* RoPE tables of the two layer types                */
     float ms_local, ms_global;
     int rot_local, rot_global, n_kv_layers, max_kv_width, max_hd, max_nkv;
+    int n_full_layers, n_swa_layers, full_width, swa_width; /* the two KV groups             */
     /* run state */
     hyb_arena_t arena;
     float *x, *r, *h, *h2, *q, *k, *v, *att, *g, *u, *rl, *xe, *ge, *ue, *ye, *ple, *plt, *pll, *pg;
     float *xl, *logits;
     int cap_logits, cap_rows, cap_idx;
-    int32_t *slots, *idx, *tok_e;
+    int32_t *slots, *idx, *tok_e, *slots_swa;
     float *wt_e, *rl_host;
-    const int32_t **tables;
+    const int32_t **tables, **tables_swa;
 } gemma_t;
 
 static int g_vec(model_t *m, int li, const char *name, int n, float **out, err_t *e) {
@@ -151,7 +154,13 @@ static int gemma_load(model_t *m, err_t *e) {
             if (G->layers[src].hd != l->hd || G->layers[src].nkv != l->nkv)
                 return err_set(e, "%s: KV-shared layer %d differs in shape from layer %d", m->dir, i, src);
             l->kv_layer = G->layers[src].kv_layer;
-        } else l->kv_layer = G->n_kv_layers++;
+            l->grp_layer = G->layers[src].grp_layer;
+        } else {
+            l->kv_layer = G->n_kv_layers++;
+            l->grp_layer = l->sliding ? G->n_swa_layers++ : G->n_full_layers++;
+            int *wd = l->sliding ? &G->swa_width : &G->full_width;
+            if (l->nkv * l->hd > *wd) *wd = l->nkv * l->hd;
+        }
         int hd = l->hd, nkv = l->nkv, I = l->inter;
         if (g_vec(m, i, "input_layernorm.weight", H, &l->ln_in, e) || g_vec(m, i, "post_attention_layernorm.weight", H, &l->ln_post_attn, e) ||
             g_vec(m, i, "pre_feedforward_layernorm.weight", H, &l->ln_pre_ff, e) ||
@@ -247,6 +256,17 @@ static void gemma_kv_shape(const model_t *m, int *n_layers, int *n_kv_heads, int
     *head_dim = G->max_kv_width;
 }
 
+/* Sliding layers as a KV group of their own (DESIGN §5): full and sliding layers each packed
+ * at their group's widest per-token width. */
+static int gemma_kv_groups(const model_t *m, int *full_layers, int *full_width, int *swa_layers, int *swa_width) {
+    const gemma_t *G = m->impl;
+    *full_layers = G->n_full_layers;
+    *full_width = G->full_width;
+    *swa_layers = G->n_swa_layers;
+    *swa_width = G->swa_width;
+    return G->n_swa_layers > 0 && m->cfg.sliding_window > 0 ? m->cfg.sliding_window : 0;
+}
+
 static void gemma_destroy(model_t *m) {
     gemma_t *G = m->impl;
     if (!G) return;
@@ -268,6 +288,7 @@ static void gemma_destroy(model_t *m) {
     hyb_arena_free(&G->arena, be);
     free(G->inv_local); free(G->inv_global);
     free(G->slots); free(G->idx); free(G->tok_e); free(G->wt_e); free(G->rl_host); free(G->tables);
+    free(G->slots_swa); free(G->tables_swa);
     free(G);
     m->impl = NULL;
 }
@@ -286,20 +307,23 @@ static int ensure(model_t *m, const batch_t *b, err_t *e) {
         G->cap_logits = b->n_logits;
     }
     if (T > G->cap_idx) {
-        free(G->slots); free(G->idx); free(G->tok_e); free(G->wt_e); free(G->rl_host);
+        free(G->slots); free(G->idx); free(G->tok_e); free(G->wt_e); free(G->rl_host); free(G->slots_swa);
         int k = c->n_experts_per_tok > 0 ? c->n_experts_per_tok : 1, E = c->n_experts > 0 ? c->n_experts : 1;
         G->slots = malloc(sizeof(int32_t) * T);
         G->idx = malloc(sizeof(int32_t) * T);
         G->tok_e = malloc(sizeof(int32_t) * (size_t)T * k * 2);
         G->wt_e = malloc(sizeof(float) * (size_t)T * k * 2);
         G->rl_host = malloc(sizeof(float) * (size_t)T * E);
-        if (!G->slots || !G->idx || !G->tok_e || !G->wt_e || !G->rl_host) return err_set(e, "out of memory for a step of %d tokens", T);
+        G->slots_swa = malloc(sizeof(int32_t) * T);
+        if (!G->slots || !G->idx || !G->tok_e || !G->wt_e || !G->rl_host || !G->slots_swa) return err_set(e, "out of memory for a step of %d tokens", T);
         G->cap_idx = T;
     }
     if (b->n_rows > G->cap_rows) {
         free(G->tables);
+        free(G->tables_swa);
         G->tables = malloc(sizeof(int32_t *) * b->n_rows);
-        if (!G->tables) return err_set(e, "out of memory for %d rows", b->n_rows);
+        G->tables_swa = malloc(sizeof(int32_t *) * b->n_rows);
+        if (!G->tables || !G->tables_swa) return err_set(e, "out of memory for %d rows", b->n_rows);
         G->cap_rows = b->n_rows;
     }
     return 0;
@@ -348,9 +372,14 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
     float eps = (float)c->rms_eps, no = G->norm_off;
     int moe = G->v4 && c->enable_moe_block;
     if (ensure(m, b, e)) return -1;
+    int split = b->seq_swa != NULL; /* sliding layers in m->kv_swa, through the rows' seq_swa */
     for (int r = 0; r < b->n_rows; r++) {
         G->tables[r] = b->seq[r]->blocks;
         for (int t = b->row_start[r]; t < b->row_start[r + 1]; t++) G->slots[t] = kv_seq_slot(b->seq[r], m->kv.block_size, b->pos[t]);
+        if (!split) continue;
+        G->tables_swa[r] = b->seq_swa[r]->blocks;
+        for (int t = b->row_start[r]; t < b->row_start[r + 1]; t++)
+            G->slots_swa[t] = kv_seq_slot(b->seq_swa[r], m->kv_swa.block_size, b->pos[t]);
     }
     attn_args_t aa = {
         .n_rows = b->n_rows, .row_start = b->row_start, .pos = b->pos, .block_tables = G->tables, .n_heads = nh,
@@ -374,7 +403,9 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         op->matmul(be, G->q, G->h, T, &l->wq);
         op->rms_norm(be, G->q, G->q, l->q_norm, no, T * nh, hd, eps);
         op->rope(be, G->q, b->pos, T, nh, hd, l->rot_dim, l->inv_freq, l->sliding ? G->ms_local : G->ms_global);
-        aa.kv = kv_pool_view(&m->kv, l->kv_layer);
+        int swa = split && l->sliding;
+        aa.kv = split ? kv_pool_view(swa ? &m->kv_swa : &m->kv, l->grp_layer) : kv_pool_view(&m->kv, l->kv_layer);
+        aa.block_tables = swa ? G->tables_swa : G->tables;
         aa.kv.n_kv_heads = nkv;
         aa.kv.head_dim = hd;
         if (!l->shared) {
@@ -386,7 +417,7 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             op->rms_norm(be, G->k, G->k, l->k_norm, no, T * nkv, hd, eps);
             if (G->v4) op->rms_norm(be, G->v, G->v, NULL, 0.f, T * nkv, hd, eps);
             op->rope(be, G->k, b->pos, T, nkv, hd, l->rot_dim, l->inv_freq, l->sliding ? G->ms_local : G->ms_global);
-            op->kv_write(be, &aa.kv, G->k, G->v, G->slots, T);
+            op->kv_write(be, &aa.kv, G->k, G->v, swa ? G->slots_swa : G->slots, T);
         }
         aa.n_kv_heads = nkv;
         aa.head_dim = hd;
@@ -435,4 +466,5 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
 
 const model_ops_t gemma_ops = {
     .family = "gemma", .load = gemma_load, .forward = gemma_forward, .destroy = gemma_destroy, .kv_shape = gemma_kv_shape,
+    .kv_groups = gemma_kv_groups,
 };

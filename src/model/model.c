@@ -1,6 +1,7 @@
 /* model.c — loading a checkpoint into a family, and the checked entry to its forward. */
 #include "model/model.h"
 #include <stdlib.h>
+#include "kv/swa.h"
 #include <string.h>
 #include "base/log.h"
 #include <sys/mman.h>
@@ -84,6 +85,7 @@ void model_free(model_t *m) {
         free(m->rec);
     }
     kv_pool_free(&m->kv);
+    kv_pool_free(&m->kv_swa);
     backend_destroy(m->be);
     st_close(&m->ar);
     config_free(&m->cfg);
@@ -93,9 +95,48 @@ void model_free(model_t *m) {
 
 int model_init_kv(model_t *m, int n_blocks, int block_size, dtype_t dtype, err_t *e) {
     kv_pool_free(&m->kv);
+    kv_pool_free(&m->kv_swa);
+    m->swa_window = 0;
     int nl = m->cfg.n_layers, nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim;
     if (m->ops->kv_shape) m->ops->kv_shape(m, &nl, &nkv, &hd);
     return kv_pool_init(&m->kv, m->be, nl, n_blocks, block_size, nkv, hd, dtype, e);
+}
+
+int model_sliding_window(const model_t *m) {
+    int fl, fw, sl, sw;
+    return m->ops->kv_groups ? m->ops->kv_groups(m, &fl, &fw, &sl, &sw) : 0;
+}
+
+void model_kv_group_bytes(const model_t *m, int block_size, dtype_t dtype, size_t *full, size_t *swa) {
+    int fl, fw, sl, sw;
+    if (model_sliding_window(m) > 0) {
+        m->ops->kv_groups(m, &fl, &fw, &sl, &sw);
+        *full = kv_pool_block_bytes(fl, block_size, 1, fw, dtype);
+        *swa = kv_pool_block_bytes(sl, block_size, 1, sw, dtype);
+        return;
+    }
+    int nl = m->cfg.n_layers, nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim;
+    if (m->ops->kv_shape) m->ops->kv_shape(m, &nl, &nkv, &hd);
+    *full = kv_pool_block_bytes(nl, block_size, nkv, hd, dtype);
+    *swa = 0;
+}
+
+int model_init_kv_groups(model_t *m, int n_blocks, int n_swa_blocks, int block_size, dtype_t dtype, err_t *e) {
+    int fl, fw, sl, sw, w = model_sliding_window(m);
+    if (w <= 0 || n_swa_blocks <= 0) return model_init_kv(m, n_blocks, block_size, dtype, e);
+    kv_pool_free(&m->kv);
+    kv_pool_free(&m->kv_swa);
+    m->swa_window = 0;
+    m->ops->kv_groups(m, &fl, &fw, &sl, &sw);
+    /* a model of sliding layers only still gets a (one-layer) full pool: it carries the
+     * sequence's length and the block tables the engine keeps in step */
+    if (kv_pool_init(&m->kv, m->be, fl > 0 ? fl : 1, n_blocks, block_size, 1, fw > 0 ? fw : 1, dtype, e)) return -1;
+    if (kv_pool_init(&m->kv_swa, m->be, sl, n_swa_blocks, block_size, 1, sw, dtype, e)) {
+        kv_pool_free(&m->kv);
+        return -1;
+    }
+    m->swa_window = w;
+    return 0;
 }
 
 /* --- recurrent state: a snapshot is a 16-byte header (magic, floats, position) + the slot --- */
@@ -181,7 +222,24 @@ int batch_validate(const model_t *m, const batch_t *b, err_t *e) {
         }
         if (b->pos[t1 - 1] >= s->n_blocks * m->kv.block_size)
             return err_set(e, "batch: row %d reaches position %d but only %d are reserved", r, b->pos[t1 - 1], s->n_blocks * m->kv.block_size);
+        if (m->swa_window > 0 && b->seq_swa) {
+            /* the sliding group: every block the row writes or its window reads is held */
+            const kv_seq_t *w = b->seq_swa[r];
+            int bs = m->kv_swa.block_size, first = kv_window_first_block(b->pos[t0], m->swa_window, bs), last = b->pos[t1 - 1] / bs;
+            if (!w || w == s) return err_set(e, "batch: row %d has no sliding-group block table of its own", r);
+            for (int r2 = 0; r2 < r; r2++)
+                if (b->seq_swa[r2] == w) return err_set(e, "batch: rows %d and %d share a sliding-group table", r2, r);
+            if (last >= w->n_blocks)
+                return err_set(e, "batch: row %d reaches position %d but its sliding group reserves only %d", r, b->pos[t1 - 1], w->n_blocks * bs);
+            for (int j = first; j <= last; j++)
+                if (w->blocks[j] < 0)
+                    return err_set(e, "batch: row %d reads positions %d.. through its window but sliding block %d was released", r,
+                                   first * bs, j);
+        }
     }
+    if ((m->swa_window > 0) != (b->seq_swa != NULL))
+        return err_set(e, m->swa_window > 0 ? "batch: the model keeps its sliding layers in a KV group of their own; rows need seq_swa"
+                                            : "batch: seq_swa given but the model has no sliding KV group");
     for (int i = 0; i < b->n_logits; i++)
         if (b->logit_index[i] < 0 || b->logit_index[i] >= b->n_tokens)
             return err_set(e, "batch: logit_index[%d] = %d is outside the step", i, b->logit_index[i]);
@@ -203,6 +261,7 @@ int model_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
     for (int r = 0; r < b->n_rows; r++) {
         int end = b->pos[b->row_start[r + 1] - 1] + 1;
         if (end > b->seq[r]->n_tokens) b->seq[r]->n_tokens = end;
+        if (b->seq_swa && end > b->seq_swa[r]->n_tokens) b->seq_swa[r]->n_tokens = end;
     }
     return 0;
 }

@@ -22,6 +22,9 @@ typedef struct batch {
     kv_seq_t **seq;                  /* [n_rows] block tables                        */
     const int32_t *logit_index;      /* [n_logits] token indices whose logits are wanted */
     int n_logits;
+    kv_seq_t **seq_swa;              /* [n_rows] sliding-group block tables (kv/swa.h) when
+                                        the model keeps sliding layers apart (m->swa_window
+                                        > 0), else NULL                                  */
 } batch_t;
 
 /* What each layer caches (DESIGN §5); engine and KV code size pools from it. */
@@ -39,6 +42,11 @@ typedef struct model_ops {
      * layer at (n_kv_heads, head_dim): hybrids cache only their attention layers, gemma4's
      * KV-shared layers none, and per-layer shapes get the widest (n_kv_heads·head_dim). */
     void (*kv_shape)(const model_t *m, int *n_kv_layers, int *n_kv_heads, int *head_dim);
+    /* Optional: the per-layer cache kinds as two KV groups (DESIGN §5): the CACHE_FULL layers
+     * and the CACHE_SLIDING ones, each as a layer count and a per-token width (stored as one
+     * head of that width). Returns the sliding window w, or 0 when there are no sliding layers
+     * (then the model has one group: kv_shape). */
+    int (*kv_groups)(const model_t *m, int *full_layers, int *full_width, int *swa_layers, int *swa_width);
 } model_ops_t;
 
 struct model {
@@ -47,6 +55,8 @@ struct model {
     st_archive_t ar;
     backend_t *be;
     kv_pool_t kv;            /* owned; created by model_init_kv */
+    kv_pool_t kv_swa;        /* sliding layers' KV when kept apart (model_init_kv_groups) */
+    int swa_window;          /* > 0: sliding layers use kv_swa and batches carry seq_swa  */
     char *dir;
     void *impl;
     size_t weight_bytes;     /* bytes read by one full pass over the weights */
@@ -65,6 +75,15 @@ model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e);
 void model_free(model_t *m);
 /* Creates the KV pool: n_blocks of block_size tokens in dtype. */
 int model_init_kv(model_t *m, int n_blocks, int block_size, dtype_t dtype, err_t *e);
+/* The window of the model's sliding layers when it can keep them in a group of their own
+ * (kv_groups), else 0. */
+int model_sliding_window(const model_t *m);
+/* Bytes of one block of each group (swa: 0 without a sliding group). */
+void model_kv_group_bytes(const model_t *m, int block_size, dtype_t dtype, size_t *full, size_t *swa);
+/* Two pools: n_blocks for the full-attention layers, n_swa_blocks for the sliding ones
+ * (m->swa_window set; every batch then needs seq_swa). Without a sliding group, or with
+ * n_swa_blocks <= 0, the same as model_init_kv. */
+int model_init_kv_groups(model_t *m, int n_blocks, int n_swa_blocks, int block_size, dtype_t dtype, err_t *e);
 int model_forward(model_t *m, const batch_t *b, float *logits, err_t *e);
 /* Checks a batch against the model and its KV pool (token ids, positions, rows). */
 int batch_validate(const model_t *m, const batch_t *b, err_t *e);
