@@ -63,7 +63,21 @@ typedef struct delta_args {
     float q_scale;                        /* usually dk^-0.5                               */
     const float *A_log, *dt_bias;         /* [n_v_heads], backend memory                   */
     float *const *state;                  /* [n_rows] → [n_v_heads][dk][dv], backend memory */
+    /* Chunk-parallel prefill: with pos (the step's positions, [T]) and chunk C > 0, a row's
+     * tokens that fill a whole aligned chunk [k·C, (k+1)·C) of absolute positions run in the
+     * chunk-parallel (WY) form; every other token runs token by token. pos NULL or chunk 0:
+     * token by token everywhere. The split depends on absolute positions and on where the
+     * row starts and ends, never on other rows (the engine aligns its steps: architecture.md). */
+    const int32_t *pos;
+    int chunk;
 } delta_args_t;
+
+/* The chunk size C qwen3_5 uses on the CPU, and the one the engine aligns hybrid steps to.
+ * (A test build may set another, e.g. -DDELTA_CHUNK=16, to run the chunk-parallel path on
+ * the 40-token parity fixtures.) */
+#ifndef DELTA_CHUNK
+#define DELTA_CHUNK 64
+#endif
 
 typedef struct backend_ops {
     const char *name;
@@ -106,7 +120,8 @@ typedef struct backend_ops {
      * replaced by the row's last K-1 inputs. y and x are [T, C] (distinct); w is [C, K] f32. */
     void (*conv1d_causal)(backend_t *, float *y, const float *x, int n_rows, const int32_t *row_start,
                           float *const *state, const float *w, int C, int K, act_t act);
-    /* Gated delta rule (gated DeltaNet), token by token within each row; see delta_args_t. */
+    /* Gated delta rule (gated DeltaNet) within each row: token by token, or chunk-parallel
+     * over whole aligned chunks (d->pos, d->chunk); see delta_args_t. */
     void (*gated_delta)(backend_t *, float *out, const float *qkv, const float *a, const float *b, int T,
                         const struct delta_args *d);
     /* y[T, n] *= sigmoid(g): g is [T, n] (g_width n) or one gate per token (g_width 1). */

@@ -269,12 +269,40 @@ static void step_add_row(step_t *s, kiln_request_t *r, int n) {
     s->row_start[++s->n_rows] = s->n_tokens;
 }
 
+/* Hybrid models run whole aligned chunks of DELTA_CHUNK positions of the gated delta rule
+ * chunk-parallel and every other token token by token (qwen35.c): where a step ends picks
+ * the arithmetic. So that a request's logits never depend on how its tokens are cut into
+ * steps, a step ends only where every schedule ends one: below lim (the last whole chunk
+ * before the prompt's last block boundary) on a chunk boundary, unless a snapshot-grid
+ * point inside that chunk already splits it in every schedule; from lim on (the prompt's
+ * tail, generated tokens, and their recomputation after a preemption) a step never holds a
+ * whole aligned chunk, so those tokens always go token by token as in decode. A cut that
+ * would split a chunk the step starts at extends the step to the chunk's end when the step
+ * arrays have room (room: tokens allowed; < 0: none), else the row waits; a step budget
+ * too small for any chunk cuts anyway (docs/architecture.md). Returns the new `want`. */
+static int delta_align(kiln_engine_t *eng, const kiln_request_t *r, int want, int room) {
+    const int C = DELTA_CHUNK, bs = eng->m->kv.block_size, every = eng->snap_every * bs;
+    int n0 = r->n_computed, end = n0 + want;
+    int lim = (r->n_prompt - 1) / bs * bs / C * C;
+    if (end < lim) {
+        int c0 = end / C * C;
+        int whole = (c0 / every + 1) * every >= c0 + C; /* no snapshot cut inside it */
+        if (end % C == 0 || c0 < n0 || !whole) return want;
+        if (c0 > n0) return c0 - n0;
+        if (room >= C) return C;
+        return room >= 0 && want >= eng->o.step_tokens ? want : 0;
+    }
+    int c = n0 > lim ? (n0 + C - 1) / C * C : lim; /* the first aligned chunk start ≥ n0, ≥ lim */
+    return end >= c + C ? c + C - 1 - n0 : want;
+}
+
 /* How many of r's uncomputed tokens fit in `budget`, growing its block table; 0 when
  * not even one block could be had. */
 static int reserve_chunk(kiln_engine_t *eng, kiln_request_t *r, int budget) {
     kv_pool_t *p = &eng->m->kv;
     int want = r->n_tokens - r->n_computed;
     if (want > budget) want = budget;
+    if (eng->state_bytes && want > 1) want = delta_align(eng, r, want, budget + eng->o.max_batch);
     if (eng->state_bytes && want > 1) {
         /* hybrid: end the chunk at the next snapshot boundary so the state can be saved there */
         int bs = p->block_size, every = eng->snap_every * bs;
@@ -289,6 +317,7 @@ static int reserve_chunk(kiln_engine_t *eng, kiln_request_t *r, int budget) {
         extra_blocks = avail_blocks(eng);
         want = have + extra_blocks * p->block_size;
         if (want > r->n_tokens - r->n_computed) want = r->n_tokens - r->n_computed;
+        if (eng->state_bytes && want > 1) want = delta_align(eng, r, want, -1);
     }
     if (want <= 0) return 0;
     err_t e;

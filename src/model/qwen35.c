@@ -25,7 +25,12 @@
  *   logits = rms_norm(x[logit_index]) · (1 + norm) · lm_headᵀ
  *
  * Recurrent layers keep no KV: their state (conv window + f32 [dk][dv] per value head) lives
- * in the sequence's state slot (kv/rec_state.h); only full-attention layers have KV layers. */
+ * in the sequence's state slot (kv/rec_state.h); only full-attention layers have KV layers.
+ *
+ * gated_delta runs a row's tokens that fill whole chunks of DELTA_CHUNK aligned absolute
+ * positions in the chunk-parallel form (prefill: mostly matrix products) and the rest token
+ * by token (decode, a prompt's last partial chunk). The two forms agree within float
+ * rounding; which one a token gets depends on its position and its row's extent only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,6 +347,7 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
         .n_rows = b->n_rows, .row_start = b->row_start, .n_k_heads = c->linear_k_heads, .n_v_heads = nv,
         .dk = c->linear_k_dim, .dv = dv, .stride = Q->conv_dim, .q_off = 0, .k_off = Q->key_dim, .v_off = 2 * Q->key_dim,
         .q_scale = 1.0f / sqrtf((float)c->linear_k_dim), .state = Q->ss,
+        .pos = b->pos, .chunk = DELTA_CHUNK, /* whole aligned chunks of 64 run chunk-parallel */
     };
 
     op->embed(be, Q->x, b->tokens, T, &Q->embed, 1.0f);

@@ -7,9 +7,17 @@
  *   products, no loop sharing with the kernel) within 1e-5; the threaded backend op equals
  *   the single-threaded reference bitwise; chunked rows equal one row bitwise; grouped
  *   value heads (n_v > n_k) read key head h / (n_v / n_k).
+ * - gated_delta, chunk-parallel (whole aligned chunks of C positions in the WY form, the
+ *   rest token by token), every kernel family this CPU has: against the double-precision
+ *   rule (outputs and final state) within a bound derived from the sums' lengths (below),
+ *   on odd sizes, several heads, grouped heads, rows starting mid-chunk, decays near 0 and
+ *   near 1, a non-zero initial state. Tokens before the first whole chunk are bitwise the
+ *   per-token form; a row split at chunk boundaries is bitwise the row in one piece; the
+ *   threaded backend op is bitwise the single-threaded split.
  * - sigmoid_mul (elementwise and per-token), scale, add_rows_scaled: against plain loops. */
 #include "../common/test_util.h"
 #include "backend/cpu/cpu_hybrid.h"
+#include "backend/cpu/cpu_kernels.h"
 
 static double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double silu(double x) { return x * sigm(x); }
@@ -145,6 +153,126 @@ static void test_gated_delta(void **st) {
     backend_destroy(be);
 }
 
+
+/* Chunk-parallel vs the recurrence. Error bound: every output and state entry of the chunk
+ * form is reached through at most n = dk + 2·C + 8 rounded multiply-adds in sequence (a dot
+ * over dk for K·S₀ / Q·S₀ / K·Kᵀ, the forward substitution and P·Δ over ≤ C terms each, the
+ * decay factors e^{G_t}·e^{−G_s} a few ulps), and the substitution does not amplify error
+ * (I + A is a product of contractions I − β k kᵀ). Each summand is bounded by the size of the
+ * state and values involved (~1 + |x|), so |err| ≤ n·u·(1 + |x|) per chunk, with u = 2⁻²⁴;
+ * errors carried in the state from earlier chunks decay or stay (the state update is a
+ * contraction), so over m chunks the bound is m·n·u·(1 + |x|). The double reference itself
+ * is exact to ~1e-15. */
+static void test_gated_delta_chunked(void **st) {
+    /* nk, nv, dk, dv, C, T, p0 (the row's first position), decay regime (0 mixed, 1 near 0, 2 near 1) */
+    struct { int nk, nv, dk, dv, C, T, p0, regime; } cases[] = {
+        {1, 2, 7, 11, 8, 37, 3, 0},   {2, 6, 24, 20, 16, 50, 0, 0}, {3, 3, 17, 9, 5, 23, 2, 1},
+        {1, 4, 40, 33, 64, 140, 60, 0}, {2, 4, 48, 48, 32, 70, 32, 2}, {1, 3, 19, 27, 12, 61, 7, 1},
+        {2, 2, 33, 17, 64, 129, 0, 2}, {1, 1, 9, 13, 3, 10, 1, 0},
+    };
+    uint64_t seed = 23;
+    err_t e = {0};
+    backend_t *be = backend_create("cpu", 3, &e);
+    assert_non_null(be);
+    const simd_kernels_t *sd = simd_detect();
+    delta_chunk_fn fams[3] = {delta_chunk_scalar, NULL, NULL};
+    const char *fam_names[3] = {"scalar", "avx2", "avx512"};
+    if (sd == &simd_avx2 || sd == &simd_avx512) fams[1] = delta_chunk_avx2;
+    if (sd == &simd_avx512) fams[2] = delta_chunk_avx512;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int nk = cases[ci].nk, nv = cases[ci].nv, dk = cases[ci].dk, dv = cases[ci].dv, C = cases[ci].C, T = cases[ci].T;
+        int p0 = cases[ci].p0, stride = 2 * nk * dk + nv * dv + 1;
+        size_t no = (size_t)T * nv * dv, ns = (size_t)nv * dk * dv;
+        float *qkv = malloc(sizeof(float) * T * stride), *a = malloc(sizeof(float) * T * nv), *b = malloc(sizeof(float) * T * nv);
+        float A_log[8], dt[8];
+        rand_fill(qkv, (size_t)T * stride, &seed, 1.0f);
+        rand_fill(b, (size_t)T * nv, &seed, 3.0f);
+        for (int h = 0; h < nv; h++) {
+            int reg = cases[ci].regime;
+            A_log[h] = reg == 1 ? 2.5f + 0.5f * tu_rand(&seed) : reg == 2 ? -9.0f + tu_rand(&seed) : 0.8f * tu_rand(&seed);
+            dt[h] = reg == 1 ? 4.0f : tu_rand(&seed);
+        }
+        /* near 0: g ≈ −exp(2.5)·softplus(4 ± 2) ≈ −50 per token; near 1: g ≈ −1e-4 */
+        rand_fill(a, (size_t)T * nv, &seed, 2.0f);
+        int32_t *pos = malloc(sizeof(int32_t) * T);
+        for (int t = 0; t < T; t++) pos[t] = p0 + t;
+        float *S0 = malloc(sizeof(float) * ns);
+        rand_fill(S0, ns, &seed, 0.5f); /* as after a restored snapshot */
+        /* the reference: token by token in double, and in float */
+        double *Sd = malloc(sizeof(double) * ns), *od = malloc(sizeof(double) * no);
+        for (size_t i = 0; i < ns; i++) Sd[i] = S0[i];
+        int32_t rs[2] = {0, T};
+        float *Sr = malloc(sizeof(float) * ns), *orf = malloc(sizeof(float) * no);
+        memcpy(Sr, S0, sizeof(float) * ns);
+        float *sp = Sr;
+        delta_args_t d = {.n_rows = 1, .row_start = rs, .n_k_heads = nk, .n_v_heads = nv, .dk = dk, .dv = dv, .stride = stride,
+                          .q_off = 1, .k_off = 1 + nk * dk, .v_off = 1 + 2 * nk * dk, .q_scale = 1.0f / sqrtf((float)dk),
+                          .A_log = A_log, .dt_bias = dt, .state = &sp};
+        delta_naive(od, qkv, a, b, T, &d, Sd);
+        ref_gated_delta(orf, qkv, a, b, T, &d, 0, nv);
+        d.pos = pos;
+        d.chunk = C;
+        int first = (p0 + C - 1) / C * C - p0; /* tokens before the first whole chunk */
+        int n_chunks = (T - first) / C;
+        double bound = (double)(n_chunks + 1) * (dk + 2 * C + 8) * 0x1p-24;
+        float *S = malloc(sizeof(float) * ns), *o = malloc(sizeof(float) * no), *o2 = malloc(sizeof(float) * no);
+        for (int f = 0; f < 3; f++) {
+            if (!fams[f]) continue;
+            memcpy(S, S0, sizeof(float) * ns);
+            sp = S;
+            gated_delta_rows(o, qkv, a, b, &d, 0, nv, fams[f]);
+            double worst = 0;
+            for (size_t i = 0; i < no; i++) {
+                double err = fabs(o[i] - od[i]) / (1 + fabs(od[i]));
+                if (err > worst) worst = err;
+                if (err > bound) fail_msg("chunked gated_delta case %zu (%s, C=%d): out[%zu] = %.9g, want %.9g (bound %.3g)", ci,
+                                          fam_names[f], C, i, o[i], od[i], bound);
+            }
+            for (size_t i = 0; i < ns; i++) {
+                double err = fabs(S[i] - Sd[i]) / (1 + fabs(Sd[i]));
+                if (err > worst) worst = err;
+                if (err > bound) fail_msg("chunked gated_delta case %zu (%s): state[%zu] = %.9g, want %.9g", ci, fam_names[f], i, S[i], Sd[i]);
+            }
+            if (f == 0) printf("# chunked case %zu (dk %d dv %d C %d, %d chunks, regime %d): worst rel err %.3g (bound %.3g)\n", ci, dk, dv, C,
+                               n_chunks, cases[ci].regime, worst, bound);
+            /* the tokens before the first whole chunk ran token by token: bitwise */
+            assert_memory_equal(o, orf, sizeof(float) * (first < T ? first : T) * nv * dv);
+            /* the row split at a chunk boundary (and once more mid-tail): bitwise the row in one piece */
+            if (n_chunks >= 1) {
+                int cut = first + C, cut2 = cut + (T - cut) / 2;
+                int32_t rs3[4] = {0, cut, cut2, T};
+                memcpy(S, S0, sizeof(float) * ns);
+                sp = S;
+                for (int piece = 0; piece < 3; piece++) {
+                    int32_t r1[2] = {0, rs3[piece + 1] - rs3[piece]};
+                    int o0 = rs3[piece];
+                    delta_args_t dp = d;
+                    dp.row_start = r1;
+                    dp.pos = pos + o0;
+                    gated_delta_rows(o2 + (size_t)o0 * nv * dv, qkv + (size_t)o0 * stride, a + (size_t)o0 * nv, b + (size_t)o0 * nv, &dp, 0, nv, fams[f]);
+                }
+                /* cut2 splits the tail chunks only when the rest is token by token past cut2 */
+                int same = cut2 == T || (cut2 - first) % C == 0 || cut2 >= first + n_chunks * C;
+                if (same) assert_memory_equal(o, o2, sizeof(float) * no);
+                else assert_memory_equal(o, o2, sizeof(float) * cut * nv * dv);
+            }
+        }
+        /* the threaded backend op: bitwise the single-threaded split with this CPU's family */
+        delta_chunk_fn best = fams[2] ? fams[2] : fams[1] ? fams[1] : fams[0];
+        memcpy(S, S0, sizeof(float) * ns);
+        sp = S;
+        gated_delta_rows(o, qkv, a, b, &d, 0, nv, best);
+        float *S2 = malloc(sizeof(float) * ns);
+        memcpy(S2, S0, sizeof(float) * ns);
+        sp = S2;
+        be->ops->gated_delta(be, o2, qkv, a, b, T, &d);
+        assert_memory_equal(o, o2, sizeof(float) * no);
+        assert_memory_equal(S, S2, sizeof(float) * ns);
+        free(qkv); free(a); free(b); free(pos); free(S0); free(Sd); free(od); free(Sr); free(orf); free(S); free(S2); free(o); free(o2);
+    }
+    backend_destroy(be);
+}
+
 static void test_gates(void **st) {
     uint64_t seed = 5;
     int T = 7, n = 13;
@@ -177,6 +305,7 @@ static void test_gates(void **st) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_conv1d), cmocka_unit_test(test_gated_delta), cmocka_unit_test(test_gates)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_conv1d), cmocka_unit_test(test_gated_delta),
+                                       cmocka_unit_test(test_gated_delta_chunked), cmocka_unit_test(test_gates)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -130,18 +130,21 @@ static void cpu_conv1d_causal(backend_t *be, float *y, const float *x, int n_row
     ref_conv1d_causal(y, x, n_rows, row_start, state, w, C, K, act);
 }
 
-typedef struct { float *out; const float *qkv, *a, *b; int T; const delta_args_t *d; } gd_job_t;
+typedef struct { float *out; const float *qkv, *a, *b; int T; const delta_args_t *d; delta_chunk_fn fn; } gd_job_t;
 
 static void gd_task(void *ctx, int i, int n) {
     gd_job_t *j = ctx;
     int H = j->d->n_v_heads, per = (H + n - 1) / n, h0 = i * per, h1 = h0 + per < H ? h0 + per : H;
-    if (h0 < h1) ref_gated_delta(j->out, j->qkv, j->a, j->b, j->T, j->d, h0, h1);
+    if (h0 < h1) gated_delta_rows(j->out, j->qkv, j->a, j->b, j->d, h0, h1, j->fn);
 }
 
+/* Whole aligned chunks go through the chunk kernel of this backend's family (cpu-ref: the
+ * scalar one); everything else token by token. */
 static void cpu_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T,
                             const delta_args_t *d) {
     cpu_impl_t *impl = be->impl;
-    gd_job_t job = {out, qkv, a, b, T, d};
+    delta_chunk_fn fn = impl->simd == &simd_avx512 ? delta_chunk_avx512 : impl->simd == &simd_avx2 ? delta_chunk_avx2 : delta_chunk_scalar;
+    gd_job_t job = {out, qkv, a, b, T, d, fn};
     int n = threadpool_size(impl->pool);
     if (n > d->n_v_heads) n = d->n_v_heads;
     if ((size_t)T * d->n_v_heads * d->dk * d->dv < 65536) n = 1;
