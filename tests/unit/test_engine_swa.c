@@ -354,7 +354,9 @@ static void test_engine_long_generation(void **st) {
     kiln_stats(eng, &s);
     printf("# 40 + 200 tokens: full group up to %d blocks held, sliding group at most %d (one pool would hold %d for every layer)\n",
            max_full, s.kv_swa_seq_blocks_max, (40 + 200 + BS - 1) / BS);
-    assert_true(max_full >= (40 + 190) / BS);
+    /* max_full is sampled by the consumer and can miss the peak on a loaded machine, so it
+     * is only reported; the sliding bound is counted by the engine itself */
+    assert_true(s.kv_swa_seq_blocks_max >= 2 && s.kv_swa_seq_blocks_max <= (8 + BS - 1) / BS + 1);
     check_pools_free(eng);
     kiln_engine_stop(eng);
 }
