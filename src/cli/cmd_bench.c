@@ -19,7 +19,8 @@ static double now_s(void) {
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [MODEL_DIR] [--prompt-tokens N] [--gen-tokens M] [--runs R] [--json] [options]\n"
                "       kiln bench [MODEL_DIR] --concurrency 1,4,16,64 [--prompt-tokens N] [--gen-tokens M]\n"
-               "                  [--shared-prefix P] [--step-tokens S] [--max-batch B] [--kv-cache-gb G] [--json]\n"
+               "                  [--shared-prefix P] [--step-tokens S] [--max-batch B] [--kv-cache-gb G]\n"
+               "                  [--snapshot-interval N] [--json]\n"
                "  Without --concurrency: prefill tokens/s over an N-token prompt (one step) and\n"
                "  batch-1 greedy decode tokens/s over M tokens, the best of R runs (default 1).\n"
                "  With it: for each level C, C requests at once through the engine (continuous\n"
@@ -34,6 +35,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* --concurrency: one engine, each level run after the previous one drains. */
+static long g_snap_interval; /* --snapshot-interval (hybrid models), 0: the engine's default */
+
 static int bench_concurrency(const char *dir, const model_args_t *ma, const char *levels, long np, long ng, long shared,
                              long step_tokens, long max_batch, double kv_gb, int json) {
     kiln_engine_opts_t o;
@@ -47,6 +50,8 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
     o.step_tokens = (int)step_tokens;
     o.max_batch = (int)max_batch;
     o.load_tokenizer = 0;
+    o.snapshot_interval = (int)g_snap_interval;
+    o.buffer_dtype = ma->buffer_dtype;
     err_t e = {0};
     kiln_engine_t *eng = kiln_engine_start(&o, &e);
     if (!eng) { fprintf(stderr, "kiln bench: %s\n", e.msg); return 1; }
@@ -62,7 +67,7 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
         p = *end ? end + 1 : end;
         kiln_request_t **rs = calloc((size_t)c, sizeof(void *));
         double *ttft = calloc((size_t)c, sizeof(double));
-        long total_gen = 0;
+        long total_gen = 0, total_cached = 0;
         double t0 = now_s(), first_done = 0, itl_sum = 0;
         long itl_n = 0;
         for (long i = 0; i < c; i++) {
@@ -90,6 +95,7 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
             kiln_request_info(rs[i], &info);
             ttft[i] = info.t_first_token - info.t_submit;
             total_gen += info.n_generated;
+            total_cached += info.n_cached;
             if (info.n_generated > 1) { itl_sum += (info.t_done - info.t_first_token) / (info.n_generated - 1); itl_n++; }
             if (first_done == 0 || info.t_done > first_done) first_done = info.t_done;
         }
@@ -100,12 +106,13 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
         if (rc == 0) {
             if (json)
                 printf("%s{\"concurrency\": %ld, \"prompt_tokens\": %ld, \"gen_tokens\": %ld, \"shared_prefix\": %ld, "
-                       "\"decode_tok_s\": %.2f, \"ttft_mean_ms\": %.1f, \"ttft_p95_ms\": %.1f, \"itl_mean_ms\": %.2f, \"wall_s\": %.3f}",
+                       "\"decode_tok_s\": %.2f, \"ttft_mean_ms\": %.1f, \"ttft_p95_ms\": %.1f, \"itl_mean_ms\": %.2f, \"wall_s\": %.3f, "
+                       "\"cached_tokens_mean\": %.1f}",
                        level_no ? ", " : "", c, np, ng, shared, total_gen / wall, mean_ttft * 1e3, p95 * 1e3,
-                       itl_n ? itl_sum / itl_n * 1e3 : 0, wall);
+                       itl_n ? itl_sum / itl_n * 1e3 : 0, wall, (double)total_cached / c);
             else
-                printf("concurrency %4ld: %8.2f tok/s aggregate, TTFT mean %8.1f ms p95 %8.1f ms, ITL mean %7.2f ms (%.2f s)\n", c,
-                       total_gen / wall, mean_ttft * 1e3, p95 * 1e3, itl_n ? itl_sum / itl_n * 1e3 : 0, wall);
+                printf("concurrency %4ld: %8.2f tok/s aggregate, TTFT mean %8.1f ms p95 %8.1f ms, ITL mean %7.2f ms, %.0f prompt tokens cached (%.2f s)\n", c,
+                       total_gen / wall, mean_ttft * 1e3, p95 * 1e3, itl_n ? itl_sum / itl_n * 1e3 : 0, (double)total_cached / c, wall);
             fflush(stdout);
         }
         for (long i = 0; i < c; i++) if (rs[i]) kiln_request_free(rs[i]);
@@ -148,6 +155,7 @@ int cmd_bench(int argc, char **argv) {
             else if (!strcmp(f, "--step-tokens")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &step_tokens);
             else if (!strcmp(f, "--max-batch")) bad = cli_parse_int("bench", f, v, 1, 4096, &max_batch);
             else if (!strcmp(f, "--kv-cache-gb")) bad = cli_parse_float("bench", f, v, 0.001, 1e4, &kv_gb);
+            else if (!strcmp(f, "--snapshot-interval")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &g_snap_interval);
             else { fprintf(stderr, "kiln bench: unknown flag '%s'\n", f); return 2; }
             if (bad) return 2;
         } else if (!dir) dir = f;

@@ -38,7 +38,7 @@ int kv_pool_init(kv_pool_t *p, backend_t *be, int n_layers, int n_blocks, int bl
     p->lru_head = p->lru_tail = -1;
     p->index_cap = 16;
     while (p->index_cap < 2 * n_blocks) p->index_cap *= 2;
-    p->index_keys = calloc((size_t)p->index_cap, sizeof(int64_t));
+    p->index_keys = calloc((size_t)p->index_cap, sizeof(uint64_t));
     p->index_vals = calloc((size_t)p->index_cap, sizeof(int32_t));
     p->refcount = calloc((size_t)n_blocks, sizeof(int32_t));
     p->free_list = malloc(sizeof(int32_t) * n_blocks);
@@ -114,7 +114,7 @@ static uint64_t mix64(uint64_t x) {
 static int index_find(const kv_pool_t *p, uint64_t h) {
     uint32_t mask = (uint32_t)p->index_cap - 1;
     for (uint32_t i = (uint32_t)mix64(h) & mask;; i = (i + 1) & mask) {
-        uint64_t k = (uint64_t)p->index_keys[i];
+        uint64_t k = p->index_keys[i];
         if (k == 0) return -1;
         if (k == h) return (int)i;
     }
@@ -125,7 +125,7 @@ static void index_put(kv_pool_t *p, uint64_t h, int32_t b) {
     uint32_t i = (uint32_t)mix64(h) & mask;
     while (p->index_keys[i] > 1) i = (i + 1) & mask;
     if (p->index_keys[i] == 0) p->index_used++;
-    p->index_keys[i] = (int64_t)h;
+    p->index_keys[i] = h;
     p->index_vals[i] = b;
 }
 
@@ -134,7 +134,7 @@ static void index_put(kv_pool_t *p, uint64_t h, int32_t b) {
  * amortized over the n/4 removals that caused it. */
 static void index_insert(kv_pool_t *p, uint64_t h, int32_t b) {
     if ((p->index_used + 1) * 4 > p->index_cap * 3) {
-        memset(p->index_keys, 0, sizeof(int64_t) * p->index_cap);
+        memset(p->index_keys, 0, sizeof(uint64_t) * p->index_cap);
         p->index_used = 0;
         for (int32_t x = 0; x < p->n_blocks; x++)
             if (p->hashed[x]) index_put(p, p->hash[x], x);

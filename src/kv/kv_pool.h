@@ -33,7 +33,7 @@ typedef struct kv_pool {
     int32_t *lru_prev, *lru_next; /* unreferenced hashed blocks, head = oldest */
     int32_t lru_head, lru_tail;
     int n_cached;             /* blocks on the LRU list                    */
-    int64_t *index_keys;      /* open addressing: hash -> block; 0 = empty, tombstones = 1 */
+    uint64_t *index_keys;     /* open addressing: hash -> block; 0 = empty, 1 = tombstone */
     int32_t *index_vals;
     int index_cap, index_used;  /* used = live keys + tombstones */
     uint64_t evictions;

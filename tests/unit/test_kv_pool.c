@@ -1,0 +1,87 @@
+/* test_kv_pool.c — the block pool and its prefix index against a plain model of them.
+ *
+ * Random operations (allocate, hash, release, look up) on a small pool, checked after
+ * each step against arrays that say what every block should be: free, referenced, or
+ * cached under a hash. Hashes are full 64-bit values (half have the top bit set: a signed
+ * key once made the index drop them). Every cached block must be findable, evictions take
+ * the least recently used one, and a released pool is entirely free. */
+#include "../common/test_util.h"
+#include "kv/kv_pool.h"
+
+#define NB 24
+
+static uint64_t next(uint64_t *s) {
+    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
+    return *s;
+}
+
+static void test_random_ops(void **st) {
+    backend_t *be = backend_create("cpu", 1, NULL);
+    kv_pool_t p;
+    err_t e;
+    assert_int_equal(kv_pool_init(&p, be, 1, NB, 4, 1, 8, DT_F32, &e), 0);
+    int refs[NB] = {0}, cached[NB] = {0};
+    uint64_t hash[NB] = {0}, lru_order[NB] = {0}, clock = 1;
+    int32_t held[4 * NB];
+    int n_held = 0;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (int step = 0; step < 20000; step++) {
+        int op = (int)(next(&rng) % 4);
+        if (op == 0) { /* allocate */
+            int32_t b = kv_block_alloc(&p);
+            int any_free = 0, oldest = -1;
+            for (int i = 0; i < NB; i++) {
+                if (refs[i] == 0 && !cached[i]) any_free = 1;
+                if (refs[i] == 0 && cached[i] && (oldest < 0 || lru_order[i] < lru_order[oldest])) oldest = i;
+            }
+            if (!any_free && oldest < 0) { assert_int_equal(b, -1); continue; }
+            assert_true(b >= 0);
+            if (!any_free) assert_int_equal(b, oldest); /* eviction takes the least recently used */
+            else assert_false(cached[b] && refs[b] == 0 && 0);
+            assert_int_equal(refs[b], 0);
+            cached[b] = 0;
+            refs[b] = 1;
+            held[n_held++] = b;
+        } else if (op == 1 && n_held) { /* hash a held block */
+            int32_t b = held[next(&rng) % n_held];
+            uint64_t h = next(&rng) | (next(&rng) & 1 ? 0x8000000000000000ull : 0);
+            if (h < 2) h += 2;
+            kv_block_set_hash(&p, b, h);
+            if (!cached[b]) { cached[b] = 1; hash[b] = h; }
+        } else if (op == 2 && n_held) { /* release */
+            int k = (int)(next(&rng) % n_held);
+            int32_t b = held[k];
+            held[k] = held[--n_held];
+            kv_block_release(&p, b);
+            if (--refs[b] == 0 && cached[b]) lru_order[b] = clock++;
+        } else if (op == 3) { /* look up a cached block by its hash, take it */
+            int cands[NB], nc = 0;
+            for (int i = 0; i < NB; i++) if (cached[i]) cands[nc++] = i;
+            if (!nc) continue;
+            int i = cands[next(&rng) % nc];
+            assert_true(kv_prefix_has(&p, hash[i]));
+            int32_t b = kv_prefix_acquire(&p, hash[i]);
+            assert_int_equal(b, i);
+            refs[b]++;
+            held[n_held++] = b;
+        }
+        /* every cached block is findable; the counters agree */
+        int n_free = 0, n_cached = 0;
+        for (int i = 0; i < NB; i++) {
+            if (cached[i]) assert_true(kv_prefix_has(&p, hash[i]));
+            n_free += refs[i] == 0 && !cached[i];
+            n_cached += refs[i] == 0 && cached[i];
+        }
+        assert_int_equal(p.n_free, n_free);
+        assert_int_equal(p.n_cached, n_cached);
+    }
+    while (n_held) kv_block_release(&p, held[--n_held]);
+    assert_int_equal(p.n_free + p.n_cached, NB);
+    kv_pool_free(&p);
+    backend_destroy(be);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_random_ops)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
