@@ -354,7 +354,8 @@ int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *w
         return err_set(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", where, c->n_heads, c->n_kv_heads);
     json_t *tie = json_object_get(tc, "tie_word_embeddings");
     if (!tie) tie = json_object_get(root, "tie_word_embeddings");
-    c->tie_embeddings = tie ? json_is_true(tie) : (c->arch == ARCH_QWEN3 ? 0 : 0);
+    /* absent: transformers' per-family default (Gemma configs tie, llama/qwen ones do not) */
+    c->tie_embeddings = tie ? json_is_true(tie) : (c->arch == ARCH_GEMMA3 || c->arch == ARCH_GEMMA4);
     json_t *ab = json_object_get(tc, "attention_bias");
     c->attention_bias = c->arch == ARCH_QWEN2 ? 1 : (ab && json_is_true(ab));
     json_t *mb = json_object_get(tc, "mlp_bias");
