@@ -17,12 +17,17 @@ static int row_of(const attn_args_t *a, int t) {
     return lo;
 }
 
-static const float *kv_row(const kv_view_t *kv, const void *base, size_t off, int hd, float *buf) {
+/* K/V row as f32: f32 rows are used in place, f16/bf16 rows converted with the SIMD family. */
+static const float *kv_row(const simd_kernels_t *s, const kv_view_t *kv, const void *base, size_t off, int hd, float *buf) {
     if (kv->dtype == DT_F32) return (const float *)base + off;
-    for (int d = 0; d < hd; d++) buf[d] = load_as_f32(base, kv->dtype, off + d);
+    s->to_f32(buf, (const char *)base + off * dtype_size(kv->dtype), kv->dtype, hd);
     return buf;
 }
 
+/* Per token, per KV head: each cached K row is converted once and scored against every
+ * query head of its GQA group, then each V row is converted once and accumulated into
+ * all of their outputs. A query head's arithmetic (its dot products, softmax and sums,
+ * in position order) is the same as attending alone: only the conversions are shared. */
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
                     float *scratch, float *kbuf) {
     const kv_view_t *kv = &a->kv;
@@ -31,26 +36,32 @@ void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0,
     for (int t = t0; t < t1; t++) {
         int r = row_of(a, t), p = a->pos[t];
         const int32_t *bt = a->block_tables[r];
-        int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
-        for (int h = 0; h < a->n_heads; h++) {
-            int kvh = h / group;
-            const float *qh = q + ((size_t)t * a->n_heads + h) * hd;
-            float mx = -INFINITY;
+        int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0, n = p - lo + 1;
+        for (int kvh = 0; kvh < a->n_kv_heads; kvh++) {
+            const float *q0 = q + ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
+            float *o0 = out + ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
             for (int j = lo; j <= p; j++) {
                 size_t off = ((size_t)bt[j / bs] * bs + j % bs) * per_tok + (size_t)kvh * hd;
-                float sc = s->dot(qh, kv_row(kv, kv->k, off, hd, kbuf), hd) * a->scale;
-                if (a->softcap > 0) sc = a->softcap * tanhf(sc / a->softcap);
-                scratch[j - lo] = sc;
-                if (sc > mx) mx = sc;
+                const float *k = kv_row(s, kv, kv->k, off, hd, kbuf);
+                for (int g = 0; g < group; g++) {
+                    float sc = s->dot(q0 + (size_t)g * hd, k, hd) * a->scale;
+                    if (a->softcap > 0) sc = a->softcap * tanhf(sc / a->softcap);
+                    scratch[(size_t)g * n + (j - lo)] = sc;
+                }
             }
-            float sum = 0.f;
-            for (int j = lo; j <= p; j++) { scratch[j - lo] = expf(scratch[j - lo] - mx); sum += scratch[j - lo]; }
-            float *o = out + ((size_t)t * a->n_heads + h) * hd;
-            for (int d = 0; d < hd; d++) o[d] = 0.f;
-            float inv = 1.0f / sum;
+            for (int g = 0; g < group; g++) {
+                float *sg = scratch + (size_t)g * n, mx = -INFINITY, sum = 0.f;
+                for (int j = 0; j < n; j++) if (sg[j] > mx) mx = sg[j];
+                for (int j = 0; j < n; j++) { sg[j] = expf(sg[j] - mx); sum += sg[j]; }
+                float inv = 1.0f / sum;
+                for (int j = 0; j < n; j++) sg[j] *= inv;
+                float *o = o0 + (size_t)g * hd;
+                for (int d = 0; d < hd; d++) o[d] = 0.f;
+            }
             for (int j = lo; j <= p; j++) {
                 size_t off = ((size_t)bt[j / bs] * bs + j % bs) * per_tok + (size_t)kvh * hd;
-                s->axpy(o, scratch[j - lo] * inv, kv_row(kv, kv->v, off, hd, kbuf), hd);
+                const float *v = kv_row(s, kv, kv->v, off, hd, kbuf);
+                for (int g = 0; g < group; g++) s->axpy(o0 + (size_t)g * hd, scratch[(size_t)g * n + (j - lo)], v, hd);
             }
         }
     }

@@ -111,7 +111,8 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
     /* scratch holds one score per attended position: the largest position + 1 */
     int maxp = 0;
     for (int t = 0; t < T; t++) if (a->pos[t] > maxp) maxp = a->pos[t];
-    size_t need = (size_t)maxp + 1 + 1024;
+    /* scores for every query head of a KV group over the context, then a K/V row */
+    size_t need = ((size_t)maxp + 1) * (size_t)(a->n_heads / a->n_kv_heads) + 1024;
     int nt = threadpool_size(impl->pool);
     if (need > impl->scratch_len) {
         for (int i = 0; i < nt; i++) {

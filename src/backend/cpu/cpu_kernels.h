@@ -26,13 +26,15 @@ typedef struct simd_kernels {
     void (*matmul)(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
     float (*dot)(const float *a, const float *b, int n);             /* fixed lane order */
     void (*axpy)(float *y, float a, const float *x, int n);          /* y += a * x       */
+    void (*to_f32)(float *dst, const void *src, dtype_t t, int n);   /* f16/bf16/f32 row */
 } simd_kernels_t;
 
 extern const simd_kernels_t simd_avx2, simd_avx512;
 /* The best family this CPU supports (NULL: scalar only). KILN_SIMD=off|avx2|avx512 overrides. */
 const simd_kernels_t *simd_detect(void);
 
-/* Attention over tokens [t0, t1) using a SIMD family's dot/axpy (attention_cpu.c). */
+/* Attention over tokens [t0, t1) using a SIMD family's dot/axpy (attention_cpu.c).
+ * scratch: group * (context + 1) floats; kbuf: head_dim floats. */
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
                     float *scratch, float *kbuf);
 

@@ -215,4 +215,14 @@ static void axpy(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
-const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy};
+static void to_f32(float *dst, const void *src, dtype_t t, int n) {
+    int i = 0;
+    if (t == DT_F16)
+        for (; i + L <= n; i += L) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i))));
+    else if (t == DT_BF16)
+        for (; i + L <= n; i += L)
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)src + i))), 16)));
+    for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
+}
+
+const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32};

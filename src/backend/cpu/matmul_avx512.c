@@ -358,4 +358,14 @@ static void axpy(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
-const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy};
+static void to_f32(float *dst, const void *src, dtype_t t, int n) {
+    int i = 0;
+    if (t == DT_F16)
+        for (; i + L <= n; i += L) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)src + i))));
+    else if (t == DT_BF16)
+        for (; i + L <= n; i += L)
+            _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)src + i))), 16)));
+    for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
+}
+
+const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32};
