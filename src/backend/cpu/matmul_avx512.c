@@ -38,8 +38,13 @@ AI void tile(float *y, const float *x, const weight_t *w, int t, int j, const in
     for (int a = 0; a < NT; a++)
         #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_setzero_ps();
+    size_t esz = dtype_size(w->dtype);
     for (int c = 0; c < nfull; c++) {
         __m512 wv[4];
+        if (NT == 1) /* decode: one x row, the weights stream once; ask for them early */
+            #pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++)
+                _mm_prefetch((const char *)w->data + ((size_t)(j + b) * K + (size_t)c * L) * esz + 1024, _MM_HINT_T0);
         #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) wv[b] = ld(w, j + b, c * L, 0xffff);
         #pragma GCC unroll 4
@@ -170,6 +175,15 @@ AI void qrun(float *y, const float *x, int T, const weight_t *w, int j0, int j1,
     }
 }
 
+/* Up to 16 consecutive per-group scales (or biases) of one row as f32 lanes. */
+AI __m512 sb16(const void *p, dtype_t t, size_t i, int n) {
+    __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+    if (t == DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
+    if (t == DT_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* 4-bit codes, the fast way: 16 bytes hold 32 codes, byte i carrying codes 2i (low
  * nibble) and 2i+1 (high). Widened to 16 dword lanes, the low nibble already is a valid
  * index for vpermps (it reads only bits 3:0) and the high one is a shift away; the table
@@ -189,16 +203,34 @@ AI void q4tile(float *y, const float *xp, const weight_t *w, int t, int j, const
     for (int a = 0; a < NT; a++)
 #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_setzero_ps();
+    __m512 sv16[4] = {0}, bv16[4] = {0}; /* decode: 16 groups' scales and biases per row, loaded at once */
     for (int g = 0; g < ng; g++) {
         __m512 lut[4];
+        if (NT == 1) {
+            if ((g & 15) == 0)
 #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) {
-            size_t gi = (size_t)(j + b) * ng + g;
-            lut[b] = _mm512_fmadd_ps(iota, _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, gi)),
-                                     _mm512_set1_ps(load_as_f32(w->biases, w->sb_dtype, gi)));
+                for (int b = 0; b < NJ; b++) {
+                    size_t gi = (size_t)(j + b) * ng + g;
+                    sv16[b] = sb16(w->scales, w->sb_dtype, gi, ng - g);
+                    bv16[b] = sb16(w->biases, w->sb_dtype, gi, ng - g);
+                }
+            __m512i lane = _mm512_set1_epi32(g & 15);
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++)
+                lut[b] = _mm512_fmadd_ps(iota, _mm512_permutexvar_ps(lane, sv16[b]), _mm512_permutexvar_ps(lane, bv16[b]));
+        } else {
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) {
+                size_t gi = (size_t)(j + b) * ng + g;
+                lut[b] = _mm512_fmadd_ps(iota, _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, gi)),
+                                         _mm512_set1_ps(load_as_f32(w->biases, w->sb_dtype, gi)));
+            }
         }
         for (int k = g * G; k < (g + 1) * G; k += 32) {
             __m512 wlo[4], whi[4];
+            if (NT == 1) /* decode: prefetch the codes a few lines ahead */
+#pragma GCC unroll 4
+                for (int b = 0; b < NJ; b++) _mm_prefetch((const char *)rows[b] + k / 2 + 512, _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) {
                 __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[b] + k / 2)));
@@ -270,6 +302,9 @@ AI void q8tile(float *y, const float *x, const float *xs, const weight_t *w, int
             for (int b = 0; b < NJ; b++) gacc[a][b] = _mm512_setzero_ps();
         for (int k = g * G; k < (g + 1) * G; k += 16) {
             __m512 c[4];
+            if (NT == 1)
+#pragma GCC unroll 4
+                for (int b = 0; b < NJ; b++) _mm_prefetch((const char *)rows[b] + k + 1024, _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) c[b] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[b] + k))));
 #pragma GCC unroll 4
