@@ -30,14 +30,22 @@ static const float *kv_row(const simd_kernels_t *s, const kv_view_t *kv, const v
  * in position order) is the same as attending alone: only the conversions are shared. */
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
                     float *scratch, float *kbuf) {
+    simd_attention_items(s, out, q, t0 * a->n_kv_heads, t1 * a->n_kv_heads, a, scratch, kbuf);
+}
+
+/* Work items are (token, KV head) pairs, item = t * n_kv_heads + kvh, so a decode step
+ * (one token) still spreads over the threads by head. */
+void simd_attention_items(const simd_kernels_t *s, float *out, const float *q, int i0, int i1, const attn_args_t *a,
+                          float *scratch, float *kbuf) {
     const kv_view_t *kv = &a->kv;
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = kv->block_size;
     size_t per_tok = (size_t)kv->n_kv_heads * hd;
-    for (int t = t0; t < t1; t++) {
+    for (int item = i0; item < i1; item++) {
+        int t = item / a->n_kv_heads, kvh = item % a->n_kv_heads;
         int r = row_of(a, t), p = a->pos[t];
         const int32_t *bt = a->block_tables[r];
         int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0, n = p - lo + 1;
-        for (int kvh = 0; kvh < a->n_kv_heads; kvh++) {
+        {
             const float *q0 = q + ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
             float *o0 = out + ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
             for (int j = lo; j <= p; j++) {

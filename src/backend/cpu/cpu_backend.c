@@ -99,11 +99,14 @@ typedef struct { cpu_impl_t *impl; float *out; const float *q; int T; const attn
 
 static void at_task(void *ctx, int i, int n) {
     at_job_t *j = ctx;
-    int per = (j->T + n - 1) / n, t0 = i * per, t1 = t0 + per < j->T ? t0 + per : j->T;
-    if (t0 >= t1) return;
     float *scratch = j->impl->scratch[i];
-    if (j->impl->simd) simd_attention(j->impl->simd, j->out, j->q, t0, t1, j->a, scratch, scratch + j->impl->scratch_len - 1024);
-    else ref_attention(j->out, j->q, t0, t1, j->a, scratch);
+    if (j->impl->simd) { /* (token, KV head) items: decode spreads by head */
+        int items = j->T * j->a->n_kv_heads, per = (items + n - 1) / n, i0 = i * per, i1 = i0 + per < items ? i0 + per : items;
+        if (i0 < i1) simd_attention_items(j->impl->simd, j->out, j->q, i0, i1, j->a, scratch, scratch + j->impl->scratch_len - 1024);
+        return;
+    }
+    int per = (j->T + n - 1) / n, t0 = i * per, t1 = t0 + per < j->T ? t0 + per : j->T;
+    if (t0 < t1) ref_attention(j->out, j->q, t0, t1, j->a, scratch);
 }
 
 static void cpu_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *a) {
@@ -122,7 +125,8 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
         impl->scratch_len = need * 2;
     }
     at_job_t job = {impl, out, q, T, a};
-    threadpool_run(impl->pool, T < nt ? T : nt, at_task, &job);
+    int items = impl->simd ? T * a->n_kv_heads : T;
+    threadpool_run(impl->pool, items < nt ? items : nt, at_task, &job);
 }
 
 /* --- hybrid ops (cpu_hybrid.h): the gated delta rule splits value heads over threads --- */

@@ -37,5 +37,8 @@ const simd_kernels_t *simd_detect(void);
  * scratch: group * (context + 1) floats; kbuf: head_dim floats. */
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
                     float *scratch, float *kbuf);
+/* The same over (token, KV head) items [i0, i1), item = t * n_kv_heads + kvh. */
+void simd_attention_items(const simd_kernels_t *s, float *out, const float *q, int i0, int i1, const attn_args_t *a,
+                          float *scratch, float *kbuf);
 
 #endif
