@@ -11,7 +11,7 @@
 #define KILN_REASONING_H
 
 #include <stddef.h>
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 
 typedef struct rs_sink {
     void *u;

@@ -22,7 +22,7 @@
 #include "chat/chat_template.h"
 #include "kiln.h"
 #include "server/reasoning.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "server/server.h"
 #include "server/toolcall.h"
 #include "tokenizer/tokenizer.h"

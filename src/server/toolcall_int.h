@@ -5,7 +5,7 @@
 #ifndef KILN_TOOLCALL_INT_H
 #define KILN_TOOLCALL_INT_H
 
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "server/toolcall.h"
 
 /* A JSON value scanner: told one character at a time, says when a value is complete. */

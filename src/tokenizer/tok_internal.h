@@ -18,19 +18,18 @@
 
 #include "base/err.h"
 
+#include "base/sbuf.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 /* ---- growable buffers ---------------------------------------------------------------- */
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-} sbuf_t;
-int tk_sb_reserve(sbuf_t *b, size_t extra);
-int tk_sb_put(sbuf_t *b, const void *s, size_t n);
-static inline int tk_sb_putc(sbuf_t *b, char c) { return tk_sb_put(b, &c, 1); }
+/* base/sbuf.h's buffer, under the short names the tokenizer code uses */
+static inline int tk_sb_reserve(sbuf_t *b, size_t extra) { return sbuf_reserve(b, extra); }
+static inline int tk_sb_put(sbuf_t *b, const void *s, size_t n) { return sbuf_add(b, s, n); }
+static inline int tk_sb_putc(sbuf_t *b, char c) { return sbuf_add(b, &c, 1); }
 int tk_sb_put_cp(sbuf_t *b, uint32_t cp);      /* UTF-8 encode one code point */
-char *tk_sb_finish(sbuf_t *b);                 /* NUL-terminates, returns p ("" if empty), resets b */
+static inline char *tk_sb_finish(sbuf_t *b) { return sbuf_take(b); } /* "" if empty; resets b */
 
 typedef struct ivec {
     int32_t *v;

@@ -1,4 +1,4 @@
-/* tok_util.c — support code for the tokenizer: growable buffers, UTF-8, Rust-compatible
+/* tok_util.c — support code for the tokenizer: UTF-8 (buffers are base/sbuf.h), Rust-compatible
  * Unicode character classes (on utf8proc's tables), two open-addressing hash maps and a
  * string arena.
  *
@@ -14,25 +14,6 @@
 #include <utf8proc.h>
 
 /* ---- buffers ------------------------------------------------------------------------- */
-int tk_sb_reserve(sbuf_t *b, size_t extra) {
-    if (b->len + extra + 1 <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + extra + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-int tk_sb_put(sbuf_t *b, const void *s, size_t n) {
-    if (tk_sb_reserve(b, n)) return -1;
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
-
 int tk_sb_put_cp(sbuf_t *b, uint32_t cp) {
     char u[4];
     int n;
@@ -46,14 +27,6 @@ int tk_sb_put_cp(sbuf_t *b, uint32_t cp) {
         u[2] = (char)(0x80 | ((cp >> 6) & 63)); u[3] = (char)(0x80 | (cp & 63)); n = 4;
     }
     return tk_sb_put(b, u, n);
-}
-
-char *tk_sb_finish(sbuf_t *b) {
-    char *p = b->p;
-    if (!p) p = calloc(1, 1);
-    b->p = NULL;
-    b->len = b->cap = 0;
-    return p;
 }
 
 int tk_iv_push(ivec_t *a, int32_t x) {

@@ -5,7 +5,7 @@
  * byte at a time, and in 300 random splits; all must give the same result, and the
  * arguments fragments must concatenate to valid JSON equal to the expected object. */
 #include "../common/test_util.h"
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include "server/toolcall.h"
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* sbuf.c — see sbuf.h. Doubling growth; consume() moves the tail down, which is O(n) but
  * the buffers it is used on are hold-back windows and per-wakeup SSE batches (bytes to a
  * few KiB), so a ring buffer would buy nothing but code. */
-#include "server/sbuf.h"
+#include "base/sbuf.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

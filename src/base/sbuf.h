@@ -1,7 +1,7 @@
-/* sbuf.h — a growable byte buffer (NUL-terminated), the server's one string builder.
+/* sbuf.h — a growable byte buffer (NUL-terminated), kiln's one string builder.
  *
- * Everything the server writes — JSON bodies, SSE events, parser hold-back — goes through
- * this. Allocation failure is treated like the rest of kiln treats it (abort via xrealloc
+ * The server's JSON bodies, SSE events and parser hold-back, and the tokenizer's
+ * normalized text and decoded pieces, all go through this. Allocation failure is treated like the rest of kiln treats it (abort via xrealloc
  * semantics would hide bugs in tests), so sbuf functions return -1 on OOM and callers that
  * cannot sensibly recover just propagate it. */
 #ifndef KILN_SBUF_H
