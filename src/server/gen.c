@@ -3,7 +3,8 @@
  * The engine hands back detokenized text per token (stop strings and partial UTF-8
  * already held back). Here that text runs through a two-stage pipeline:
  *
- *   text ─▶ reasoning split (<think>…</think>) ─▶ reasoning ───────────────▶ fmt_reasoning
+ *   text ─▶ reasoning split (<think>…</think>,  ─▶ reasoning ───────────────▶ fmt_reasoning
+ *           Gemma 4's <|channel>thought…<channel|>)
  *                                              └▶ content ─▶ tool-call parser ─▶ fmt_content
  *                                                                            └▶ fmt_call_*
  *

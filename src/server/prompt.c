@@ -337,9 +337,9 @@ int prompt_chat(server_t *s, json_t *req, api_t api, gen_t *g, char **text, api_
         api_fail(ae, 400, "messages", "chat template: %s", e.msg);
         goto err;
     }
-    if (s->think) {
+    if (s->reason) {
         g->use_rs = 1;
-        rs_init(&g->rs, "<think>", "</think>", rs_prompt_opens(*text, "<think>"));
+        rs_init(&g->rs, s->reason, rs_prompt_opens(*text, s->reason));
     }
     if (tools && choice != 0 && g) {
         g->tc = tc_parser_new(s->tool_format, tools);

@@ -1,5 +1,5 @@
 /* server.c — starting and stopping the server: the chat template, what the model's
- * markup looks like (tool-call format, <think>), metrics, the waker table, the daemon.
+ * markup looks like (tool-call format, reasoning markers), metrics, the waker table, the daemon.
  *
  * Shutdown order matters: stop accepting, cancel every request in flight and let each
  * connection send its final event (MHD forbids stopping with suspended connections), stop
@@ -17,7 +17,17 @@ void server_http_stop(server_t *s);
 
 static int has_token(void *u, const char *t) { return u && tokenizer_token_to_id((const tokenizer_t *)u, t) >= 0; }
 
-static const char *markers[] = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<|tool_call>", "<tool_call|>", "<|\"|>", "<|python_tag|>"};
+static const char *markers[] = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<|tool_call>", "<tool_call|>", "<|\"|>",
+                                "<|python_tag|>", "<|channel>", "<channel|>"};
+
+/* The reasoning markup: Gemma 4's thought channel when the template or the vocabulary has
+ * its <|channel> token (Gemma 4 templates write no <think>), else <think> when either knows
+ * that, else none. */
+static const rs_markers_t *reasoning_markers(const char *src, const tokenizer_t *tok) {
+    if ((src && strstr(src, "<|channel>")) || has_token((void *)tok, "<|channel>")) return &RS_GEMMA4;
+    if ((src && strstr(src, "<think>")) || has_token((void *)tok, "<think>")) return &RS_THINK;
+    return NULL;
+}
 
 server_t *server_start(kiln_engine_t *eng, const server_opts_t *o, err_t *e) {
     server_t *s = calloc(1, sizeof *s);
@@ -49,7 +59,7 @@ server_t *server_start(kiln_engine_t *eng, const server_opts_t *o, err_t *e) {
     } else {
         s->tool_format = tc_detect(src, has_token, (void *)s->tok);
     }
-    s->think = (src && strstr(src, "<think>")) || has_token((void *)s->tok, "<think>");
+    s->reason = reasoning_markers(src, s->tok);
     if (s->tok) {
         s->special_markers = malloc(sizeof(int32_t) * (sizeof markers / sizeof markers[0]));
         for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++) {
@@ -65,7 +75,7 @@ server_t *server_start(kiln_engine_t *eng, const server_opts_t *o, err_t *e) {
         goto err;
     }
     log_info("serve: model '%s', context %d, tool calls: %s, reasoning split: %s", s->model_id, s->o.ctx_len,
-             tc_format_name(s->tool_format), s->think ? "<think>" : "off");
+             tc_format_name(s->tool_format), s->reason ? s->reason->name : "off");
     return s;
 err:
     chat_template_free(s->tmpl);

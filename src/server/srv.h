@@ -69,7 +69,7 @@ struct server {
     char *api_key;
     chat_template_t *tmpl;       /* NULL when the model has none                        */
     tc_format_t tool_format;
-    int think;                   /* the template/vocab knows <think>                    */
+    const rs_markers_t *reason;  /* reasoning markup (<think>, Gemma 4's channel) or NULL */
     int32_t *special_markers;    /* special token ids whose text the parsers need       */
     int n_special_markers;
     struct MHD_Daemon *d;
