@@ -237,7 +237,14 @@ static int parse_hybrid(model_config_t *c, json_t *tc, const char *where, err_t 
             return err_set(e, "%s: linear_* sizes must be positive", where);
         if (c->linear_v_heads % c->linear_k_heads)
             return err_set(e, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", where, c->linear_v_heads, c->linear_k_heads);
-        c->norm_topk_prob = 1; /* Qwen3.5 MoE always renormalizes the top-k weights */
+        /* Qwen3.5 MoE always renormalizes the top-k weights; Qwen3-Next says so in its
+         * config (norm_topk_prob, true unless given) */
+        c->norm_topk_prob = 1;
+        json_t *nt = json_object_get(tc, "norm_topk_prob");
+        if (!strcmp(c->model_type, "qwen3_next") && nt) {
+            if (!json_is_boolean(nt)) return err_set(e, "%s: \"norm_topk_prob\" must be true or false", where);
+            c->norm_topk_prob = json_is_true(nt);
+        }
     }
     if (c->arch == ARCH_GEMMA3 || c->arch == ARCH_GEMMA4) {
         c->sliding_window = 4096;
@@ -305,6 +312,24 @@ static int parse_hybrid(model_config_t *c, json_t *tc, const char *where, err_t 
     if (c->n_experts && (c->n_experts_per_tok <= 0 || c->n_experts_per_tok > c->n_experts || c->moe_intermediate_size <= 0))
         return err_set(e, "%s: MoE needs 0 < experts per token (%d) <= num_experts (%d) and moe_intermediate_size", where,
                        c->n_experts_per_tok, c->n_experts);
+    if (c->arch == ARCH_QWEN3_5 && c->n_experts) {
+        /* which layers are sparse (transformers' Qwen3-Next rule; Qwen3.5 MoE configs carry
+         * neither key, so every layer is): not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0 */
+        int step = 1;
+        if (get_int(tc, "decoder_sparse_step", &step, 0, where, e)) return -1;
+        if (step < 1) return err_set(e, "%s: decoder_sparse_step must be >= 1 (got %d)", where, step);
+        for (int i = 0; i < c->n_layers; i++) c->layer_moe[i] = (i + 1) % step == 0;
+        json_t *only = json_object_get(tc, "mlp_only_layers");
+        if (only && !json_is_null(only)) {
+            if (!json_is_array(only)) return err_set(e, "%s: \"mlp_only_layers\" must be a list of layer indices", where);
+            for (size_t j = 0; j < json_array_size(only); j++) {
+                json_t *x = json_array_get(only, j);
+                if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= c->n_layers)
+                    return err_set(e, "%s: mlp_only_layers[%zu] is not a layer index below %d", where, j, c->n_layers);
+                c->layer_moe[json_integer_value(x)] = 0;
+            }
+        }
+    }
     return 0;
 }
 
@@ -326,11 +351,12 @@ int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *w
     else if (!strcmp(t, "mistral")) c->arch = ARCH_MISTRAL;
     else if (!strcmp(t, "qwen2")) c->arch = ARCH_QWEN2;
     else if (!strcmp(t, "qwen3")) c->arch = ARCH_QWEN3;
-    else if (!strcmp(t, "qwen3_5_text") || !strcmp(t, "qwen3_5") || !strcmp(t, "qwen3_5_moe_text") || !strcmp(t, "qwen3_5_moe"))
+    else if (!strcmp(t, "qwen3_5_text") || !strcmp(t, "qwen3_5") || !strcmp(t, "qwen3_5_moe_text") || !strcmp(t, "qwen3_5_moe") ||
+             !strcmp(t, "qwen3_next")) /* same layer kinds; fused DeltaNet projections (qwen35.c) */
         c->arch = ARCH_QWEN3_5;
     else if (!strcmp(t, "gemma3_text") || !strcmp(t, "gemma3")) c->arch = ARCH_GEMMA3;
     else if (!strcmp(t, "gemma4_text") || !strcmp(t, "gemma4")) c->arch = ARCH_GEMMA4;
-    else return err_set(e, "%s: architecture \"%s\" is not supported (llama, mistral, qwen2, qwen3, qwen3_5[_moe][_text], gemma3[_text], gemma4[_text])", where, t);
+    else return err_set(e, "%s: architecture \"%s\" is not supported (llama, mistral, qwen2, qwen3, qwen3_5[_moe][_text], qwen3_next, gemma3[_text], gemma4[_text])", where, t);
 
     c->max_pos = 4096;
     c->rms_eps = 1e-6;

@@ -68,6 +68,7 @@ typedef struct model_config {
     int linear_conv_kernel, linear_k_heads, linear_v_heads, linear_k_dim, linear_v_dim;
     /* sparse MoE */
     int n_experts, n_experts_per_tok, moe_intermediate_size, shared_expert_intermediate_size, norm_topk_prob;
+    uint8_t layer_moe[CFG_MAX_LAYERS];    /* qwen3_5/qwen3_next: 1 where the MLP is the sparse MoE block */
     /* gemma */
     int sliding_window;                   /* tokens a sliding layer sees, itself included (0: none) */
     double query_pre_attn_scalar;         /* gemma3: attention scale = this^-0.5 (0: unset)         */

@@ -44,6 +44,8 @@ typedef struct q35_layer {
     float *ln_attn, *ln_mlp;           /* [H]                                              */
     /* gated DeltaNet */
     weight_t w_qkv, w_z, w_b, w_a, w_out; /* [conv, H] [nv·dv, H] [nv, H] ×2 [H, nv·dv]     */
+    int fused;                         /* Qwen3-Next: w_qkvz [2·kd + 2·vd, H], w_ba [2·nv, H] */
+    weight_t w_qkvz, w_ba;             /* rows grouped per key head (see qkvz_index)       */
     float *conv_w;                     /* [conv, K] f32                                    */
     float *A_log, *dt_bias, *gnorm;    /* [nv] [nv] [dv]                                   */
     size_t conv_off, ssm_off;          /* offsets of this layer's state in a slot (floats) */
@@ -52,6 +54,7 @@ typedef struct q35_layer {
     float *q_norm, *k_norm;            /* [hd]                                             */
     int kv_layer;                      /* index into the KV pool                           */
     /* MLP: dense, or MoE with a shared expert */
+    int moe;                           /* this layer's MLP is the sparse block             */
     weight_t wg, wu, wd;               /* [I, H] ×2 [H, I]                                 */
     weight_t router;                   /* [E, H]                                           */
     weight_t *eg, *eu, *ed;            /* [E] of [Ie, H] ×2, [H, Ie]                       */
@@ -64,18 +67,21 @@ typedef struct q35 {
     q35_layer_t *layers;
     float norm_off;                    /* 1: (1 + w) norms as stored by HF; 0: MLX-shifted */
     float *inv_freq, mscale;           /* [rot/2]                                          */
-    int rot_dim, n_kv_layers, moe;
+    int rot_dim, n_kv_layers, moe;     /* moe: any layer is sparse                         */
     int conv_dim, key_dim, value_dim;
+    int fused, unit;                   /* some layer has fused projections; gather width   */
     /* run state: one arena, host index arrays sized on demand */
     hyb_arena_t arena;
-    float *x, *h, *h2, *qkv, *conv, *z, *a, *b, *core;
+    float *x, *h, *h2, *qkv, *conv, *z, *a, *b, *core, *qkvz, *ba;
     float *qg, *q, *gate, *k, *v, *att, *g, *u, *rl, *xe, *ge, *ue, *ye, *sgate, *xl, *logits;
     int cap_logits, cap_rows, cap_idx;
-    int32_t *slots, *idx, *tok_e;
+    int32_t *slots, *idx, *tok_e, *fidx;  /* fidx: fused-projection gathers (qkv, z, b, a) */
     float *wt_e, *rl_host;
     const int32_t **tables;
     float **st, **cs, **ss;
 } q35_t;
+
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
 
 static int q35_load(model_t *m, err_t *e) {
     model_config_t *c = &m->cfg;
@@ -86,7 +92,7 @@ static int q35_load(model_t *m, err_t *e) {
     Q->key_dim = nk * dk;
     Q->value_dim = nv * dv;
     Q->conv_dim = 2 * Q->key_dim + Q->value_dim;
-    Q->moe = c->n_experts > 0;
+    for (int i = 0; i < c->n_layers; i++) Q->moe |= c->layer_moe[i];
     int E = c->n_experts, Ie = c->moe_intermediate_size, Is = c->shared_expert_intermediate_size, I = c->intermediate_size;
     if (Q->moe && E > 1024) return err_set(e, "%s: %d experts exceeds 1024", m->dir, E);
     const backend_ops_t *bo = m->be->ops;
@@ -115,10 +121,18 @@ static int q35_load(model_t *m, err_t *e) {
         F(ln_attn, "input_layernorm.weight", H);
         F(ln_mlp, "post_attention_layernorm.weight", H);
         if (l->kind == LAYER_LINEAR) {
-            W(w_qkv, "linear_attn.in_proj_qkv", Q->conv_dim, H);
-            W(w_z, "linear_attn.in_proj_z", Q->value_dim, H);
-            W(w_b, "linear_attn.in_proj_b", nv, H);
-            W(w_a, "linear_attn.in_proj_a", nv, H);
+            snprintf(n, sizeof n, "layers.%d.linear_attn.in_proj_qkvz.weight", i);
+            l->fused = model_has_tensor(m, n);
+            if (l->fused) { /* Qwen3-Next: one projection for q, k, v, z and one for b, a */
+                W(w_qkvz, "linear_attn.in_proj_qkvz", 2 * Q->key_dim + 2 * Q->value_dim, H);
+                W(w_ba, "linear_attn.in_proj_ba", 2 * nv, H);
+                Q->fused = 1;
+            } else {
+                W(w_qkv, "linear_attn.in_proj_qkv", Q->conv_dim, H);
+                W(w_z, "linear_attn.in_proj_z", Q->value_dim, H);
+                W(w_b, "linear_attn.in_proj_b", nv, H);
+                W(w_a, "linear_attn.in_proj_a", nv, H);
+            }
             W(w_out, "linear_attn.out_proj", H, Q->value_dim);
             snprintf(n, sizeof n, "layers.%d.linear_attn.conv1d.weight", i);
             const st_tensor_t *cw = hyb_find(m, n);
@@ -140,7 +154,9 @@ static int q35_load(model_t *m, err_t *e) {
             F(k_norm, "self_attn.k_norm.weight", hd);
             l->kv_layer = Q->n_kv_layers++;
         }
-        if (!Q->moe) {
+        l->moe = c->layer_moe[i];
+        if (!l->moe) {
+            if (I <= 0) return err_set(e, "%s: layer %d has a dense MLP but config.json has no intermediate_size", m->dir, i);
             W(wg, "mlp.gate_proj", I, H);
             W(wu, "mlp.up_proj", I, H);
             W(wd, "mlp.down_proj", H, I);
@@ -204,11 +220,19 @@ static int q35_load(model_t *m, err_t *e) {
     hyb_arena_t *A = &Q->arena;
     size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd;
     size_t Im = I, Hm = H;
-    if (Q->moe) Im = Ie > Is ? Ie : Is;
+    if (Q->moe) { /* g, u serve the dense MLPs (I) and the shared expert (Is) */
+        if (Ie > (int)Im) Im = Ie;
+        if (Is > (int)Im) Im = Is;
+    }
     hyb_arena_add(A, &Q->x, Hm); hyb_arena_add(A, &Q->h, Hm); hyb_arena_add(A, &Q->h2, Hm);
     hyb_arena_add(A, &Q->qkv, Q->conv_dim); hyb_arena_add(A, &Q->conv, Q->conv_dim);
     hyb_arena_add(A, &Q->z, Q->value_dim); hyb_arena_add(A, &Q->a, nv); hyb_arena_add(A, &Q->b, nv);
     hyb_arena_add(A, &Q->core, Q->value_dim);
+    if (Q->fused) {
+        hyb_arena_add(A, &Q->qkvz, 2 * (size_t)Q->key_dim + 2 * (size_t)Q->value_dim);
+        hyb_arena_add(A, &Q->ba, 2 * (size_t)nv);
+        Q->unit = gcd(dk, dv);
+    }
     hyb_arena_add(A, &Q->qg, 2 * qd); hyb_arena_add(A, &Q->q, qd); hyb_arena_add(A, &Q->gate, qd);
     hyb_arena_add(A, &Q->k, kd); hyb_arena_add(A, &Q->v, kd); hyb_arena_add(A, &Q->att, qd);
     hyb_arena_add(A, &Q->g, Im); hyb_arena_add(A, &Q->u, Im);
@@ -243,10 +267,53 @@ static void q35_destroy(model_t *m) {
     be->ops->free(be, Q->logits);
     hyb_arena_free(&Q->arena, be);
     free(Q->inv_freq);
-    free(Q->slots); free(Q->idx); free(Q->tok_e); free(Q->wt_e); free(Q->rl_host);
+    free(Q->slots); free(Q->idx); free(Q->tok_e); free(Q->wt_e); free(Q->rl_host); free(Q->fidx);
     free(Q->tables); free(Q->st); free(Q->cs); free(Q->ss);
     free(Q);
     m->impl = NULL;
+}
+
+/* Qwen3-Next's fused projections group their output rows per key head g (transformers'
+ * fix_query_key_value_ordering), with r = nv / nk value heads per key head:
+ *   in_proj_qkvz row blocks, per g:  q_g [dk] | k_g [dk] | v_g [r·dv] | z_g [r·dv]
+ *   in_proj_ba,              per g:  b_g [r]  | a_g [r]
+ * while the rest of the layer wants qkv = [q all heads | k all heads | v all heads] (the conv
+ * channels), z [nv·dv], b [nv], a [nv]. One matmul per projection, then gather_rows moves
+ * `unit`-wide pieces (unit = gcd(dk, dv)) into place. The index, built once for up to T
+ * tokens, has four sections (fused_sections finds them): qkv [T · conv/unit],
+ * z [T · vd/unit], b [T · nv], a [T · nv] — source rows in units; a step of fewer tokens
+ * uses the head of each section. */
+static int32_t *qkvz_index(const model_config_t *c, int unit, int T) {
+    int nk = c->linear_k_heads, nv = c->linear_v_heads, dk = c->linear_k_dim, dv = c->linear_v_dim, r = nv / nk;
+    int ku = dk / unit, vu = r * dv / unit, per_g = 2 * ku + 2 * vu; /* units per key-head group */
+    size_t n_qkv = (size_t)nk * (2 * ku + vu), n_z = (size_t)nk * vu;
+    int32_t *ix = malloc(sizeof(int32_t) * (size_t)T * (n_qkv + n_z + 2 * (size_t)nv));
+    if (!ix) return NULL;
+    int32_t *q = ix, *z = ix + (size_t)T * n_qkv, *b = z + (size_t)T * n_z, *a = b + (size_t)T * nv;
+    for (int t = 0; t < T; t++) {
+        int32_t src = t * nk * per_g, *d = q + (size_t)t * n_qkv;
+        for (int part = 0; part < 3; part++) /* q, k, v: each over all groups */
+            for (int g = 0; g < nk; g++) {
+                int off = part == 0 ? 0 : part == 1 ? ku : 2 * ku, len = part == 2 ? vu : ku;
+                for (int j = 0; j < len; j++) *d++ = src + g * per_g + off + j;
+            }
+        for (int g = 0; g < nk; g++)
+            for (int j = 0; j < vu; j++) z[(size_t)t * n_z + g * vu + j] = src + g * per_g + 2 * ku + vu + j;
+        for (int g = 0; g < nk; g++)
+            for (int j = 0; j < r; j++) {
+                b[t * nv + g * r + j] = t * 2 * nv + g * 2 * r + j;
+                a[t * nv + g * r + j] = t * 2 * nv + g * 2 * r + r + j;
+            }
+    }
+    return ix;
+}
+
+static void fused_sections(const q35_t *Q, const model_config_t *c, int32_t *sec[4]) {
+    size_t cap = (size_t)Q->cap_idx, nq = cap * Q->conv_dim / Q->unit, nz = cap * Q->value_dim / Q->unit;
+    sec[0] = Q->fidx;
+    sec[1] = sec[0] + nq;
+    sec[2] = sec[1] + nz;
+    sec[3] = sec[2] + cap * c->linear_v_heads;
 }
 
 static int ensure(model_t *m, const batch_t *b, err_t *e) {
@@ -263,13 +330,15 @@ static int ensure(model_t *m, const batch_t *b, err_t *e) {
         Q->cap_logits = b->n_logits;
     }
     if (T > Q->cap_idx) {
-        free(Q->slots); free(Q->idx); free(Q->tok_e); free(Q->wt_e); free(Q->rl_host);
+        free(Q->slots); free(Q->idx); free(Q->tok_e); free(Q->wt_e); free(Q->rl_host); free(Q->fidx);
         int k = c->n_experts_per_tok > 0 ? c->n_experts_per_tok : 1, E = c->n_experts > 0 ? c->n_experts : 1;
         Q->slots = malloc(sizeof(int32_t) * T);
         Q->idx = malloc(sizeof(int32_t) * 2 * (size_t)T * c->n_heads);
         Q->tok_e = malloc(sizeof(int32_t) * (size_t)T * (k + 1) * 2);
         Q->wt_e = malloc(sizeof(float) * (size_t)T * (k + 1) * 2);
         Q->rl_host = malloc(sizeof(float) * (size_t)T * E);
+        Q->fidx = NULL;
+        if (Q->fused && !(Q->fidx = qkvz_index(c, Q->unit, T))) return err_set(e, "out of memory for a step of %d tokens", T);
         if (!Q->slots || !Q->idx || !Q->tok_e || !Q->wt_e || !Q->rl_host) return err_set(e, "out of memory for a step of %d tokens", T);
         Q->cap_idx = T;
     }
@@ -356,10 +425,22 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
         op->rms_norm(be, Q->h, Q->x, l->ln_attn, no, T, H, eps);
         if (l->kind == LAYER_LINEAR) {
             /* gated DeltaNet */
-            op->matmul(be, Q->qkv, Q->h, T, &l->w_qkv);
-            op->matmul(be, Q->z, Q->h, T, &l->w_z);
-            op->matmul(be, Q->b, Q->h, T, &l->w_b);
-            op->matmul(be, Q->a, Q->h, T, &l->w_a);
+            if (l->fused) {
+                int u = Q->unit;
+                int32_t *sec[4];
+                fused_sections(Q, c, sec);
+                op->matmul(be, Q->qkvz, Q->h, T, &l->w_qkvz);
+                op->matmul(be, Q->ba, Q->h, T, &l->w_ba);
+                op->gather_rows(be, Q->qkv, Q->qkvz, sec[0], T * Q->conv_dim / u, u);
+                op->gather_rows(be, Q->z, Q->qkvz, sec[1], T * Q->value_dim / u, u);
+                op->gather_rows(be, Q->b, Q->ba, sec[2], T * nv, 1);
+                op->gather_rows(be, Q->a, Q->ba, sec[3], T * nv, 1);
+            } else {
+                op->matmul(be, Q->qkv, Q->h, T, &l->w_qkv);
+                op->matmul(be, Q->z, Q->h, T, &l->w_z);
+                op->matmul(be, Q->b, Q->h, T, &l->w_b);
+                op->matmul(be, Q->a, Q->h, T, &l->w_a);
+            }
             for (int r = 0; r < b->n_rows; r++) {
                 Q->cs[r] = Q->st[r] + l->conv_off;
                 Q->ss[r] = Q->st[r] + l->ssm_off;
@@ -391,7 +472,7 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
         op->add(be, Q->x, Q->h, (size_t)T * H);
         /* MLP */
         op->rms_norm(be, Q->h, Q->x, l->ln_mlp, no, T, H, eps);
-        if (Q->moe) {
+        if (l->moe) {
             q35_moe(m, l, Q->h2, Q->h, T);
             op->add(be, Q->x, Q->h2, (size_t)T * H);
         } else {

@@ -174,6 +174,7 @@ static void test_ragged_qwen35(void **st) {
     check_ragged("qwen3_5-tiny", "cpu");
     check_ragged("qwen3_5-tiny-mlx-q4", "cpu");
     check_ragged("qwen3_5_moe-tiny", "cpu");
+    check_ragged("qwen3_next-tiny", "cpu");
     check_ragged("qwen3_5-tiny", "cpu-ref");
 }
 static void test_ragged_gemma(void **st) {
@@ -260,6 +261,7 @@ static void check_snapshot(const char *name) {
 static void test_snapshot(void **st) {
     check_snapshot("qwen3_5-tiny");
     check_snapshot("qwen3_5_moe-tiny");
+    check_snapshot("qwen3_next-tiny");
     /* models without recurrent layers have nothing to snapshot */
     model_t *m = load("gemma3-tiny", "cpu");
     assert_int_equal(model_state_bytes(m), 0);
@@ -289,7 +291,12 @@ static void test_bad_config(void **st) {
     bad_config("{\"model_type\": \"gemma4_text\", " BASE ", \"per_layer_config\": {\"1\": {\"num_key_value_heads\": 3}}}", "layer 1");
     bad_config("{\"model_type\": \"gemma3_text\", " BASE ", \"hidden_activation\": \"relu\"}", "hidden activation");
     bad_config("{\"model_type\": \"gemma4_text\", " BASE ", \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"weird\"}}}", "rope type");
-    bad_config("{\"model_type\": \"qwen3_next\", " BASE "}", "qwen3_next");
+#define MOE ", \"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 8"
+    bad_config("{\"model_type\": \"qwen3_next\", " BASE MOE ", \"decoder_sparse_step\": 0}", "decoder_sparse_step");
+    bad_config("{\"model_type\": \"qwen3_next\", " BASE MOE ", \"mlp_only_layers\": [0, 2]}", "mlp_only_layers[1]");
+    bad_config("{\"model_type\": \"qwen3_next\", " BASE MOE ", \"mlp_only_layers\": 1}", "mlp_only_layers");
+    bad_config("{\"model_type\": \"qwen3_next\", " BASE MOE ", \"norm_topk_prob\": \"yes\"}", "norm_topk_prob");
+    bad_config("{\"model_type\": \"qwen3_6\", " BASE "}", "qwen3_6");
 }
 
 int main(void) {
