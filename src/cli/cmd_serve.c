@@ -32,6 +32,9 @@ static void usage(FILE *f) {
             "  --ctx N                 context length (default: the model's)\n"
             "  --default-max-tokens N  max_tokens when a request gives none (default: rest of context)\n"
             "  --http-threads N        HTTP worker threads (default 2)\n"
+            "  --cors-origin LIST      browser origins allowed to call the API: comma-separated\n"
+            "                          origins, '*' (any) or 'none' (default: pages served from\n"
+            "                          localhost, 127.0.0.1 or [::1] on any port)\n"
             "  --tool-format F         hermes|qwen-xml|llama-json|gemma4 (default: from the template)\n"
             "  --kv-cache-gb X         KV cache size (default 1)\n"
             "  --step-tokens N         token budget per engine step (default 512)\n"
@@ -70,6 +73,7 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(f, "--api-key")) so.api_key = v;
             else if (!strcmp(f, "--model-id")) so.model_id = v;
             else if (!strcmp(f, "--tool-format")) so.tool_format = v;
+            else if (!strcmp(f, "--cors-origin")) so.cors_origin = v;
             else if (!strcmp(f, "--max-body")) { bad = cli_parse_int("serve", f, v, 1024, 1L << 34, &n); so.max_body = (size_t)n; }
             else if (!strcmp(f, "--max-queue")) { bad = cli_parse_int("serve", f, v, 1, 1 << 20, &n); eo.max_queue = (int)n; }
             else if (!strcmp(f, "--ctx")) { bad = cli_parse_int("serve", f, v, 16, 1 << 24, &n); eo.ctx_len = (int)n; }
@@ -100,7 +104,6 @@ int cmd_serve(int argc, char **argv) {
     err_t e = {0};
     kiln_engine_t *eng = kiln_engine_start(&eo, &e);
     if (!eng) { fprintf(stderr, "kiln serve: %s\n", e.msg); return 1; }
-    so.ctx_len = eo.ctx_len;
     server_t *srv = server_start(eng, &so, &e);
     if (!srv) {
         fprintf(stderr, "kiln serve: %s\n", e.msg);

@@ -192,25 +192,29 @@ static void feed_special(gen_t *g, int32_t tok) {
         }
 }
 
+/* Times come from the events (when the engine queued each token), not from when this
+ * thread got round to draining them, so the inter-token histogram and the logged rate
+ * measure the engine's pace whatever the wake-up latency. */
 int gen_drain(gen_t *g) {
     if (g->done) return 1;
+    server_t *s = g->s;
     kiln_event_t ev;
-    int n_tok = 0;
-    double now = now_mono();
     while (kiln_request_next(g->r, &ev, 0)) {
         if (ev.token >= 0) {
-            n_tok++;
             g->n_gen++;
             if (g->t_first == 0) {
-                g->t_first = now;
+                g->t_first = ev.t;
                 kiln_request_info_t info;
                 kiln_request_info(g->r, &info);
-                if (info.t_first_token > 0) metrics_observe(&g->s->metrics, &g->s->metrics.ttft, info.t_first_token - info.t_submit);
+                metrics_observe(&s->metrics, &s->metrics.ttft, ev.t - info.t_submit);
+            } else {
+                metrics_observe(&s->metrics, &s->metrics.itl, ev.t - g->t_last);
             }
+            g->t_last = ev.t;
             record_logprobs(g, &ev);
         }
         if (ev.text) feed(g, ev.text, strlen(ev.text));
-        if (ev.token >= 0 && g->s->n_special_markers) feed_special(g, ev.token);
+        if (ev.token >= 0 && s->n_special_markers) feed_special(g, ev.token);
         if (ev.finish) {
             g->finish = ev.finish;
             /* our own cancel after the single allowed tool call is a normal end */
@@ -223,29 +227,12 @@ int gen_drain(gen_t *g) {
             kiln_request_info(g->r, &info);
             g->n_cached = info.n_cached;
             g->done = 1;
-            metrics_tokens(&g->s->metrics, g->n_prompt, g->n_gen, g->n_cached);
-            if (info.t_done > 0) metrics_observe(&g->s->metrics, &g->s->metrics.e2e, info.t_done - info.t_submit);
+            metrics_tokens(&s->metrics, g->n_prompt, g->n_gen, g->n_cached);
+            if (info.t_done > 0) metrics_observe(&s->metrics, &s->metrics.e2e, info.t_done - info.t_submit);
             if (g->stream) fmt_stream_end(g);
             break;
         }
         kiln_event_clear(&ev);
-    }
-    if (n_tok) {
-        if (g->t_last > 0) {
-            double per = (now - g->t_last) / n_tok;
-            pthread_mutex_lock(&g->s->metrics.mu);
-            for (int i = 0; i < n_tok; i++) {
-                hist_t *h = &g->s->metrics.itl;
-                int b = 0;
-                static const double bnd[HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
-                while (b < HIST_BUCKETS && per > bnd[b]) b++;
-                h->b[b]++;
-                h->n++;
-                h->sum += per;
-            }
-            pthread_mutex_unlock(&g->s->metrics.mu);
-        }
-        g->t_last = now;
     }
     return g->done;
 }

@@ -45,9 +45,10 @@ int api_fail(api_err_t *ae, int status, const char *param, const char *fmt, ...)
 
 /* ---- responses ---- */
 
-static int queue(conn_t *c, int status, struct MHD_Response *r) {
+int reply_queue(conn_t *c, int status, struct MHD_Response *r) {
     c->status = status;
     MHD_add_response_header(r, "Server", "kiln");
+    cors_headers(c, r);
     enum MHD_Result ok = MHD_queue_response(c->mc, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok == MHD_YES ? 0 : -1;
@@ -57,7 +58,7 @@ int reply_text(conn_t *c, int status, const char *ctype, const char *text, size_
     struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)text, MHD_RESPMEM_MUST_COPY);
     if (!r) return -1;
     MHD_add_response_header(r, "Content-Type", ctype);
-    return queue(c, status, r);
+    return reply_queue(c, status, r);
 }
 
 int reply_json(conn_t *c, int status, json_t *body) {
@@ -73,6 +74,7 @@ static const char *err_type(int status, api_t api) {
     switch (status) {
     case 400: return "invalid_request_error";
     case 401: return "authentication_error";
+    case 403: return api == API_ANTHROPIC ? "permission_error" : "permission_denied";
     case 404: return "not_found_error";
     case 405: return "invalid_request_error";
     case 413: return "request_too_large";
@@ -81,6 +83,9 @@ static const char *err_type(int status, api_t api) {
     default: return api == API_ANTHROPIC ? "api_error" : "server_error";
     }
 }
+
+static int route_is_get(route_t r) { return r == R_MODELS || r == R_MODEL || r == R_HEALTH || r == R_METRICS; }
+static const char *route_methods(route_t r) { return route_is_get(r) ? "GET, OPTIONS" : "POST, OPTIONS"; }
 
 int reply_error(conn_t *c, const api_err_t *ae) {
     json_t *body;
@@ -97,13 +102,10 @@ int reply_error(conn_t *c, const api_err_t *ae) {
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(r, "Content-Type", "application/json");
     if (ae->status == 429) MHD_add_response_header(r, "Retry-After", "1");
-    if (ae->status == 405) {
-        route_t rt = c->route;
-        MHD_add_response_header(r, "Allow", rt == R_MODELS || rt == R_MODEL || rt == R_HEALTH || rt == R_METRICS ? "GET" : "POST");
-    }
+    if (ae->status == 405) MHD_add_response_header(r, "Allow", route_methods(c->route));
     if (ae->status == 401 && c->api == API_OPENAI) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     log_debug("%s %s -> %d: %s", c->method, c->path, ae->status, ae->e.msg);
-    return queue(c, ae->status, r);
+    return reply_queue(c, ae->status, r);
 }
 
 /* ---- streaming ---- */
@@ -111,6 +113,9 @@ int reply_error(conn_t *c, const api_err_t *ae) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     conn_t *c = cls;
     gen_t *g = c->g;
+    /* the client hung up (waker.c cancelled the request): nobody to send the rest to; end
+     * the stream, MHD's write of the end then fails and closes the connection */
+    if (atomic_load(&c->gone)) return MHD_CONTENT_READER_END_OF_STREAM;
     for (;;) {
         if (g->out.len) {
             size_t n = g->out.len < max ? g->out.len : max;
@@ -134,7 +139,7 @@ int reply_stream(conn_t *c) {
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    return queue(c, 200, r);
+    return reply_queue(c, 200, r);
 }
 
 /* ---- connection state ---- */
@@ -163,7 +168,6 @@ static route_t match_route(const char *url, api_t *api) {
     return R_UNKNOWN;
 }
 
-static int route_is_get(route_t r) { return r == R_MODELS || r == R_MODEL || r == R_HEALTH || r == R_METRICS; }
 
 /* Constant-time comparison: the time taken depends on the lengths only. */
 static int key_equal(const char *given, const char *want) {
@@ -186,11 +190,15 @@ static int authorized(conn_t *c) {
     return h && key_equal(h, key);
 }
 
-/* Checks made as soon as the headers are in. Returns 1 if an error was queued. */
+/* Checks made as soon as the headers are in. Returns 1 if a response was queued (an error,
+ * or the answer to OPTIONS). */
 static int early_checks(conn_t *c, const char *method) {
     api_err_t ae = {0};
     if (c->route == R_UNKNOWN) {
         api_fail(&ae, 404, NULL, "no route %s %s (see docs/api.md for the routes)", method, c->path);
+    } else if (!strcmp(method, "OPTIONS")) {
+        cors_options(c, route_methods(c->route)); /* a CORS preflight never carries the key */
+        return 1;
     } else if (strcmp(method, route_is_get(c->route) ? "GET" : "POST")) {
         api_fail(&ae, 405, NULL, "%s does not take %s; use %s", c->path, method, route_is_get(c->route) ? "GET" : "POST");
     } else if (!authorized(c)) {
@@ -250,12 +258,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->s = s;
         c->mc = mc;
         c->slot = -1;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        c->fd = ci ? ci->connect_fd : -1;
         atomic_init(&c->refs, 1);
         pthread_mutex_init(&c->mu, NULL);
         c->t0 = now_mono();
         snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->path, sizeof c->path, "%s", url);
         c->route = match_route(url, &c->api);
+        cors_for_request(c, MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin"));
         *con_cls = c;
         if (early_checks(c, method)) c->handled = 1;
         return MHD_YES;
@@ -274,7 +285,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         return MHD_YES;
     }
     if (c->handled) {
-        /* resumed: a non-streaming generation that may have finished */
+        /* resumed: a non-streaming generation that may have finished (if its client hung
+         * up, the answer to the cancel goes nowhere and MHD closes the connection) */
         if (c->g && !c->status) return continue_generation(c) ? MHD_NO : MHD_YES;
         return MHD_YES;
     }
@@ -289,8 +301,10 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     *con_cls = NULL;
     gen_t *g = c->g;
     int status = c->status ? c->status : 500;
-    if (g && g->r && !g->done) {
-        /* the client went away before the end: stop generating for it now */
+    int gone = atomic_load(&c->gone);
+    if (g && g->r && (!g->done || (gone && g->finish == KILN_FINISH_CANCELLED))) {
+        /* the client went away before the end: stop generating for it now (the hang-up
+         * watcher may have cancelled it already, while it was suspended) */
         kiln_cancel(g->r);
         pthread_mutex_lock(&s->metrics.mu);
         s->metrics.cancelled_disconnect++;
@@ -305,7 +319,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         double ttft = info.t_first_token > 0 ? (info.t_first_token - info.t_submit) * 1e3 : 0;
         double dec = g->t_last > g->t_first && g->n_gen > 1 ? (g->n_gen - 1) / (g->t_last - g->t_first) : 0;
         log_info("%s %s %d prompt=%d cached=%d completion=%d ttft=%.1fms tok/s=%.1f %.3fs%s", c->method, c->path, status,
-                 g->n_prompt, info.n_cached, g->n_gen, ttft, dec, t, why != MHD_REQUEST_TERMINATED_COMPLETED_OK ? " (client gone)" : "");
+                 g->n_prompt, info.n_cached, g->n_gen, ttft, dec, t, gone || why != MHD_REQUEST_TERMINATED_COMPLETED_OK ? " (client gone)" : "");
     } else {
         log_info("%s %s %d %.3fs", c->method, c->path, status, t);
     }

@@ -44,7 +44,7 @@ int route_tokenize(conn_t *c, json_t *req) {
     json_t *a = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
     free(ids);
-    return reply_json(c, 200, json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len", s->o.ctx_len, "tokens", a));
+    return reply_json(c, 200, json_pack("{s:i, s:i, s:o}", "count", n, "max_model_len", s->ctx_len, "tokens", a));
 }
 
 int route_detokenize(conn_t *c, json_t *req) {

@@ -106,7 +106,7 @@ int common_sampling(server_t *s, json_t *req, api_t api, gen_t *g, api_err_t *ae
 
 /* max_tokens left unset: as much as the context allows, capped by --default-max-tokens. */
 static int resolve_max_tokens(server_t *s, gen_t *g, api_err_t *ae) {
-    int ctx = s->o.ctx_len;
+    int ctx = s->ctx_len;
     if (g->n_prompt >= ctx)
         return api_fail(ae, 400, "messages", "the prompt is %d tokens, which leaves no room in the context of %d tokens", g->n_prompt, ctx);
     if (g->params.max_tokens < 0) {
@@ -243,7 +243,7 @@ err:
 int route_models(conn_t *c, const char *id) {
     server_t *s = c->s;
     json_t *m = json_pack("{s:s, s:s, s:i, s:s, s:i}", "id", s->model_id, "object", "model", "created", (json_int_t)0, "owned_by", "kiln",
-                          "max_model_len", s->o.ctx_len);
+                          "max_model_len", s->ctx_len);
     if (!id) return reply_json(c, 200, json_pack("{s:s, s:[o]}", "object", "list", "data", m));
     if (strcmp(id, s->model_id)) {
         json_decref(m);

@@ -36,7 +36,7 @@ server_t *server_start(kiln_engine_t *eng, const server_opts_t *o, err_t *e) {
     s->o = *o;
     s->tok = kiln_engine_tokenizer(eng);
     s->cfg = kiln_engine_config(eng);
-    if (s->o.ctx_len <= 0 || s->o.ctx_len > s->cfg->max_pos) s->o.ctx_len = s->cfg->max_pos;
+    s->ctx_len = kiln_engine_ctx_len(eng);
     if (o->api_key && *o->api_key) s->api_key = strdup(o->api_key);
     const char *dir = kiln_engine_model_dir(eng);
     if (o->model_id && *o->model_id) snprintf(s->model_id, sizeof s->model_id, "%s", o->model_id);
@@ -67,6 +67,7 @@ server_t *server_start(kiln_engine_t *eng, const server_opts_t *o, err_t *e) {
             if (id >= 0 && tokenizer_is_special(s->tok, id)) s->special_markers[s->n_special_markers++] = id;
         }
     }
+    if (cors_init(s, o->cors_origin, e)) goto err;
     metrics_init(&s->metrics);
     waker_init(s);
     if (server_http_start(s, e)) {
@@ -74,10 +75,11 @@ server_t *server_start(kiln_engine_t *eng, const server_opts_t *o, err_t *e) {
         metrics_free(&s->metrics);
         goto err;
     }
-    log_info("serve: model '%s', context %d, tool calls: %s, reasoning split: %s", s->model_id, s->o.ctx_len,
-             tc_format_name(s->tool_format), s->reason ? s->reason->name : "off");
+    log_info("serve: model '%s', context %d, tool calls: %s, reasoning split: %s, CORS: %s", s->model_id, s->ctx_len,
+             tc_format_name(s->tool_format), s->reason ? s->reason->name : "off", cors_describe(s));
     return s;
 err:
+    cors_free(s);
     chat_template_free(s->tmpl);
     free(s->special_markers);
     free(s->api_key);
@@ -99,6 +101,7 @@ void server_stop(server_t *s) {
     }
     waker_free(s);
     metrics_free(&s->metrics);
+    cors_free(s);
     chat_template_free(s->tmpl);
     free(s->special_markers);
     free(s->api_key);

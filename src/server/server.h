@@ -16,11 +16,14 @@ typedef struct server_opts {
     int port;                   /* 8080; 0 picks a free port (see server_port)          */
     const char *api_key;        /* NULL or "": no authentication                        */
     size_t max_body;            /* bytes (32 MiB)                                       */
-    int ctx_len;                /* the engine's context limit (for defaults and errors) */
     int default_max_tokens;     /* when a request gives none; 0: the rest of the context */
     int http_threads;           /* MHD worker threads (2)                               */
     const char *model_id;       /* name in /v1/models; default: the model dir's basename */
     const char *tool_format;    /* force a tool-call format ("hermes", ...); NULL: detect */
+    const char *cors_origin;    /* browser origins allowed (CORS): NULL = pages served from
+                                   localhost/127.0.0.1/[::1] on any port; "*" = any;
+                                   "none" = no CORS headers; else a comma-separated list of
+                                   origins ("https://app.example.com,http://10.0.0.5:3000") */
 } server_opts_t;
 
 typedef struct server server_t;

@@ -1,7 +1,9 @@
 /* srv.h — the server's private structures, shared by its files:
  *
  *   http.c            daemon, per-connection state, body limits, routing, auth, logging
- *   waker.c           engine notify -> MHD resume, safe against late notifies
+ *   cors.c            allowed browser origins, CORS headers, OPTIONS preflights
+ *   waker.c           engine notify -> MHD resume, safe against late notifies; a client
+ *                     that hangs up while its connection is suspended -> cancel
  *   gen.c             one generation: submit, drain events, reasoning/tool pipeline
  *   sse.c             OpenAI and Anthropic event formatting (stream and final JSON)
  *   routes_openai.c   /v1/chat/completions, /v1/completions, /v1/models
@@ -60,11 +62,17 @@ void metrics_tokens(metrics_t *m, int prompt, int completion, int cached);
 char *metrics_render(metrics_t *m, kiln_engine_t *eng);
 
 /* ---- the server ---- */
+enum { CORS_OFF, CORS_LOOPBACK, CORS_ANY, CORS_LIST };
+
 struct server {
     kiln_engine_t *eng;
     const tokenizer_t *tok;      /* may be NULL: chat and text routes then answer 400   */
     const model_config_t *cfg;
     server_opts_t o;
+    int ctx_len;                 /* the engine's context limit (kiln_engine_ctx_len)      */
+    int cors_mode;               /* CORS_*; cors.c                                        */
+    char **cors_list;
+    int n_cors;
     char model_id[256];
     char *api_key;
     chat_template_t *tmpl;       /* NULL when the model has none                        */
@@ -82,6 +90,10 @@ struct server {
     struct wslot **tickets;      /* one per slot, never moved or freed while serving */
     int n_slots, cap_slots;
     int *free_slots, n_free;
+    uint32_t wk_seq;             /* registrations so far: tells a slot's holders apart     */
+    int watch_ep, watch_stop;    /* waker.c: epoll set of suspended sockets, its stop eventfd */
+    pthread_t watch_thr;
+    int watching;
 };
 
 /* An API error on its way to the client. */
@@ -108,15 +120,20 @@ typedef struct conn {
     int too_big, handled;
     double t0;
     int status;                  /* what we answered (for the log and metrics) */
+    char cors[256];              /* Access-Control-Allow-Origin to send, "" for none */
     /* suspend/resume, guarded by mu */
     pthread_mutex_t mu;
     int suspended, wake;
     int slot;                    /* waker slot, -1 when not registered */
+    uint32_t wseq;               /* which registration of the slot is ours */
+    int fd;                      /* the socket, watched for a hang-up while suspended */
+    atomic_int gone;             /* the client hung up while we were suspended */
     struct gen *g;
 } conn_t;
 
 /* ---- waker.c ---- */
 int waker_init(server_t *s);
+/* Stops the hang-up watcher thread (after the daemon stopped), then frees the table. */
 void waker_free(server_t *s);
 /* Registers c and returns the notify argument to give the engine (0 when out of memory). */
 void *waker_register(server_t *s, conn_t *c);
@@ -127,7 +144,16 @@ int conn_suspend(conn_t *c);
 /* Wakes every registered connection (shutdown). */
 void waker_wake_all(server_t *s);
 
+/* ---- cors.c ---- */
+int cors_init(server_t *s, const char *spec, err_t *e);   /* --cors-origin; see server.h */
+void cors_free(server_t *s);
+void cors_for_request(conn_t *c, const char *origin);    /* sets c->cors */
+void cors_headers(conn_t *c, struct MHD_Response *r);
+int cors_options(conn_t *c, const char *methods);        /* answers an OPTIONS request */
+const char *cors_describe(const server_t *s);
+
 /* ---- http.c helpers used by the routes ---- */
+int reply_queue(conn_t *c, int status, struct MHD_Response *r); /* adds the common headers; destroys r */
 int reply_json(conn_t *c, int status, json_t *body);            /* steals body */
 int reply_text(conn_t *c, int status, const char *ctype, const char *text, size_t n);
 int reply_error(conn_t *c, const api_err_t *ae);

@@ -10,10 +10,63 @@
  *
  * Lost wake-ups: a notify that arrives while the connection is running (not suspended)
  * sets `wake`, and conn_suspend then declines to suspend, so the caller looks for events
- * once more. Lock order: wk_mu, then conn->mu, then MHD's own. */
+ * once more. Lock order: wk_mu, then conn->mu, then MHD's own.
+ *
+ * Hang-ups: MHD does not poll a suspended connection, so a client that goes away while
+ * its request waits in the queue (or between two tokens, or during a non-streamed
+ * generation) would be noticed only when the next event resumes it, which for a queued
+ * request can be minutes. So each suspend arms the socket, EPOLLRDHUP and one-shot, in an
+ * epoll set of our own; a thread waits on it and, when a client hangs up, marks the
+ * connection gone and cancels its request at once (the engine drops it at the next step
+ * boundary; the cancel's final event then resumes the connection, which closes). The
+ * event carries slot and registration number, so a hang-up reported after the
+ * connection finished, or on a reused slot, finds nobody. Registrations are never
+ * removed: re-arming is one epoll_ctl per suspend, and closing the socket drops it from
+ * the set. Trade-off: a client that half-closes (shutdown(SHUT_WR)) after sending its
+ * request and still wants the answer is taken as gone; HTTP clients do not do that. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include "base/log.h"
 #include "server/srv.h"
+
+#define WATCH_STOP UINT64_MAX
+
+static void *watch_main(void *arg) {
+    server_t *s = arg;
+    struct epoll_event evs[64];
+    for (;;) {
+        int n = epoll_wait(s->watch_ep, evs, 64, -1);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            log_warn("serve: hang-up watcher: epoll_wait failed (%d); hang-ups are noticed at the next event only", errno);
+            return NULL;
+        }
+        for (int i = 0; i < n; i++) {
+            uint64_t key = evs[i].data.u64;
+            if (key == WATCH_STOP) return NULL;
+            uint32_t idx = (uint32_t)key, seq = (uint32_t)(key >> 32);
+            pthread_mutex_lock(&s->wk_mu);
+            conn_t *c = idx < (uint32_t)s->n_slots ? s->slots[idx] : NULL;
+            if (c && c->wseq == seq) {
+                atomic_store(&c->gone, 1);
+                if (c->g && c->g->r) kiln_cancel(c->g->r);
+            }
+            pthread_mutex_unlock(&s->wk_mu);
+        }
+    }
+}
+
+/* Arms c's socket for one hang-up report. Called with c->mu held, c suspended. */
+static void watch_arm(conn_t *c) {
+    server_t *s = c->s;
+    if (!s->watching || c->fd < 0 || c->slot < 0) return;
+    struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLONESHOT, .data.u64 = (uint64_t)c->wseq << 32 | (uint32_t)c->slot};
+    if (epoll_ctl(s->watch_ep, EPOLL_CTL_MOD, c->fd, &ev) && errno == ENOENT) epoll_ctl(s->watch_ep, EPOLL_CTL_ADD, c->fd, &ev);
+}
 
 struct wslot {
     server_t *s;
@@ -22,10 +75,26 @@ struct wslot {
 
 int waker_init(server_t *s) {
     pthread_mutex_init(&s->wk_mu, NULL);
+    s->watch_ep = epoll_create1(EPOLL_CLOEXEC);
+    s->watch_stop = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = WATCH_STOP};
+    if (s->watch_ep >= 0 && s->watch_stop >= 0 && !epoll_ctl(s->watch_ep, EPOLL_CTL_ADD, s->watch_stop, &ev) &&
+        !pthread_create(&s->watch_thr, NULL, watch_main, s))
+        s->watching = 1;
+    else
+        log_warn("serve: no hang-up watcher (%d); a client that leaves while queued is noticed at its first token", errno);
     return 0;
 }
 
 void waker_free(server_t *s) {
+    if (s->watching) {
+        uint64_t one = 1;
+        if (write(s->watch_stop, &one, sizeof one) != sizeof one) log_warn("serve: cannot stop the hang-up watcher");
+        pthread_join(s->watch_thr, NULL);
+        s->watching = 0;
+    }
+    if (s->watch_ep >= 0) close(s->watch_ep);
+    if (s->watch_stop >= 0) close(s->watch_stop);
     for (int i = 0; i < s->n_slots; i++) free(s->tickets[i]);
     free(s->tickets);
     free(s->slots);
@@ -58,6 +127,7 @@ void *waker_register(server_t *s, conn_t *c) {
     }
     s->slots[slot] = c;
     c->slot = slot;
+    c->wseq = ++s->wk_seq;
     void *ticket = s->tickets[slot];
     pthread_mutex_unlock(&s->wk_mu);
     return ticket;
@@ -111,6 +181,7 @@ int conn_suspend(conn_t *c) {
     }
     c->suspended = 1;
     MHD_suspend_connection(c->mc);
+    watch_arm(c);
     pthread_mutex_unlock(&c->mu);
     return 1;
 }

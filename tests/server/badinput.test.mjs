@@ -118,10 +118,10 @@ test('404 for unknown routes, 405 with Allow for the wrong method', async () => 
   assert.match((await r.json()).error.message, /no route GET \/v1\/chat\/complete/);
   const m = await fetch(srv.url + '/v1/chat/completions', { headers: auth });
   assert.equal(m.status, 405);
-  assert.equal(m.headers.get('allow'), 'POST');
+  assert.equal(m.headers.get('allow'), 'POST, OPTIONS');
   const d = await fetch(srv.url + '/v1/models', { method: 'DELETE', headers: auth });
   assert.equal(d.status, 405);
-  assert.equal(d.headers.get('allow'), 'GET');
+  assert.equal(d.headers.get('allow'), 'GET, OPTIONS');
 });
 
 test('prompts too long for the context: 400 with the numbers', async () => {
