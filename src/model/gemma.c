@@ -187,14 +187,30 @@ static int gemma_load(model_t *m, err_t *e) {
             l->eg = calloc((size_t)E, sizeof(weight_t));
             l->eu = calloc((size_t)E, sizeof(weight_t));
             l->ed = calloc((size_t)E, sizeof(weight_t));
+            snprintf(n, sizeof n, "layers.%d.experts.switch_glu.gate_proj", i);
+            if (hyb_find(m, n) || (strcat(n, ".weight"), hyb_find(m, n))) {
+                /* mlx-lm's SwitchGLU names: experts.switch_glu.{gate,up,down}_proj [E, ·, ·] */
+                const char *part[3] = {"gate_proj", "up_proj", "down_proj"};
+                weight_t *dst[3] = {l->eg, l->eu, l->ed};
+                for (int p = 0; p < 3; p++) {
+                    snprintf(n, sizeof n, "layers.%d.experts.switch_glu.%s", i, part[p]);
+                    if (hyb_get_experts(m, n, E, p < 2 ? Ie : H, p < 2 ? H : Ie, dst[p], e)) return -1;
+                }
+                goto experts_done;
+            }
             weight_t *gu = calloc((size_t)E, sizeof(weight_t));
             snprintf(n, sizeof n, "layers.%d.experts.gate_up_proj", i);
             int rc = hyb_get_experts(m, n, E, 2 * Ie, H, gu, e);
-            for (int x = 0; !rc && x < E; x++) { l->eg[x] = hyb_rows(&gu[x], 0, Ie); l->eu[x] = hyb_rows(&gu[x], Ie, Ie); }
+            for (int x = 0; !rc && x < E; x++) { /* gate and up rows; a device backend makes views of gu[x]'s copy */
+                l->eg[x] = hyb_rows(&gu[x], 0, Ie);
+                l->eu[x] = hyb_rows(&gu[x], Ie, Ie);
+                rc = m->be->ops->prepare_weight(m->be, &l->eg[x], e) || m->be->ops->prepare_weight(m->be, &l->eu[x], e);
+            }
             free(gu);
             if (rc) return -1;
             snprintf(n, sizeof n, "layers.%d.experts.down_proj", i);
             if (hyb_get_experts(m, n, E, H, Ie, l->ed, e)) return -1;
+        experts_done:
             m->weight_bytes += (size_t)E * (2 * weight_bytes(&l->eg[0]) + weight_bytes(&l->ed[0]));
             /* per_expert_scale is applied on the host: keep a host copy */
             float *pes = malloc(sizeof(float) * E);
