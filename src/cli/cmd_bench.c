@@ -24,8 +24,10 @@ static void usage(FILE *f) {
                "  Without --concurrency: prefill tokens/s over an N-token prompt (one step) and\n"
                "  batch-1 greedy decode tokens/s over M tokens, the best of R runs (default 1).\n"
                "  With it: for each level C, C requests at once through the engine (continuous\n"
-               "  batching, prefix cache; the first P prompt tokens shared): aggregate decode\n"
-               "  tokens/s, mean and p95 time to first token, mean inter-token latency.\n%s",
+               "  batching, prefix cache; the first P prompt tokens shared): aggregate tokens/s\n"
+               "  (generated / wall time, prefill included), steady decode tokens/s (tokens made\n"
+               "  while every request of the level was decoding, over that window), mean and p95\n"
+               "  time to first token, mean inter-token latency.\n%s",
             model_args_help());
 }
 
@@ -70,6 +72,9 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
         long total_gen = 0, total_cached = 0;
         double t0 = now_s(), first_done = 0, itl_sum = 0;
         long itl_n = 0;
+        /* token event times, to measure the steady state in which every request decodes */
+        double *tok_t = malloc(sizeof(double) * (size_t)c * (ng > 0 ? ng : 1)), win_lo = 0, win_hi = 1e300;
+        long n_tok_t = 0;
         for (long i = 0; i < c; i++) {
             for (long t = 0; t < np; t++) /* shared prefix, then a part unique to this request */
                 prompt[t] = (int32_t)(rng_uniform(t < shared ? 99 : 1000 + (uint64_t)level_no * 100000 + (uint64_t)i, (uint64_t)t) * V);
@@ -88,6 +93,7 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
             kiln_event_t ev;
             while (kiln_request_next(rs[i], &ev, -1)) {
                 int fin = ev.finish;
+                if (ev.token >= 0 && n_tok_t < c * (ng > 0 ? ng : 1)) tok_t[n_tok_t++] = ev.t;
                 kiln_event_clear(&ev);
                 if (fin) break;
             }
@@ -98,7 +104,15 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
             total_cached += info.n_cached;
             if (info.n_generated > 1) { itl_sum += (info.t_done - info.t_first_token) / (info.n_generated - 1); itl_n++; }
             if (first_done == 0 || info.t_done > first_done) first_done = info.t_done;
+            if (info.t_first_token > win_lo) win_lo = info.t_first_token;
+            if (info.t_done < win_hi) win_hi = info.t_done;
         }
+        /* steady decode: tokens produced while all c requests were past their first token
+         * and none had finished, over that window (prefill and ramp-up/down excluded) */
+        long in_win = 0;
+        for (long k = 0; k < n_tok_t; k++) in_win += tok_t[k] > win_lo && tok_t[k] <= win_hi;
+        double steady = win_hi > win_lo && in_win > 0 ? in_win / (win_hi - win_lo) : 0;
+        free(tok_t);
         double wall = first_done - t0, mean_ttft = 0;
         for (long i = 0; i < c; i++) mean_ttft += ttft[i] / c;
         qsort(ttft, (size_t)c, sizeof(double), cmp_double);
@@ -106,13 +120,14 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
         if (rc == 0) {
             if (json)
                 printf("%s{\"concurrency\": %ld, \"prompt_tokens\": %ld, \"gen_tokens\": %ld, \"shared_prefix\": %ld, "
-                       "\"decode_tok_s\": %.2f, \"ttft_mean_ms\": %.1f, \"ttft_p95_ms\": %.1f, \"itl_mean_ms\": %.2f, \"wall_s\": %.3f, "
-                       "\"cached_tokens_mean\": %.1f}",
-                       level_no ? ", " : "", c, np, ng, shared, total_gen / wall, mean_ttft * 1e3, p95 * 1e3,
+                       "\"decode_tok_s\": %.2f, \"steady_decode_tok_s\": %.2f, \"ttft_mean_ms\": %.1f, \"ttft_p95_ms\": %.1f, "
+                       "\"itl_mean_ms\": %.2f, \"wall_s\": %.3f, \"cached_tokens_mean\": %.1f}",
+                       level_no ? ", " : "", c, np, ng, shared, total_gen / wall, steady, mean_ttft * 1e3, p95 * 1e3,
                        itl_n ? itl_sum / itl_n * 1e3 : 0, wall, (double)total_cached / c);
             else
-                printf("concurrency %4ld: %8.2f tok/s aggregate, TTFT mean %8.1f ms p95 %8.1f ms, ITL mean %7.2f ms, %.0f prompt tokens cached (%.2f s)\n", c,
-                       total_gen / wall, mean_ttft * 1e3, p95 * 1e3, itl_n ? itl_sum / itl_n * 1e3 : 0, (double)total_cached / c, wall);
+                printf("concurrency %4ld: %8.2f tok/s aggregate (%.2f steady decode), TTFT mean %8.1f ms p95 %8.1f ms, ITL mean %7.2f ms, "
+                       "%.0f prompt tokens cached (%.2f s)\n", c, total_gen / wall, steady, mean_ttft * 1e3, p95 * 1e3,
+                       itl_n ? itl_sum / itl_n * 1e3 : 0, (double)total_cached / c, wall);
             fflush(stdout);
         }
         for (long i = 0; i < c; i++) if (rs[i]) kiln_request_free(rs[i]);
