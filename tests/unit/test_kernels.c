@@ -158,22 +158,84 @@ static void test_attention(void **st) {
             for (int i = 0; i < T * nh * hd; i++) q[i] = tu_rand(&seed);
             attn_args_t a = {2, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), variant == 2 ? 5.0f : 0.f, variant == 1 ? 6 : 0,
                              {K, Vv, kdt[d], bs, nkv, hd}};
-            float scratch[64 + 1024];
+            float *scratch = malloc(sizeof(float) * (simd_attention_scratch(&a) + 64));
             ref_attention(o1, q, 0, T, &a, scratch);
             for (int f = 0; f < n_families; f++) {
-                simd_attention(families[f], o2, q, 0, T, &a, scratch, scratch + 64);
+                simd_attention(families[f], o2, q, 0, T, &a, scratch);
                 double err = tu_rel_err(o2, o1, (size_t)T * nh * hd);
                 if (err > 1e-5) fail_msg("%s attention kv %s variant %d: rel err %g", families[f]->name, dtype_name(kdt[d]), variant, err);
                 /* tokens computed in separate calls give the same bits */
                 float *o3 = malloc(sizeof(float) * T * nh * hd);
-                simd_attention(families[f], o3, q, 0, 2, &a, scratch, scratch + 64);
-                simd_attention(families[f], o3, q, 2, T, &a, scratch, scratch + 64);
+                simd_attention(families[f], o3, q, 0, 2, &a, scratch);
+                simd_attention(families[f], o3, q, 2, T, &a, scratch);
                 assert_memory_equal(o3, o2, sizeof(float) * T * nh * hd);
                 free(o3);
             }
             (void)ctx;
-            free(K); free(Vv); free(q); free(o1); free(o2);
+            free(K); free(Vv); free(q); free(o1); free(o2); free(scratch);
         }
+}
+
+/* The tiled kernel over contexts of several key blocks (AT_KB = 32 positions): odd head
+ * sizes, GQA groups 1..40 (more query heads than a tile's lanes), windows that start
+ * inside a block, soft-capping, every KV dtype, scattered block tables. A prefill chunk,
+ * a decode row and a chunk from position 0 share the step. Against the reference, and
+ * bitwise: the whole step = token by token = uneven splits = each row in a step alone. */
+static void test_attention_tiles(void **st) {
+    static const struct { int nh, nkv, hd, bs, window; float softcap; dtype_t dt; } cf[] = {
+        {6, 2, 37, 5, 0, 0.f, DT_F16},   {3, 3, 20, 16, 45, 0.f, DT_BF16}, {8, 2, 64, 16, 0, 30.f, DT_F32},
+        {12, 4, 128, 7, 70, 0.f, DT_F16}, {40, 1, 24, 4, 0, 0.f, DT_BF16},  {4, 1, 9, 3, 33, 8.f, DT_F16},
+    };
+    for (size_t c = 0; c < sizeof cf / sizeof cf[0]; c++) {
+        uint64_t seed = 101 + c;
+        int nh = cf[c].nh, nkv = cf[c].nkv, hd = cf[c].hd, bs = cf[c].bs;
+        /* rows: 37 tokens at 100..136; one token at 130; 21 tokens at 0..20 */
+        int32_t rs[] = {0, 37, 38, 59}, pos[59];
+        for (int i = 0; i < 37; i++) pos[i] = 100 + i;
+        pos[37] = 130;
+        for (int i = 0; i < 21; i++) pos[38 + i] = i;
+        int T = 59, nb = (137 + bs - 1) / bs, nblocks = 3 * nb;
+        int32_t *tab[3];
+        for (int r = 0; r < 3; r++) {
+            tab[r] = malloc(sizeof(int32_t) * nb);
+            for (int i = 0; i < nb; i++) tab[r][i] = (r * nb + i * 7) % nblocks; /* scattered (rows may share blocks) */
+        }
+        const int32_t *tables[] = {tab[0], tab[1], tab[2]};
+        size_t per = (size_t)nkv * hd, n = (size_t)nblocks * bs * per;
+        void *K = calloc(n, 4), *Vv = calloc(n, 4);
+        for (size_t i = 0; i < n; i++) {
+            store_from_f32(K, cf[c].dt, i, 3.0f * tu_rand(&seed)); /* peaked scores: the max matters */
+            store_from_f32(Vv, cf[c].dt, i, tu_rand(&seed));
+        }
+        size_t qn = (size_t)T * nh * hd;
+        float *q = malloc(sizeof(float) * qn), *want = malloc(sizeof(float) * qn), *o1 = malloc(sizeof(float) * qn),
+              *o2 = malloc(sizeof(float) * qn);
+        for (size_t i = 0; i < qn; i++) q[i] = tu_rand(&seed);
+        attn_args_t a = {3, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), cf[c].softcap, cf[c].window, {K, Vv, cf[c].dt, bs, nkv, hd}};
+        float *scratch = malloc(sizeof(float) * (simd_attention_scratch(&a) + 200));
+        ref_attention(want, q, 0, T, &a, scratch);
+        for (int f = 0; f < n_families; f++) {
+            simd_attention(families[f], o1, q, 0, T, &a, scratch);
+            double err = tu_rel_err(o1, want, qn);
+            if (err > 1e-5) fail_msg("%s tiles config %zu: rel err %g", families[f]->name, c, err);
+            for (int t = 0; t < T; t++) simd_attention(families[f], o2, q, t, t + 1, &a, scratch);
+            assert_memory_equal(o2, o1, sizeof(float) * qn);
+            const int cuts[] = {0, 5, 6, 29, 40, 41, 59};
+            memset(o2, 0, sizeof(float) * qn);
+            for (int k = 0; k + 1 < 7; k++) simd_attention(families[f], o2, q, cuts[k], cuts[k + 1], &a, scratch);
+            assert_memory_equal(o2, o1, sizeof(float) * qn);
+            for (int r = 0; r < 3; r++) { /* the row alone in its step */
+                int32_t rs1[] = {0, rs[r + 1] - rs[r]};
+                attn_args_t a1 = a;
+                a1.n_rows = 1, a1.row_start = rs1, a1.pos = pos + rs[r], a1.block_tables = tables + r;
+                size_t off = (size_t)rs[r] * nh * hd;
+                simd_attention(families[f], o2, q + off, 0, rs1[1], &a1, scratch);
+                assert_memory_equal(o2, o1 + off, sizeof(float) * rs1[1] * nh * hd);
+            }
+        }
+        for (int r = 0; r < 3; r++) free(tab[r]);
+        free(K); free(Vv); free(q); free(want); free(o1); free(o2); free(scratch);
+    }
 }
 
 static void test_conversions(void **st) {
@@ -197,6 +259,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversions),   cmocka_unit_test(test_code_extraction), cmocka_unit_test(test_matmul_dense),
         cmocka_unit_test(test_matmul_quant),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_tiles),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1,76 +1,68 @@
-/* attention_cpu.c — paged attention on the CPU with a SIMD dot/axpy family.
+/* attention_cpu.c — paged attention on the CPU: tiles, their order over threads, scratch.
  *
- * For each token and head: scores against every cached position of its row (causal,
- * optionally windowed), a softmax in f32, then the weighted sum of V. Work per token is
- * independent and ordered, so a token's output is the same whatever else is in the step.
- * K/V in f16/bf16 are converted one position at a time into kbuf. O(T · ctx · heads);
- * fine at the context lengths a CPU serves, flash-style tiling is the CUDA backend's job. */
-#include <math.h>
+ * A work item is a tile — up to attn_tile_tokens() consecutive tokens of one row — and
+ * one KV head. The tile kernel (attention_tile_body.h, one copy per SIMD family) puts the
+ * tile's query vectors (tokens × the GQA group's heads) in vector lanes, converts each
+ * block of AT_KB keys of the head's K/V to f32 once for the whole tile and runs an online
+ * softmax over the blocks. Prefill used to convert a token's whole context once per token
+ * and head (quadratic conversion work); now a row's context is converted once per tile.
+ *
+ * A query's arithmetic depends only on its own q, position and window and on the
+ * absolute block boundaries (attention_tile_body.h), never on the tile, the step or the
+ * thread: tiles can be cut anywhere and handed out in any order. Items are taken from a
+ * shared counter, latest tiles first (they attend over the most keys), so a causal
+ * prefill spreads evenly over the threads; each thread uses the scratch of its own task.
+ * Decode (one token per row) is one item per row and KV head. */
+#include <stdlib.h>
+#include "backend/cpu/attention_tile.h"
 #include "backend/cpu/cpu_kernels.h"
 
-static int row_of(const attn_args_t *a, int t) {
-    int lo = 0, hi = a->n_rows - 1;
-    while (lo < hi) { /* last row whose start <= t */
-        int mid = (lo + hi + 1) / 2;
-        if (a->row_start[mid] <= t) lo = mid; else hi = mid - 1;
+int attn_tile_tokens(const attn_args_t *a) {
+    int group = a->n_heads / a->n_kv_heads, tt = AT_QMAX / group;
+    return tt > 0 ? tt : 1;
+}
+
+void attn_tile_dims(const attn_args_t *a, int n_tokens, attn_tile_dims_t *d) {
+    int group = a->n_heads / a->n_kv_heads, nq = n_tokens * group;
+    d->nqp = (nq + 15) / 16 * 16;
+    d->hdp = (a->head_dim + 15) / 16 * 16;
+    /* Qt, K block, V block, scores, acc, m/l/corr, lo/hi */
+    d->floats = (size_t)a->head_dim * d->nqp + 2 * (size_t)AT_KB * d->hdp + (size_t)AT_KB * d->nqp +
+                (size_t)nq * d->hdp + 5 * (size_t)d->nqp;
+}
+
+size_t simd_attention_scratch(const attn_args_t *a) {
+    attn_tile_dims_t d;
+    attn_tile_dims(a, attn_tile_tokens(a), &d);
+    return d.floats;
+}
+
+int simd_attention_tiles(const attn_args_t *a, int t0, int t1, attn_tile_t *tiles) {
+    int tt = attn_tile_tokens(a), n = 0;
+    for (int r = 0; r < a->n_rows; r++) {
+        int s = a->row_start[r] > t0 ? a->row_start[r] : t0, e = a->row_start[r + 1] < t1 ? a->row_start[r + 1] : t1;
+        for (int t = s; t < e; t += tt) tiles[n++] = (attn_tile_t){r, t, t + tt < e ? t + tt : e};
     }
-    return lo;
+    return n;
 }
 
-/* K/V row as f32: f32 rows are used in place, f16/bf16 rows converted with the SIMD family. */
-static const float *kv_row(const simd_kernels_t *s, const kv_view_t *kv, const void *base, size_t off, int hd, float *buf) {
-    if (kv->dtype == DT_F32) return (const float *)base + off;
-    s->to_f32(buf, (const char *)base + off * dtype_size(kv->dtype), kv->dtype, hd);
-    return buf;
-}
-
-/* Per token, per KV head: each cached K row is converted once and scored against every
- * query head of its GQA group, then each V row is converted once and accumulated into
- * all of their outputs. A query head's arithmetic (its dot products, softmax and sums,
- * in position order) is the same as attending alone: only the conversions are shared. */
-void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
-                    float *scratch, float *kbuf) {
-    simd_attention_items(s, out, q, t0 * a->n_kv_heads, t1 * a->n_kv_heads, a, scratch, kbuf);
-}
-
-/* Work items are (token, KV head) pairs, item = t * n_kv_heads + kvh, so a decode step
- * (one token) still spreads over the threads by head. */
-void simd_attention_items(const simd_kernels_t *s, float *out, const float *q, int i0, int i1, const attn_args_t *a,
-                          float *scratch, float *kbuf) {
-    const kv_view_t *kv = &a->kv;
-    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = kv->block_size;
-    size_t per_tok = (size_t)kv->n_kv_heads * hd;
-    for (int item = i0; item < i1; item++) {
-        int t = item / a->n_kv_heads, kvh = item % a->n_kv_heads;
-        int r = row_of(a, t), p = a->pos[t];
-        const int32_t *bt = a->block_tables[r];
-        int lo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0, n = p - lo + 1;
-        {
-            const float *q0 = q + ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
-            float *o0 = out + ((size_t)t * a->n_heads + (size_t)kvh * group) * hd;
-            for (int j = lo; j <= p; j++) {
-                size_t off = ((size_t)bt[j / bs] * bs + j % bs) * per_tok + (size_t)kvh * hd;
-                const float *k = kv_row(s, kv, kv->k, off, hd, kbuf);
-                for (int g = 0; g < group; g++) {
-                    float sc = s->dot(q0 + (size_t)g * hd, k, hd) * a->scale;
-                    if (a->softcap > 0) sc = a->softcap * tanhf(sc / a->softcap);
-                    scratch[(size_t)g * n + (j - lo)] = sc;
-                }
-            }
-            for (int g = 0; g < group; g++) {
-                float *sg = scratch + (size_t)g * n, mx = -INFINITY, sum = 0.f;
-                for (int j = 0; j < n; j++) if (sg[j] > mx) mx = sg[j];
-                for (int j = 0; j < n; j++) { sg[j] = expf(sg[j] - mx); sum += sg[j]; }
-                float inv = 1.0f / sum;
-                for (int j = 0; j < n; j++) sg[j] *= inv;
-                float *o = o0 + (size_t)g * hd;
-                for (int d = 0; d < hd; d++) o[d] = 0.f;
-            }
-            for (int j = lo; j <= p; j++) {
-                size_t off = ((size_t)bt[j / bs] * bs + j % bs) * per_tok + (size_t)kvh * hd;
-                const float *v = kv_row(s, kv, kv->v, off, hd, kbuf);
-                for (int g = 0; g < group; g++) s->axpy(o0 + (size_t)g * hd, scratch[(size_t)g * n + (j - lo)], v, hd);
-            }
-        }
+void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, const attn_args_t *a,
+                        const attn_tile_t *tiles, int n_tiles, atomic_int *next, float *scratch) {
+    attn_tile_fn fn = s == &simd_avx512 ? attn_tile_avx512 : attn_tile_avx2;
+    int items = n_tiles * a->n_kv_heads;
+    for (;;) {
+        int k = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        if (k >= items) break;
+        int it = items - 1 - k;
+        const attn_tile_t *t = &tiles[it / a->n_kv_heads];
+        fn(out, q, a, t->r, t->t0, t->t1, it % a->n_kv_heads, scratch);
     }
+}
+
+void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch) {
+    attn_tile_t *tiles = malloc(sizeof(attn_tile_t) * (size_t)(t1 - t0 > 0 ? t1 - t0 : 1));
+    if (!tiles) abort();
+    atomic_int next = 0;
+    simd_attention_run(s, out, q, a, tiles, simd_attention_tiles(a, t0, t1, tiles), &next, scratch);
+    free(tiles);
 }

@@ -2,7 +2,7 @@
  *
  * "cpu" picks the best SIMD family at start (cpuid; KILN_SIMD=off|avx2|avx512 forces
  * one) and spreads big ops over a fixed thread pool: matmul by output columns, attention
- * by tokens. The split is static and each element is computed whole by one thread, so
+ * by (tile of tokens, KV head) items. The split is static and each element is computed whole by one thread, so
  * the thread count never changes a result. "cpu-ref" runs the scalar reference kernels
  * on one thread: the oracle the tests compare the fast path against. */
 #include <stdlib.h>
@@ -16,6 +16,8 @@ typedef struct cpu_impl {
     threadpool_t *pool;
     float **scratch;            /* per thread: attention scores and K/V conversion */
     size_t scratch_len;
+    attn_tile_t *tiles;         /* attention tiles of the current step */
+    int tiles_cap;
 } cpu_impl_t;
 
 const simd_kernels_t *simd_detect(void) {
@@ -94,15 +96,17 @@ static void cpu_kv_write(backend_t *be, const kv_view_t *kv, const float *k, con
     ref_kv_write(kv, k, v, slots, T);
 }
 
-/* --- attention: tokens split round-robin in small contiguous groups --- */
-typedef struct { cpu_impl_t *impl; float *out; const float *q; int T; const attn_args_t *a; } at_job_t;
+/* --- attention: the SIMD path hands out (tile, KV head) items from a shared counter
+ * (attention_cpu.c); each task uses its own scratch, indexed by task, and there are never
+ * more tasks than threads. cpu-ref: tokens split into contiguous slices. --- */
+typedef struct { cpu_impl_t *impl; float *out; const float *q; int T; const attn_args_t *a;
+                 const attn_tile_t *tiles; int n_tiles; atomic_int next; } at_job_t;
 
 static void at_task(void *ctx, int i, int n) {
     at_job_t *j = ctx;
     float *scratch = j->impl->scratch[i];
-    if (j->impl->simd) { /* (token, KV head) items: decode spreads by head */
-        int items = j->T * j->a->n_kv_heads, per = (items + n - 1) / n, i0 = i * per, i1 = i0 + per < items ? i0 + per : items;
-        if (i0 < i1) simd_attention_items(j->impl->simd, j->out, j->q, i0, i1, j->a, scratch, scratch + j->impl->scratch_len - 1024);
+    if (j->impl->simd) {
+        simd_attention_run(j->impl->simd, j->out, j->q, j->a, j->tiles, j->n_tiles, &j->next, scratch);
         return;
     }
     int per = (j->T + n - 1) / n, t0 = i * per, t1 = t0 + per < j->T ? t0 + per : j->T;
@@ -111,21 +115,35 @@ static void at_task(void *ctx, int i, int n) {
 
 static void cpu_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *a) {
     cpu_impl_t *impl = be->impl;
-    /* scratch holds one score per attended position: the largest position + 1 */
-    int maxp = 0;
-    for (int t = 0; t < T; t++) if (a->pos[t] > maxp) maxp = a->pos[t];
-    /* scores for every query head of a KV group over the context, then a K/V row */
-    size_t need = ((size_t)maxp + 1) * (size_t)(a->n_heads / a->n_kv_heads) + 1024;
+    size_t need;
+    if (impl->simd) need = simd_attention_scratch(a); /* per tile: independent of the context */
+    else {                                            /* ref: one score per attended position */
+        int maxp = 0;
+        for (int t = 0; t < T; t++) if (a->pos[t] > maxp) maxp = a->pos[t];
+        need = (size_t)maxp + 1;
+    }
     int nt = threadpool_size(impl->pool);
     if (need > impl->scratch_len) {
         for (int i = 0; i < nt; i++) {
             free(impl->scratch[i]);
             impl->scratch[i] = malloc(sizeof(float) * need * 2);
+            if (!impl->scratch[i]) abort();
         }
         impl->scratch_len = need * 2;
     }
-    at_job_t job = {impl, out, q, T, a};
-    int items = impl->simd ? T * a->n_kv_heads : T;
+    at_job_t job = {impl, out, q, T, a, NULL, 0};
+    atomic_init(&job.next, 0);
+    int items = T;
+    if (impl->simd) {
+        if (impl->tiles_cap < T) {
+            impl->tiles = realloc(impl->tiles, sizeof(attn_tile_t) * (size_t)T);
+            if (!impl->tiles) abort();
+            impl->tiles_cap = T;
+        }
+        job.tiles = impl->tiles;
+        job.n_tiles = simd_attention_tiles(a, 0, T, impl->tiles);
+        items = job.n_tiles * a->n_kv_heads;
+    }
     threadpool_run(impl->pool, items < nt ? items : nt, at_task, &job);
 }
 
@@ -207,6 +225,7 @@ void backend_destroy(backend_t *be) {
     cpu_impl_t *impl = be->impl;
     for (int i = 0; i < threadpool_size(impl->pool); i++) free(impl->scratch[i]);
     free(impl->scratch);
+    free(impl->tiles);
     threadpool_destroy(impl->pool);
     free(impl);
     free(be);

@@ -7,6 +7,7 @@
 #ifndef KILN_CPU_KERNELS_H
 #define KILN_CPU_KERNELS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include "backend/backend.h"
 
@@ -33,12 +34,16 @@ extern const simd_kernels_t simd_avx2, simd_avx512;
 /* The best family this CPU supports (NULL: scalar only). KILN_SIMD=off|avx2|avx512 overrides. */
 const simd_kernels_t *simd_detect(void);
 
-/* Attention over tokens [t0, t1) using a SIMD family's dot/axpy (attention_cpu.c).
- * scratch: group * (context + 1) floats; kbuf: head_dim floats. */
-void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
-                    float *scratch, float *kbuf);
-/* The same over (token, KV head) items [i0, i1), item = t * n_kv_heads + kvh. */
-void simd_attention_items(const simd_kernels_t *s, float *out, const float *q, int i0, int i1, const attn_args_t *a,
-                          float *scratch, float *kbuf);
+/* Tiled attention with a SIMD family (attention_cpu.c, attention_tile.h). A tile is up to
+ * a few consecutive tokens of one row; items (tile, KV head) are taken from *next. */
+typedef struct attn_tile { int r, t0, t1; } attn_tile_t;
+/* scratch floats one thread needs */
+size_t simd_attention_scratch(const attn_args_t *a);
+/* Cuts tokens [t0, t1) into tiles (at most t1 - t0 of them); returns the count. */
+int simd_attention_tiles(const attn_args_t *a, int t0, int t1, attn_tile_t *tiles);
+void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, const attn_args_t *a,
+                        const attn_tile_t *tiles, int n_tiles, atomic_int *next, float *scratch);
+/* Tokens [t0, t1) on this thread (tests). scratch: simd_attention_scratch(a) floats. */
+void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch);
 
 #endif

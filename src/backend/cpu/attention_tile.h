@@ -1,0 +1,31 @@
+/* attention_tile.h — the tiled CPU attention kernel's shared pieces: key-block size,
+ * scratch layout, and the per-family tile functions (attention_tile_body.h compiled in
+ * attention_tile_avx2.c and attention_tile_avx512.c; driven by attention_cpu.c). */
+#ifndef KILN_ATTENTION_TILE_H
+#define KILN_ATTENTION_TILE_H
+
+#include <stddef.h>
+#include "backend/backend.h"
+
+/* Keys are visited in blocks of AT_KB positions aligned to absolute positions: the
+ * boundaries of a query's online softmax never depend on the tile it is computed in. */
+#define AT_KB 32
+/* A tile is at most this many query vectors (tokens × GQA group) when the group allows. */
+#define AT_QMAX 32
+
+typedef struct attn_tile_dims {
+    int nqp;      /* query lanes: tokens × group, rounded up to 16 */
+    int hdp;      /* head_dim rounded up to 16 (the converted rows' stride) */
+    size_t floats;/* scratch floats a tile of that many tokens needs */
+} attn_tile_dims_t;
+
+/* Tokens per tile for these args: AT_QMAX / group, at least 1. */
+int attn_tile_tokens(const attn_args_t *a);
+void attn_tile_dims(const attn_args_t *a, int n_tokens, attn_tile_dims_t *d);
+
+/* Tokens [t0, t1) of row r (at most attn_tile_tokens), KV head kvh; scratch: dims.floats. */
+typedef void (*attn_tile_fn)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch);
+void attn_tile_avx2(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch);
+void attn_tile_avx512(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch);
+
+#endif

@@ -1,0 +1,49 @@
+/* attention_tile_avx2.c — the attention tile (attention_tile_body.h) on AVX2: 8 query
+ * lanes per vector, explicit FMA intrinsics (the build keeps -ffp-contract=off). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "backend/cpu/attention_tile.h"
+#include "tensor/dtype.h"
+
+/* f16/bf16 row → f32 (any tail scalar) */
+static void at_to_f32(float *dst, const void *src, dtype_t t, int n) {
+    const uint16_t *s = src;
+    int i = 0;
+    if (t == DT_F16)
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    else
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i))), 16)));
+    for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
+}
+
+#define AT_NAME attn_tile_avx2
+#define AT_VW 8
+#define AT_CB 4
+#define AT_V __m256
+#define AT_VI __m256i
+#define AT_M __m256i
+#define AT_LOAD(p) _mm256_loadu_ps(p)
+#define AT_STORE(p, x) _mm256_storeu_ps(p, x)
+#define AT_SET1(x) _mm256_set1_ps(x)
+#define AT_ZERO() _mm256_setzero_ps()
+#define AT_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define AT_FNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define AT_MUL(a, b) _mm256_mul_ps(a, b)
+#define AT_ADD(a, b) _mm256_add_ps(a, b)
+#define AT_SUB(a, b) _mm256_sub_ps(a, b)
+#define AT_MAX(a, b) _mm256_max_ps(a, b)
+#define AT_ROUND(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define AT_POW2I(n) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23))
+#define AT_LOADI(p) _mm256_loadu_si256((const __m256i *)(p))
+#define AT_SET1I(x) _mm256_set1_epi32(x)
+/* a <= b lane-wise as all-ones lanes */
+#define AT_ILE(a, b) _mm256_xor_si256(_mm256_cmpgt_epi32(a, b), _mm256_set1_epi32(-1))
+#define AT_MAND(a, b) _mm256_and_si256(a, b)
+#define AT_MNONE(m) _mm256_testz_si256(m, m)
+#define AT_SEL(m, a, b) _mm256_blendv_ps(b, a, _mm256_castsi256_ps(m))
+#define AT_FEQ(a, b) _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_EQ_OQ))
+#define AT_TO_F32 at_to_f32
+#include "backend/cpu/attention_tile_body.h"

@@ -1,0 +1,49 @@
+/* attention_tile_avx512.c — the attention tile (attention_tile_body.h) on AVX-512: 16
+ * query lanes per vector, explicit FMA intrinsics (the build keeps -ffp-contract=off, so
+ * nothing fuses unless written as an FMA). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "backend/cpu/attention_tile.h"
+#include "tensor/dtype.h"
+
+/* f16/bf16 row → f32 (any tail scalar) */
+static void at_to_f32(float *dst, const void *src, dtype_t t, int n) {
+    const uint16_t *s = src;
+    int i = 0;
+    if (t == DT_F16)
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + i))));
+    else
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(s + i))), 16)));
+    for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
+}
+
+#define AT_NAME attn_tile_avx512
+#define AT_VW 16
+#define AT_CB 8
+#define AT_V __m512
+#define AT_VI __m512i
+#define AT_M __mmask16
+#define AT_LOAD(p) _mm512_loadu_ps(p)
+#define AT_STORE(p, x) _mm512_storeu_ps(p, x)
+#define AT_SET1(x) _mm512_set1_ps(x)
+#define AT_ZERO() _mm512_setzero_ps()
+#define AT_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define AT_FNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define AT_MUL(a, b) _mm512_mul_ps(a, b)
+#define AT_ADD(a, b) _mm512_add_ps(a, b)
+#define AT_SUB(a, b) _mm512_sub_ps(a, b)
+#define AT_MAX(a, b) _mm512_max_ps(a, b)
+#define AT_ROUND(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define AT_POW2I(n) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23))
+#define AT_LOADI(p) _mm512_loadu_si512((const void *)(p))
+#define AT_SET1I(x) _mm512_set1_epi32(x)
+#define AT_ILE(a, b) _mm512_cmple_epi32_mask(a, b)
+#define AT_MAND(a, b) ((__mmask16)((a) & (b)))
+#define AT_MNONE(m) ((m) == 0)
+#define AT_SEL(m, a, b) _mm512_mask_blend_ps(m, b, a)
+#define AT_FEQ(a, b) _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
+#define AT_TO_F32 at_to_f32
+#include "backend/cpu/attention_tile_body.h"
