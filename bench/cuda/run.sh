@@ -12,6 +12,10 @@
 #    VARIANTS="name[:VAR=V,VAR=V] ...": run the bench once per variant with those
 #    environment variables (default: one variant "default"); results go to
 #    OUT_DIR/bench-NAME.jsonl.
+#    CONCURRENCY=1,8,32,64,128: also aggregate decode through the engine at those levels
+#    (kiln bench --concurrency, CONC_PROMPT/CONC_GEN tokens per request, default 128/128,
+#    --max-batch 128) for the models in CONC_MODELS (default: all), once per variant in
+#    CONC_VARIANTS (same syntax as VARIANTS); results in OUT_DIR/conc[-NAME].jsonl.
 # Output: OUT_DIR/probe.jsonl, OUT_DIR/bench[-NAME].jsonl, OUT_DIR/log.txt
 set -u
 B=${1:?build dir}; O=${2:?out dir}; shift 2
@@ -45,5 +49,17 @@ for m in $MODELS; do
       || echo "bench $m ($name) failed" >> "$O/log.txt"
     echo "bench $m ($name): $(( $(date +%s) - t1 )) s" >> "$O/log.txt"
   done
-  rm -rf "$dir"
+  if [ -n "${CONCURRENCY:-}" ] && { [ -z "${CONC_MODELS:-}" ] || [[ " $CONC_MODELS " == *" $m "* ]]; }; then
+    for v in ${CONC_VARIANTS:-default}; do
+      name=${v%%:*}; envs=""; [ "$v" != "$name" ] && envs=${v#*:}
+      out="$O/conc.jsonl"; [ "${CONC_VARIANTS:-default}" != default ] && out="$O/conc-$name.jsonl"
+      t2=$(date +%s)
+      echo "{\"model\": \"$m\", \"variant\": \"$name\"}" >> "$out"
+      env $(echo "$envs" | tr ',' ' ') "$B/kiln" bench "$dir" --backend cuda --concurrency "$CONCURRENCY" --prompt-tokens "${CONC_PROMPT:-128}" \
+        --gen-tokens "${CONC_GEN:-128}" --max-batch 128 --kv-cache-gb "${CONC_KV_GB:-16}" --json >> "$out" 2>> "$O/log.txt" \
+        || echo "concurrency $m ($name) failed" >> "$O/log.txt"
+      echo "concurrency $m ($name): $(( $(date +%s) - t2 )) s" >> "$O/log.txt"
+    done
+  fi
+  [ -n "${KEEP_SYNTH:-}" ] || rm -rf "$dir"
 done

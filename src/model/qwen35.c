@@ -178,7 +178,11 @@ static int q35_load(model_t *m, err_t *e) {
                 if (hyb_find(m, n)) {
                     weight_t *gu = calloc((size_t)E, sizeof(weight_t));
                     int rc = hyb_get_experts(m, n, E, 2 * Ie, H, gu, e);
-                    for (int x = 0; !rc && x < E; x++) { l->eg[x] = hyb_rows(&gu[x], 0, Ie); l->eu[x] = hyb_rows(&gu[x], Ie, Ie); }
+                    for (int x = 0; !rc && x < E; x++) { /* gate and up rows; a device backend makes views of gu[x]'s copy */
+                        l->eg[x] = hyb_rows(&gu[x], 0, Ie);
+                        l->eu[x] = hyb_rows(&gu[x], Ie, Ie);
+                        rc = m->be->ops->prepare_weight(m->be, &l->eg[x], e) || m->be->ops->prepare_weight(m->be, &l->eu[x], e);
+                    }
                     free(gu);
                     if (rc) return -1;
                     snprintf(n, sizeof n, "layers.%d.mlp.experts.down_proj", i);

@@ -11,8 +11,9 @@
 #include "cuda_test.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_hybrid.h"
+#include "backend/cuda/cuda_backend.h"
 
-static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= 64) */
+static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KILN_CUDA_GEMM_MIN_T_DEFAULT) */
 
 static float *dev_from(backend_t *be, const float *h, size_t n) { return be->ops->upload(be, h, sizeof(float) * n); }
 static void to_host(backend_t *be, float *h, const void *d, size_t n) { be->ops->download(be, h, d, sizeof(float) * n); }
@@ -79,7 +80,8 @@ static void check_matmul(hw_t *h, int T, const char *what) {
         be->ops->matmul(be, dy, dx, T, ws[bi]);
         to_host(be, got, dy, (size_t)T * N);
         double err = ct_rel_err(got, want, (size_t)T * N);
-        int bf16_path = bi == 1 && T >= 64 && h->w.dtype != DT_F32;
+        int bf16_path = bi == 1 && h->w.dtype != DT_F32 &&
+                        (T >= KILN_CUDA_GEMM_MIN_T_DEFAULT || (h->w.dtype == DT_BF16 && T >= KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT));
         double tol = bf16_path ? 1e-2 : 1e-5;
         CHECK(err < tol, "%s %s T=%d %dx%d: rel err %.3g (tol %g)", be->ops->name, what, T, N, K, err, tol);
         if (bi == 0 && T <= 8) /* GEMV: batch invariance */
@@ -327,6 +329,16 @@ static void test_attention(void) {
     attn_case(3, m_p0, m_len, 8, 2, 64, DT_F16, 16, 0, 30.f, 80);
     attn_case(3, m_p0, m_len, 8, 4, 128, DT_BF16, 5, 33, 50.f, 81);
     attn_case(3, d_p0, d_len, 8, 4, 128, DT_F32, 16, 100, 20.f, 82);
+    /* decode kernel (one token per row): window + softcap + odd block sizes, many rows at
+     * mixed contexts (split count from the shape), a split boundary inside a block */
+    int w_p0[5] = {0, 5, 64, 1000, 3001}, w_len[5] = {1, 1, 1, 1, 1};
+    attn_case(5, w_p0, w_len, 8, 2, 256, DT_BF16, 5, 33, 50.f, 85);
+    attn_case(5, w_p0, w_len, 12, 4, 64, DT_F16, 7, 100, 0.f, 86);
+    attn_case(5, w_p0, w_len, 32, 8, 128, DT_F32, 16, 0, 30.f, 87);
+    int many_p0[64], many_len[64];
+    for (int i = 0; i < 64; i++) { many_p0[i] = (i * 97) % 2100; many_len[i] = 1; }
+    attn_case(64, many_p0, many_len, 32, 8, 128, DT_F16, 16, 0, 0.f, 88);
+    attn_case(64, many_p0, many_len, 16, 8, 128, DT_BF16, 16, 0, 0.f, 89);
     int long_p0[2] = {0, 900}, long_len[2] = {700, 3};
     attn_case(2, long_p0, long_len, 16, 8, 128, DT_F16, 16, 0, 0.f, 83);
     attn_case(2, long_p0, long_len, 8, 8, 512, DT_BF16, 16, 0, 0.f, 84);
@@ -368,7 +380,98 @@ static void test_hybrid_elementwise(void) {
     free(y); free(g); free(want); free(got); free(x);
 }
 
+/* Causal conv1d with carried state: rows shorter and longer than the history (K-1), both
+ * activations, two calls in a row (the second reads the state the first left). */
+static void conv_case(int n_rows, const int *len, int C, int K, act_t act, uint64_t seed) {
+    backend_t *be = be32;
+    int32_t rs[8];
+    rs[0] = 0;
+    for (int r = 0; r < n_rows; r++) rs[r + 1] = rs[r] + len[r];
+    int T = rs[n_rows], H = K - 1;
+    size_t sn = (size_t)(H ? H : 1) * C;
+    float *x = rand_vec((size_t)T * C, seed, 2.0f), *w = rand_vec((size_t)C * K, seed + 1, 0.7f);
+    float *hst[8], *dst[8], *want = malloc(sizeof(float) * T * C), *got = malloc(sizeof(float) * T * C), *gs = malloc(sizeof(float) * sn);
+    for (int r = 0; r < n_rows; r++) {
+        hst[r] = rand_vec(sn, seed + 10 + r, 1.5f);
+        dst[r] = dev_from(be, hst[r], sn);
+    }
+    float *dx = dev_from(be, x, (size_t)T * C), *dw = dev_from(be, w, (size_t)C * K), *dy = be->ops->alloc(be, sizeof(float) * T * C);
+    for (int call = 0; call < 2; call++) {
+        ref_conv1d_causal(want, x, n_rows, rs, hst, w, C, K, act);
+        be->ops->conv1d_causal(be, dy, dx, n_rows, rs, dst, dw, C, K, act);
+        to_host(be, got, dy, (size_t)T * C);
+        double err = ct_rel_err(got, want, (size_t)T * C);
+        CHECK(err < 1e-5, "conv1d rows %d C %d K %d act %d call %d: y rel err %.3g", n_rows, C, K, (int)act, call, err);
+        for (int r = 0; r < n_rows && H; r++) {
+            to_host(be, gs, dst[r], (size_t)H * C);
+            CHECK(!memcmp(gs, hst[r], sizeof(float) * H * C), "conv1d rows %d C %d K %d: state of row %d differs after call %d", n_rows, C,
+                  K, r, call);
+        }
+    }
+    for (int r = 0; r < n_rows; r++) { free(hst[r]); be->ops->free(be, dst[r]); }
+    be->ops->free(be, dx); be->ops->free(be, dw); be->ops->free(be, dy);
+    free(x); free(w); free(want); free(got); free(gs);
+}
+
+/* Gated delta rule, token by token, on random q/k/v, gates and starting states: rows of 1
+ * (decode), 3 and 40 tokens, GQA between key and value heads, awkward head dims; output and
+ * the state each row leaves, twice in a row. */
+static void delta_case(int n_rows, const int *len, int nk, int nv, int dk, int dv, uint64_t seed) {
+    backend_t *be = be32;
+    int32_t rs[8];
+    rs[0] = 0;
+    for (int r = 0; r < n_rows; r++) rs[r + 1] = rs[r] + len[r];
+    int T = rs[n_rows], stride = 2 * nk * dk + nv * dv + 3; /* a few spare columns */
+    size_t sn = (size_t)nv * dk * dv, on = (size_t)T * nv * dv;
+    float *qkv = rand_vec((size_t)T * stride, seed, 1.0f), *a = rand_vec((size_t)T * nv, seed + 1, 2.0f), *b = rand_vec((size_t)T * nv, seed + 2, 3.0f);
+    float *A_log = rand_vec(nv, seed + 3, 1.0f), *dt = rand_vec(nv, seed + 4, 1.0f);
+    float *hst[8], *dst[8], *want = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on), *gs = malloc(sizeof(float) * sn);
+    for (int r = 0; r < n_rows; r++) {
+        hst[r] = rand_vec(sn, seed + 10 + r, 0.3f);
+        dst[r] = dev_from(be, hst[r], sn);
+    }
+    float *dq = dev_from(be, qkv, (size_t)T * stride), *da = dev_from(be, a, (size_t)T * nv), *db = dev_from(be, b, (size_t)T * nv);
+    float *dA = dev_from(be, A_log, nv), *ddt = dev_from(be, dt, nv), *dout = be->ops->alloc(be, sizeof(float) * on);
+    delta_args_t h = {.n_rows = n_rows, .row_start = rs, .n_k_heads = nk, .n_v_heads = nv, .dk = dk, .dv = dv, .stride = stride,
+                      .q_off = 1, .k_off = 1 + nk * dk, .v_off = 2 + 2 * nk * dk, .q_scale = 1.0f / sqrtf((float)dk),
+                      .A_log = A_log, .dt_bias = dt, .state = hst};
+    delta_args_t dd = h;
+    dd.A_log = dA; dd.dt_bias = ddt; dd.state = dst;
+    for (int call = 0; call < 2; call++) {
+        ref_gated_delta(want, qkv, a, b, T, &h, 0, nv);
+        be->ops->gated_delta(be, dout, dq, da, db, T, &dd);
+        to_host(be, got, dout, on);
+        double err = ct_rel_err(got, want, on);
+        CHECK(err < 1e-5, "gated_delta rows %d nk %d nv %d dk %d dv %d call %d: out rel err %.3g", n_rows, nk, nv, dk, dv, call, err);
+        for (int r = 0; r < n_rows; r++) {
+            to_host(be, gs, dst[r], sn);
+            double es = ct_rel_err(gs, hst[r], sn);
+            CHECK(es < 1e-5, "gated_delta dk %d dv %d: state of row %d rel err %.3g after call %d", dk, dv, r, es, call);
+        }
+    }
+    for (int r = 0; r < n_rows; r++) { free(hst[r]); be->ops->free(be, dst[r]); }
+    be->ops->free(be, dq); be->ops->free(be, da); be->ops->free(be, db); be->ops->free(be, dA); be->ops->free(be, ddt);
+    be->ops->free(be, dout);
+    free(qkv); free(a); free(b); free(A_log); free(dt); free(want); free(got); free(gs);
+}
+
+static void test_hybrid_recurrent(void) {
+    int l1[4] = {1, 2, 5, 17}, l2[1] = {1}, l3[3] = {40, 1, 3};
+    conv_case(4, l1, 131, 4, ACT_SILU, 71);
+    conv_case(4, l1, 64, 3, ACT_GELU_TANH, 72);
+    conv_case(1, l2, 2048 + 5, 4, ACT_SILU, 73);
+    conv_case(3, l3, 33, 1, ACT_SILU, 74);
+    conv_case(3, l3, 96, 6, ACT_SILU, 75);
+    delta_case(3, l3, 2, 4, 16, 16, 81);   /* the fixtures' shape */
+    delta_case(1, l2, 16, 32, 128, 128, 82); /* Qwen3.5 decode */
+    delta_case(3, l3, 4, 4, 128, 128, 83);
+    delta_case(3, l3, 1, 3, 100, 40, 84);  /* awkward dims */
+    delta_case(4, l1, 2, 2, 256, 24, 85);
+    delta_case(3, l3, 2, 8, 8, 130, 86);
+}
+
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a case crashes */
     err_t e = {0};
     be32 = backend_create("cuda-f32", 0, &e);
     befast = backend_create("cuda", 0, &e);
@@ -380,6 +483,7 @@ int main(void) {
     test_kv_write();
     test_attention();
     test_hybrid_elementwise();
+    test_hybrid_recurrent();
     backend_destroy(be32);
     backend_destroy(befast);
     return ct_done("test_cuda_kernels");

@@ -1,6 +1,10 @@
-/* test_cuda_parity.c — the CUDA backend against transformers on every dense fixture.
+/* test_cuda_parity.c — the CUDA backend against transformers on every fixture.
  *
- * For each checkpoint in tests/fixtures/models (see test_parity_dense.c for the CPU twin):
+ * For each checkpoint in tests/fixtures/models (see test_parity_dense.c and
+ * test_parity_hybrid.c for the CPU twins) — dense llama/qwen3, the Qwen3.5 hybrids (gated
+ * DeltaNet: conv1d + gated delta rule on the device, MoE routing on the host with the expert
+ * matmuls on the device) and Gemma 3/4 (sliding windows shorter than the input, PLE, KV
+ * sharing, MoE):
  *  - "cuda-f32" (f32 activations, every matmul in f32): one forward over input_ids gives
  *    logits within 1e-4 of the reference, relative to max |logit|;
  *  - "cuda" with KILN_CUDA_GEMM_MIN_T=1 (every matmul through cuBLASLt with bf16/f16
@@ -16,7 +20,9 @@
 
 #define DEFAULT_MODEL "kiln-tiny"
 static const char *fixtures[] = {"llama-tiny", "llama-tiny-mlx-q4", "llama-tiny-mlx-q8", "llama-tiny-rope-llama3",
-                                 "qwen3-tiny", "qwen3-tiny-mlx-mixed", DEFAULT_MODEL};
+                                 "qwen3-tiny", "qwen3-tiny-mlx-mixed", DEFAULT_MODEL,
+                                 "qwen3_5-tiny", "qwen3_5-tiny-mlx-q4", "qwen3_5_moe-tiny",
+                                 "gemma3-tiny", "gemma4-tiny-ple", "gemma4-tiny-moe"};
 #define N_FIX (sizeof fixtures / sizeof fixtures[0])
 
 /* Where each model and its references live, and the buffer convention the reference was
@@ -81,6 +87,7 @@ static void check_logits(const char *name, const char *backend, double tol, dtyp
         printf("# %-24s %-8s buffers %-4s logits rel err %.3g (tol %g) vs %s\n", name, backend, dtype_name(buffers), err, tol, npy);
         CHECK(err < tol, "%s on %s: logits rel err %.3g > %g", name, backend, err, tol);
     }
+    model_seq_release(m, &s); /* the recurrent state slot of a hybrid */
     kv_seq_free(&s, &m->kv);
     free(got); free(pos); free(li);
 out:
@@ -127,6 +134,7 @@ static void check_greedy(const char *name, const char *backend, dtype_t kvdt, do
     }
     printf("# %-24s %-8s kv %-4s greedy: %d/%d tokens compared and equal (up to reference margin < %g)\n", name, backend,
            dtype_name(kvdt), compared, ng, min_margin);
+    model_seq_release(m, &s);
     kv_seq_free(&s, &m->kv);
     free(logits); free(toks); free(pos); free(prompt); free(want);
     model_free(m);
@@ -149,6 +157,7 @@ static void check_all_logits(const char *backend, double tol) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a case crashes */
     check_all_logits("cuda-f32", 1e-4);
     for (size_t i = 0; i < N_FIX; i++) {
         check_greedy(fixtures[i], "cuda-f32", DT_F32, 1e-3); /* f32 path: as strict as the CPU's parity test */

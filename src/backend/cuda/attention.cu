@@ -16,7 +16,10 @@
  *    tile's key range is cut into n_splits pieces run by different blocks; a second kernel
  *    merges the partial (max, sum, o) triples. The split count depends on the step's shape,
  *    so on the GPU a token's result can change in the last bits with batch composition
- *    (docs/cuda.md). */
+ *    (docs/cuda.md).
+ *  - Decode steps (one token per row, head_dim 64/128/256) take attn_decode_kernel instead:
+ *    the group's queries and the keys spread over all four warps (KILN_CUDA_ATTN=tiled
+ *    keeps the tiled kernel, for comparison). */
 #include <math.h>
 #include "backend/cuda/cuda_common.cuh"
 
@@ -194,6 +197,200 @@ __global__ void attn_combine_kernel(float *out, const float *part, int n_splits,
     }
 }
 
+/* --- decode: every row one token (T == n_rows) ---
+ * The tiled kernel above gives each block one KV head and lets one warp walk all of the
+ * GQA group's queries over the keys: at batch-1 decode that is one busy warp per block and
+ * ~0.25 TB/s of K/V. Here a block owns (row, KV head, up to DQB query heads of the group,
+ * key split) and its four warps take a quarter of the split's keys each. In a warp, 16
+ * lanes share a key (lane s holds dims s·DPL.. of it: one coalesced 16·DPL-element read of
+ * the K or V row) and two keys go per step; a tile of DTK keys is scored for every query
+ * (a 16-lane shuffle sum), then softmax-rescaled once, then accumulated into V. The warps'
+ * (max, sum, o) are merged in shared memory; with n_splits > 1 the merged partials go to
+ * attn_combine_kernel like the tiled kernel's. K/V are read from the cache once per block,
+ * every query of the group uses them. */
+#define DLPK 16  /* lanes per key            */
+#define DTK 16   /* keys per warp tile (8 for head_dim 256: registers) */
+#define DQB 4    /* query heads per block    */
+#define DWARPS 4
+
+template <int DPL>
+__device__ __forceinline__ void ld_row(float *f, const void *base, size_t off, int dt) {
+    if (dt == DT_F32) {
+        const float4 *p = (const float4 *)((const float *)base + off);
+#pragma unroll
+        for (int i = 0; i < DPL / 4; i++) {
+            const float4 v = __ldg(p + i);
+            f[4 * i] = v.x; f[4 * i + 1] = v.y; f[4 * i + 2] = v.z; f[4 * i + 3] = v.w;
+        }
+    } else {
+        /* DPL 16-bit values: 16-byte pieces (8 bytes when DPL is 4) */
+        constexpr int W = DPL / 2 < 4 ? DPL / 2 : 4, N = DPL / (2 * W);
+        const unsigned short *p = (const unsigned short *)base + off;
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            uint32_t w[4];
+            if (W == 4) {
+                const uint4 v = __ldg((const uint4 *)p + i);
+                w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+            } else {
+                const uint2 v = __ldg((const uint2 *)p + i);
+                w[0] = v.x; w[1] = v.y;
+            }
+#pragma unroll
+            for (int j = 0; j < W; j++) {
+                if (dt == DT_BF16) {
+                    f[2 * W * i + 2 * j] = __uint_as_float(w[j] << 16);
+                    f[2 * W * i + 2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+                } else {
+                    f[2 * W * i + 2 * j] = __half2float(__ushort_as_half((unsigned short)(w[j] & 0xffffu)));
+                    f[2 * W * i + 2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(w[j] >> 16)));
+                }
+            }
+        }
+    }
+}
+
+template <int DPL>
+__global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) {
+    constexpr int HD = DPL * DLPK, TK = DPL <= 8 ? 16 : 8; /* keys per warp tile */
+    __shared__ float sm[DWARPS][DQB][HD + 2];
+    const int ti = blockIdx.x / a.n_splits, split = blockIdx.x % a.n_splits;
+    const int n_qc = (a.group + DQB - 1) / DQB, kvh = blockIdx.y / n_qc, qc = blockIdx.y % n_qc;
+    const int h0 = kvh * a.group + qc * DQB, nqh = min(DQB, a.group - qc * DQB);
+    const attn_tile_t tile = a.tiles[ti];
+    const int t = tile.t0, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % DLPK, kg = lane / DLPK;
+    const int *bt = a.tables + (size_t)tile.row * a.max_blocks;
+    const size_t per_tok = (size_t)a.n_kv_heads * HD;
+
+    float q[DQB][DPL], o[DQB][DPL], m[DQB], l[DQB];
+#pragma unroll
+    for (int qi = 0; qi < DQB; qi++) {
+        m[qi] = -INFINITY;
+        l[qi] = 0.f;
+#pragma unroll
+        for (int i = 0; i < DPL; i++) {
+            o[qi][i] = 0.f;
+            q[qi][i] = qi < nqh ? a.q[((size_t)t * a.n_heads + h0 + qi) * HD + sub * DPL + i] : 0.f;
+        }
+    }
+    const int p = a.pos[t], lo = a.window > 0 ? max(0, p - a.window + 1) : 0, hi = p + 1;
+    const int span = (hi - lo + a.n_splits - 1) / a.n_splits, s_lo = lo + split * span, s_hi = min(hi, s_lo + span);
+    const int wspan = (max(0, s_hi - s_lo) + DWARPS - 1) / DWARPS, w_lo = s_lo + warp * wspan, w_hi = min(s_hi, w_lo + wspan);
+    for (int k0 = w_lo; k0 < w_hi; k0 += TK) {
+        /* K and V rows of the tile are loaded in one go (one memory round trip per tile);
+         * V waits in registers while the scores and the softmax rescale are computed */
+        float s[TK / 2][DQB], vf[TK / 2][DPL], mt[DQB];
+#pragma unroll
+        for (int qi = 0; qi < DQB; qi++) mt[qi] = -INFINITY;
+#pragma unroll
+        for (int st = 0; st < TK / 2; st++) {
+            const int kp = k0 + 2 * st + kg;
+            const bool valid = kp < w_hi;
+            float kf[DPL];
+#pragma unroll
+            for (int i = 0; i < DPL; i++) { kf[i] = 0.f; vf[st][i] = 0.f; }
+            if (valid) {
+                const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + (size_t)kvh * HD + sub * DPL;
+                ld_row<DPL>(kf, a.k, off, a.kv_dtype);
+                ld_row<DPL>(vf[st], a.v, off, a.kv_dtype);
+            }
+#pragma unroll
+            for (int qi = 0; qi < DQB; qi++) {
+                float acc = 0.f;
+#pragma unroll
+                for (int i = 0; i < DPL; i++) acc = fmaf(q[qi][i], kf[i], acc);
+#pragma unroll
+                for (int off = 1; off < DLPK; off <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+                float sc = acc * a.scale;
+                if (a.softcap > 0.f) sc = a.softcap * tanhf(sc / a.softcap);
+                s[st][qi] = valid ? sc : -INFINITY;
+                mt[qi] = fmaxf(mt[qi], s[st][qi]);
+            }
+        }
+#pragma unroll
+        for (int qi = 0; qi < DQB; qi++) {
+            mt[qi] = fmaxf(mt[qi], __shfl_xor_sync(0xffffffffu, mt[qi], DLPK));
+            const float m_new = fmaxf(m[qi], mt[qi]), corr = expf(m[qi] - m_new); /* the tile has a valid key: m_new finite */
+            m[qi] = m_new;
+            l[qi] *= corr;
+#pragma unroll
+            for (int i = 0; i < DPL; i++) o[qi][i] *= corr;
+        }
+#pragma unroll
+        for (int st = 0; st < TK / 2; st++) {
+            if (k0 + 2 * st + kg >= w_hi) continue;
+#pragma unroll
+            for (int qi = 0; qi < DQB; qi++) {
+                const float pj = expf(s[st][qi] - m[qi]);
+                l[qi] += pj;
+#pragma unroll
+                for (int i = 0; i < DPL; i++) o[qi][i] = fmaf(pj, vf[st][i], o[qi][i]);
+            }
+        }
+    }
+    /* the two key lanes of the warp hold partial l and o with the same m: add them */
+#pragma unroll
+    for (int qi = 0; qi < DQB; qi++) {
+        l[qi] += __shfl_xor_sync(0xffffffffu, l[qi], DLPK);
+#pragma unroll
+        for (int i = 0; i < DPL; i++) o[qi][i] += __shfl_xor_sync(0xffffffffu, o[qi][i], DLPK);
+        if (kg == 0) {
+#pragma unroll
+            for (int i = 0; i < DPL; i++) sm[warp][qi][sub * DPL + i] = o[qi][i];
+            if (sub == 0) { sm[warp][qi][HD] = m[qi]; sm[warp][qi][HD + 1] = l[qi]; }
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < nqh * HD; e += blockDim.x) {
+        const int qi = e / HD, dd = e % HD;
+        float M = -INFINITY;
+        for (int w = 0; w < DWARPS; w++) M = fmaxf(M, sm[w][qi][HD]);
+        float L = 0.f, acc = 0.f;
+        if (M != -INFINITY)
+            for (int w = 0; w < DWARPS; w++) {
+                if (sm[w][qi][HD] == -INFINITY) continue;
+                const float f = expf(sm[w][qi][HD] - M);
+                L += sm[w][qi][HD + 1] * f;
+                acc += sm[w][qi][dd] * f;
+            }
+        const size_t qidx = (size_t)t * a.n_heads + h0 + qi;
+        if (a.n_splits == 1) a.out[qidx * HD + dd] = acc / L;
+        else {
+            float *pp = a.part + ((size_t)split * a.T * a.n_heads + qidx) * (HD + 2);
+            pp[dd] = acc;
+            if (dd == 0) { pp[HD] = M; pp[HD + 1] = L; }
+        }
+    }
+}
+
+/* Decode steps with head_dim 64/128/256: true if handled here. */
+static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_tiles, int max_n, int max_len) {
+    const int hd = a.hd;
+    if (a.T != n_rows || n_tiles != n_rows || max_n != 1 || (hd != 64 && hd != 128 && hd != 256)) return false;
+    const int n_qc = (a.group + DQB - 1) / DQB;
+    /* split-K so the GPU is busy (~2 blocks per SM), each warp keeping >= 16 keys */
+    int base = n_rows * a.n_kv_heads * n_qc, want = 2 * c->sm_count;
+    int splits = base >= want ? 1 : (want + base - 1) / base;
+    int max_splits = (max_len + DWARPS * DTK - 1) / (DWARPS * DTK);
+    if (splits > max_splits) splits = max_splits;
+    if (splits > 64) splits = 64;
+    if (splits < 1) splits = 1;
+    a.n_splits = splits;
+    a.part = NULL;
+    if (splits > 1)
+        a.part = (float *)cuda_scratch(c, (void **)&c->part, &c->part_bytes, sizeof(float) * splits * (size_t)a.T * a.n_heads * (hd + 2));
+    dim3 grid(n_rows * splits, a.n_kv_heads * n_qc);
+    if (hd == 64) attn_decode_kernel<4><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+    else if (hd == 128) attn_decode_kernel<8><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+    else attn_decode_kernel<16><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+    cudaLaunchCheck();
+    if (splits > 1) {
+        attn_combine_kernel<<<a.T * a.n_heads, hd < 128 ? hd : 128, 0, c->stream>>>(a.out, a.part, splits, (size_t)a.T * a.n_heads, hd);
+        cudaLaunchCheck();
+    }
+    return true;
+}
+
 template <int DPL>
 static void launch(cuda_impl_t *c, const attn_dev_t &a, dim3 grid, int threads) {
     size_t smem = sizeof(float) * ((size_t)KT * (a.hd + 1) + (size_t)KT * a.hd + (size_t)QMAX * a.hd);
@@ -262,6 +459,7 @@ void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn
     a.T = T; a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.hd = hd; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
     a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
     a.vec = (hd * (int)dtype_size(kv->dtype)) % 16 == 0;
+    if (!c->attn_tiled && attention_decode(c, a, aa->n_rows, n_tiles, max_n, max_len)) return;
     /* split-K when the tiles alone leave SMs idle; keep >= 64 keys per split */
     int base = n_tiles * aa->n_kv_heads * n_chunks, want = 2 * c->sm_count;
     int splits = base >= want ? 1 : (want + base - 1) / base;

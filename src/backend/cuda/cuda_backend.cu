@@ -50,7 +50,7 @@ void cuda_capture_flush(cuda_impl_t *c) {
     if (nodes) {
         int slot = -1;
         for (int i = 0; i < c->n_gx; i++)
-            if (c->gx[i].T == c->cap_T && c->gx[i].nodes == nodes) slot = i;
+            if (c->gx[i].T == c->cap_T && c->gx[i].seg == c->seg && c->gx[i].nodes == nodes) slot = i;
         if (slot >= 0) {
             cudaGraphExecUpdateResultInfo info;
             if (cudaGraphExecUpdate(c->gx[slot].exec, g, &info) != cudaSuccess) {
@@ -60,13 +60,15 @@ void cuda_capture_flush(cuda_impl_t *c) {
                 c->graph_instantiations++;
             }
         } else {
-            if (c->n_gx < 8) slot = c->n_gx++;
+            const int cap = (int)(sizeof c->gx / sizeof c->gx[0]);
+            if (c->n_gx < cap) slot = c->n_gx++;
             else {
                 slot = c->next_gx;
-                c->next_gx = (c->next_gx + 1) % 8;
+                c->next_gx = (c->next_gx + 1) % cap;
                 cudaCheck(cudaGraphExecDestroy(c->gx[slot].exec));
             }
             c->gx[slot].T = c->cap_T;
+            c->gx[slot].seg = c->seg;
             c->gx[slot].nodes = nodes;
             cudaCheck(cudaGraphInstantiate(&c->gx[slot].exec, g, 0));
             c->graph_instantiations++;
@@ -82,16 +84,32 @@ void cuda_sync(cuda_impl_t *c) {
     cudaCheck(cudaStreamSynchronize(c->stream));
 }
 
-/* A step of T tokens starts: capture it when it is small (decode; no cuBLASLt inside). */
+/* A step of T tokens starts: capture it when it is small (decode, up to 64 rows; cuBLASLt
+ * calls are captured too unless KILN_CUDA_GRAPH_GEMM=0). */
 static void cu_step_begin(backend_t *be, int n_tokens, int n_rows) {
     cuda_impl_t *c = cuda_impl(be);
     (void)n_rows;
     c->step_T = n_tokens;
     cuda_capture_flush(c);
-    if (!c->graphs || n_tokens <= 0 || n_tokens > 64 || n_tokens >= c->gemm_min_t) return;
+    c->cap_T = 0;
+    if (!c->graphs || n_tokens <= 0 || n_tokens > 64 || (n_tokens >= c->gemm_min_t_bf16 && !c->graph_gemm)) return;
     cudaCheck(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
     c->capturing = 1;
     c->cap_T = n_tokens;
+    c->seg = 0;
+    c->seg_ops = 0;
+}
+
+/* Segment boundary: what was captured runs now (asynchronously) while the host records the
+ * rest. Trade-off: one graph launch and one exec update per segment instead of per step,
+ * against a GPU that otherwise idles until the whole step is recorded. */
+void cuda_capture_tick(cuda_impl_t *c) {
+    if (!c->capturing || c->seg_len <= 0 || ++c->seg_ops < c->seg_len) return;
+    cuda_capture_flush(c);
+    cudaCheck(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
+    c->capturing = 1;
+    c->seg++;
+    c->seg_ops = 0;
 }
 
 /* The step's ops are all issued: whatever is still captured runs now. */
@@ -195,18 +213,46 @@ static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
     }
     dweight_t *d = (dweight_t *)calloc(1, sizeof *d);
     d->rows = w->rows; d->cols = w->cols; d->dtype = w->dtype; d->bits = w->bits; d->group = w->group; d->sb_dtype = w->sb_dtype;
-    if (weight_is_quantized(w)) {
-        size_t codes = (size_t)w->rows * w->cols / 32 * w->bits * 4;
-        size_t sb = (size_t)w->rows * (w->cols / w->group) * dtype_size(w->sb_dtype);
+    const int q = weight_is_quantized(w);
+    d->data_bytes = q ? (size_t)w->rows * w->cols / 32 * w->bits * 4 : (size_t)w->rows * w->cols * dtype_size(w->dtype);
+    d->sb_bytes = q ? (size_t)w->rows * (w->cols / w->group) * dtype_size(w->sb_dtype) : 0;
+    d->h_data = w->data;
+    d->h_scales = w->scales;
+    d->h_biases = w->biases;
+    /* rows of a weight already on the device (searched newest first: the parent was just
+     * prepared): a view into its copy, no second upload */
+    for (int i = c->n_weights - 1; i >= 0 && i >= c->n_weights - 4096; i--) {
+        const dweight_t *p = c->weights[i];
+        const char *hd = (const char *)w->data, *pd = (const char *)p->h_data;
+        if (p->alias || p->dtype != d->dtype || p->cols != d->cols || p->bits != d->bits || p->group != d->group || p->sb_dtype != d->sb_dtype)
+            continue;
+        if (hd < pd || hd + d->data_bytes > pd + p->data_bytes) continue;
+        const size_t off = (size_t)(hd - pd);
+        if (q) {
+            const char *hs = (const char *)w->scales, *ps = (const char *)p->h_scales;
+            const size_t soff = (size_t)(hs - ps);
+            if (hs < ps || hs + d->sb_bytes > ps + p->sb_bytes || (const char *)w->biases - (const char *)p->h_biases != (ptrdiff_t)soff) continue;
+            if (off / (d->data_bytes / d->rows) * (d->sb_bytes / d->rows) != soff) continue; /* same rows of codes and scales */
+            d->scales = (const char *)p->scales + soff;
+            d->biases = (const char *)p->biases + soff;
+        }
+        d->data = (const char *)p->data + off;
+        d->alias = 1;
+        w->device = d;
+        goto keep;
+    }
+    if (q) {
+        size_t codes = d->data_bytes, sb = d->sb_bytes;
         if (!(d->data = dev_copy(w->data, codes, e, "quantized codes")) || !(d->scales = dev_copy(w->scales, sb, e, "scales")) ||
             !(d->biases = dev_copy(w->biases, sb, e, "biases"))) {
             cudaFree((void *)d->data); cudaFree((void *)d->scales); free(d);
             return -1;
         }
-    } else if (!(d->data = dev_copy(w->data, (size_t)w->rows * w->cols * dtype_size(w->dtype), e, "a dense weight"))) {
+    } else if (!(d->data = dev_copy(w->data, d->data_bytes, e, "a dense weight"))) {
         free(d);
         return -1;
     }
+keep:
     if (c->n_weights == c->cap_weights) {
         c->cap_weights = c->cap_weights ? 2 * c->cap_weights : 64;
         c->weights = (dweight_t **)realloc(c->weights, sizeof(dweight_t *) * c->cap_weights);
@@ -245,9 +291,11 @@ static const backend_ops_t cuda_ops = {
 
 /* --- KILN_CUDA_PROFILE=1: GPU time per op kind in batch-1 decode steps (events around every op, synchronizing;
  * graphs off), printed at destroy. For finding where a step's time goes, not for speed. --- */
-enum { P_MATMUL, P_RMS, P_ROPE, P_GLU, P_ADD, P_BIAS, P_GATHER, P_EMBED, P_KVW, P_ATTN, P_N };
-static const char *prof_names[P_N] = {"matmul", "rms_norm", "rope", "glu", "add", "add_bias", "gather_rows", "embed", "kv_write", "attention"};
+enum { P_MATMUL, P_RMS, P_ROPE, P_GLU, P_ADD, P_BIAS, P_GATHER, P_EMBED, P_KVW, P_ATTN, P_CONV, P_DELTA, P_SIGMUL, P_N };
+static const char *prof_names[P_N] = {"matmul", "rms_norm", "rope", "glu", "add", "add_bias", "gather_rows", "embed", "kv_write", "attention",
+                                      "conv1d", "gated_delta", "sigmoid_mul"};
 static double prof_ms[P_N];
+static int prof_T = 1;
 static long prof_n[P_N];
 static cudaEvent_t prof_e0, prof_e1;
 static void prof_begin(backend_t *be) {
@@ -259,7 +307,7 @@ static void prof_end(backend_t *be, int i) {
     cudaCheck(cudaEventRecord(prof_e1, cuda_impl(be)->stream));
     cudaCheck(cudaEventSynchronize(prof_e1));
     cudaCheck(cudaEventElapsedTime(&ms, prof_e0, prof_e1));
-    if (cuda_impl(be)->step_T != 1) return; /* decode steps only */
+    if (cuda_impl(be)->step_T != prof_T) return; /* steps of KILN_CUDA_PROFILE tokens only (1: batch-1 decode) */
     prof_ms[i] += ms;
     prof_n[i]++;
 }
@@ -274,6 +322,13 @@ static void p_gather(backend_t *be, float *y, const float *x, const int32_t *idx
 static void p_embed(backend_t *be, float *y, const int32_t *ids, int T, const weight_t *w, float s) { PROF(P_EMBED, cuda_embed(be, y, ids, T, w, s)); }
 static void p_kvw(backend_t *be, const kv_view_t *kv, const float *k, const float *v, const int32_t *sl, int T) { PROF(P_KVW, cuda_kv_write(be, kv, k, v, sl, T)); }
 static void p_attn(backend_t *be, float *out, const float *q, int T, const attn_args_t *a) { PROF(P_ATTN, cuda_attention(be, out, q, T, a)); }
+static void p_conv(backend_t *be, float *y, const float *x, int nr, const int32_t *rs, float *const *st, const float *w, int C, int K, act_t act) {
+    PROF(P_CONV, cuda_conv1d_causal(be, y, x, nr, rs, st, w, C, K, act));
+}
+static void p_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *d) {
+    PROF(P_DELTA, cuda_gated_delta(be, out, qkv, a, b, T, d));
+}
+static void p_sigmul(backend_t *be, float *y, const float *g, int T, int n, int gw) { PROF(P_SIGMUL, cuda_sigmoid_mul(be, y, g, T, n, gw)); }
 static backend_ops_t cuda_prof_ops;
 
 extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t *e) {
@@ -295,10 +350,12 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     const char *penv = getenv("KILN_CUDA_PROFILE");
     const int profile = penv && strcmp(penv, "0");
     if (profile) {
+        prof_T = atoi(penv) > 0 ? atoi(penv) : 1;
         cuda_prof_ops = cuda_ops;
         cuda_prof_ops.matmul = p_matmul; cuda_prof_ops.rms_norm = p_rms; cuda_prof_ops.rope = p_rope; cuda_prof_ops.glu = p_glu;
         cuda_prof_ops.add = p_add; cuda_prof_ops.add_bias = p_bias; cuda_prof_ops.gather_rows = p_gather; cuda_prof_ops.embed = p_embed;
         cuda_prof_ops.kv_write = p_kvw; cuda_prof_ops.attention = p_attn;
+        cuda_prof_ops.conv1d_causal = p_conv; cuda_prof_ops.gated_delta = p_delta; cuda_prof_ops.sigmoid_mul = p_sigmul;
         be->ops = &cuda_prof_ops;
     }
     be->impl = c;
@@ -316,11 +373,20 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->ring_cap = 4u << 20;
     cudaCheck(cudaMallocHost((void **)&c->pin, c->ring_cap));
     cudaCheck(cudaMalloc((void **)&c->dring, c->ring_cap));
-    c->gemm_min_t = f32 ? 0x7fffffff : 64;
+    c->gemm_min_t = f32 ? 0x7fffffff : KILN_CUDA_GEMM_MIN_T_DEFAULT;
     const char *genv = getenv("KILN_CUDA_GRAPH");
     c->graphs = !(genv && !strcmp(genv, "0")) && !profile;
+    const char *ggenv = getenv("KILN_CUDA_GRAPH_GEMM");
+    c->graph_gemm = !(ggenv && !strcmp(ggenv, "0"));
+    const char *senv = getenv("KILN_CUDA_GRAPH_SEG");
+    c->seg_len = senv ? atoi(senv) : 16;
+    const char *aenv = getenv("KILN_CUDA_ATTN");
+    c->attn_tiled = aenv && !strcmp(aenv, "tiled");
     const char *env = getenv("KILN_CUDA_GEMM_MIN_T");
     if (env && !f32) c->gemm_min_t = atoi(env) > 0 ? atoi(env) : 0x7fffffff;
+    const char *benv = getenv("KILN_CUDA_GEMM_MIN_T_BF16");
+    c->gemm_min_t_bf16 = f32 ? 0x7fffffff : benv ? (atoi(benv) > 0 ? atoi(benv) : 0x7fffffff) : KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT;
+    if (c->gemm_min_t_bf16 > c->gemm_min_t) c->gemm_min_t_bf16 = c->gemm_min_t;
     return be;
 }
 
@@ -329,6 +395,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     cuda_impl_t *c = cuda_impl(be);
     cuda_sync(c);
     for (int i = 0; i < c->n_weights; i++) {
+        if (c->weights[i]->alias) { free(c->weights[i]); continue; }
         cudaFree((void *)c->weights[i]->data);
         cudaFree((void *)c->weights[i]->scales);
         cudaFree((void *)c->weights[i]->biases);

@@ -1,13 +1,23 @@
 /* cuda_backend.h — the CUDA backend's entry points, called by backend.c when kiln is built
  * with KILN_CUDA (plain C; the implementation is in cuda_backend.cu).
  *
- * Names: "cuda" (f32 activations; matmuls with T >= KILN_CUDA_GEMM_MIN_T, default 64,
+ * Names: "cuda" (f32 activations; matmuls with T >= KILN_CUDA_GEMM_MIN_T, default
+ * KILN_CUDA_GEMM_MIN_T_DEFAULT,
  * run on tensor cores through cuBLASLt with bf16/f16 activations) and "cuda-f32" (every
  * matmul in f32 on CUDA cores: the path that matches the CPU reference to 1e-4). */
 #ifndef KILN_CUDA_BACKEND_H
 #define KILN_CUDA_BACKEND_H
 
 #include "backend/backend.h"
+
+/* Steps of this many tokens and more run their matmuls on tensor cores (cuBLASLt); fewer go
+ * through the f32 GEMV (T <= 8). Measured on the H200 (bench/cuda/RESULTS.md): the f32 tiled
+ * kernel that used to take 9 <= T < 64 made a 32-row decode step of llama-3-8b 8x slower
+ * than cuBLASLt. */
+#define KILN_CUDA_GEMM_MIN_T_DEFAULT 9
+/* bf16 weights need no dequantization for cuBLASLt: from this many tokens they go there
+ * (KILN_CUDA_GEMM_MIN_T_BF16); the GEMV's cost grows with T (x re-read per row). */
+#define KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT 3
 
 #ifdef __cplusplus
 extern "C" {

@@ -34,6 +34,11 @@ typedef struct dweight {
     const void *biases;
     int rows, cols;
     int dtype, bits, group, sb_dtype; /* dtype_t values */
+    /* where the host copy was, for views: a weight whose host bytes lie inside an uploaded
+     * one (hyb_rows: a fused expert's gate/up rows) points into its device copy */
+    const void *h_data, *h_scales, *h_biases;
+    size_t data_bytes, sb_bytes;
+    int alias;              /* a view: not freed at destroy */
 } dweight_t;
 
 /* The backend's state. One stream carries every op, so ops are ordered without events. */
@@ -56,17 +61,24 @@ typedef struct cuda_impl {
     /* every weight this backend uploaded, freed at destroy (models may alias weights) */
     dweight_t **weights; int n_weights, cap_weights;
     int gemm_min_t;         /* T at/above which matmul goes through cuBLASLt (bf16 activations) */
+    int gemm_min_t_bf16;    /* the same for bf16 weights (earlier: no dequantization needed) */
     /* CUDA graphs (step_begin/step_end): a step's ops are captured from the stream and
      * replayed as one graph at its first synchronizing call (download); the executable graph
      * is kept per (T, node count) and updated in place with the next step's parameters */
     int graphs;             /* KILN_CUDA_GRAPH=0 turns capture off */
+    int graph_gemm;         /* capture steps that use cuBLASLt too (KILN_CUDA_GRAPH_GEMM=0: no) */
     int capturing, cap_T;
     int step_T;             /* tokens of the step in progress (step_begin)              */
-    struct { cudaGraphExec_t exec; int T; size_t nodes; } gx[8];
+    /* segments: every seg_len matmuls the capture so far is launched and a new one starts,
+     * so the GPU runs the first layers while the host records the next (KILN_CUDA_GRAPH_SEG,
+     * 0 = the whole step as one graph) */
+    int seg, seg_ops, seg_len;
+    struct { cudaGraphExec_t exec; int T, seg; size_t nodes; } gx[64];
     int n_gx, next_gx;
     long graph_launches, graph_instantiations;
     int sm_count;
     size_t smem_optin;
+    int attn_tiled;         /* KILN_CUDA_ATTN=tiled: decode steps use the tiled attention kernel too */
 } cuda_impl_t;
 
 static inline cuda_impl_t *cuda_impl(backend_t *be) { return (cuda_impl_t *)be->impl; }
@@ -84,6 +96,9 @@ void *cuda_host_buf(cuda_impl_t *c, int which, size_t need);
 void cuda_sync(cuda_impl_t *c);
 /* Ends a capture in progress (if any) and launches it, without waiting. */
 void cuda_capture_flush(cuda_impl_t *c);
+/* Called once per matmul: after seg_len of them, launches the captured segment and starts
+ * capturing the next. */
+void cuda_capture_tick(cuda_impl_t *c);
 /* Grows a device scratch buffer (contents are not kept). */
 void *cuda_scratch(cuda_impl_t *c, void **buf, size_t *have, size_t need);
 

@@ -1,8 +1,10 @@
 /* hybrid.cu — ops the hybrid and MoE families (qwen3_5, gemma3/4) appended to backend.h.
  *
- * References: ref_sigmoid_mul, ref_scale, ref_add_rows_scaled (backend/cpu). The three
- * element-wise ones are here; the causal conv1d and the gated delta rule are not ported yet:
- * they stop with a message naming the op rather than crash (docs/cuda.md, "missing"). */
+ * References (backend/cpu): ref_sigmoid_mul, ref_scale, ref_add_rows_scaled (gate.c,
+ * moe.c), ref_conv1d_causal (conv1d.c) and ref_gated_delta (deltanet_ref.c). The
+ * element-wise ones first, then the causal depthwise conv1d with carried state and the
+ * gated delta rule (gated DeltaNet), both taking their per-row state pointers from the
+ * host like the block tables of attention. */
 #include "backend/cuda/cuda_common.cuh"
 
 __global__ void sigmoid_mul_kernel(float *y, const float *g, size_t total, int n, int gw) {
@@ -50,13 +52,215 @@ void cuda_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t
     cudaLaunchCheck();
 }
 
-void cuda_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
-                        const float *w, int C, int K, act_t act) {
-    fprintf(stderr, "kiln cuda: conv1d_causal (qwen3_5 linear attention) is not implemented on the CUDA backend yet; use --backend cpu\n");
-    abort();
+/* --- causal depthwise conv1d with carried state (ref_conv1d_causal, conv1d.c) ---
+ * One thread per (token, channel): y[t, c] reads the K-1 inputs before t in its row, from x
+ * where they are in the step and from the row's state before that, so every token runs in
+ * parallel (the CPU walks them in order; the sum over k is in the same order, k ascending).
+ * The state update is a second kernel: it must not run while the first still reads state. */
+__device__ __forceinline__ float act_dev(float v, int act) {
+    if (act == ACT_SILU) return v / (1.0f + expf(-v));
+    return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
 }
 
-void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *d) {
-    fprintf(stderr, "kiln cuda: gated_delta (qwen3_5 linear attention) is not implemented on the CUDA backend yet; use --backend cpu\n");
-    abort();
+__device__ __forceinline__ int row_of(const int32_t *row_start, int n_rows, int t) {
+    int lo = 0, hi = n_rows - 1; /* the last r with row_start[r] <= t */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (row_start[mid] <= t) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+__global__ void conv1d_kernel(float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
+                              const float *w, int C, int K, int T, int act) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int H = K - 1;
+    for (int t = blockIdx.y; t < T; t += gridDim.y) {
+        const int r = row_of(row_start, n_rows, t), i = t - row_start[r];
+        const float *st = state[r], *wc = w + (size_t)c * K;
+        float acc = 0.f;
+        for (int k = 0; k < H; k++) {
+            const int j = i - H + k;
+            const float u = j >= 0 ? x[(size_t)(t - i + j) * C + c] : st[(size_t)(H + j) * C + c];
+            acc += wc[k] * u;
+        }
+        acc += wc[H] * x[(size_t)t * C + c];
+        y[(size_t)t * C + c] = act_dev(acc, act);
+    }
+}
+
+/* New state of each row: the last K-1 inputs of [state ++ row]; ascending p reads st[p + n]
+ * before anything overwrites it. */
+__global__ void conv1d_state_kernel(const float *x, int n_rows, const int32_t *row_start, float *const *state, int C, int K) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+    if (c >= C || r >= n_rows) return;
+    const int H = K - 1, t0 = row_start[r], n = row_start[r + 1] - t0;
+    float *st = state[r];
+    for (int p = 0; p < H; p++) {
+        const int j = p - (H - n); /* index into the row's tokens; < 0: older state */
+        st[(size_t)p * C + c] = j >= 0 ? x[(size_t)(t0 + j) * C + c] : st[(size_t)(p + n) * C + c];
+    }
+}
+
+/* row_start [n_rows+1] and the row pointers [n_rows] in one host buffer, one copy */
+static const char *rows_to_dev(cuda_impl_t *c, int n_rows, const int32_t *row_start, float *const *ptrs, size_t *ptr_off) {
+    size_t rb = (sizeof(int32_t) * (size_t)(n_rows + 1) + 15) & ~(size_t)15, pb = sizeof(float *) * (size_t)n_rows;
+    char *hb = (char *)cuda_host_buf(c, 1, rb + pb);
+    memset(hb, 0, rb);
+    memcpy(hb, row_start, sizeof(int32_t) * (n_rows + 1));
+    memcpy(hb + rb, ptrs, pb);
+    *ptr_off = rb;
+    return (const char *)cuda_host_to_dev(c, hb, rb + pb);
+}
+
+void cuda_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
+                        const float *w, int C, int K, act_t act) {
+    if (n_rows <= 0 || C <= 0 || K <= 0) return;
+    const int T = row_start[n_rows];
+    if (T <= 0) return;
+    cuda_impl_t *c = cuda_impl(be);
+    size_t po;
+    const char *d = rows_to_dev(c, n_rows, row_start, state, &po);
+    const int32_t *drs = (const int32_t *)d;
+    float *const *dst = (float *const *)(d + po);
+    dim3 grid(cdiv(C, 128), T < 65535 ? T : 65535);
+    conv1d_kernel<<<grid, 128, 0, c->stream>>>(y, x, n_rows, drs, dst, w, C, K, T, (int)act);
+    cudaLaunchCheck();
+    if (K > 1) {
+        conv1d_state_kernel<<<dim3(cdiv(C, 128), n_rows), 128, 0, c->stream>>>(x, n_rows, drs, dst, C, K);
+        cudaLaunchCheck();
+    }
+}
+
+/* --- the gated delta rule, token by token (ref_gated_delta_tokens, deltanet_ref.c) ---
+ * A block owns DCOLS columns j of one value head's state S [dk][dv] for one row, held in
+ * registers for the whole row: 8 lanes per column, lane s keeping rows i = s, s+8, ...
+ * (NI = ceil(dk/8) of them). Per token the block L2-normalizes q and k into shared memory,
+ * then each column does decay, Sᵀk (8-lane shuffle sum), δ, the rank-1 update and Sᵀq.
+ * The state is read once and written once per row and step, so decode costs one pass over
+ * S and a prefill row never goes back to memory between tokens.
+ * Trade-offs: the tokens of a row run one after another (a chunk-parallel form, like the
+ * CPU's WY transform on tensor cores, is the faster prefill: not done, d->chunk is ignored);
+ * sums over i run as 8 interleaved partials, not the CPU's single ascending chain, so
+ * results agree to float rounding (~1e-6), not bitwise. A token's result never depends on
+ * other rows. */
+#define DLPC 8    /* lanes per column  */
+#define DCOLS 16  /* columns per block */
+
+typedef struct delta_dev {
+    float *out;
+    const float *qkv, *a, *b, *A_log, *dt_bias;
+    const int32_t *row_start;
+    float *const *state;
+    int nk, nv, dk, dv, stride, q_off, k_off, v_off;
+    float q_scale;
+} delta_dev_t;
+
+/* Sum of v over the block; the __syncthreads inside also publishes what was written before. */
+__device__ __forceinline__ float block_sum(float v, float *red, int nwarps) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.f;
+    for (int i = 0; i < nwarps; i++) s += red[i];
+    return s;
+}
+
+template <int NI>
+__global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d) {
+    __shared__ float qs[DLPC * NI], ks[DLPC * NI], red[2][DLPC * DCOLS / 32], gb[2];
+    const int h = blockIdx.y, r = blockIdx.z, kh = h / (d.nv / d.nk);
+    const int sub = threadIdx.x % DLPC, j = blockIdx.x * DCOLS + threadIdx.x / DLPC;
+    const int nwarps = blockDim.x / 32, dk = d.dk, dv = d.dv;
+    const bool col = j < dv;
+    float *S = d.state[r] + (size_t)h * dk * dv;
+    float s[NI];
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int i = sub + DLPC * m;
+        s[m] = col && i < dk ? S[(size_t)i * dv + j] : 0.f;
+    }
+    const int t0 = d.row_start[r], t1 = d.row_start[r + 1];
+    for (int t = t0; t < t1; t++) {
+        const float *row = d.qkv + (size_t)t * d.stride;
+        float sq = 0.f, sk = 0.f;
+        for (int i = threadIdx.x; i < dk; i += blockDim.x) {
+            const float qv = row[d.q_off + (size_t)kh * dk + i], kv = row[d.k_off + (size_t)kh * dk + i];
+            qs[i] = qv; ks[i] = kv;
+            sq += qv * qv; sk += kv * kv;
+        }
+        if (threadIdx.x == 0) {
+            const float x = d.a[(size_t)t * d.nv + h] + d.dt_bias[h];
+            const float g = -expf(d.A_log[h]) * (x > 20.f ? x : log1pf(expf(x)));
+            gb[0] = expf(g);
+            gb[1] = 1.0f / (1.0f + expf(-d.b[(size_t)t * d.nv + h]));
+        }
+        sq = block_sum(sq, red[0], nwarps); /* the sync inside also publishes qs, ks, gb */
+        for (int off = 16; off > 0; off >>= 1) sk += __shfl_xor_sync(0xffffffffu, sk, off);
+        if ((threadIdx.x & 31) == 0) red[1][threadIdx.x >> 5] = sk;
+        __syncthreads();
+        sk = 0.f;
+        for (int i = 0; i < nwarps; i++) sk += red[1][i];
+        const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+        const float decay = gb[0], beta = gb[1];
+        float kq[NI], qq[NI];
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            const int i = sub + DLPC * m;
+            kq[m] = i < dk ? ks[i] * ik : 0.f;
+            qq[m] = i < dk ? qs[i] * iq * d.q_scale : 0.f;
+        }
+        float kv = 0.f;
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            s[m] *= decay;
+            kv += s[m] * kq[m];
+        }
+#pragma unroll
+        for (int off = 1; off < DLPC; off <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, off);
+        const float vj = col ? row[d.v_off + (size_t)h * dv + j] : 0.f;
+        const float delta = (vj - kv) * beta;
+        float o = 0.f;
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            s[m] += kq[m] * delta;
+            o += s[m] * qq[m];
+        }
+#pragma unroll
+        for (int off = 1; off < DLPC; off <<= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
+        if (col && sub == 0) d.out[((size_t)t * d.nv + h) * dv + j] = o;
+        __syncthreads(); /* everyone has read qs, ks, gb before the next token writes them */
+    }
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int i = sub + DLPC * m;
+        if (col && i < dk) S[(size_t)i * dv + j] = s[m];
+    }
+}
+
+void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *da) {
+    if (T <= 0 || da->n_rows <= 0) return;
+    if (da->dk > DLPC * 32 || da->n_k_heads <= 0 || da->n_v_heads % da->n_k_heads) {
+        fprintf(stderr, "kiln cuda: gated_delta with key head dim %d (max %d) and %d/%d heads is not supported\n", da->dk, DLPC * 32,
+                da->n_v_heads, da->n_k_heads);
+        abort();
+    }
+    cuda_impl_t *c = cuda_impl(be);
+    size_t po;
+    const char *dr = rows_to_dev(c, da->n_rows, da->row_start, da->state, &po);
+    delta_dev_t d;
+    d.out = out; d.qkv = qkv; d.a = a; d.b = b; d.A_log = da->A_log; d.dt_bias = da->dt_bias;
+    d.row_start = (const int32_t *)dr; d.state = (float *const *)(dr + po);
+    d.nk = da->n_k_heads; d.nv = da->n_v_heads; d.dk = da->dk; d.dv = da->dv;
+    d.stride = da->stride; d.q_off = da->q_off; d.k_off = da->k_off; d.v_off = da->v_off; d.q_scale = da->q_scale;
+    dim3 grid(cdiv(da->dv, DCOLS), da->n_v_heads, da->n_rows);
+    const int ni = cdiv(da->dk, DLPC);
+    if (ni <= 2) gated_delta_kernel<2><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    else if (ni <= 4) gated_delta_kernel<4><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    else if (ni <= 8) gated_delta_kernel<8><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    else if (ni <= 16) gated_delta_kernel<16><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    else gated_delta_kernel<32><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    cudaLaunchCheck();
 }

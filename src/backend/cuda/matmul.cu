@@ -3,8 +3,12 @@
  *   T ≤ 8, aligned          → matmul_gemv.cu (bandwidth-bound decode, f32 activations)
  *   T < gemm_min_t          → tiled_kernel here: 64×64 output tiles on CUDA cores, weights
  *                             (any dtype, MLX codes included) dequantized tile by tile into
- *                             shared memory, f32 activations and f32 accumulation
- *   T ≥ gemm_min_t (64)     → cuBLASLt on tensor cores, f32 accumulation and output:
+ *                             shared memory, f32 activations and f32 accumulation (with the
+ *                             default threshold 9 only "cuda-f32" gets here: it is ~8x slower
+ *                             than cuBLASLt for a 32-row decode step)
+ *   T ≥ gemm_min_t (9), and → cuBLASLt on tensor cores, f32 accumulation and output:
+ *   bf16 weights from T ≥ gemm_min_t_bf16 (3: the GEMV re-reads x per row and was 2.4x
+ *   slower at T = 8 than cuBLASLt at T = 32, bench/cuda/RESULTS.md)
  *                             bf16 weights: x rounded to bf16 (the "bf16 activation path");
  *                             MLX codes and f16: the weight is first dequantized to f32 in a
  *                             scratch buffer and multiplied in TF32 (at prefill sizes the
@@ -128,7 +132,8 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     if (T <= 0) return;
     cuda_impl_t *c = cuda_impl(be);
     const dweight_t *w = (const dweight_t *)wt->device;
-    if (T < c->gemm_min_t) {
+    cuda_capture_tick(c); /* a captured step is launched in segments of matmuls */
+    if (T < c->gemm_min_t && !(w->dtype == DT_BF16 && T >= c->gemm_min_t_bf16)) {
         if (cuda_gemv(c, y, x, T, w) == 0) return;
         dim3 grid(cdiv(w->rows, TB_N), cdiv(T, TB_M));
         tiled_kernel<<<grid, 256, 0, c->stream>>>(y, x, T, *w);
