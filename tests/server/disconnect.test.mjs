@@ -84,3 +84,21 @@ test('the stream that held the row came out whole', async () => {
   assert.equal(usage.completion_tokens, LONG);
   assert.equal((await metrics(srv.url)).get('kiln_queue_depth'), 0);
 });
+
+test('a running non-streamed request is cancelled as soon as its client hangs up', async () => {
+  const [d0, e0] = cancelled(await metrics(srv.url));
+  const g0 = (await metrics(srv.url)).get('kiln_engine_generated_tokens_total');
+  const ctl = new AbortController();
+  const req = fetch(srv.url + '/v1/completions', {
+    method: 'POST', signal: ctl.signal, headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'kiln-tiny', prompt: 'A long answer nobody reads', max_tokens: LONG, ignore_eos: true }),
+  }).catch((e) => e);
+  await until('running', (m) => m.get('kiln_engine_generated_tokens_total') > g0 + 5);
+  ctl.abort();
+  assert.equal((await req).name, 'AbortError');
+  const m = await until('cancelled', (x) => cancelled(x)[0] === d0 + 1 && cancelled(x)[1] === e0 + 1 && x.get('kiln_running_rows') === 0);
+  const gen = m.get('kiln_engine_generated_tokens_total') - g0;
+  assert.ok(gen < LONG, `stopped early (${gen} of ${LONG} tokens)`);
+  await sleep(200);
+  assert.equal((await metrics(srv.url)).get('kiln_engine_generated_tokens_total'), m.get('kiln_engine_generated_tokens_total'), 'and stays stopped');
+});

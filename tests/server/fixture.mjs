@@ -15,6 +15,11 @@
 // <tool_call> JSON, tool results as <tool_response>, <think></think> when enable_thinking
 // is false, <think> opened in the prompt when open_think is set, raise_exception on
 // raise_error). Written into a directory at test time; nothing binary is committed.
+//
+// With { reasoning: 'gemma4' } the model thinks in Gemma 4's thought channel instead:
+// <|channel> and <channel|> are special tokens (as in Gemma 4's vocabulary), "thought\n" is
+// one more (ordinary) step after <|channel>, and the template writes the channel where the
+// Qwen template writes <think>.
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -72,22 +77,33 @@ function safetensors(tensors) {
   return Buffer.concat([len, h, ...tensors.map(([, , d]) => Buffer.from(d.buffer, d.byteOffset, d.byteLength))]);
 }
 
-export function writeFixture(dir, baseModelDir) {
+const { think: _t, endThink: _e, ...REST } = PIECES;
+export const GEMMA4_PIECES = { think: '<|channel>', thought: 'thought\n', reason: PIECES.reason, endThink: '<channel|>', ...REST };
+
+export function writeFixture(dir, baseModelDir, { reasoning = 'think' } = {}) {
+  const gemma = reasoning === 'gemma4';
+  const pieces = gemma ? GEMMA4_PIECES : PIECES;
+  let template = TEMPLATE;
+  if (gemma) {
+    template = template.replaceAll('<think>{{ m.reasoning_content }}</think>', '<|channel>thought\n{{ m.reasoning_content }}<channel|>')
+      .replaceAll('<think></think>', '<|channel>thought\n<channel|>').replaceAll('open_think %}<think>', 'open_think %}<|channel>thought\n');
+  }
   fs.mkdirSync(dir, { recursive: true });
   const tok = JSON.parse(fs.readFileSync(path.join(baseModelDir, 'tokenizer.json'), 'utf8'));
   const base = Math.max(...Object.values(tok.model.vocab), ...tok.added_tokens.map((t) => t.id)) + 1;
-  const names = Object.keys(PIECES);
+  const names = Object.keys(pieces);
   const id = {};
   names.forEach((n, i) => {
     id[n] = base + i;
-    tok.added_tokens.push({ id: base + i, content: PIECES[n], single_word: false, lstrip: false, rstrip: false, normalized: false, special: false });
+    const special = gemma && (n === 'think' || n === 'endThink');
+    tok.added_tokens.push({ id: base + i, content: pieces[n], single_word: false, lstrip: false, rstrip: false, normalized: false, special });
   });
   const nl = tok.model.vocab['\u010a']; // byte-level "\n"
   const imEnd = tok.added_tokens.find((t) => t.content === '<|im_end|>').id;
   const V = base + names.length, H = 64, I = 64;
   // successor table: [from, to, logit scale]
   const edges = [
-    [nl, id.think, 4], [id.think, id.reason, 4], [id.reason, id.endThink, 4],
+    [nl, id.think, 4], ...(gemma ? [[id.think, id.thought, 4], [id.thought, id.reason, 4]] : [[id.think, id.reason, 4]]), [id.reason, id.endThink, 4],
     [id.endThink, id.call, 4], [id.endThink, id.answer, 2],
     [id.call, id.callHead, 4], [id.callHead, id.callTail, 4], [id.callTail, id.endCall, 4],
     [id.endCall, imEnd, 4], [id.answer, imEnd, 4],
@@ -125,7 +141,7 @@ export function writeFixture(dir, baseModelDir) {
   fs.writeFileSync(path.join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [imEnd], temperature: 0.0 }));
   fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(tok));
   fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify({
-    bos_token: '<|endoftext|>', eos_token: '<|im_end|>', pad_token: '<|endoftext|>', chat_template: TEMPLATE,
+    bos_token: '<|endoftext|>', eos_token: '<|im_end|>', pad_token: '<|endoftext|>', chat_template: template,
   }));
   return { ids: id, nl, imEnd };
 }
