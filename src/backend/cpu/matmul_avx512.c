@@ -44,7 +44,7 @@ AI void tile(float *y, const float *x, const weight_t *w, int t, int j, const in
         if (NT == 1) /* decode: one x row, the weights stream once; ask for them early */
             #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++)
-                _mm_prefetch((const char *)w->data + ((size_t)(j + b) * K + (size_t)c * L) * esz + 1024, _MM_HINT_T0);
+                _mm_prefetch((const char *)w->data + ((size_t)(j + b) * K + (size_t)c * L) * esz + 4096, _MM_HINT_T0);
         #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) wv[b] = ld(w, j + b, c * L, 0xffff);
         #pragma GCC unroll 4
@@ -184,65 +184,73 @@ AI __m512 sb16(const void *p, dtype_t t, size_t i, int n) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* 4-bit codes, the fast way: 16 bytes hold 32 codes, byte i carrying codes 2i (low
- * nibble) and 2i+1 (high). Widened to 16 dword lanes, the low nibble already is a valid
- * index for vpermps (it reads only bits 3:0) and the high one is a shift away; the table
- * it indexes is the group's 16 dequantized values, scale*[0..15]+bias, built with one
- * fma per group. So 32 weights cost one widening load, a shift and two permutes instead
- * of two unpacks and conversions plus an fma each. x is regrouped once per call into
- * [16 even, 16 odd] per 32 columns to meet the codes in that order. Each element is still
- * one accumulator over K in a fixed order, the same for every tile and T. */
-AI void q4tile(float *y, const float *xp, const weight_t *w, int t, int j, const int NT, const int NJ) {
-    int K = w->cols, N = w->rows, G = w->group, ng = K / G;
-    size_t row_bytes = (size_t)K / 2;
+/* 4-bit codes, the fast way. A row's codes are read as 32-bit words: word i of a block
+ * of 128 columns holds codes 8i..8i+7 (one nibble each). Loaded 16 words at a time, lane
+ * i of (words >> 4n) has code 8i+n in its low nibble — and vpermps reads only bits 3:0 of
+ * its index, so a permute of the constant [0, 1, ..., 15] turns it into the float code
+ * with no mask and no conversion. 128 weights cost one load, 7 shifts and 8 permutes.
+ * x is regrouped once per call to meet them: xq[b][n][i] = x[128b + 8i + n].
+ *
+ * The affine step is folded per lane, without horizontal sums: lane i's 8 columns lie in
+ * one group, so the block's partial products (gacc, a plain chain over n) are scaled by a
+ * vector of the lanes' group scales, acc = fma(svec, gacc, acc), and the bias enters as
+ * dot(bias, group sums of x), 16 groups per fma. Per element: the same operations in the
+ * same order for every tile shape, T and thread; only the final lane sum is horizontal. */
+
+typedef struct { const float *xq, *xg; int K, nbt, ng, ngp, gshift; } q4x_t;
+
+AI void q4tile(float *y, const q4x_t *q, const weight_t *w, int t, int j, const int NT, const int NJ) {
+    int K = q->K, N = w->rows, ng = q->ng, bpsb = 16 * w->group / 128; /* blocks per 16 groups */
+    size_t row_bytes = (size_t)K / 2, xstride = (size_t)q->nbt * 128;
     const uint8_t *rows[4];
     for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i lane_grp = _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120), q->gshift);
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
 #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_setzero_ps();
-    __m512 sv16[4] = {0}, bv16[4] = {0}; /* decode: 16 groups' scales and biases per row, loaded at once */
-    for (int g = 0; g < ng; g++) {
-        __m512 lut[4];
-        if (NT == 1) {
-            if ((g & 15) == 0)
+    for (int g0 = 0, blk = 0; g0 < ng; g0 += 16) {
+        __m512 s16[4];
 #pragma GCC unroll 4
-                for (int b = 0; b < NJ; b++) {
-                    size_t gi = (size_t)(j + b) * ng + g;
-                    sv16[b] = sb16(w->scales, w->sb_dtype, gi, ng - g);
-                    bv16[b] = sb16(w->biases, w->sb_dtype, gi, ng - g);
-                }
-            __m512i lane = _mm512_set1_epi32(g & 15);
+        for (int b = 0; b < NJ; b++) {
+            size_t gi = (size_t)(j + b) * ng + g0;
+            s16[b] = sb16(w->scales, w->sb_dtype, gi, ng - g0);
+            __m512 b16 = sb16(w->biases, w->sb_dtype, gi, ng - g0);
 #pragma GCC unroll 4
-            for (int b = 0; b < NJ; b++)
-                lut[b] = _mm512_fmadd_ps(iota, _mm512_permutexvar_ps(lane, sv16[b]), _mm512_permutexvar_ps(lane, bv16[b]));
-        } else {
-#pragma GCC unroll 4
-            for (int b = 0; b < NJ; b++) {
-                size_t gi = (size_t)(j + b) * ng + g;
-                lut[b] = _mm512_fmadd_ps(iota, _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, gi)),
-                                         _mm512_set1_ps(load_as_f32(w->biases, w->sb_dtype, gi)));
-            }
+            for (int a = 0; a < NT; a++) acc[a][b] = _mm512_fmadd_ps(b16, _mm512_loadu_ps(q->xg + (size_t)(t + a) * q->ngp + g0), acc[a][b]);
         }
-        for (int k = g * G; k < (g + 1) * G; k += 32) {
-            __m512 wlo[4], whi[4];
-            if (NT == 1) /* decode: prefetch the codes a few lines ahead */
-#pragma GCC unroll 4
-                for (int b = 0; b < NJ; b++) _mm_prefetch((const char *)rows[b] + k / 2 + 512, _MM_HINT_T0);
+        int bend = blk + bpsb < q->nbt ? blk + bpsb : q->nbt;
+        for (int bi = 0; blk < bend; blk++, bi++) {
+            int cols = K - blk * 128 < 128 ? K - blk * 128 : 128;
+            __mmask16 m = cols == 128 ? (__mmask16)0xffff : (__mmask16)((1u << (cols / 8)) - 1);
+            __m512i gidx = _mm512_add_epi32(_mm512_set1_epi32(bi * 128 >> q->gshift), lane_grp);
+            __m512i v[4];
+            __m512 svec[4], gacc[4][4];
 #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) {
-                __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[b] + k / 2)));
-                wlo[b] = _mm512_permutexvar_ps(c, lut[b]);
-                whi[b] = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), lut[b]);
+                if (NT == 1) _mm_prefetch((const char *)rows[b] + (size_t)blk * 64 + 4096, _MM_HINT_T0);
+                v[b] = _mm512_maskz_loadu_epi32(m, rows[b] + (size_t)blk * 64);
+                svec[b] = _mm512_permutexvar_ps(gidx, s16[b]);
+            }
+            const float *xb = q->xq + (size_t)t * xstride + (size_t)blk * 128;
+#pragma GCC unroll 8
+            for (int n = 0; n < 8; n++) {
+                __m512 c[4];
+#pragma GCC unroll 4
+                for (int b = 0; b < NJ; b++) c[b] = _mm512_permutexvar_ps(n ? _mm512_srli_epi32(v[b], 4 * n) : v[b], iota);
+#pragma GCC unroll 4
+                for (int a = 0; a < NT; a++) {
+                    __m512 xv = _mm512_loadu_ps(xb + (size_t)a * xstride + n * 16);
+#pragma GCC unroll 4
+                    for (int b = 0; b < NJ; b++) gacc[a][b] = n ? _mm512_fmadd_ps(xv, c[b], gacc[a][b]) : _mm512_mul_ps(xv, c[b]);
+                }
             }
 #pragma GCC unroll 4
-            for (int a = 0; a < NT; a++) {
-                __m512 xe = _mm512_loadu_ps(xp + (size_t)(t + a) * K + k), xo = _mm512_loadu_ps(xp + (size_t)(t + a) * K + k + 16);
+            for (int a = 0; a < NT; a++)
 #pragma GCC unroll 4
-                for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(xo, whi[b], _mm512_fmadd_ps(xe, wlo[b], acc[a][b]));
-            }
+                for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(svec[b], gacc[a][b], acc[a][b]);
         }
     }
 #pragma GCC unroll 4
@@ -251,32 +259,60 @@ AI void q4tile(float *y, const float *xp, const weight_t *w, int t, int j, const
         for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = _mm512_reduce_add_ps(acc[a][b]);
 }
 
-static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    int K = w->cols;
-    /* regroup x: per 32 columns, the 16 even ones then the 16 odd ones */
-    float *xp = aligned_alloc(64, ((sizeof(float) * (size_t)T * K) + 63) & ~(size_t)63);
-    for (size_t t = 0; t < (size_t)T; t++)
-        for (int c = 0; c < K; c += 32)
-            for (int i = 0; i < 16; i++) {
-                xp[t * K + c + i] = x[t * K + c + 2 * i];
-                xp[t * K + c + 16 + i] = x[t * K + c + 2 * i + 1];
-            }
-    int tc = t_chunk(K);
-    for (int t0 = 0; t0 < T; t0 += tc) {
-        int t1 = t0 + tc < T ? t0 + tc : T;
-        int j = j0;
-        for (; j + 4 <= j1; j += 4) {
-            int t = t0;
-            for (; t + 4 <= t1; t += 4) q4tile(y, xp, w, t, j, 4, 4);
-            for (; t < t1; t++) q4tile(y, xp, w, t, j, 1, 4);
-        }
-        for (; j < j1; j++) {
-            int t = t0;
-            for (; t + 4 <= t1; t += 4) q4tile(y, xp, w, t, j, 4, 1);
-            for (; t < t1; t++) q4tile(y, xp, w, t, j, 1, 1);
+/* Regroups x for q4tile: per row, blocks of 128 columns as [nibble n][lane i] (a short
+ * last block zero-padded), and the group sums of x in column order (zero-padded to 16). */
+static int q4_prepare(q4x_t *q, const float *x, int T, const weight_t *w) {
+    int K = w->cols, G = w->group;
+    q->K = K; q->nbt = (K + 127) / 128; q->ng = K / G; q->ngp = (q->ng + 15) & ~15;
+    q->gshift = G == 32 ? 5 : G == 64 ? 6 : 7;
+    size_t xs = (size_t)q->nbt * 128;
+    float *xq = aligned_alloc(64, sizeof(float) * ((size_t)T * xs + (size_t)T * q->ngp));
+    if (!xq) return -1;
+    float *xg = xq + (size_t)T * xs;
+    for (size_t t = 0; t < (size_t)T; t++) {
+        const float *xt = x + t * K;
+        float *o = xq + t * xs;
+        for (int b = 0; b < q->nbt; b++)
+            for (int n = 0; n < 8; n++)
+                for (int i = 0; i < 16; i++) {
+                    int k = b * 128 + 8 * i + n;
+                    o[b * 128 + n * 16 + i] = k < K ? xt[k] : 0.f;
+                }
+        for (int g = 0; g < q->ngp; g++) {
+            float sum = 0.f;
+            if (g < q->ng)
+                for (int k = g * G; k < (g + 1) * G; k++) sum += xt[k];
+            xg[t * q->ngp + g] = sum;
         }
     }
-    free(xp);
+    q->xq = xq; q->xg = xg;
+    return 0;
+}
+
+static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    q4x_t q;
+    if (q4_prepare(&q, x, T, w)) abort();
+    int j = j0;
+    if (T == 1) {
+        for (; j + 4 <= j1; j += 4) q4tile(y, &q, w, 0, j, 1, 4);
+        for (; j < j1; j++) q4tile(y, &q, w, 0, j, 1, 1);
+    } else {
+        int tc = t_chunk(w->cols);
+        for (int t0 = 0; t0 < T; t0 += tc) {
+            int t1 = t0 + tc < T ? t0 + tc : T;
+            for (j = j0; j + 2 <= j1; j += 2) {
+                int t = t0;
+                for (; t + 4 <= t1; t += 4) q4tile(y, &q, w, t, j, 4, 2);
+                for (; t < t1; t++) q4tile(y, &q, w, t, j, 1, 2);
+            }
+            for (; j < j1; j++) {
+                int t = t0;
+                for (; t + 4 <= t1; t += 4) q4tile(y, &q, w, t, j, 4, 1);
+                for (; t < t1; t++) q4tile(y, &q, w, t, j, 1, 1);
+            }
+        }
+    }
+    free((void *)q.xq);
 }
 
 /* 8-bit codes: dot(x, s*c + b) over a group is s*dot(x, c) + b*sum(x). The group's x
@@ -304,7 +340,7 @@ AI void q8tile(float *y, const float *x, const float *xs, const weight_t *w, int
             __m512 c[4];
             if (NT == 1)
 #pragma GCC unroll 4
-                for (int b = 0; b < NJ; b++) _mm_prefetch((const char *)rows[b] + k + 1024, _MM_HINT_T0);
+                for (int b = 0; b < NJ; b++) _mm_prefetch((const char *)rows[b] + k + 4096, _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) c[b] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[b] + k))));
 #pragma GCC unroll 4
@@ -361,7 +397,10 @@ static void mm_q8_sum(float *y, const float *x, int T, const weight_t *w, int j0
 static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f32); }
 static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_bf16); }
 static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f16); }
-static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { mm_q4_lut(y, x, T, w, j0, j1); }
+static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    if (w->group == 32 || w->group == 64 || w->group == 128) mm_q4_lut(y, x, T, w, j0, j1);
+    else qrun(y, x, T, w, j0, j1, 4);
+}
 static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { mm_q8_sum(y, x, T, w, j0, j1); }
 static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 0); }
 
