@@ -10,8 +10,9 @@
  * A query's arithmetic depends only on its own q, position and window and on the
  * absolute block boundaries (attention_tile_body.h), never on the tile, the step or the
  * thread: tiles can be cut anywhere and handed out in any order. Items are taken from a
- * shared counter, latest tiles first (they attend over the most keys), so a causal
- * prefill spreads evenly over the threads; each thread uses the scratch of its own task.
+ * shared counter, one KV head after another (its K/V stay in cache) and within a head the
+ * latest tiles first (they attend over the most keys), so a causal prefill spreads evenly
+ * over the threads; each thread uses the scratch of its own task.
  * Decode (one token per row) is one item per row and KV head. */
 #include <stdlib.h>
 #include "backend/cpu/attention_tile.h"
@@ -28,7 +29,7 @@ void attn_tile_dims(const attn_args_t *a, int n_tokens, attn_tile_dims_t *d) {
     d->hdp = (a->head_dim + 15) / 16 * 16;
     /* Qt, K block, V block, scores, acc, m/l/corr, lo/hi */
     d->floats = (size_t)a->head_dim * d->nqp + 2 * (size_t)AT_KB * d->hdp + (size_t)AT_KB * d->nqp +
-                (size_t)nq * d->hdp + 5 * (size_t)d->nqp;
+                (size_t)nq * d->hdp + 5 * (size_t)d->nqp + 16; /* + alignment slack */
 }
 
 size_t simd_attention_scratch(const attn_args_t *a) {
@@ -53,9 +54,11 @@ void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, con
     for (;;) {
         int k = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
         if (k >= items) break;
-        int it = items - 1 - k;
-        const attn_tile_t *t = &tiles[it / a->n_kv_heads];
-        fn(out, q, a, t->r, t->t0, t->t1, it % a->n_kv_heads, scratch);
+        /* head-major: consecutive items read the same head's K/V (one head of a 2k context is
+         * 1 MB in f16: it stays in L2 across the head's tiles); each head latest tiles first */
+        int kvh = k / n_tiles, it = n_tiles - 1 - k % n_tiles;
+        const attn_tile_t *t = &tiles[it];
+        fn(out, q, a, t->r, t->t0, t->t1, kvh, scratch);
     }
 }
 

@@ -43,72 +43,93 @@ static inline AT_V AT_CAT(AT_NAME, _exp)(AT_V x) {
     return AT_MUL(y, AT_POW2I(n));
 }
 
-/* Scores of keys j0..j0+nj-1 (nj <= 4) of the converted block against lane vector v:
- * S[j][v] = (Σ_d Qt[d][v] · Kb[j][d]) · scale. Every (j, lane) is its own FMA chain in d
- * order whatever nj is. */
-static inline void AT_CAT(AT_NAME, _scores)(float *S, const float *Qt, const float *Kb, int nqp, int hdp, int hd,
-                                             int j0, int nj, int v, float scale) {
-    AT_V a0 = AT_ZERO(), a1 = AT_ZERO(), a2 = AT_ZERO(), a3 = AT_ZERO();
+/* Scores of keys j0..j0+NJ-1 of the converted block against lane vectors v..v+NV-1:
+ * S[j][lanes] = (Σ_d Qt[d][lanes] · Kb[j][d]) · scale. Every (j, lane) is its own FMA chain
+ * in d order whatever NJ and NV are (always inlined with constants: registers only). */
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_nj)(float *S, const float *Qt, const float *Kb, int nqp,
+                                                                              int hdp, int hd, int j0, int v, float scale,
+                                                                              const int NJ, const int NV) {
+    AT_V acc[2][4];
     const float *k0 = Kb + (size_t)j0 * hdp, *qv = Qt + (size_t)v * AT_VW;
-    if (nj == 4) {
-        for (int d = 0; d < hd; d++) {
-            AT_V qd = AT_LOAD(qv + (size_t)d * nqp);
-            a0 = AT_FMA(qd, AT_SET1(k0[d]), a0);
-            a1 = AT_FMA(qd, AT_SET1(k0[hdp + d]), a1);
-            a2 = AT_FMA(qd, AT_SET1(k0[2 * hdp + d]), a2);
-            a3 = AT_FMA(qd, AT_SET1(k0[3 * hdp + d]), a3);
-        }
-    } else {
-        for (int d = 0; d < hd; d++) {
-            AT_V qd = AT_LOAD(qv + (size_t)d * nqp);
-            a0 = AT_FMA(qd, AT_SET1(k0[d]), a0);
-            if (nj > 1) a1 = AT_FMA(qd, AT_SET1(k0[hdp + d]), a1);
-            if (nj > 2) a2 = AT_FMA(qd, AT_SET1(k0[2 * hdp + d]), a2);
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; u++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NJ; j++) acc[u][j] = AT_ZERO();
+    for (int d = 0; d < hd; d++) {
+        AT_V qd[2];
+#pragma GCC unroll 2
+        for (int u = 0; u < NV; u++) qd[u] = AT_LOAD(qv + (size_t)d * nqp + u * AT_VW);
+#pragma GCC unroll 4
+        for (int j = 0; j < NJ; j++) {
+            AT_V kj = AT_SET1(k0[(size_t)j * hdp + d]);
+#pragma GCC unroll 2
+            for (int u = 0; u < NV; u++) acc[u][j] = AT_FMA(qd[u], kj, acc[u][j]);
         }
     }
     AT_V sc = AT_SET1(scale);
-    float *s0 = S + (size_t)j0 * nqp + (size_t)v * AT_VW;
-    AT_STORE(s0, AT_MUL(a0, sc));
-    if (nj > 1) AT_STORE(s0 + nqp, AT_MUL(a1, sc));
-    if (nj > 2) AT_STORE(s0 + 2 * (size_t)nqp, AT_MUL(a2, sc));
-    if (nj > 3) AT_STORE(s0 + 3 * (size_t)nqp, AT_MUL(a3, sc));
+#pragma GCC unroll 4
+    for (int j = 0; j < NJ; j++)
+#pragma GCC unroll 2
+        for (int u = 0; u < NV; u++) AT_STORE(S + (size_t)(j0 + j) * nqp + (size_t)(v + u) * AT_VW, AT_MUL(acc[u][j], sc));
 }
 
-/* acc[i] (+)= Σ_{j in [ja, jb]} P[j][i] · Vb[j] for one query i or two (i, i2 >= 0) with the
- * same key range, AT_CB vectors of head dim at a time; j in position order. */
-static inline void AT_CAT(AT_NAME, _pv)(float *acc, const float *P, const float *Vb, int nqp, int hdp,
-                                         int i, int i2, int ja, int jb) {
-    for (int c0 = 0; c0 < hdp; c0 += AT_CB * AT_VW) {
-        int nc = (hdp - c0) / AT_VW < AT_CB ? (hdp - c0) / AT_VW : AT_CB;
-        AT_V x[AT_CB], y[AT_CB];
-        float *ai = acc + (size_t)i * hdp + c0, *bi = acc + (size_t)(i2 >= 0 ? i2 : i) * hdp + c0;
-        for (int c = 0; c < nc; c++) { x[c] = AT_LOAD(ai + c * AT_VW); y[c] = AT_LOAD(bi + c * AT_VW); }
-        if (i2 >= 0 && nc == AT_CB) {
-            for (int j = ja; j <= jb; j++) {
-                AT_V p = AT_SET1(P[(size_t)j * nqp + i]), p2 = AT_SET1(P[(size_t)j * nqp + i2]);
-                const float *vj = Vb + (size_t)j * hdp + c0;
-                for (int c = 0; c < AT_CB; c++) {
-                    AT_V vv = AT_LOAD(vj + c * AT_VW);
-                    x[c] = AT_FMA(p, vv, x[c]);
-                    y[c] = AT_FMA(p2, vv, y[c]);
-                }
-            }
+/* Scores of keys [ja, jb] for lane vectors [v0, v1): pairs of lane vectors × 4 keys. */
+static void AT_CAT(AT_NAME, _scores)(float *S, const float *Qt, const float *Kb, int nqp, int hdp, int hd, int ja, int jb,
+                                     int v0, int v1, float scale) {
+    for (int v = v0; v < v1; v += 2) {
+        int j = ja;
+        if (v + 1 < v1) {
+            for (; j + 4 <= jb + 1; j += 4) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 4, 2);
+            for (; j <= jb; j++) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 1, 2);
         } else {
-            for (int j = ja; j <= jb; j++) {
-                AT_V p = AT_SET1(P[(size_t)j * nqp + i]);
-                const float *vj = Vb + (size_t)j * hdp + c0;
-                for (int c = 0; c < nc; c++) x[c] = AT_FMA(p, AT_LOAD(vj + c * AT_VW), x[c]);
-            }
-            if (i2 >= 0)
-                for (int j = ja; j <= jb; j++) {
-                    AT_V p = AT_SET1(P[(size_t)j * nqp + i2]);
-                    const float *vj = Vb + (size_t)j * hdp + c0;
-                    for (int c = 0; c < nc; c++) y[c] = AT_FMA(p, AT_LOAD(vj + c * AT_VW), y[c]);
-                }
+            for (; j + 4 <= jb + 1; j += 4) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 4, 1);
+            for (; j <= jb; j++) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 1, 1);
         }
-        for (int c = 0; c < nc; c++) AT_STORE(ai + c * AT_VW, x[c]);
-        if (i2 >= 0)
-            for (int c = 0; c < nc; c++) AT_STORE(bi + c * AT_VW, y[c]);
+    }
+}
+
+/* acc (+)= Σ_{j in [ja, jb]} P[j][i] · Vb[j] over NC vectors of head dim from column c0,
+ * for query i, or i and i2 (same key range) sharing each V load; j in position order.
+ * Always inlined with constant NC and pair so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pv_nc)(float *acc, const float *P, const float *Vb, int nqp,
+                                                                          int hdp, int c0, int i, int i2, int ja, int jb,
+                                                                          const int NC, const int pair) {
+    AT_V x[AT_CB], y[AT_CB];
+    float *ai = acc + (size_t)i * hdp + c0, *bi = acc + (size_t)(pair ? i2 : i) * hdp + c0;
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; c++) {
+        x[c] = AT_LOAD(ai + c * AT_VW);
+        if (pair) y[c] = AT_LOAD(bi + c * AT_VW);
+    }
+    for (int j = ja; j <= jb; j++) {
+        AT_V p = AT_SET1(P[(size_t)j * nqp + i]), p2 = AT_SET1(pair ? P[(size_t)j * nqp + i2] : 0.f);
+        const float *vj = Vb + (size_t)j * hdp + c0;
+#pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) {
+            AT_V vv = AT_LOAD(vj + c * AT_VW);
+            x[c] = AT_FMA(p, vv, x[c]);
+            if (pair) y[c] = AT_FMA(p2, vv, y[c]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; c++) {
+        AT_STORE(ai + c * AT_VW, x[c]);
+        if (pair) AT_STORE(bi + c * AT_VW, y[c]);
+    }
+}
+
+/* The same over the whole (padded) head dim: AT_CB vectors at a time, then 4, then 1 (each
+ * element's chain is the same whatever the grouping). */
+static void AT_CAT(AT_NAME, _pv)(float *acc, const float *P, const float *Vb, int nqp, int hdp, int i, int i2, int ja, int jb) {
+    int c0 = 0;
+    if (i2 >= 0) {
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pv_nc)(acc, P, Vb, nqp, hdp, c0, i, i2, ja, jb, AT_CB, 1);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pv_nc)(acc, P, Vb, nqp, hdp, c0, i, i2, ja, jb, 4, 1);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pv_nc)(acc, P, Vb, nqp, hdp, c0, i, i2, ja, jb, 1, 1);
+    } else {
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pv_nc)(acc, P, Vb, nqp, hdp, c0, i, i, ja, jb, AT_CB, 0);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pv_nc)(acc, P, Vb, nqp, hdp, c0, i, i, ja, jb, 4, 0);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pv_nc)(acc, P, Vb, nqp, hdp, c0, i, i, ja, jb, 1, 0);
     }
 }
 
@@ -121,7 +142,9 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
     attn_tile_dims_t D;
     attn_tile_dims(a, t1 - t0, &D);
     int nqp = D.nqp, hdp = D.hdp;
-    float *Qt = scratch, *Kb = Qt + (size_t)hd * nqp, *Vb = Kb + (size_t)AT_KB * hdp, *S = Vb + (size_t)AT_KB * hdp;
+    /* every section is a multiple of 16 floats: aligned to 64 bytes from an aligned base
+     * (a zmm load that straddles two cache lines costs two) */
+    float *Qt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *Kb = Qt + (size_t)hd * nqp, *Vb = Kb + (size_t)AT_KB * hdp, *S = Vb + (size_t)AT_KB * hdp;
     float *acc = S + (size_t)AT_KB * nqp, *m = acc + (size_t)nq * hdp, *l = m + nqp, *corr = l + nqp;
     int32_t *lo = (int32_t *)(corr + nqp), *hi = lo + nqp;
     size_t per_tok = (size_t)kv->n_kv_heads * hd, esz = dtype_size(kv->dtype);
@@ -142,9 +165,14 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
         m[i] = -INFINITY;
         l[i] = 0.f;
     }
-    for (int d = 0; d < hd; d++)
-        for (int i = 0; i < nqp; i++)
-            Qt[(size_t)d * nqp + i] = i < nq ? q[((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd + d] : 0.f;
+    for (int i = 0; i < nqp; i++) {
+        if (i >= nq) {
+            for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = 0.f;
+            continue;
+        }
+        const float *qi = q + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
+        for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = qi[d];
+    }
     memset(acc, 0, sizeof(float) * (size_t)nq * hdp);
     /* the padding columns of the converted rows stay zero: the V sums run over hdp */
     for (int j = 0; j < AT_KB; j++) {
@@ -164,7 +192,16 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
                 AT_TO_F32(Vb + (size_t)j * hdp, (const char *)kv->v + off * esz, kv->dtype, hd);
             }
         }
-        for (int v = 0; v < nqp / AT_VW; v++) {
+        /* scores of the lane vectors from the first one with a lane in this block on (a
+         * vector with none is skipped below) */
+        int nv = nqp / AT_VW, v0 = 0;
+        while (v0 < nv) {
+            AT_M act = AT_MAND(AT_ILE(AT_LOADI(lo + v0 * AT_VW), AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), AT_LOADI(hi + v0 * AT_VW)));
+            if (!AT_MNONE(act)) break;
+            v0++;
+        }
+        AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, nv, a->scale);
+        for (int v = 0; v < nv; v++) {
             AT_VI vlo = AT_LOADI(lo + v * AT_VW), vhi = AT_LOADI(hi + v * AT_VW);
             /* lanes whose range meets this block */
             AT_M act = AT_MAND(AT_ILE(vlo, AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), vhi));
@@ -172,8 +209,6 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
                 AT_STORE(corr + v * AT_VW, AT_SET1(1.0f));
                 continue;
             }
-            for (int j = ja; j <= jb; j += 4)
-                AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, j, jb - j + 1 < 4 ? jb - j + 1 : 4, v, a->scale);
             if (a->softcap > 0)
                 for (int j = ja; j <= jb; j++)
                     for (int i = v * AT_VW; i < (v + 1) * AT_VW; i++) {
@@ -213,9 +248,9 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
             int i2 = i % group + 1 < group ? i + 1 : -1;
             float c1 = corr[i], c2 = i2 >= 0 ? corr[i2] : 1.0f;
             if (c1 != 1.0f)
-                for (int d = 0; d < hdp; d++) acc[(size_t)i * hdp + d] *= c1;
+                for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i * hdp + d), AT_SET1(c1)));
             if (i2 >= 0 && c2 != 1.0f)
-                for (int d = 0; d < hdp; d++) acc[(size_t)i2 * hdp + d] *= c2;
+                for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
             AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
             if (i2 >= 0) i++;
         }
@@ -223,6 +258,8 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
     for (int i = 0; i < nq; i++) {
         float inv = 1.0f / l[i];
         float *o = out + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
-        for (int d = 0; d < hd; d++) o[d] = acc[(size_t)i * hdp + d] * inv;
+        int d = 0;
+        for (; d + AT_VW <= hd; d += AT_VW) AT_STORE(o + d, AT_MUL(AT_LOAD(acc + (size_t)i * hdp + d), AT_SET1(inv)));
+        for (; d < hd; d++) o[d] = acc[(size_t)i * hdp + d] * inv;
     }
 }
