@@ -9,6 +9,7 @@
  * Trade-off: one stream, no overlap of host prep and device work yet (CUDA graphs and a
  * double-buffered ring are the next step; see docs/cuda.md). */
 #include <string.h>
+#include <time.h>
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_backend.h"
 
@@ -86,10 +87,23 @@ void cuda_sync(cuda_impl_t *c) {
 
 /* A step of T tokens starts: capture it when it is small (decode, up to 64 rows; cuBLASLt
  * calls are captured too unless KILN_CUDA_GRAPH_GEMM=0). */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static void cu_step_begin(backend_t *be, int n_tokens, int n_rows) {
     cuda_impl_t *c = cuda_impl(be);
     (void)n_rows;
     c->step_T = n_tokens;
+    c->in_stat = c->stats_T > 0 && n_tokens == c->stats_T;
+    if (c->in_stat) {
+        c->st_begin = now_s();
+        if (c->st_end > 0) c->st_outside += c->st_begin - c->st_end;
+        c->st_n++;
+    }
+    c->st_end = 0;
     cuda_capture_flush(c);
     c->cap_T = 0;
     if (!c->graphs || n_tokens <= 0 || n_tokens > 64 || (n_tokens >= c->gemm_min_t_bf16 && !c->graph_gemm)) return;
@@ -186,9 +200,16 @@ static void *cu_upload(backend_t *be, const void *host, size_t n) {
 static void cu_download(backend_t *be, void *host, const void *src, size_t n) {
     cuda_impl_t *c = cuda_impl(be);
     cuda_capture_flush(c); /* the step's graph runs first; the copy to the host is not captured */
+    const double t0 = c->in_stat ? now_s() : 0;
     if (n) cudaCheck(cudaMemcpyAsync(host, src, n, cudaMemcpyDeviceToHost, c->stream));
     cuda_sync(c);
     ring_reset(c);
+    if (c->in_stat) { /* per download: a MoE step's router downloads count as waits too */
+        const double t1 = now_s();
+        c->st_issue += t0 - c->st_begin;
+        c->st_wait += t1 - t0;
+        c->st_begin = c->st_end = t1;
+    }
 }
 
 static void *dev_copy(const void *host, size_t n, err_t *e, const char *what) {
@@ -380,6 +401,8 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->graph_gemm = !(ggenv && !strcmp(ggenv, "0"));
     const char *senv = getenv("KILN_CUDA_GRAPH_SEG");
     c->seg_len = senv ? atoi(senv) : 16;
+    const char *stenv = getenv("KILN_CUDA_STEP_STATS");
+    c->stats_T = stenv ? atoi(stenv) : 0;
     const char *aenv = getenv("KILN_CUDA_ATTN");
     c->attn_tiled = aenv && !strcmp(aenv, "tiled");
     const char *env = getenv("KILN_CUDA_GEMM_MIN_T");
@@ -408,6 +431,9 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
         memset(prof_ms, 0, sizeof prof_ms);
         memset(prof_n, 0, sizeof prof_n);
     }
+    if (c->st_n)
+        fprintf(stderr, "kiln cuda: %ld steps of %d tokens: host issuing %.3f ms, waiting for the GPU + logits copy %.3f ms, between steps %.3f ms (means)\n",
+                c->st_n, c->stats_T, 1e3 * c->st_issue / c->st_n, 1e3 * c->st_wait / c->st_n, 1e3 * c->st_outside / (c->st_n > 1 ? c->st_n - 1 : 1));
     if (getenv("KILN_CUDA_GRAPH_STATS"))
         fprintf(stderr, "kiln cuda: %ld graph launches, %ld instantiations\n", c->graph_launches, c->graph_instantiations);
     free(c->weights);

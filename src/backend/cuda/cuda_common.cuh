@@ -79,6 +79,12 @@ typedef struct cuda_impl {
     int sm_count;
     size_t smem_optin;
     int attn_tiled;         /* KILN_CUDA_ATTN=tiled: decode steps use the tiled attention kernel too */
+    /* KILN_CUDA_STEP_STATS=T: host wall time of steps of T tokens, split into issuing the ops
+     * (step_begin → logits download), waiting for the GPU (the download's sync) and the time
+     * between steps (the caller: sampling, engine bookkeeping); printed at destroy */
+    int stats_T, in_stat;
+    long st_n;
+    double st_begin, st_end, st_issue, st_wait, st_outside;
 } cuda_impl_t;
 
 static inline cuda_impl_t *cuda_impl(backend_t *be) { return (cuda_impl_t *)be->impl; }
