@@ -23,6 +23,12 @@ static int getenv_gemv_old(void) {
     if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV"); v = e && !strcmp(e, "old"); }
     return v;
 }
+/* KILN_CUDA_GEMV=r1: one row per warp for 3..8 tokens (as before R = 2 was allowed there) */
+static int getenv_gemv_r1(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV"); v = e && !strcmp(e, "r1"); }
+    return v;
+}
 
 template <int BITS>
 __device__ __forceinline__ void load_words(const uint32_t *p, uint32_t *w) {
@@ -331,8 +337,10 @@ static int try_fast(cuda_impl_t *c, float *y, const float *x, int T, const dweig
     const int R = rows >= 4 * GEMV_WARPS * 2 * sms ? 4 : rows >= 2 * GEMV_WARPS * 2 * sms ? 2 : 1;
     if (T == 1) { if (R == 4) launch_fast<1, 4>(c, y, x, T, w); else if (R == 2) launch_fast<1, 2>(c, y, x, T, w); else launch_fast<1, 1>(c, y, x, T, w); }
     else if (T == 2) { if (R == 4) launch_fast<2, 4>(c, y, x, T, w); else if (R == 2) launch_fast<2, 2>(c, y, x, T, w); else launch_fast<2, 1>(c, y, x, T, w); }
-    else if (T <= 4) launch_fast<4, 1>(c, y, x, T, w);
-    else launch_fast<8, 1>(c, y, x, T, w);
+    /* 3..8 tokens: two rows per warp on big matrices halve the x reads per row (x is
+     * re-read from L1 for every row and token: that, not the weights, bounds these sizes) */
+    else if (T <= 4) { if (R >= 2 && !getenv_gemv_r1()) launch_fast<4, 2>(c, y, x, T, w); else launch_fast<4, 1>(c, y, x, T, w); }
+    else { if (R >= 2 && !getenv_gemv_r1()) launch_fast<8, 2>(c, y, x, T, w); else launch_fast<8, 1>(c, y, x, T, w); }
     cudaLaunchCheck();
     return 0;
 }
