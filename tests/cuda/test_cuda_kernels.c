@@ -99,7 +99,9 @@ static void check_matmul(hw_t *h, int T, const char *what) {
 
 static void test_matmul(void) {
     const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
-    const int shapes[][2] = {{1, 1}, {7, 5}, {13, 37}, {64, 64}, {33, 129}, {40, 300}, {100, 256}, {257, 1024}, {96, 160}};
+    /* 2304 and 4352 rows: enough for the GEMV's 2 and 4 rows per warp on a 132-SM GPU */
+    const int shapes[][2] = {{1, 1}, {7, 5}, {13, 37}, {64, 64}, {33, 129}, {40, 300}, {100, 256}, {257, 1024}, {96, 160},
+                             {2304, 136}, {4352, 64}};
     const int Ts[] = {1, 3, 8, 9, 40, 70};
     char what[128];
     for (int d = 0; d < 3; d++)
@@ -112,7 +114,7 @@ static void test_matmul(void) {
             free_hw(&h);
         }
     const int bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
-    const int qshapes[][2] = {{1, 128}, {7, 256}, {65, 384}, {130, 1024}};
+    const int qshapes[][2] = {{1, 128}, {7, 256}, {65, 384}, {130, 1024}, {2304, 256}, {4352, 128}};
     for (int b = 0; b < 6; b++)
         for (int g = 0; g < 3; g++)
             for (size_t s = 0; s < sizeof qshapes / sizeof qshapes[0]; s++) {
