@@ -41,10 +41,12 @@ cuda:
 	@cmake --build $(BUILD) -j$(JOBS)
 
 # The CUDA tests (need a GPU; run from the repository root for the fixtures): every
-# kernel against the CPU reference, then every dense fixture on the CUDA backend.
+# kernel against the CPU reference, then every fixture on the CUDA backend, then the hybrid
+# fixtures in ragged batches, chunked prefill and snapshots.
 test-cuda: cuda
 	./$(BUILD)/test_cuda_kernels
 	./$(BUILD)/test_cuda_parity
+	./$(BUILD)/test_cuda_hybrid
 
 clean:
 	rm -rf $(BUILD) build-asan

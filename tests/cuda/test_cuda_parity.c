@@ -21,7 +21,7 @@
 #define DEFAULT_MODEL "kiln-tiny"
 static const char *fixtures[] = {"llama-tiny", "llama-tiny-mlx-q4", "llama-tiny-mlx-q8", "llama-tiny-rope-llama3",
                                  "qwen3-tiny", "qwen3-tiny-mlx-mixed", DEFAULT_MODEL,
-                                 "qwen3_5-tiny", "qwen3_5-tiny-mlx-q4", "qwen3_5_moe-tiny",
+                                 "qwen3_5-tiny", "qwen3_5-tiny-mlx-q4", "qwen3_5_moe-tiny", "qwen3_next-tiny",
                                  "gemma3-tiny", "gemma4-tiny-ple", "gemma4-tiny-moe"};
 #define N_FIX (sizeof fixtures / sizeof fixtures[0])
 

@@ -1,0 +1,205 @@
+/* test_cuda_hybrid.c — the hybrid and sliding-window fixtures on the CUDA backend in ragged
+ * batches, chunked prefill and recurrent-state snapshots (the GPU twin of tests/unit/test_hybrid.c).
+ *
+ * Five sequences per fixture (Qwen3.5 dense / MLX q4 / MoE, Qwen3-Next, Gemma 3, Gemma 4 PLE
+ * and MoE) are fed on "cuda-f32" alone (one step each), in chunks of 1, 5 and 16, and in
+ * random mixes of prefill chunks and decode rows at different positions. Every token's logits
+ * must be within 1e-4 (of the sequence's largest logit) of the CPU backend running the same
+ * sequence alone. On the GPU this is a tolerance, not the CPU's bitwise promise: a step's
+ * shape picks the kernel (GEMV up to 8 tokens, tiled above; decode or tiled attention and its
+ * split count), and the kernels sum in different orders (docs/cuda.md, Numerics).
+ *
+ * Snapshots: save a Qwen3.5 sequence's recurrent state (device memory) after a prefix,
+ * continue, restore it and continue with the same tokens: bitwise the same logits (same
+ * steps, same kernels). */
+#include "cuda_test.h"
+#include "model/model.h"
+
+#define NSEQ 5
+#define MAXLEN 160
+
+static model_t *load(const char *name, const char *backend) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/fixtures/models/%s", name);
+    err_t e = {0};
+    model_opts_t o = {backend, 0};
+    model_t *m = model_load(dir, &o, &e);
+    if (!m) { CHECK(0, "%s on %s: %s", name, backend, e.msg); return NULL; }
+    if (model_init_kv(m, 2 * NSEQ * (MAXLEN / 4 + 1) + 4, 4, DT_F32, &e)) { CHECK(0, "%s: %s", name, e.msg); model_free(m); return NULL; }
+    return m;
+}
+
+typedef int (*sched_fn)(int step, int s, int remaining, uint64_t *rng);
+
+/* Feeds the sequences by `sched` (tokens per sequence per step); logits[s][pos * V]. */
+static int run(model_t *m, int32_t toks[NSEQ][MAXLEN], const int *len, float **logits, sched_fn sched, uint64_t seed) {
+    int V = m->cfg.vocab_size, done[NSEQ] = {0}, rc = 0;
+    kv_seq_t seqs[NSEQ];
+    for (int s = 0; s < NSEQ; s++) kv_seq_init(&seqs[s]);
+    static int32_t tok[NSEQ * MAXLEN], pos[NSEQ * MAXLEN], li[NSEQ * MAXLEN], owner[NSEQ * MAXLEN], opos[NSEQ * MAXLEN];
+    int32_t rs[NSEQ + 1];
+    kv_seq_t *sp[NSEQ];
+    float *out = malloc(sizeof(float) * NSEQ * MAXLEN * V);
+    err_t e = {0};
+    uint64_t rng = seed;
+    for (int step = 0; step < 1000 && !rc; step++) {
+        int nr = 0, T = 0;
+        rs[0] = 0;
+        for (int s = 0; s < NSEQ; s++) {
+            int rem = len[s] - done[s];
+            if (!rem) continue;
+            int k = sched(step, s, rem, &rng);
+            if (k <= 0) continue;
+            if (k > rem) k = rem;
+            if (kv_seq_reserve(&seqs[s], &m->kv, done[s] + k, &e)) { CHECK(0, "reserve: %s", e.msg); rc = -1; break; }
+            for (int i = 0; i < k; i++) {
+                tok[T] = toks[s][done[s] + i];
+                pos[T] = done[s] + i;
+                li[T] = T;
+                owner[T] = s;
+                opos[T] = done[s] + i;
+                T++;
+            }
+            sp[nr] = &seqs[s];
+            rs[++nr] = T;
+            done[s] += k;
+        }
+        if (rc) break;
+        if (!nr) {
+            int all = 1;
+            for (int s = 0; s < NSEQ; s++) all &= done[s] == len[s];
+            if (all) break;
+            continue;
+        }
+        batch_t b = {nr, T, tok, pos, rs, sp, li, T};
+        if (model_forward(m, &b, out, &e)) { CHECK(0, "forward: %s", e.msg); rc = -1; break; }
+        for (int t = 0; t < T; t++) memcpy(logits[owner[t]] + (size_t)opos[t] * V, out + (size_t)t * V, sizeof(float) * V);
+    }
+    for (int s = 0; s < NSEQ; s++) {
+        model_seq_release(m, &seqs[s]);
+        kv_seq_free(&seqs[s], &m->kv);
+    }
+    free(out);
+    return rc;
+}
+
+static int alone_all(int step, int s, int rem, uint64_t *r) { return step == s ? rem : 0; }
+static int chunk1(int step, int s, int rem, uint64_t *r) { return 1; }
+static int chunk5(int step, int s, int rem, uint64_t *r) { return 5; }
+static int chunk16(int step, int s, int rem, uint64_t *r) { return 16; }
+static int random_mix(int step, int s, int rem, uint64_t *r) {
+    *r = *r * 6364136223846793005ull + 1442695040888963407ull;
+    int c = (int)((*r >> 33) % 8);
+    return c < 2 ? 0 : (c < 5 ? 1 : (int)((*r >> 40) % 9) + 1);
+}
+
+static void make_tokens(int V, int32_t toks[NSEQ][MAXLEN]) {
+    uint64_t seed = 42;
+    for (int s = 0; s < NSEQ; s++)
+        for (int i = 0; i < MAXLEN; i++) toks[s][i] = (int32_t)((ct_rand(&seed) + 1.0f) * 0.5f * (V - 1));
+}
+
+static void check_ragged(const char *name) {
+    model_t *cpu = load(name, "cpu"), *gpu = load(name, "cuda-f32");
+    if (!cpu || !gpu) { model_free(cpu); model_free(gpu); return; }
+    int V = cpu->cfg.vocab_size;
+    int32_t toks[NSEQ][MAXLEN];
+    int len[NSEQ] = {40, 7, 23, 1, 33};
+    if (cpu->rec) { /* whole delta chunks of 64 and tails, as in the CPU test */
+        int hl[NSEQ] = {150, 7, 70, 1, 129};
+        memcpy(len, hl, sizeof len);
+    }
+    make_tokens(V, toks);
+    float *ref[NSEQ], *got[NSEQ];
+    for (int s = 0; s < NSEQ; s++) {
+        ref[s] = calloc((size_t)MAXLEN * V, sizeof(float));
+        got[s] = calloc((size_t)MAXLEN * V, sizeof(float));
+    }
+    if (run(cpu, toks, len, ref, alone_all, 0) == 0) {
+        sched_fn scheds[] = {alone_all, chunk1, chunk5, chunk16, random_mix, random_mix, random_mix};
+        const char *names[] = {"alone", "chunks of 1", "chunks of 5", "chunks of 16", "random mix 1", "random mix 2", "random mix 3"};
+        double worst_all = 0;
+        for (int k = 0; k < 7; k++) {
+            if (run(gpu, toks, len, got, scheds[k], 1000 + k)) break;
+            double worst = 0;
+            for (int s = 0; s < NSEQ; s++)
+                for (int p = 0; p < len[s]; p++) {
+                    /* per token, relative to that token's largest reference logit */
+                    double err = ct_rel_err(got[s] + (size_t)p * V, ref[s] + (size_t)p * V, V);
+                    if (err > worst) worst = err;
+                }
+            CHECK(worst < 1e-4, "%s: cuda-f32 %s vs the CPU alone: worst token rel err %.3g", name, names[k], worst);
+            if (worst > worst_all) worst_all = worst;
+        }
+        printf("# %-22s cuda-f32: alone, chunks of 1/5/16, 3 random mixes vs CPU alone: worst token rel err %.3g\n", name, worst_all);
+    }
+    for (int s = 0; s < NSEQ; s++) { free(ref[s]); free(got[s]); }
+    model_free(cpu);
+    model_free(gpu);
+}
+
+/* Feeds toks[p0, p1) to seq in one row; logits of every token into out (may be NULL). */
+static int feed(model_t *m, kv_seq_t *s, const int32_t *toks, int p0, int p1, float *out) {
+    err_t e = {0};
+    int n = p1 - p0;
+    int32_t pos[MAXLEN], li[MAXLEN], rs[2] = {0, n};
+    for (int i = 0; i < n; i++) { pos[i] = p0 + i; li[i] = i; }
+    if (kv_seq_reserve(s, &m->kv, p1, &e)) { CHECK(0, "reserve: %s", e.msg); return -1; }
+    float *tmp = malloc(sizeof(float) * n * m->cfg.vocab_size);
+    batch_t b = {1, n, toks + p0, pos, rs, &s, li, n};
+    int rc = model_forward(m, &b, tmp, &e);
+    CHECK(rc == 0, "forward: %s", e.msg);
+    if (!rc && out) memcpy(out, tmp, sizeof(float) * n * m->cfg.vocab_size);
+    free(tmp);
+    return rc;
+}
+
+static void check_snapshot(const char *name) {
+    model_t *m = load(name, "cuda-f32");
+    if (!m) return;
+    int V = m->cfg.vocab_size, P = 17, N = 31;
+    int32_t toks[NSEQ][MAXLEN];
+    make_tokens(V, toks);
+    size_t nb = model_state_bytes(m);
+    CHECK(nb > 16, "%s: state bytes %zu", name, nb);
+    unsigned char *snap = malloc(nb + 1);
+    float *want = malloc(sizeof(float) * (N - P) * V), *got = malloc(sizeof(float) * (N - P) * V);
+    err_t e = {0};
+    kv_seq_t a, c;
+    kv_seq_init(&a);
+    kv_seq_init(&c);
+    if (feed(m, &a, toks[0], 0, 5, NULL) || feed(m, &a, toks[0], 5, P, NULL)) goto out;
+    if (model_state_save(m, &a, snap + 1, &e)) { CHECK(0, "%s: save: %s", name, e.msg); goto out; }
+    if (feed(m, &a, toks[0], P, N, want)) goto out;
+    /* restore into the same sequence after truncating its KV */
+    if (model_state_restore(m, &a, snap + 1, &e)) { CHECK(0, "%s: restore: %s", name, e.msg); goto out; }
+    kv_seq_truncate(&a, &m->kv, model_state_tokens(m, &a));
+    if (feed(m, &a, toks[0], P, N, got)) goto out;
+    CHECK(!memcmp(got, want, sizeof(float) * (N - P) * V), "%s: restored into the same sequence: logits differ", name);
+    /* into another sequence whose state moved on with other tokens */
+    if (feed(m, &c, toks[0], 0, 5, NULL) || feed(m, &c, toks[0], 5, P, NULL) || feed(m, &c, toks[1], P, P + 3, NULL)) goto out;
+    if (model_state_restore(m, &c, snap + 1, &e)) { CHECK(0, "%s: restore: %s", name, e.msg); goto out; }
+    CHECK(model_state_tokens(m, &c) == P, "%s: restored state stands at %d, not %d", name, model_state_tokens(m, &c), P);
+    kv_seq_truncate(&c, &m->kv, P);
+    if (feed(m, &c, toks[0], P, N, got)) goto out;
+    CHECK(!memcmp(got, want, sizeof(float) * (N - P) * V), "%s: restored into another sequence: logits differ", name);
+    printf("# %-22s cuda-f32 snapshot at %d, restore + continue to %d: bitwise equal\n", name, P, N);
+out:
+    model_seq_release(m, &a);
+    model_seq_release(m, &c);
+    kv_seq_free(&a, &m->kv);
+    kv_seq_free(&c, &m->kv);
+    free(snap); free(want); free(got);
+    model_free(m);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *fix[] = {"qwen3_5-tiny", "qwen3_5-tiny-mlx-q4", "qwen3_5_moe-tiny", "qwen3_next-tiny",
+                         "gemma3-tiny", "gemma4-tiny-ple", "gemma4-tiny-moe"};
+    for (size_t i = 0; i < sizeof fix / sizeof fix[0]; i++) check_ragged(fix[i]);
+    check_snapshot("qwen3_5-tiny");
+    check_snapshot("qwen3_5_moe-tiny");
+    check_snapshot("qwen3_next-tiny");
+    return ct_done("test_cuda_hybrid");
+}
