@@ -26,7 +26,7 @@ VARIANTS=${VARIANTS:-default}
 mkdir -p "$O" "$SYN"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv >> "$O/log.txt" 2>&1
 [ -n "${SKIP_PROBE:-}" ] || "$B/kiln-cuda-probe" > "$O/probe.jsonl" 2>> "$O/log.txt"
-synth() { # preset dtype dir (KEEP_SYNTH=1: an existing dir is used as is)
+synth() { # preset dtype dir (KEEP_SYNTH=1: an existing dir is used as is, and kept afterwards)
   [ -n "${KEEP_SYNTH:-}" ] && [ -d "$3" ] && return
   rm -rf "$3"
   "$B/kiln" synth --preset "$1" --dtype "$2" --out "$3" >> "$O/log.txt" 2>&1 || { echo "synth $1:$2 failed" >> "$O/log.txt"; rm -rf "$3"; }
