@@ -11,7 +11,7 @@
  * boundaries of a query's online softmax never depend on the tile it is computed in. */
 #define AT_KB 32
 /* A tile is at most this many query vectors (tokens × GQA group) when the group allows. */
-#define AT_QMAX 32
+#define AT_QMAX 64
 
 typedef struct attn_tile_dims {
     int nqp;      /* query lanes: tokens × group, rounded up to 16 */
