@@ -90,7 +90,7 @@ static void compare(const weight_t *w, int T, const char *what) {
 
 static void test_matmul_dense(void **st) {
     const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
-    const int shapes[][3] = {{1, 1, 1}, {3, 7, 5}, {9, 13, 37}, {5, 64, 64}, {17, 33, 129}, {2, 40, 300}};
+    const int shapes[][3] = {{1, 1, 1}, {3, 7, 5}, {9, 13, 37}, {5, 64, 64}, {17, 33, 129}, {2, 40, 300}, {37, 21, 200}}; /* 37: more x rows than one GEMM block */
     for (int d = 0; d < 3; d++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             void *buf;
@@ -114,6 +114,7 @@ static void test_matmul_quant(void **st) {
                 char what[64];
                 snprintf(what, sizeof what, "q%d/g%d", bits[b], groups[g]);
                 for (int T = 1; T <= 13; T += 4) compare(&w, T, what);
+                if (gi == 1) compare(&w, 37, what); /* more x rows than one GEMM block */
                 free(c); free(s); free(bi);
             }
         }

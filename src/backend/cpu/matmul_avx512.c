@@ -315,93 +315,211 @@ static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0
     free((void *)q.xq);
 }
 
-/* 8-bit codes: dot(x, s*c + b) over a group is s*dot(x, c) + b*sum(x). The group's x
- * sums are computed once per call; the inner loop is then widen, convert, fma — no
- * per-chunk dequantization. Per element: a group accumulator folded into the running
- * one by fma(scale) at each group's end, plus a scalar bias term, in group order —
- * identical for every tile shape (4x2 and 1x4 here) and every T. */
-AI void q8tile(float *y, const float *x, const float *xs, const weight_t *w, int t, int j, const int NT, const int NJ) {
-    int K = w->cols, N = w->rows, G = w->group, ng = K / G;
-    const uint8_t *rows[4];
-    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * K;
-    __m512 acc[4][4];
-    float bsum[4][4];
-#pragma GCC unroll 4
-    for (int a = 0; a < NT; a++)
-#pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) { acc[a][b] = _mm512_setzero_ps(); bsum[a][b] = 0.f; }
-    for (int g = 0; g < ng; g++) {
-        __m512 gacc[4][4];
-#pragma GCC unroll 4
-        for (int a = 0; a < NT; a++)
-#pragma GCC unroll 4
-            for (int b = 0; b < NJ; b++) gacc[a][b] = _mm512_setzero_ps();
-        for (int k = g * G; k < (g + 1) * G; k += 16) {
-            __m512 c[4];
-            if (NT == 1)
-#pragma GCC unroll 4
-                for (int b = 0; b < NJ; b++) _mm_prefetch((const char *)rows[b] + k + 4096, _MM_HINT_T0);
-#pragma GCC unroll 4
-            for (int b = 0; b < NJ; b++) c[b] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[b] + k))));
-#pragma GCC unroll 4
-            for (int a = 0; a < NT; a++) {
-                __m512 xv = _mm512_loadu_ps(x + (size_t)(t + a) * K + k);
-#pragma GCC unroll 4
-                for (int b = 0; b < NJ; b++) gacc[a][b] = _mm512_fmadd_ps(xv, c[b], gacc[a][b]);
-            }
-        }
-#pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) {
-            size_t gi = (size_t)(j + b) * ng + g;
-            float sc = load_as_f32(w->scales, w->sb_dtype, gi), bi = load_as_f32(w->biases, w->sb_dtype, gi);
-#pragma GCC unroll 4
-            for (int a = 0; a < NT; a++) {
-                acc[a][b] = _mm512_fmadd_ps(_mm512_set1_ps(sc), gacc[a][b], acc[a][b]);
-                bsum[a][b] = fmaf(bi, xs[(size_t)(t + a) * ng + g], bsum[a][b]); /* explicit: one rounding whatever the compiler vectorizes */
-            }
-        }
-    }
-#pragma GCC unroll 4
-    for (int a = 0; a < NT; a++)
-#pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = _mm512_reduce_add_ps(acc[a][b]) + bsum[a][b];
-}
-
-static void mm_q8_sum(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    int K = w->cols, G = w->group, ng = K / G;
-    float *xs = malloc(sizeof(float) * (size_t)T * ng + 64);
+/* Group sums of x rows, in column order, zero-padded to a multiple of 16 groups: the
+ * bias term of MLX-affine weights is dot(bias row, these), 16 groups per fma. */
+static float *group_sums(const float *x, int T, int K, int G, int *ngp_out) {
+    int ng = K / G, ngp = (ng + 15) & ~15;
+    float *xg = aligned_alloc(64, sizeof(float) * (size_t)T * ngp);
+    if (!xg) abort();
     for (size_t t = 0; t < (size_t)T; t++)
-        for (int g = 0; g < ng; g++) {
+        for (int g = 0; g < ngp; g++) {
             float sum = 0.f;
-            for (int k = g * G; k < (g + 1) * G; k++) sum += x[t * K + k];
-            xs[t * ng + g] = sum;
+            if (g < ng)
+                for (int k = g * G; k < (g + 1) * G; k++) sum += x[t * K + k];
+            xg[t * ngp + g] = sum;
         }
-    int tc = t_chunk(K);
-    for (int t0 = 0; t0 < T; t0 += tc) {
-        int t1 = t0 + tc < T ? t0 + tc : T;
-        int j = j0;
-        for (; j + 4 <= j1; j += 4) {
-            int t = t0;
-            for (; t + 4 <= t1; t += 4) { q8tile(y, x, xs, w, t, j, 4, 2); q8tile(y, x, xs, w, t, j + 2, 4, 2); }
-            for (; t < t1; t++) q8tile(y, x, xs, w, t, j, 1, 4);
-        }
-        for (; j < j1; j++) {
-            int t = t0;
-            for (; t + 4 <= t1; t += 4) q8tile(y, x, xs, w, t, j, 4, 1);
-            for (; t < t1; t++) q8tile(y, x, xs, w, t, j, 1, 1);
-        }
-    }
-    free(xs);
+    *ngp_out = ngp;
+    return xg;
 }
 
-static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f32); }
-static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_bf16); }
-static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f16); }
+/* The bias term of one (x row, W row) pair, the first thing its accumulator gets. */
+AI __m512 bias_term(const weight_t *w, int r, const float *xg) {
+    int ng = w->cols / w->group;
+    __m512 acc = _mm512_setzero_ps();
+    for (int g0 = 0; g0 < ng; g0 += 16)
+        acc = _mm512_fmadd_ps(sb16(w->biases, w->sb_dtype, (size_t)r * ng + g0, ng - g0), _mm512_loadu_ps(xg + g0), acc);
+    return acc;
+}
+
+/* 8-bit codes: w = s*c + b, so dot(x, w) = dot(x, s*c) + dot(bias, group sums of x).
+ * s*c is exact in f32 (an 8-bit code times a bf16/f16 scale has at most 19 significant
+ * bits), so the first part is a plain dense dot product over exactly-known weights; the
+ * second is 16 groups per fma. Per element: acc = bias term, then acc = fma(x, c*s, acc)
+ * per 16 columns in order, then one horizontal sum — the same in decode (q8tile, codes
+ * converted in registers) and in the blocked GEMM for T > 1 (gemm, codes converted once
+ * per panel). */
+AI void q8tile(float *y, const float *x, const float *xg, const weight_t *w, int j, const int NJ) {
+    int K = w->cols, G = w->group, ng = K / G;
+    const uint8_t *rows[4];
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) {
+        rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * K;
+        acc[b] = bias_term(w, j + b, xg);
+    }
+    for (int g0 = 0; g0 < ng; g0 += 16) {
+        __m512 s16[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) s16[b] = sb16(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
+        int gend = g0 + 16 < ng ? g0 + 16 : ng;
+        for (int g = g0; g < gend; g++) {
+            __m512i lane = _mm512_set1_epi32(g - g0);
+            __m512 sv[4];
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) sv[b] = _mm512_permutexvar_ps(lane, s16[b]);
+            for (int k = g * G; k < (g + 1) * G; k += 16) {
+                __m512 xv = _mm512_loadu_ps(x + k);
+#pragma GCC unroll 4
+                for (int b = 0; b < NJ; b++) {
+                    _mm_prefetch((const char *)rows[b] + k + 4096, _MM_HINT_T0);
+                    __m512 c = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[b] + k))));
+                    acc[b] = _mm512_fmadd_ps(xv, _mm512_mul_ps(c, sv[b]), acc[b]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) y[j + b] = _mm512_reduce_add_ps(acc[b]);
+}
+
+/* --- T > 1: a blocked GEMM with exactly the per-element arithmetic of the decode tiles.
+ * For a block of GT x rows and GJ W rows, W is turned into f32 panels of GK columns
+ * (converted or dequantized once per block, not once per 4 x rows), and a 4x4
+ * register tile runs over each panel: 16 fmas per 8 loads, all from L1 (x chunk 16 KB,
+ * panels 4 KB, accumulators 16 KB). The accumulators live in memory between panels —
+ * stored and reloaded exactly — so each element still sees one chain over K. */
+#define GT 32
+#define GJ 8
+#define GK 128
+
+/* P[b * GK + i] = weight (row j + b, column k0 + i) as f32, zeros past the last column. */
+typedef void (*panel_fn)(float *P, const weight_t *w, int j, int nj, int k0);
+
+AI void panel_dense(float *P, const weight_t *w, int j, int nj, int k0, ldw_fn ld) {
+    int K = w->cols;
+    for (int b = 0; b < nj; b++)
+        for (int i = 0; i < GK; i += 16) {
+            int n = K - (k0 + i);
+            __mmask16 m = n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
+            _mm512_store_ps(P + b * GK + i, m ? ld(w, j + b, k0 + i, m) : _mm512_setzero_ps());
+        }
+}
+static void panel_f32(float *P, const weight_t *w, int j, int nj, int k0) { panel_dense(P, w, j, nj, k0, ld_f32); }
+static void panel_bf16(float *P, const weight_t *w, int j, int nj, int k0) { panel_dense(P, w, j, nj, k0, ld_bf16); }
+static void panel_f16(float *P, const weight_t *w, int j, int nj, int k0) { panel_dense(P, w, j, nj, k0, ld_f16); }
+static void panel_q8(float *P, const weight_t *w, int j, int nj, int k0) {
+    int K = w->cols, G = w->group, ng = K / G;
+    for (int b = 0; b < nj; b++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)(j + b) * K;
+        for (int i = 0; i < GK; i += 16) {
+            int k = k0 + i;
+            if (k >= K) { _mm512_store_ps(P + b * GK + i, _mm512_setzero_ps()); continue; }
+            __m512 sv = _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, (size_t)(j + b) * ng + k / G));
+            __m512 c = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + k))));
+            _mm512_store_ps(P + b * GK + i, _mm512_mul_ps(c, sv));
+        }
+    }
+}
+
+/* NT x rows by NJ panel rows, over one panel; xc: the block's x rows for this panel
+ * (row a at xc + a * GK, zeros past the last column); A[a * GJ + b] holds the sums. */
+AI void gemm_tile(__m512 *A, const float *xc, int K, int k0, const float *P, const int NT, const int NJ) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) acc[a][b] = A[a * GJ + b];
+    int kend = k0 + GK < K ? k0 + GK : K;
+    for (int k = k0, i = 0; k < kend; k += 16, i += 16) {
+        __m512 wv[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) wv[b] = _mm512_load_ps(P + b * GK + i);
+#pragma GCC unroll 4
+        for (int a = 0; a < NT; a++) {
+            __m512 xv = _mm512_load_ps(xc + a * GK + i);
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) A[a * GJ + b] = acc[a][b];
+}
+
+/* xg: group sums of x (quantized weights: accumulators start at the bias term), else NULL. */
+static void gemm(float *y, const float *x, int T, const weight_t *w, int j0, int j1, panel_fn fill, const float *xg, int ngp) {
+    int K = w->cols, N = w->rows;
+    __m512 *A = aligned_alloc(64, sizeof(__m512) * GT * GJ);
+    float *P = aligned_alloc(64, sizeof(float) * GJ * GK);
+    /* the block's x rows regrouped per panel, each panel's GT x GK floats contiguous (rows
+     * K floats apart would meet in the same L1 sets when K is a multiple of 1024) */
+    int nkc = (K + GK - 1) / GK;
+    float *xp = aligned_alloc(64, sizeof(float) * (size_t)nkc * GT * GK);
+    if (!A || !P || !xp) abort();
+    for (int t0 = 0; t0 < T; t0 += GT) {
+        int tn = T - t0 < GT ? T - t0 : GT;
+        for (int c = 0; c < nkc; c++)
+            for (int a = 0; a < tn; a++)
+                for (int i = 0; i < GK; i++) {
+                    int k = c * GK + i;
+                    xp[((size_t)c * GT + a) * GK + i] = k < K ? x[(size_t)(t0 + a) * K + k] : 0.f;
+                }
+        for (int jb = j0; jb < j1; jb += GJ) {
+            int nj = j1 - jb < GJ ? j1 - jb : GJ;
+            for (int a = 0; a < tn; a++)
+                for (int b = 0; b < nj; b++)
+                    A[a * GJ + b] = xg ? bias_term(w, jb + b, xg + (size_t)(t0 + a) * ngp) : _mm512_setzero_ps();
+            for (int k0 = 0; k0 < K; k0 += GK) {
+                fill(P, w, jb, nj, k0);
+                const float *xc = xp + (size_t)(k0 / GK) * GT * GK;
+                int b = 0;
+                for (; b + 4 <= nj; b += 4) {
+                    int a = 0;
+                    for (; a + 4 <= tn; a += 4) gemm_tile(A + a * GJ + b, xc + a * GK, K, k0, P + b * GK, 4, 4);
+                    for (; a < tn; a++) gemm_tile(A + a * GJ + b, xc + a * GK, K, k0, P + b * GK, 1, 4);
+                }
+                for (; b < nj; b++) {
+                    int a = 0;
+                    for (; a + 4 <= tn; a += 4) gemm_tile(A + a * GJ + b, xc + a * GK, K, k0, P + b * GK, 4, 1);
+                    for (; a < tn; a++) gemm_tile(A + a * GJ + b, xc + a * GK, K, k0, P + b * GK, 1, 1);
+                }
+            }
+            for (int a = 0; a < tn; a++)
+                for (int b = 0; b < nj; b++) y[(size_t)(t0 + a) * N + jb + b] = _mm512_reduce_add_ps(A[a * GJ + b]);
+        }
+    }
+    free(A);
+    free(P);
+    free(xp);
+}
+
+static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int ngp;
+    float *xg = group_sums(x, T, w->cols, w->group, &ngp);
+    if (T == 1) {
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) q8tile(y, x, xg, w, j, 4);
+        for (; j < j1; j++) q8tile(y, x, xg, w, j, 1);
+    } else gemm(y, x, T, w, j0, j1, panel_q8, xg, ngp);
+    free(xg);
+}
+
+/* Dense: T == 1 streams W once through the register tiles; larger T goes through the
+ * blocked GEMM (same chain per element: acc = 0, fma per 16 columns, masked tail). */
+static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    if (T == 1) run(y, x, T, w, j0, j1, ld_f32); else gemm(y, x, T, w, j0, j1, panel_f32, NULL, 0);
+}
+static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    if (T == 1) run(y, x, T, w, j0, j1, ld_bf16); else gemm(y, x, T, w, j0, j1, panel_bf16, NULL, 0);
+}
+static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    if (T == 1) run(y, x, T, w, j0, j1, ld_f16); else gemm(y, x, T, w, j0, j1, panel_f16, NULL, 0);
+}
 static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (w->group == 32 || w->group == 64 || w->group == 128) mm_q4_lut(y, x, T, w, j0, j1);
     else qrun(y, x, T, w, j0, j1, 4);
 }
-static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { mm_q8_sum(y, x, T, w, j0, j1); }
 static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 0); }
 
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
