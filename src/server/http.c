@@ -149,7 +149,6 @@ void conn_unref(conn_t *c) {
     waker_unregister(c->s, c);
     gen_free(c->g);
     sbuf_free(&c->body);
-    pthread_mutex_destroy(&c->mu);
     free(c);
 }
 
@@ -261,7 +260,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
         c->fd = ci ? ci->connect_fd : -1;
         atomic_init(&c->refs, 1);
-        pthread_mutex_init(&c->mu, NULL);
         c->t0 = now_mono();
         snprintf(c->method, sizeof c->method, "%s", method);
         snprintf(c->path, sizeof c->path, "%s", url);

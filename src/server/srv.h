@@ -121,9 +121,8 @@ typedef struct conn {
     double t0;
     int status;                  /* what we answered (for the log and metrics) */
     char cors[256];              /* Access-Control-Allow-Origin to send, "" for none */
-    /* suspend/resume, guarded by mu */
-    pthread_mutex_t mu;
-    int suspended, wake;
+    /* suspend/resume handshake with the engine's notify (waker.c) */
+    atomic_int suspended, wake;
     int slot;                    /* waker slot, -1 when not registered */
     uint32_t wseq;               /* which registration of the slot is ours */
     int fd;                      /* the socket, watched for a hang-up while suspended */

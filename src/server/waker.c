@@ -10,7 +10,15 @@
  *
  * Lost wake-ups: a notify that arrives while the connection is running (not suspended)
  * sets `wake`, and conn_suspend then declines to suspend, so the caller looks for events
- * once more. Lock order: wk_mu, then conn->mu, then MHD's own.
+ * once more. The handshake is two atomic flags, not a mutex: a lock shared with the
+ * engine thread would be held by the HTTP thread across MHD_suspend_connection and an
+ * epoll_ctl, and the engine thread blocking on it once per token (sleeping, then waiting
+ * for a core) cost more than all the HTTP work when every core computes. The notifier
+ * sets `wake` then takes `suspended`; the suspender suspends, sets `suspended`, then
+ * takes `wake` once more. Sequentially consistent atomics make one of them see the
+ * other's flag, and only whoever swaps `suspended` from 1 to 0 resumes, so a connection
+ * is never left suspended with events waiting, nor resumed twice. Lock order: wk_mu, then
+ * MHD's own.
  *
  * Hang-ups: MHD does not poll a suspended connection, so a client that goes away while
  * its request waits in the queue (or between two tokens, or during a non-streamed
@@ -60,7 +68,7 @@ static void *watch_main(void *arg) {
     }
 }
 
-/* Arms c's socket for one hang-up report. Called with c->mu held, c suspended. */
+/* Arms c's socket for one hang-up report. Called on c's HTTP thread, c suspended. */
 static void watch_arm(conn_t *c) {
     server_t *s = c->s;
     if (!s->watching || c->fd < 0 || c->slot < 0) return;
@@ -147,14 +155,8 @@ void waker_unregister(server_t *s, conn_t *c) {
 }
 
 static void wake(conn_t *c) {
-    pthread_mutex_lock(&c->mu);
-    if (c->suspended) {
-        c->suspended = 0;
-        MHD_resume_connection(c->mc);
-    } else {
-        c->wake = 1;
-    }
-    pthread_mutex_unlock(&c->mu);
+    atomic_store(&c->wake, 1);
+    if (atomic_exchange(&c->suspended, 0)) MHD_resume_connection(c->mc);
 }
 
 void waker_notify(void *arg) {
@@ -173,15 +175,11 @@ void waker_wake_all(server_t *s) {
 }
 
 int conn_suspend(conn_t *c) {
-    pthread_mutex_lock(&c->mu);
-    if (c->wake) {
-        c->wake = 0;
-        pthread_mutex_unlock(&c->mu);
-        return 0;
-    }
-    c->suspended = 1;
+    if (atomic_exchange(&c->wake, 0)) return 0;
     MHD_suspend_connection(c->mc);
     watch_arm(c);
-    pthread_mutex_unlock(&c->mu);
+    atomic_store(&c->suspended, 1);
+    /* a notify between the first look at `wake` and the store above saw suspended == 0 */
+    if (atomic_exchange(&c->wake, 0) && atomic_exchange(&c->suspended, 0)) MHD_resume_connection(c->mc);
     return 1;
 }
