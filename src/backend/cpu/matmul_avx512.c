@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <string.h>
 #include "backend/cpu/cpu_kernels.h"
 
 #define L 16
@@ -193,9 +194,19 @@ AI __m512 sb16(const void *p, dtype_t t, size_t i, int n) {
  *
  * The affine step is folded per lane, without horizontal sums: lane i's 8 columns lie in
  * one group, so the block's partial products (gacc, a plain chain over n) are scaled by a
- * vector of the lanes' group scales, acc = fma(svec, gacc, acc), and the bias enters as
+ * vector of the lanes' group scales, acc = fma(svec, gacc, acc), after the bias term
  * dot(bias, group sums of x), 16 groups per fma. Per element: the same operations in the
- * same order for every tile shape, T and thread; only the final lane sum is horizontal. */
+ * same order in decode (q4tile) and in the GEMM for T > 1 (q4gemm); only the final lane
+ * sum is horizontal. */
+
+/* The bias term of one (x row, W row) pair, the first thing its accumulator gets. */
+AI __m512 bias_term(const weight_t *w, int r, const float *xg) {
+    int ng = w->cols / w->group;
+    __m512 acc = _mm512_setzero_ps();
+    for (int g0 = 0; g0 < ng; g0 += 16)
+        acc = _mm512_fmadd_ps(sb16(w->biases, w->sb_dtype, (size_t)r * ng + g0, ng - g0), _mm512_loadu_ps(xg + g0), acc);
+    return acc;
+}
 
 typedef struct { const float *xq, *xg; int K, nbt, ng, ngp, gshift; } q4x_t;
 
@@ -210,17 +221,11 @@ AI void q4tile(float *y, const q4x_t *q, const weight_t *w, int t, int j, const 
 #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
 #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_setzero_ps();
+        for (int b = 0; b < NJ; b++) acc[a][b] = bias_term(w, j + b, q->xg + (size_t)(t + a) * q->ngp);
     for (int g0 = 0, blk = 0; g0 < ng; g0 += 16) {
         __m512 s16[4];
 #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) {
-            size_t gi = (size_t)(j + b) * ng + g0;
-            s16[b] = sb16(w->scales, w->sb_dtype, gi, ng - g0);
-            __m512 b16 = sb16(w->biases, w->sb_dtype, gi, ng - g0);
-#pragma GCC unroll 4
-            for (int a = 0; a < NT; a++) acc[a][b] = _mm512_fmadd_ps(b16, _mm512_loadu_ps(q->xg + (size_t)(t + a) * q->ngp + g0), acc[a][b]);
-        }
+        for (int b = 0; b < NJ; b++) s16[b] = sb16(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
         int bend = blk + bpsb < q->nbt ? blk + bpsb : q->nbt;
         for (int bi = 0; blk < bend; blk++, bi++) {
             int cols = K - blk * 128 < 128 ? K - blk * 128 : 128;
@@ -289,29 +294,89 @@ static int q4_prepare(q4x_t *q, const float *x, int T, const weight_t *w) {
     return 0;
 }
 
+/* T > 1: the blocked GEMM's structure (see gemm below) with q4's per-element steps. A
+ * panel is one block of 128 columns of GJ rows: its codes as floats [row][n][lane] and
+ * each row's lane scales; the register tile is 4x4 partial sums (gacc) per block, folded
+ * into the in-memory accumulators exactly as q4tile folds them. */
+#define Q4GT 32
+#define Q4GJ 8
+AI void q4gemm_tile(__m512 *A, const float *xc, const float *P, const float *S, const int NT, const int NJ) {
+    __m512 gacc[4][4];
+#pragma GCC unroll 8
+    for (int n = 0; n < 8; n++) {
+        __m512 c[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) c[b] = _mm512_load_ps(P + b * 128 + n * 16);
+#pragma GCC unroll 4
+        for (int a = 0; a < NT; a++) {
+            __m512 xv = _mm512_load_ps(xc + a * 128 + n * 16);
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) gacc[a][b] = n ? _mm512_fmadd_ps(xv, c[b], gacc[a][b]) : _mm512_mul_ps(xv, c[b]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) A[a * Q4GJ + b] = _mm512_fmadd_ps(_mm512_load_ps(S + b * 16), gacc[a][b], A[a * Q4GJ + b]);
+}
+
+static void q4gemm(float *y, const q4x_t *q, int T, const weight_t *w, int j0, int j1) {
+    int K = q->K, N = w->rows, ng = q->ng, nbt = q->nbt, bpsb = 16 * w->group / 128;
+    size_t row_bytes = (size_t)K / 2, xstride = (size_t)nbt * 128;
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i lane_grp = _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120), q->gshift);
+    __m512 *A = aligned_alloc(64, sizeof(__m512) * Q4GT * Q4GJ);
+    float *P = aligned_alloc(64, sizeof(float) * Q4GJ * 128), *S = aligned_alloc(64, sizeof(float) * Q4GJ * 16);
+    float *xp = aligned_alloc(64, sizeof(float) * (size_t)nbt * Q4GT * 128); /* per block: rows contiguous */
+    if (!A || !P || !S || !xp) abort();
+    for (int t0 = 0; t0 < T; t0 += Q4GT) {
+        int tn = T - t0 < Q4GT ? T - t0 : Q4GT;
+        for (int blk = 0; blk < nbt; blk++)
+            for (int a = 0; a < tn; a++)
+                memcpy(xp + ((size_t)blk * Q4GT + a) * 128, q->xq + (size_t)(t0 + a) * xstride + (size_t)blk * 128, sizeof(float) * 128);
+        for (int jb = j0; jb < j1; jb += Q4GJ) {
+            int nj = j1 - jb < Q4GJ ? j1 - jb : Q4GJ;
+            for (int a = 0; a < tn; a++)
+                for (int b = 0; b < nj; b++) A[a * Q4GJ + b] = bias_term(w, jb + b, q->xg + (size_t)(t0 + a) * q->ngp);
+            for (int blk = 0; blk < nbt; blk++) {
+                int cols = K - blk * 128 < 128 ? K - blk * 128 : 128, g0 = blk / bpsb * 16;
+                __mmask16 m = cols == 128 ? (__mmask16)0xffff : (__mmask16)((1u << (cols / 8)) - 1);
+                __m512i gidx = _mm512_add_epi32(_mm512_set1_epi32((blk % bpsb) * 128 >> q->gshift), lane_grp);
+                for (int b = 0; b < nj; b++) {
+                    __m512i v = _mm512_maskz_loadu_epi32(m, (const uint8_t *)w->data + (size_t)(jb + b) * row_bytes + (size_t)blk * 64);
+                    for (int n = 0; n < 8; n++)
+                        _mm512_store_ps(P + b * 128 + n * 16, _mm512_permutexvar_ps(n ? _mm512_srli_epi32(v, 4 * n) : v, iota));
+                    __m512 s16 = sb16(w->scales, w->sb_dtype, (size_t)(jb + b) * ng + g0, ng - g0);
+                    _mm512_store_ps(S + b * 16, _mm512_permutexvar_ps(gidx, s16));
+                }
+                const float *xc = xp + (size_t)blk * Q4GT * 128;
+                int b = 0;
+                for (; b + 4 <= nj; b += 4) {
+                    int a = 0;
+                    for (; a + 4 <= tn; a += 4) q4gemm_tile(A + a * Q4GJ + b, xc + a * 128, P + b * 128, S + b * 16, 4, 4);
+                    for (; a < tn; a++) q4gemm_tile(A + a * Q4GJ + b, xc + a * 128, P + b * 128, S + b * 16, 1, 4);
+                }
+                for (; b < nj; b++) {
+                    int a = 0;
+                    for (; a + 4 <= tn; a += 4) q4gemm_tile(A + a * Q4GJ + b, xc + a * 128, P + b * 128, S + b * 16, 4, 1);
+                    for (; a < tn; a++) q4gemm_tile(A + a * Q4GJ + b, xc + a * 128, P + b * 128, S + b * 16, 1, 1);
+                }
+            }
+            for (int a = 0; a < tn; a++)
+                for (int b = 0; b < nj; b++) y[(size_t)(t0 + a) * N + jb + b] = _mm512_reduce_add_ps(A[a * Q4GJ + b]);
+        }
+    }
+    free(A); free(P); free(S); free(xp);
+}
+
 static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     q4x_t q;
     if (q4_prepare(&q, x, T, w)) abort();
-    int j = j0;
     if (T == 1) {
+        int j = j0;
         for (; j + 4 <= j1; j += 4) q4tile(y, &q, w, 0, j, 1, 4);
         for (; j < j1; j++) q4tile(y, &q, w, 0, j, 1, 1);
-    } else {
-        int tc = t_chunk(w->cols);
-        for (int t0 = 0; t0 < T; t0 += tc) {
-            int t1 = t0 + tc < T ? t0 + tc : T;
-            for (j = j0; j + 2 <= j1; j += 2) {
-                int t = t0;
-                for (; t + 4 <= t1; t += 4) q4tile(y, &q, w, t, j, 4, 2);
-                for (; t < t1; t++) q4tile(y, &q, w, t, j, 1, 2);
-            }
-            for (; j < j1; j++) {
-                int t = t0;
-                for (; t + 4 <= t1; t += 4) q4tile(y, &q, w, t, j, 4, 1);
-                for (; t < t1; t++) q4tile(y, &q, w, t, j, 1, 1);
-            }
-        }
-    }
+    } else q4gemm(y, &q, T, w, j0, j1);
     free((void *)q.xq);
 }
 
@@ -330,15 +395,6 @@ static float *group_sums(const float *x, int T, int K, int G, int *ngp_out) {
         }
     *ngp_out = ngp;
     return xg;
-}
-
-/* The bias term of one (x row, W row) pair, the first thing its accumulator gets. */
-AI __m512 bias_term(const weight_t *w, int r, const float *xg) {
-    int ng = w->cols / w->group;
-    __m512 acc = _mm512_setzero_ps();
-    for (int g0 = 0; g0 < ng; g0 += 16)
-        acc = _mm512_fmadd_ps(sb16(w->biases, w->sb_dtype, (size_t)r * ng + g0, ng - g0), _mm512_loadu_ps(xg + g0), acc);
-    return acc;
 }
 
 /* 8-bit codes: w = s*c + b, so dot(x, w) = dot(x, s*c) + dot(bias, group sums of x).
