@@ -46,4 +46,9 @@ static void at_to_f32(float *dst, const void *src, dtype_t t, int n) {
 #define AT_SEL(m, a, b) _mm256_blendv_ps(b, a, _mm256_castsi256_ps(m))
 #define AT_FEQ(a, b) _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_EQ_OQ))
 #define AT_TO_F32 at_to_f32
+#define AT_DQ 2
+#define AT_IOTA() _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+#define AT_ADD_I(a, b) _mm256_add_epi32(a, b)
+#define AT_MULLO_I(a, b) _mm256_mullo_epi32(a, b)
+#define AT_GATHER(p, idx) _mm256_i32gather_ps(p, idx, 4)
 #include "backend/cpu/attention_tile_body.h"

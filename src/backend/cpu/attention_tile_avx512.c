@@ -46,4 +46,9 @@ static void at_to_f32(float *dst, const void *src, dtype_t t, int n) {
 #define AT_SEL(m, a, b) _mm512_mask_blend_ps(m, b, a)
 #define AT_FEQ(a, b) _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
 #define AT_TO_F32 at_to_f32
+#define AT_DQ 4
+#define AT_IOTA() _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define AT_ADD_I(a, b) _mm512_add_epi32(a, b)
+#define AT_MULLO_I(a, b) _mm512_mullo_epi32(a, b)
+#define AT_GATHER(p, idx) _mm512_i32gather_ps(idx, p, 4)
 #include "backend/cpu/attention_tile_body.h"

@@ -88,6 +88,44 @@ static void AT_CAT(AT_NAME, _scores)(float *S, const float *Qt, const float *Kb,
     }
 }
 
+/* Few queries (a decode step: one token's GQA group, nq <= AT_DQ): the lanes of the layout
+ * above would be mostly empty, so here the lanes are keys — each d gathers K[j][d] for 16
+ * (or 8) keys from the converted rows. A score is still fma(q[d], k[d], acc) over d in
+ * order from 0, then × scale: bit for bit what _scores computes for the same query and key
+ * (test_attention_tiles compares decode-sized tiles with whole-step tiles bitwise). All
+ * AT_KB keys of the block are scored; rows outside [ja, jb] hold zeros or an earlier
+ * block's rows and are masked by the caller. */
+static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float *Kb, int nqp, int hdp, int hd, int nq,
+                                         float scale) {
+    AT_VI idx[AT_KB / AT_VW];
+    AT_V acc[AT_DQ][AT_KB / AT_VW];
+#pragma GCC unroll 4
+    for (int u = 0; u < AT_KB / AT_VW; u++) idx[u] = AT_MULLO_I(AT_ADD_I(AT_IOTA(), AT_SET1I(u * AT_VW)), AT_SET1I(hdp));
+#pragma GCC unroll 4
+    for (int i = 0; i < AT_DQ; i++)
+#pragma GCC unroll 4
+        for (int u = 0; u < AT_KB / AT_VW; u++) acc[i][u] = AT_ZERO();
+    for (int d = 0; d < hd; d++) {
+        AT_V kd[AT_KB / AT_VW];
+#pragma GCC unroll 4
+        for (int u = 0; u < AT_KB / AT_VW; u++) kd[u] = AT_GATHER(Kb + d, idx[u]);
+#pragma GCC unroll 4
+        for (int i = 0; i < AT_DQ; i++) {
+            if (i >= nq) break;
+            AT_V qd = AT_SET1(Qt[(size_t)d * nqp + i]);
+#pragma GCC unroll 4
+            for (int u = 0; u < AT_KB / AT_VW; u++) acc[i][u] = AT_FMA(qd, kd[u], acc[i][u]);
+        }
+    }
+    AT_V sc = AT_SET1(scale);
+    float tmp[AT_KB];
+    for (int i = 0; i < nq; i++) {
+#pragma GCC unroll 4
+        for (int u = 0; u < AT_KB / AT_VW; u++) AT_STORE(tmp + u * AT_VW, AT_MUL(acc[i][u], sc));
+        for (int j = 0; j < AT_KB; j++) S[(size_t)j * nqp + i] = tmp[j];
+    }
+}
+
 /* acc (+)= Σ_{j in [ja, jb]} P[j][i] · Vb[j] over NC vectors of head dim from column c0,
  * for query i, or i and i2 (same key range) sharing each V load; j in position order.
  * Always inlined with constant NC and pair so the accumulators stay in registers. */
@@ -174,6 +212,7 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
         for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = qi[d];
     }
     memset(acc, 0, sizeof(float) * (size_t)nq * hdp);
+    memset(Kb, 0, sizeof(float) * (size_t)AT_KB * hdp); /* _scores_few reads whole blocks */
     /* the padding columns of the converted rows stay zero: the V sums run over hdp */
     for (int j = 0; j < AT_KB; j++) {
         for (int d = hd; d < hdp; d++) Kb[(size_t)j * hdp + d] = Vb[(size_t)j * hdp + d] = 0.f;
@@ -200,7 +239,8 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
             if (!AT_MNONE(act)) break;
             v0++;
         }
-        AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, nv, a->scale);
+        if (nq <= AT_DQ) AT_CAT(AT_NAME, _scores_few)(S, Qt, Kb, nqp, hdp, hd, nq, a->scale);
+        else AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, nv, a->scale);
         for (int v = 0; v < nv; v++) {
             AT_VI vlo = AT_LOADI(lo + v * AT_VW), vhi = AT_LOADI(hi + v * AT_VW);
             /* lanes whose range meets this block */
