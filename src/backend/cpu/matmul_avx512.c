@@ -467,10 +467,11 @@ static void panel_q8(float *P, const weight_t *w, int j, int nj, int k0) {
     int K = w->cols, G = w->group, ng = K / G;
     for (int b = 0; b < nj; b++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)(j + b) * K;
-        for (int i = 0; i < GK; i += 16) {
+        __m512 sv = _mm512_setzero_ps();
+        for (int i = 0, g = -1; i < GK; i += 16) {
             int k = k0 + i;
             if (k >= K) { _mm512_store_ps(P + b * GK + i, _mm512_setzero_ps()); continue; }
-            __m512 sv = _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, (size_t)(j + b) * ng + k / G));
+            if (k / G != g) { g = k / G; sv = _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g)); }
             __m512 c = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + k))));
             _mm512_store_ps(P + b * GK + i, _mm512_mul_ps(c, sv));
         }
