@@ -124,6 +124,14 @@ typedef struct kiln_stats {
     /* sliding-window models (DESIGN §5): the sliding layers' own pool, and the most blocks
      * of it one sequence has held between steps (at most ceil(window/block_size) + 1) */
     int kv_swa_blocks_total, kv_swa_blocks_used, kv_swa_blocks_cached, kv_swa_seq_blocks_max;
+    /* where the engine thread's time goes, summed over the `steps` that ran a forward
+     * (seconds, CLOCK_MONOTONIC): schedule = taking submissions, cancels, building the
+     * step (block allocation, prefix attach, preemption); forward = model_forward (on a GPU
+     * this includes waiting for the device and the logits copy); post = everything after
+     * it (hashing, sampling, stop checks, text, events, finishing) and publishing stats.
+     * step_rows: rows summed over those steps. Idle waits for work are not counted. */
+    double time_schedule_s, time_forward_s, time_post_s;
+    uint64_t step_rows;
 } kiln_stats_t;
 void kiln_stats(kiln_engine_t *eng, kiln_stats_t *s);
 

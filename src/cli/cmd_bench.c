@@ -75,6 +75,8 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
         /* token event times, to measure the steady state in which every request decodes */
         double *tok_t = malloc(sizeof(double) * (size_t)c * (ng > 0 ? ng : 1)), win_lo = 0, win_hi = 1e300;
         long n_tok_t = 0;
+        kiln_stats_t st0, st1;
+        kiln_stats(eng, &st0);
         for (long i = 0; i < c; i++) {
             for (long t = 0; t < np; t++) /* shared prefix, then a part unique to this request */
                 prompt[t] = (int32_t)(rng_uniform(t < shared ? 99 : 1000 + (uint64_t)level_no * 100000 + (uint64_t)i, (uint64_t)t) * V);
@@ -107,6 +109,18 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
             if (info.t_first_token > win_lo) win_lo = info.t_first_token;
             if (info.t_done < win_hi) win_hi = info.t_done;
         }
+        /* the last step's times land when the engine publishes its stats after it */
+        kiln_stats(eng, &st1);
+        for (int w = 0; w < 1000 && (st1.running || st1.waiting); w++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            kiln_stats(eng, &st1);
+        }
+        /* the engine thread's time per step over the level, by phase (kiln_stats_t) */
+        double n_steps = (double)(st1.steps - st0.steps), per = n_steps > 0 ? 1e3 / n_steps : 0;
+        double h_sched = (st1.time_schedule_s - st0.time_schedule_s) * per, h_fwd = (st1.time_forward_s - st0.time_forward_s) * per,
+               h_post = (st1.time_post_s - st0.time_post_s) * per;
+        double rows_step = n_steps > 0 ? (double)(st1.step_rows - st0.step_rows) / n_steps : 0;
         /* steady decode: tokens produced while all c requests were past their first token
          * and none had finished, over that window (prefill and ramp-up/down excluded) */
         long in_win = 0;
@@ -121,13 +135,17 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
             if (json)
                 printf("%s{\"concurrency\": %ld, \"prompt_tokens\": %ld, \"gen_tokens\": %ld, \"shared_prefix\": %ld, "
                        "\"decode_tok_s\": %.2f, \"steady_decode_tok_s\": %.2f, \"ttft_mean_ms\": %.1f, \"ttft_p95_ms\": %.1f, "
-                       "\"itl_mean_ms\": %.2f, \"wall_s\": %.3f, \"cached_tokens_mean\": %.1f}",
+                       "\"itl_mean_ms\": %.2f, \"wall_s\": %.3f, \"cached_tokens_mean\": %.1f, \"steps\": %.0f, "
+                       "\"rows_per_step\": %.2f, \"host_ms_per_step\": {\"schedule\": %.3f, \"forward\": %.3f, \"post\": %.3f}}",
                        level_no ? ", " : "", c, np, ng, shared, total_gen / wall, steady, mean_ttft * 1e3, p95 * 1e3,
-                       itl_n ? itl_sum / itl_n * 1e3 : 0, wall, (double)total_cached / c);
+                       itl_n ? itl_sum / itl_n * 1e3 : 0, wall, (double)total_cached / c, n_steps, rows_step, h_sched, h_fwd,
+                       h_post);
             else
                 printf("concurrency %4ld: %8.2f tok/s aggregate (%.2f steady decode), TTFT mean %8.1f ms p95 %8.1f ms, ITL mean %7.2f ms, "
-                       "%.0f prompt tokens cached (%.2f s)\n", c, total_gen / wall, steady, mean_ttft * 1e3, p95 * 1e3,
-                       itl_n ? itl_sum / itl_n * 1e3 : 0, (double)total_cached / c, wall);
+                       "%.0f prompt tokens cached (%.2f s)\n"
+                       "                  %.0f steps, %.1f rows/step; per step: schedule %.3f ms, forward %.3f ms, post %.3f ms\n",
+                       c, total_gen / wall, steady, mean_ttft * 1e3, p95 * 1e3, itl_n ? itl_sum / itl_n * 1e3 : 0,
+                       (double)total_cached / c, wall, n_steps, rows_step, h_sched, h_fwd, h_post);
             fflush(stdout);
         }
         for (long i = 0; i < c; i++) if (rs[i]) kiln_request_free(rs[i]);

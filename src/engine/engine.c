@@ -386,22 +386,22 @@ static int is_stop_token(const kiln_engine_t *eng, const kiln_request_t *r, int3
     return 0;
 }
 
-/* Logprob of the chosen token and the top-n alternatives, from the raw logits. */
+/* Logprob of the chosen token and the top-n alternatives, from the raw logits: the n
+ * largest by logprob, ties to the lower id, kept sorted as one pass goes over the vocab
+ * (one compare per token for most of them). */
 static void fill_logprobs(kiln_engine_t *eng, const float *raw, int32_t tok, int n_top, kiln_event_t *ev) {
-    int V = eng->m->cfg.vocab_size;
+    int V = eng->m->cfg.vocab_size, m = 0;
+    const float *lp = eng->lp;
     log_softmax(raw, V, eng->lp);
-    ev->logprob = eng->lp[tok];
+    ev->logprob = lp[tok];
     ev->n_top = n_top;
-    for (int k = 0; k < n_top; k++) {
-        int32_t best = -1;
-        for (int v = 0; v < V; v++) {
-            int taken = 0;
-            for (int j = 0; j < k; j++) if (ev->top_ids[j] == v) { taken = 1; break; }
-            if (!taken && (best < 0 || eng->lp[v] > eng->lp[best])) best = v;
-        }
-        ev->top_ids[k] = best;
-        ev->top_logprobs[k] = eng->lp[best];
+    for (int32_t v = 0; v < V && n_top > 0; v++) {
+        if (m == n_top && !(lp[v] > lp[ev->top_ids[n_top - 1]])) continue; /* ids ascend: a tie loses */
+        int j = m < n_top ? m++ : n_top - 1;
+        for (; j > 0 && lp[v] > lp[ev->top_ids[j - 1]]; j--) ev->top_ids[j] = ev->top_ids[j - 1];
+        ev->top_ids[j] = v;
     }
+    for (int k = 0; k < n_top; k++) ev->top_logprobs[k] = lp[ev->top_ids[k]];
 }
 
 /* Hybrid models: after a row ran, save its recurrent state if it stands on a snapshot
@@ -442,7 +442,10 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
     batch_t b = {s->n_rows, s->n_tokens, s->tokens, s->pos, s->row_start, s->seq, s->logit_index, s->n_logits,
                  eng->m->swa_window ? s->seq_swa : NULL};
     err_t e = {0};
-    if (model_forward(eng->m, &b, eng->logits, &e) != 0) {
+    double tf = now_s();
+    int frc = model_forward(eng->m, &b, eng->logits, &e);
+    eng->stats.time_forward_s += now_s() - tf;
+    if (frc != 0) {
         log_error("engine: forward failed: %s", e.msg);
         for (int i = 0; i < s->n_rows; i++) {
             kiln_request_t *r = s->req[i];
@@ -470,9 +473,9 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
         kiln_event_t ev = {.stop_id = -1};
         const float *raw = lg;
         float *copy = NULL;
-        if (r->p.logprobs || r->p.top_logprobs) { copy = malloc(sizeof(float) * V); memcpy(copy, lg, sizeof(float) * V); raw = copy; }
+        if (r->p.logprobs || r->p.top_logprobs) { copy = eng->raw; memcpy(copy, lg, sizeof(float) * V); raw = copy; }
         int32_t tok = sample_token(&r->p.sampling, lg, V, r->tokens, r->n_tokens, r->n_prompt, (uint64_t)r->n_gen, &eng->ss);
-        if (copy) { fill_logprobs(eng, raw, tok, r->p.top_logprobs, &ev); free(copy); }
+        if (copy) fill_logprobs(eng, raw, tok, r->p.top_logprobs, &ev);
         r->tokens[r->n_tokens++] = tok;
         r->n_gen++;
         eng->stats.generated_tokens++;
@@ -586,6 +589,7 @@ static void *engine_main(void *arg) {
             pthread_cond_wait(&eng->cv, &eng->mu);
         int stopping = eng->stopping;
         pthread_mutex_unlock(&eng->mu);
+        double t0 = now_s();
         take_incoming(eng);
         if (stopping) {
             while (eng->n_running) { kiln_request_t *r = eng->running[0]; running_remove(eng, 0); finish(eng, r, KILN_FINISH_CANCELLED, "server shutting down"); }
@@ -594,7 +598,15 @@ static void *engine_main(void *arg) {
         }
         drop_cancelled(eng);
         build_step(eng, &s);
+        double t1 = now_s(), f0 = eng->stats.time_forward_s;
         if (s.n_rows) run_step(eng, &s);
+        double t2 = now_s();
+        if (s.n_rows) {
+            /* host time per step (kiln_stats_t): one clock read per phase, no env switch */
+            eng->stats.time_schedule_s += t1 - t0;
+            eng->stats.time_post_s += (t2 - t1) - (eng->stats.time_forward_s - f0);
+            eng->stats.step_rows += (uint64_t)s.n_rows;
+        }
         publish_stats(eng);
         /* cancelled while idle-waiting for blocks: nothing ran but cancels still land */
         if (!s.n_rows && eng->n_running == 0 && eng->n_waiting > 0) {
@@ -676,6 +688,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     eng->running = calloc((size_t)eng->cap_running, sizeof(void *));
     eng->logits = malloc(sizeof(float) * (size_t)eng->o.max_batch * c->vocab_size);
     eng->lp = malloc(sizeof(float) * c->vocab_size);
+    eng->raw = malloc(sizeof(float) * c->vocab_size);
     sampler_scratch_init(&eng->ss, c->vocab_size);
     pthread_mutex_init(&eng->mu, NULL);
     pthread_cond_init(&eng->cv, NULL);
@@ -697,6 +710,7 @@ err:
     free(eng->running);
     free(eng->logits);
     free(eng->lp);
+    free(eng->raw);
     sampler_scratch_free(&eng->ss);
     free(eng);
     return NULL;
@@ -714,6 +728,7 @@ void kiln_engine_stop(kiln_engine_t *eng) {
     free(eng->running);
     free(eng->logits);
     free(eng->lp);
+    free(eng->raw);
     sampler_scratch_free(&eng->ss);
     snap_free(&eng->snaps);
     pthread_mutex_destroy(&eng->mu);

@@ -68,6 +68,7 @@ struct kiln_engine {
     uint64_t next_seq_no;
     float *logits;                 /* [max_batch, vocab]                              */
     float *lp;                     /* [vocab] logprob scratch                         */
+    float *raw;                    /* [vocab] a row's logits before sampling (logprobs) */
     sampler_scratch_t ss;
     kiln_stats_t stats;            /* copied out under mu                             */
 };

@@ -64,18 +64,64 @@ static int cmp_desc(const void *a, const void *b) {
     return i < j ? -1 : (i > j);
 }
 
-/* Partial selection: moves the k largest (by logit, then id) to idx[0..k) in order. */
+/* The largest value, NaNs skipped (-inf when there is none): what a running
+ * `if (x[i] > mx) mx = x[i]` gives, in independent lanes that vectorize instead of one
+ * compare-and-select chain per element. */
+static float max_value(const float *x, int n) {
+    enum { L = 16 };
+    float m[L], mx = -INFINITY;
+    int i = 0;
+    for (int j = 0; j < L; j++) m[j] = -INFINITY;
+    for (; i + L <= n; i += L)
+        for (int j = 0; j < L; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int j = 0; j < L; j++) mx = m[j] > mx ? m[j] : mx;
+    return mx;
+}
+
+/* The first index of the largest value: what `if (x[i] > x[best]) best = i` gives, without
+ * its chain of dependent loads (a load, a compare and a cmov per element: ~0.5 ms over a
+ * 152k vocabulary, per row and step). One pass over blocks that stay in L1: a block's
+ * maximum in independent lanes (they vectorize); only a block that beats the best so far
+ * (rare after the first few) is searched again for its first index of that maximum, and a
+ * later block must beat it strictly, so ties go to the lower index. NaNs are skipped as
+ * the scalar loop skips them, and a NaN at index 0 keeps index 0 as it does there. */
+int32_t argmax_first(const float *x, int n) {
+    enum { B = 1024 };
+    if (n <= 1 || x[0] != x[0]) return 0;
+    float best = x[0];
+    int32_t bi = 0;
+    for (int i0 = 0; i0 < n; i0 += B) {
+        int nb = n - i0 < B ? n - i0 : B;
+        float m = max_value(x + i0, nb);
+        if (!(m > best)) continue;
+        int j = 0;
+        while (x[i0 + j] != m) j++;
+        best = m;
+        bi = i0 + j;
+    }
+    return bi;
+}
+
+/* a ranks before b: larger logit, then lower id (the order cmp_desc sorts by) */
+static inline int before(const float *l, int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); }
+
+/* Partial selection: moves the k largest (by logit, then id) to idx[0..k) in order. Small
+ * k keeps a sorted list of the best k seen; an element that does not beat the k-th is
+ * dropped after one compare, so a pass costs about one compare per token rather than k. */
 static void select_top(int32_t *idx, int n, int k, const float *logits) {
     g_sort_logits = logits; /* qsort has no context argument; the engine thread alone samples */
-    if (k < n && k <= 64) {
-        for (int i = 0; i < k; i++) {
-            int best = i;
-            for (int j = i + 1; j < n; j++) {
-                float a = logits[idx[j]], b = logits[idx[best]];
-                if (a > b || (a == b && idx[j] < idx[best])) best = j;
-            }
-            int32_t t = idx[i]; idx[i] = idx[best]; idx[best] = t;
+    if (k < n && k <= 256) {
+        int32_t top[256];
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            int32_t t = idx[i];
+            if (m == k && !before(logits, t, top[k - 1])) continue;
+            int j = m < k ? m++ : k - 1;
+            for (; j > 0 && before(logits, t, top[j - 1]); j--) top[j] = top[j - 1];
+            top[j] = t;
         }
+        memcpy(idx, top, sizeof(int32_t) * k);
     } else qsort(idx, (size_t)n, sizeof(int32_t), cmp_desc);
 }
 
@@ -101,11 +147,7 @@ int32_t sample_token(const sampling_params_t *p, float *logits, int vocab, const
             s->count[t] = 0;
         }
     }
-    if (p->temperature == 0) {
-        int32_t best = 0;
-        for (int i = 1; i < vocab; i++) if (logits[i] > logits[best]) best = i;
-        return best;
-    }
+    if (p->temperature == 0) return argmax_first(logits, vocab);
     float inv_t = 1.0f / p->temperature;
     int n = vocab;
     for (int i = 0; i < vocab; i++) s->idx[i] = i;
@@ -117,7 +159,8 @@ int32_t sample_token(const sampling_params_t *p, float *logits, int vocab, const
     }
     /* softmax over the candidates (max first; ordered candidates have it at idx[0]) */
     float mx = -INFINITY;
-    for (int i = 0; i < n; i++) if (logits[s->idx[i]] > mx) mx = logits[s->idx[i]];
+    if (need_order) { for (int i = 0; i < n; i++) if (logits[s->idx[i]] > mx) mx = logits[s->idx[i]]; }
+    else mx = max_value(logits, vocab); /* idx is the identity here */
     double sum = 0;
     for (int i = 0; i < n; i++) {
         float pr = expf((logits[s->idx[i]] - mx) * inv_t);

@@ -46,6 +46,8 @@ void sampler_scratch_free(sampler_scratch_t *s);
  * n_prompt of them from the prompt. step: the output index (0 for the first token). */
 int32_t sample_token(const sampling_params_t *p, float *logits, int vocab, const int32_t *history, int n_hist,
                      int n_prompt, uint64_t step, sampler_scratch_t *s);
+/* The first index of the largest of x[0..n) (NaNs skipped; NaN at 0: 0): greedy decoding. */
+int32_t argmax_first(const float *x, int n);
 /* Log-probability of each token under the unpenalized, untempered softmax (for logprobs). */
 void log_softmax(const float *logits, int vocab, float *out);
 

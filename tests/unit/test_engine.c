@@ -215,6 +215,12 @@ static void test_prefix_cache(void **st) {
     kiln_request_free(r);
     assert_int_equal(info.n_cached, 68);
     assert_memory_equal(tmp, out_b_cold, sizeof(int32_t) * n);
+    /* per-phase host time (kiln bench's host_ms_per_step): counted for steps that ran */
+    kiln_stats_t s2;
+    wait_idle(eng);
+    kiln_stats(eng, &s2);
+    assert_true(s2.steps > s1.steps && s2.step_rows >= s2.steps);
+    assert_true(s2.time_forward_s > 0 && s2.time_schedule_s >= s1.time_schedule_s && s2.time_post_s >= s1.time_post_s);
     check_pool_free(eng);
     kiln_engine_stop(eng);
 }
