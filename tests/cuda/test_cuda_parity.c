@@ -7,8 +7,9 @@
  * sharing, MoE):
  *  - "cuda-f32" (f32 activations, every matmul in f32): one forward over input_ids gives
  *    logits within 1e-4 of the reference, relative to max |logit|;
- *  - "cuda" with KILN_CUDA_GEMM_MIN_T=1 (every matmul through cuBLASLt with bf16/f16
- *    activations): within 1e-2;
+ *  - "cuda" with KILN_CUDA_GEMM_MIN_T=1 (every matmul through cuBLASLt: bf16 weights times
+ *    x split into bf16 hi + lo, MLX/f16 weights in TF32): within 1e-2; the single-rounding
+ *    mode (KILN_CUDA_ACT=bf16) is run too and its error printed, not checked;
  *  - greedy decoding with the KV cache on each (batch-1 decode: GEMV and split-K attention
  *    paths) gives the reference tokens up to the first step whose reference margin
  *    (top-1 minus top-2 logit) is below 0.05; below 1e-3 for "cuda-f32" with an f32 cache,
@@ -58,6 +59,8 @@ static model_t *load(const char *name, const char *backend, dtype_t kvdt, dtype_
     return m;
 }
 
+static int report_only; /* print the error without checking it (KILN_CUDA_ACT=bf16: the measured cost of one rounding) */
+
 static void check_logits(const char *name, const char *backend, double tol, dtype_t buffers, const char *npy) {
     char path[256];
     ref_path(name, "reference.json", path, sizeof path);
@@ -84,8 +87,12 @@ static void check_logits(const char *name, const char *backend, double tol, dtyp
     if (model_forward(m, &b, got, &e)) CHECK(0, "%s: %s", name, e.msg);
     else {
         double err = ct_rel_err(got, want, rows * cols);
-        printf("# %-24s %-8s buffers %-4s logits rel err %.3g (tol %g) vs %s\n", name, backend, dtype_name(buffers), err, tol, npy);
-        CHECK(err < tol, "%s on %s: logits rel err %.3g > %g", name, backend, err, tol);
+        if (report_only) printf("# %-24s %-8s buffers %-4s logits rel err %.3g with KILN_CUDA_ACT=bf16 (x rounded once; reported, not checked) vs %s\n",
+                                name, backend, dtype_name(buffers), err, npy);
+        else {
+            printf("# %-24s %-8s buffers %-4s logits rel err %.3g (tol %g) vs %s\n", name, backend, dtype_name(buffers), err, tol, npy);
+            CHECK(err < tol, "%s on %s: logits rel err %.3g > %g", name, backend, err, tol);
+        }
     }
     model_seq_release(m, &s); /* the recurrent state slot of a hybrid */
     kv_seq_free(&s, &m->kv);
@@ -166,5 +173,14 @@ int main(void) {
     setenv("KILN_CUDA_GEMM_MIN_T", "1", 1);
     check_all_logits("cuda", 1e-2);
     for (size_t i = 0; i < N_FIX; i++) check_greedy(fixtures[i], "cuda", DT_F32, 0.05);
+    /* The single-rounding mode: x rounded to bf16 once per matmul (what most GPU servers do).
+     * On the random-weight hybrid/gemma4 fixtures this alone moves the logits by 3e-2..0.27
+     * (the same numbers as rounding x on the CPU: tests/cuda/bf16_emul.c), so it is opt-in
+     * and reported here, not held to the 1e-2 bar the default split path meets. */
+    setenv("KILN_CUDA_ACT", "bf16", 1);
+    report_only = 1;
+    check_all_logits("cuda", 1e-2);
+    report_only = 0;
+    unsetenv("KILN_CUDA_ACT");
     return ct_done("test_cuda_parity");
 }

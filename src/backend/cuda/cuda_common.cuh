@@ -55,6 +55,7 @@ typedef struct cuda_impl {
     int n_recent, next_recent;
     /* scratch: activations converted for cuBLASLt, dequantized weights, split-K partials */
     void *act16; size_t act16_bytes;
+    void *ysplit; size_t ysplit_bytes; /* [2T, N] f32: the hi and lo halves of a split bf16 GEMM */
     void *wdeq; size_t wdeq_bytes;
     float *part; size_t part_bytes;
     char *host_scratch[2]; size_t host_scratch_bytes[2]; /* per-op packing of host arrays */
@@ -62,6 +63,7 @@ typedef struct cuda_impl {
     dweight_t **weights; int n_weights, cap_weights;
     int gemm_min_t;         /* T at/above which matmul goes through cuBLASLt (bf16 activations) */
     int gemm_min_t_bf16;    /* the same for bf16 weights (earlier: no dequantization needed) */
+    int bf16_split;         /* bf16 weights on cuBLASLt: x as hi + lo bf16 (default 1; KILN_CUDA_ACT=bf16: 0) */
     /* CUDA graphs (step_begin/step_end): a step's ops are captured from the stream and
      * replayed as one graph at its first synchronizing call (download); the executable graph
      * is kept per (T, node count) and updated in place with the next step's parameters */

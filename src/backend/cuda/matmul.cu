@@ -72,6 +72,30 @@ __global__ void to_16bit_kernel(void *out, const float *in, size_t n, int bf) {
     }
 }
 
+/* x[n] → out[0..n) = hi = bf16(x), out[n..2n) = lo = bf16(x - hi): hi + lo carries 16 of
+ * x's 24 mantissa bits (x - hi is exact in f32), so W·hi + W·lo on tensor cores (bf16
+ * products are exact in f32) is within ~2^-17 of the f32 product. */
+__global__ void split_bf16_kernel(__nv_bfloat16 *out, const float *in, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float v = in[i];
+        const __nv_bfloat16 hi = __float2bfloat16_rn(v);
+        out[i] = hi;
+        out[n + i] = __float2bfloat16_rn(__fsub_rn(v, __bfloat162float(hi)));
+    }
+}
+
+/* y[i] = y2[i] + y2[n + i]: the hi and lo halves of a split GEMM. */
+__global__ void sum_halves_kernel(float *y, const float *y2, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __fadd_rn(y2[i], y2[n + i]);
+}
+__global__ void sum_halves4_kernel(float *y, const float *y2, size_t n4) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 a = ((const float4 *)y2)[i], b = ((const float4 *)y2)[n4 + i];
+        ((float4 *)y)[i] = make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
+    }
+}
+
 __global__ void dequant_f32_kernel(float *out, dweight_t w) {
     size_t n = (size_t)w.rows * w.cols;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -142,11 +166,24 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     }
     size_t nx = (size_t)T * w->cols;
     if (w->dtype == DT_F32) { lt_matmul(c, y, w->data, x, T, w->rows, w->cols, CUDA_R_32F, 0); return; }
-    if (w->dtype == DT_BF16) {
+    if (w->dtype == DT_BF16 && !c->bf16_split) { /* KILN_CUDA_ACT=bf16: x rounded once */
         void *x16 = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 2);
         to_16bit_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>(x16, x, nx, 1);
         cudaLaunchCheck();
         lt_matmul(c, y, w->data, x16, T, w->rows, w->cols, CUDA_R_16BF, 0);
+        return;
+    }
+    if (w->dtype == DT_BF16) { /* x = hi + lo: one GEMM over [hi; lo] (2T rows), then y = y_hi + y_lo */
+        const int N = w->rows;
+        void *x16 = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 4);
+        float *y2 = (float *)cuda_scratch(c, &c->ysplit, &c->ysplit_bytes, (size_t)2 * T * N * 4);
+        split_bf16_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>((__nv_bfloat16 *)x16, x, nx);
+        cudaLaunchCheck();
+        lt_matmul(c, y2, w->data, x16, 2 * T, N, w->cols, CUDA_R_16BF, 0);
+        const size_t ny = (size_t)T * N;
+        if (ny % 4 == 0) sum_halves4_kernel<<<cdiv(ny / 4, 256) < 8192 ? cdiv(ny / 4, 256) : 8192, 256, 0, c->stream>>>(y, y2, ny / 4);
+        else sum_halves_kernel<<<cdiv(ny, 256) < 8192 ? cdiv(ny, 256) : 8192, 256, 0, c->stream>>>(y, y2, ny);
+        cudaLaunchCheck();
         return;
     }
     /* MLX codes and f16: dequantize to f32 and run TF32 (10-bit mantissa, f32 range). bf16
