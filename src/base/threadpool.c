@@ -1,9 +1,19 @@
-/* threadpool.c — see threadpool.h. Task i of n goes to thread i % n_threads; a generation
- * counter publishes each job, a done counter collects it. */
+/* threadpool.c — see threadpool.h. A job is published by bumping a generation counter;
+ * its tasks are then claimed one at a time from a shared word that packs (generation,
+ * next task), by the workers and by the caller alike, and a done counter collects them.
+ *
+ * Claiming instead of a fixed task-to-thread map matters on a shared machine: with a
+ * static map the caller must wait for a worker that the OS has not scheduled yet, spinning
+ * away its own time slice, once per loop — hundreds of times per decode step. Here the
+ * caller simply runs the tasks nobody has taken, and only waits for tasks already running
+ * elsewhere (yielding the CPU if that takes long). What a task computes depends only on
+ * its index, so results do not depend on who runs it. The generation in the claim word
+ * keeps a worker that wakes late from taking a task of a newer job it has not seen. */
 #include "base/threadpool.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -13,23 +23,33 @@ struct threadpool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_uint gen;            /* bumped per job */
-    atomic_int done;            /* workers finished with the current job */
+    _Atomic uint64_t claim;     /* gen << 32 | n_tasks << 16 | next unclaimed task */
+    atomic_int done;            /* tasks finished in the current job */
     atomic_int quit;
     threadpool_fn fn;
     void *ctx;
-    int n_tasks;
 };
 
 typedef struct { threadpool_t *tp; int id; } worker_arg_t;
 
-static void do_tasks(threadpool_t *tp, int id) {
-    for (int i = id; i < tp->n_tasks; i += tp->n) tp->fn(tp->ctx, i, tp->n_tasks);
+/* Runs tasks of job `gen` until none is left unclaimed (or a newer job replaced it). The
+ * task count lives in the claim word, so a successful claim is always a task of the job
+ * whose fn/ctx are current: the caller cannot replace them before that task is done. */
+static void do_tasks(threadpool_t *tp, unsigned gen) {
+    uint64_t c = atomic_load_explicit(&tp->claim, memory_order_acquire);
+    for (;;) {
+        int i = (int)(c & 0xffff), n = (int)(c >> 16 & 0xffff);
+        if ((unsigned)(c >> 32) != gen || i >= n) return;
+        if (!atomic_compare_exchange_weak_explicit(&tp->claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire)) continue;
+        tp->fn(tp->ctx, i, n);
+        atomic_fetch_add_explicit(&tp->done, 1, memory_order_acq_rel);
+        c = atomic_load_explicit(&tp->claim, memory_order_acquire);
+    }
 }
 
 static void *worker(void *p) {
     worker_arg_t *wa = p;
     threadpool_t *tp = wa->tp;
-    int id = wa->id;
     free(wa);
     unsigned seen = 0;
     for (;;) {
@@ -43,8 +63,7 @@ static void *worker(void *p) {
         }
         if (atomic_load(&tp->quit)) return NULL;
         seen = g;
-        do_tasks(tp, id);
-        atomic_fetch_add_explicit(&tp->done, 1, memory_order_acq_rel);
+        do_tasks(tp, g);
     }
 }
 
@@ -87,18 +106,24 @@ int threadpool_size(const threadpool_t *tp) { return tp->n; }
 
 void threadpool_run(threadpool_t *tp, int n, threadpool_fn fn, void *ctx) {
     if (n <= 0) return;
-    if (tp->n == 1 || n == 1) {
+    if (tp->n == 1 || n == 1 || n > 0xffff) {
         for (int i = 0; i < n; i++) fn(ctx, i, n);
         return;
     }
+    /* No task of the previous job is unclaimed or running, so nobody reads these now. */
     tp->fn = fn;
     tp->ctx = ctx;
-    tp->n_tasks = n;
     atomic_store(&tp->done, 0);
+    unsigned g = atomic_load(&tp->gen) + 1;
+    atomic_store_explicit(&tp->claim, (uint64_t)g << 32 | (uint64_t)n << 16, memory_order_release);
     pthread_mutex_lock(&tp->mu);
-    atomic_fetch_add_explicit(&tp->gen, 1, memory_order_acq_rel);
+    atomic_store_explicit(&tp->gen, g, memory_order_release);
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
-    do_tasks(tp, 0);
-    while (atomic_load_explicit(&tp->done, memory_order_acquire) < tp->n - 1) __builtin_ia32_pause();
+    do_tasks(tp, g);
+    /* the rest are running on workers: spin briefly, then give the CPU away while waiting */
+    for (int spins = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n; spins++) {
+        if (spins < 20000) __builtin_ia32_pause();
+        else sched_yield();
+    }
 }
