@@ -148,9 +148,23 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
 }
 
 /* --- hybrid ops (cpu_hybrid.h): the gated delta rule splits value heads over threads --- */
+typedef struct { float *y; const float *x; int n_rows; const int32_t *row_start; float *const *state; const float *w;
+                 int C, K; act_t act; } cv_job_t;
+
+static void cv_task(void *ctx, int i, int n) {
+    cv_job_t *j = ctx;
+    int per = ((j->C + n - 1) / n + 15) & ~15, c0 = i * per, c1 = c0 + per < j->C ? c0 + per : j->C;
+    if (c0 < c1) ref_conv1d_causal_cols(j->y, j->x, j->n_rows, j->row_start, j->state, j->w, j->C, j->K, j->act, c0, c1);
+}
+
+/* Channels split over threads (each channel whole on one thread: same sums). */
 static void cpu_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, const int32_t *row_start,
                               float *const *state, const float *w, int C, int K, act_t act) {
-    ref_conv1d_causal(y, x, n_rows, row_start, state, w, C, K, act);
+    cpu_impl_t *impl = be->impl;
+    cv_job_t job = {y, x, n_rows, row_start, state, w, C, K, act};
+    int n = threadpool_size(impl->pool);
+    if ((size_t)row_start[n_rows] * C * K < 65536) n = 1;
+    threadpool_run(impl->pool, n, cv_task, &job);
 }
 
 typedef struct { float *out; const float *qkv, *a, *b; int T; const delta_args_t *d; delta_chunk_fn fn; } gd_job_t;

@@ -14,6 +14,9 @@
 
 void ref_conv1d_causal(float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
                        const float *w, int C, int K, act_t act);
+/* The same for channels [c0, c1) only (outputs and state); the CPU backend splits C. */
+void ref_conv1d_causal_cols(float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
+                            const float *w, int C, int K, act_t act, int c0, int c1);
 /* Value heads [h0, h1) of every row (the CPU backend splits heads over threads). */
 void ref_gated_delta(float *out, const float *qkv, const float *a, const float *b, int T, const delta_args_t *d,
                      int h0, int h1);

@@ -8,6 +8,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("O3", "fp-contract=fast")
 #endif
+#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/cpu_hybrid.h"
@@ -16,4 +17,5 @@
 #define DC_MB 6
 #define DC_VW 8
 #define DC_NB 16
+#define DC_FTZ 1
 #include "backend/cpu/deltanet_chunk_body.h"

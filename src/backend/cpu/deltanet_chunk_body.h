@@ -33,6 +33,7 @@
 #define DC_CAT(a, b) DC_CAT2(a, b)
 #define DC_MM DC_CAT(DC_NAME, _mm)
 #define DC_L2 DC_CAT(DC_NAME, _l2norm)
+#define DC_BODY DC_CAT(DC_NAME, _body)
 
 /* Cm[M][N] (acc ? += : =) A[M][Kd] · B[Kd][N]; row strides lda, ldb, ldc. Register blocks
  * of DC_MB rows × DC_NB columns held in GCC vectors of DC_VW floats (the compiler's own
@@ -49,20 +50,28 @@ static void DC_MM(float *restrict Cm, int ldc, const float *restrict A, int lda,
             int mb = M - m0 < DC_MB ? M - m0 : DC_MB;
             if (nb == DC_NB && mb == DC_MB) {
                 DC_VF c[DC_MB][NV];
+#pragma GCC unroll 16
                 for (int r = 0; r < DC_MB; r++)
+#pragma GCC unroll 4
                     for (int j = 0; j < NV; j++) {
                         if (acc) memcpy(&c[r][j], Cm + (size_t)(m0 + r) * ldc + n0 + j * DC_VW, sizeof(DC_VF));
                         else c[r][j] = (DC_VF){0};
                     }
                 for (int k = 0; k < Kd; k++) {
                     DC_VF bk[NV];
-                    memcpy(bk, B + (size_t)k * ldb + n0, sizeof bk);
+#pragma GCC unroll 4
+                    for (int j = 0; j < NV; j++) memcpy(&bk[j], B + (size_t)k * ldb + n0 + j * DC_VW, sizeof(DC_VF));
+#pragma GCC unroll 16
                     for (int r = 0; r < DC_MB; r++) {
-                        DC_VF av = (DC_VF){0} + A[(size_t)(m0 + r) * lda + k];
-                        for (int j = 0; j < NV; j++) c[r][j] += av * bk[j];
+                        float av = A[(size_t)(m0 + r) * lda + k]; /* broadcast: vector × scalar */
+#pragma GCC unroll 4
+                        for (int j = 0; j < NV; j++) c[r][j] += bk[j] * av;
                     }
                 }
-                for (int r = 0; r < DC_MB; r++) memcpy(Cm + (size_t)(m0 + r) * ldc + n0, c[r], sizeof c[r]);
+#pragma GCC unroll 16
+                for (int r = 0; r < DC_MB; r++)
+#pragma GCC unroll 4
+                    for (int j = 0; j < NV; j++) memcpy(Cm + (size_t)(m0 + r) * ldc + n0 + j * DC_VW, &c[r][j], sizeof(DC_VF));
             } else {
                 for (int r = 0; r < mb; r++) {
                     float *cr = Cm + (size_t)(m0 + r) * ldc + n0;
@@ -88,8 +97,8 @@ static void DC_L2(float *y, const float *x, int n) {
 
 /* One head h, the d->chunk tokens at step indices [t0, t0 + C) of one row, on the head's
  * state S [dk][dv]. ws: delta_chunk_floats(d) floats of scratch. */
-void DC_NAME(float *out, const float *qkv, const float *a, const float *b, const delta_args_t *d, float *S, int t0, int h,
-             float *ws) {
+static void DC_BODY(float *out, const float *qkv, const float *a, const float *b, const delta_args_t *d, float *S, int t0,
+                    int h, float *ws) {
     const int C = d->chunk, dk = d->dk, dv = d->dv, nv = d->n_v_heads, kh = h / (d->n_v_heads / d->n_k_heads);
     const int ldo = nv * dv;
     float *Q = ws;                   /* [C][dk]  l2norm(q)·scale                         */
@@ -173,6 +182,27 @@ void DC_NAME(float *out, const float *qkv, const float *a, const float *b, const
     DC_MM(S, dv, Kt, C, R, dv, dk, C, dv, 1);
 }
 
+/* Subnormals: with a fast decay (g of a few units per token, common: a chunk of 64 then
+ * spans e^-200) many Γ_ts, e^{G_t} and their products fall below FLT_MIN, and every
+ * multiply touching a subnormal takes a microcode assist — ~4x the whole kernel's time on
+ * Qwen3.5-shaped synth weights. DC_FTZ (the SIMD families) runs the kernel with MXCSR's
+ * flush-to-zero and denormals-are-zero set, restoring the caller's mode after: values
+ * below 2^-126 in magnitude become 0, a change of at most ~1e-38 per term against outputs
+ * of order 1, far inside the chunk-vs-token bound (test_kernels_hybrid). The scalar family
+ * (the reference, cpu-ref) keeps IEEE subnormals. */
+void DC_NAME(float *out, const float *qkv, const float *a, const float *b, const delta_args_t *d, float *S, int t0, int h,
+             float *ws) {
+#ifdef DC_FTZ
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040); /* FTZ (bit 15) | DAZ (bit 6) */
+    DC_BODY(out, qkv, a, b, d, S, t0, h, ws);
+    _mm_setcsr(csr);
+#else
+    DC_BODY(out, qkv, a, b, d, S, t0, h, ws);
+#endif
+}
+
+#undef DC_BODY
 #undef DC_MM
 #undef DC_L2
 #undef DC_VF
