@@ -40,6 +40,11 @@ static void usage(FILE *f) {
             "  --step-tokens N         token budget per engine step (default 512)\n"
             "  --max-batch N           rows per engine step (default 64)\n"
             "  --no-prefix-cache       do not reuse cached prompt prefixes\n"
+            "  --snapshot-interval N   hybrid models (Qwen3.5): save the recurrent state every N\n"
+            "                          prompt tokens for prefix reuse (rounded up to whole blocks;\n"
+            "                          default 256)\n"
+            "  --snapshot-share X      hybrid models: share of --kv-cache-gb kept for those\n"
+            "                          snapshots, 0.01-0.95 (default 0.25)\n"
             "%s",
             model_args_help());
 }
@@ -82,6 +87,8 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(f, "--kv-cache-gb")) { bad = cli_parse_float("serve", f, v, 0.0001, 4096, &x); eo.kv_cache_gb = x; }
             else if (!strcmp(f, "--step-tokens")) { bad = cli_parse_int("serve", f, v, 1, 1 << 20, &n); eo.step_tokens = (int)n; }
             else if (!strcmp(f, "--max-batch")) { bad = cli_parse_int("serve", f, v, 1, 4096, &n); eo.max_batch = (int)n; }
+            else if (!strcmp(f, "--snapshot-interval")) { bad = cli_parse_int("serve", f, v, 1, 1 << 20, &n); eo.snapshot_interval = (int)n; }
+            else if (!strcmp(f, "--snapshot-share")) { bad = cli_parse_float("serve", f, v, 0.01, 0.95, &x); eo.snapshot_share = x; }
             else { fprintf(stderr, "kiln serve: unknown flag '%s' (kiln serve --help)\n", f); return 2; }
             if (bad) return 2;
         } else if (!dir) dir = f;
