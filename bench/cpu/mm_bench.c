@@ -10,7 +10,8 @@
  * Weights are random MLX-affine codes (bf16 scales/biases) or bf16.
  *
  * Usage: kiln-mm-bench [--bits 4|8|2|3|5|6|16] [--group G] [--cols K] [--rows N | --mib M]
- *                      [--T T] [--iters I] [--simd avx512|avx2] */
+ *                      [--T T] [--iters I] [--simd avx512|avx2|amx]
+ * (amx: the AVX-512 family with its AMX path for 8-bit weights, where the CPU has AMX) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     const simd_kernels_t *s = !strcmp(simd, "avx2") ? &simd_avx2 : &simd_avx512;
+    if (!strcmp(simd, "amx") && !amx_enable()) { fprintf(stderr, "no AMX on this CPU (or the kernel refused it)\n"); return 1; }
     double bpw = bits == 16 ? 2.0 : bits / 8.0 + 4.0 / group; /* bytes per weight */
     /* --mib: several 32 MiB matrices visited in turn (the whole set is far bigger than
      * the caches); each call is timed alone and the best call counts, so a call that
@@ -87,7 +89,7 @@ int main(int argc, char **argv) {
             if (dt < best) best = dt;
         }
     double bytes = bpw * nw;
-    printf("%s bits=%d group=%d N=%d K=%d T=%d x%d: %.3f ms  %.2f Gweights/s  %.2f GB/s  %.1f GFLOP/s\n", s->name, bits, group, N, K,
+    printf("%s bits=%d group=%d N=%d K=%d T=%d x%d: %.3f ms  %.2f Gweights/s  %.2f GB/s  %.1f GFLOP/s\n", simd, bits, group, N, K,
            T, nmat, best * 1e3, nw / best / 1e9, bytes / best / 1e9, 2.0 * nw * T / best / 1e9);
     return 0;
 }

@@ -6,14 +6,16 @@
 #include "backend/cpu/cpu_kernels.h"
 
 static const simd_kernels_t *families[2];
-static int n_families;
+static int n_families, have_amx;
 
 static int setup(void **st) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) families[n_families++] = &simd_avx2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         families[n_families++] = &simd_avx512;
-    printf("# SIMD families on this CPU: %d\n", n_families);
+    have_amx = n_families == 2 && amx_enable();
+    if (have_amx) amx_set(0);
+    printf("# SIMD families on this CPU: %d%s\n", n_families, have_amx ? " (and AMX)" : "");
     return 0;
 }
 
@@ -69,22 +71,27 @@ static void compare(const weight_t *w, int T, const char *what) {
             exact[(size_t)t * w->rows + j] = (float)acc;
         }
     }
-    for (int f = 0; f < n_families; f++) {
+    /* the AVX-512 family runs twice where the CPU has AMX: without it and with it */
+    for (int f = 0; f < n_families; f++)
+    for (int amx = 0; amx < 1 + (have_amx && families[f] == &simd_avx512); amx++) {
+        const char *name = amx ? "avx512+amx" : families[f]->name;
+        if (have_amx) amx_set(amx);
         memset(got, 0, sizeof(float) * T * w->rows);
         /* split the columns unevenly, as threads would */
         int mid = (w->rows / 3) & ~3;
         families[f]->matmul(got, x, T, w, 0, mid);
         families[f]->matmul(got, x, T, w, mid, w->rows);
         double err = tu_rel_err(got, want, (size_t)T * w->rows), err_exact = tu_rel_err(got, exact, (size_t)T * w->rows);
-        if (w->cols <= 512 && err > 2e-6) fail_msg("%s %s T=%d %dx%d: rel err %g", families[f]->name, what, T, w->rows, w->cols, err);
-        if (err_exact > 2e-6) fail_msg("%s %s T=%d %dx%d: rel err %g from the exact product", families[f]->name, what, T, w->rows, w->cols, err_exact);
+        if (w->cols <= 512 && err > 2e-6) fail_msg("%s %s T=%d %dx%d: rel err %g", name, what, T, w->rows, w->cols, err);
+        if (err_exact > 2e-6) fail_msg("%s %s T=%d %dx%d: rel err %g from the exact product", name, what, T, w->rows, w->cols, err_exact);
         /* each x row alone must give bitwise the same outputs as inside the batch */
         for (int t = 0; t < T; t++) {
             families[f]->matmul(alone, x + (size_t)t * w->cols, 1, w, 0, w->rows);
             if (memcmp(alone, got + (size_t)t * w->rows, sizeof(float) * w->rows) != 0)
-                fail_msg("%s %s: row %d alone differs from row %d in a batch of %d", families[f]->name, what, t, t, T);
+                fail_msg("%s %s: row %d alone differs from row %d in a batch of %d", name, what, t, t, T);
         }
     }
+    if (have_amx) amx_set(0);
     free(x); free(want); free(got); free(alone); free(exact); free(row);
 }
 

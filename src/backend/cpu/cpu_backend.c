@@ -29,7 +29,11 @@ const simd_kernels_t *simd_detect(void) {
     int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (f && !strcmp(f, "off")) return NULL;
     if (f && !strcmp(f, "avx2")) return has2 ? &simd_avx2 : NULL;
-    if (has512) return &simd_avx512;
+    if (has512) {
+        const char *a = getenv("KILN_AMX");
+        if (!a || strcmp(a, "off")) amx_enable();
+        return &simd_avx512;
+    }
     if (has2) return &simd_avx2;
     return NULL;
 }
@@ -250,5 +254,6 @@ const char *backend_simd_name(const backend_t *be) {
     if (IS_CUDA(be)) return cuda_backend_kernel_name(be);
 #endif
     const cpu_impl_t *impl = be->impl;
+    if (impl->simd == &simd_avx512 && amx_enabled()) return "avx512+amx";
     return impl->simd ? impl->simd->name : "scalar";
 }

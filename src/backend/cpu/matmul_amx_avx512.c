@@ -1,0 +1,300 @@
+/* matmul_amx_avx512.c — 8-bit MLX-affine matmul on Intel AMX tiles (Sapphire Rapids on).
+ *
+ * y[t][j] = Σ_g ( s[j][g] · Σ_{k∈g} x[t][k]·c[j][k]  +  b[j][g] · Σ_{k∈g} x[t][k] )
+ *
+ * The inner sums Σ x·c are what costs; AMX's int8 tile product (tdpbusd: u8 × s8 → exact
+ * int32 sums, 16 W rows × 16 x rows × 64 columns per instruction, ~16 cycles) does them
+ * exactly, if x is written as integers. So each x row is turned, per group, into a
+ * fixed-point integer of 23 bits relative to the group's largest |x|:
+ *
+ *     x ≈ p · xi,  p = 2^(E-22) with max|x| < 2^E,  xi = round-to-nearest(x / p), |xi| ≤ 2^22
+ *
+ * (the one approximation: each x is off by at most p/2 = 2^-23 of its group's max, about
+ * f32's own rounding of that max), and xi is split exactly into three signed bytes,
+ * xi = d0·2^16 + d1·2^8 + d2. The codes are the tile's unsigned A operand loaded straight
+ * from the checkpoint's rows (no conversion, no copy); the digits are the B operand, laid
+ * out once per call. Three tdpbusd per 64 columns give S_d = Σ c·d exactly (|S_d| < 2^24,
+ * so exact as f32 too), and per (x row, W row, group), in this order:
+ *
+ *     v   = fma(S1, 256, S0·65536) + S2        (f32)
+ *     acc = fma(b, p·Σxi, acc)                 (the bias term over the same quantized x)
+ *     acc = fma(v·p, s, acc)
+ *
+ * starting from acc = 0 and walking the groups in order. Every step is elementwise and
+ * the integer sums are exact whatever the tile shape, so an element depends only on its
+ * x row and W row: T, the 16-row block a row lands in, its lane and the thread never
+ * change a bit (test_kernels checks a row alone against the same row in batches). The
+ * results are not bitwise those of the f32 FMA kernels (x is rounded to 23 bits per
+ * group); test_kernels holds them to the same 2e-6 of the reference as every kernel.
+ *
+ * AMX needs the kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM), asked once by
+ * amx_enable(); without it, or without AMX, the AVX-512 kernels run. KILN_AMX=off
+ * (read by simd_detect) keeps them. */
+#pragma GCC target("amx-tile,amx-int8,amx-bf16,avx512vnni")
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include "backend/cpu/cpu_kernels.h"
+
+#define AI static inline __attribute__((always_inline))
+
+static int amx_on;
+
+int amx_enabled(void) { return amx_on; }
+
+void amx_set(int on) { amx_on = on; }
+
+int amx_enable(void) {
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+    if (!((d >> 24) & 1) || !((d >> 25) & 1) || !((c >> 11) & 1)) return 0; /* AMX-TILE, AMX-INT8, AVX512-VNNI */
+#ifdef SYS_arch_prctl
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) return 0;
+    amx_on = 1;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* Does this weight go through amx_matmul_q8? */
+int amx_q8_ok(const weight_t *w) {
+    return amx_on && weight_is_quantized(w) && w->bits == 8 && (w->group == 32 || w->group == 64 || w->group == 128) &&
+           w->cols % w->group == 0;
+}
+
+/* Up to 16 consecutive per-group scales (or biases) of one row as f32 lanes, zeros past n. */
+AI __m512 sb16(const void *p, dtype_t t, size_t i, int n) {
+    __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+    if (t == DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
+    if (t == DT_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+typedef struct {
+    uint8_t palette, start, res[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tilecfg_t;
+
+/* Tiles (blocks of 2..16 x rows): 0..2 the three digit sums C_d (16 W rows × tn x rows of int32), 3 the codes A
+ * (16 W rows × kc bytes), 4..6 the digits B_d (kc/4 rows × tn x rows of 4 bytes). */
+static void configure(int kc, int tn) {
+    tilecfg_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 3; i++) { cfg.rows[i] = 16; cfg.colsb[i] = (uint16_t)(tn * 4); }
+    cfg.rows[3] = 16; cfg.colsb[3] = (uint16_t)kc;
+    for (int i = 4; i < 7; i++) { cfg.rows[i] = (uint8_t)(kc / 4); cfg.colsb[i] = (uint16_t)(tn * 4); }
+    _tile_loadconfig(&cfg);
+}
+
+/* x prepared for the tiles, per block of 16 x rows (tb):
+ *   dg: per 64-or-fewer-column chunk c, three digit tiles of kc/4 rows × 64 bytes
+ *       (row r, bytes 4n..4n+3: digits of x[16 tb + n][c·kc + 4r .. + 3]);
+ *   pw: per group, 16 lanes of p (one per x row), xs: p · Σ xi over the group. */
+typedef struct { int8_t *dg; float *pw, *xs; int K, G, kc, nkc, ng, nb; } amx_x_t;
+
+static int prepare_x(amx_x_t *q, const float *x, int T, int K, int G) {
+    q->K = K; q->G = G; q->kc = G < 64 ? G : 64; q->nkc = K / q->kc; q->ng = K / G; q->nb = (T + 15) / 16;
+    size_t dg_bytes = (size_t)q->nb * 3 * K * 16, pw_floats = (size_t)q->nb * q->ng * 16;
+    q->dg = aligned_alloc(64, dg_bytes + sizeof(float) * 2 * pw_floats);
+    if (!q->dg) return -1;
+    q->pw = (float *)(q->dg + dg_bytes);
+    q->xs = q->pw + pw_floats;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int t = 0; t < T; t++) {
+        int tb = t / 16, n = t % 16, single = t == T - 1 && n == 0; /* a block of one row */
+        const float *xt = x + (size_t)t * K;
+        for (int g = 0; g < q->ng; g++) {
+            __m512 mx = _mm512_setzero_ps();
+            __mmask16 nan = 0;
+            for (int k = g * G; k < (g + 1) * G; k += 16) {
+                __m512 v = _mm512_loadu_ps(xt + k);
+                nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+                mx = _mm512_max_ps(mx, _mm512_and_ps(v, absmask));
+            }
+            float m = nan ? INFINITY : _mm512_reduce_max_ps(mx), p, inv;
+            uint32_t mb;
+            memcpy(&mb, &m, 4);
+            int e = (int)(mb >> 23), E = e - 126; /* m < 2^E (frexp's exponent; e = 0: zero or subnormal) */
+            if (E < -100) E = -100;               /* p stays a normal float; tinier x lose bits, not range */
+            uint32_t pb = (uint32_t)(E - 22 + 127) << 23, ib = (uint32_t)(22 - E + 127) << 23;
+            memcpy(&p, &pb, 4);
+            memcpy(&inv, &ib, 4);
+            if (e == 255) { p = NAN; inv = 0.f; } /* inf or NaN in the group: the outputs become NaN */
+            __m512 iv = _mm512_set1_ps(inv);
+            __m512i sum = _mm512_setzero_si512();
+            for (int k = g * G; k < (g + 1) * G; k += 16) {
+                __m512i xi = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xt + k), iv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                sum = _mm512_add_epi32(sum, xi);
+                __m512i d2 = _mm512_srai_epi32(_mm512_slli_epi32(xi, 24), 24);
+                __m512i r = _mm512_srai_epi32(_mm512_sub_epi32(xi, d2), 8);
+                __m512i d1 = _mm512_srai_epi32(_mm512_slli_epi32(r, 24), 24);
+                __m512i d0 = _mm512_srai_epi32(_mm512_sub_epi32(r, d1), 8);
+                __m128i b[3] = {_mm512_cvtepi32_epi8(d0), _mm512_cvtepi32_epi8(d1), _mm512_cvtepi32_epi8(d2)};
+                int c = k / q->kc, r0 = (k % q->kc) / 4; /* chunk, first B row of these 16 columns */
+                for (int d = 0; d < 3; d++) {
+                    /* 16 x rows: B_d row r holds row n's 4 digits at bytes 4n; a block of
+                     * one row (vnni_row): digit d of column k at d·K + k */
+                    if (single) {
+                        _mm_storeu_si128((__m128i *)(q->dg + (size_t)tb * q->nkc * 3 * q->kc * 16 + (size_t)d * K + k), b[d]);
+                        continue;
+                    }
+                    size_t rs = 64;
+                    int8_t *o = q->dg + (((size_t)tb * q->nkc + c) * 3 + d) * (size_t)q->kc * 16 + (size_t)r0 * 64 + n * 4;
+                    _mm_storeu_si32(o, b[d]);
+                    _mm_storeu_si32(o + rs, _mm_srli_si128(b[d], 4));
+                    _mm_storeu_si32(o + 2 * rs, _mm_srli_si128(b[d], 8));
+                    _mm_storeu_si32(o + 3 * rs, _mm_srli_si128(b[d], 12));
+                }
+            }
+            size_t pi = ((size_t)tb * q->ng + g) * 16 + n;
+            q->pw[pi] = p;
+            q->xs[pi] = e == 255 ? NAN : (float)_mm512_reduce_add_epi32(sum) * p;
+        }
+    }
+    return 0;
+}
+
+/* Lane m of the result: the sum of v[m]'s 16 lanes (exact: integers). */
+AI __m512i hsum16(const __m512i *v) {
+    __m512i t[8], u[4], w[2];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
+    /* u[i], 128-bit lane l: partial sums of rows 4i..4i+3 over v's lane l */
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++)
+        w[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * i], u[2 * i + 1], 0x88), _mm512_shuffle_i32x4(u[2 * i], u[2 * i + 1], 0xdd));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(w[0], w[1], 0x88), _mm512_shuffle_i32x4(w[0], w[1], 0xdd));
+}
+
+/* One block of 16 W rows (codes at `codes`, row stride `stride` bytes; sf/bf: per group,
+ * 16 scales and biases as f32) against x block tb of tn rows; y rows get columns
+ * j .. j + nj - 1. The tile configuration must be configure(q->kc, tn). */
+static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t *codes, size_t stride,
+                  const float *sf, const float *bf, int ngp, const amx_x_t *q, int tb, int prefetch) {
+    int ng = q->ng, kc = q->kc, cpg = q->G / kc;
+    int32_t C[3][16][16] __attribute__((aligned(64)));
+    const int8_t *dg = q->dg + (size_t)tb * q->nkc * 3 * kc * 16;
+    const float *pw = q->pw + (size_t)tb * ng * 16, *xs = q->xs + (size_t)tb * ng * 16;
+    const __m512 k16 = _mm512_set1_ps(65536.f), k8 = _mm512_set1_ps(256.f);
+    if (tn == 1) {
+        /* one x row: no tiles. The same exact integer sums with AVX512-VNNI (vpdpbusd:
+         * 64 code·digit products into 16 int32 lanes), 16 W rows' lanes summed into one
+         * vector (lane m: W row m), then the same elementwise steps with lanes = W rows. */
+        __m512 acc = _mm512_setzero_ps();
+        const __m512i rowidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(ngp));
+        int G = q->G, K = q->K;
+        __mmask64 cm = G == 32 ? (__mmask64)0xffffffffu : ~(__mmask64)0;
+        for (int g = 0; g < ng; g++) {
+            __m512 c[3];
+            if (prefetch)
+                for (int m = 0; m < 16; m++)
+                    for (int k = g * G; k < (g + 1) * G; k += 64) _mm_prefetch((const char *)codes + (size_t)(m + 16) * stride + k, _MM_HINT_T0);
+            for (int d = 0; d < 3; d++) {
+                const int8_t *xd = dg + (size_t)d * K + (size_t)g * G;
+                const uint8_t *cg = codes + (size_t)g * G;
+                __m512i v[16], xv = _mm512_maskz_loadu_epi8(cm, xd);
+#pragma GCC unroll 16
+                for (int m = 0; m < 16; m++) v[m] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_maskz_loadu_epi8(cm, cg + (size_t)m * stride), xv);
+                if (G == 128) {
+                    xv = _mm512_loadu_si512(xd + 64);
+#pragma GCC unroll 16
+                    for (int m = 0; m < 16; m++) v[m] = _mm512_dpbusd_epi32(v[m], _mm512_loadu_si512(cg + (size_t)m * stride + 64), xv);
+                }
+                c[d] = _mm512_cvtepi32_ps(hsum16(v));
+            }
+            __m512 vv = _mm512_fmadd_ps(c[1], k8, _mm512_mul_ps(c[0], k16));
+            vv = _mm512_add_ps(vv, c[2]);
+            __m512 u = _mm512_mul_ps(vv, _mm512_set1_ps(pw[g * 16]));
+            acc = _mm512_fmadd_ps(_mm512_i32gather_ps(rowidx, bf + g, 4), _mm512_set1_ps(xs[g * 16]), acc);
+            acc = _mm512_fmadd_ps(u, _mm512_i32gather_ps(rowidx, sf + g, 4), acc);
+        }
+        float out[16] __attribute__((aligned(64)));
+        _mm512_store_ps(out, acc);
+        for (int m = 0; m < nj; m++) y[(size_t)t0 * N + j + m] = out[m];
+        return;
+    }
+    /* lanes are x rows: one accumulator per W row */
+    __m512 acc[16];
+    for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        _tile_zero(0); _tile_zero(1); _tile_zero(2);
+        for (int c = g * cpg; c < (g + 1) * cpg; c++) {
+            if (prefetch) /* the next block of W rows, at the same columns */
+                for (int m = 0; m < 16; m++) _mm_prefetch((const char *)codes + (size_t)c * kc + (size_t)(m + 16) * stride, _MM_HINT_T0);
+            _tile_loadd(3, codes + (size_t)c * kc, stride);
+            const int8_t *d = dg + (size_t)c * 3 * kc * 16;
+            _tile_loadd(4, d, 64);
+            _tile_loadd(5, d + kc * 16, 64);
+            _tile_loadd(6, d + 2 * kc * 16, 64);
+            _tile_dpbusd(0, 3, 4);
+            _tile_dpbusd(1, 3, 5);
+            _tile_dpbusd(2, 3, 6);
+        }
+        _tile_stored(0, C[0], 64);
+        _tile_stored(1, C[1], 64);
+        _tile_stored(2, C[2], 64);
+        __m512 pv = _mm512_load_ps(pw + g * 16), xv = _mm512_load_ps(xs + g * 16);
+#pragma GCC unroll 16
+        for (int m = 0; m < 16; m++) {
+            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(C[1][m])), k8,
+                                       _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(C[0][m])), k16));
+            v = _mm512_add_ps(v, _mm512_cvtepi32_ps(_mm512_load_si512(C[2][m])));
+            __m512 u = _mm512_mul_ps(v, pv);
+            acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(bf[m * ngp + g]), xv, acc[m]);
+            acc[m] = _mm512_fmadd_ps(u, _mm512_set1_ps(sf[m * ngp + g]), acc[m]);
+        }
+    }
+    float out[16][16] __attribute__((aligned(64)));
+    for (int m = 0; m < 16; m++) _mm512_store_ps(out[m], acc[m]);
+    for (int n = 0; n < tn; n++)
+        for (int m = 0; m < nj; m++) y[(size_t)(t0 + n) * N + j + m] = out[m][n];
+}
+
+/* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for an 8-bit weight (amx_q8_ok). */
+void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int K = w->cols, N = w->rows, G = w->group, ng = K / G, ngp = (ng + 15) & ~15;
+    amx_x_t q;
+    float *sb = aligned_alloc(64, sizeof(float) * 2 * 16 * (size_t)ngp);
+    uint8_t *pad = NULL;
+    if (!sb || prepare_x(&q, x, T, K, G)) abort();
+    float *sf = sb, *bf = sb + 16 * (size_t)ngp;
+    int full = T / 16, rem = T % 16;
+    /* blocks of 16 W rows; a short last block is copied into a zero-padded buffer */
+    for (int phase = 0; phase < 2; phase++) {
+        int tn = phase == 0 ? 16 : rem, tb0 = phase == 0 ? 0 : full, tb1 = phase == 0 ? full : full + 1;
+        if (tb0 >= tb1 || tn == 0) continue;
+        if (tn > 1) configure(q.kc, tn);
+        for (int j = j0; j < j1; j += 16) {
+            int nj = j1 - j < 16 ? j1 - j : 16;
+            const uint8_t *codes = (const uint8_t *)w->data + (size_t)j * K;
+            if (nj < 16) {
+                if (!pad && !(pad = calloc(16, (size_t)K))) abort();
+                memcpy(pad, codes, (size_t)nj * K);
+                codes = pad;
+            }
+            for (int m = 0; m < 16; m++)
+                for (int g0 = 0; g0 < ngp; g0 += 16) {
+                    size_t gi = (size_t)(j + m) * ng + g0;
+                    _mm512_store_ps(sf + m * ngp + g0, m < nj ? sb16(w->scales, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+                    _mm512_store_ps(bf + m * ngp + g0, m < nj ? sb16(w->biases, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+                }
+            for (int tb = tb0; tb < tb1; tb++) block(y, N, tb * 16, tn, j, nj, codes, (size_t)K, sf, bf, ngp, &q, tb, T <= 32);
+        }
+    }
+    if (T > 1) _tile_release();
+    free(pad);
+    free(sb);
+    free(q.dg);
+}
