@@ -11,6 +11,13 @@
  * element-wise over c, so the compiler vectorizes it without changing any sum), with the
  * kernel transposed to [K][C] once per call. Channels are independent: the CPU backend
  * splits [c0, c1) over threads, each computing its channels whole. */
+/* -O3 for this file: the Release build's -O2 (GCC 12: the "very cheap" vectorizer cost
+ * model) leaves these loops scalar, since their trip counts are runtime values, even in the
+ * avx512f clone. The loops are element-wise over j (or c), so vectorizing them changes no
+ * result; sums over i stay in index order (no -ffast-math, contraction still off). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

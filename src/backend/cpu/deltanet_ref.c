@@ -9,6 +9,13 @@
  *
  * This is the form decode and partial chunks use, and the reference the chunk-parallel
  * form (deltanet_chunk.c) is tested against. */
+/* -O3 for this file: the Release build's -O2 (GCC 12: the "very cheap" vectorizer cost
+ * model) leaves these loops scalar, since their trip counts are runtime values, even in the
+ * avx512f clone. The loops are element-wise over j (or c), so vectorizing them changes no
+ * result; sums over i stay in index order (no -ffast-math, contraction still off). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include "backend/cpu/cpu_hybrid.h"
