@@ -241,9 +241,7 @@ static int gemma_load(model_t *m, err_t *e) {
         l->rot_dim = l->sliding ? G->rot_local : G->rot_global;
         if (l->nkv > G->max_nkv) G->max_nkv = l->nkv;
     }
-    if (st_find(&m->ar, "vision_tower.vision_model.embeddings.patch_embedding.weight") || hyb_find(m, "vision_tower.timm_model.stem.conv.weight") ||
-        st_find(&m->ar, "model.vision_tower.patch_embedder.input_proj.weight"))
-        log_info("%s: vision/audio towers present; loading the text model only", m->dir);
+    hyb_note_towers(m);
     /* step buffers */
     hyb_arena_t *A = &G->arena;
     size_t qd = (size_t)nh * G->max_hd, kd = (size_t)G->max_kv_width, Im = (size_t)c->intermediate_size * 2;

@@ -1,5 +1,6 @@
 /* hyb_util.c — see hyb_util.h. */
 #include "model/hyb_util.h"
+#include "base/log.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,27 @@ void hyb_topk(const float *logits, int E, int k, int renorm, int32_t *idx, float
         for (int j = 0; j < k; j++) s += wt[j];
         for (int j = 0; j < k; j++) wt[j] /= s;
     }
+}
+
+static const char *towers[] = {"vision_tower.", "visual.", "audio_tower.", "multi_modal_projector.", "embed_vision.", "embed_audio."};
+
+static int tower_name(const char *n) {
+    for (size_t i = 0; i < sizeof towers / sizeof towers[0]; i++) {
+        for (const char *p = strstr(n, towers[i]); p; p = strstr(p + 1, towers[i]))
+            if (p == n || p[-1] == '.') return 1; /* a whole component of the dotted name */
+    }
+    return 0;
+}
+
+int hyb_tower_tensors(const st_archive_t *ar) {
+    int n = 0;
+    for (int i = 0; i < ar->n_tensors; i++) n += tower_name(ar->tensors[i].name);
+    return n;
+}
+
+void hyb_note_towers(model_t *m) {
+    int n = hyb_tower_tensors(&m->ar);
+    if (n) log_info("%s: %d vision/audio tower tensors (vision_tower, visual, audio_tower, multi_modal_projector, embed_vision, embed_audio) are not loaded: text model only, images and audio are not supported yet", m->dir, n);
 }
 
 float hyb_round(const model_config_t *c, float v) {

@@ -21,6 +21,11 @@ weight_t hyb_rows(const weight_t *w, int r0, int n);
 /* Softmax over logits[E], then the k largest (ties: lower id first), weights renormalized
  * to sum 1 when renorm. idx/wt: [k], in descending probability. */
 void hyb_topk(const float *logits, int E, int k, int renorm, int32_t *idx, float *wt);
+/* Tensors of multimodal towers a text-only load skips (vision_tower., visual., audio_tower.,
+ * multi_modal_projector., embed_vision., embed_audio., under any prefix); the count. */
+int hyb_tower_tensors(const st_archive_t *ar);
+/* Logs, once at load, that such tensors are present and not loaded (see above). */
+void hyb_note_towers(model_t *m);
 /* Rounds a constant the way transformers does when it lives in a model-dtype buffer. */
 float hyb_round(const model_config_t *c, float v);
 

@@ -213,11 +213,7 @@ static int q35_load(model_t *m, err_t *e) {
     rope_inv_freq(&c->rope, Q->rot_dim, c->max_pos, 0, Q->inv_freq, &Q->mscale);
     for (int i = 0; i < Q->rot_dim / 2; i++) Q->inv_freq[i] = hyb_round(c, Q->inv_freq[i]);
     if (Q->norm_off == 0.0f) log_info("qwen3_5: MLX layout (conv1d [C, K, 1]): norm weights already hold 1 + w");
-    for (int i = 0; i < m->ar.n_tensors; i++)
-        if (strstr(m->ar.tensors[i].name, "visual.") || strstr(m->ar.tensors[i].name, "vision_tower.")) {
-            log_info("%s: vision tower present; loading the text model only", m->dir);
-            break;
-        }
+    hyb_note_towers(m);
     m->rec = calloc(1, sizeof(rec_pool_t));
     rec_pool_init(m->rec, m->be, slot_floats ? slot_floats : 1);
     /* step buffers */

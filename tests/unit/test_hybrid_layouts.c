@@ -23,6 +23,7 @@
 #include "../common/test_util.h"
 #include "load/safetensors.h"
 #include "load/st_writer.h"
+#include "model/hyb_util.h"
 #include "model/model.h"
 
 static float *forward_on(const char *backend, const char *dir, const int32_t *ids, int n, int *vocab) {
@@ -269,7 +270,71 @@ static void test_mlx_every_family(void **st) {
         }
 }
 
+/* SRC's tensors plus EXTRA small bf16 tensors (zeros) named as multimodal towers, to DST. */
+static void write_with_towers(const char *src, const char *dst, const char **extra, int n_extra) {
+    char path[512], cmd[600];
+    err_t e = {0};
+    st_archive_t ar;
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    if (st_open(&ar, path, &e)) fail_msg("%s", e.msg);
+    int n = ar.n_tensors + n_extra;
+    stw_tensor_t *t = calloc((size_t)n, sizeof *t);
+    for (int i = 0; i < ar.n_tensors; i++) {
+        const st_tensor_t *x = &ar.tensors[i];
+        t[i] = (stw_tensor_t){x->name, x->dtype, x->ndim, {0}};
+        for (int d = 0; d < x->ndim; d++) t[i].shape[d] = x->shape[d];
+    }
+    static const uint16_t zeros[64];
+    for (int i = 0; i < n_extra; i++) t[ar.n_tensors + i] = (stw_tensor_t){extra[i], DT_BF16, 2, {4, 8}};
+    stw_writer_t *w;
+    snprintf(path, sizeof path, "%s/model.safetensors", dst);
+    if (stw_open(&w, path, t, n, "pt", &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < n; i++)
+        if (stw_write(w, i < ar.n_tensors ? ar.tensors[i].data : (const void *)zeros, stw_tensor_bytes(&t[i]), &e)) fail_msg("%s", e.msg);
+    if (stw_finish(w, &e)) fail_msg("%s", e.msg);
+    free(t);
+    st_close(&ar);
+    snprintf(cmd, sizeof cmd, "cp %s/config.json %s/", src, dst);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Checkpoints with vision/audio towers (VL wrappers, Gemma 3/4 multimodal) load as text
+ * models: the tower tensors are counted and noted at load, and the logits are bitwise
+ * those of the text-only checkpoint. */
+static void test_towers_skipped(void **st) {
+    const char *fx[] = {"gemma3-tiny", "qwen3_5-tiny"};
+    const char *extra[] = {"vision_tower.vision_model.embeddings.patch_embedding.weight", "model.visual.blocks.0.attn.qkv.weight",
+                           "audio_tower.conformer.0.ffw.weight", "multi_modal_projector.mm_input_projection_weight",
+                           "model.embed_vision.embedding_projection.weight", "model.embed_audio.embedding_projection.weight",
+                           "model.language_model.visualizer_not_a_tower.weight"}; /* the last is not a tower name */
+    for (int f = 0; f < 2; f++) {
+        char src[256], ref[300], dst[] = "/tmp/kiln-towers-XXXXXX", path[600];
+        snprintf(src, sizeof src, "tests/fixtures/models/%s", fx[f]);
+        snprintf(ref, sizeof ref, "%s/reference/reference.json", src);
+        assert_non_null(mkdtemp(dst));
+        write_with_towers(src, dst, extra, 7);
+        err_t e = {0};
+        st_archive_t ar;
+        snprintf(path, sizeof path, "%s/model.safetensors", dst);
+        if (st_open(&ar, path, &e)) fail_msg("%s", e.msg);
+        assert_int_equal(hyb_tower_tensors(&ar), 6);
+        st_close(&ar);
+        json_t *rj = tu_load_json(ref);
+        int n, v1, v2;
+        int32_t *ids = tu_int_array(json_object_get(rj, "input_ids"), &n);
+        float *a = forward(src, ids, n, &v1), *b = forward(dst, ids, n, &v2);
+        assert_int_equal(v1, v2);
+        assert_memory_equal(a, b, sizeof(float) * (size_t)n * v1);
+        printf("# %s with 6 tower tensors: skipped, logits bitwise the text-only checkpoint's\n", fx[f]);
+        free(a); free(b); free(ids);
+        json_decref(rj);
+        snprintf(path, sizeof path, "rm -rf %s", dst);
+        assert_int_equal(system(path), 0);
+    }
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_gemma4_switch_glu), cmocka_unit_test(test_mlx_every_family)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_gemma4_switch_glu), cmocka_unit_test(test_mlx_every_family),
+                                       cmocka_unit_test(test_towers_skipped)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
