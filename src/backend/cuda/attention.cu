@@ -369,7 +369,7 @@ static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_ti
     if (a.T != n_rows || n_tiles != n_rows || max_n != 1 || (hd != 64 && hd != 128 && hd != 256)) return false;
     const int n_qc = (a.group + DQB - 1) / DQB;
     /* split-K so the GPU is busy (~2 blocks per SM), each warp keeping >= 16 keys */
-    int base = n_rows * a.n_kv_heads * n_qc, want = 2 * c->sm_count;
+    int base = n_rows * a.n_kv_heads * n_qc, want = c->attn_want * c->sm_count;
     int splits = base >= want ? 1 : (want + base - 1) / base;
     int max_splits = (max_len + DWARPS * DTK - 1) / (DWARPS * DTK);
     if (splits > max_splits) splits = max_splits;

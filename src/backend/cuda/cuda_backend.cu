@@ -405,6 +405,8 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->stats_T = stenv ? atoi(stenv) : 0;
     const char *aenv = getenv("KILN_CUDA_ATTN");
     c->attn_tiled = aenv && !strcmp(aenv, "tiled");
+    const char *awenv = getenv("KILN_CUDA_ATTN_WANT");
+    c->attn_want = awenv && atoi(awenv) > 0 ? atoi(awenv) : 2;
     const char *env = getenv("KILN_CUDA_GEMM_MIN_T");
     if (env && !f32) c->gemm_min_t = atoi(env) > 0 ? atoi(env) : 0x7fffffff;
     const char *benv = getenv("KILN_CUDA_GEMM_MIN_T_BF16");
@@ -412,6 +414,8 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     if (c->gemm_min_t_bf16 > c->gemm_min_t) c->gemm_min_t_bf16 = c->gemm_min_t;
     const char *actenv = getenv("KILN_CUDA_ACT");
     c->bf16_split = !(actenv && !strcmp(actenv, "bf16"));
+    const char *qenv = getenv("KILN_CUDA_QMMA");
+    c->qmma = f32 ? 0 : qenv ? atoi(qenv) : KILN_CUDA_QMMA_MIN_T_DEFAULT; /* the fewest tokens that take it; 0: never */
     return be;
 }
 

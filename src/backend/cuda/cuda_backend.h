@@ -18,6 +18,10 @@
 /* bf16 weights need no dequantization for cuBLASLt: from this many tokens they go there
  * (KILN_CUDA_GEMM_MIN_T_BF16); the GEMV's cost grows with T (x re-read per row). */
 #define KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT 3
+/* MLX 4/8-bit steps of this many tokens up to 64 run on tensor cores (matmul_qmma.cu,
+ * KILN_CUDA_QMMA=N, 0: never); batch-1 decode stays on the GEMV, which measured faster there
+ * (llama-3-8b q4 154 against 113 tok/s, bench/cuda/RESULTS.md). */
+#define KILN_CUDA_QMMA_MIN_T_DEFAULT 2
 
 #ifdef __cplusplus
 extern "C" {

@@ -63,6 +63,7 @@ typedef struct cuda_impl {
     dweight_t **weights; int n_weights, cap_weights;
     int gemm_min_t;         /* T at/above which matmul goes through cuBLASLt (bf16 activations) */
     int gemm_min_t_bf16;    /* the same for bf16 weights (earlier: no dequantization needed) */
+    int qmma;               /* MLX 4/8-bit from T >= qmma to 64 on tensor cores (matmul_qmma.cu); KILN_CUDA_QMMA=N, 0: off */
     int bf16_split;         /* bf16 weights on cuBLASLt: x as hi + lo bf16 (default 1; KILN_CUDA_ACT=bf16: 0) */
     /* CUDA graphs (step_begin/step_end): a step's ops are captured from the stream and
      * replayed as one graph at its first synchronizing call (download); the executable graph
@@ -80,6 +81,7 @@ typedef struct cuda_impl {
     long graph_launches, graph_instantiations;
     int sm_count;
     size_t smem_optin;
+    int attn_want;          /* decode attention: split-K until ~this many blocks per SM (KILN_CUDA_ATTN_WANT, default 2) */
     int attn_tiled;         /* KILN_CUDA_ATTN=tiled: decode steps use the tiled attention kernel too */
     /* KILN_CUDA_STEP_STATS=T: host wall time of steps of T tokens, split into issuing the ops
      * (step_begin → logits download), waiting for the GPU (the download's sync) and the time

@@ -1,5 +1,7 @@
 /* matmul.cu — y[T, N] = x[T, K] · Wᵀ for every weight storage, and the choice of kernel.
  *
+ *   MLX 4/8-bit, T ≤ 64,    → matmul_qmma.cu: tensor cores on the codes, x as bf16 hi + lo
+ *   "cuda" only                (KILN_CUDA_QMMA=0: the paths below)
  *   T ≤ 8, aligned          → matmul_gemv.cu (bandwidth-bound decode, f32 activations)
  *   T < gemm_min_t          → tiled_kernel here: 64×64 output tiles on CUDA cores, weights
  *                             (any dtype, MLX codes included) dequantized tile by tile into
@@ -21,6 +23,7 @@
 #include "backend/cuda/cuda_common.cuh"
 
 int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
+int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 
 #define TB_M 64 /* tokens per tile     */
 #define TB_N 64 /* weight rows per tile */
@@ -157,6 +160,8 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     cuda_impl_t *c = cuda_impl(be);
     const dweight_t *w = (const dweight_t *)wt->device;
     cuda_capture_tick(c); /* a captured step is launched in segments of matmuls */
+    /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes (matmul_qmma.cu) */
+    if (c->qmma && T >= c->qmma && w->dtype == DT_U32 && cuda_qmma(c, y, x, T, w) == 0) return;
     if (T < c->gemm_min_t && !(w->dtype == DT_BF16 && T >= c->gemm_min_t_bf16)) {
         if (cuda_gemv(c, y, x, T, w) == 0) return;
         dim3 grid(cdiv(w->rows, TB_N), cdiv(T, TB_M));

@@ -6,18 +6,20 @@
  * them per row for dynamic NTK scaling), so they travel like the positions do. */
 #include "backend/cuda/cuda_common.cuh"
 
+/* A thread per (token, head, rotated pair): at batch-1 decode the old thread-per-pair loop
+ * over heads was a chain of dependent loads (~10 us per call for 32 heads). */
 __global__ void rope_kernel(float *x, const int32_t *pos, int T, int nh, int hd, int half, const float *inv, float ms) {
-    int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= T * half) return;
-    int t = idx / half, i = idx % half;
-    float ang = (float)pos[t] * inv[i];
-    float c = cosf(ang) * ms, s = sinf(ang) * ms;
-    for (int h = 0; h < nh; h++) {
-        float *v = x + ((size_t)t * nh + h) * hd;
-        float a = v[i], b = v[i + half];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
-    }
+    const size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (idx >= (size_t)T * nh * half) return;
+    const int i = (int)(idx % half);
+    const size_t th = idx / half; /* t * nh + h */
+    const int t = (int)(th / nh);
+    const float ang = (float)pos[t] * inv[i];
+    const float c = cosf(ang) * ms, s = sinf(ang) * ms;
+    float *v = x + th * hd;
+    const float a = v[i], b = v[i + half];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
 }
 
 void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms) {
@@ -31,7 +33,7 @@ void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int h
     const char *d = (const char *)cuda_host_to_dev(c, hb, pb + ib);
     const int32_t *dpos = (const int32_t *)d;
     const float *dinv = (const float *)(d + pb);
-    int n = T * half;
-    rope_kernel<<<cdiv(n, 128), 128, 0, c->stream>>>(x, dpos, T, nh, hd, half, dinv, ms);
+    const size_t n = (size_t)T * nh * half;
+    rope_kernel<<<cdiv((long)n, 128), 128, 0, c->stream>>>(x, dpos, T, nh, hd, half, dinv, ms);
     cudaLaunchCheck();
 }

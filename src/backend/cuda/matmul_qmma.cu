@@ -1,0 +1,276 @@
+/* matmul_qmma.cu — y[T, N] = x[T, K] · Wᵀ for MLX 4/8-bit weights on tensor cores, T ≤ 64.
+ *
+ * The "cuda" backend's matmul for quantized weights at decode and batched-decode sizes
+ * (the f32 GEMV of matmul_gemv.cu stays the "cuda-f32" path). It never dequantizes:
+ * with w = scale·code + bias per group,
+ *     y[t, n] = Σ_segments  scale[n, g] · (Σ_k code[n, k] · x[t, k])  +  bias[n, g] · (Σ_k x[t, k])
+ * where a segment is 32 or 64 columns inside one group. The code sums run on tensor cores
+ * (mma.sync m16n8k16, bf16 in, f32 accumulate): codes are small integers, exact in bf16, and
+ * x is split into bf16 hi + lo (x - hi is exact in f32), two MMAs, so the only rounding
+ * beyond f32 is x's 17th mantissa bit (~1e-6 relative, measured in test_cuda_kernels). The
+ * x sums are f32, from x itself.
+ *
+ * Work split: a block owns a 16-row tile of W and 8·NT tokens; its KS warps take the K
+ * segments round-robin (split-K inside the block: up to 16 warps per 16 rows so small
+ * matrices still fill the GPU), each keeps mma accumulators for its 16 rows × 8·NT tokens,
+ * and the block adds the warps' partial results in warp order through shared memory. Each
+ * warp streams its segments' codes and scale/bias words into a 4-stage shared-memory ring
+ * with cp.async (every lane copies distinct 16-byte pieces, three segments in flight), so
+ * enough bytes are in flight per SM for HBM bandwidth at batch 1.
+ *
+ * Fragments (PTX ISA, mma.m16n8k16, lane = 4g + q): A (weights, 16 rows × 16 k) a0a1 row g
+ * k 2q,2q+1; a2a3 row g+8; a4a5 row g, k 2q+8,2q+9; a6a7 row g+8. B (x, 16 k × 8 tokens):
+ * b0b1 k 2q,2q+1 token g; b2b3 k 2q+8,2q+9. D: d0d1 row g tokens 2q,2q+1; d2d3 row g+8.
+ * 4-bit codes: byte q of a code word holds the codes of columns 2q (low nibble) and 2q+1;
+ * each nibble is put under a bf16 exponent of 2^7 (0x43, nibble: 128 + c, exact) and 128 is
+ * subtracted (codes4). 8-bit codes go through f32 (2^23 | code) and one pack to bf16x2.
+ *
+ * Determinism: a token's outputs depend only on its own x column (each MMA output column
+ * is the dot product of one B column), the segment order and the warp order, none of which
+ * depends on T or on the other tokens: bitwise the same alone or in a batch (tested). */
+#include "backend/cuda/cuda_common.cuh"
+
+#define QMMA_TMAX 64
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t bf2_bits(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t *>(&v); }
+
+/* Byte q of word v (4-bit codes of columns 2q, 2q+1) → bf16x2 (c0, c1), exact: PRMT makes
+ * (b, 0x43, b, 0x43), the low nibble stays in byte 0 and the high one moves to byte 2 — a bf16
+ * exponent of 2^7 over a 7-bit mantissa is 128 + c — and 128 is subtracted. */
+__device__ __forceinline__ uint32_t codes4(uint32_t v, uint32_t sel) {
+    const uint32_t u = __byte_perm(v, 0x43u, sel);
+    uint32_t r = (u & 0xFF00FF0Fu) | ((u >> 4) & 0x000F0000u);
+    __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&r), __floats2bfloat162_rn(128.f, 128.f));
+    return bf2_bits(d);
+}
+/* Bytes b, b+1 of word v (8-bit codes) → bf16x2 (c0, c1), exact. */
+__device__ __forceinline__ uint32_t codes8(uint32_t v, int b) {
+    const float f0 = __fsub_rn(__uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | b)), 8388608.f);
+    const float f1 = __fsub_rn(__uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | (b + 1))), 8388608.f);
+    return bf2_bits(__floats2bfloat162_rn(f0, f1));
+}
+/* (x0, x1) → bf16x2 hi and lo with hi + lo = x to 16 significant bits. */
+__device__ __forceinline__ void split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+    const float2 hf = __bfloat1622float2(h);
+    hi = bf2_bits(h);
+    lo = bf2_bits(__floats2bfloat162_rn(__fsub_rn(x0, hf.x), __fsub_rn(x1, hf.y)));
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+#define QMMA_STAGES 4
+
+/* One stage of a warp's ring: the 16 rows' codes of one segment, then 16 words holding
+ * the rows' scales and 16 holding their biases (the aligned 4-byte word that contains the
+ * value: two 16-bit values or one f32). */
+template <int BITS, int SEG> struct qstage {
+    static constexpr int RB = SEG * BITS / 8;    /* code bytes per row per segment */
+    static constexpr int BYTES = 16 * RB + 128; /* + T·SEG floats of x at decode sizes */
+};
+
+template <int BITS, int SEG>
+__device__ __forceinline__ void issue_stage(unsigned char *dst, const dweight_t &w, int r0, int seg, int lane, int wpr, int ng,
+                                            const float *x, int Tx) {
+    constexpr int RB = qstage<BITS, SEG>::RB, CPR = RB / 16, CH = 16 * CPR;
+    const int N = w.rows;
+#pragma unroll
+    for (int c = lane; c < CH; c += 32) {
+        const int row = c / CPR, part = c % CPR, r = min(r0 + row, N - 1);
+        cp_async16(dst + row * RB + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)seg * RB + part * 16);
+    }
+    const int row = lane & 15, r = min(r0 + row, N - 1);
+    const size_t idx = (size_t)r * ng + (size_t)seg * SEG / w.group;
+    const unsigned char *base = (const unsigned char *)(lane < 16 ? w.scales : w.biases);
+    const uintptr_t a = w.sb_dtype == DT_F32 ? (uintptr_t)(base + idx * 4) : (uintptr_t)(base + idx * 2) & ~(uintptr_t)3;
+    cp_async4(dst + 16 * RB + lane * 4, (const void *)a);
+    /* decode sizes (Tx = T ≤ 8): the segment's x columns of every token ride along */
+    for (int c = lane; c < Tx * (SEG / 4); c += 32) {
+        const int t = c / (SEG / 4), part = c % (SEG / 4);
+        cp_async16(dst + 16 * RB + 128 + (t * SEG + part * 4) * 4, x + (size_t)t * w.cols + (size_t)seg * SEG + part * 4);
+    }
+}
+
+__device__ __forceinline__ float stage_sb(const unsigned char *p, int dt, int odd) {
+    const uint32_t v = *(const uint32_t *)p;
+    if (dt == DT_F32) return __uint_as_float(v);
+    const unsigned short h = (unsigned short)(odd ? v >> 16 : v & 0xffffu);
+    return dt == DT_F16 ? __half2float(__ushort_as_half(h)) : __uint_as_float((uint32_t)h << 16);
+}
+
+template <int BITS, int NT, int SEG>
+__global__ void __launch_bounds__(512, NT == 1 ? 2 : 1) qmma_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w, int KS, int SB) {
+    extern __shared__ __align__(16) unsigned char smem[]; /* per warp a ring of QMMA_STAGES stages; then red [KS][16][8·NT] */
+    constexpr int RB = qstage<BITS, SEG>::RB, KSTEPS = SEG / 16, TT = 8 * NT, S = QMMA_STAGES;
+    const int Tx = NT == 1 ? T : 0; /* x in the stages (SB bytes each) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int N = w.rows, K = w.cols, r0 = blockIdx.x * 16, t0 = blockIdx.y * TT;
+    const int wpr = K / 32 * BITS, ng = K / w.group, nseg = K / SEG;
+    const int nmine = warp < nseg ? (nseg - warp + KS - 1) / KS : 0;
+    const uint32_t sel4 = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
+    /* a 16-bit scale/bias sits in the upper half of its aligned word when its address is 2 mod 4 */
+    const size_t ia = (size_t)min(r0 + g, N - 1) * ng, ib = (size_t)min(r0 + g + 8, N - 1) * ng;
+    const int soa = (int)((((uintptr_t)w.scales >> 1) + ia) & 1), sob = (int)((((uintptr_t)w.scales >> 1) + ib) & 1);
+    const int boa = (int)((((uintptr_t)w.biases >> 1) + ia) & 1), bob = (int)((((uintptr_t)w.biases >> 1) + ib) & 1);
+    unsigned char *ring = smem + (size_t)warp * S * SB;
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < S - 1; i++) {
+        if (i < nmine) issue_stage<BITS, SEG>(ring + i * SB, w, r0, warp + i * KS, lane, wpr, ng, x, Tx);
+        cp_commit();
+    }
+    for (int it = 0; it < nmine; it++) {
+        if (it + S - 1 < nmine)
+            issue_stage<BITS, SEG>(ring + ((it + S - 1) % S) * SB, w, r0, warp + (it + S - 1) * KS, lane, wpr, ng, x, Tx);
+        cp_commit();
+        cp_wait<S - 1>();
+        __syncwarp();
+        const unsigned char *st = ring + (it % S) * SB;
+        const int seg = warp + it * KS, col0 = seg * SEG, gi = col0 / w.group;
+        /* which half of the scale word: the value's index r·ng + gi is odd */
+        const float sA = stage_sb(st + 16 * RB + g * 4, w.sb_dtype, soa ^ (gi & 1));
+        const float sB = stage_sb(st + 16 * RB + (g + 8) * 4, w.sb_dtype, sob ^ (gi & 1));
+        const float bA = stage_sb(st + 16 * RB + 64 + g * 4, w.sb_dtype, boa ^ (gi & 1));
+        const float bB = stage_sb(st + 16 * RB + 64 + (g + 8) * 4, w.sb_dtype, bob ^ (gi & 1));
+        constexpr int WPS = RB / 4;
+        uint32_t ca[WPS], cb[WPS];
+#pragma unroll
+        for (int i = 0; i < WPS / 4; i++) {
+            const uint4 va = ((const uint4 *)(st + g * RB))[i], vb = ((const uint4 *)(st + (g + 8) * RB))[i];
+            ca[4 * i] = va.x; ca[4 * i + 1] = va.y; ca[4 * i + 2] = va.z; ca[4 * i + 3] = va.w;
+            cb[4 * i] = vb.x; cb[4 * i + 1] = vb.y; cb[4 * i + 2] = vb.z; cb[4 * i + 3] = vb.w;
+        }
+        const float *xst = (const float *)(st + 16 * RB + 128);
+        float p[NT][4], xs[NT];
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            xs[j] = 0.f;
+#pragma unroll
+            for (int i = 0; i < 4; i++) p[j][i] = 0.f;
+        }
+#pragma unroll
+        for (int s = 0; s < KSTEPS; s++) {
+            uint32_t a[4];
+            if constexpr (BITS == 4) {
+                a[0] = codes4(ca[2 * s], sel4); a[1] = codes4(cb[2 * s], sel4);
+                a[2] = codes4(ca[2 * s + 1], sel4); a[3] = codes4(cb[2 * s + 1], sel4);
+            } else {
+                const int b = 2 * (q & 1), odd = q >> 1; /* word 4s + q/2 (select, not a runtime index: registers) */
+                a[0] = codes8(odd ? ca[4 * s + 1] : ca[4 * s], b); a[1] = codes8(odd ? cb[4 * s + 1] : cb[4 * s], b);
+                a[2] = codes8(odd ? ca[4 * s + 3] : ca[4 * s + 2], b); a[3] = codes8(odd ? cb[4 * s + 3] : cb[4 * s + 2], b);
+            }
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                if (t0 + 8 * j >= T) break; /* warp-uniform: the tile has no tokens */
+                const int t = t0 + 8 * j + g;
+                float2 x0 = make_float2(0.f, 0.f), x8 = x0;
+                if (t < T) {
+                    if (NT == 1) {
+                        const float *xp = xst + t * SEG + 16 * s + 2 * q;
+                        x0 = *(const float2 *)xp;
+                        x8 = *(const float2 *)(xp + 8);
+                    } else {
+                        const float *xp = x + (size_t)t * K + col0 + 16 * s + 2 * q;
+                        x0 = __ldg((const float2 *)xp);
+                        x8 = __ldg((const float2 *)(xp + 8));
+                    }
+                }
+                xs[j] = __fadd_rn(xs[j], __fadd_rn(__fadd_rn(x0.x, x0.y), __fadd_rn(x8.x, x8.y)));
+                uint32_t h0, l0, h8, l8;
+                split2(x0.x, x0.y, h0, l0);
+                split2(x8.x, x8.y, h8, l8);
+                mma_bf16(p[j], a, h0, h8);
+                mma_bf16(p[j], a, l0, l8);
+            }
+        }
+        __syncwarp(); /* the stage may be refilled by the next iteration's copy */
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            if (t0 + 8 * j >= T) break;
+            float v = xs[j]; /* Σx of this segment for token t0+8j+g, then fetched for tokens 2q, 2q+1 */
+            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+            const float x0 = __shfl_sync(0xffffffffu, v, 8 * q), x1 = __shfl_sync(0xffffffffu, v, 8 * q + 4);
+            acc[j][0] = __fmaf_rn(bA, x0, __fmaf_rn(sA, p[j][0], acc[j][0]));
+            acc[j][1] = __fmaf_rn(bA, x1, __fmaf_rn(sA, p[j][1], acc[j][1]));
+            acc[j][2] = __fmaf_rn(bB, x0, __fmaf_rn(sB, p[j][2], acc[j][2]));
+            acc[j][3] = __fmaf_rn(bB, x1, __fmaf_rn(sB, p[j][3], acc[j][3]));
+        }
+    }
+    cp_wait<0>();
+    __syncthreads(); /* the rings become the reduction buffer */
+    float *red = (float *)smem;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) red[((size_t)warp * 16 + g + 8 * (i >> 1)) * TT + 8 * j + 2 * q + (i & 1)] = acc[j][i];
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < 16 * TT; idx += blockDim.x) {
+        const int row = idx / TT, tok = idx % TT;
+        float v = red[idx];
+        for (int k = 1; k < KS; k++) v = __fadd_rn(v, red[(size_t)k * 16 * TT + idx]);
+        if (r0 + row < N && t0 + tok < T) y[(size_t)(t0 + tok) * N + r0 + row] = v;
+    }
+}
+
+template <int BITS, int NT, int SEG>
+static void launch(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+    /* split-K: up to 16 warps per 16-row tile, at least 2 segments each; fewer for large
+     * matrices, whose row tiles alone fill the GPU */
+    const int nseg = w->cols / SEG, tiles = cdiv(w->rows, 16);
+    int KS = nseg / 2;
+    /* (the split depends on the shape only, never on T: a token's sums are the same in any batch) */
+    const int kmax = tiles >= 2 * (c->sm_count > 0 ? c->sm_count : 132) ? 8 : 16;
+    KS = KS < 1 ? 1 : KS > kmax ? kmax : KS;
+    const int SB = qstage<BITS, SEG>::BYTES + (NT == 1 ? T * SEG * 4 : 0);
+    const size_t ring = (size_t)KS * QMMA_STAGES * SB, red = (size_t)KS * 16 * 8 * NT * sizeof(float);
+    const size_t smem = ring > red ? ring : red;
+    static size_t attr; /* per instantiation: opt in to more than 48 KB once */
+    if (smem > 48 * 1024 && smem > attr) {
+        cudaCheck(cudaFuncSetAttribute(qmma_kernel<BITS, NT, SEG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr = smem;
+    }
+    dim3 grid(tiles, cdiv(T, 8 * NT));
+    qmma_kernel<BITS, NT, SEG><<<grid, 32 * KS, smem, c->stream>>>(y, x, T, *w, KS, SB);
+}
+
+template <int BITS, int SEG>
+static void launch_t(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+    if (T <= 8) launch<BITS, 1, SEG>(c, y, x, T, w);
+    else if (T <= 16) launch<BITS, 2, SEG>(c, y, x, T, w);
+    else if (T <= 32) launch<BITS, 4, SEG>(c, y, x, T, w);
+    else launch<BITS, 8, SEG>(c, y, x, T, w);
+}
+
+/* 0 when the weight and step suit the kernel (MLX 4/8-bit, T ≤ 64, x 16-byte aligned) and it
+ * was launched; -1 otherwise. */
+int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+    if (w->dtype != DT_U32 || (w->bits != 4 && w->bits != 8) || T > QMMA_TMAX || ((uintptr_t)x & 15) || w->cols % 32 || w->group % 32)
+        return -1;
+    /* code rows must be 16-byte aligned for the async copies, scales and biases 2-byte (f32: 4) */
+    if (((uintptr_t)w->data & 15) || ((uintptr_t)w->scales & (w->sb_dtype == DT_F32 ? 3 : 1)) ||
+        ((uintptr_t)w->biases & (w->sb_dtype == DT_F32 ? 3 : 1)))
+        return -1;
+    const int seg64 = w->group % 64 == 0;
+    if (w->bits == 4) { if (seg64) launch_t<4, 64>(c, y, x, T, w); else launch_t<4, 32>(c, y, x, T, w); }
+    else { if (seg64) launch_t<8, 64>(c, y, x, T, w); else launch_t<8, 32>(c, y, x, T, w); }
+    cudaLaunchCheck();
+    return 0;
+}
