@@ -97,7 +97,10 @@ static void compare(const weight_t *w, int T, const char *what) {
 
 static void test_matmul_dense(void **st) {
     const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
-    const int shapes[][3] = {{1, 1, 1}, {3, 7, 5}, {9, 13, 37}, {5, 64, 64}, {17, 33, 129}, {2, 40, 300}, {37, 21, 200}}; /* 37: more x rows than one GEMM block */
+    /* 37: more x rows than one GEMM block; the last four have K % 32 == 0 (AMX-BF16
+     * tiles): one and several blocks of 16 W rows and of 16 x rows, short ones too */
+    const int shapes[][3] = {{1, 1, 1}, {3, 7, 5}, {9, 13, 37}, {5, 64, 64}, {17, 33, 129}, {2, 40, 300}, {37, 21, 200},
+                             {1, 16, 32}, {17, 35, 96}, {33, 9, 320}, {16, 48, 512}};
     for (int d = 0; d < 3; d++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             void *buf;

@@ -32,7 +32,7 @@ typedef struct simd_kernels {
 
 extern const simd_kernels_t simd_avx2, simd_avx512;
 
-/* Intel AMX for 8-bit MLX-affine weights (matmul_amx_avx512.c), used by the AVX-512
+/* Intel AMX for 8-bit MLX-affine and bf16 weights (matmul_amx_avx512.c), used by the AVX-512
  * family's matmul once amx_enable() has succeeded (simd_detect asks unless KILN_AMX=off).
  * amx_set(0/1) switches it for tests after a successful amx_enable(). */
 int amx_enable(void);
@@ -40,6 +40,8 @@ int amx_enabled(void);
 void amx_set(int on);
 int amx_q8_ok(const weight_t *w);
 void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
+int amx_bf16_ok(const weight_t *w);
+void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
 /* The best family this CPU supports (NULL: scalar only). KILN_SIMD=off|avx2|avx512 overrides. */
 const simd_kernels_t *simd_detect(void);
 

@@ -30,7 +30,7 @@
  * AMX needs the kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM), asked once by
  * amx_enable(); without it, or without AMX, the AVX-512 kernels run. KILN_AMX=off
  * (read by simd_detect) keeps them. */
-#pragma GCC target("amx-tile,amx-int8,amx-bf16,avx512vnni")
+#pragma GCC target("amx-tile,amx-int8,amx-bf16,avx512vnni,avx512bf16")
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
@@ -41,6 +41,7 @@
 #include "backend/cpu/cpu_kernels.h"
 
 #define AI static inline __attribute__((always_inline))
+#define L2_BUDGET (768 * 1024) /* bytes of prepared x a run of x blocks may take */
 
 static int amx_on;
 
@@ -51,7 +52,9 @@ void amx_set(int on) { amx_on = on; }
 int amx_enable(void) {
     unsigned a, b, c, d;
     __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
-    if (!((d >> 24) & 1) || !((d >> 25) & 1) || !((c >> 11) & 1)) return 0; /* AMX-TILE, AMX-INT8, AVX512-VNNI */
+    if (!((d >> 22) & 1) || !((d >> 24) & 1) || !((d >> 25) & 1) || !((c >> 11) & 1)) return 0; /* AMX-BF16, -TILE, -INT8, AVX512-VNNI */
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+    if (!((a >> 5) & 1)) return 0; /* AVX512-BF16 (x split into bf16 parts) */
 #ifdef SYS_arch_prctl
     if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) return 0;
     amx_on = 1;
@@ -162,6 +165,32 @@ static int prepare_x(amx_x_t *q, const float *x, int T, int K, int G) {
     return 0;
 }
 
+/* y[t0 + n][j + m] = r[m] lane n for n < tn, m < nj: a 16x16 transpose, then one masked
+ * store per x row. */
+static void store_t(float *y, int N, int t0, int tn, int j, int nj, __m512 *r) {
+    __m512 t[16], u[16], v[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; i++) {
+            v[h + i] = _mm512_shuffle_f32x4(u[h + i], u[h + i + 4], 0x88);
+            v[h + i + 4] = _mm512_shuffle_f32x4(u[h + i], u[h + i + 4], 0xdd);
+        }
+    __mmask16 mk = nj >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nj) - 1);
+    for (int i = 0; i < 8; i++) {
+        if (i < tn) _mm512_mask_storeu_ps(y + (size_t)(t0 + i) * N + j, mk, _mm512_shuffle_f32x4(v[i], v[i + 8], 0x88));
+        if (i + 8 < tn) _mm512_mask_storeu_ps(y + (size_t)(t0 + i + 8) * N + j, mk, _mm512_shuffle_f32x4(v[i], v[i + 8], 0xdd));
+    }
+}
+
 /* Lane m of the result: the sum of v[m]'s 16 lanes (exact: integers). */
 AI __m512i hsum16(const __m512i *v) {
     __m512i t[8], u[4], w[2];
@@ -256,10 +285,7 @@ static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t 
             acc[m] = _mm512_fmadd_ps(u, _mm512_set1_ps(sf[m * ngp + g]), acc[m]);
         }
     }
-    float out[16][16] __attribute__((aligned(64)));
-    for (int m = 0; m < 16; m++) _mm512_store_ps(out[m], acc[m]);
-    for (int n = 0; n < tn; n++)
-        for (int m = 0; m < nj; m++) y[(size_t)(t0 + n) * N + j + m] = out[m][n];
+    store_t(y, N, t0, tn, j, nj, acc);
 }
 
 /* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for an 8-bit weight (amx_q8_ok). */
@@ -271,30 +297,152 @@ void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, i
     if (!sb || prepare_x(&q, x, T, K, G)) abort();
     float *sf = sb, *bf = sb + 16 * (size_t)ngp;
     int full = T / 16, rem = T % 16;
-    /* blocks of 16 W rows; a short last block is copied into a zero-padded buffer */
+    /* blocks of 16 W rows (a short last block is copied into a zero-padded buffer) against
+     * runs of x blocks whose digits stay in L2 (the weights are read once per run) */
+    int run = L2_BUDGET / (3 * 16 * K);
+    if (run < 1) run = 1;
     for (int phase = 0; phase < 2; phase++) {
         int tn = phase == 0 ? 16 : rem, tb0 = phase == 0 ? 0 : full, tb1 = phase == 0 ? full : full + 1;
         if (tb0 >= tb1 || tn == 0) continue;
         if (tn > 1) configure(q.kc, tn);
-        for (int j = j0; j < j1; j += 16) {
-            int nj = j1 - j < 16 ? j1 - j : 16;
-            const uint8_t *codes = (const uint8_t *)w->data + (size_t)j * K;
-            if (nj < 16) {
-                if (!pad && !(pad = calloc(16, (size_t)K))) abort();
-                memcpy(pad, codes, (size_t)nj * K);
-                codes = pad;
-            }
-            for (int m = 0; m < 16; m++)
-                for (int g0 = 0; g0 < ngp; g0 += 16) {
-                    size_t gi = (size_t)(j + m) * ng + g0;
-                    _mm512_store_ps(sf + m * ngp + g0, m < nj ? sb16(w->scales, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
-                    _mm512_store_ps(bf + m * ngp + g0, m < nj ? sb16(w->biases, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+        for (int r0 = tb0; r0 < tb1; r0 += run)
+            for (int j = j0; j < j1; j += 16) {
+                int nj = j1 - j < 16 ? j1 - j : 16;
+                const uint8_t *codes = (const uint8_t *)w->data + (size_t)j * K;
+                if (nj < 16) {
+                    if (!pad && !(pad = calloc(16, (size_t)K))) abort();
+                    memcpy(pad, codes, (size_t)nj * K);
+                    codes = pad;
                 }
-            for (int tb = tb0; tb < tb1; tb++) block(y, N, tb * 16, tn, j, nj, codes, (size_t)K, sf, bf, ngp, &q, tb, T <= 32);
-        }
+                for (int m = 0; m < 16; m++)
+                    for (int g0 = 0; g0 < ngp; g0 += 16) {
+                        size_t gi = (size_t)(j + m) * ng + g0;
+                        _mm512_store_ps(sf + m * ngp + g0, m < nj ? sb16(w->scales, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+                        _mm512_store_ps(bf + m * ngp + g0, m < nj ? sb16(w->biases, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+                    }
+                for (int tb = r0; tb < tb1 && tb < r0 + run; tb++)
+                    block(y, N, tb * 16, tn, j, nj, codes, (size_t)K, sf, bf, ngp, &q, tb, T <= 32);
+            }
     }
     if (T > 1) _tile_release();
     free(pad);
     free(sb);
     free(q.dg);
+}
+
+/* --- bf16 weights: AMX-BF16 (tdpbf16ps: 16 W rows × 16 x rows × 32 columns, products of
+ * two bf16 exact in f32, accumulated in f32 inside the tile unit). x is split exactly into
+ * three bf16 parts, x = h + m + l (h = bf16(x), m = bf16(x - h), l = x - h - m: 8 + 8 + 8
+ * significant bits), so no bit of x is dropped; the W rows are the A tiles, loaded from
+ * the checkpoint as they are. Per element: C_h accumulates w·h over the 32-column chunks
+ * in order, C_ml accumulates w·m then w·l per chunk, and y = C_h + C_ml. A tile's rows
+ * are independent (row n of x meets only column n of B), and one x row uses the very same
+ * instructions with a one-column B, so a row alone is bitwise the row in a batch; the
+ * values are not bitwise those of the FMA kernels (another summation order). Needs
+ * K % 32 == 0 (every real model); other shapes stay on the FMA kernels. */
+
+int amx_bf16_ok(const weight_t *w) {
+    return amx_on && w->dtype == DT_BF16 && w->cols % 32 == 0 && w->cols > 0;
+}
+
+/* Tiles: 0 C_h, 1 C_ml (16 W rows × tn x rows of f32), 2 A (16 W rows × 32 bf16),
+ * 3..5 B_h, B_m, B_l (16 column pairs × tn x rows of 2 bf16). */
+static void configure_bf16(int tn) {
+    tilecfg_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 2; i++) { cfg.rows[i] = 16; cfg.colsb[i] = (uint16_t)(tn * 4); }
+    cfg.rows[2] = 16; cfg.colsb[2] = 64;
+    for (int i = 3; i < 6; i++) { cfg.rows[i] = 16; cfg.colsb[i] = (uint16_t)(tn * 4); }
+    _tile_loadconfig(&cfg);
+}
+
+/* x parts per block of 16 rows: for chunk c (32 columns) and part p, a B tile of 16 rows
+ * (column pairs) × 64 bytes (x row n's pair at bytes 4n); a block of one row stores each
+ * part in column order instead (a B tile with a 4-byte row stride). */
+static uint16_t *prepare_x_bf16(const float *x, int T, int K) {
+    int nb = (T + 15) / 16, nkc = K / 32;
+    uint16_t *xp = aligned_alloc(64, (size_t)nb * nkc * 3 * 1024);
+    if (!xp) return NULL;
+    for (int t = 0; t < T; t++) {
+        int tb = t / 16, n = t % 16, single = t == T - 1 && n == 0;
+        const float *xt = x + (size_t)t * K;
+        uint16_t *blk = xp + (size_t)tb * nkc * 3 * 512;
+        for (int k = 0; k < K; k += 16) {
+            __m512 v = _mm512_loadu_ps(xt + k);
+            __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+            __m512 r = _mm512_sub_ps(v, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+            __m256i mm = (__m256i)_mm512_cvtneps_pbh(r);
+            r = _mm512_sub_ps(r, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(mm), 16)));
+            __m256i l = (__m256i)_mm512_cvtneps_pbh(r);
+            __m256i parts[3] = {h, mm, l};
+            int c = k / 32, r0 = (k % 32) / 2;
+            for (int p = 0; p < 3; p++) {
+                uint16_t *tile = blk + ((size_t)c * 3 + p) * 512;
+                if (single) { _mm256_storeu_si256((__m256i *)(blk + (size_t)p * K + k), parts[p]); continue; }
+                uint32_t w8[8];
+                memcpy(w8, &parts[p], 32);
+                for (int i = 0; i < 8; i++) memcpy(tile + (size_t)(r0 + i) * 32 + n * 2, &w8[i], 4);
+            }
+        }
+    }
+    return xp;
+}
+
+/* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for a bf16 weight (amx_bf16_ok). */
+void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int K = w->cols, N = w->rows, nkc = K / 32;
+    uint16_t *xp = prepare_x_bf16(x, T, K), *pad = NULL;
+    if (!xp) abort();
+    float out[2][16][16] __attribute__((aligned(64)));
+    int full = T / 16, rem = T % 16;
+    for (int phase = 0; phase < 2; phase++) {
+        int tn = phase == 0 ? 16 : rem, tb0 = phase == 0 ? 0 : full, tb1 = phase == 0 ? full : full + 1;
+        if (tb0 >= tb1 || tn == 0) continue;
+        configure_bf16(tn);
+        int run = L2_BUDGET / (3 * 16 * 2 * K); /* x blocks whose parts stay in L2 */
+        if (run < 1) run = 1;
+        for (int r0 = tb0; r0 < tb1; r0 += run)
+            for (int j = j0; j < j1; j += 16) {
+                int nj = j1 - j < 16 ? j1 - j : 16;
+                const uint16_t *rows = (const uint16_t *)w->data + (size_t)j * K;
+                if (nj < 16) {
+                    if (!pad && !(pad = calloc(16, (size_t)K * 2))) abort();
+                    memcpy(pad, rows, (size_t)nj * K * 2);
+                    rows = pad;
+                }
+                for (int tb = r0; tb < tb1 && tb < r0 + run; tb++) {
+                    const uint16_t *blk = xp + (size_t)tb * nkc * 3 * 512;
+                    _tile_zero(0);
+                    _tile_zero(1);
+                    for (int c = 0; c < nkc; c++) {
+                        const uint16_t *a = rows + (size_t)c * 32;
+                        if (T <= 32)
+                            for (int m = 0; m < 16; m++) _mm_prefetch((const char *)(a + (size_t)(m + 16) * K), _MM_HINT_T0);
+                        _tile_loadd(2, a, (size_t)K * 2);
+                        if (tn == 1) {
+                            _tile_loadd(3, blk + c * 32, 4);
+                            _tile_loadd(4, blk + (size_t)K + c * 32, 4);
+                            _tile_loadd(5, blk + (size_t)2 * K + c * 32, 4);
+                        } else {
+                            const uint16_t *b = blk + (size_t)c * 3 * 512;
+                            _tile_loadd(3, b, 64);
+                            _tile_loadd(4, b + 512, 64);
+                            _tile_loadd(5, b + 1024, 64);
+                        }
+                        _tile_dpbf16ps(0, 2, 3);
+                        _tile_dpbf16ps(1, 2, 4);
+                        _tile_dpbf16ps(1, 2, 5);
+                    }
+                    _tile_stored(0, out[0], 64);
+                    _tile_stored(1, out[1], 64);
+                    __m512 r[16];
+                    for (int m = 0; m < 16; m++) r[m] = _mm512_add_ps(_mm512_load_ps(out[0][m]), _mm512_load_ps(out[1][m]));
+                    store_t(y, N, tb * 16, tn, j, nj, r);
+                }
+            }
+    }
+    _tile_release();
+    free(pad);
+    free(xp);
 }
