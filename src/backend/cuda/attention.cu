@@ -252,7 +252,9 @@ __device__ __forceinline__ void ld_row(float *f, const void *base, size_t off, i
 
 template <int DPL>
 __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) {
-    constexpr int HD = DPL * DLPK, TK = DPL <= 8 ? 16 : 8; /* keys per warp tile */
+    /* keys per warp tile: every K and V row of a tile is loaded before any is used (one
+     * memory round trip per tile; registers: 2·TK/2·DPL floats), so TK·DPL stays 64 */
+    constexpr int HD = DPL * DLPK, TK = 64 / DPL;
     __shared__ float sm[DWARPS][DQB][HD + 2];
     const int ti = blockIdx.x / a.n_splits, split = blockIdx.x % a.n_splits;
     const int n_qc = (a.group + DQB - 1) / DQB, kvh = blockIdx.y / n_qc, qc = blockIdx.y % n_qc;
@@ -279,26 +281,28 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
     for (int k0 = w_lo; k0 < w_hi; k0 += TK) {
         /* K and V rows of the tile are loaded in one go (one memory round trip per tile);
          * V waits in registers while the scores and the softmax rescale are computed */
-        float s[TK / 2][DQB], vf[TK / 2][DPL], mt[DQB];
+        float s[TK / 2][DQB], vf[TK / 2][DPL], kf[TK / 2][DPL], mt[DQB];
 #pragma unroll
         for (int qi = 0; qi < DQB; qi++) mt[qi] = -INFINITY;
 #pragma unroll
         for (int st = 0; st < TK / 2; st++) {
             const int kp = k0 + 2 * st + kg;
-            const bool valid = kp < w_hi;
-            float kf[DPL];
 #pragma unroll
-            for (int i = 0; i < DPL; i++) { kf[i] = 0.f; vf[st][i] = 0.f; }
-            if (valid) {
+            for (int i = 0; i < DPL; i++) { kf[st][i] = 0.f; vf[st][i] = 0.f; }
+            if (kp < w_hi) {
                 const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + (size_t)kvh * HD + sub * DPL;
-                ld_row<DPL>(kf, a.k, off, a.kv_dtype);
+                ld_row<DPL>(kf[st], a.k, off, a.kv_dtype);
                 ld_row<DPL>(vf[st], a.v, off, a.kv_dtype);
             }
+        }
+#pragma unroll
+        for (int st = 0; st < TK / 2; st++) {
+            const bool valid = k0 + 2 * st + kg < w_hi;
 #pragma unroll
             for (int qi = 0; qi < DQB; qi++) {
                 float acc = 0.f;
 #pragma unroll
-                for (int i = 0; i < DPL; i++) acc = fmaf(q[qi][i], kf[i], acc);
+                for (int i = 0; i < DPL; i++) acc = fmaf(q[qi][i], kf[st][i], acc);
 #pragma unroll
                 for (int off = 1; off < DLPK; off <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
                 float sc = acc * a.scale;

@@ -416,6 +416,8 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->bf16_split = !(actenv && !strcmp(actenv, "bf16"));
     const char *qenv = getenv("KILN_CUDA_QMMA");
     c->qmma = f32 ? 0 : qenv ? atoi(qenv) : KILN_CUDA_QMMA_MIN_T_DEFAULT; /* the fewest tokens that take it; 0: never */
+    const char *qmenv = getenv("KILN_CUDA_QMMA_MAX_T");
+    c->qmma_max_t = qmenv && atoi(qmenv) > 0 ? atoi(qmenv) : 64;
     return be;
 }
 

@@ -64,6 +64,7 @@ typedef struct cuda_impl {
     int gemm_min_t;         /* T at/above which matmul goes through cuBLASLt (bf16 activations) */
     int gemm_min_t_bf16;    /* the same for bf16 weights (earlier: no dequantization needed) */
     int qmma;               /* MLX 4/8-bit from T >= qmma to 64 on tensor cores (matmul_qmma.cu); KILN_CUDA_QMMA=N, 0: off */
+    int qmma_max_t;         /* ... up to this many tokens (KILN_CUDA_QMMA_MAX_T, default 64; above: dequantize + TF32) */
     int bf16_split;         /* bf16 weights on cuBLASLt: x as hi + lo bf16 (default 1; KILN_CUDA_ACT=bf16: 0) */
     /* CUDA graphs (step_begin/step_end): a step's ops are captured from the stream and
      * replayed as one graph at its first synchronizing call (download); the executable graph

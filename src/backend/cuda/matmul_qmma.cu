@@ -30,8 +30,6 @@
  * depends on T or on the other tokens: bitwise the same alone or in a batch (tested). */
 #include "backend/cuda/cuda_common.cuh"
 
-#define QMMA_TMAX 64
-
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -259,10 +257,11 @@ static void launch_t(cuda_impl_t *c, float *y, const float *x, int T, const dwei
     else launch<BITS, 8, SEG>(c, y, x, T, w);
 }
 
-/* 0 when the weight and step suit the kernel (MLX 4/8-bit, T ≤ 64, x 16-byte aligned) and it
+/* 0 when the weight and step suit the kernel (MLX 4/8-bit, T ≤ qmma_max_t: 64, or
+ * KILN_CUDA_QMMA_MAX_T; x 16-byte aligned) and it
  * was launched; -1 otherwise. */
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
-    if (w->dtype != DT_U32 || (w->bits != 4 && w->bits != 8) || T > QMMA_TMAX || ((uintptr_t)x & 15) || w->cols % 32 || w->group % 32)
+    if (w->dtype != DT_U32 || (w->bits != 4 && w->bits != 8) || T > c->qmma_max_t || ((uintptr_t)x & 15) || w->cols % 32 || w->group % 32)
         return -1;
     /* code rows must be 16-byte aligned for the async copies, scales and biases 2-byte (f32: 4) */
     if (((uintptr_t)w->data & 15) || ((uintptr_t)w->scales & (w->sb_dtype == DT_F32 ? 3 : 1)) ||
