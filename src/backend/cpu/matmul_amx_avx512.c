@@ -34,6 +34,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -288,43 +289,70 @@ static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t 
     store_t(y, N, t0, tn, j, nj, acc);
 }
 
+/* Work items of one matmul: (run of x blocks, chunk of AMX_CH W rows), runs in order
+ * (full blocks of 16 x rows first, then the short last block, if any). Threads that share
+ * a matmul take items from one counter (cpu_backend); alone, a call walks its own items
+ * over [j0, j1). Each element is computed whole by whoever takes its item, so the split
+ * never changes a result. */
+#define AMX_CH 64
+typedef struct { int full, rem, run, runs0, nch, total, j0, j1, local; atomic_int *next; } items_t;
+
+static void items_init(items_t *it, int T, int run, int j0, int j1, atomic_int *next) {
+    it->full = T / 16; it->rem = T % 16; it->run = run < 1 ? 1 : run;
+    it->runs0 = (it->full + it->run - 1) / it->run;
+    it->nch = (j1 - j0 + AMX_CH - 1) / AMX_CH;
+    it->total = (it->runs0 + (it->rem > 0)) * it->nch;
+    it->j0 = j0; it->j1 = j1; it->local = 0; it->next = next;
+}
+
+/* The next item: x blocks [*tb0, *tb1) of *tn rows each, W rows [*ja, *jb). 0: none left. */
+static int items_next(items_t *it, int *tn, int *tb0, int *tb1, int *ja, int *jb) {
+    int i = it->next ? atomic_fetch_add_explicit(it->next, 1, memory_order_relaxed) : it->local++;
+    if (i >= it->total) return 0;
+    int ri = i / it->nch, ch = i % it->nch;
+    if (ri < it->runs0) {
+        *tn = 16; *tb0 = ri * it->run;
+        *tb1 = *tb0 + it->run < it->full ? *tb0 + it->run : it->full;
+    } else { *tn = it->rem; *tb0 = it->full; *tb1 = it->full + 1; }
+    *ja = it->j0 + ch * AMX_CH;
+    *jb = *ja + AMX_CH < it->j1 ? *ja + AMX_CH : it->j1;
+    return 1;
+}
+
 /* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for an 8-bit weight (amx_q8_ok). */
-void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1, atomic_int *next) {
     int K = w->cols, N = w->rows, G = w->group, ng = K / G, ngp = (ng + 15) & ~15;
     amx_x_t q;
     float *sb = aligned_alloc(64, sizeof(float) * 2 * 16 * (size_t)ngp);
     uint8_t *pad = NULL;
     if (!sb || prepare_x(&q, x, T, K, G)) abort();
     float *sf = sb, *bf = sb + 16 * (size_t)ngp;
-    int full = T / 16, rem = T % 16;
     /* blocks of 16 W rows (a short last block is copied into a zero-padded buffer) against
      * runs of x blocks whose digits stay in L2 (the weights are read once per run) */
-    int run = L2_BUDGET / (3 * 16 * K);
-    if (run < 1) run = 1;
-    for (int phase = 0; phase < 2; phase++) {
-        int tn = phase == 0 ? 16 : rem, tb0 = phase == 0 ? 0 : full, tb1 = phase == 0 ? full : full + 1;
-        if (tb0 >= tb1 || tn == 0) continue;
-        if (tn > 1) configure(q.kc, tn);
-        for (int r0 = tb0; r0 < tb1; r0 += run)
-            for (int j = j0; j < j1; j += 16) {
-                int nj = j1 - j < 16 ? j1 - j : 16;
-                const uint8_t *codes = (const uint8_t *)w->data + (size_t)j * K;
-                if (nj < 16) {
-                    if (!pad && !(pad = calloc(16, (size_t)K))) abort();
-                    memcpy(pad, codes, (size_t)nj * K);
-                    codes = pad;
-                }
-                for (int m = 0; m < 16; m++)
-                    for (int g0 = 0; g0 < ngp; g0 += 16) {
-                        size_t gi = (size_t)(j + m) * ng + g0;
-                        _mm512_store_ps(sf + m * ngp + g0, m < nj ? sb16(w->scales, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
-                        _mm512_store_ps(bf + m * ngp + g0, m < nj ? sb16(w->biases, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
-                    }
-                for (int tb = r0; tb < tb1 && tb < r0 + run; tb++)
-                    block(y, N, tb * 16, tn, j, nj, codes, (size_t)K, sf, bf, ngp, &q, tb, T <= 32);
+    items_t it;
+    items_init(&it, T, L2_BUDGET / (3 * 16 * K), j0, j1, next);
+    int tn, tb0, tb1, ja, jb, cur = -1;
+    while (items_next(&it, &tn, &tb0, &tb1, &ja, &jb)) {
+        if (tn > 1 && tn != cur) configure(q.kc, tn);
+        if (tn > 1) cur = tn;
+        for (int j = ja; j < jb; j += 16) {
+            int nj = jb - j < 16 ? jb - j : 16;
+            const uint8_t *codes = (const uint8_t *)w->data + (size_t)j * K;
+            if (nj < 16) {
+                if (!pad && !(pad = calloc(16, (size_t)K))) abort();
+                memcpy(pad, codes, (size_t)nj * K);
+                codes = pad;
             }
+            for (int m = 0; m < 16; m++)
+                for (int g0 = 0; g0 < ngp; g0 += 16) {
+                    size_t gi = (size_t)(j + m) * ng + g0;
+                    _mm512_store_ps(sf + m * ngp + g0, m < nj ? sb16(w->scales, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+                    _mm512_store_ps(bf + m * ngp + g0, m < nj ? sb16(w->biases, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+                }
+            for (int tb = tb0; tb < tb1; tb++) block(y, N, tb * 16, tn, j, nj, codes, (size_t)K, sf, bf, ngp, &q, tb, T <= 32);
+        }
     }
-    if (T > 1) _tile_release();
+    if (cur > 0) _tile_release();
     free(pad);
     free(sb);
     free(q.dg);
@@ -390,58 +418,57 @@ static uint16_t *prepare_x_bf16(const float *x, int T, int K) {
 }
 
 /* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for a bf16 weight (amx_bf16_ok). */
-void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1, atomic_int *next) {
     int K = w->cols, N = w->rows, nkc = K / 32;
     uint16_t *xp = prepare_x_bf16(x, T, K), *pad = NULL;
     if (!xp) abort();
     float out[2][16][16] __attribute__((aligned(64)));
-    int full = T / 16, rem = T % 16;
-    for (int phase = 0; phase < 2; phase++) {
-        int tn = phase == 0 ? 16 : rem, tb0 = phase == 0 ? 0 : full, tb1 = phase == 0 ? full : full + 1;
-        if (tb0 >= tb1 || tn == 0) continue;
-        configure_bf16(tn);
-        int run = L2_BUDGET / (3 * 16 * 2 * K); /* x blocks whose parts stay in L2 */
-        if (run < 1) run = 1;
-        for (int r0 = tb0; r0 < tb1; r0 += run)
-            for (int j = j0; j < j1; j += 16) {
-                int nj = j1 - j < 16 ? j1 - j : 16;
-                const uint16_t *rows = (const uint16_t *)w->data + (size_t)j * K;
-                if (nj < 16) {
-                    if (!pad && !(pad = calloc(16, (size_t)K * 2))) abort();
-                    memcpy(pad, rows, (size_t)nj * K * 2);
-                    rows = pad;
-                }
-                for (int tb = r0; tb < tb1 && tb < r0 + run; tb++) {
-                    const uint16_t *blk = xp + (size_t)tb * nkc * 3 * 512;
-                    _tile_zero(0);
-                    _tile_zero(1);
-                    for (int c = 0; c < nkc; c++) {
-                        const uint16_t *a = rows + (size_t)c * 32;
-                        if (T <= 32)
-                            for (int m = 0; m < 16; m++) _mm_prefetch((const char *)(a + (size_t)(m + 16) * K), _MM_HINT_T0);
-                        _tile_loadd(2, a, (size_t)K * 2);
-                        if (tn == 1) {
-                            _tile_loadd(3, blk + c * 32, 4);
-                            _tile_loadd(4, blk + (size_t)K + c * 32, 4);
-                            _tile_loadd(5, blk + (size_t)2 * K + c * 32, 4);
-                        } else {
-                            const uint16_t *b = blk + (size_t)c * 3 * 512;
-                            _tile_loadd(3, b, 64);
-                            _tile_loadd(4, b + 512, 64);
-                            _tile_loadd(5, b + 1024, 64);
-                        }
-                        _tile_dpbf16ps(0, 2, 3);
-                        _tile_dpbf16ps(1, 2, 4);
-                        _tile_dpbf16ps(1, 2, 5);
-                    }
-                    _tile_stored(0, out[0], 64);
-                    _tile_stored(1, out[1], 64);
-                    __m512 r[16];
-                    for (int m = 0; m < 16; m++) r[m] = _mm512_add_ps(_mm512_load_ps(out[0][m]), _mm512_load_ps(out[1][m]));
-                    store_t(y, N, tb * 16, tn, j, nj, r);
-                }
+    items_t it;
+    items_init(&it, T, L2_BUDGET / (3 * 16 * 2 * K), j0, j1, next); /* runs: x parts stay in L2 */
+    int tn, tb0, tb1, ja, jb, cur = -1;
+    while (items_next(&it, &tn, &tb0, &tb1, &ja, &jb)) {
+        if (tn != cur) configure_bf16(tn);
+        cur = tn;
+        for (int j = ja; j < jb; j += 16) {
+            int nj = jb - j < 16 ? jb - j : 16;
+            const uint16_t *rows = (const uint16_t *)w->data + (size_t)j * K;
+            if (nj < 16) {
+                if (!pad && !(pad = calloc(16, (size_t)K * 2))) abort();
+                memcpy(pad, rows, (size_t)nj * K * 2);
+                rows = pad;
             }
+            for (int tb = tb0; tb < tb1; tb++) {
+                const uint16_t *blk = xp + (size_t)tb * nkc * 3 * 512;
+                _tile_zero(0);
+                _tile_zero(1);
+                for (int c = 0; c < nkc; c++) {
+                    const uint16_t *a = rows + (size_t)c * 32;
+                    if (T <= 32)
+                        for (int m = 0; m < 16; m++) _mm_prefetch((const char *)(a + (size_t)(m + 16) * K), _MM_HINT_T0);
+                    _tile_loadd(2, a, (size_t)K * 2);
+                    if (tn == 1) {
+                        _tile_loadd(3, blk + c * 32, 4);
+                        _tile_loadd(4, blk + (size_t)K + c * 32, 4);
+                        _tile_loadd(5, blk + (size_t)2 * K + c * 32, 4);
+                    } else {
+                        const uint16_t *b = blk + (size_t)c * 3 * 512;
+                        _tile_loadd(3, b, 64);
+                        _tile_loadd(4, b + 512, 64);
+                        _tile_loadd(5, b + 1024, 64);
+                    }
+                    _tile_dpbf16ps(0, 2, 3);
+                    _tile_dpbf16ps(1, 2, 4);
+                    _tile_dpbf16ps(1, 2, 5);
+                }
+                _tile_stored(0, out[0], 64);
+                _tile_stored(1, out[1], 64);
+                __m512 r[16];
+                for (int m = 0; m < 16; m++) r[m] = _mm512_add_ps(_mm512_load_ps(out[0][m]), _mm512_load_ps(out[1][m]));
+                store_t(y, N, tb * 16, tn, j, nj, r);
+            }
+        }
     }
+    if (cur < 0) { free(pad); free(xp); return; }
     _tile_release();
     free(pad);
     free(xp);
