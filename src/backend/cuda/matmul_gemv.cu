@@ -30,6 +30,13 @@ static int getenv_gemv_r1(void) {
     return v;
 }
 
+/* KILN_CUDA_GEMV=ks1: small matrices at T = 1 keep one warp per row (for A/B measurements) */
+static int getenv_gemv_ks1(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV"); v = e && !strcmp(e, "ks1"); }
+    return v;
+}
+
 template <int BITS>
 __device__ __forceinline__ void load_words(const uint32_t *p, uint32_t *w) {
     if constexpr (BITS % 4 == 0) {
@@ -169,8 +176,9 @@ __device__ __forceinline__ float code_f(uint32_t bits_in_mantissa) {
     return __fsub_rn(__uint_as_float(bits_in_mantissa | 0x4B000000u), 8388608.f);
 }
 
-template <int TT, int R>
+template <int TT, int R, int KS>
 __device__ __forceinline__ void warp_store(float (&acc)[R][TT], float *__restrict__ y, int T, int n0, int rows, int lane) {
+    __shared__ float red[KS > 1 ? KS : 1][R][TT];
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
@@ -178,13 +186,28 @@ __device__ __forceinline__ void warp_store(float (&acc)[R][TT], float *__restric
             float v = acc[r][t];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0 && t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
+            if (KS == 1) {
+                if (lane == 0 && t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
+            } else if (lane == 0) red[threadIdx.x >> 5][r][t] = v;
         }
+    if (KS > 1) { /* the block's KS warps split K: add their sums in warp order */
+        __syncthreads();
+        for (int i = threadIdx.x; i < R * TT; i += blockDim.x) {
+            const int r = i / TT, t = i % TT;
+            float v = red[0][r][t];
+#pragma unroll
+            for (int k = 1; k < KS; k++) v = __fadd_rn(v, red[k][r][t]);
+            if (t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
+        }
+    }
 }
 
-template <int BITS, int TT, int R>
+/* KS = 1: a warp per R rows; KS = GEMV_WARPS (small matrices): the block's warps split the
+ * row's units (warp k takes units k·32 + lane, stepping by 32·KS) and add in warp order. */
+template <int BITS, int TT, int R, int KS>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvq_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w) {
-    const int lane = threadIdx.x & 31, n0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * R;
+    const int lane = threadIdx.x & 31, n0 = (blockIdx.x * (GEMV_WARPS / KS) + (threadIdx.x >> 5) / KS) * R;
+    const int kw = (threadIdx.x >> 5) % KS;
     if (n0 >= w.rows) return;
     const size_t K = (size_t)w.cols;
     const int units = (int)(K / 32), ng = (int)(K / w.group), upg = w.group / 32;
@@ -202,7 +225,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvq_kernel(float *__restric
 #pragma unroll
         for (int t = 0; t < TT; t++) acc[r][t] = 0.f;
 #pragma unroll 2
-    for (int u = lane; u < units; u += 32) {
+    for (int u = kw * 32 + lane; u < units; u += 32 * KS) {
         uint32_t wd[R][BITS];
 #pragma unroll
         for (int r = 0; r < R; r++) load_words<BITS>(rowp[r] + (size_t)u * BITS, wd[r]);
@@ -267,12 +290,13 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvq_kernel(float *__restric
                 acc[r][t] = __fmaf_rn(b[r], xs[t], acc[r][t]);
             }
     }
-    warp_store<TT, R>(acc, y, T, n0, w.rows, lane);
+    warp_store<TT, R, KS>(acc, y, T, n0, w.rows, lane);
 }
 
-template <int KIND, int TT, int R>
+template <int KIND, int TT, int R, int KS>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w) {
-    const int lane = threadIdx.x & 31, n0 = (blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * R;
+    const int lane = threadIdx.x & 31, n0 = (blockIdx.x * (GEMV_WARPS / KS) + (threadIdx.x >> 5) / KS) * R;
+    const int kw = (threadIdx.x >> 5) % KS;
     if (n0 >= w.rows) return;
     const size_t K = (size_t)w.cols;
     const int units = (int)(K / 8);
@@ -288,7 +312,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restric
 #pragma unroll
         for (int t = 0; t < TT; t++) acc[r][t] = 0.f;
 #pragma unroll 4
-    for (int u = lane; u < units; u += 32) {
+    for (int u = kw * 32 + lane; u < units; u += 32 * KS) {
         uint4 v[R];
 #pragma unroll
         for (int r = 0; r < R; r++) v[r] = __ldg(rowp[r] + u);
@@ -314,17 +338,17 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restric
                 for (int j = 0; j < 8; j++) acc[r][t] = __fmaf_rn(wv[j], xv[t][j], acc[r][t]);
         }
     }
-    warp_store<TT, R>(acc, y, T, n0, w.rows, lane);
+    warp_store<TT, R, KS>(acc, y, T, n0, w.rows, lane);
 }
 
-template <int TT, int R>
+template <int TT, int R, int KS = 1>
 static void launch_fast(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
-    dim3 grid(cdiv(w->rows, GEMV_WARPS * R)), block(GEMV_WARPS * 32);
+    dim3 grid(cdiv(w->rows, GEMV_WARPS / KS * R)), block(GEMV_WARPS * 32);
     cudaStream_t s = c->stream;
-    if (w->dtype == DT_BF16) gemvh_kernel<K_BF16, TT, R><<<grid, block, 0, s>>>(y, x, T, *w);
-    else if (w->dtype == DT_F16) gemvh_kernel<K_F16, TT, R><<<grid, block, 0, s>>>(y, x, T, *w);
-    else if (w->bits == 4) gemvq_kernel<4, TT, R><<<grid, block, 0, s>>>(y, x, T, *w);
-    else gemvq_kernel<8, TT, R><<<grid, block, 0, s>>>(y, x, T, *w);
+    if (w->dtype == DT_BF16) gemvh_kernel<K_BF16, TT, R, KS><<<grid, block, 0, s>>>(y, x, T, *w);
+    else if (w->dtype == DT_F16) gemvh_kernel<K_F16, TT, R, KS><<<grid, block, 0, s>>>(y, x, T, *w);
+    else if (w->bits == 4) gemvq_kernel<4, TT, R, KS><<<grid, block, 0, s>>>(y, x, T, *w);
+    else gemvq_kernel<8, TT, R, KS><<<grid, block, 0, s>>>(y, x, T, *w);
 }
 
 /* bf16/f16 with columns % 8 == 0 and MLX 4/8-bit: the multi-row kernels above. */
@@ -335,12 +359,33 @@ static int try_fast(cuda_impl_t *c, float *y, const float *x, int T, const dweig
      * weight's shape only (and never changes a row's arithmetic) */
     const int rows = w->rows, sms = c->sm_count > 0 ? c->sm_count : 132;
     const int R = rows >= 4 * GEMV_WARPS * 2 * sms ? 4 : rows >= 2 * GEMV_WARPS * 2 * sms ? 2 : 1;
-    if (T == 1) { if (R == 4) launch_fast<1, 4>(c, y, x, T, w); else if (R == 2) launch_fast<1, 2>(c, y, x, T, w); else launch_fast<1, 1>(c, y, x, T, w); }
-    else if (T == 2) { if (R == 4) launch_fast<2, 4>(c, y, x, T, w); else if (R == 2) launch_fast<2, 2>(c, y, x, T, w); else launch_fast<2, 1>(c, y, x, T, w); }
+    /* small matrices (R = 1: fewer than ~2k rows, e.g. k/v projections): the block's four
+     * warps split K, so four times as many warps stream the weight (llama-3-8b k/v at one
+     * warp per row: 8-10 us for 2-8 MB, ncu). By shape, for every T: a token's sums do not
+     * depend on the batch. KILN_CUDA_GEMV=ks1: one warp per row as before. */
+    const int ks = R == 1 && !getenv_gemv_ks1();
+    if (T == 1) {
+        if (R == 4) launch_fast<1, 4>(c, y, x, T, w);
+        else if (R == 2) launch_fast<1, 2>(c, y, x, T, w);
+        else if (ks) launch_fast<1, 1, GEMV_WARPS>(c, y, x, T, w);
+        else launch_fast<1, 1>(c, y, x, T, w);
+    } else if (T == 2) {
+        if (R == 4) launch_fast<2, 4>(c, y, x, T, w);
+        else if (R == 2) launch_fast<2, 2>(c, y, x, T, w);
+        else if (ks) launch_fast<2, 1, GEMV_WARPS>(c, y, x, T, w);
+        else launch_fast<2, 1>(c, y, x, T, w);
+    }
     /* 3..8 tokens: two rows per warp on big matrices halve the x reads per row (x is
      * re-read from L1 for every row and token: that, not the weights, bounds these sizes) */
-    else if (T <= 4) { if (R >= 2 && !getenv_gemv_r1()) launch_fast<4, 2>(c, y, x, T, w); else launch_fast<4, 1>(c, y, x, T, w); }
-    else { if (R >= 2 && !getenv_gemv_r1()) launch_fast<8, 2>(c, y, x, T, w); else launch_fast<8, 1>(c, y, x, T, w); }
+    else if (T <= 4) {
+        if (R >= 2 && !getenv_gemv_r1()) launch_fast<4, 2>(c, y, x, T, w);
+        else if (ks) launch_fast<4, 1, GEMV_WARPS>(c, y, x, T, w);
+        else launch_fast<4, 1>(c, y, x, T, w);
+    } else {
+        if (R >= 2 && !getenv_gemv_r1()) launch_fast<8, 2>(c, y, x, T, w);
+        else if (ks) launch_fast<8, 1, GEMV_WARPS>(c, y, x, T, w);
+        else launch_fast<8, 1>(c, y, x, T, w);
+    }
     cudaLaunchCheck();
     return 0;
 }
