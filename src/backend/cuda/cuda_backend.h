@@ -2,9 +2,10 @@
  * with KILN_CUDA (plain C; the implementation is in cuda_backend.cu).
  *
  * Names: "cuda" (f32 activations; matmuls with T >= KILN_CUDA_GEMM_MIN_T, default
- * KILN_CUDA_GEMM_MIN_T_DEFAULT,
- * run on tensor cores through cuBLASLt with bf16/f16 activations) and "cuda-f32" (every
- * matmul in f32 on CUDA cores: the path that matches the CPU reference to 1e-4). */
+ * KILN_CUDA_GEMM_MIN_T_DEFAULT, run on tensor cores: bf16 weights through cuBLASLt with x split
+ * into bf16 hi + lo, MLX 4/8-bit up to 64 tokens in matmul_qmma.cu, the rest dequantized to
+ * TF32) and "cuda-f32" (every matmul in f32 on CUDA cores: the path that matches the CPU
+ * reference to 1e-4). */
 #ifndef KILN_CUDA_BACKEND_H
 #define KILN_CUDA_BACKEND_H
 

@@ -11,7 +11,10 @@
  *   T ≥ gemm_min_t (9), and → cuBLASLt on tensor cores, f32 accumulation and output:
  *   bf16 weights from T ≥ gemm_min_t_bf16 (3: the GEMV re-reads x per row and was 2.4x
  *   slower at T = 8 than cuBLASLt at T = 32, bench/cuda/RESULTS.md)
- *                             bf16 weights: x rounded to bf16 (the "bf16 activation path");
+ *                             bf16 weights: x split into bf16 hi + lo, one GEMM over the
+ *                             stacked 2T rows, y = y_hi + y_lo (~f32 accuracy: rounding x once,
+ *                             KILN_CUDA_ACT=bf16, moved the hybrid fixtures' logits by up to
+ *                             0.27; docs/cuda.md, Numerics);
  *                             MLX codes and f16: the weight is first dequantized to f32 in a
  *                             scratch buffer and multiplied in TF32 (at prefill sizes the
  *                             GEMM's T·N·K work dwarfs the N·K dequantization; a fused
