@@ -130,6 +130,19 @@ static int mlx_quantizable(const st_tensor_t *x, int group) {
     return x->ndim == 3 && strstr(x->name, "experts") && x->shape[2] % group == 0;
 }
 
+/* stw_sort_canonical on t[n], with d[n] (each tensor's data) following its tensor. */
+static void sort_with_data(stw_tensor_t *t, void **d, int n) {
+    stw_tensor_t *t0 = malloc(sizeof *t * n);
+    void **d0 = malloc(sizeof *d * n);
+    memcpy(t0, t, sizeof *t * n);
+    memcpy(d0, d, sizeof *d * n);
+    stw_sort_canonical(t, n);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (!strcmp(t[i].name, t0[j].name)) d[i] = d0[j];
+    free(t0); free(d0);
+}
+
 /* SRC quantized to BITS (group G) into QDIR, and the dequantized twin (f32) into DDIR. */
 static int write_mlx_pair(const char *src, const char *qdir, const char *ddir, int bits, int G) {
     char path[512];
@@ -196,6 +209,9 @@ static int write_mlx_pair(const char *src, const char *qdir, const char *ddir, i
         td[nd].dtype = DT_F32;
         dd[nd++] = deq;
     }
+    /* as the safetensors library lays files out (wider dtypes first): every tensor aligned */
+    sort_with_data(tq, dq, nq);
+    sort_with_data(td, dd, nd);
     for (int pass = 0; pass < 2; pass++) {
         stw_tensor_t *t = pass ? td : tq;
         void **data = pass ? dd : dq;
