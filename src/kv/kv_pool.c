@@ -195,9 +195,9 @@ void kv_block_release(kv_pool_t *p, int32_t b) {
 
 void kv_block_set_hash(kv_pool_t *p, int32_t b, uint64_t h) {
     if (p->hashed[b] || index_find(p, h) >= 0) return;
+    index_insert(p, h, b); /* before marking b hashed: a rebuild inside must not put it in too */
     p->hash[b] = h;
     p->hashed[b] = 1;
-    index_insert(p, h, b);
 }
 
 int kv_prefix_has(const kv_pool_t *p, uint64_t h) { return index_find(p, h) >= 0; }
