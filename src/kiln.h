@@ -40,6 +40,8 @@ typedef struct kiln_engine_opts {
     int snapshot_interval;     /* hybrid models: recurrent-state snapshot spacing in tokens,
                                   rounded to whole blocks (default 256)                    */
     double snapshot_share;     /* hybrid models: share of the cache budget for snapshots (0.25) */
+    int sample_threads;        /* threads sampling a step's rows (0: threads if set, at most
+                                  8, else min(cores, 8); 1: on the engine thread alone)   */
 } kiln_engine_opts_t;
 
 void kiln_engine_opts_default(kiln_engine_opts_t *o);

@@ -251,6 +251,9 @@ typedef struct step {
     int32_t *tokens, *pos, *row_start, *logit_index;
     kv_seq_t **seq, **seq_swa;
     int *sample_row;           /* row -> 1 when it reaches its last token */
+    int *logit_row;            /* row -> its logits' index, -1 when it samples nothing */
+    int *par_rows, n_par;      /* rows sampled side by side before the per-row pass */
+    int32_t *par_tok;          /* row -> the token sampled for it there */
     int n_logits;
     int cap_tokens;
 } step_t;
@@ -437,6 +440,18 @@ static void publish_tail_snapshot(kiln_engine_t *eng, kiln_request_t *r) {
     }
 }
 
+typedef struct { kiln_engine_t *eng; step_t *s; } step_ctx_t;
+
+/* One row of the parallel sampling pass: the same call the per-row pass would make. */
+static void sample_task(void *ctx, int t, sampler_scratch_t *ss) {
+    kiln_engine_t *eng = ((step_ctx_t *)ctx)->eng;
+    step_t *s = ((step_ctx_t *)ctx)->s;
+    int i = s->par_rows[t], V = eng->m->cfg.vocab_size;
+    kiln_request_t *r = s->req[i];
+    float *lg = eng->logits + (size_t)s->logit_row[i] * V;
+    s->par_tok[i] = sample_token(&r->p.sampling, lg, V, r->tokens, r->n_tokens, r->n_prompt, (uint64_t)r->n_gen, ss);
+}
+
 static void run_step(kiln_engine_t *eng, step_t *s) {
     int V = eng->m->cfg.vocab_size;
     batch_t b = {s->n_rows, s->n_tokens, s->tokens, s->pos, s->row_start, s->seq, s->logit_index, s->n_logits,
@@ -455,7 +470,15 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
         return;
     }
     eng->stats.steps++;
-    int li = 0;
+    /* rows without logprobs sample in parallel (their logits are theirs alone; tokens
+     * depend only on the row); rows with logprobs copy their raw logits first, below */
+    s->n_par = 0;
+    for (int i = 0, li = 0; i < s->n_rows; i++) {
+        s->logit_row[i] = s->sample_row[i] ? li++ : -1;
+        if (s->sample_row[i] && !s->req[i]->p.logprobs && !s->req[i]->p.top_logprobs) s->par_rows[s->n_par++] = i;
+    }
+    if (s->n_par >= 4 && eng->pool) sample_pool_run(eng->pool, s->n_par, sample_task, (void *)(step_ctx_t[]){{eng, s}});
+    else s->n_par = 0;
     double t = now_s();
     for (int i = 0; i < s->n_rows; i++) {
         kiln_request_t *r = s->req[i];
@@ -469,13 +492,15 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
         if (eng->m->swa_window) swa_trim(eng, r);
         if (eng->state_bytes) save_snapshot(eng, r);
         if (!s->sample_row[i]) continue;
-        float *lg = eng->logits + (size_t)li++ * V;
+        float *lg = eng->logits + (size_t)s->logit_row[i] * V;
         kiln_event_t ev = {.stop_id = -1};
-        const float *raw = lg;
-        float *copy = NULL;
-        if (r->p.logprobs || r->p.top_logprobs) { copy = eng->raw; memcpy(copy, lg, sizeof(float) * V); raw = copy; }
-        int32_t tok = sample_token(&r->p.sampling, lg, V, r->tokens, r->n_tokens, r->n_prompt, (uint64_t)r->n_gen, &eng->ss);
-        if (copy) fill_logprobs(eng, raw, tok, r->p.top_logprobs, &ev);
+        int32_t tok;
+        if (r->p.logprobs || r->p.top_logprobs) {
+            memcpy(eng->raw, lg, sizeof(float) * V);
+            tok = sample_token(&r->p.sampling, lg, V, r->tokens, r->n_tokens, r->n_prompt, (uint64_t)r->n_gen, &eng->ss);
+            fill_logprobs(eng, eng->raw, tok, r->p.top_logprobs, &ev);
+        } else if (s->n_par) tok = s->par_tok[i];
+        else tok = sample_token(&r->p.sampling, lg, V, r->tokens, r->n_tokens, r->n_prompt, (uint64_t)r->n_gen, &eng->ss);
         r->tokens[r->n_tokens++] = tok;
         r->n_gen++;
         eng->stats.generated_tokens++;
@@ -579,6 +604,9 @@ static void *engine_main(void *arg) {
     s.seq = malloc(sizeof(void *) * eng->o.max_batch);
     s.seq_swa = malloc(sizeof(void *) * eng->o.max_batch);
     s.sample_row = malloc(sizeof(int) * eng->o.max_batch);
+    s.logit_row = malloc(sizeof(int) * eng->o.max_batch);
+    s.par_rows = malloc(sizeof(int) * eng->o.max_batch);
+    s.par_tok = malloc(sizeof(int32_t) * eng->o.max_batch);
     s.row_start = malloc(sizeof(int32_t) * (eng->o.max_batch + 1));
     s.tokens = malloc(sizeof(int32_t) * cap);
     s.pos = malloc(sizeof(int32_t) * cap);
@@ -617,6 +645,7 @@ static void *engine_main(void *arg) {
         }
     }
     free(s.req); free(s.seq); free(s.seq_swa); free(s.sample_row); free(s.row_start); free(s.tokens); free(s.pos); free(s.logit_index);
+    free(s.logit_row); free(s.par_rows); free(s.par_tok);
     return NULL;
 }
 
@@ -690,6 +719,11 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     eng->lp = malloc(sizeof(float) * c->vocab_size);
     eng->raw = malloc(sizeof(float) * c->vocab_size);
     sampler_scratch_init(&eng->ss, c->vocab_size);
+    {
+        /* sampling threads: --threads caps them too (0: min(cores, 8)) */
+        int nt = eng->o.sample_threads > 0 ? eng->o.sample_threads : eng->o.threads > 0 && eng->o.threads < 8 ? eng->o.threads : 0;
+        eng->pool = sample_pool_new(nt, c->vocab_size); /* NULL: rows sample one by one */
+    }
     pthread_mutex_init(&eng->mu, NULL);
     pthread_cond_init(&eng->cv, NULL);
     if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) { err_set(e, "cannot start the engine thread"); goto err; }
@@ -712,6 +746,7 @@ err:
     free(eng->lp);
     free(eng->raw);
     sampler_scratch_free(&eng->ss);
+    sample_pool_free(eng->pool);
     free(eng);
     return NULL;
 }
@@ -730,6 +765,7 @@ void kiln_engine_stop(kiln_engine_t *eng) {
     free(eng->lp);
     free(eng->raw);
     sampler_scratch_free(&eng->ss);
+    sample_pool_free(eng->pool);
     snap_free(&eng->snaps);
     pthread_mutex_destroy(&eng->mu);
     pthread_cond_destroy(&eng->cv);

@@ -9,6 +9,7 @@
 #include "kv/snap_store.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "engine/sampler.h"
 
 typedef enum { REQ_INCOMING, REQ_WAITING, REQ_RUNNING, REQ_DONE } req_state_t;
 
@@ -70,8 +71,17 @@ struct kiln_engine {
     float *lp;                     /* [vocab] logprob scratch                         */
     float *raw;                    /* [vocab] a row's logits before sampling (logprobs) */
     sampler_scratch_t ss;
+    struct sample_pool *pool;      /* samples a step's rows side by side (sample_pool.c) */
     kiln_stats_t stats;            /* copied out under mu                             */
 };
+
+/* sample_pool.c: n_threads 0: min(cores, 8). Tasks get their thread's scratch. */
+typedef struct sample_pool sample_pool_t;
+typedef void (*sample_task_fn)(void *ctx, int task, sampler_scratch_t *ss);
+sample_pool_t *sample_pool_new(int n_threads, int vocab);
+int sample_pool_size(const sample_pool_t *p);
+void sample_pool_run(sample_pool_t *p, int n_tasks, sample_task_fn fn, void *ctx);
+void sample_pool_free(sample_pool_t *p);
 
 /* request.c */
 kiln_request_t *request_new(kiln_engine_t *eng, const kiln_request_params_t *p, err_t *e);

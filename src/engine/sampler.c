@@ -55,7 +55,7 @@ void sampler_scratch_free(sampler_scratch_t *s) {
     memset(s, 0, sizeof *s);
 }
 
-static const float *g_sort_logits;
+static _Thread_local const float *g_sort_logits; /* qsort has no context argument */
 static int cmp_desc(const void *a, const void *b) {
     int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
     float x = g_sort_logits[i], y = g_sort_logits[j];
@@ -110,7 +110,7 @@ static inline int before(const float *l, int32_t a, int32_t b) { return l[a] > l
  * k keeps a sorted list of the best k seen; an element that does not beat the k-th is
  * dropped after one compare, so a pass costs about one compare per token rather than k. */
 static void select_top(int32_t *idx, int n, int k, const float *logits) {
-    g_sort_logits = logits; /* qsort has no context argument; the engine thread alone samples */
+    g_sort_logits = logits;
     if (k < n && k <= 256) {
         int32_t top[256];
         int m = 0;

@@ -33,6 +33,7 @@ static kiln_engine_t *start(int kv_tokens, int step_tokens, int max_batch, dtype
     o.model_dir = g_model;
     o.snapshot_interval = 16;
     o.threads = 2;
+    o.sample_threads = 3; /* rows sampled side by side, more threads than cores: same tokens */
     o.kv_dtype = kv;
     o.kv_tokens = kv_tokens;
     o.block_size = 4;
