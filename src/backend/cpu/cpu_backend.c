@@ -82,15 +82,65 @@ static void cpu_matmul(backend_t *be, float *y, const float *x, int T, const wei
     threadpool_run(impl->pool, n, mm_task, &job);
 }
 
+/* --- per-row ops over the pool: rows [0, n) cut into one contiguous range per thread.
+ * Each row (or element) is computed by the same reference code whichever thread runs it,
+ * so results do not depend on the split; small ops stay on the caller (a wake-up costs
+ * a few microseconds). --- */
+typedef struct { int op; void *y; const void *a, *b, *c; float f0, f1; int i0, i1, i2, i3; size_t n; } rows_job_t;
+enum { R_NORM, R_ROPE, R_GLU, R_ADD, R_KV };
+
+static void rows_task(void *ctx, int i, int nt) {
+    rows_job_t *j = ctx;
+    size_t per = (j->n + nt - 1) / nt;
+    if (j->op == R_GLU || j->op == R_ADD) per = (per + 15) & ~(size_t)15;
+    size_t r0 = (size_t)i * per, r1 = r0 + per < j->n ? r0 + per : j->n;
+    if (r0 >= r1) return;
+    int cnt = (int)(r1 - r0);
+    switch (j->op) {
+    case R_NORM: ref_rms_norm((float *)j->y + r0 * j->i0, (const float *)j->a + r0 * j->i0, j->b, j->f0, cnt, j->i0, j->f1); break;
+    case R_ROPE:
+        ref_rope((float *)j->y + r0 * j->i0 * j->i1, (const int32_t *)j->a + r0, cnt, j->i0, j->i1, j->i2, j->b, j->f0);
+        break;
+    case R_GLU: ref_glu((float *)j->y + r0, (const float *)j->a + r0, (const float *)j->b + r0, r1 - r0, (act_t)j->i0); break;
+    case R_ADD: {
+        float *y = (float *)j->y;
+        const float *x = j->a;
+        for (size_t k = r0; k < r1; k++) y[k] += x[k];
+        break;
+    }
+    case R_KV: {
+        const kv_view_t *kv = j->y;
+        size_t w = (size_t)kv->n_kv_heads * kv->head_dim;
+        ref_kv_write(kv, (const float *)j->a + r0 * w, (const float *)j->b + r0 * w, (const int32_t *)j->c + r0, cnt);
+        break;
+    }
+    }
+}
+
+/* work: about how many elements the op touches; under 16k it runs on the caller */
+static void rows_run(backend_t *be, rows_job_t *j, size_t work) {
+    cpu_impl_t *impl = be->impl;
+    int nt = threadpool_size(impl->pool);
+    if (work < 16384 || j->n < 2) nt = 1;
+    if ((size_t)nt > j->n) nt = (int)j->n;
+    threadpool_run(impl->pool, nt, rows_task, j);
+}
+
 static void cpu_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps) {
-    ref_rms_norm(y, x, w, off, T, n, eps);
+    rows_job_t j = {R_NORM, y, x, w, NULL, off, eps, n, 0, 0, 0, (size_t)T};
+    rows_run(be, &j, (size_t)T * n);
 }
 static void cpu_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms) {
-    ref_rope(x, pos, T, nh, hd, rot, inv, ms);
+    rows_job_t j = {R_ROPE, x, pos, inv, NULL, ms, 0, nh, hd, rot, 0, (size_t)T};
+    rows_run(be, &j, (size_t)T * nh * rot * 4); /* sin/cos per (token, pair) */
 }
-static void cpu_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act) { ref_glu(y, g, u, n, act); }
+static void cpu_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act) {
+    rows_job_t j = {R_GLU, y, g, u, NULL, 0, 0, (int)act, 0, 0, 0, n};
+    rows_run(be, &j, n * 8); /* expf per element */
+}
 static void cpu_add(backend_t *be, float *y, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
+    rows_job_t j = {R_ADD, y, x, NULL, NULL, 0, 0, 0, 0, 0, 0, n};
+    rows_run(be, &j, n / 4);
 }
 static void cpu_add_bias(backend_t *be, float *y, const float *b, int T, int n) {
     for (int t = 0; t < T; t++)
@@ -103,7 +153,8 @@ static void cpu_embed(backend_t *be, float *y, const int32_t *ids, int T, const 
     ref_embed(y, ids, T, w, scale);
 }
 static void cpu_kv_write(backend_t *be, const kv_view_t *kv, const float *k, const float *v, const int32_t *slots, int T) {
-    ref_kv_write(kv, k, v, slots, T);
+    rows_job_t j = {R_KV, (void *)kv, k, v, slots, 0, 0, 0, 0, 0, 0, (size_t)T};
+    rows_run(be, &j, (size_t)T * kv->n_kv_heads * kv->head_dim * 4);
 }
 
 /* --- attention: the SIMD path hands out (tile, KV head) items from a shared counter
