@@ -31,6 +31,16 @@ static int getenv_gemv_r1(void) {
 }
 
 /* KILN_CUDA_GEMV=ks1: small matrices at T = 1 keep one warp per row (for A/B measurements) */
+/* Matrices with R = 2 (2k..4k rows: q/o/down of llama-3-8b, gate/up of qwen3-0.6b) split K over
+ * the two warps of a row pair for bf16/f16 and 4-bit weights (by shape and dtype, every T).
+ * Measured on the H200 (bench/cuda/RESULTS.md): llama-3-8b bf16 159.7 -> 167.0 tok/s, qwen3-0.6b
+ * bf16 387 -> 397, q4 unchanged, q8 156.5 -> 139.8 (its R = 2 kernel holds 66 registers: twice
+ * the warps no longer fit), so 8-bit keeps one warp. KILN_CUDA_GEMV_KS2=0: never, =1: always. */
+static int getenv_gemv_ks2(const dweight_t *w) {
+    static int v = -2;
+    if (v == -2) { const char *e = getenv("KILN_CUDA_GEMV_KS2"); v = e ? atoi(e) : -1; }
+    return v >= 0 ? v : !(w->dtype == DT_U32 && w->bits == 8);
+}
 static int getenv_gemv_ks1(void) {
     static int v = -1;
     if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV"); v = e && !strcmp(e, "ks1"); }
@@ -178,7 +188,8 @@ __device__ __forceinline__ float code_f(uint32_t bits_in_mantissa) {
 
 template <int TT, int R, int KS>
 __device__ __forceinline__ void warp_store(float (&acc)[R][TT], float *__restrict__ y, int T, int n0, int rows, int lane) {
-    __shared__ float red[KS > 1 ? KS : 1][R][TT];
+    __shared__ float red[KS > 1 ? GEMV_WARPS : 1][R][TT];
+    const int warp = threadIdx.x >> 5;
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
@@ -188,17 +199,18 @@ __device__ __forceinline__ void warp_store(float (&acc)[R][TT], float *__restric
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
             if (KS == 1) {
                 if (lane == 0 && t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
-            } else if (lane == 0) red[threadIdx.x >> 5][r][t] = v;
+            } else if (lane == 0) red[warp][r][t] = v;
         }
-    if (KS > 1) { /* the block's KS warps split K: add their sums in warp order */
+    if (KS > 1) { /* the KS warps of a row group split K: its first warp adds them in warp order */
         __syncthreads();
-        for (int i = threadIdx.x; i < R * TT; i += blockDim.x) {
-            const int r = i / TT, t = i % TT;
-            float v = red[0][r][t];
+        if (warp % KS == 0)
+            for (int i = lane; i < R * TT; i += 32) {
+                const int r = i / TT, t = i % TT;
+                float v = red[warp][r][t];
 #pragma unroll
-            for (int k = 1; k < KS; k++) v = __fadd_rn(v, red[k][r][t]);
-            if (t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
-        }
+                for (int k = 1; k < KS; k++) v = __fadd_rn(v, red[warp + k][r][t]);
+                if (t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
+            }
     }
 }
 
@@ -208,7 +220,7 @@ template <int BITS, int TT, int R, int KS>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvq_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w) {
     const int lane = threadIdx.x & 31, n0 = (blockIdx.x * (GEMV_WARPS / KS) + (threadIdx.x >> 5) / KS) * R;
     const int kw = (threadIdx.x >> 5) % KS;
-    if (n0 >= w.rows) return;
+    if (KS == 1 && n0 >= w.rows) return; /* KS > 1: every warp reaches warp_store's barrier */
     const size_t K = (size_t)w.cols;
     const int units = (int)(K / 32), ng = (int)(K / w.group), upg = w.group / 32;
     const uint32_t *rowp[R];
@@ -297,7 +309,7 @@ template <int KIND, int TT, int R, int KS>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w) {
     const int lane = threadIdx.x & 31, n0 = (blockIdx.x * (GEMV_WARPS / KS) + (threadIdx.x >> 5) / KS) * R;
     const int kw = (threadIdx.x >> 5) % KS;
-    if (n0 >= w.rows) return;
+    if (KS == 1 && n0 >= w.rows) return; /* KS > 1: every warp reaches warp_store's barrier */
     const size_t K = (size_t)w.cols;
     const int units = (int)(K / 8);
     const uint4 *rowp[R];
@@ -363,26 +375,26 @@ static int try_fast(cuda_impl_t *c, float *y, const float *x, int T, const dweig
      * warps split K, so four times as many warps stream the weight (llama-3-8b k/v at one
      * warp per row: 8-10 us for 2-8 MB, ncu). By shape, for every T: a token's sums do not
      * depend on the batch. KILN_CUDA_GEMV=ks1: one warp per row as before. */
-    const int ks = R == 1 && !getenv_gemv_ks1();
+    const int ks = R == 1 && !getenv_gemv_ks1(), ks2 = R == 2 && getenv_gemv_ks2(w);
     if (T == 1) {
         if (R == 4) launch_fast<1, 4>(c, y, x, T, w);
-        else if (R == 2) launch_fast<1, 2>(c, y, x, T, w);
+        else if (R == 2) { if (ks2) launch_fast<1, 2, 2>(c, y, x, T, w); else launch_fast<1, 2>(c, y, x, T, w); }
         else if (ks) launch_fast<1, 1, GEMV_WARPS>(c, y, x, T, w);
         else launch_fast<1, 1>(c, y, x, T, w);
     } else if (T == 2) {
         if (R == 4) launch_fast<2, 4>(c, y, x, T, w);
-        else if (R == 2) launch_fast<2, 2>(c, y, x, T, w);
+        else if (R == 2) { if (ks2) launch_fast<2, 2, 2>(c, y, x, T, w); else launch_fast<2, 2>(c, y, x, T, w); }
         else if (ks) launch_fast<2, 1, GEMV_WARPS>(c, y, x, T, w);
         else launch_fast<2, 1>(c, y, x, T, w);
     }
     /* 3..8 tokens: two rows per warp on big matrices halve the x reads per row (x is
      * re-read from L1 for every row and token: that, not the weights, bounds these sizes) */
     else if (T <= 4) {
-        if (R >= 2 && !getenv_gemv_r1()) launch_fast<4, 2>(c, y, x, T, w);
+        if (R >= 2 && !getenv_gemv_r1()) { if (ks2) launch_fast<4, 2, 2>(c, y, x, T, w); else launch_fast<4, 2>(c, y, x, T, w); }
         else if (ks) launch_fast<4, 1, GEMV_WARPS>(c, y, x, T, w);
         else launch_fast<4, 1>(c, y, x, T, w);
     } else {
-        if (R >= 2 && !getenv_gemv_r1()) launch_fast<8, 2>(c, y, x, T, w);
+        if (R >= 2 && !getenv_gemv_r1()) { if (ks2) launch_fast<8, 2, 2>(c, y, x, T, w); else launch_fast<8, 2>(c, y, x, T, w); }
         else if (ks) launch_fast<8, 1, GEMV_WARPS>(c, y, x, T, w);
         else launch_fast<8, 1>(c, y, x, T, w);
     }
