@@ -36,9 +36,9 @@ int main(int argc, char **argv) {
     delta_args_t d = {.n_rows = 1, .row_start = rs, .n_k_heads = nk, .n_v_heads = nv, .dk = dk, .dv = dv, .stride = stride,
                       .q_off = 0, .k_off = nk * dk, .v_off = 2 * nk * dk, .q_scale = 1.f / sqrtf(dk), .A_log = Al, .dt_bias = dt,
                       .state = st, .pos = pos, .chunk = 64};
-    delta_chunk_fn fns[3] = {delta_chunk_scalar, delta_chunk_avx2, delta_chunk_avx512};
-    const char *nm[3] = {"scalar", "avx2", "avx512"};
-    for (int f = 0; f < 3; f++) {
+    delta_chunk_fn fns[4] = {delta_chunk_scalar, delta_chunk_avx2, delta_chunk_avx512, NULL};
+    const char *nm[4] = {"scalar", "avx2", "avx512", "none (token by token)"};
+    for (int f = 0; f < 4; f++) {
         double best = 1e9;
         for (int r = 0; r < 3; r++) {
             st[0] = states;
