@@ -2,7 +2,8 @@
  *
  * "cpu" picks the best SIMD family at start (cpuid; KILN_SIMD=off|avx2|avx512 forces
  * one) and spreads big ops over a fixed thread pool: matmul by output columns (the AMX
- * kernels take blocks of 64 rows from a shared counter, the others one slice each), attention
+ * kernels share one prepared x and take blocks of 64 rows from a counter, the others one
+ * slice each), attention
  * by (tile of tokens, KV head) items. The split is static and each element is computed whole by one thread, so
  * the thread count never changes a result. "cpu-ref" runs the scalar reference kernels
  * on one thread: the oracle the tests compare the fast path against. */
@@ -57,14 +58,14 @@ static void cpu_download(backend_t *be, void *host, const void *src, size_t n) {
 static int cpu_prepare_weight(backend_t *be, weight_t *w, err_t *e) { return 0; }
 
 /* --- matmul: columns split into one contiguous slice per task --- */
-typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight_t *w; atomic_int next; } mm_job_t;
+typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight_t *w; amx_share_t sh; } mm_job_t;
 
 static void mm_task(void *ctx, int i, int n) {
     mm_job_t *j = ctx;
     int N = j->w->rows;
     if (j->impl->simd == &simd_avx512 && n > 1) { /* AMX: blocks of rows from a shared counter */
-        if (amx_q8_ok(j->w)) { amx_matmul_q8(j->y, j->x, j->T, j->w, 0, N, &j->next); return; }
-        if (amx_bf16_ok(j->w)) { amx_matmul_bf16(j->y, j->x, j->T, j->w, 0, N, &j->next); return; }
+        if (amx_q8_ok(j->w)) { amx_matmul_q8(j->y, j->x, j->T, j->w, 0, N, &j->sh); return; }
+        if (amx_bf16_ok(j->w)) { amx_matmul_bf16(j->y, j->x, j->T, j->w, 0, N, &j->sh); return; }
     }
     int per = ((N + n - 1) / n + 3) & ~3; /* multiples of 4 keep whole tiles per task */
     int j0 = i * per, j1 = j0 + per < N ? j0 + per : N;
@@ -76,10 +77,14 @@ static void mm_task(void *ctx, int i, int n) {
 static void cpu_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
     cpu_impl_t *impl = be->impl;
     mm_job_t job = {impl, y, x, T, w};
-    atomic_init(&job.next, 0);
+    atomic_init(&job.sh.next, 0);
+    atomic_init(&job.sh.prep_next, 0);
+    atomic_init(&job.sh.prep_done, 0);
+    atomic_init(&job.sh.buf, NULL);
     int n = threadpool_size(impl->pool);
     if ((size_t)T * w->rows * w->cols < 65536) n = 1; /* not worth a wake-up */
     threadpool_run(impl->pool, n, mm_task, &job);
+    free(atomic_load(&job.sh.buf));
 }
 
 /* --- per-row ops over the pool: rows [0, n) cut into one contiguous range per thread.

@@ -104,15 +104,21 @@ static void configure(int kc, int tn) {
  *   pw: per group, 16 lanes of p (one per x row), xs: p · Σ xi over the group. */
 typedef struct { int8_t *dg; float *pw, *xs; int K, G, kc, nkc, ng, nb; } amx_x_t;
 
-static int prepare_x(amx_x_t *q, const float *x, int T, int K, int G) {
+/* Lays q out over buf (NULL: only sets the sizes); returns the bytes it needs. */
+static size_t layout_x(amx_x_t *q, void *buf, int T, int K, int G) {
     q->K = K; q->G = G; q->kc = G < 64 ? G : 64; q->nkc = K / q->kc; q->ng = K / G; q->nb = (T + 15) / 16;
     size_t dg_bytes = (size_t)q->nb * 3 * K * 16, pw_floats = (size_t)q->nb * q->ng * 16;
-    q->dg = aligned_alloc(64, dg_bytes + sizeof(float) * 2 * pw_floats);
-    if (!q->dg) return -1;
-    q->pw = (float *)(q->dg + dg_bytes);
-    q->xs = q->pw + pw_floats;
+    q->dg = buf;
+    q->pw = buf ? (float *)(q->dg + dg_bytes) : NULL;
+    q->xs = buf ? q->pw + pw_floats : NULL;
+    return dg_bytes + sizeof(float) * 2 * pw_floats;
+}
+
+/* Prepares x rows [t0, t1) (T: all rows, for the one-row last block's layout). */
+static void prepare_x(amx_x_t *q, const float *x, int T, int t0, int t1) {
+    int K = q->K, G = q->G;
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    for (int t = 0; t < T; t++) {
+    for (int t = t0; t < t1; t++) {
         int tb = t / 16, n = t % 16, single = t == T - 1 && n == 0; /* a block of one row */
         const float *xt = x + (size_t)t * K;
         for (int g = 0; g < q->ng; g++) {
@@ -163,8 +169,36 @@ static int prepare_x(amx_x_t *q, const float *x, int T, int K, int G) {
             q->xs[pi] = e == 255 ? NAN : (float)_mm512_reduce_add_epi32(sum) * p;
         }
     }
-    return 0;
 }
+
+/* The prepared x of a call: alone, this thread's own; shared (sh), one buffer for all the
+ * threads of the matmul, its blocks of 16 rows prepared by whichever thread takes them,
+ * every thread waiting until all are done. Returns the buffer to free (NULL if shared). */
+typedef void (*prep_fn)(void *q, const float *x, int T, int t0, int t1);
+static void *share_x(amx_share_t *sh, size_t bytes, void **buf) {
+    if (!sh) {
+        if (!(*buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) abort();
+        return *buf;
+    }
+    void *mine = NULL, *cur = atomic_load(&sh->buf);
+    if (!cur) {
+        if (!(mine = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) abort();
+        if (atomic_compare_exchange_strong(&sh->buf, &cur, mine)) cur = mine;
+        else free(mine);
+    }
+    *buf = cur;
+    return NULL;
+}
+static void share_prep(amx_share_t *sh, prep_fn prep, void *q, const float *x, int T) {
+    int nb = (T + 15) / 16;
+    if (!sh) { prep(q, x, T, 0, T); return; }
+    for (int b; (b = atomic_fetch_add(&sh->prep_next, 1)) < nb;) {
+        prep(q, x, T, b * 16, b * 16 + 16 < T ? b * 16 + 16 : T);
+        atomic_fetch_add(&sh->prep_done, 1);
+    }
+    while (atomic_load(&sh->prep_done) < nb) _mm_pause();
+}
+static void prep_q8(void *q, const float *x, int T, int t0, int t1) { prepare_x(q, x, T, t0, t1); }
 
 /* y[t0 + n][j + m] = r[m] lane n for n < tn, m < nj: a 16x16 transpose, then one masked
  * store per x row. */
@@ -320,12 +354,16 @@ static int items_next(items_t *it, int *tn, int *tb0, int *tb1, int *ja, int *jb
 }
 
 /* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for an 8-bit weight (amx_q8_ok). */
-void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1, atomic_int *next) {
+void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh) {
     int K = w->cols, N = w->rows, G = w->group, ng = K / G, ngp = (ng + 15) & ~15;
     amx_x_t q;
     float *sb = aligned_alloc(64, sizeof(float) * 2 * 16 * (size_t)ngp);
     uint8_t *pad = NULL;
-    if (!sb || prepare_x(&q, x, T, K, G)) abort();
+    if (!sb) abort();
+    void *xbuf, *own = share_x(sh, layout_x(&q, NULL, T, K, G), &xbuf);
+    layout_x(&q, xbuf, T, K, G);
+    share_prep(sh, prep_q8, &q, x, T);
+    atomic_int *next = sh ? &sh->next : NULL;
     float *sf = sb, *bf = sb + 16 * (size_t)ngp;
     /* blocks of 16 W rows (a short last block is copied into a zero-padded buffer) against
      * runs of x blocks whose digits stay in L2 (the weights are read once per run) */
@@ -355,7 +393,7 @@ void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, i
     if (cur > 0) _tile_release();
     free(pad);
     free(sb);
-    free(q.dg);
+    free(own);
 }
 
 /* --- bf16 weights: AMX-BF16 (tdpbf16ps: 16 W rows × 16 x rows × 32 columns, products of
@@ -388,11 +426,12 @@ static void configure_bf16(int tn) {
 /* x parts per block of 16 rows: for chunk c (32 columns) and part p, a B tile of 16 rows
  * (column pairs) × 64 bytes (x row n's pair at bytes 4n); a block of one row stores each
  * part in column order instead (a B tile with a 4-byte row stride). */
-static uint16_t *prepare_x_bf16(const float *x, int T, int K) {
-    int nb = (T + 15) / 16, nkc = K / 32;
-    uint16_t *xp = aligned_alloc(64, (size_t)nb * nkc * 3 * 1024);
-    if (!xp) return NULL;
-    for (int t = 0; t < T; t++) {
+typedef struct { uint16_t *xp; int K; } bfx_t;
+static void prepare_x_bf16(void *qv, const float *x, int T, int t0, int t1) {
+    bfx_t *q = qv;
+    int K = q->K, nkc = K / 32;
+    uint16_t *xp = q->xp;
+    for (int t = t0; t < t1; t++) {
         int tb = t / 16, n = t % 16, single = t == T - 1 && n == 0;
         const float *xt = x + (size_t)t * K;
         uint16_t *blk = xp + (size_t)tb * nkc * 3 * 512;
@@ -414,14 +453,17 @@ static uint16_t *prepare_x_bf16(const float *x, int T, int K) {
             }
         }
     }
-    return xp;
 }
 
 /* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for a bf16 weight (amx_bf16_ok). */
-void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1, atomic_int *next) {
+void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh) {
     int K = w->cols, N = w->rows, nkc = K / 32;
-    uint16_t *xp = prepare_x_bf16(x, T, K), *pad = NULL;
-    if (!xp) abort();
+    uint16_t *pad = NULL;
+    void *xbuf, *own = share_x(sh, (size_t)((T + 15) / 16) * nkc * 3 * 1024, &xbuf);
+    bfx_t q = {xbuf, K};
+    uint16_t *xp = xbuf;
+    share_prep(sh, prepare_x_bf16, &q, x, T);
+    atomic_int *next = sh ? &sh->next : NULL;
     float out[2][16][16] __attribute__((aligned(64)));
     items_t it;
     items_init(&it, T, L2_BUDGET / (3 * 16 * 2 * K), j0, j1, next); /* runs: x parts stay in L2 */
@@ -468,8 +510,7 @@ void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0,
             }
         }
     }
-    if (cur < 0) { free(pad); free(xp); return; }
-    _tile_release();
+    if (cur >= 0) _tile_release();
     free(pad);
-    free(xp);
+    free(own);
 }
