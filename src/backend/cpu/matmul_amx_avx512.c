@@ -264,7 +264,7 @@ static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t 
             __m512 c[3];
             if (prefetch)
                 for (int m = 0; m < 16; m++)
-                    for (int k = g * G; k < (g + 1) * G; k += 64) _mm_prefetch((const char *)codes + (size_t)(m + 16) * stride + k, _MM_HINT_T0);
+                    for (int k = g * G; k < (g + 1) * G; k += 64) _mm_prefetch((const char *)codes + (size_t)(m + 16) * stride + k, _MM_HINT_T1);
             for (int d = 0; d < 3; d++) {
                 const int8_t *xd = dg + (size_t)d * K + (size_t)g * G;
                 const uint8_t *cg = codes + (size_t)g * G;
@@ -323,18 +323,21 @@ static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t 
     store_t(y, N, t0, tn, j, nj, acc);
 }
 
-/* Work items of one matmul: (run of x blocks, chunk of AMX_CH W rows), runs in order
+/* Work items of one matmul: (run of x blocks, chunk of W rows), runs in order
  * (full blocks of 16 x rows first, then the short last block, if any). Threads that share
  * a matmul take items from one counter (cpu_backend); alone, a call walks its own items
  * over [j0, j1). Each element is computed whole by whoever takes its item, so the split
  * never changes a result. */
-#define AMX_CH 64
-typedef struct { int full, rem, run, runs0, nch, total, j0, j1, local; atomic_int *next; } items_t;
+typedef struct { int full, rem, run, runs0, ch, nch, total, j0, j1, local; atomic_int *next; } items_t;
 
 static void items_init(items_t *it, int T, int run, int j0, int j1, atomic_int *next) {
     it->full = T / 16; it->rem = T % 16; it->run = run < 1 ? 1 : run;
     it->runs0 = (it->full + it->run - 1) / it->run;
-    it->nch = (j1 - j0 + AMX_CH - 1) / AMX_CH;
+    /* chunks of 64 rows; few x rows: an eighth of the rows (each thread's weight stream
+     * stays sequential for longer, the prefetch of the next block is not wasted) */
+    it->ch = 64;
+    if (T <= 16 && (j1 - j0) / 8 > 64) it->ch = (((j1 - j0) / 8) + 15) & ~15;
+    it->nch = (j1 - j0 + it->ch - 1) / it->ch;
     it->total = (it->runs0 + (it->rem > 0)) * it->nch;
     it->j0 = j0; it->j1 = j1; it->local = 0; it->next = next;
 }
@@ -348,8 +351,8 @@ static int items_next(items_t *it, int *tn, int *tb0, int *tb1, int *ja, int *jb
         *tn = 16; *tb0 = ri * it->run;
         *tb1 = *tb0 + it->run < it->full ? *tb0 + it->run : it->full;
     } else { *tn = it->rem; *tb0 = it->full; *tb1 = it->full + 1; }
-    *ja = it->j0 + ch * AMX_CH;
-    *jb = *ja + AMX_CH < it->j1 ? *ja + AMX_CH : it->j1;
+    *ja = it->j0 + ch * it->ch;
+    *jb = *ja + it->ch < it->j1 ? *ja + it->ch : it->j1;
     return 1;
 }
 
@@ -381,6 +384,11 @@ void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, i
                 memcpy(pad, codes, (size_t)nj * K);
                 codes = pad;
             }
+            if (T <= 32) /* the next block's scales and biases (the codes are prefetched in block) */
+                for (size_t o = 0; o < (size_t)16 * ng * dtype_size(w->sb_dtype); o += 64) {
+                    _mm_prefetch((const char *)w->scales + (size_t)(j + 16) * ng * dtype_size(w->sb_dtype) + o, _MM_HINT_T1);
+                    _mm_prefetch((const char *)w->biases + (size_t)(j + 16) * ng * dtype_size(w->sb_dtype) + o, _MM_HINT_T1);
+                }
             for (int m = 0; m < 16; m++)
                 for (int g0 = 0; g0 < ngp; g0 += 16) {
                     size_t gi = (size_t)(j + m) * ng + g0;
