@@ -244,6 +244,8 @@ static void test_eviction(void **st) {
     kiln_engine_stop(eng);
 }
 
+static void cancel_on_event(void *arg) { kiln_cancel(arg); }
+
 static void test_cancel(void **st) {
     kiln_engine_t *eng = start(64, 16, 4, DT_F32);
     spec_t s;
@@ -252,11 +254,15 @@ static void test_cancel(void **st) {
     s.max_tokens = 30;
     kiln_request_t *rs[6];
     for (int i = 0; i < 6; i++) rs[i] = submit(eng, &s);
-    /* cancel a running one after its first token and a queued one at once */
+    /* cancel a running one after its first token and a queued one at once. The running
+     * one is cancelled from its notify callback, on the engine thread as its first event
+     * is queued: cancelling from here after reading that event raced the engine, which
+     * on a loaded machine could make all 30 tokens first (finish: length). */
+    kiln_request_set_notify(rs[0], cancel_on_event, rs[0]);
     kiln_event_t ev;
     assert_true(kiln_request_next(rs[0], &ev, 20000));
+    assert_int_equal(ev.finish, KILN_NOT_FINISHED);
     kiln_event_clear(&ev);
-    kiln_cancel(rs[0]);
     kiln_cancel(rs[5]);
     int32_t got[64];
     int n;
