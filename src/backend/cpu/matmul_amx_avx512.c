@@ -1,4 +1,5 @@
-/* matmul_amx_avx512.c — 8-bit MLX-affine matmul on Intel AMX tiles (Sapphire Rapids on).
+/* matmul_amx_avx512.c — 8-bit MLX-affine and bf16 matmuls on Intel AMX tiles (Sapphire
+ * Rapids on); the bf16 kernel is described above amx_bf16_ok, 8-bit here.
  *
  * y[t][j] = Σ_g ( s[j][g] · Σ_{k∈g} x[t][k]·c[j][k]  +  b[j][g] · Σ_{k∈g} x[t][k] )
  *
@@ -26,6 +27,13 @@
  * change a bit (test_kernels checks a row alone against the same row in batches). The
  * results are not bitwise those of the f32 FMA kernels (x is rounded to 23 bits per
  * group); test_kernels holds them to the same 2e-6 of the reference as every kernel.
+ * A block of one x row (decode) skips the tiles: AVX512-VNNI forms the same exact sums
+ * (vpdpbusd, 16 W rows' lanes reduced into one vector) and the same fold.
+ *
+ * Shapes: W in blocks of 16 rows (a short last one copied into a zero-padded buffer), x in
+ * blocks of 16 rows, runs of x blocks sized so their prepared form stays in L2. The threads
+ * of one matmul (cpu_backend) share the prepared x and take (run, rows) items from a
+ * counter; alone, a call walks its own columns [j0, j1).
  *
  * AMX needs the kernel's permission (arch_prctl ARCH_REQ_XCOMP_PERM), asked once by
  * amx_enable(); without it, or without AMX, the AVX-512 kernels run. KILN_AMX=off
