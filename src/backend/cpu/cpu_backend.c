@@ -63,7 +63,10 @@ typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight
 static void mm_task(void *ctx, int i, int n) {
     mm_job_t *j = ctx;
     int N = j->w->rows;
-    if (j->impl->simd == &simd_avx512 && n > 1) { /* AMX: blocks of rows from a shared counter */
+    /* AMX with several x rows: a shared x and blocks of rows from a counter. One row
+     * (decode) keeps one contiguous slice per thread: one long weight stream each, which
+     * measured 10-15% faster on qwen3-0.6b-q8 than interleaved blocks */
+    if (j->impl->simd == &simd_avx512 && n > 1 && j->T > 1) {
         if (amx_q8_ok(j->w)) { amx_matmul_q8(j->y, j->x, j->T, j->w, 0, N, &j->sh); return; }
         if (amx_bf16_ok(j->w)) { amx_matmul_bf16(j->y, j->x, j->T, j->w, 0, N, &j->sh); return; }
     }
