@@ -28,7 +28,8 @@
  * results are not bitwise those of the f32 FMA kernels (x is rounded to 23 bits per
  * group); test_kernels holds them to the same 2e-6 of the reference as every kernel.
  * A block of one x row (decode) skips the tiles: AVX512-VNNI forms the same exact sums
- * (vpdpbusd, 16 W rows' lanes reduced into one vector) and the same fold.
+ * (vpdpbusd, four W rows at a time, digits 0 and 1 in one exact accumulator 256·S0 + S1)
+ * and the same fold.
  *
  * Shapes: W in blocks of 16 rows (a short last one copied into a zero-padded buffer), x in
  * blocks of 16 rows, runs of x blocks sized so their prepared form stays in L2. The threads
@@ -234,22 +235,6 @@ static void store_t(float *y, int N, int t0, int tn, int j, int nj, __m512 *r) {
     }
 }
 
-/* Lane m of the result: the sum of v[m]'s 16 lanes (exact: integers). */
-AI __m512i hsum16(const __m512i *v) {
-    __m512i t[8], u[4], w[2];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        t[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
-        u[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * i], t[2 * i + 1]), _mm512_unpackhi_epi64(t[2 * i], t[2 * i + 1]));
-    /* u[i], 128-bit lane l: partial sums of rows 4i..4i+3 over v's lane l */
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; i++)
-        w[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * i], u[2 * i + 1], 0x88), _mm512_shuffle_i32x4(u[2 * i], u[2 * i + 1], 0xdd));
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(w[0], w[1], 0x88), _mm512_shuffle_i32x4(w[0], w[1], 0xdd));
-}
-
 /* One block of 16 W rows (codes at `codes`, row stride `stride` bytes; sf/bf: per group,
  * 16 scales and biases as f32) against x block tb of tn rows; y rows get columns
  * j .. j + nj - 1. The tile configuration must be configure(q->kc, tn). */
@@ -262,39 +247,74 @@ static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t 
     const __m512 k16 = _mm512_set1_ps(65536.f), k8 = _mm512_set1_ps(256.f);
     if (tn == 1) {
         /* one x row: no tiles. The same exact integer sums with AVX512-VNNI (vpdpbusd:
-         * 64 code·digit products into 16 int32 lanes), 16 W rows' lanes summed into one
-         * vector (lane m: W row m), then the same elementwise steps with lanes = W rows. */
-        __m512 acc = _mm512_setzero_ps();
-        const __m512i rowidx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(ngp));
+         * 64 code·digit products into 16 int32 lanes), four W rows at a time (each row's
+         * codes loaded once per group for all three digits; the rows of a quad are read
+         * side by side, the quads in order). Digits 0 and 1 share one accumulator,
+         * L01 = 256·L0 + L1 lane by lane (exact: |S_d| < 2^22, so |S01| < 2^31), reduced
+         * to S01 = 256·S0 + S1; then f32(S01)·256 is fma(S1, 256, S0·65536) bit for bit
+         * (both round 256·S01 once; scaling by 2^8 commutes with rounding), and the rest
+         * of the fold is the tiles' path with lanes = the quad's W rows. */
         int G = q->G, K = q->K;
         __mmask64 cm = G == 32 ? (__mmask64)0xffffffffu : ~(__mmask64)0;
-        for (int g = 0; g < ng; g++) {
-            __m512 c[3];
-            if (prefetch)
-                for (int m = 0; m < 16; m++)
-                    for (int k = g * G; k < (g + 1) * G; k += 64) _mm_prefetch((const char *)codes + (size_t)(m + 16) * stride + k, _MM_HINT_T1);
-            for (int d = 0; d < 3; d++) {
-                const int8_t *xd = dg + (size_t)d * K + (size_t)g * G;
-                const uint8_t *cg = codes + (size_t)g * G;
-                __m512i v[16], xv = _mm512_maskz_loadu_epi8(cm, xd);
-#pragma GCC unroll 16
-                for (int m = 0; m < 16; m++) v[m] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_maskz_loadu_epi8(cm, cg + (size_t)m * stride), xv);
-                if (G == 128) {
-                    xv = _mm512_loadu_si512(xd + 64);
-#pragma GCC unroll 16
-                    for (int m = 0; m < 16; m++) v[m] = _mm512_dpbusd_epi32(v[m], _mm512_loadu_si512(cg + (size_t)m * stride + 64), xv);
+        const __m128 k8s = _mm_set1_ps(256.f);
+        const __m128i qidx = _mm_setr_epi32(0, ngp, 2 * ngp, 3 * ngp);
+        const int8_t *x0 = dg, *x1 = dg + K, *x2 = dg + 2 * (size_t)K;
+        float *yt = y + (size_t)t0 * N + j;
+        for (int m0 = 0; m0 < 16; m0 += 4) {
+            const uint8_t *r0 = codes + (size_t)m0 * stride;
+            __m128 acc = _mm_setzero_ps();
+            for (int g = 0; g < ng; g++) {
+                size_t o = (size_t)g * G;
+                if (prefetch)
+                    for (int m = 0; m < 4; m++)
+                        for (int k = 0; k < G; k += 64) _mm_prefetch((const char *)r0 + (size_t)(m + 16) * stride + o + k, _MM_HINT_T1);
+                __m512i a01[4], a2[4];
+                __m512i xv0 = _mm512_maskz_loadu_epi8(cm, x0 + o), xv1 = _mm512_maskz_loadu_epi8(cm, x1 + o), xv2 = _mm512_maskz_loadu_epi8(cm, x2 + o);
+                __m512i c[4];
+#pragma GCC unroll 4
+                for (int m = 0; m < 4; m++) {
+                    c[m] = _mm512_maskz_loadu_epi8(cm, r0 + (size_t)m * stride + o);
+                    a01[m] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c[m], xv0);
+                    a2[m] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c[m], xv2);
                 }
-                c[d] = _mm512_cvtepi32_ps(hsum16(v));
+                if (G == 128) {
+                    __m512i yv0 = _mm512_loadu_si512(x0 + o + 64), yv1 = _mm512_loadu_si512(x1 + o + 64), yv2 = _mm512_loadu_si512(x2 + o + 64);
+                    __m512i h[4];
+#pragma GCC unroll 4
+                    for (int m = 0; m < 4; m++) {
+                        h[m] = _mm512_loadu_si512(r0 + (size_t)m * stride + o + 64);
+                        a01[m] = _mm512_dpbusd_epi32(a01[m], h[m], yv0);
+                        a2[m] = _mm512_dpbusd_epi32(a2[m], h[m], yv2);
+                    }
+#pragma GCC unroll 4
+                    for (int m = 0; m < 4; m++) {
+                        a01[m] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a01[m], 8), c[m], xv1);
+                        a01[m] = _mm512_dpbusd_epi32(a01[m], h[m], yv1);
+                    }
+                } else {
+#pragma GCC unroll 4
+                    for (int m = 0; m < 4; m++) a01[m] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a01[m], 8), c[m], xv1);
+                }
+                /* lane sums of the four rows: [S01 row 0..3] and [S2 row 0..3] */
+                __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[0], a01[1]), _mm512_unpackhi_epi32(a01[0], a01[1]));
+                __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[2], a01[3]), _mm512_unpackhi_epi32(a01[2], a01[3]));
+                __m512i t2 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[0], a2[1]), _mm512_unpackhi_epi32(a2[0], a2[1]));
+                __m512i t3 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[2], a2[3]), _mm512_unpackhi_epi32(a2[2], a2[3]));
+                __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+                __m512i u2 = _mm512_add_epi32(_mm512_unpacklo_epi64(t2, t3), _mm512_unpackhi_epi64(t2, t3));
+                /* 128-bit lanes of w: u01's 0+1, u01's 2+3, u2's 0+1, u2's 2+3; of z: u01's sum, u2's sum */
+                __m512i w = _mm512_add_epi32(_mm512_shuffle_i32x4(u01, u2, 0x88), _mm512_shuffle_i32x4(u01, u2, 0xdd));
+                __m512i z = _mm512_add_epi32(_mm512_shuffle_i32x4(w, w, 0x88), _mm512_shuffle_i32x4(w, w, 0xdd));
+                __m128 s01 = _mm_cvtepi32_ps(_mm512_castsi512_si128(z)), s2 = _mm_cvtepi32_ps(_mm512_extracti32x4_epi32(z, 1));
+                __m128 vv = _mm_add_ps(_mm_mul_ps(s01, k8s), s2);
+                __m128 u = _mm_mul_ps(vv, _mm_set1_ps(pw[g * 16]));
+                acc = _mm_fmadd_ps(_mm_i32gather_ps(bf + (size_t)m0 * ngp + g, qidx, 4), _mm_set1_ps(xs[g * 16]), acc);
+                acc = _mm_fmadd_ps(u, _mm_i32gather_ps(sf + (size_t)m0 * ngp + g, qidx, 4), acc);
             }
-            __m512 vv = _mm512_fmadd_ps(c[1], k8, _mm512_mul_ps(c[0], k16));
-            vv = _mm512_add_ps(vv, c[2]);
-            __m512 u = _mm512_mul_ps(vv, _mm512_set1_ps(pw[g * 16]));
-            acc = _mm512_fmadd_ps(_mm512_i32gather_ps(rowidx, bf + g, 4), _mm512_set1_ps(xs[g * 16]), acc);
-            acc = _mm512_fmadd_ps(u, _mm512_i32gather_ps(rowidx, sf + g, 4), acc);
+            float out[4];
+            _mm_storeu_ps(out, acc);
+            for (int m = 0; m < 4 && m0 + m < nj; m++) yt[m0 + m] = out[m];
         }
-        float out[16] __attribute__((aligned(64)));
-        _mm512_store_ps(out, acc);
-        for (int m = 0; m < nj; m++) y[(size_t)t0 * N + j + m] = out[m];
         return;
     }
     /* lanes are x rows: one accumulator per W row */
