@@ -162,6 +162,45 @@ static void test_dot_axpy(void **st) {
     }
 }
 
+/* GELU-tanh GLU of the SIMD families: against g / (1 + exp(-2u)) · up in double from the
+ * same f32 u (a few ulps: exp's polynomial, the sum, the division, the product), against
+ * the scalar reference (tanhf, whose 1 + tanh cancels for g < 0) to 1e-6 of max |y|, and
+ * any slice of the array equal bitwise to the same elements computed in the whole. */
+static void test_gelu_glu(void **st) {
+    uint64_t seed = 21;
+    size_t n = 1000;
+    float *g = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n),
+          *r = malloc(sizeof(float) * n), *z = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) {
+        g[i] = i < 600 ? -15.f + 30.f * (float)i / 600.f : 8.f * tu_rand(&seed);
+        u[i] = tu_rand(&seed) * 3.f;
+    }
+    const float special[] = {0.f, -0.f, 1e-30f, -1e-30f, 50.f, -50.f, 1e20f, -1e20f, -9.5f, 9.5f};
+    for (int i = 0; i < 10; i++) g[600 + i] = special[i];
+    ref_glu(r, g, u, n, ACT_GELU_TANH);
+    double mx = 0;
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs(r[i]));
+    for (int f = 0; f < n_families; f++) {
+        families[f]->gelu_glu(y, g, u, n);
+        double worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            float uu = 0.7978845608028654f * (g[i] + 0.044715f * g[i] * g[i] * g[i]);
+            double want = (double)g[i] / (1.0 + exp(-2.0 * (double)uu)) * (double)u[i], err = fabs(y[i] - want);
+            if (fabs(want) > 1e-30) worst = fmax(worst, err / fabs(want));
+            if (err > 3e-7 * fabs(want) + 1e-30) print_error("%s gelu_glu(%g) * %g = %.9g, want %.9g\n", families[f]->name, g[i], u[i], y[i], want);
+            assert_true(err <= 3e-7 * fabs(want) + 1e-30);
+            assert_true(fabs(y[i] - r[i]) <= 1e-6 * mx);
+        }
+        printf("# %s gelu_glu: worst relative error %.3g\n", families[f]->name, worst);
+        for (size_t a = 0; a < 40; a += 3)
+            for (size_t len = 1; a + len <= n; len = len * 2 + 5) {
+                families[f]->gelu_glu(z, g + a, u + a, len);
+                assert_memory_equal(z, y + a, sizeof(float) * len);
+            }
+    }
+    free(g); free(u); free(y); free(r); free(z);
+}
+
 /* Paged attention: SIMD against reference, with a scattered block table, GQA, a window
  * and soft-capping, in every KV dtype. */
 static void test_attention(void **st) {
@@ -285,7 +324,7 @@ static void test_conversions(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversions),   cmocka_unit_test(test_code_extraction), cmocka_unit_test(test_matmul_dense),
-        cmocka_unit_test(test_matmul_quant),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_matmul_quant),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_tiles),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

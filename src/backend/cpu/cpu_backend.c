@@ -94,7 +94,7 @@ static void cpu_matmul(backend_t *be, float *y, const float *x, int T, const wei
  * Each row (or element) is computed by the same reference code whichever thread runs it,
  * so results do not depend on the split; small ops stay on the caller (a wake-up costs
  * a few microseconds). --- */
-typedef struct { int op; void *y; const void *a, *b, *c; float f0, f1; int i0, i1, i2, i3; size_t n; } rows_job_t;
+typedef struct { int op; void *y; const void *a, *b, *c; float f0, f1; int i0, i1, i2, i3; size_t n; const simd_kernels_t *simd; } rows_job_t;
 enum { R_NORM, R_ROPE, R_GLU, R_ADD, R_KV };
 
 static void rows_task(void *ctx, int i, int nt) {
@@ -109,7 +109,10 @@ static void rows_task(void *ctx, int i, int nt) {
     case R_ROPE:
         ref_rope((float *)j->y + r0 * j->i0 * j->i1, (const int32_t *)j->a + r0, cnt, j->i0, j->i1, j->i2, j->b, j->f0);
         break;
-    case R_GLU: ref_glu((float *)j->y + r0, (const float *)j->a + r0, (const float *)j->b + r0, r1 - r0, (act_t)j->i0); break;
+    case R_GLU:
+        if (j->i0 == ACT_GELU_TANH && j->simd) j->simd->gelu_glu((float *)j->y + r0, (const float *)j->a + r0, (const float *)j->b + r0, r1 - r0);
+        else ref_glu((float *)j->y + r0, (const float *)j->a + r0, (const float *)j->b + r0, r1 - r0, (act_t)j->i0);
+        break;
     case R_ADD: {
         float *y = (float *)j->y;
         const float *x = j->a;
@@ -129,6 +132,7 @@ static void rows_task(void *ctx, int i, int nt) {
 static void rows_run(backend_t *be, rows_job_t *j, size_t work) {
     cpu_impl_t *impl = be->impl;
     int nt = threadpool_size(impl->pool);
+    j->simd = impl->simd;
     if (work < 16384 || j->n < 2) nt = 1;
     if ((size_t)nt > j->n) nt = (int)j->n;
     threadpool_run(impl->pool, nt, rows_task, j);

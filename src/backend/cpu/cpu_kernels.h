@@ -21,13 +21,17 @@ void ref_kv_write(const kv_view_t *kv, const float *k, const float *v, const int
 /* Attention for tokens [t0, t1) of the step (all heads). scratch: >= max context floats. */
 void ref_attention(float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch);
 
-/* --- SIMD families: a dot product and axpy for attention, and matmul --- */
+/* --- SIMD families: a dot product and axpy for attention, matmul, GELU-tanh GLU --- */
 typedef struct simd_kernels {
     const char *name;
     void (*matmul)(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
     float (*dot)(const float *a, const float *b, int n);             /* fixed lane order */
     void (*axpy)(float *y, float a, const float *x, int n);          /* y += a * x       */
     void (*to_f32)(float *dst, const void *src, dtype_t t, int n);   /* f16/bf16/f32 row */
+    /* y = gelu_tanh(gate) * up, as g / (1 + exp(-2u)), u = 0.79788456 (g + 0.044715 g^3):
+     * 0.5 (1 + tanh u) without tanh's cancellation; exp to ~1 ulp. Every element through
+     * the same vector code (the tail masked), so where a row lands never changes it. */
+    void (*gelu_glu)(float *y, const float *gate, const float *up, size_t n);
 } simd_kernels_t;
 
 extern const simd_kernels_t simd_avx2, simd_avx512;

@@ -225,4 +225,33 @@ static void to_f32(float *dst, const void *src, dtype_t t, int n) {
     for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
 }
 
-const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32};
+/* gelu_glu: see cpu_kernels.h. exp(x) = 2^n · e^r, n = round(x·log2 e), r = x - n·ln2 (two
+ * parts), e^r by Cephes expf's polynomial; x clamped to [-87.3, 88.3] so 2^n is a normal
+ * float (below, 1 + e rounds to 1 anyway; above, e is set to inf: the result is ±0). */
+static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
+    const __m256 c0 = _mm256_set1_ps(0.7978845608028654f), c1 = _mm256_set1_ps(0.044715f), one = _mm256_set1_ps(1.f);
+    for (size_t i = 0; i < n; i += 8) {
+        int left = n - i >= 8 ? 8 : (int)(n - i);
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 g = _mm256_maskload_ps(gate + i, m);
+        __m256 u = _mm256_mul_ps(c0, _mm256_add_ps(g, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(c1, g), g), g)));
+        __m256 x0 = _mm256_mul_ps(u, _mm256_set1_ps(-2.f)), x = _mm256_min_ps(_mm256_max_ps(x0, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+        __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+        r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+        p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, one));
+        __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23)));
+        e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x0, _mm256_set1_ps(88.3f), _CMP_GT_OQ));
+        __m256 a = _mm256_div_ps(g, _mm256_add_ps(one, e));
+        a = _mm256_blendv_ps(a, u, _mm256_cmp_ps(u, u, _CMP_UNORD_Q)); /* NaN in, NaN out */
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(a, _mm256_maskload_ps(up + i, m)));
+    }
+}
+
+const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32, gelu_glu};

@@ -619,4 +619,31 @@ static void to_f32(float *dst, const void *src, dtype_t t, int n) {
     for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
 }
 
-const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32};
+/* gelu_glu: see cpu_kernels.h. exp(x) = 2^n · e^r, n = round(x·log2 e), r = x - n·ln2 (two
+ * parts), e^r by Cephes expf's polynomial; scalef gives inf/0 past f32's range. */
+static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
+    const __m512 c0 = _mm512_set1_ps(0.7978845608028654f), c1 = _mm512_set1_ps(0.044715f), one = _mm512_set1_ps(1.f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+        __m512 u = _mm512_mul_ps(c0, _mm512_add_ps(g, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(c1, g), g), g)));
+        __m512 x = _mm512_mul_ps(u, _mm512_set1_ps(-2.f));
+        x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.f)), _mm512_set1_ps(104.f)); /* NaN: max/min return the bound */
+        __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+        r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+        p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, one));
+        __m512 e = _mm512_scalef_ps(p, k);
+        __m512 a = _mm512_div_ps(g, _mm512_add_ps(one, e));
+        a = _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(u, u, _CMP_UNORD_Q), u); /* NaN in, NaN out */
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m, up + i)));
+    }
+}
+
+const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu};
