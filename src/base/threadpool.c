@@ -26,11 +26,17 @@ struct threadpool {
     _Atomic uint64_t claim;     /* gen << 32 | n_tasks << 16 | next unclaimed task */
     atomic_int done;            /* tasks finished in the current job */
     atomic_int quit;
+    int spin;                   /* pauses before sleeping (workers) or yielding (caller); 0: sleep at once */
+    pthread_cond_t done_cv;     /* sleeping pools: the caller waits here for the last task */
     threadpool_fn fn;
     void *ctx;
 };
 
 typedef struct { threadpool_t *tp; int id; } worker_arg_t;
+
+static _Thread_local int worker_index;
+
+int threadpool_worker_index(void) { return worker_index; }
 
 /* Runs tasks of job `gen` until none is left unclaimed (or a newer job replaced it). The
  * task count lives in the claim word, so a successful claim is always a task of the job
@@ -42,7 +48,11 @@ static void do_tasks(threadpool_t *tp, unsigned gen) {
         if ((unsigned)(c >> 32) != gen || i >= n) return;
         if (!atomic_compare_exchange_weak_explicit(&tp->claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire)) continue;
         tp->fn(tp->ctx, i, n);
-        atomic_fetch_add_explicit(&tp->done, 1, memory_order_acq_rel);
+        if (atomic_fetch_add_explicit(&tp->done, 1, memory_order_acq_rel) + 1 == n && !tp->spin) {
+            pthread_mutex_lock(&tp->mu);
+            pthread_cond_signal(&tp->done_cv);
+            pthread_mutex_unlock(&tp->mu);
+        }
         c = atomic_load_explicit(&tp->claim, memory_order_acquire);
     }
 }
@@ -50,13 +60,14 @@ static void do_tasks(threadpool_t *tp, unsigned gen) {
 static void *worker(void *p) {
     worker_arg_t *wa = p;
     threadpool_t *tp = wa->tp;
+    worker_index = wa->id;
     free(wa);
     unsigned seen = 0;
     for (;;) {
         int spins = 0;
         unsigned g;
         while ((g = atomic_load_explicit(&tp->gen, memory_order_acquire)) == seen && !atomic_load(&tp->quit)) {
-            if (++spins < 20000) { __builtin_ia32_pause(); continue; }
+            if (++spins < tp->spin) { __builtin_ia32_pause(); continue; }
             pthread_mutex_lock(&tp->mu);
             while (atomic_load(&tp->gen) == seen && !atomic_load(&tp->quit)) pthread_cond_wait(&tp->cv, &tp->mu);
             pthread_mutex_unlock(&tp->mu);
@@ -72,13 +83,15 @@ int cpu_count(void) {
     return n > 0 ? (int)n : 1;
 }
 
-threadpool_t *threadpool_create(int n_threads) {
+static threadpool_t *create(int n_threads, int spin) {
     if (n_threads <= 0) n_threads = cpu_count();
     threadpool_t *tp = calloc(1, sizeof *tp);
     if (!tp) return NULL;
     tp->n = n_threads;
+    tp->spin = spin;
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
+    pthread_cond_init(&tp->done_cv, NULL);
     tp->threads = calloc((size_t)n_threads, sizeof(pthread_t));
     for (int i = 1; i < n_threads; i++) {
         worker_arg_t *wa = malloc(sizeof *wa);
@@ -89,6 +102,9 @@ threadpool_t *threadpool_create(int n_threads) {
     return tp;
 }
 
+threadpool_t *threadpool_create(int n_threads) { return create(n_threads, 20000); }
+threadpool_t *threadpool_create_sleeping(int n_threads) { return create(n_threads, 0); }
+
 void threadpool_destroy(threadpool_t *tp) {
     if (!tp) return;
     pthread_mutex_lock(&tp->mu);
@@ -98,6 +114,7 @@ void threadpool_destroy(threadpool_t *tp) {
     for (int i = 1; i < tp->n; i++) pthread_join(tp->threads[i], NULL);
     pthread_mutex_destroy(&tp->mu);
     pthread_cond_destroy(&tp->cv);
+    pthread_cond_destroy(&tp->done_cv);
     free(tp->threads);
     free(tp);
 }
@@ -121,6 +138,12 @@ void threadpool_run(threadpool_t *tp, int n, threadpool_fn fn, void *ctx) {
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
     do_tasks(tp, g);
+    if (!tp->spin) { /* the task that completes the job signals under mu: no lost wake-up */
+        pthread_mutex_lock(&tp->mu);
+        while (atomic_load_explicit(&tp->done, memory_order_acquire) < n) pthread_cond_wait(&tp->done_cv, &tp->mu);
+        pthread_mutex_unlock(&tp->mu);
+        return;
+    }
     /* the rest are running on workers: spin briefly, then give the CPU away while waiting */
     for (int spins = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n; spins++) {
         if (spins < 20000) __builtin_ia32_pause();
