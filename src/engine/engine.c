@@ -667,6 +667,19 @@ static uint64_t model_fingerprint(const kiln_engine_t *eng) {
     return h;
 }
 
+/* What start allocates and stop (or a failed start) frees; every field may be unset. */
+static void free_parts(kiln_engine_t *eng) {
+    snap_free(&eng->snaps);
+    if (eng->tok) tokenizer_free(eng->tok);
+    model_free(eng->m);
+    free(eng->running);
+    free(eng->logits);
+    free(eng->lp);
+    free(eng->raw);
+    sampler_scratch_free(&eng->ss);
+    sample_pool_free(eng->pool);
+}
+
 kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     kiln_engine_t *eng = calloc(1, sizeof *eng);
     eng->o = *o;
@@ -738,15 +751,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
                  eng->snap_every * eng->o.block_size, snap_budget / 1e6);
     return eng;
 err:
-    snap_free(&eng->snaps);
-    if (eng->tok) tokenizer_free(eng->tok);
-    model_free(eng->m);
-    free(eng->running);
-    free(eng->logits);
-    free(eng->lp);
-    free(eng->raw);
-    sampler_scratch_free(&eng->ss);
-    sample_pool_free(eng->pool);
+    free_parts(eng);
     free(eng);
     return NULL;
 }
@@ -758,15 +763,7 @@ void kiln_engine_stop(kiln_engine_t *eng) {
     pthread_cond_signal(&eng->cv);
     pthread_mutex_unlock(&eng->mu);
     pthread_join(eng->thread, NULL);
-    if (eng->tok) tokenizer_free(eng->tok);
-    model_free(eng->m);
-    free(eng->running);
-    free(eng->logits);
-    free(eng->lp);
-    free(eng->raw);
-    sampler_scratch_free(&eng->ss);
-    sample_pool_free(eng->pool);
-    snap_free(&eng->snaps);
+    free_parts(eng);
     pthread_mutex_destroy(&eng->mu);
     pthread_cond_destroy(&eng->cv);
     free(eng);
