@@ -49,6 +49,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/avx512_common.h"
 
 #define AI static inline __attribute__((always_inline))
 #define L2_BUDGET (768 * 1024) /* bytes of prepared x a run of x blocks may take */
@@ -78,15 +79,6 @@ int amx_enable(void) {
 int amx_q8_ok(const weight_t *w) {
     return amx_on && weight_is_quantized(w) && w->bits == 8 && (w->group == 32 || w->group == 64 || w->group == 128) &&
            w->cols % w->group == 0;
-}
-
-/* Up to 16 consecutive per-group scales (or biases) of one row as f32 lanes, zeros past n. */
-AI __m512 sb16(const void *p, dtype_t t, size_t i, int n) {
-    __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-    if (t == DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
-    if (t == DT_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 typedef struct {

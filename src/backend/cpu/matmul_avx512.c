@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/avx512_common.h"
 
 #define L 16
 #define AI static inline __attribute__((always_inline))
@@ -174,15 +175,6 @@ AI void qrun(float *y, const float *x, int T, const weight_t *w, int j0, int j1,
             for (; t < t1; t++) qtile(y, x, w, t, j, 1, 1, BITS);
         }
     }
-}
-
-/* Up to 16 consecutive per-group scales (or biases) of one row as f32 lanes. */
-AI __m512 sb16(const void *p, dtype_t t, size_t i, int n) {
-    __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-    if (t == DT_F32) return _mm512_maskz_loadu_ps(m, (const float *)p + i);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)p + i);
-    if (t == DT_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 /* 4-bit codes, the fast way. A row's codes are read as 32-bit words: word i of a block
