@@ -6,8 +6,10 @@
  * RoPE frequencies arrive as host pointers: they are copied into a pinned ring and sent
  * down on the op stream, so the copy is ordered with the kernels that read it. The ring
  * restarts after each download (which synchronizes), so a step never waits on it.
- * Trade-off: one stream, no overlap of host prep and device work yet (CUDA graphs and a
- * double-buffered ring are the next step; see docs/cuda.md). */
+ * Trade-off: one stream. Small steps are captured into CUDA graphs launched in segments, so
+ * the GPU runs the first layers while the host records the rest (docs/cuda.md, "CUDA
+ * graphs"); the host still records and updates every step's graph, and the next step's host
+ * work does not overlap the current step's tail. */
 #include <string.h>
 #include <time.h>
 #include "backend/cuda/cuda_common.cuh"
