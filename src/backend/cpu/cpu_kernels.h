@@ -43,12 +43,14 @@ int amx_enable(void);
 int amx_enabled(void);
 void amx_set(int on);
 int amx_q8_ok(const weight_t *w);
+int amx_q4_ok(const weight_t *w);
 int amx_bf16_ok(const weight_t *w);
 /* sh == NULL: columns [j0, j1) on this thread. Else the threads of one matmul share the
  * prepared x and its blocks of rows through *sh (zeroed before; the caller frees sh->buf
  * after all have returned), each calling with the same [j0, j1). */
 typedef struct amx_share { atomic_int next, prep_next, prep_done; void *_Atomic buf; } amx_share_t;
 void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh);
+void amx_matmul_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh);
 void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh);
 /* The best family this CPU supports (NULL: scalar only). KILN_SIMD=off|avx2|avx512 overrides. */
 const simd_kernels_t *simd_detect(void);

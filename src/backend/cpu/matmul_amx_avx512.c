@@ -47,6 +47,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/avx512_common.h"
@@ -87,6 +88,11 @@ typedef struct {
     uint8_t rows[16];
 } tilecfg_t;
 
+/* ldtilecfg with the whole 64-byte configuration as its operand. GCC 12's _tile_loadconfig
+ * declares only 8 bytes read ("m" (*(const void **)p)), so once configure() stopped being
+ * inlined the stores of rows/colsb were dropped as dead and ldtilecfg faulted. */
+static inline void load_tilecfg(const tilecfg_t *c) { __asm__ volatile("ldtilecfg %0" ::"m"(*c)); }
+
 /* Tiles (blocks of 2..16 x rows): 0..2 the three digit sums C_d (16 W rows × tn x rows of int32), 3 the codes A
  * (16 W rows × kc bytes), 4..6 the digits B_d (kc/4 rows × tn x rows of 4 bytes). */
 static void configure(int kc, int tn) {
@@ -96,18 +102,21 @@ static void configure(int kc, int tn) {
     for (int i = 0; i < 3; i++) { cfg.rows[i] = 16; cfg.colsb[i] = (uint16_t)(tn * 4); }
     cfg.rows[3] = 16; cfg.colsb[3] = (uint16_t)kc;
     for (int i = 4; i < 7; i++) { cfg.rows[i] = (uint8_t)(kc / 4); cfg.colsb[i] = (uint16_t)(tn * 4); }
-    _tile_loadconfig(&cfg);
+    load_tilecfg(&cfg);
 }
 
 /* x prepared for the tiles, per block of 16 x rows (tb):
  *   dg: per 64-or-fewer-column chunk c, three digit tiles of kc/4 rows × 64 bytes
  *       (row r, bytes 4n..4n+3: digits of x[16 tb + n][c·kc + 4r .. + 3]);
  *   pw: per group, 16 lanes of p (one per x row), xs: p · Σ xi over the group. */
-typedef struct { int8_t *dg; float *pw, *xs; int K, G, kc, nkc, ng, nb; } amx_x_t;
+typedef struct { int8_t *dg; float *pw, *xs; int K, G, kc, nkc, ng, nb, nib; } amx_x_t;
+/* nib (4-bit weights, vnni_q4): a block of one row stores digit d at d·Kp (Kp = K rounded
+ * up to 128, zero-padded), each 128 columns as their 64 even columns then their 64 odd
+ * ones: the low and high nibbles of the block's 64 code bytes meet them lane by lane. */
 
 /* Lays q out over buf (NULL: only sets the sizes); returns the bytes it needs. */
 static size_t layout_x(amx_x_t *q, void *buf, int T, int K, int G) {
-    q->K = K; q->G = G; q->kc = G < 64 ? G : 64; q->nkc = K / q->kc; q->ng = K / G; q->nb = (T + 15) / 16;
+    q->K = K; q->G = G; q->kc = G < 64 ? G : 64; q->nkc = K / q->kc; q->ng = K / G; q->nb = (T + 15) / 16; q->nib = 0;
     size_t dg_bytes = (size_t)q->nb * 3 * K * 16, pw_floats = (size_t)q->nb * q->ng * 16;
     q->dg = buf;
     q->pw = buf ? (float *)(q->dg + dg_bytes) : NULL;
@@ -122,6 +131,8 @@ static void prepare_x(amx_x_t *q, const float *x, int T, int t0, int t1) {
     for (int t = t0; t < t1; t++) {
         int tb = t / 16, n = t % 16, single = t == T - 1 && n == 0; /* a block of one row */
         const float *xt = x + (size_t)t * K;
+        int Kp = (K + 127) & ~127;
+        if (single && q->nib) memset(q->dg + (size_t)tb * q->nkc * 3 * q->kc * 16, 0, (size_t)3 * Kp);
         for (int g = 0; g < q->ng; g++) {
             __m512 mx = _mm512_setzero_ps();
             __mmask16 nan = 0;
@@ -153,6 +164,13 @@ static void prepare_x(amx_x_t *q, const float *x, int T, int t0, int t1) {
                 for (int d = 0; d < 3; d++) {
                     /* 16 x rows: B_d row r holds row n's 4 digits at bytes 4n; a block of
                      * one row (vnni_row): digit d of column k at d·K + k */
+                    if (single && q->nib) { /* evens at 128·(k/128) + (k%128)/2, odds 64 further */
+                        __m128i e = _mm_shuffle_epi8(b[d], _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+                        int8_t *o = q->dg + (size_t)tb * q->nkc * 3 * q->kc * 16 + (size_t)d * Kp + (k & ~127) + (k & 127) / 2;
+                        _mm_storel_epi64((__m128i *)o, e);
+                        _mm_storel_epi64((__m128i *)(o + 64), _mm_srli_si128(e, 8));
+                        continue;
+                    }
                     if (single) {
                         _mm_storeu_si128((__m128i *)(q->dg + (size_t)tb * q->nkc * 3 * q->kc * 16 + (size_t)d * K + k), b[d]);
                         continue;
@@ -424,6 +442,203 @@ void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, i
     free(own);
 }
 
+/* --- 4-bit weights. The same numerics as 8-bit (x as three signed bytes per group, exact
+ * digit sums S_d = Σ c·d, the same fold), so the codes only need to reach the integer
+ * units as bytes:
+ *   T > 1: each block of 16 W rows is unpacked once into a panel of bytes (16 × K, column
+ *          order), then the 8-bit tile path (block) runs on it for every x block of the run;
+ *   one x row: AVX512-VNNI on the packed codes, four W rows at a time. A 64-byte load holds
+ *          128 codes; its low nibbles (vpand) are the even columns and its high nibbles
+ *          (vpsrlw, vpand) the odd ones, and the prepared row stores each 128 columns as 64
+ *          even then 64 odd digits (amx_x_t.nib), so vpdpbusd pairs them lane by lane. Digits
+ *          0 and 1 share one accumulator as in the 8-bit path (exact: |256·S0 + S1| < 2^25
+ *          for codes < 16); a 128-bit lane of the reduced sums is 32 columns, so one load
+ *          gives 4 groups of 32, 2 of 64 or 1 of 128 with no cross-group mixing.
+ * Integer sums are exact in any order and the fold per group is elementwise (v = f32(S01)·256
+ * + S2, which is fma(S1, 256, S0·65536) + S2 bit for bit; acc = fma(b, p·Σxi, acc);
+ * acc = fma(v·p, s, acc)), so a row alone is bitwise the row in any batch. */
+
+int amx_q4_ok(const weight_t *w) {
+    static int gate = -1; /* TEMPORARY while under test: KILN_AMX_Q4=1 */
+    if (gate < 0) gate = getenv("KILN_AMX_Q4") != NULL;
+    return gate && amx_on && weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128) &&
+           w->cols % w->group == 0;
+}
+
+/* Per-thread scratch reused across calls (decode would otherwise allocate per matmul);
+ * freed at thread exit through a key destructor. */
+static pthread_key_t scr_key;
+static pthread_once_t scr_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct { void *p; size_t n; } scr;
+static void scr_init(void) { pthread_key_create(&scr_key, free); }
+static void *scratch(size_t n) {
+    if (n > scr.n) {
+        pthread_once(&scr_once, scr_init);
+        free(scr.p);
+        scr.n = (n + 4095) & ~(size_t)4095;
+        if (!(scr.p = aligned_alloc(64, scr.n))) abort();
+        pthread_setspecific(scr_key, scr.p);
+    }
+    return scr.p;
+}
+
+/* Scales (sq) and biases (bq) of W rows rows[0..3] as f32 [group][4], ng groups (padded to
+ * a multiple of 16). */
+static void quad_sb(float *sq, float *bq, const weight_t *w, const int *rows, int ng) {
+    float tmp[4][16] __attribute__((aligned(64)));
+    for (int which = 0; which < 2; which++) {
+        const void *src = which ? w->biases : w->scales;
+        float *dst = which ? bq : sq;
+        for (int g0 = 0; g0 < ng; g0 += 16) {
+            __m512 r[4];
+            for (int m = 0; m < 4; m++) r[m] = sb16(src, w->sb_dtype, (size_t)rows[m] * ng + g0, ng - g0);
+            __m512d l01 = _mm512_castps_pd(_mm512_unpacklo_ps(r[0], r[1])), h01 = _mm512_castps_pd(_mm512_unpackhi_ps(r[0], r[1]));
+            __m512d l23 = _mm512_castps_pd(_mm512_unpacklo_ps(r[2], r[3])), h23 = _mm512_castps_pd(_mm512_unpackhi_ps(r[2], r[3]));
+            /* tmp[i], 128-bit lane l: the four rows' values of group g0 + 4l + i */
+            _mm512_store_ps(tmp[0], _mm512_castpd_ps(_mm512_unpacklo_pd(l01, l23)));
+            _mm512_store_ps(tmp[1], _mm512_castpd_ps(_mm512_unpackhi_pd(l01, l23)));
+            _mm512_store_ps(tmp[2], _mm512_castpd_ps(_mm512_unpacklo_pd(h01, h23)));
+            _mm512_store_ps(tmp[3], _mm512_castpd_ps(_mm512_unpackhi_pd(h01, h23)));
+            for (int gg = 0; gg < 16; gg++) _mm_store_ps(dst + (size_t)(g0 + gg) * 4, _mm_load_ps(tmp[gg % 4] + (gg / 4) * 4));
+        }
+    }
+}
+
+/* One group's fold for four W rows (lanes): s01 = 256·S0 + S1, s2 = S2. */
+AI __m128 fold4(__m128 acc, __m128i s01, __m128i s2, float p, float xs, const float *bq, const float *sq) {
+    __m128 v = _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(s01), _mm_set1_ps(256.f)), _mm_cvtepi32_ps(s2));
+    __m128 u = _mm_mul_ps(v, _mm_set1_ps(p));
+    acc = _mm_fmadd_ps(_mm_load_ps(bq), _mm_set1_ps(xs), acc);
+    return _mm_fmadd_ps(u, _mm_load_ps(sq), acc);
+}
+
+/* One x row against W rows [ja, jb): yrow[j] for those j. dg: the row's digits in the nib
+ * layout; pw, xs: p and p·Σxi of group g at [16 g]; sbq: 8 · ngp floats of scratch. */
+static void vnni_q4(float *yrow, const weight_t *w, int ja, int jb, const int8_t *dg, const float *pw, const float *xs, float *sbq) {
+    int K = w->cols, G = w->group, ng = K / G, ngp = (ng + 15) & ~15, Kp = (K + 127) & ~127, nblk = Kp / 128;
+    size_t rb = (size_t)K / 2;
+    float *sq = sbq, *bq = sbq + 4 * (size_t)ngp;
+    const __m512i lo4 = _mm512_set1_epi8(15), z = _mm512_setzero_si512();
+    const int8_t *x0 = dg, *x1 = dg + Kp, *x2 = dg + 2 * (size_t)Kp;
+    int tb = (K % 128) / 2;
+    __mmask64 tm = tb ? ((__mmask64)1 << tb) - 1 : ~(__mmask64)0;
+    for (int j = ja; j < jb; j += 4) {
+        int rows[4];
+        const uint8_t *r[4];
+        for (int m = 0; m < 4; m++) {
+            rows[m] = j + m < jb ? j + m : jb - 1; /* a short last quad repeats its last row */
+            r[m] = (const uint8_t *)w->data + (size_t)rows[m] * rb;
+        }
+        quad_sb(sq, bq, w, rows, ng);
+        __m128 acc = _mm_setzero_ps();
+        for (int blk = 0; blk < nblk; blk++) {
+            __mmask64 cm = blk == nblk - 1 ? tm : ~(__mmask64)0;
+            size_t o = (size_t)blk * 128;
+            __m512i e0 = _mm512_loadu_si512(x0 + o), o0 = _mm512_loadu_si512(x0 + o + 64);
+            __m512i e1 = _mm512_loadu_si512(x1 + o), o1 = _mm512_loadu_si512(x1 + o + 64);
+            __m512i e2 = _mm512_loadu_si512(x2 + o), o2 = _mm512_loadu_si512(x2 + o + 64);
+            __m512i a01[4], a2[4];
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++) {
+                _mm_prefetch((const char *)r[m] + (size_t)blk * 64 + 4096, _MM_HINT_T0);
+                __m512i b = _mm512_maskz_loadu_epi8(cm, r[m] + (size_t)blk * 64);
+                __m512i lo = _mm512_and_si512(b, lo4), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), lo4);
+                a01[m] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, e0), hi, o0);
+                a2[m] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, e2), hi, o2);
+                a01[m] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(a01[m], 8), lo, e1), hi, o1);
+            }
+            /* per 128-bit lane (32 columns): the four rows' sums */
+            __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[0], a01[1]), _mm512_unpackhi_epi32(a01[0], a01[1]));
+            __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[2], a01[3]), _mm512_unpackhi_epi32(a01[2], a01[3]));
+            __m512i t2 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[0], a2[1]), _mm512_unpackhi_epi32(a2[0], a2[1]));
+            __m512i t3 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[2], a2[3]), _mm512_unpackhi_epi32(a2[2], a2[3]));
+            __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+            __m512i u2 = _mm512_add_epi32(_mm512_unpacklo_epi64(t2, t3), _mm512_unpackhi_epi64(t2, t3));
+            if (G == 32) {
+                int g = blk * 4;
+#define F32G(L) if (g + L < ng) acc = fold4(acc, _mm512_extracti32x4_epi32(u01, L), _mm512_extracti32x4_epi32(u2, L), pw[(g + L) * 16], xs[(g + L) * 16], bq + (g + L) * 4, sq + (g + L) * 4)
+                F32G(0); F32G(1); F32G(2); F32G(3);
+#undef F32G
+                continue;
+            }
+            /* [S01 of lanes 0+1, S01 2+3, S2 0+1, S2 2+3] */
+            __m512i wv = _mm512_add_epi32(_mm512_shuffle_i32x4(u01, u2, 0x88), _mm512_shuffle_i32x4(u01, u2, 0xdd));
+            if (G == 64) {
+                int g = blk * 2;
+                acc = fold4(acc, _mm512_castsi512_si128(wv), _mm512_extracti32x4_epi32(wv, 2), pw[g * 16], xs[g * 16], bq + g * 4, sq + g * 4);
+                if (g + 1 < ng)
+                    acc = fold4(acc, _mm512_extracti32x4_epi32(wv, 1), _mm512_extracti32x4_epi32(wv, 3), pw[(g + 1) * 16], xs[(g + 1) * 16], bq + (g + 1) * 4, sq + (g + 1) * 4);
+                continue;
+            }
+            __m512i zz = _mm512_add_epi32(_mm512_shuffle_i32x4(wv, wv, 0x88), _mm512_shuffle_i32x4(wv, wv, 0xdd));
+            acc = fold4(acc, _mm512_castsi512_si128(zz), _mm512_extracti32x4_epi32(zz, 1), pw[blk * 16], xs[blk * 16], bq + blk * 4, sq + blk * 4);
+        }
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        for (int m = 0; m < 4 && j + m < jb; m++) yrow[j + m] = out[m];
+    }
+}
+
+/* K/2 packed bytes of one row -> K codes, one byte each, in column order. */
+static void unpack_row(uint8_t *dst, const uint8_t *src, int K) {
+    const __m512i m0 = _mm512_set1_epi16(0x0f), m1 = _mm512_set1_epi16(0xf0);
+    for (int k = 0; k < K; k += 64) {
+        int nb = K - k < 64 ? (K - k) / 2 : 32;
+        __m512i v = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(nb == 32 ? ~(__mmask32)0 : ((__mmask32)1 << nb) - 1, src + k / 2));
+        v = _mm512_or_si512(_mm512_and_si512(v, m0), _mm512_slli_epi16(_mm512_and_si512(v, m1), 4));
+        _mm512_mask_storeu_epi8(dst + k, nb == 32 ? ~(__mmask64)0 : ((__mmask64)1 << 2 * nb) - 1, v);
+    }
+}
+
+/* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for a 4-bit weight (amx_q4_ok). */
+void amx_matmul_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh) {
+    int K = w->cols, N = w->rows, G = w->group, ng = K / G, ngp = (ng + 15) & ~15;
+    amx_x_t q;
+    size_t xbytes = (layout_x(&q, NULL, T, K, G) + 63) & ~(size_t)63, sbq_bytes = sizeof(float) * 8 * (size_t)ngp;
+    if (T == 1 && !sh) { /* decode: x and the quads' scales in this thread's scratch */
+        uint8_t *buf = scratch(xbytes + sbq_bytes);
+        layout_x(&q, buf, 1, K, G);
+        q.nib = 1;
+        prepare_x(&q, x, 1, 0, 1);
+        vnni_q4(y, w, j0, j1, q.dg, q.pw, q.xs, (float *)(buf + xbytes));
+        return;
+    }
+    void *xbuf, *own = share_x(sh, xbytes, &xbuf);
+    layout_x(&q, xbuf, T, K, G);
+    q.nib = 1;
+    share_prep(sh, prep_q8, &q, x, T);
+    atomic_int *next = sh ? &sh->next : NULL;
+    /* this thread's panel (16 × K bytes), per-block scales/biases (2 · 16 · ngp) and quad scales */
+    uint8_t *panel = scratch((size_t)16 * K + sizeof(float) * 2 * 16 * (size_t)ngp + sbq_bytes);
+    float *sf = (float *)(panel + (size_t)16 * K), *bf = sf + 16 * (size_t)ngp, *sbq = bf + 16 * (size_t)ngp;
+    items_t it;
+    items_init(&it, T, L2_BUDGET / (3 * 16 * K), j0, j1, next);
+    int tn, tb0, tb1, ja, jb, cur = -1;
+    while (items_next(&it, &tn, &tb0, &tb1, &ja, &jb)) {
+        if (tn == 1) { /* the one-row last x block */
+            vnni_q4(y + (size_t)tb0 * 16 * N, w, ja, jb, q.dg + (size_t)tb0 * q.nkc * 3 * q.kc * 16, q.pw + (size_t)tb0 * ng * 16,
+                    q.xs + (size_t)tb0 * ng * 16, sbq);
+            continue;
+        }
+        if (tn != cur) configure(q.kc, tn);
+        cur = tn;
+        for (int j = ja; j < jb; j += 16) {
+            int nj = jb - j < 16 ? jb - j : 16;
+            for (int m = 0; m < nj; m++) unpack_row(panel + (size_t)m * K, (const uint8_t *)w->data + (size_t)(j + m) * (K / 2), K);
+            if (nj < 16) memset(panel + (size_t)nj * K, 0, (size_t)(16 - nj) * K);
+            for (int m = 0; m < 16; m++)
+                for (int g0 = 0; g0 < ngp; g0 += 16) {
+                    size_t gi = (size_t)(j + m) * ng + g0;
+                    _mm512_store_ps(sf + m * ngp + g0, m < nj ? sb16(w->scales, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+                    _mm512_store_ps(bf + m * ngp + g0, m < nj ? sb16(w->biases, w->sb_dtype, gi, ng - g0) : _mm512_setzero_ps());
+                }
+            for (int tb = tb0; tb < tb1; tb++) block(y, N, tb * 16, tn, j, nj, panel, (size_t)K, sf, bf, ngp, &q, tb, 0);
+        }
+    }
+    if (cur > 0) _tile_release();
+    free(own);
+}
+
 /* --- bf16 weights: AMX-BF16 (tdpbf16ps: 16 W rows × 16 x rows × 32 columns, products of
  * two bf16 exact in f32, accumulated in f32 inside the tile unit). x is split exactly into
  * three bf16 parts, x = h + m + l (h = bf16(x), m = bf16(x - h), l = x - h - m: 8 + 8 + 8
@@ -448,7 +663,7 @@ static void configure_bf16(int tn) {
     for (int i = 0; i < 2; i++) { cfg.rows[i] = 16; cfg.colsb[i] = (uint16_t)(tn * 4); }
     cfg.rows[2] = 16; cfg.colsb[2] = 64;
     for (int i = 3; i < 6; i++) { cfg.rows[i] = 16; cfg.colsb[i] = (uint16_t)(tn * 4); }
-    _tile_loadconfig(&cfg);
+    load_tilecfg(&cfg);
 }
 
 /* x parts per block of 16 rows: for chunk c (32 columns) and part p, a B tile of 16 rows

@@ -573,6 +573,7 @@ static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, 
 
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (amx_q8_ok(w)) amx_matmul_q8(y, x, T, w, j0, j1, NULL);
+    else if (amx_q4_ok(w)) amx_matmul_q4(y, x, T, w, j0, j1, NULL);
     else if (amx_bf16_ok(w)) amx_matmul_bf16(y, x, T, w, j0, j1, NULL);
     else if (weight_is_quantized(w)) {
         if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
