@@ -79,6 +79,30 @@ typedef struct delta_args {
 #define DELTA_CHUNK 64
 #endif
 
+/* One row of device sampling (the optional op `sample`): sample_token's parameters
+ * (engine/sampler.h) flattened, with this row's slices of the step's bias and penalty
+ * arrays. pen: the row's distinct history tokens in [0, vocab) (prompt and output), each
+ * with its count among the output tokens: the repetition penalty applies to all of them,
+ * presence/frequency to those with a count > 0 (n_pen 0 when no penalty is on). */
+typedef struct sample_row {
+    float temperature;                    /* 0: greedy                                     */
+    float top_p, min_p;                   /* 1: off; 0: off                                */
+    float repetition_penalty;             /* 1: off                                        */
+    float presence_penalty, frequency_penalty;
+    int top_k;                            /* 0: off                                        */
+    int bias_off, n_bias;                 /* bias_ids/bias_vals[bias_off ..]               */
+    int pen_off, n_pen;                   /* pen_ids/pen_counts[pen_off ..]                */
+    uint64_t seed, step;                  /* the draw: kiln_rng_uniform(seed, step)        */
+} sample_row_t;
+
+typedef struct sample_args {
+    int rows, vocab;
+    const sample_row_t *row;              /* [rows], host                                  */
+    const int32_t *bias_ids;              /* host                                          */
+    const float *bias_vals;
+    const int32_t *pen_ids, *pen_counts;  /* host                                          */
+} sample_args_t;
+
 typedef struct backend_ops {
     const char *name;
     void *(*alloc)(backend_t *, size_t bytes);       /* zeroed */
@@ -137,6 +161,14 @@ typedef struct backend_ops {
      * and replay them as one unit (CUDA graphs); results must not change. */
     void (*step_begin)(backend_t *, int n_tokens, int n_rows);
     void (*step_end)(backend_t *);
+
+    /* --- sampling on the device (optional: NULL on the CPU, where the engine downloads the
+     * logits and samples on the host) --- */
+    /* tokens[rows] (host) = the token sample_token (engine/sampler.c) draws from each row of
+     * logits[rows, vocab] (backend memory, changed in place as the host sampler changes it);
+     * only the token ids come back. Same tokens as the host except where the device's float
+     * exp or summation order moves a draw across a boundary by an ulp (docs/cuda.md). */
+    void (*sample)(backend_t *, int32_t *tokens, float *logits, const sample_args_t *a);
 } backend_ops_t;
 
 struct backend {

@@ -2,6 +2,7 @@
  * never depends on qsort's internals. Sorting is only done when top-k/top-p/min-p need
  * an order; plain temperature sampling walks the vocabulary once. */
 #include "engine/sampler.h"
+#include "engine/sample_rng.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,17 +29,8 @@ int sampling_validate(const sampling_params_t *p, int vocab, err_t *e) {
     return 0;
 }
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-double rng_uniform(uint64_t seed, uint64_t step) {
-    uint64_t r = splitmix64(splitmix64(seed) ^ (step * 0xd1b54a32d192ed03ull));
-    return (double)(r >> 11) * (1.0 / 9007199254740992.0);
-}
+/* the same function the device sampler uses (sample_rng.h) */
+double rng_uniform(uint64_t seed, uint64_t step) { return kiln_rng_uniform(seed, step); }
 
 int sampler_scratch_init(sampler_scratch_t *s, int vocab) {
     s->vocab = vocab;
