@@ -1,8 +1,10 @@
 /* probe.c — the machine's ceilings, measured the way kiln's kernels would meet them:
  *
  *   read bandwidth: T threads each sum a disjoint slice of a 1 GiB buffer (AVX2 loads,
- *                   several accumulators); best of 5 passes. Decode reads every weight once
- *                   per token, so weight_bytes / read_bandwidth is its roofline.
+ *                   several accumulators); best of 5 passes (src/base/bwprobe.c: the same
+ *                   loop `kiln bench --probe` runs around each decode run). Decode reads
+ *                   every weight once per token, so weight_bytes / read_bandwidth is its
+ *                   roofline.
  *   f32 FMA peak:   T threads each run 12 independent FMA chains on 16- (AVX-512) or
  *                   8-lane (AVX2) vectors: the upper bound for prefill's matmuls.
  *
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/bwprobe.h"
 
 static double now(void) {
     struct timespec ts;
@@ -22,21 +25,6 @@ static double now(void) {
 }
 
 typedef struct { const float *p; size_t n; double out; int iters; int wide; } job_t;
-
-__attribute__((target("avx2,fma"))) static void *read_job(void *a) {
-    job_t *j = a;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (size_t i = 0; i + 32 <= j->n; i += 32) {
-        s0 = _mm256_add_ps(s0, _mm256_load_ps(j->p + i));
-        s1 = _mm256_add_ps(s1, _mm256_load_ps(j->p + i + 8));
-        s2 = _mm256_add_ps(s2, _mm256_load_ps(j->p + i + 16));
-        s3 = _mm256_add_ps(s3, _mm256_load_ps(j->p + i + 24));
-    }
-    float t[8];
-    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    j->out = t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
-    return NULL;
-}
 
 #define CHAINS 12
 __attribute__((target("avx512f"))) static void fma512(job_t *j) {
@@ -75,25 +63,12 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "usage: probe [--threads N] [--mib M] [--json]\n"); return strcmp(argv[i], "--help") ? 2 : 0; }
     }
     if (threads < 1 || threads > 256 || mib < 64) { fprintf(stderr, "probe: bad --threads or --mib (>= 64)\n"); return 2; }
-    size_t n = mib * 1024 * 1024 / 4;
-    float *buf = aligned_alloc(64, n * 4);
-    if (!buf) { fprintf(stderr, "probe: cannot allocate %zu MiB\n", mib); return 1; }
-    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023);
+    bwprobe_t *bw = bwprobe_create(mib);
+    if (!bw) { fprintf(stderr, "probe: cannot allocate %zu MiB\n", mib); return 1; }
+    double gbs = bwprobe_read_gbs(bw, threads, 5);
+    bwprobe_free(bw);
     pthread_t th[256];
     job_t jobs[256];
-    double best = 1e30;
-    for (int pass = 0; pass < 5; pass++) {
-        double t0 = now();
-        for (int t = 0; t < threads; t++) {
-            size_t per = (n / threads) & ~(size_t)31;
-            jobs[t] = (job_t){buf + per * t, per, 0, 0, 0};
-            pthread_create(&th[t], NULL, read_job, &jobs[t]);
-        }
-        for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
-        double dt = now() - t0;
-        if (dt < best) best = dt;
-    }
-    double gbs = (double)(n / threads * threads) * 4 / best / 1e9;
     __builtin_cpu_init();
     int wide = __builtin_cpu_supports("avx512f");
     int iters = 20000000;
@@ -107,6 +82,5 @@ int main(int argc, char **argv) {
     double gflops = (double)threads * iters * CHAINS * (wide ? 16 : 8) * 2 / dt / 1e9;
     if (json) printf("{\"threads\": %d, \"read_gb_s\": %.2f, \"fma_gflops\": %.1f, \"fma_width\": %d}\n", threads, gbs, gflops, wide ? 512 : 256);
     else printf("threads %d: read bandwidth %.2f GB/s, f32 FMA peak %.1f GFLOP/s (%d-bit vectors)\n", threads, gbs, gflops, wide ? 512 : 256);
-    free(buf);
     return 0;
 }

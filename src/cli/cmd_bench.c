@@ -1,12 +1,20 @@
 /* cmd_bench.c — `kiln bench MODEL_DIR --prompt-tokens 512 --gen-tokens 128`: prefill and
  * batch-1 decode throughput on a deterministic pseudo-random prompt. Decode also reports
- * the weight bytes read per token and the bandwidth that implies, for roofline ratios. */
+ * the weight bytes read per token and the bandwidth that implies, for roofline ratios.
+ *
+ * --probe: the roofline's ceiling is measured in the same process, right before and right
+ * after each run's decode (after its prefill), with the model's thread count, by the read
+ * probe of bench/probe.c (base/bwprobe.c, best of 5 passes over 1 GiB). On a shared VM the
+ * ceiling itself moves by 2x within minutes, so each run gets its own ratio — decode GB/s
+ * over the mean of its two readings — and the median, best and worst of them are printed,
+ * with the load average at each run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "cli/cli.h"
 #include "cli/model_args.h"
+#include "base/bwprobe.h"
 #include "engine/sampler.h"
 #include "kiln.h"
 
@@ -17,12 +25,15 @@ static double now_s(void) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: kiln bench [MODEL_DIR] [--prompt-tokens N] [--gen-tokens M] [--runs R] [--json] [options]\n"
+    fprintf(f, "usage: kiln bench [MODEL_DIR] [--prompt-tokens N] [--gen-tokens M] [--runs R] [--probe] [--json] [options]\n"
                "       kiln bench [MODEL_DIR] --concurrency 1,4,16,64 [--prompt-tokens N] [--gen-tokens M]\n"
                "                  [--shared-prefix P] [--step-tokens S] [--max-batch B] [--kv-cache-gb G]\n"
                "                  [--snapshot-interval N] [--json]\n"
                "  Without --concurrency: prefill tokens/s over an N-token prompt (one step) and\n"
                "  batch-1 greedy decode tokens/s over M tokens, the best of R runs (default 1).\n"
+               "  --probe: measure the read bandwidth (bench/probe.c's loop, same threads) right\n"
+               "  before and after each decode run; print each run's decode / roofline ratio and\n"
+               "  their median, best and worst.\n"
                "  With it: for each level C, C requests at once through the engine (continuous\n"
                "  batching, prefix cache; the first P prompt tokens shared): aggregate tokens/s\n"
                "  (generated / wall time, prefill included), steady decode tokens/s (tokens made\n"
@@ -34,6 +45,17 @@ static void usage(FILE *f) {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+/* 1-minute load average (/proc/loadavg), -1 where there is none */
+static double load_avg(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
 }
 
 /* --concurrency: one engine, each level run after the previous one drains. */
@@ -165,7 +187,7 @@ int cmd_bench(int argc, char **argv) {
     long np = 512, ng = 128, runs = 1, shared = 0, step_tokens = 512, max_batch = 64;
     double kv_gb = 2.0;
     const char *levels = NULL;
-    int json = 0;
+    int json = 0, probe = 0;
     model_args_t ma;
     model_args_defaults(&ma);
     ma.kv_dtype = DT_F16;
@@ -176,6 +198,7 @@ int cmd_bench(int argc, char **argv) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) { usage(stdout); return 0; }
         if (!strcmp(f, "--json")) { json = 1; continue; }
+        if (!strcmp(f, "--probe")) { probe = 1; continue; }
         if (f[0] == '-') {
             if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", f); return 2; }
             const char *v = argv[++i];
@@ -205,6 +228,12 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < T; i++) { tok[i] = (int32_t)(rng_uniform(1234, (uint64_t)i) * V); pos[i] = i; }
     double best_pf = 1e30, best_dc = 1e30;
     err_t e = {0};
+    /* --probe: per run, ceiling before/after decode, decode tok/s, 1-minute load */
+    bwprobe_t *bw = NULL;
+    double *pr_b = calloc((size_t)runs, sizeof(double)), *pr_a = calloc((size_t)runs, sizeof(double)),
+           *pr_dc = calloc((size_t)runs, sizeof(double)), *pr_ld = calloc((size_t)runs, sizeof(double)),
+           *ratio = calloc((size_t)runs, sizeof(double));
+    if (probe && ng > 0 && !(bw = bwprobe_create(1024))) { fprintf(stderr, "kiln bench: --probe: cannot allocate 1 GiB\n"); goto done; }
     kv_seq_t seq;
     kv_seq_t *seqp = &seq;
     for (int run = 0; run < runs; run++) {
@@ -214,7 +243,12 @@ int cmd_bench(int argc, char **argv) {
         batch_t b = {1, T, tok, pos, rs, &seqp, &li, 1};
         double t0 = now_s();
         if (model_forward(m, &b, logits, &e)) goto fail;
-        double t1 = now_s();
+        double t1 = now_s(), pf_s = t1 - t0;
+        if (bw) {
+            pr_ld[run] = load_avg();
+            pr_b[run] = bwprobe_read_gbs(bw, m->be->n_threads, 5);
+            t1 = now_s();
+        }
         for (int g = 0; g < ng; g++) {
             int32_t best = 0;
             for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
@@ -224,24 +258,48 @@ int cmd_bench(int argc, char **argv) {
             if (model_forward(m, &d, logits, &e)) goto fail;
         }
         double t2 = now_s();
-        if (t1 - t0 < best_pf) best_pf = t1 - t0;
+        if (bw) {
+            pr_a[run] = bwprobe_read_gbs(bw, m->be->n_threads, 5);
+            pr_dc[run] = ng / (t2 - t1);
+            ratio[run] = pr_dc[run] * (double)m->weight_bytes / 1e9 / ((pr_b[run] + pr_a[run]) / 2);
+        }
+        if (pf_s < best_pf) best_pf = pf_s;
         if (ng && t2 - t1 < best_dc) best_dc = t2 - t1;
         kv_seq_free(&seq, &m->kv);
     }
     {
         double pf = T / best_pf, dc = ng ? ng / best_dc : 0;
         double gbs = dc * (double)m->weight_bytes / 1e9;
-        if (json)
+        double sr[100];
+        for (long r = 0; r < runs; r++) sr[r] = ratio[r];
+        qsort(sr, (size_t)runs, sizeof(double), cmp_double);
+        double med = runs % 2 ? sr[runs / 2] : (sr[runs / 2 - 1] + sr[runs / 2]) / 2;
+        if (json) {
             printf("{\"model\": \"%s\", \"backend\": \"%s\", \"simd\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld, "
                    "\"gen_tokens\": %ld, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, \"weight_bytes\": %zu, "
-                   "\"decode_weight_gb_s\": %.2f, \"params\": %lld}\n",
+                   "\"decode_weight_gb_s\": %.2f, \"params\": %lld",
                    dir, ma.backend, backend_simd_name(m->be), m->be->n_threads, np, ng, pf, dc, m->weight_bytes, gbs,
                    (long long)m->n_params);
+            if (bw) {
+                printf(", \"roofline_median\": %.4f, \"roofline_best\": %.4f, \"roofline_worst\": %.4f, \"probe_runs\": [", med,
+                       sr[runs - 1], sr[0]);
+                for (long r = 0; r < runs; r++)
+                    printf("%s{\"decode_tok_s\": %.2f, \"probe_before_gb_s\": %.2f, \"probe_after_gb_s\": %.2f, \"ratio\": %.4f, "
+                           "\"load1\": %.2f}", r ? ", " : "", pr_dc[r], pr_b[r], pr_a[r], ratio[r], pr_ld[r]);
+                printf("]");
+            }
+            printf("}\n");
+        }
         else {
             printf("model %s (%s, %s kernels, %d threads)\n", dir, ma.backend, backend_simd_name(m->be), m->be->n_threads);
             printf("prefill: %ld tokens in %.3f s = %.1f tok/s\n", np, best_pf, pf);
             if (ng) printf("decode:  %ld tokens in %.3f s = %.2f tok/s (%.1f MB weights/token -> %.2f GB/s)\n", ng, best_dc, dc,
                            m->weight_bytes / 1e6, gbs);
+            for (long r = 0; bw && r < runs; r++)
+                printf("run %ld: decode %.2f tok/s = %.2f GB/s, probe %.2f GB/s before, %.2f after: %.1f%% of the roofline (load %.2f)\n",
+                       r + 1, pr_dc[r], pr_dc[r] * m->weight_bytes / 1e9, pr_b[r], pr_a[r], 100 * ratio[r], pr_ld[r]);
+            if (bw) printf("decode / roofline over %ld runs: median %.1f%%, best %.1f%%, worst %.1f%%\n", runs, 100 * med,
+                           100 * sr[runs - 1], 100 * sr[0]);
         }
     }
     rc = 0;
@@ -250,6 +308,8 @@ fail:
     fprintf(stderr, "kiln bench: %s\n", e.msg);
     kv_seq_free(&seq, &m->kv);
 done:
+    bwprobe_free(bw);
+    free(pr_b); free(pr_a); free(pr_dc); free(pr_ld); free(ratio);
     free(tok); free(pos); free(logits);
     model_free(m);
     return rc;
