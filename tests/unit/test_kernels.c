@@ -130,6 +130,23 @@ static void test_matmul_quant(void **st) {
         }
 }
 
+/* 4-bit weights in the shapes that reach the edges of the AMX/VNNI q4 path: several
+ * blocks of 16 W rows and a short one, quads of W rows cut short (rows % 4 != 0), a last
+ * 128-column block holding 1..3 groups, and x in blocks of 16 rows with a one-row last block
+ * (T = 17, 33: that row goes through the VNNI twin inside a tile batch). */
+static void test_matmul_q4_blocks(void **st) {
+    const int shapes[][3] = {{37, 32, 3}, {37, 64, 3}, {21, 128, 3}, {38, 64, 16}, {19, 32, 35}, {17, 128, 8}};
+    const int Ts[] = {1, 2, 16, 17, 33};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        void *c, *sc, *bi;
+        weight_t w = make_quant(shapes[s][0], shapes[s][1] * shapes[s][2], 4, shapes[s][1], 101 + s, &c, &sc, &bi);
+        char what[64];
+        snprintf(what, sizeof what, "q4/g%d blocks", shapes[s][1]);
+        for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++) compare(&w, Ts[t], what);
+        free(c); free(sc); free(bi);
+    }
+}
+
 /* The reference dequantization itself: codes must be read back as written. */
 static void test_code_extraction(void **st) {
     for (int bits = 2; bits <= 8; bits++) {
@@ -324,7 +341,7 @@ static void test_conversions(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversions),   cmocka_unit_test(test_code_extraction), cmocka_unit_test(test_matmul_dense),
-        cmocka_unit_test(test_matmul_quant),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_matmul_quant), cmocka_unit_test(test_matmul_q4_blocks),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_tiles),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

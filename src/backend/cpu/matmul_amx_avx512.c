@@ -459,9 +459,7 @@ void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, i
  * acc = fma(v·p, s, acc)), so a row alone is bitwise the row in any batch. */
 
 int amx_q4_ok(const weight_t *w) {
-    static int gate = -1; /* TEMPORARY while under test: KILN_AMX_Q4=1 */
-    if (gate < 0) gate = getenv("KILN_AMX_Q4") != NULL;
-    return gate && amx_on && weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128) &&
+    return amx_on && weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128) &&
            w->cols % w->group == 0;
 }
 
