@@ -254,7 +254,7 @@ static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t 
     int32_t C[3][16][16] __attribute__((aligned(64)));
     const int8_t *dg = q->dg + (size_t)tb * q->nkc * 3 * kc * 16;
     const float *pw = q->pw + (size_t)tb * ng * 16, *xs = q->xs + (size_t)tb * ng * 16;
-    const __m512 k16 = _mm512_set1_ps(65536.f), k8 = _mm512_set1_ps(256.f);
+    const __m512 k8 = _mm512_set1_ps(256.f);
     if (tn == 1) {
         /* one x row: no tiles. The same exact integer sums with AVX512-VNNI (vpdpbusd:
          * 64 code·digit products into 16 int32 lanes), four W rows at a time (each row's
@@ -350,9 +350,11 @@ static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t 
         __m512 pv = _mm512_load_ps(pw + g * 16), xv = _mm512_load_ps(xs + g * 16);
 #pragma GCC unroll 16
         for (int m = 0; m < 16; m++) {
-            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(C[1][m])), k8,
-                                       _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(C[0][m])), k16));
-            v = _mm512_add_ps(v, _mm512_cvtepi32_ps(_mm512_load_si512(C[2][m])));
+            /* S01 = 256·S0 + S1 exact in int32; fma(f32(S01), 256, S2) rounds 256·f32(S01) + S2
+             * once, and 256·f32(S01) is fma(S1, 256, S0·65536) exactly: the same v as
+             * fma(S1, 256, S0·65536) + S2, one instruction less */
+            __m512i s01 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(C[0][m]), 8), _mm512_load_si512(C[1][m]));
+            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), k8, _mm512_cvtepi32_ps(_mm512_load_si512(C[2][m])));
             __m512 u = _mm512_mul_ps(v, pv);
             acc[m] = _mm512_fmadd_ps(_mm512_set1_ps(bf[m * ngp + g]), xv, acc[m]);
             acc[m] = _mm512_fmadd_ps(u, _mm512_set1_ps(sf[m * ngp + g]), acc[m]);
