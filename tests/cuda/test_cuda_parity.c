@@ -59,6 +59,7 @@ static model_t *load(const char *name, const char *backend, dtype_t kvdt, dtype_
     return m;
 }
 
+static dtype_t logits_kv = DT_F32; /* the cache of the logits checks */
 static int report_only; /* print the error without checking it (KILN_CUDA_ACT=bf16: the measured cost of one rounding) */
 
 static void check_logits(const char *name, const char *backend, double tol, dtype_t buffers, const char *npy) {
@@ -74,7 +75,7 @@ static void check_logits(const char *name, const char *backend, double tol, dtyp
     err_t e = {0};
     model_t *m = NULL;
     if (npy_read_f32(npy, &want, &rows, &cols, &e)) { CHECK(0, "%s", e.msg); goto out; }
-    if (!(m = load(name, backend, DT_F32, buffers))) goto out;
+    if (!(m = load(name, backend, logits_kv, buffers))) goto out;
     float *got = malloc(sizeof(float) * rows * cols);
     int32_t *pos = malloc(sizeof(int32_t) * n), *li = malloc(sizeof(int32_t) * n);
     for (int i = 0; i < n; i++) { pos[i] = i; li[i] = i; }
@@ -90,7 +91,8 @@ static void check_logits(const char *name, const char *backend, double tol, dtyp
         if (report_only) printf("# %-24s %-8s buffers %-4s logits rel err %.3g with KILN_CUDA_ACT=bf16 (x rounded once; reported, not checked) vs %s\n",
                                 name, backend, dtype_name(buffers), err, npy);
         else {
-            printf("# %-24s %-8s buffers %-4s logits rel err %.3g (tol %g) vs %s\n", name, backend, dtype_name(buffers), err, tol, npy);
+            printf("# %-24s %-8s buffers %-4s kv %-4s logits rel err %.3g (tol %g) vs %s\n", name, backend, dtype_name(buffers),
+                   dtype_name(logits_kv), err, tol, npy);
             CHECK(err < tol, "%s on %s: logits rel err %.3g > %g", name, backend, err, tol);
         }
     }
@@ -173,6 +175,14 @@ int main(void) {
     setenv("KILN_CUDA_GEMM_MIN_T", "1", 1);
     check_all_logits("cuda", 1e-2);
     for (size_t i = 0; i < N_FIX; i++) check_greedy(fixtures[i], "cuda", DT_F32, 0.05);
+    /* "cuda" with an f16 cache: prefill attention on tensor cores (attention_mma.cu: head_dim
+     * 32/64/128; KILN_CUDA_FA_MIN=1 so the fixtures' small steps take it too) */
+    setenv("KILN_CUDA_FA_MIN", "1", 1);
+    logits_kv = DT_F16;
+    check_all_logits("cuda", 1e-2);
+    logits_kv = DT_F32;
+    for (size_t i = 0; i < N_FIX; i++) check_greedy(fixtures[i], "cuda", DT_F16, 0.05);
+    unsetenv("KILN_CUDA_FA_MIN");
     /* The single-rounding mode: x rounded to bf16 once per matmul (what most GPU servers do).
      * On the random-weight hybrid/gemma4 fixtures this alone moves the logits by 3e-2..0.27
      * (the same numbers as rounding x on the CPU: tests/cuda/bf16_emul.c), so it is opt-in

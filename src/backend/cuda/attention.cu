@@ -437,8 +437,11 @@ static void launch(cuda_impl_t *c, const attn_dev_t &a, dim3 grid, int threads) 
     cudaLaunchCheck();
 }
 
+int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa); /* attention_mma.cu */
+
 void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
     if (T <= 0) return;
+    if (cuda_attention_mma(be, out, q, T, aa)) return; /* prefill / mixed steps on tensor cores ("cuda", f16/bf16 cache) */
     cuda_impl_t *c = cuda_impl(be);
     const kv_view_t *kv = &aa->kv;
     const int G = aa->n_heads / aa->n_kv_heads, hd = aa->head_dim, bs = kv->block_size;

@@ -1,0 +1,346 @@
+/* attention_mma.cu — prefill and mixed-step attention on tensor cores (flash attention 2
+ * with mma.sync m16n8k16, f32 accumulation) over the paged f16/bf16 KV cache.
+ *
+ * Same contract as attention.cu's kernels (ref_attention: per token and head, softmax over
+ * the row's cached positions [lo, pos] of q·k·scale, optionally cap·tanh(s/cap), weighted
+ * sum of V), for the steps where the CUDA-core tiled kernel was the prefill bottleneck.
+ *
+ *  - A block (4 warps) owns 64 query vectors of one KV head: a tile of a row's consecutive
+ *    tokens × the query heads of the GQA group (query qi = token (qi / heads) × head
+ *    (qi % heads)); warp w owns queries 16w..16w+15, the m16 of the MMAs.
+ *  - K and V of 64 positions at a time go through the block table into shared memory with
+ *    cp.async (two stages: the next tile loads while this one is used), padded rows so the
+ *    ldmatrix reads are conflict-free; K feeds S = Q·Kᵀ (ldmatrix), V feeds O += P·V
+ *    (ldmatrix.trans).
+ *  - Exactness: K and V are used as stored (f16/bf16 products are exact in f32). Q (f32)
+ *    and P (f32 softmax weights) are split into two 16-bit terms, hi = r(x), lo = r(x - hi),
+ *    and both are multiplied (SPLIT): 22 significant bits for f16, 16 for bf16, so the only
+ *    roundings left are the f32 accumulations — the same idea as matmul.cu's split bf16 GEMM.
+ *    KILN_CUDA_FA=single rounds Q and P once (half the MMAs; measured, not the default);
+ *    KILN_CUDA_FA=0 turns this kernel off (the tiled CUDA-core kernel runs instead).
+ *  - Online softmax in base 2 (scores × log2 e, exp2f), the running max and sum per query
+ *    row in registers (each thread holds two rows of the m16 tile: lane/4 and lane/4 + 8);
+ *    a row whose keys are all masked so far keeps max -inf and contributes nothing.
+ *  - Only the "cuda" backend uses it: "cuda-f32" keeps the exact CUDA-core kernel (the 1e-4
+ *    path), and an f32 cache or head_dim other than 32/64/128 goes there too. Steps with too
+ *    few tiles to fill the GPU (decode, small mixed batches) stay on attention.cu's kernels,
+ *    which split the key range; this kernel never splits. */
+#include <math.h>
+#include "backend/cuda/cuda_common.cuh"
+
+#define FQ 64      /* query vectors per block: 4 warps × m16 */
+#define FK 64      /* keys per shared-memory tile            */
+#define FWARPS 4
+
+typedef struct fa_tile { int t0, n, row, pad; } fa_tile_t;
+
+typedef struct fa_dev {
+    const float *q;
+    float *out;
+    const int32_t *pos, *tables;
+    const fa_tile_t *tiles;
+    const void *k, *v;
+    int block_size, max_blocks, n_tiles;
+    int n_heads, n_kv_heads, group, hc, n_chunks, window;
+    float scale, softcap;
+} fa_dev_t;
+
+template <typename T16> struct fa_t;
+template <> struct fa_t<__half> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b) {
+        __half2 h = __floats2half2_rn(a, b);
+        return *(uint32_t *)&h;
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(*(__half2 *)&u); }
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct fa_t<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        return *(uint32_t *)&h;
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __bfloat1622float2(*(__nv_bfloat162 *)&u); }
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+/* (a, b) as two 16-bit terms: hi = r(x), lo = r(x - hi) */
+template <typename T16>
+__device__ __forceinline__ void split2(float a, float b, uint32_t &hi, uint32_t &lo) {
+    hi = fa_t<T16>::pack(a, b);
+    const float2 h = fa_t<T16>::unpack(hi);
+    lo = fa_t<T16>::pack(a - h.x, b - h.y);
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+/* 16 bytes global → shared; src_bytes 0 writes zeros (keys past the end: V must not hold
+ * garbage, a NaN times a zero weight is still NaN) */
+__device__ __forceinline__ void cp16(void *dst, const void *src, int src_bytes) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
+}
+
+template <int HD, typename T16, bool SPLIT>
+__global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
+    constexpr int LD = HD + 8;          /* smem row stride in 16-bit elements (16-byte rows, no bank conflicts) */
+    constexpr int KS = HD / 16;         /* k-steps of Q·Kᵀ                                                   */
+    constexpr int NO = HD / 8;          /* n-tiles of the output                                             */
+    constexpr int CPR = HD / 8;         /* 16-byte chunks per K/V row                                        */
+    extern __shared__ __align__(16) unsigned short fsm[];
+    unsigned short *Ks = fsm, *Vs = fsm + 2 * FK * LD; /* [2 stages][FK][LD] each */
+    const int tile_i = a.n_tiles - 1 - blockIdx.x;      /* longest key ranges first (causal prefill) */
+    const int kvh = blockIdx.y / a.n_chunks, chunk = blockIdx.y % a.n_chunks;
+    const fa_tile_t tile = a.tiles[tile_i];
+    const int h0 = kvh * a.group + chunk * a.hc;
+    const int nh_here = min(a.hc, a.group - chunk * a.hc);
+    const int nq = tile.n * nh_here;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c4 = lane & 3;
+    const int *bt = a.tables + (size_t)tile.row * a.max_blocks;
+    const size_t per_tok = (size_t)a.n_kv_heads * HD;
+
+    /* the block's key range: positions are consecutive within a row */
+    const int p_first = a.pos[tile.t0], p_last = a.pos[tile.t0 + tile.n - 1];
+    const int kv_lo = a.window > 0 ? max(0, p_first - a.window + 1) : 0, kv_hi = p_last + 1;
+
+    auto load_tile = [&](int stage, int j0) {
+        const int nk = min(FK, kv_hi - j0);
+        unsigned short *kd = Ks + stage * FK * LD, *vd = Vs + stage * FK * LD;
+#pragma unroll
+        for (int i = threadIdx.x; i < FK * CPR; i += 32 * FWARPS) {
+            const int kk = i / CPR, ch = i % CPR, kp = j0 + min(kk, nk - 1);
+            const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + (size_t)kvh * HD + ch * 8;
+            const int bytes = kk < nk ? 16 : 0;
+            cp16(kd + kk * LD + ch * 8, (const unsigned short *)a.k + off, bytes);
+            cp16(vd + kk * LD + ch * 8, (const unsigned short *)a.v + off, bytes);
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    load_tile(0, kv_lo);
+
+    /* this thread's two query rows (r = 16·warp + g and + 8): position, window start, validity */
+    int pq[2], lq[2];
+    uint32_t qa[KS][4], ql[SPLIT ? KS : 1][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int qi = warp * 16 + g + 8 * h;
+        const int t = tile.t0 + (qi < nq ? qi / nh_here : 0);
+        pq[h] = qi < nq ? a.pos[t] : -1; /* an unused row: every key masked */
+        lq[h] = a.window > 0 ? max(0, a.pos[t] - a.window + 1) : 0;
+    }
+    /* Q·scale as A fragments: a0 (row g, k 2c..), a1 (row g+8), a2 (row g, k+8), a3 (row g+8, k+8) */
+    {
+        const float *qrow[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int qi = warp * 16 + g + 8 * h;
+            const int t = tile.t0 + qi / nh_here, hh = h0 + qi % nh_here;
+            qrow[h] = qi < nq ? a.q + ((size_t)t * a.n_heads + hh) * HD : NULL;
+        }
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int h = r & 1, col = ks * 16 + 2 * c4 + (r >> 1) * 8;
+                float2 v = make_float2(0.f, 0.f);
+                if (qrow[h]) v = *(const float2 *)(qrow[h] + col);
+                v.x *= a.scale; v.y *= a.scale;
+                if (SPLIT) split2<T16>(v.x, v.y, qa[ks][r], ql[SPLIT ? ks : 0][r]);
+                else qa[ks][r] = fa_t<T16>::pack(v.x, v.y);
+            }
+    }
+    float o[NO][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < NO; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    const float LOG2E = 1.4426950408889634f;
+
+    int stage = 0;
+    for (int j0 = kv_lo; j0 < kv_hi; j0 += FK, stage ^= 1) {
+        if (j0 + FK < kv_hi) {
+            load_tile(stage ^ 1, j0 + FK);
+            asm volatile("cp.async.wait_group 1;\n" ::);
+        } else
+            asm volatile("cp.async.wait_group 0;\n" ::);
+        __syncthreads();
+        const unsigned short *kt = Ks + stage * FK * LD, *vt = Vs + stage * FK * LD;
+        /* S = Q·Kᵀ: 8 n-tiles of 8 keys */
+        float s[FK / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < FK / 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < KS; ks += 2) {
+                /* matrices: keys nt·8.., dims 16ks + 8m; thread gives row (lane & 7) of matrix lane >> 3 */
+                uint32_t b[4];
+                ldsm_x4(b, kt + (nt * 8 + (lane & 7)) * LD + ks * 16 + (lane >> 3) * 8);
+                fa_t<T16>::mma(s[nt], qa[ks], b[0], b[1]);
+                fa_t<T16>::mma(s[nt], qa[ks + 1], b[2], b[3]);
+                if (SPLIT) {
+                    fa_t<T16>::mma(s[nt], ql[SPLIT ? ks : 0], b[0], b[1]);
+                    fa_t<T16>::mma(s[nt], ql[SPLIT ? ks + 1 : 0], b[2], b[3]);
+                }
+            }
+        }
+        /* mask, soft-cap, base-2 scores; the tile's row maxima */
+        float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < FK / 8; nt++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int h = r >> 1, kp = j0 + nt * 8 + 2 * c4 + (r & 1);
+                float v = s[nt][r];
+                if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
+                v *= LOG2E;
+                const bool ok = kp < kv_hi && kp >= lq[h] && kp <= pq[h];
+                s[nt][r] = ok ? v : -INFINITY;
+                mt[h] = fmaxf(mt[h], s[nt][r]);
+            }
+        float mu[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 1));
+            mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 2));
+            const float mn = fmaxf(m[h], mt[h]);
+            mu[h] = mn == -INFINITY ? 0.f : mn; /* nothing valid yet: exp2(-inf - 0) = 0 */
+            const float corr = exp2f(m[h] - mu[h]);
+            m[h] = mn;
+            l[h] *= corr;
+#pragma unroll
+            for (int i = 0; i < NO; i++) { o[i][2 * h] *= corr; o[i][2 * h + 1] *= corr; }
+        }
+        /* P = exp2(s - m) as A fragments over the keys (two n-tiles of S make one k16 step) */
+#pragma unroll
+        for (int kk = 0; kk < FK / 16; kk++) {
+            uint32_t pa[4], pl[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int nt = 2 * kk + (r >> 1), h = r & 1;
+                const float p0 = exp2f(s[nt][2 * h] - mu[h]), p1 = exp2f(s[nt][2 * h + 1] - mu[h]);
+                l[h] += p0 + p1;
+                if (SPLIT) split2<T16>(p0, p1, pa[r], pl[r]);
+                else pa[r] = fa_t<T16>::pack(p0, p1);
+            }
+#pragma unroll
+            for (int dn = 0; dn < NO; dn += 2) {
+                /* matrices: keys 16kk + 8(m & 1), dims 8(dn + (m >> 1)); transposed → b0, b1 of dn and dn + 1 */
+                uint32_t b[4];
+                const int mm = lane >> 3;
+                ldsm_x4_t(b, vt + (kk * 16 + (mm & 1) * 8 + (lane & 7)) * LD + (dn + (mm >> 1)) * 8);
+                fa_t<T16>::mma(o[dn], pa, b[0], b[1]);
+                fa_t<T16>::mma(o[dn + 1], pa, b[2], b[3]);
+                if (SPLIT) {
+                    fa_t<T16>::mma(o[dn], pl, b[0], b[1]);
+                    fa_t<T16>::mma(o[dn + 1], pl, b[2], b[3]);
+                }
+            }
+        }
+        __syncthreads(); /* this stage is reloaded two tiles on */
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+        const int qi = warp * 16 + g + 8 * h;
+        if (qi >= nq) continue;
+        const int t = tile.t0 + qi / nh_here, hh = h0 + qi % nh_here;
+        float *orow = a.out + ((size_t)t * a.n_heads + hh) * HD;
+        const float inv = 1.0f / l[h];
+#pragma unroll
+        for (int i = 0; i < NO; i++) *(float2 *)(orow + i * 8 + 2 * c4) = make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+    }
+}
+
+template <int HD, typename T16, bool SPLIT>
+static void fa_launch(cuda_impl_t *c, const fa_dev_t &a, dim3 grid) {
+    const size_t smem = sizeof(unsigned short) * 4 * FK * (HD + 8);
+    static size_t set = 48 * 1024;
+    if (smem > set) {
+        cudaCheck(cudaFuncSetAttribute(attn_mma_kernel<HD, T16, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        set = smem;
+    }
+    attn_mma_kernel<HD, T16, SPLIT><<<grid, 32 * FWARPS, smem, c->stream>>>(a);
+    cudaLaunchCheck();
+}
+
+/* 1 if the step ran here; 0: not a shape for this kernel (the caller uses attention.cu's). */
+int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
+    cuda_impl_t *c = cuda_impl(be);
+    const kv_view_t *kv = &aa->kv;
+    const char *env = getenv("KILN_CUDA_FA");
+    if (env && !strcmp(env, "0")) return 0;
+    const bool split = !(env && !strcmp(env, "single"));
+    const int hd = aa->head_dim, G = aa->n_heads / aa->n_kv_heads, bs = kv->block_size;
+    if (c->gemm_min_t == 0x7fffffff || (kv->dtype != DT_F16 && kv->dtype != DT_BF16) || (hd != 32 && hd != 64 && hd != 128)) return 0;
+    const int hc = G < FQ ? G : FQ, n_chunks = (G + hc - 1) / hc, TQ = FQ / hc;
+    int max_blocks = 1, n_tiles = 0, multi = 0;
+    for (int r = 0; r < aa->n_rows; r++) {
+        int t0 = aa->row_start[r], t1 = aa->row_start[r + 1];
+        if (t1 <= t0) continue;
+        if (t1 - t0 > 1) multi = 1;
+        int nb = aa->pos[t1 - 1] / bs + 1;
+        if (nb > max_blocks) max_blocks = nb;
+        n_tiles += (t1 - t0 + TQ - 1) / TQ;
+    }
+    /* decode steps and steps too small to fill the GPU without a key split: attention.cu */
+    const char *menv = getenv("KILN_CUDA_FA_MIN"); /* blocks needed (default: one per SM); tests set 1 */
+    const int min_blocks = menv && atoi(menv) > 0 ? atoi(menv) : c->sm_count;
+    if (!multi || n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return 0;
+    size_t pos_bytes = (sizeof(int32_t) * (size_t)T + 15) & ~(size_t)15;
+    size_t tb_bytes = (sizeof(int32_t) * (size_t)aa->n_rows * max_blocks + 15) & ~(size_t)15;
+    size_t tl_bytes = sizeof(fa_tile_t) * (size_t)n_tiles;
+    char *hb = (char *)cuda_host_buf(c, 0, pos_bytes + tb_bytes + tl_bytes);
+    memset(hb, 0, pos_bytes + tb_bytes);
+    memcpy(hb, aa->pos, sizeof(int32_t) * T);
+    int32_t *tables = (int32_t *)(hb + pos_bytes);
+    fa_tile_t *tiles = (fa_tile_t *)(hb + pos_bytes + tb_bytes);
+    int ti = 0;
+    for (int r = 0; r < aa->n_rows; r++) {
+        int t0 = aa->row_start[r], t1 = aa->row_start[r + 1];
+        if (t1 <= t0) continue;
+        int nb = aa->pos[t1 - 1] / bs + 1;
+        memcpy(tables + (size_t)r * max_blocks, aa->block_tables[r], sizeof(int32_t) * nb);
+        for (int t = t0; t < t1; t += TQ) {
+            tiles[ti].t0 = t;
+            tiles[ti].n = t1 - t < TQ ? t1 - t : TQ;
+            tiles[ti].row = r;
+            tiles[ti].pad = 0;
+            ti++;
+        }
+    }
+    fa_dev_t a;
+    const char *d = (const char *)cuda_host_to_dev(c, hb, pos_bytes + tb_bytes + tl_bytes);
+    a.q = q; a.out = out;
+    a.pos = (const int32_t *)d;
+    a.tables = (const int32_t *)(d + pos_bytes);
+    a.tiles = (const fa_tile_t *)(d + pos_bytes + tb_bytes);
+    a.k = kv->k; a.v = kv->v; a.block_size = bs; a.max_blocks = max_blocks; a.n_tiles = n_tiles;
+    a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
+    a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
+    dim3 grid(n_tiles, aa->n_kv_heads * n_chunks);
+    const bool f16 = kv->dtype == DT_F16;
+#define FA_GO(HD_)                                                                   \
+    do {                                                                             \
+        if (f16) split ? fa_launch<HD_, __half, true>(c, a, grid) : fa_launch<HD_, __half, false>(c, a, grid); \
+        else split ? fa_launch<HD_, __nv_bfloat16, true>(c, a, grid) : fa_launch<HD_, __nv_bfloat16, false>(c, a, grid); \
+    } while (0)
+    if (hd == 32) FA_GO(32);
+    else if (hd == 64) FA_GO(64);
+    else FA_GO(128);
+#undef FA_GO
+    return 1;
+}
