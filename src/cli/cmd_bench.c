@@ -28,7 +28,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [MODEL_DIR] [--prompt-tokens N] [--gen-tokens M] [--runs R] [--probe] [--json] [options]\n"
                "       kiln bench [MODEL_DIR] --concurrency 1,4,16,64 [--prompt-tokens N] [--gen-tokens M]\n"
                "                  [--shared-prefix P] [--step-tokens S] [--max-batch B] [--kv-cache-gb G]\n"
-               "                  [--snapshot-interval N] [--json]\n"
+               "                  [--snapshot-interval N] [--temperature T] [--top-k K] [--top-p P] [--json]\n"
                "  Without --concurrency: prefill tokens/s over an N-token prompt (one step) and\n"
                "  batch-1 greedy decode tokens/s over M tokens, the best of R runs (default 1).\n"
                "  --probe: measure the read bandwidth (bench/probe.c's loop, same threads) right\n"
@@ -38,7 +38,9 @@ static void usage(FILE *f) {
                "  batching, prefix cache; the first P prompt tokens shared): aggregate tokens/s\n"
                "  (generated / wall time, prefill included), steady decode tokens/s (tokens made\n"
                "  while every request of the level was decoding, over that window), mean and p95\n"
-               "  time to first token, mean inter-token latency.\n%s",
+               "  time to first token, mean inter-token latency. Requests decode greedily unless\n"
+               "  --temperature T > 0 (then seeded sampling, seed = request index; with --top-k,\n"
+               "  --top-p), so sampling's cost per step can be measured.\n%s",
             model_args_help());
 }
 
@@ -60,6 +62,8 @@ static double load_avg(void) {
 
 /* --concurrency: one engine, each level run after the previous one drains. */
 static long g_snap_interval; /* --snapshot-interval (hybrid models), 0: the engine's default */
+static double g_temp, g_top_p = 1; /* --temperature, --top-p (0, 1: greedy) */
+static long g_top_k;                /* --top-k */
 
 static int bench_concurrency(const char *dir, const model_args_t *ma, const char *levels, long np, long ng, long shared,
                              long step_tokens, long max_batch, double kv_gb, int json) {
@@ -107,7 +111,10 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
             rp.n_prompt = (int)np;
             rp.max_tokens = (int)ng;
             sampling_defaults(&rp.sampling);
-            rp.sampling.temperature = 0;
+            rp.sampling.temperature = (float)g_temp;
+            rp.sampling.top_k = (int)g_top_k;
+            rp.sampling.top_p = (float)g_top_p;
+            rp.sampling.seed = (uint64_t)i;
             rp.ignore_eos = 1;
             int code;
             rs[i] = kiln_submit(eng, &rp, &code, &e);
@@ -212,6 +219,9 @@ int cmd_bench(int argc, char **argv) {
             else if (!strcmp(f, "--max-batch")) bad = cli_parse_int("bench", f, v, 1, 4096, &max_batch);
             else if (!strcmp(f, "--kv-cache-gb")) bad = cli_parse_float("bench", f, v, 0.001, 1e4, &kv_gb);
             else if (!strcmp(f, "--snapshot-interval")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &g_snap_interval);
+            else if (!strcmp(f, "--temperature")) bad = cli_parse_float("bench", f, v, 0, 100, &g_temp);
+            else if (!strcmp(f, "--top-k")) bad = cli_parse_int("bench", f, v, 0, 1 << 30, &g_top_k);
+            else if (!strcmp(f, "--top-p")) bad = cli_parse_float("bench", f, v, 1e-6, 1, &g_top_p);
             else { fprintf(stderr, "kiln bench: unknown flag '%s'\n", f); return 2; }
             if (bad) return 2;
         } else if (!dir) dir = f;

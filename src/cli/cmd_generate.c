@@ -11,6 +11,7 @@
 #include "cli/model_args.h"
 #include "base/file.h"
 #include "engine/sampler.h"
+#include "engine/sample_dev.h"
 #include "tokenizer/tokenizer.h"
 
 static double now_s(void) {
@@ -120,6 +121,11 @@ int cmd_generate(int argc, char **argv) {
     float *logits = malloc(sizeof(float) * V);
     sampler_scratch_t ss;
     sampler_scratch_init(&ss, V);
+    /* a backend that samples on the device (CUDA) keeps the logits there and sends back the
+     * token (engine/sample_dev.h), as the engine does; KILN_DEVICE_SAMPLING=0: on the host */
+    const char *dsv = getenv("KILN_DEVICE_SAMPLING");
+    sample_dev_t *sd = m->be->ops->sample && m->dev_logits_ok && !(dsv && !strcmp(dsv, "0")) ? sample_dev_new(V) : NULL;
+    float *fl = sd ? NULL : logits;
     for (int i = 0; i < n; i++) { hist[i] = ids[i]; pos[i] = i; }
     kv_seq_t seq;
     kv_seq_init(&seq);
@@ -132,11 +138,16 @@ int cmd_generate(int argc, char **argv) {
     {
         int32_t rs[2] = {0, n}, li = n - 1;
         batch_t b = {1, n, hist, pos, rs, &seqp, &li, 1};
-        if (max_tokens > 0 && model_forward(m, &b, logits, &e)) goto fail;
+        if (max_tokens > 0 && model_forward(m, &b, fl, &e)) goto fail;
     }
     t_first = now_s();
     while (n_gen < max_tokens) {
-        int32_t tok = sample_token(&sp, logits, V, hist, n + n_gen, n, (uint64_t)n_gen, &ss);
+        int32_t tok;
+        if (!sd) tok = sample_token(&sp, logits, V, hist, n + n_gen, n, (uint64_t)n_gen, &ss);
+        else if (sample_dev_one(sd, m->be, m->dev_logits, &sp, hist, n + n_gen, n, (uint64_t)n_gen, &tok)) {
+            err_set(&e, "out of memory for device sampling");
+            goto fail;
+        }
         hist[n + n_gen++] = tok;
         int is_eos = 0;
         for (int k = 0; k < c->n_eos; k++) if (c->eos_ids[k] == tok) is_eos = 1;
@@ -152,7 +163,7 @@ int cmd_generate(int argc, char **argv) {
         if (kv_seq_reserve(&seq, &m->kv, p + 1, &e)) goto fail;
         int32_t rs[2] = {0, 1}, li = 0, pp = p;
         batch_t b = {1, 1, &hist[p], &pp, rs, &seqp, &li, 1};
-        if (model_forward(m, &b, logits, &e)) goto fail;
+        if (model_forward(m, &b, fl, &e)) goto fail;
     }
     {
         double t_end = now_s();
@@ -189,6 +200,7 @@ fail:
 done:
     kv_seq_free(&seq, &m->kv);
     sampler_scratch_free(&ss);
+    sample_dev_free(sd);
     free(hist); free(pos); free(logits); free(ids);
     if (dt) detok_free(dt);
     if (tok) tokenizer_free(tok);

@@ -457,9 +457,17 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
     batch_t b = {s->n_rows, s->n_tokens, s->tokens, s->pos, s->row_start, s->seq, s->logit_index, s->n_logits,
                  eng->m->swa_window ? s->seq_swa : NULL};
     err_t e = {0};
+    /* on the device when no sampled row needs logprobs (they need the raw logits here):
+     * the logits stay there and only token ids come back (sample_dev.c) */
+    int dev = eng->dev && s->n_logits > 0;
+    for (int i = 0; dev && i < s->n_rows; i++) dev = !s->sample_row[i] || (!s->req[i]->p.logprobs && !s->req[i]->p.top_logprobs);
     double tf = now_s();
-    int frc = model_forward(eng->m, &b, eng->logits, &e);
-    eng->stats.time_forward_s += now_s() - tf;
+    int frc = model_forward(eng->m, &b, dev ? NULL : eng->logits, &e);
+    if (frc == 0 && dev && sample_dev_run(eng->dev, eng->m->be, eng->m->dev_logits, s->req, s->sample_row, s->n_rows, s->par_tok)) {
+        err_set(&e, "out of memory for device sampling");
+        frc = -1;
+    }
+    eng->stats.time_forward_s += now_s() - tf; /* with dev: the wait for the GPU is in sampling's download */
     if (frc != 0) {
         log_error("engine: forward failed: %s", e.msg);
         for (int i = 0; i < s->n_rows; i++) {
@@ -477,7 +485,8 @@ static void run_step(kiln_engine_t *eng, step_t *s) {
         s->logit_row[i] = s->sample_row[i] ? li++ : -1;
         if (s->sample_row[i] && !s->req[i]->p.logprobs && !s->req[i]->p.top_logprobs) s->par_rows[s->n_par++] = i;
     }
-    if (s->n_par >= 4 && eng->pool) sample_pool_run(eng->pool, s->n_par, sample_task, (void *)(step_ctx_t[]){{eng, s}});
+    if (dev) s->n_par = s->n_logits; /* par_tok holds every sampled row's token */
+    else if (s->n_par >= 4 && eng->pool) sample_pool_run(eng->pool, s->n_par, sample_task, (void *)(step_ctx_t[]){{eng, s}});
     else s->n_par = 0;
     double t = now_s();
     for (int i = 0; i < s->n_rows; i++) {
@@ -678,6 +687,7 @@ static void free_parts(kiln_engine_t *eng) {
     free(eng->raw);
     sampler_scratch_free(&eng->ss);
     sample_pool_free(eng->pool);
+    sample_dev_free(eng->dev);
 }
 
 kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
@@ -736,6 +746,11 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
         /* sampling threads: --threads caps them too (0: min(cores, 8)) */
         int nt = eng->o.sample_threads > 0 ? eng->o.sample_threads : eng->o.threads > 0 && eng->o.threads < 8 ? eng->o.threads : 0;
         eng->pool = sample_pool_new(nt, c->vocab_size); /* NULL: rows sample one by one */
+    }
+    {
+        const char *ds = getenv("KILN_DEVICE_SAMPLING");
+        if (eng->m->be->ops->sample && eng->m->dev_logits_ok && !(ds && !strcmp(ds, "0")))
+            eng->dev = sample_dev_new(c->vocab_size); /* NULL: sampled on the host */
     }
     pthread_mutex_init(&eng->mu, NULL);
     pthread_cond_init(&eng->cv, NULL);

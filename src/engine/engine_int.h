@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "engine/sampler.h"
+#include "engine/sample_dev.h"
 
 typedef enum { REQ_INCOMING, REQ_WAITING, REQ_RUNNING, REQ_DONE } req_state_t;
 
@@ -72,6 +73,7 @@ struct kiln_engine {
     float *raw;                    /* [vocab] a row's logits before sampling (logprobs) */
     sampler_scratch_t ss;
     struct sample_pool *pool;      /* samples a step's rows side by side (sample_pool.c) */
+    struct sample_dev *dev;        /* samples on the device (sample_dev.c), else NULL  */
     kiln_stats_t stats;            /* copied out under mu                             */
 };
 
@@ -82,6 +84,12 @@ sample_pool_t *sample_pool_new(int n_threads, int vocab);
 int sample_pool_size(const sample_pool_t *p);
 void sample_pool_run(sample_pool_t *p, int n_tasks, sample_task_fn fn, void *ctx);
 void sample_pool_free(sample_pool_t *p);
+
+/* sample_dev.c (engine/sample_dev.h): the rows i with sample_row[i] (logits rows of
+ * dev_logits, in order) sampled by the backend's op sample; tok_by_row[i] gets their
+ * tokens. 0, or -1 when out of memory. */
+int sample_dev_run(sample_dev_t *d, backend_t *be, float *dev_logits, kiln_request_t *const *req, const int *sample_row,
+                   int n_rows, int32_t *tok_by_row);
 
 /* request.c */
 kiln_request_t *request_new(kiln_engine_t *eng, const kiln_request_params_t *p, err_t *e);

@@ -102,6 +102,7 @@ static int gemma_load(model_t *m, err_t *e) {
     model_config_t *c = &m->cfg;
     gemma_t *G = calloc(1, sizeof *G);
     m->impl = G;
+    m->dev_logits_ok = !(c->final_softcap > 0); /* the soft-capping below runs on the host */
     G->v4 = c->arch == ARCH_GEMMA4;
     G->norm_off = G->v4 ? 0.0f : 1.0f;
     int H = c->hidden_size, nh = c->n_heads, L = c->n_layers, P = c->hidden_per_layer_input;
@@ -470,6 +471,8 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
     op->gather_rows(be, G->xl, G->x, b->logit_index, b->n_logits, H);
     op->rms_norm(be, G->xl, G->xl, G->norm, no, b->n_logits, H, eps);
     op->matmul(be, G->logits, G->xl, b->n_logits, &G->lm_head);
+    m->dev_logits = G->logits;
+    if (!logits) return 0; /* dev_logits_ok: no soft-capping */
     op->download(be, logits, G->logits, sizeof(float) * b->n_logits * c->vocab_size);
     if (c->final_softcap > 0) {
         float cap = (float)c->final_softcap;

@@ -65,6 +65,7 @@ static int llama_load(model_t *m, err_t *e) {
     const model_config_t *c = &m->cfg;
     llama_t *L = calloc(1, sizeof *L);
     m->impl = L;
+    m->dev_logits_ok = 1;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     char n[256];
     if (model_get_weight(m, "embed_tokens", c->vocab_size, H, &L->embed, e)) return -1;
@@ -236,7 +237,8 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
     op->gather_rows(be, L->xl, L->x, b->logit_index, b->n_logits, H);
     op->rms_norm(be, L->xl, L->xl, L->norm, 0.f, b->n_logits, H, (float)c->rms_eps);
     op->matmul(be, L->logits, L->xl, b->n_logits, &L->lm_head);
-    op->download(be, logits, L->logits, sizeof(float) * b->n_logits * c->vocab_size);
+    m->dev_logits = L->logits;
+    if (logits) op->download(be, logits, L->logits, sizeof(float) * b->n_logits * c->vocab_size);
     return 0;
 }
 

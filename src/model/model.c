@@ -248,6 +248,7 @@ int batch_validate(const model_t *m, const batch_t *b, err_t *e) {
 
 int model_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
     if (batch_validate(m, b, e)) return -1;
+    if (!logits && !m->dev_logits_ok) return err_set(e, "model_forward: this model cannot leave its logits on the device");
     const backend_ops_t *bo = m->be->ops;
     if (bo->step_begin) bo->step_begin(m->be, b->n_tokens, b->n_rows);
     int rc = m->ops->forward(m, b, logits, e);

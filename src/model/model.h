@@ -62,6 +62,12 @@ struct model {
     size_t weight_bytes;     /* bytes read by one full pass over the weights */
     int64_t n_params;
     rec_pool_t *rec;         /* recurrent state slots (hybrid families), else NULL */
+    /* Device sampling: a family that can leave its logits in backend memory sets
+     * dev_logits_ok at load; model_forward with logits NULL then skips the download and
+     * dev_logits is the step's [n_logits, vocab] there (the engine samples with the
+     * backend's op sample). gemma's final soft-capping runs on the host: not with it. */
+    int dev_logits_ok;
+    float *dev_logits;
 };
 
 typedef struct model_opts {
@@ -84,6 +90,8 @@ void model_kv_group_bytes(const model_t *m, int block_size, dtype_t dtype, size_
  * (m->swa_window set; every batch then needs seq_swa). Without a sliding group, or with
  * n_swa_blocks <= 0, the same as model_init_kv. */
 int model_init_kv_groups(model_t *m, int n_blocks, int n_swa_blocks, int block_size, dtype_t dtype, err_t *e);
+/* logits: [n_logits, vocab] on the host; NULL (dev_logits_ok models): left on the device
+ * in m->dev_logits. */
 int model_forward(model_t *m, const batch_t *b, float *logits, err_t *e);
 /* Checks a batch against the model and its KV pool (token ids, positions, rows). */
 int batch_validate(const model_t *m, const batch_t *b, err_t *e);

@@ -87,6 +87,7 @@ static int q35_load(model_t *m, err_t *e) {
     model_config_t *c = &m->cfg;
     q35_t *Q = calloc(1, sizeof *Q);
     m->impl = Q;
+    m->dev_logits_ok = 1;
     int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     int nk = c->linear_k_heads, nv = c->linear_v_heads, dk = c->linear_k_dim, dv = c->linear_v_dim, K = c->linear_conv_kernel;
     Q->key_dim = nk * dk;
@@ -486,7 +487,8 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
     op->gather_rows(be, Q->xl, Q->x, b->logit_index, b->n_logits, H);
     op->rms_norm(be, Q->xl, Q->xl, Q->norm, no, b->n_logits, H, eps);
     op->matmul(be, Q->logits, Q->xl, b->n_logits, &Q->lm_head);
-    op->download(be, logits, Q->logits, sizeof(float) * b->n_logits * c->vocab_size);
+    m->dev_logits = Q->logits;
+    if (logits) op->download(be, logits, Q->logits, sizeof(float) * b->n_logits * c->vocab_size);
     return 0;
 }
 

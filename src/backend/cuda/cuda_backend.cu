@@ -285,6 +285,9 @@ keep:
     return 0;
 }
 
+/* sample.cu: sampling on the device (backend.h, op sample) */
+void cuda_sample(backend_t *be, int32_t *tokens, float *logits, const sample_args_t *a);
+
 static const backend_ops_t cuda_ops = {
     .name = "cuda",
     .alloc = cu_alloc,
@@ -309,6 +312,7 @@ static const backend_ops_t cuda_ops = {
     .add_rows_scaled = cuda_add_rows_scaled,
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
+    .sample = cuda_sample,
 };
 
 
