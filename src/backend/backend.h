@@ -169,6 +169,14 @@ typedef struct backend_ops {
      * only the token ids come back. Same tokens as the host except where the device's float
      * exp or summation order moves a draw across a boundary by an ulp (docs/cuda.md). */
     void (*sample)(backend_t *, int32_t *tokens, float *logits, const sample_args_t *a);
+
+    /* --- fused ops (optional: NULL, as on the CPU, means the model calls the separate ops;
+     * a backend that has them gives bitwise the results of the separate ops, in one launch) --- */
+    /* x[T, n] += d[T, n] (add), then y[T, n] = rms_norm(x) as rms_norm does; y may be d, not x. */
+    void (*add_rms_norm)(backend_t *, float *x, float *y, const float *d, const float *w, float w_offset, int T, int n, float eps);
+    /* rope(q: nh heads) and rope(k: nkv heads) as rope does, then kv_write(kv, k, v, slots, T). */
+    void (*rope_kv_write)(backend_t *, float *q, float *k, const float *v, const int32_t *pos, int T, int nh, int nkv, int head_dim,
+                          int rot_dim, const float *inv_freq, float mscale, const kv_view_t *kv, const int32_t *slots);
 } backend_ops_t;
 
 struct backend {
