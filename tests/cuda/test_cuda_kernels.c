@@ -107,6 +107,47 @@ static void check_matmul(hw_t *h, int T, const char *what) {
     free(x); free(want); free(got); free(alone);
 }
 
+/* Prefill-sized matmuls on "cuda" (T = 70, past qmma): MLX 4/8-bit dequantized a word at a
+ * time must give bitwise the per-element kernel's weights (same GEMM after it: equal output),
+ * and bf16 weights at T = 300 (hi and lo accumulated by a second GEMM from 256 tokens; stacked
+ * into one GEMM with KILN_CUDA_SPLIT=stack, the path below 256) stay within the split path's
+ * 1e-4 of ref_matmul. */
+static void test_prefill_matmul_variants(void) {
+    const int groups[] = {32, 64, 128}, shapes[][2] = {{65, 384}, {130, 1024}, {4352, 128}, {300, 4096}};
+    const int T = 70;
+    for (int b = 4; b <= 8; b += 4)
+        for (int g = 0; g < 3; g++)
+            for (int s = 0; s < 4; s++) {
+                const int N = shapes[s][0], K = shapes[s][1];
+                hw_t h = make_quant(N, K, b, groups[g], s & 1 ? DT_F16 : DT_BF16, 900 + b * 7 + g + s);
+                weight_t w = h.w;
+                err_t e = {0};
+                if (befast->ops->prepare_weight(befast, &w, &e)) { CHECK(0, "prepare_weight: %s", e.msg); free_hw(&h); continue; }
+                float *x = rand_vec((size_t)T * K, 77 + s, 1.0f), *y0 = malloc(sizeof(float) * T * N), *y1 = malloc(sizeof(float) * T * N);
+                float *dx = dev_from(befast, x, (size_t)T * K), *dy = befast->ops->alloc(befast, sizeof(float) * T * N);
+                befast->ops->matmul(befast, dy, dx, T, &w);
+                to_host(befast, y0, dy, (size_t)T * N);
+                setenv("KILN_CUDA_DEQUANT", "old", 1);
+                befast->ops->matmul(befast, dy, dx, T, &w);
+                to_host(befast, y1, dy, (size_t)T * N);
+                unsetenv("KILN_CUDA_DEQUANT");
+                CHECK(!memcmp(y0, y1, sizeof(float) * T * N), "q%d g%d %dx%d T=%d: word dequantization differs from the per-element kernel", b,
+                      groups[g], N, K, T);
+                befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+                free(x); free(y0); free(y1);
+                free_hw(&h);
+            }
+    const int dshapes[][2] = {{64, 64}, {257, 1024}, {4352, 64}, {1000, 2048}};
+    for (int s = 0; s < 4; s++) {
+        hw_t h = make_dense(dshapes[s][0], dshapes[s][1], DT_BF16, 950 + s);
+        check_matmul(&h, 300, "bf16 (T >= 256: hi and lo accumulated)");
+        setenv("KILN_CUDA_SPLIT", "stack", 1);
+        check_matmul(&h, 300, "bf16 (KILN_CUDA_SPLIT=stack)");
+        unsetenv("KILN_CUDA_SPLIT");
+        free_hw(&h);
+    }
+}
+
 static void test_matmul(void) {
     const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
     /* 2304 and 4352 rows: enough for the GEMV's 2 and 4 rows per warp on a 132-SM GPU */
@@ -542,6 +583,7 @@ int main(void) {
     unsetenv("KILN_CUDA_ACT");
     if (!be32 || !befast || !be16) { printf("cannot create the CUDA backend: %s\n", e.msg); return 1; }
     test_matmul();
+    test_prefill_matmul_variants();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_norm_rope_glu();
     test_embed();

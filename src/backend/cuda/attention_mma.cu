@@ -297,8 +297,10 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
         n_tiles += (t1 - t0 + TQ - 1) / TQ;
     }
     /* decode steps and steps too small to fill the GPU without a key split: attention.cu */
-    const char *menv = getenv("KILN_CUDA_FA_MIN"); /* blocks needed (default: one per SM); tests set 1 */
-    const int min_blocks = menv && atoi(menv) > 0 ? atoi(menv) : c->sm_count;
+    /* blocks needed (default: one per two SMs, so a 512-token chunk of a small model still
+     * comes here); KILN_CUDA_FA_MIN=N, tests set 1 */
+    const char *menv = getenv("KILN_CUDA_FA_MIN");
+    const int min_blocks = menv && atoi(menv) > 0 ? atoi(menv) : c->sm_count / 2;
     if (!multi || n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return 0;
     size_t pos_bytes = (sizeof(int32_t) * (size_t)T + 15) & ~(size_t)15;
     size_t tb_bytes = (sizeof(int32_t) * (size_t)aa->n_rows * max_blocks + 15) & ~(size_t)15;

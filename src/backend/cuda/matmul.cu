@@ -11,12 +11,13 @@
  *   T ≥ gemm_min_t (9), and → cuBLASLt on tensor cores, f32 accumulation and output:
  *   bf16 weights from T ≥ gemm_min_t_bf16 (3: the GEMV re-reads x per row and was 2.4x
  *   slower at T = 8 than cuBLASLt at T = 32, bench/cuda/RESULTS.md)
- *                             bf16 weights: x split into bf16 hi + lo, one GEMM over the
- *                             stacked 2T rows, y = y_hi + y_lo (~f32 accuracy: rounding x once,
+ *                             bf16 weights: x split into bf16 hi + lo, y = W·hi, then
+ *                             y += W·lo (beta = 1) (~f32 accuracy: rounding x once,
  *                             KILN_CUDA_ACT=bf16, moved the hybrid fixtures' logits by up to
  *                             0.27; docs/cuda.md, Numerics);
  *                             MLX codes and f16: the weight is first dequantized to f32 in a
- *                             scratch buffer and multiplied in TF32 (at prefill sizes the
+ *                             scratch buffer (4/8-bit: a thread per code word) and
+ *                             multiplied in TF32 (at prefill sizes the
  *                             GEMM's T·N·K work dwarfs the N·K dequantization; a fused
  *                             tensor-core kernel is future work); f32 weights: plain f32.
  * "cuda-f32" sets gemm_min_t to infinity: every matmul stays in f32 (the 1e-4 path).
@@ -108,6 +109,29 @@ __global__ void dequant_f32_kernel(float *out, dweight_t w) {
         out[i] = wload(w, (int)(i / w.cols), (int)(i % w.cols));
 }
 
+/* MLX 4/8-bit → f32, a thread per code word (8 or 4 codes, one group: groups are multiples
+ * of 8 columns), the same scale·code + bias as wload, float4 stores. The per-element kernel
+ * above recomputed bit offsets for every element and wrote ~0.9 TB/s (llama-3-8b q4 prefill:
+ * ~30 ms of dequantization per 2048 tokens, KILN_CUDA_PROFILE=2048). */
+template <int BITS>
+__global__ void dequant_words_kernel(float4 *out, dweight_t w) {
+    constexpr int CPW = 32 / BITS;
+    const size_t wpr = (size_t)w.cols / CPW, nw = (size_t)w.rows * wpr;
+    const int ng = w.cols / w.group;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nw; i += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t word = __ldg((const uint32_t *)w.data + i);
+        const size_t r = i / wpr;
+        const int c0 = (int)(i % wpr) * CPW;
+        const size_t gi = r * ng + c0 / w.group;
+        const float sc = ld_f(w.scales, w.sb_dtype, gi), bi = ld_f(w.biases, w.sb_dtype, gi);
+        float v[CPW];
+#pragma unroll
+        for (int j = 0; j < CPW; j++) v[j] = sc * (float)((word >> (BITS * j)) & ((1u << BITS) - 1)) + bi;
+#pragma unroll
+        for (int j = 0; j < CPW / 4; j++) out[i * (CPW / 4) + j] = make_float4(v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]);
+    }
+}
+
 /* --- cuBLASLt: column-major view. W row-major [N, K] is A = K×N col-major; op(A) = Aᵀ.
  * x row-major [T, K] is B = K×T; D = y as N×T col-major (row-major [T, N]). --- */
 typedef struct lt_plan {
@@ -151,6 +175,14 @@ static lt_plan_t *lt_plan(cuda_impl_t *c, int N, int K, int T, cudaDataType_t ty
     return p;
 }
 
+static void lt_matmul_beta(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type, int tf32,
+                           float beta) {
+    lt_plan_t *p = lt_plan(c, N, K, T, type, tf32);
+    float alpha = 1.f;
+    cublasCheck(cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->b, &beta, y, p->d, y, p->d, &p->algo, c->lt_workspace,
+                               c->lt_workspace_bytes, c->stream));
+}
+
 static void lt_matmul(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type, int tf32) {
     lt_plan_t *p = lt_plan(c, N, K, T, type, tf32);
     float alpha = 1.f, beta = 0.f;
@@ -181,7 +213,21 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
         lt_matmul(c, y, w->data, x16, T, w->rows, w->cols, CUDA_R_16BF, 0);
         return;
     }
-    if (w->dtype == DT_BF16) { /* x = hi + lo: one GEMM over [hi; lo] (2T rows), then y = y_hi + y_lo */
+    /* x = hi + lo: y = W·hi, then y += W·lo (a second GEMM with beta = 1). Stacking [hi; lo]
+     * into one 2T-row GEMM and adding the halves afterwards (KILN_CUDA_SPLIT=stack) wrote and
+     * re-read a [2T, N] f32 buffer: llama-3-8b bf16 prefill 17.6k -> 18.5k tok/s, qwen3-0.6b
+     * 107k -> 116k with the accumulation (H200, 2048 tokens, bench/cuda/RESULTS.md). */
+    /* From 256 tokens only: below, the GEMMs are bound by reading W, which stacking does once. */
+    const int split_acc = T >= 256 && !(getenv("KILN_CUDA_SPLIT") && !strcmp(getenv("KILN_CUDA_SPLIT"), "stack"));
+    if (w->dtype == DT_BF16 && split_acc) {
+        void *x16 = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 4);
+        split_bf16_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>((__nv_bfloat16 *)x16, x, nx);
+        cudaLaunchCheck();
+        lt_matmul_beta(c, y, w->data, x16, T, w->rows, w->cols, CUDA_R_16BF, 0, 0.f);
+        lt_matmul_beta(c, y, w->data, (const __nv_bfloat16 *)x16 + nx, T, w->rows, w->cols, CUDA_R_16BF, 0, 1.f);
+        return;
+    }
+    if (w->dtype == DT_BF16) { /* KILN_CUDA_SPLIT=stack: one GEMM over [hi; lo] (2T rows), then y = y_hi + y_lo */
         const int N = w->rows;
         void *x16 = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 4);
         float *y2 = (float *)cuda_scratch(c, &c->ysplit, &c->ysplit_bytes, (size_t)2 * T * N * 4);
@@ -200,7 +246,15 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * overflow on models trained in bf16. */
     size_t nw = (size_t)w->rows * w->cols;
     float *d = (float *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, nw * 4);
-    dequant_f32_kernel<<<(int)(nw / 256 < 16384 ? nw / 256 + 1 : 16384), 256, 0, c->stream>>>(d, *w);
+    /* KILN_CUDA_DEQUANT=old: the per-element kernel, for comparison */
+    const int old_deq = getenv("KILN_CUDA_DEQUANT") && !strcmp(getenv("KILN_CUDA_DEQUANT"), "old");
+    const size_t nwords = w->bits ? nw / (32 / w->bits) : 0;
+    const int wgrid = (int)(nwords / 256 < 8 * 1024 ? nwords / 256 + 1 : 8 * 1024);
+    if (!old_deq && w->dtype == DT_U32 && w->bits == 4 && w->group % 8 == 0 && w->cols % 8 == 0)
+        dequant_words_kernel<4><<<wgrid, 256, 0, c->stream>>>((float4 *)d, *w);
+    else if (!old_deq && w->dtype == DT_U32 && w->bits == 8 && w->group % 4 == 0 && w->cols % 4 == 0)
+        dequant_words_kernel<8><<<wgrid, 256, 0, c->stream>>>((float4 *)d, *w);
+    else dequant_f32_kernel<<<(int)(nw / 256 < 16384 ? nw / 256 + 1 : 16384), 256, 0, c->stream>>>(d, *w);
     cudaLaunchCheck();
     lt_matmul(c, y, d, x, T, w->rows, w->cols, CUDA_R_32F, 1);
 }
