@@ -83,15 +83,31 @@ __device__ __forceinline__ int key_id(u64 k) { return (int)(0xffffffffu - (unsig
 __device__ __forceinline__ float sprob(const srow &c, float v) { return expf(__fmul_rn(__fsub_rn(v, c.mx), c.inv_t)); }
 __device__ __forceinline__ u64 sfix(const srow &c, float p) { return __float2ull_rn(__fmul_rn(p, c.fxs)); }
 
+/* f(v, i) for this thread's elements of x[0..n) (i = threadIdx.x + j·SNT), loading SU of them
+ * before using any: a row is one block's, so with one load in flight per iteration a pass
+ * would wait on memory latency ~300 times per thread. Every use below is order-free (max,
+ * integer sums, atomics, ties broken by index), so the grouping changes no result. */
+#define SU 8
+template <typename F> __device__ __forceinline__ void for_row(const float *x, int n, F f) {
+    int i = threadIdx.x;
+    for (; i + (SU - 1) * SNT < n; i += SU * SNT) {
+        float v[SU];
+#pragma unroll
+        for (int u = 0; u < SU; u++) v[u] = x[i + u * SNT];
+#pragma unroll
+        for (int u = 0; u < SU; u++) f(v[u], i + u * SNT);
+    }
+    for (; i < n; i += SNT) f(x[i], i);
+}
+
 /* Block-wide: the largest non-NaN value (-inf if none) and whether any NaN was seen. */
 __device__ static void block_max_nan(samp_smem &s, const float *x, int n, float *mx, int *has_nan) {
     float m = -INFINITY;
     int nan = 0;
-    for (int i = threadIdx.x; i < n; i += SNT) {
-        float v = x[i];
+    for_row(x, n, [&](float v, int i) {
         m = v > m ? v : m;
         nan |= v != v;
-    }
+    });
     s.tmax[threadIdx.x] = m;
     for (int o = 16; o; o >>= 1) {
         float t = __shfl_xor_sync(~0u, m, o);
@@ -131,10 +147,9 @@ __device__ static float block_topk_cut(samp_smem &s, int k) {
 __device__ static int block_argmax(samp_smem &s, const float *x, int n) {
     float bv = -INFINITY;
     int bi = INT_MAX;
-    for (int i = threadIdx.x; i < n; i += SNT) {
-        float v = x[i];
+    for_row(x, n, [&](float v, int i) {
         if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
-    }
+    });
     for (int o = 16; o; o >>= 1) {
         float tv = __shfl_xor_sync(~0u, bv, o);
         int ti = __shfl_xor_sync(~0u, bi, o);
@@ -153,10 +168,7 @@ __device__ static int block_argmax(samp_smem &s, const float *x, int n) {
 /* Number of candidates. */
 __device__ static int block_count(samp_smem &s, const srow &c) {
     int k = 0;
-    for (int i = threadIdx.x; i < c.n; i += SNT) {
-        float v = c.x[i];
-        k += skey(v, i) >= c.bound && (!c.minp || sprob(c, v) >= c.thr);
-    }
+    for_row(c.x, c.n, [&](float v, int i) { k += skey(v, i) >= c.bound && (!c.minp || sprob(c, v) >= c.thr); });
     for (int o = 16; o; o >>= 1) k += __shfl_xor_sync(~0u, k, o);
     if (threadIdx.x % 32 == 0) s.ri[threadIdx.x / 32] = k;
     __syncthreads();
@@ -185,22 +197,21 @@ __device__ static int block_select(samp_smem &s, const srow &c, int kind, u64 ra
         const u64 dmask = (1ull << WD[pass]) - 1;
         for (int b = tid; b < SNBIN; b += SNT) { s.hw[b] = 0; s.hk[b] = 0; s.hc[b] = 0; }
         __syncthreads();
-        for (int i = tid; i < c.n; i += SNT) {
-            const float v = c.x[i];
-            if (v < c.cut) continue;
+        for_row(c.x, c.n, [&](float v, int i) {
+            if (v < c.cut) return;
             const u64 k = skey(v, i);
-            if (k < c.bound || (hi < 64 && (k >> hi) != (prefix >> hi))) continue;
+            if (k < c.bound || (hi < 64 && (k >> hi) != (prefix >> hi))) return;
             u64 w = 1;
             if (mass || c.minp) {
                 const float p = sprob(c, v);
-                if (c.minp && !(p >= c.thr)) continue;
-                if (mass && !(w = sfix(c, p))) continue;
+                if (c.minp && !(p >= c.thr)) return;
+                if (mass && !(w = sfix(c, p))) return;
             }
             const int d = (int)((k >> sh) & dmask);
             atomicAdd(&s.hw[d], w);
             atomicAdd(&s.hc[d], 1u);
             atomicMax(&s.hk[d], k);
-        }
+        });
         __syncthreads();
         if (tid < 32) {
             /* lane l holds bins top-down: SNBIN-1-64l-j for j < 64 */
@@ -248,13 +259,22 @@ __device__ static int block_select(samp_smem &s, const srow &c, int kind, u64 ra
 
 /* The host's unordered draw: the first index i with u·total < Σ_{j<=i} p_j, index order.
  * Each warp owns a contiguous segment; the warp whose segment holds the crossing walks it
- * 32 elements at a time. vocab-1 when nothing crosses (as the host falls through). */
+ * 32 elements at a time (SU·32 loaded at once). vocab-1 when nothing crosses (as the host
+ * falls through). */
 __device__ static int block_draw_index(samp_smem &s, const srow &c, double u) {
     const int tid = threadIdx.x, w = tid / 32, lane = tid % 32;
     const int seg = ((c.n + SNW - 1) / SNW + 31) & ~31;
     const int lo = w * seg, hi = min(c.n, lo + seg);
     u64 sum = 0;
-    for (int i = lo + lane; i < hi; i += 32) sum += sfix(c, sprob(c, c.x[i]));
+    int i = lo + lane;
+    for (; i + (SU - 1) * 32 < hi; i += SU * 32) {
+        float v[SU];
+#pragma unroll
+        for (int k = 0; k < SU; k++) v[k] = c.x[i + k * 32];
+#pragma unroll
+        for (int k = 0; k < SU; k++) sum += sfix(c, sprob(c, v[k]));
+    }
+    for (; i < hi; i += 32) sum += sfix(c, sprob(c, c.x[i]));
     for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(~0u, sum, o);
     if (!lane) s.wsum[w] = sum;
     __syncthreads();
@@ -277,20 +297,27 @@ __device__ static int block_draw_index(samp_smem &s, const srow &c, double u) {
     if (w == s.ri[0]) {
         const u64 T = s.key;
         u64 base = s.base;
-        for (int i0 = lo; i0 < hi; i0 += 32) {
-            const int i = i0 + lane;
-            const u64 x = i < hi ? sfix(c, sprob(c, c.x[i])) : 0;
-            u64 inc = x;
-            for (int o = 1; o < 32; o <<= 1) {
-                u64 t = __shfl_up_sync(~0u, inc, o);
-                if (lane >= o) inc += t;
+        bool found = false;
+        for (int i0 = lo; i0 < hi && !found; i0 += SU * 32) {
+            float v[SU];
+#pragma unroll
+            for (int k = 0; k < SU; k++) v[k] = i0 + k * 32 + lane < hi ? c.x[i0 + k * 32 + lane] : 0.f;
+#pragma unroll
+            for (int k = 0; k < SU; k++) {
+                if (found) break;
+                const int j = i0 + k * 32 + lane;
+                u64 inc = j < hi ? sfix(c, sprob(c, v[k])) : 0;
+                for (int o = 1; o < 32; o <<= 1) {
+                    u64 t = __shfl_up_sync(~0u, inc, o);
+                    if (lane >= o) inc += t;
+                }
+                const unsigned hit = __ballot_sync(~0u, base + inc > T);
+                if (hit) {
+                    if (lane == __ffs(hit) - 1) s.tok = j;
+                    found = true;
+                }
+                base += __shfl_sync(~0u, inc, 31);
             }
-            const unsigned hit = __ballot_sync(~0u, base + inc > T);
-            if (hit) {
-                if (lane == __ffs(hit) - 1) s.tok = i;
-                break;
-            }
-            base += __shfl_sync(~0u, inc, 31);
         }
     }
     __syncthreads();
