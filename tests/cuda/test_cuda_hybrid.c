@@ -4,8 +4,12 @@
  * Five sequences per fixture (Qwen3.5 dense / MLX q4 / MoE, Qwen3-Next, Gemma 3, Gemma 4 PLE
  * and MoE) are fed on "cuda-f32" alone (one step each), in chunks of 1, 5 and 16, and in
  * random mixes of prefill chunks and decode rows at different positions. Every token's logits
- * must be within 1e-4 (of the sequence's largest logit) of the CPU backend running the same
- * sequence alone. On the GPU this is a tolerance, not the CPU's bitwise promise: a step's
+ * must be within 1e-4 (of the sequence's largest logit) of the CPU scalar reference ("cpu-ref")
+ * running the same sequence alone. The reference is the scalar one, not the SIMD "cpu" backend:
+ * the latter picks FMA, AVX-512 or AMX kernels by the host's cpuid, each with its own rounding,
+ * and on the recurrent fixtures two such errors add up (qwen3_5-tiny-mlx-q4 over 150 tokens: AMX
+ * and FMA each 5-6e-5 from cpu-ref), so a host change could fail a correct GPU.
+ * On the GPU this is a tolerance, not the CPU's bitwise promise: a step's
  * shape picks the kernel (GEMV up to 8 tokens, tiled above; decode or tiled attention and its
  * split count), and the kernels sum in different orders (docs/cuda.md, Numerics).
  *
@@ -100,7 +104,7 @@ static void make_tokens(int V, int32_t toks[NSEQ][MAXLEN]) {
 }
 
 static void check_ragged(const char *name) {
-    model_t *cpu = load(name, "cpu"), *gpu = load(name, "cuda-f32");
+    model_t *cpu = load(name, "cpu-ref"), *gpu = load(name, "cuda-f32");
     if (!cpu || !gpu) { model_free(cpu); model_free(gpu); return; }
     int V = cpu->cfg.vocab_size;
     int32_t toks[NSEQ][MAXLEN];
@@ -128,10 +132,10 @@ static void check_ragged(const char *name) {
                     double err = ct_rel_err(got[s] + (size_t)p * V, ref[s] + (size_t)p * V, V);
                     if (err > worst) worst = err;
                 }
-            CHECK(worst < 1e-4, "%s: cuda-f32 %s vs the CPU alone: worst token rel err %.3g", name, names[k], worst);
+            CHECK(worst < 1e-4, "%s: cuda-f32 %s vs cpu-ref alone: worst token rel err %.3g", name, names[k], worst);
             if (worst > worst_all) worst_all = worst;
         }
-        printf("# %-22s cuda-f32: alone, chunks of 1/5/16, 3 random mixes vs CPU alone: worst token rel err %.3g\n", name, worst_all);
+        printf("# %-22s cuda-f32: alone, chunks of 1/5/16, 3 random mixes vs cpu-ref alone: worst token rel err %.3g\n", name, worst_all);
     }
     for (int s = 0; s < NSEQ; s++) { free(ref[s]); free(got[s]); }
     model_free(cpu);
