@@ -186,10 +186,11 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
     };
 
     op->embed(be, L->x, b->tokens, T, &L->embed, 1.0f);
+    int h_ready = 0; /* h already holds this layer's input norm (fused into the previous add) */
     for (int li = 0; li < c->n_layers; li++) {
         const llama_layer_t *l = &L->layers[li];
         /* attention block */
-        op->rms_norm(be, L->h, L->x, l->ln_attn, 0.f, T, H, (float)c->rms_eps);
+        if (!h_ready) op->rms_norm(be, L->h, L->x, l->ln_attn, 0.f, T, H, (float)c->rms_eps);
         op->matmul(be, L->q, L->h, T, &l->wq);
         op->matmul(be, L->k, L->h, T, &l->wk);
         op->matmul(be, L->v, L->h, T, &l->wv);
@@ -212,18 +213,26 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
                 op->rope(be, L->q + (size_t)t0 * nh * hd, b->pos + t0, n, nh, hd, L->rot_dim, L->inv_freq, ms);
                 op->rope(be, L->k + (size_t)t0 * nkv * hd, b->pos + t0, n, nkv, hd, L->rot_dim, L->inv_freq, ms);
             }
-        } else {
-            op->rope(be, L->q, b->pos, T, nh, hd, L->rot_dim, L->inv_freq, L->mscale);
-            op->rope(be, L->k, b->pos, T, nkv, hd, L->rot_dim, L->inv_freq, L->mscale);
         }
         aa.kv = kv_pool_view(&m->kv, li);
-        op->kv_write(be, &aa.kv, L->k, L->v, L->slots, T);
+        if (c->rope.type != ROPE_DYNAMIC && op->rope_kv_write) /* rope q, k and the cache write in one op */
+            op->rope_kv_write(be, L->q, L->k, L->v, b->pos, T, nh, nkv, hd, L->rot_dim, L->inv_freq, L->mscale, &aa.kv, L->slots);
+        else {
+            if (c->rope.type != ROPE_DYNAMIC) {
+                op->rope(be, L->q, b->pos, T, nh, hd, L->rot_dim, L->inv_freq, L->mscale);
+                op->rope(be, L->k, b->pos, T, nkv, hd, L->rot_dim, L->inv_freq, L->mscale);
+            }
+            op->kv_write(be, &aa.kv, L->k, L->v, L->slots, T);
+        }
         op->attention(be, L->att, L->q, T, &aa);
         op->matmul(be, L->h, L->att, T, &l->wo);
         if (l->bo) op->add_bias(be, L->h, l->bo, T, H);
-        op->add(be, L->x, L->h, (size_t)T * H);
-        /* MLP block */
-        op->rms_norm(be, L->h, L->x, l->ln_mlp, 0.f, T, H, (float)c->rms_eps);
+        /* MLP block: x += h, h = rms_norm(x) (one op where the backend fuses them) */
+        if (op->add_rms_norm) op->add_rms_norm(be, L->x, L->h, L->h, l->ln_mlp, 0.f, T, H, (float)c->rms_eps);
+        else {
+            op->add(be, L->x, L->h, (size_t)T * H);
+            op->rms_norm(be, L->h, L->x, l->ln_mlp, 0.f, T, H, (float)c->rms_eps);
+        }
         op->matmul(be, L->g, L->h, T, &l->wg);
         op->matmul(be, L->u, L->h, T, &l->wu);
         if (l->bg) op->add_bias(be, L->g, l->bg, T, I);
@@ -231,7 +240,9 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         op->glu(be, L->g, L->g, L->u, (size_t)T * I, ACT_SILU);
         op->matmul(be, L->h, L->g, T, &l->wd);
         if (l->bd) op->add_bias(be, L->h, l->bd, T, H);
-        op->add(be, L->x, L->h, (size_t)T * H);
+        h_ready = op->add_rms_norm && li + 1 < c->n_layers; /* the next layer's input norm rides along */
+        if (h_ready) op->add_rms_norm(be, L->x, L->h, L->h, L->layers[li + 1].ln_attn, 0.f, T, H, (float)c->rms_eps);
+        else op->add(be, L->x, L->h, (size_t)T * H);
     }
     /* final norm and lm_head, only for the tokens whose logits are wanted */
     op->gather_rows(be, L->xl, L->x, b->logit_index, b->n_logits, H);

@@ -15,6 +15,7 @@
 
 static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KILN_CUDA_GEMM_MIN_T_DEFAULT) */
 static int qmma_min_t = KILN_CUDA_QMMA_MIN_T_DEFAULT, qmma_max_t = 64; /* KILN_CUDA_QMMA(_MAX_T) as the backend reads them */
+static int gemv_mma; /* KILN_CUDA_GEMV_MMA=1: batch-1 MLX 4/8-bit through matmul_gemv_mma.cu */
 static backend_t *be16;           /* "cuda" with KILN_CUDA_ACT=bf16: x rounded once to bf16 for bf16 weights */
 
 static float *dev_from(backend_t *be, const float *h, size_t n) { return be->ops->upload(be, h, sizeof(float) * n); }
@@ -90,7 +91,11 @@ static void check_matmul(hw_t *h, int T, const char *what) {
         /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes, x as bf16 hi + lo
          * (matmul_qmma.cu): 1e-4, bitwise batch invariant like the GEMV */
         const int qmma = bi == 1 && h->w.dtype == DT_U32 && (h->w.bits == 4 || h->w.bits == 8) && T <= qmma_max_t && T >= qmma_min_t;
-        double tol = qmma ? 1e-4 : bi == 0 || !gemm || h->w.dtype == DT_F32 ? 1e-5 : bi == 1 && h->w.dtype == DT_BF16 ? 1e-4 : 1e-2;
+        /* one token of MLX 4/8-bit (groups 32/64/128) on "cuda" with KILN_CUDA_GEMV_MMA=1: the
+         * tensor-core decode GEMV (matmul_gemv_mma.cu), x as bf16 hi + lo like qmma: 1e-4 */
+        const int gmma = bi == 1 && T == 1 && gemv_mma && qmma_min_t >= 2 && qmma_min_t < 1000 && h->w.dtype == DT_U32 && (h->w.bits == 4 || h->w.bits == 8) &&
+                         h->w.group % 32 == 0 && h->w.group <= 128;
+        double tol = qmma || gmma ? 1e-4 : bi == 0 || !gemm || h->w.dtype == DT_F32 ? 1e-5 : bi == 1 && h->w.dtype == DT_BF16 ? 1e-4 : 1e-2;
         CHECK(err < tol, "%s%s %s T=%d %dx%d: rel err %.3g (tol %g)", be->ops->name, bi == 2 ? " (act bf16)" : "", what, T, N, K,
               err, tol);
         /* GEMV and qmma: batch invariance (qmma's when it also takes T = 1: KILN_CUDA_QMMA=1) */
@@ -176,6 +181,18 @@ static void test_matmul(void) {
                     snprintf(what, sizeof what, "q%d g%d", bits[b], groups[g]);
                     check_matmul(&h, Ts[ti], what);
                 }
+                free_hw(&h);
+            }
+    /* one token on the tensor-core decode GEMV (matmul_gemv_mma.cu, KILN_CUDA_GEMV_MMA=1): more row tiles than
+     * resident blocks (blocks loop over tiles), a partial last tile, and K = 14336 (llama-3-8b
+     * down_proj: x's split takes more than 48 KB of shared memory) */
+    const int gshapes[][2] = {{70001, 256}, {300, 14336}};
+    for (int b = 4; b <= 8; b += 4)
+        for (int g = 0; g < 3; g++)
+            for (int s = 0; s < 2; s++) {
+                hw_t h = make_quant(gshapes[s][0], gshapes[s][1], b, groups[g], s ? DT_F16 : DT_BF16, 300 + b * 7 + g);
+                snprintf(what, sizeof what, "q%d g%d", b, groups[g]);
+                check_matmul(&h, 1, what);
                 free_hw(&h);
             }
 }
@@ -287,6 +304,72 @@ static void *rand_cache(dtype_t dt, size_t n, uint64_t seed) {
     void *c = malloc(dtype_size(dt) * n);
     for (size_t i = 0; i < n; i++) store_from_f32(c, dt, i, ct_rand(&seed));
     return c;
+}
+
+/* The fused ops (backend.h add_rms_norm, rope_kv_write) against the separate ops on the
+ * same backend: bitwise equal x, y (y aliasing d, as the models call it), q, k and caches. */
+static void test_fused(void) {
+    backend_t *bes[2] = {be32, befast};
+    for (int bi = 0; bi < 2; bi++) {
+        backend_t *be = bes[bi];
+        const int ns[] = {64, 1000, 4096, 6144, 8192, 12288, 4099}, Ts[] = {1, 5};
+        for (int i = 0; i < 7; i++)
+            for (int ti = 0; ti < 2; ti++) {
+                const int n = ns[i], T = Ts[ti];
+                const size_t tn = (size_t)T * n;
+                float *x = rand_vec(tn, 10 + i, 3.f), *d = rand_vec(tn, 20 + i, 1.f), *w = rand_vec(n, 30 + i, 1.f);
+                float *x1 = malloc(sizeof(float) * tn), *y1 = malloc(sizeof(float) * tn), *x2 = malloc(sizeof(float) * tn),
+                      *y2 = malloc(sizeof(float) * tn);
+                float *dx = dev_from(be, x, tn), *dd = dev_from(be, d, tn), *dw = dev_from(be, w, n), *dy = be->ops->alloc(be, sizeof(float) * tn);
+                const float *wp = i == 2 ? NULL : dw, off = i & 1 ? 1.f : 0.f;
+                be->ops->add(be, dx, dd, tn);
+                be->ops->rms_norm(be, dy, dx, wp, off, T, n, 1e-6f);
+                to_host(be, x1, dx, tn); to_host(be, y1, dy, tn);
+                be->ops->free(be, dx); be->ops->free(be, dd);
+                dx = dev_from(be, x, tn); dd = dev_from(be, d, tn);
+                be->ops->add_rms_norm(be, dx, dd, dd, wp, off, T, n, 1e-6f);
+                to_host(be, x2, dx, tn); to_host(be, y2, dd, tn);
+                CHECK(!memcmp(x1, x2, sizeof(float) * tn) && !memcmp(y1, y2, sizeof(float) * tn), "%s add_rms_norm n=%d T=%d differs from add + rms_norm",
+                      be->ops->name, n, T);
+                be->ops->free(be, dx); be->ops->free(be, dd); be->ops->free(be, dw); be->ops->free(be, dy);
+                free(x); free(d); free(w); free(x1); free(y1); free(x2); free(y2);
+            }
+        const int cfg[][4] = {{32, 8, 128, 128}, {16, 2, 64, 32}, {6, 3, 80, 80}, {4, 4, 24, 16}}; /* nh nkv hd rot */
+        const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
+        for (int ci = 0; ci < 4; ci++)
+            for (int di = 0; di < 3; di++)
+                for (int T = 1; T <= 7; T += 6) {
+                    const int nh = cfg[ci][0], nkv = cfg[ci][1], hd = cfg[ci][2], rot = cfg[ci][3], bs = 5, nblk = 4;
+                    const size_t per = (size_t)nkv * hd, cells = (size_t)nblk * bs * per, es = dtype_size(dts[di]);
+                    float *q = rand_vec((size_t)T * nh * hd, 40 + ci, 2.f), *k = rand_vec(T * per, 50 + ci, 2.f), *v = rand_vec(T * per, 60 + ci, 1.f);
+                    float inv[64];
+                    for (int j = 0; j < rot / 2; j++) inv[j] = powf(10000.f, -2.f * j / rot);
+                    int32_t pos[7] = {4999, 3, 17, 128, 1000, 2047, 0}, slots[7] = {13, 2, 19, 0, 7, 11, 5};
+                    void *hc = rand_cache(dts[di], cells, 70 + ci);
+                    float *q1 = malloc(sizeof(float) * T * nh * hd), *k1 = malloc(sizeof(float) * T * per), *q2 = malloc(sizeof(float) * T * nh * hd),
+                          *k2 = malloc(sizeof(float) * T * per);
+                    void *c1k = malloc(es * cells), *c1v = malloc(es * cells), *c2k = malloc(es * cells), *c2v = malloc(es * cells);
+                    for (int pass = 0; pass < 2; pass++) {
+                        kv_view_t kv = {be->ops->upload(be, hc, es * cells), be->ops->upload(be, hc, es * cells), dts[di], bs, nkv, hd};
+                        float *dq = dev_from(be, q, (size_t)T * nh * hd), *dk = dev_from(be, k, T * per), *dv = dev_from(be, v, T * per);
+                        if (!pass) {
+                            be->ops->rope(be, dq, pos, T, nh, hd, rot, inv, 0.75f);
+                            be->ops->rope(be, dk, pos, T, nkv, hd, rot, inv, 0.75f);
+                            be->ops->kv_write(be, &kv, dk, dv, slots, T);
+                        } else be->ops->rope_kv_write(be, dq, dk, dv, pos, T, nh, nkv, hd, rot, inv, 0.75f, &kv, slots);
+                        to_host(be, pass ? q2 : q1, dq, (size_t)T * nh * hd);
+                        to_host(be, pass ? k2 : k1, dk, T * per);
+                        be->ops->download(be, pass ? c2k : c1k, kv.k, es * cells);
+                        be->ops->download(be, pass ? c2v : c1v, kv.v, es * cells);
+                        be->ops->free(be, kv.k); be->ops->free(be, kv.v); be->ops->free(be, dq); be->ops->free(be, dk); be->ops->free(be, dv);
+                    }
+                    CHECK(!memcmp(q1, q2, sizeof(float) * T * nh * hd) && !memcmp(k1, k2, sizeof(float) * T * per) && !memcmp(c1k, c2k, es * cells) &&
+                              !memcmp(c1v, c2v, es * cells),
+                          "%s rope_kv_write nh=%d nkv=%d hd=%d rot=%d %s T=%d differs from rope + rope + kv_write", be->ops->name, nh, nkv, hd, rot,
+                          dtype_name(dts[di]), T);
+                    free(q); free(k); free(v); free(hc); free(q1); free(k1); free(q2); free(k2); free(c1k); free(c1v); free(c2k); free(c2v);
+                }
+    }
 }
 
 static void test_kv_write(void) {
@@ -577,11 +660,14 @@ int main(void) {
     be32 = backend_create("cuda-f32", 0, &e);
     befast = backend_create("cuda", 0, &e);
     if (getenv("KILN_CUDA_QMMA_MAX_T") && atoi(getenv("KILN_CUDA_QMMA_MAX_T")) > 0) qmma_max_t = atoi(getenv("KILN_CUDA_QMMA_MAX_T"));
+    gemv_mma = getenv("KILN_CUDA_GEMV_MMA") && !strcmp(getenv("KILN_CUDA_GEMV_MMA"), "1");
     if (getenv("KILN_CUDA_QMMA")) qmma_min_t = atoi(getenv("KILN_CUDA_QMMA")) > 0 ? atoi(getenv("KILN_CUDA_QMMA")) : 1000;
     setenv("KILN_CUDA_ACT", "bf16", 1);
     be16 = backend_create("cuda", 0, &e);
     unsetenv("KILN_CUDA_ACT");
     if (!be32 || !befast || !be16) { printf("cannot create the CUDA backend: %s\n", e.msg); return 1; }
+    test_fused();
+    printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_matmul();
     test_prefill_matmul_variants();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);

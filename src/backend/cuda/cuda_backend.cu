@@ -313,6 +313,8 @@ static const backend_ops_t cuda_ops = {
     .step_begin = cu_step_begin,
     .step_end = cu_step_end,
     .sample = cuda_sample,
+    .add_rms_norm = cuda_add_rms_norm,
+    .rope_kv_write = cuda_rope_kv_write,
 };
 
 
@@ -383,7 +385,15 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         cuda_prof_ops.add = p_add; cuda_prof_ops.add_bias = p_bias; cuda_prof_ops.gather_rows = p_gather; cuda_prof_ops.embed = p_embed;
         cuda_prof_ops.kv_write = p_kvw; cuda_prof_ops.attention = p_attn;
         cuda_prof_ops.conv1d_causal = p_conv; cuda_prof_ops.gated_delta = p_delta; cuda_prof_ops.sigmoid_mul = p_sigmul;
+        cuda_prof_ops.add_rms_norm = NULL; cuda_prof_ops.rope_kv_write = NULL; /* timed as the separate ops */
         be->ops = &cuda_prof_ops;
+    }
+    const char *fenv = getenv("KILN_CUDA_FUSE"); /* =0: no fused ops (the models call the separate ones; A/B) */
+    if (!profile && fenv && !strcmp(fenv, "0")) {
+        static backend_ops_t nofuse;
+        nofuse = cuda_ops;
+        nofuse.add_rms_norm = NULL; nofuse.rope_kv_write = NULL;
+        be->ops = &nofuse;
     }
     be->impl = c;
     be->n_threads = 1;

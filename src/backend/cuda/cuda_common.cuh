@@ -143,6 +143,9 @@ void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, floa
 void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms);
 void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act);
 void cuda_add(backend_t *be, float *y, const float *x, size_t n);
+void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const float *w, float off, int T, int n, float eps);
+void cuda_rope_kv_write(backend_t *be, float *q, float *k, const float *v, const int32_t *pos, int T, int nh, int nkv, int hd, int rot,
+                        const float *inv, float ms, const kv_view_t *kv, const int32_t *slots);
 void cuda_add_bias(backend_t *be, float *y, const float *b, int T, int n);
 void cuda_gather_rows(backend_t *be, float *y, const float *x, const int32_t *idx, int n, int width);
 void cuda_embed(backend_t *be, float *y, const int32_t *ids, int T, const weight_t *w, float scale);

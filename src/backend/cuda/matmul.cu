@@ -28,6 +28,7 @@
 
 int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
+int cuda_gemv_mma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 
 #define TB_M 64 /* tokens per tile     */
 #define TB_N 64 /* weight rows per tile */
@@ -195,6 +196,9 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     cuda_impl_t *c = cuda_impl(be);
     const dweight_t *w = (const dweight_t *)wt->device;
     cuda_capture_tick(c); /* a captured step is launched in segments of matmuls */
+    /* MLX 4/8-bit, one token, on "cuda" (qmma from 2 tokens, the default): the decode GEMV on
+     * tensor cores (matmul_gemv_mma.cu) */
+    if (T == 1 && c->qmma >= 2 && w->dtype == DT_U32 && cuda_gemv_mma(c, y, x, T, w) == 0) return;
     /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes (matmul_qmma.cu) */
     if (c->qmma && T >= c->qmma && w->dtype == DT_U32 && cuda_qmma(c, y, x, T, w) == 0) return;
     if (T < c->gemm_min_t && !(w->dtype == DT_BF16 && T >= c->gemm_min_t_bf16)) {

@@ -23,9 +23,13 @@ __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float 
 }
 
 /* n % 4 == 0 and n <= 4·256·RV: each thread keeps its float4s of x in registers between the
- * sum of squares and the scaling (one read of x instead of two); same formula and f32 steps. */
-template <int RV>
-__global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x, const float *w, float off, int n, float eps) {
+ * sum of squares and the scaling (one read of x instead of two); same formula and f32 steps.
+ * ADD (add_rms_norm): x += d first (the add op's f32 sum), x written back, then the same
+ * norm of the new x into y; y may be d (each thread reads its d before the barrier and
+ * writes y after it). */
+template <int RV, bool ADD = false>
+__global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x, const float *w, float off, int n, float eps,
+                                                        const float *d = nullptr) {
     __shared__ float warp_sums[8];
     const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * n);
     float4 *yr = (float4 *)(y + (size_t)blockIdx.x * n);
@@ -36,6 +40,11 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
     for (int r = 0; r < RV; r++) {
         const int i = threadIdx.x + r * 256;
         v[r] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ADD && i < n4) {
+            const float4 dv = ((const float4 *)(d + (size_t)blockIdx.x * n))[i];
+            v[r].x += dv.x; v[r].y += dv.y; v[r].z += dv.z; v[r].w += dv.w;
+            ((float4 *)xr)[i] = v[r];
+        }
         ss = fmaf(v[r].x, v[r].x, ss); ss = fmaf(v[r].y, v[r].y, ss);
         ss = fmaf(v[r].z, v[r].z, ss); ss = fmaf(v[r].w, v[r].w, ss);
     }
@@ -69,5 +78,21 @@ void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, floa
     else if (al && n > 4096 && n <= 8192) rms_norm4_kernel<8><<<T, 256, 0, s>>>(y, x, w, off, n, eps);
     else if (n <= 256) rms_norm_kernel<64><<<T, 64, 0, s>>>(y, x, w, off, n, eps);
     else rms_norm_kernel<256><<<T, 256, 0, s>>>(y, x, w, off, n, eps);
+    cudaLaunchCheck();
+}
+
+/* x[T, n] += d; y = rms_norm(x): the add and rms_norm ops in one launch (backend.h
+ * add_rms_norm), bitwise the same results. Other sizes/alignments: the two ops. */
+void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const float *w, float off, int T, int n, float eps) {
+    if (T <= 0) return;
+    cudaStream_t s = cuda_impl(be)->stream;
+    const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15) && !((uintptr_t)d & 15);
+    if (al && n > 256 && n <= 4096) rms_norm4_kernel<4, true><<<T, 256, 0, s>>>(y, x, w, off, n, eps, d);
+    else if (al && n > 4096 && n <= 8192) rms_norm4_kernel<8, true><<<T, 256, 0, s>>>(y, x, w, off, n, eps, d);
+    else {
+        cuda_add(be, x, d, (size_t)T * n);
+        cuda_rms_norm(be, y, x, w, off, T, n, eps);
+        return;
+    }
     cudaLaunchCheck();
 }

@@ -8,18 +8,84 @@
 
 /* A thread per (token, head, rotated pair): at batch-1 decode the old thread-per-pair loop
  * over heads was a chain of dependent loads (~10 us per call for 32 heads). */
+/* Rotates pair (i, i + half) of head vector v by position p; the one formula both kernels use. */
+__device__ __forceinline__ void rope_pair(float *v, int i, int half, int p, const float *inv, float ms, float &ra, float &rb) {
+    const float ang = (float)p * inv[i];
+    const float c = cosf(ang) * ms, s = sinf(ang) * ms;
+    const float a = v[i], b = v[i + half];
+    ra = a * c - b * s;
+    rb = b * c + a * s;
+    v[i] = ra;
+    v[i + half] = rb;
+}
+
 __global__ void rope_kernel(float *x, const int32_t *pos, int T, int nh, int hd, int half, const float *inv, float ms) {
     const size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * nh * half) return;
     const int i = (int)(idx % half);
     const size_t th = idx / half; /* t * nh + h */
     const int t = (int)(th / nh);
-    const float ang = (float)pos[t] * inv[i];
-    const float c = cosf(ang) * ms, s = sinf(ang) * ms;
-    float *v = x + th * hd;
-    const float a = v[i], b = v[i + half];
-    v[i] = a * c - b * s;
-    v[i + half] = b * c + a * s;
+    float ra, rb;
+    rope_pair(x + th * hd, i, half, pos[t], inv, ms, ra, rb);
+}
+
+__device__ __forceinline__ void kv_store(void *cache, int dt, size_t i, float v) {
+    if (dt == DT_F32) ((float *)cache)[i] = v;
+    else if (dt == DT_F16) ((__half *)cache)[i] = __float2half_rn(v);
+    else ((__nv_bfloat16 *)cache)[i] = __float2bfloat16_rn(v);
+}
+
+/* rope(q), rope(k), kv_write(k, v) in one launch (backend.h rope_kv_write): threads
+ * [0, A) rotate q pairs, [A, A + B) rotate k pairs and store them in the cache too,
+ * [A + B, A + B + C) store v and k's unrotated dims. Same formulas and roundings as the
+ * three ops (rope_pair, kv_write's __float2*_rn): bitwise the same cache and q/k. */
+__global__ void rope_kv_kernel(float *q, float *k, const float *v, const int32_t *pos, const int32_t *slots, int T, int nh, int nkv,
+                               int hd, int half, const float *inv, float ms, void *kc, void *vc, int dt) {
+    const size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    const size_t A = (size_t)T * nh * half, B = (size_t)T * nkv * half, C = (size_t)T * nkv * hd;
+    const size_t per = (size_t)nkv * hd;
+    float ra, rb;
+    if (idx < A) {
+        const int i = (int)(idx % half);
+        const size_t th = idx / half;
+        rope_pair(q + th * hd, i, half, pos[th / nh], inv, ms, ra, rb);
+    } else if (idx < A + B) {
+        const size_t j = idx - A, th = j / half; /* t * nkv + h */
+        const int i = (int)(j % half), t = (int)(th / nkv), h = (int)(th % nkv);
+        rope_pair(k + th * hd, i, half, pos[t], inv, ms, ra, rb);
+        const size_t dst = (size_t)slots[t] * per + (size_t)h * hd;
+        kv_store(kc, dt, dst + i, ra);
+        kv_store(kc, dt, dst + i + half, rb);
+    } else if (idx < A + B + C) {
+        const size_t j = idx - A - B;
+        const int t = (int)(j / per), e = (int)(j % per), dim = e % hd;
+        const size_t dst = (size_t)slots[t] * per + e;
+        kv_store(vc, dt, dst, v[j]);
+        if (dim >= 2 * half) kv_store(kc, dt, dst, k[j]); /* not rotated: no thread above writes it */
+    }
+}
+
+void cuda_rope_kv_write(backend_t *be, float *q, float *k, const float *v, const int32_t *pos, int T, int nh, int nkv, int hd, int rot,
+                        const float *inv, float ms, const kv_view_t *kv, const int32_t *slots) {
+    const int half = rot / 2;
+    if (T <= 0) return;
+    if (half <= 0 || kv->n_kv_heads != nkv || kv->head_dim != hd) {
+        cuda_rope(be, q, pos, T, nh, hd, rot, inv, ms);
+        cuda_rope(be, k, pos, T, nkv, hd, rot, inv, ms);
+        cuda_kv_write(be, kv, k, v, slots, T);
+        return;
+    }
+    cuda_impl_t *c = cuda_impl(be);
+    size_t pb = sizeof(int32_t) * T, ib = sizeof(float) * half;
+    char *hb = (char *)cuda_host_buf(c, 1, 2 * pb + ib);
+    memcpy(hb, pos, pb);
+    memcpy(hb + pb, slots, pb);
+    memcpy(hb + 2 * pb, inv, ib);
+    const char *d = (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
+    const size_t n = (size_t)T * (nh + nkv) * half + (size_t)T * nkv * hd;
+    rope_kv_kernel<<<cdiv((long)n, 128), 128, 0, c->stream>>>(q, k, v, (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv, hd, half,
+                                                              (const float *)(d + 2 * pb), ms, kv->k, kv->v, kv->dtype);
+    cudaLaunchCheck();
 }
 
 void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms) {
