@@ -1,32 +1,57 @@
 #!/usr/bin/env bash
 # CPU benchmarks for issue 2: batch-1 decode and 512-token prefill on kiln synth
-# checkpoints, as ratios against ceilings measured in the same run (bench/probe.c):
-#   decode roofline = read bandwidth / weight bytes per token
-#   prefill share   = achieved matmul+attention FLOP/s / f32 FMA peak
+# checkpoints, as ratios against ceilings measured in the same run:
+#   decode roofline = read bandwidth / weight bytes per token. The read bandwidth is
+#     measured by `kiln bench --probe` inside the same process, right before and right
+#     after each decode run (after its prefill), with the model's threads: bench/probe.c's
+#     loop (src/base/bwprobe.c), best of 5 passes over 1 GiB. Each run's ratio is its
+#     decode GB/s over the mean of its two readings; the models are run round-robin
+#     ROUNDS times (default 3) × 2 runs, and the median, best and worst ratio are given.
+#   prefill share = achieved matmul+attention FLOP/s / f32 FMA peak (kiln-probe at start).
+# Also printed: the K/V bytes decode reads per token at this context (f16 cache), which
+# the weight-only roofline leaves out, and the 1-minute load average of each run.
 # Usage: bench/run_cpu.sh BUILD_DIR SYNTH_DIR [names...]   (names default: the six below)
 # Checkpoints: build/kiln synth --arch qwen3 --preset qwen3-0.6b --dtype q8 --out SYNTH_DIR/qwen3-0.6b-q8 ...
 set -euo pipefail
 B=${1:?build dir}; S=${2:?synth dir}; shift 2
 names=${*:-"qwen3-0.6b-bf16 qwen3-0.6b-q8 qwen3-0.6b-q4 llama-3.2-1b-bf16 llama-3.2-1b-q8 llama-3.2-1b-q4"}
+R=${ROUNDS:-3}
 probe=$("$B/kiln-probe" --json)
-echo "probe: $probe"
+echo "probe (start): $probe"
 echo "uptime: $(uptime)"
-printf '| model | weights MB/token | decode tok/s | roofline tok/s | decode / roofline | prefill tok/s | prefill GFLOP/s | / FMA peak |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
-for n in $names; do
-  j=$("$B/kiln" bench "$S/$n" --prompt-tokens 512 --gen-tokens 64 --runs 2 --json)
-  python3 - "$S/$n/config.json" "$j" "$probe" "$n" <<'PY'
-import json, sys
-cfg = json.load(open(sys.argv[1])); b = json.loads(sys.argv[2]); pr = json.loads(sys.argv[3]); name = sys.argv[4]
-H, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
-nh = cfg["num_attention_heads"]; hd = cfg.get("head_dim") or H // nh; nkv = cfg["num_key_value_heads"]; I = cfg["intermediate_size"]
-T = b["prompt_tokens"]
-layer = H * nh * hd * 2 + H * nkv * hd * 2 + 3 * H * I          # q,o + k,v + gate,up,down
-flops = 2 * L * layer * T + 2 * V * H                          # one logits row
-flops += L * 2 * 2 * (T * (T + 1) / 2) * nh * hd               # causal QK^T and PV
-roof = pr["read_gb_s"] * 1e9 / b["weight_bytes"]
-gf = flops / (T / b["prefill_tok_s"]) / 1e9
-print(f"| {name} | {b['weight_bytes']/1e6:.0f} | {b['decode_tok_s']:.2f} | {roof:.2f} | {b['decode_tok_s']/roof:.0%} | "
-      f"{b['prefill_tok_s']:.1f} | {gf:.1f} | {gf/pr['fma_gflops']:.0%} |")
-PY
+tmp=$(mktemp)
+for r in $(seq "$R"); do
+  for n in $names; do
+    j=$("$B/kiln" bench "$S/$n" --prompt-tokens 512 --gen-tokens 64 --runs 2 --probe --json)
+    echo "$n $j" >> "$tmp"
+    echo "round $r $n: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(" ".join("%.2f tok/s %.1f/%.1f GB/s %.0f%% (load %.2f)" % (x["decode_tok_s"], x["probe_before_gb_s"], x["probe_after_gb_s"], 100*x["ratio"], x["load1"]) for x in d["probe_runs"]))' "$j")"
+  done
 done
+echo "uptime: $(uptime)"
+python3 - "$S" "$probe" "$tmp" <<'PY'
+import json, sys, statistics
+S, pr, path = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+runs = {}
+for line in open(path):
+    n, j = line.split(" ", 1)
+    runs.setdefault(n, []).append(json.loads(j))
+print("| model | weights MB/token | K/V MB/token | decode tok/s (median, best) | probe GB/s (min–max) | decode / roofline median | best | worst | runs | load | prefill tok/s (best) | prefill GFLOP/s | / FMA peak |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for n, bs in runs.items():
+    cfg = json.load(open(f"{S}/{n}/config.json"))
+    H, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    nh = cfg["num_attention_heads"]; hd = cfg.get("head_dim") or H // nh; nkv = cfg["num_key_value_heads"]; I = cfg["intermediate_size"]
+    b0 = bs[0]; T = b0["prompt_tokens"]; G = b0["gen_tokens"]
+    kv = L * 2 * nkv * hd * 2 * (T + G / 2)                         # f16 K and V at the mean context
+    layer = H * nh * hd * 2 + H * nkv * hd * 2 + 3 * H * I
+    flops = 2 * L * layer * T + 2 * V * H + L * 2 * 2 * (T * (T + 1) / 2) * nh * hd
+    pr_runs = [x for b in bs for x in b["probe_runs"]]
+    rat = [x["ratio"] for x in pr_runs]; dc = [x["decode_tok_s"] for x in pr_runs]
+    probes = [x["probe_before_gb_s"] for x in pr_runs] + [x["probe_after_gb_s"] for x in pr_runs]
+    loads = [x["load1"] for x in pr_runs]
+    pf = max(b["prefill_tok_s"] for b in bs); gf = flops / (T / pf) / 1e9
+    print(f"| {n} | {b0['weight_bytes']/1e6:.0f} | {kv/1e6:.0f} | {statistics.median(dc):.2f}, {max(dc):.2f} | {min(probes):.1f}–{max(probes):.1f} | "
+          f"**{statistics.median(rat):.0%}** | {max(rat):.0%} | {min(rat):.0%} | {len(rat)} | {min(loads):.1f}–{max(loads):.1f} | "
+          f"{pf:.1f} | {gf:.1f} | {gf/pr['fma_gflops']:.0%} |")
+PY
+rm -f "$tmp"

@@ -9,13 +9,19 @@
  * With --threads 1 (the default) the time is the process CPU time, which other work on a
  * shared machine disturbs less than the wall clock; with more threads it is wall time.
  *
+ * --cold M: before each call, read M MiB of other memory (not timed), so the K/V come from
+ * DRAM as in a decode step (which streams the weights between two layers' attention);
+ * --huge: K/V on transparent huge pages (madvise), as the CPU backend allocates its cache.
+ *
  * Usage: kiln-attn-bench [--T T] [--pos P] [--threads N] [--kv f16|bf16|f32] [--heads H]
- *                        [--kv-heads K] [--head-dim D] [--window W] [--iters I] [--backend cpu|cpu-ref] */
+ *                        [--kv-heads K] [--head-dim D] [--window W] [--iters I] [--backend cpu|cpu-ref]
+ *                        [--cold MIB] [--huge 0|1] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include "backend/backend.h"
 
 static double now(clockid_t c) {
@@ -25,7 +31,7 @@ static double now(clockid_t c) {
 }
 
 int main(int argc, char **argv) {
-    int T = 160, P = 1888, nt = 1, nh = 16, nkv = 8, hd = 128, window = 0, iters = 5, bs = 16;
+    int T = 160, P = 1888, nt = 1, nh = 16, nkv = 8, hd = 128, window = 0, iters = 5, bs = 16, cold = 0, huge = 0;
     dtype_t dt = DT_F16;
     const char *bname = "cpu";
     for (int i = 1; i < argc; i++) {
@@ -40,6 +46,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--head-dim")) hd = atoi(v);
         else if (!strcmp(a, "--window")) window = atoi(v);
         else if (!strcmp(a, "--iters")) iters = atoi(v);
+        else if (!strcmp(a, "--cold")) cold = atoi(v);
+        else if (!strcmp(a, "--huge")) huge = atoi(v);
         else if (!strcmp(a, "--backend")) bname = v;
         else if (!strcmp(a, "--kv")) {
             if (!strcmp(v, "f16")) dt = DT_F16;
@@ -57,7 +65,13 @@ int main(int argc, char **argv) {
     if (!be) { fprintf(stderr, "attn_bench: %s\n", e.msg); return 1; }
     int ctx = P + T, nb = (ctx + bs - 1) / bs;
     size_t per = (size_t)nkv * hd, n = (size_t)nb * bs * per, qn = (size_t)T * nh * hd;
-    void *K = malloc(n * dtype_size(dt)), *V = malloc(n * dtype_size(dt));
+    size_t kvb = (n * dtype_size(dt) + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+    void *K = aligned_alloc((size_t)2 << 20, kvb), *V = aligned_alloc((size_t)2 << 20, kvb);
+    if (huge && K && V) { madvise(K, kvb, MADV_HUGEPAGE); madvise(V, kvb, MADV_HUGEPAGE); }
+    size_t coldn = (size_t)(cold > 0 ? cold : 0) << 18;
+    float *cb = coldn ? malloc(coldn * 4) : NULL;
+    for (size_t i = 0; i < coldn; i++) cb[i] = (float)i;
+    volatile float sink = 0;
     int32_t *table = malloc(sizeof(int32_t) * nb), *pos = malloc(sizeof(int32_t) * T), rs[2] = {0, T};
     float *q = malloc(sizeof(float) * qn), *out = malloc(sizeof(float) * qn);
     if (!K || !V || !table || !pos || !q || !out) { fprintf(stderr, "attn_bench: out of memory\n"); return 1; }
@@ -73,6 +87,11 @@ int main(int argc, char **argv) {
     clockid_t clk = nt == 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
     double best = INFINITY, pairs = 0;
     for (int it = 0; it < iters; it++) {
+        if (cb) {
+            float s0 = 0;
+            for (size_t i = 0; i < coldn; i += 16) s0 += cb[i];
+            sink += s0;
+        }
         double t0 = now(clk);
         be->ops->attention(be, out, q, T, &a);
         double t = now(clk) - t0;
@@ -86,7 +105,7 @@ int main(int argc, char **argv) {
            "\"kv_heads\": %d, \"head_dim\": %d, \"ms\": %.3f, \"gflop_s\": %.1f, \"check\": %.6f}\n",
            bname, backend_simd_name(be), nt, T, P, dtype_name(dt), nh, nkv, hd, best * 1e3, pairs * 4.0 * hd * nh / best / 1e9,
            out[qn / 2]);
-    free(K); free(V); free(table); free(pos); free(q); free(out);
+    free(cb); free(K); free(V); free(table); free(pos); free(q); free(out);
     backend_destroy(be);
     return 0;
 }

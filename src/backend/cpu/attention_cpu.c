@@ -13,7 +13,10 @@
  * shared counter, one KV head after another (its K/V stay in cache) and within a head the
  * latest tiles first (they attend over the most keys), so a causal prefill spreads evenly
  * over the threads; each thread uses the scratch of its own task.
- * Decode (one token per row) is one item per row and KV head. */
+ * A step of decode rows only (one token each) has one item per row and group of
+ * ceil(n_kv_heads / threads) KV heads, walked together block by block (the tile body's
+ * _group): each thread then reads contiguous runs of K/V instead of 256-byte rows a
+ * position apart. A head's arithmetic is the same in a group or alone. */
 #include <stdlib.h>
 #include "backend/cpu/attention_tile.h"
 #include "backend/cpu/cpu_kernels.h"
@@ -27,15 +30,37 @@ void attn_tile_dims(const attn_args_t *a, int n_tokens, attn_tile_dims_t *d) {
     int group = a->n_heads / a->n_kv_heads, nq = n_tokens * group;
     d->nqp = (nq + 15) / 16 * 16;
     d->hdp = (a->head_dim + 15) / 16 * 16;
-    /* Qt, K block, V block, scores, acc, m/l/corr, lo/hi */
-    d->floats = (size_t)a->head_dim * d->nqp + 2 * (size_t)AT_KB * d->hdp + (size_t)AT_KB * d->nqp +
-                (size_t)nq * d->hdp + 5 * (size_t)d->nqp + 16; /* + alignment slack */
+    d->floats = attn_tile_floats(a, n_tokens, 1);
+}
+
+size_t attn_tile_floats(const attn_args_t *a, int n_tokens, int n_heads) {
+    int group = a->n_heads / a->n_kv_heads, nq = n_tokens * group;
+    size_t nqp = (size_t)(nq + 15) / 16 * 16, hdp = (size_t)(a->head_dim + 15) / 16 * 16;
+    /* shared: K block, V block, scores, corr, lo/hi; per head: Qt, acc, m/l; + alignment slack */
+    return 2 * (size_t)AT_KB * hdp + (size_t)AT_KB * nqp + 3 * nqp +
+           (size_t)n_heads * ((size_t)a->head_dim * nqp + (size_t)nq * hdp + 2 * nqp) + 16;
+}
+
+/* Decode tiles (one token) walk this many KV heads together (attention_tile_body.h): one
+ * group per thread, so each thread reads contiguous runs of K/V rows */
+static int decode_heads(const attn_args_t *a, int n_threads) {
+    int g = (a->n_kv_heads + n_threads - 1) / (n_threads > 0 ? n_threads : 1);
+    return g < 1 ? 1 : g;
+}
+
+/* A step of one-token tiles only (decode rows): items are (tile, group of KV heads);
+ * otherwise (tile, KV head) */
+static int heads_per_item(const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads) {
+    for (int i = 0; i < n_tiles; i++)
+        if (tiles[i].t1 - tiles[i].t0 != 1) return 1;
+    return decode_heads(a, n_threads);
 }
 
 size_t simd_attention_scratch(const attn_args_t *a) {
     attn_tile_dims_t d;
     attn_tile_dims(a, attn_tile_tokens(a), &d);
-    return d.floats;
+    size_t dec = attn_tile_floats(a, 1, a->n_kv_heads); /* any group size up to all heads */
+    return d.floats > dec ? d.floats : dec;
 }
 
 int simd_attention_tiles(const attn_args_t *a, int t0, int t1, attn_tile_t *tiles) {
@@ -48,24 +73,31 @@ int simd_attention_tiles(const attn_args_t *a, int t0, int t1, attn_tile_t *tile
 }
 
 void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, const attn_args_t *a,
-                        const attn_tile_t *tiles, int n_tiles, atomic_int *next, float *scratch) {
+                        const attn_tile_t *tiles, int n_tiles, atomic_int *next, float *scratch, int n_threads) {
     attn_tile_fn fn = s == &simd_avx512 ? attn_tile_avx512 : attn_tile_avx2;
-    int items = n_tiles * a->n_kv_heads;
+    attn_group_fn gfn = s == &simd_avx512 ? attn_tile_avx512_group : attn_tile_avx2_group;
+    int hg = heads_per_item(a, tiles, n_tiles, n_threads), ng = (a->n_kv_heads + hg - 1) / hg, items = n_tiles * ng;
     for (;;) {
         int k = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
         if (k >= items) break;
         /* head-major: consecutive items read the same head's K/V (one head of a 2k context is
          * 1 MB in f16: it stays in L2 across the head's tiles); each head latest tiles first */
-        int kvh = k / n_tiles, it = n_tiles - 1 - k % n_tiles;
+        int g = k / n_tiles, it = n_tiles - 1 - k % n_tiles;
         const attn_tile_t *t = &tiles[it];
-        fn(out, q, a, t->r, t->t0, t->t1, kvh, scratch);
+        if (hg == 1) fn(out, q, a, t->r, t->t0, t->t1, g, scratch);
+        else gfn(out, q, a, t->r, t->t0, t->t1, g * hg, (g + 1) * hg < a->n_kv_heads ? (g + 1) * hg : a->n_kv_heads, scratch);
     }
+}
+
+int simd_attention_items(const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads) {
+    int hg = heads_per_item(a, tiles, n_tiles, n_threads);
+    return n_tiles * ((a->n_kv_heads + hg - 1) / hg);
 }
 
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch) {
     attn_tile_t *tiles = malloc(sizeof(attn_tile_t) * (size_t)(t1 - t0 > 0 ? t1 - t0 : 1));
     if (!tiles) abort();
     atomic_int next = 0;
-    simd_attention_run(s, out, q, a, tiles, simd_attention_tiles(a, t0, t1, tiles), &next, scratch);
+    simd_attention_run(s, out, q, a, tiles, simd_attention_tiles(a, t0, t1, tiles), &next, scratch, 1);
     free(tiles);
 }

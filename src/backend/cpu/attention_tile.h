@@ -23,9 +23,16 @@ typedef struct attn_tile_dims {
 int attn_tile_tokens(const attn_args_t *a);
 void attn_tile_dims(const attn_args_t *a, int n_tokens, attn_tile_dims_t *d);
 
-/* Tokens [t0, t1) of row r (at most attn_tile_tokens), KV head kvh; scratch: dims.floats. */
+/* Scratch floats for a tile of n_tokens tokens and n_heads KV heads walked together. */
+size_t attn_tile_floats(const attn_args_t *a, int n_tokens, int n_heads);
+
+/* Tokens [t0, t1) of row r (at most attn_tile_tokens), KV head kvh; scratch: dims.floats.
+ * _group: KV heads [h0, h1) together, scratch attn_tile_floats(a, t1 - t0, h1 - h0). */
 typedef void (*attn_tile_fn)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch);
 void attn_tile_avx2(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch);
 void attn_tile_avx512(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch);
+typedef void (*attn_group_fn)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1, float *scratch);
+void attn_tile_avx2_group(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1, float *scratch);
+void attn_tile_avx512_group(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1, float *scratch);
 
 #endif

@@ -20,6 +20,53 @@ static void at_to_f32(float *dst, const void *src, dtype_t t, int n) {
     for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
 }
 
+/* 16×16 transpose in registers: r[i][j] -> r[j][i] */
+static inline __attribute__((always_inline)) void at_tr16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 4; i++) {
+            t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
+            t[8 * h + 4 + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0xdd);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+    }
+}
+
+/* Decode tiles (AT_KT): the K rows of keys [ja, jb] of a block (rows[j], any KV dtype),
+ * converted to f32 and stored transposed, Kt[d·32 + j] (keys outside [ja, jb]: 0), so the
+ * keys-in-lanes scores load K[·][d] for 16 keys with one load instead of a gather. The
+ * values are the converted ones, exactly: only their place changes. hd % 16 == 0. */
+static void at_kt_block(float *Kt, const void *const *rows, dtype_t t, int hd, int ja, int jb) {
+    for (int g = 0; g < 32; g += 16)
+        for (int d0 = 0; d0 < hd; d0 += 16) {
+            __m512 r[16];
+            for (int i = 0; i < 16; i++) {
+                int j = g + i;
+                if (j < ja || j > jb) { r[i] = _mm512_setzero_ps(); continue; }
+                if (t == DT_F16) r[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)rows[j] + d0)));
+                else if (t == DT_BF16)
+                    r[i] = _mm512_castsi512_ps(_mm512_slli_epi32(
+                        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)rows[j] + d0))), 16));
+                else r[i] = _mm512_loadu_ps((const float *)rows[j] + d0);
+            }
+            at_tr16(r);
+            for (int i = 0; i < 16; i++) _mm512_storeu_ps(Kt + (size_t)(d0 + i) * 32 + g, r[i]);
+        }
+}
+
+#define AT_KT at_kt_block
 #define AT_NAME attn_tile_avx512
 #define AT_VW 16
 #define AT_CB 8

@@ -24,6 +24,9 @@
 #error "define AT_NAME and the AT_* vector macros before including attention_tile_body.h"
 #endif
 
+#ifndef AT_PF
+#define AT_PF 2 /* __builtin_prefetch locality of the next block's K/V: 2 = prefetcht1 (L2) */
+#endif
 #define AT_CAT2(a, b) a##b
 #define AT_CAT(a, b) AT_CAT2(a, b)
 
@@ -95,23 +98,23 @@ static void AT_CAT(AT_NAME, _scores)(float *S, const float *Qt, const float *Kb,
  * (test_attention_tiles compares decode-sized tiles with whole-step tiles bitwise). All
  * AT_KB keys of the block are scored; rows outside [ja, jb] hold zeros or an earlier
  * block's rows and are masked by the caller. */
-static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float *Kb, int nqp, int hdp, int hd, int nq,
-                                         float scale) {
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_few_n)(float *S, const float *Qt, const float *Kb,
+                                                                                int nqp, int hdp, int hd, float scale,
+                                                                                const int NQ, const int KT) {
     AT_VI idx[AT_KB / AT_VW];
-    AT_V acc[AT_DQ][AT_KB / AT_VW];
+    AT_V acc[4][AT_KB / AT_VW]; /* NQ <= AT_DQ <= 4, a constant: the accumulators stay in registers */
 #pragma GCC unroll 4
     for (int u = 0; u < AT_KB / AT_VW; u++) idx[u] = AT_MULLO_I(AT_ADD_I(AT_IOTA(), AT_SET1I(u * AT_VW)), AT_SET1I(hdp));
 #pragma GCC unroll 4
-    for (int i = 0; i < AT_DQ; i++)
+    for (int i = 0; i < NQ; i++)
 #pragma GCC unroll 4
         for (int u = 0; u < AT_KB / AT_VW; u++) acc[i][u] = AT_ZERO();
     for (int d = 0; d < hd; d++) {
         AT_V kd[AT_KB / AT_VW];
 #pragma GCC unroll 4
-        for (int u = 0; u < AT_KB / AT_VW; u++) kd[u] = AT_GATHER(Kb + d, idx[u]);
+        for (int u = 0; u < AT_KB / AT_VW; u++) kd[u] = KT ? AT_LOAD(Kb + (size_t)d * AT_KB + u * AT_VW) : AT_GATHER(Kb + d, idx[u]);
 #pragma GCC unroll 4
-        for (int i = 0; i < AT_DQ; i++) {
-            if (i >= nq) break;
+        for (int i = 0; i < NQ; i++) {
             AT_V qd = AT_SET1(Qt[(size_t)d * nqp + i]);
 #pragma GCC unroll 4
             for (int u = 0; u < AT_KB / AT_VW; u++) acc[i][u] = AT_FMA(qd, kd[u], acc[i][u]);
@@ -119,11 +122,29 @@ static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float 
     }
     AT_V sc = AT_SET1(scale);
     float tmp[AT_KB];
-    for (int i = 0; i < nq; i++) {
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++) {
 #pragma GCC unroll 4
         for (int u = 0; u < AT_KB / AT_VW; u++) AT_STORE(tmp + u * AT_VW, AT_MUL(acc[i][u], sc));
         for (int j = 0; j < AT_KB; j++) S[(size_t)j * nqp + i] = tmp[j];
     }
+}
+
+/* kt: Kb holds the block transposed (AT_KT), Kb[d·AT_KB + j], instead of rows */
+static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float *Kb, int nqp, int hdp, int hd, int nq,
+                                         float scale, int kt) {
+#define AT_FEW(n)                                                                         \
+    (kt ? AT_CAT(AT_NAME, _scores_few_n)(S, Qt, Kb, nqp, hdp, hd, scale, n, 1)           \
+        : AT_CAT(AT_NAME, _scores_few_n)(S, Qt, Kb, nqp, hdp, hd, scale, n, 0))
+    switch (nq) {
+    case 1: AT_FEW(1); break;
+    case 2: AT_FEW(2); break;
+#if AT_DQ >= 4
+    case 3: AT_FEW(3); break;
+    case 4: AT_FEW(4); break;
+#endif
+    }
+#undef AT_FEW
 }
 
 /* acc (+)= Σ_{j in [ja, jb]} P[j][i] · Vb[j] over NC vectors of head dim from column c0,
@@ -171,8 +192,15 @@ static void AT_CAT(AT_NAME, _pv)(float *acc, const float *P, const float *Vb, in
     }
 }
 
-/* Queries of tokens [t0, t1) (one row, r) and KV head kvh: out[t, kvh·group + g]. */
-void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch) {
+/* Queries of tokens [t0, t1) (one row, r) and KV heads [h0, h1): out[t, kvh·group + g].
+ * The heads are walked together, block by block (for each block of keys, each head in
+ * turn), each with its own Qt/acc/m/l: a head's operations and their order are exactly
+ * those of a one-head call, so grouping never changes a bit. What it changes is the
+ * memory order: a decode step reads one block's rows of all the group's heads together
+ * (n_kv_heads·hd contiguous elements per position) instead of one head's 256-byte rows
+ * a whole position apart, which the hardware prefetchers could not follow. */
+static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1,
+                                    float *scratch) {
     const kv_view_t *kv = &a->kv;
     const int32_t *bt = a->block_tables[r];
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = kv->block_size;
@@ -181,11 +209,24 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
     attn_tile_dims(a, t1 - t0, &D);
     int nqp = D.nqp, hdp = D.hdp;
     /* every section is a multiple of 16 floats: aligned to 64 bytes from an aligned base
-     * (a zmm load that straddles two cache lines costs two) */
-    float *Qt = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *Kb = Qt + (size_t)hd * nqp, *Vb = Kb + (size_t)AT_KB * hdp, *S = Vb + (size_t)AT_KB * hdp;
-    float *acc = S + (size_t)AT_KB * nqp, *m = acc + (size_t)nq * hdp, *l = m + nqp, *corr = l + nqp;
+     * (a zmm load that straddles two cache lines costs two). Shared by the heads: Kb, Vb,
+     * S, corr, lo, hi; per head: Qt, acc, m, l (attn_tile_floats) */
+    float *Kb = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *Vb = Kb + (size_t)AT_KB * hdp, *S = Vb + (size_t)AT_KB * hdp;
+    float *corr = S + (size_t)AT_KB * nqp;
     int32_t *lo = (int32_t *)(corr + nqp), *hi = lo + nqp;
+    float *heads = (float *)(hi + nqp);
+    size_t per_head = (size_t)hd * nqp + (size_t)nq * hdp + 2 * (size_t)nqp;
+#define AT_HQT(h) (heads + (size_t)((h) - h0) * per_head)
+#define AT_HACC(h) (AT_HQT(h) + (size_t)hd * nqp)
+#define AT_HM(h) (AT_HACC(h) + (size_t)nq * hdp)
+#define AT_HL(h) (AT_HM(h) + nqp)
     size_t per_tok = (size_t)kv->n_kv_heads * hd, esz = dtype_size(kv->dtype);
+    /* decode-sized tiles whose family can transpose K blocks (AT_KT): Kb holds Kᵀ */
+#ifdef AT_KT
+    int kt = nq <= AT_DQ && hd % AT_VW == 0;
+#else
+    const int kt = 0;
+#endif
 
     /* lanes: the queries' ranges; padding lanes get an empty range */
     int klo = INT32_MAX, khi = -1;
@@ -200,18 +241,21 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
             lo[i] = INT32_MAX;
             hi[i] = -1;
         }
-        m[i] = -INFINITY;
-        l[i] = 0.f;
     }
-    for (int i = 0; i < nqp; i++) {
-        if (i >= nq) {
-            for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = 0.f;
-            continue;
+    for (int kvh = h0; kvh < h1; kvh++) {
+        float *Qt = AT_HQT(kvh), *m = AT_HM(kvh), *l = AT_HL(kvh);
+        for (int i = 0; i < nqp; i++) {
+            m[i] = -INFINITY;
+            l[i] = 0.f;
+            if (i >= nq) {
+                for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = 0.f;
+                continue;
+            }
+            const float *qi = q + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
+            for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = qi[d];
         }
-        const float *qi = q + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
-        for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = qi[d];
+        memset(AT_HACC(kvh), 0, sizeof(float) * (size_t)nq * hdp);
     }
-    memset(acc, 0, sizeof(float) * (size_t)nq * hdp);
     memset(Kb, 0, sizeof(float) * (size_t)AT_KB * hdp); /* _scores_few reads whole blocks */
     /* the padding columns of the converted rows stay zero: the V sums run over hdp */
     for (int j = 0; j < AT_KB; j++) {
@@ -220,86 +264,126 @@ void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, in
 
     for (int b0 = klo / AT_KB * AT_KB; b0 <= khi; b0 += AT_KB) {
         int ja = klo > b0 ? klo - b0 : 0, jb = khi < b0 + AT_KB - 1 ? khi - b0 : AT_KB - 1;
-        for (int j = ja; j <= jb; j++) {
-            int pj = b0 + j;
-            size_t off = ((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd;
-            if (kv->dtype == DT_F32) {
-                memcpy(Kb + (size_t)j * hdp, (const float *)kv->k + off, sizeof(float) * hd);
-                memcpy(Vb + (size_t)j * hdp, (const float *)kv->v + off, sizeof(float) * hd);
-            } else {
-                AT_TO_F32(Kb + (size_t)j * hdp, (const char *)kv->k + off * esz, kv->dtype, hd);
-                AT_TO_F32(Vb + (size_t)j * hdp, (const char *)kv->v + off * esz, kv->dtype, hd);
+        for (int kvh = h0; kvh < h1; kvh++) {
+            float *Qt = AT_HQT(kvh), *acc = AT_HACC(kvh), *m = AT_HM(kvh), *l = AT_HL(kvh);
+            /* ask for the next block's K/V rows now: a head's rows are hd elements every
+             * n_kv_heads·hd, too sparse for the hardware prefetchers, and decode reads them
+             * from memory (a 512-token context is 56 MB of f16 K/V per qwen3-0.6b token) */
+            for (int pj = b0 + AT_KB; pj <= khi && pj < b0 + 2 * AT_KB; pj++) {
+                size_t off = (((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd) * esz;
+                for (size_t o = 0; o < (size_t)hd * esz; o += 64) {
+                    __builtin_prefetch((const char *)kv->k + off + o, 0, AT_PF);
+                    __builtin_prefetch((const char *)kv->v + off + o, 0, AT_PF);
+                }
             }
-        }
-        /* scores of the lane vectors from the first one with a lane in this block on (a
-         * vector with none is skipped below) */
-        int nv = nqp / AT_VW, v0 = 0;
-        while (v0 < nv) {
-            AT_M act = AT_MAND(AT_ILE(AT_LOADI(lo + v0 * AT_VW), AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), AT_LOADI(hi + v0 * AT_VW)));
-            if (!AT_MNONE(act)) break;
-            v0++;
-        }
-        if (nq <= AT_DQ) AT_CAT(AT_NAME, _scores_few)(S, Qt, Kb, nqp, hdp, hd, nq, a->scale);
-        else AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, nv, a->scale);
-        for (int v = 0; v < nv; v++) {
-            AT_VI vlo = AT_LOADI(lo + v * AT_VW), vhi = AT_LOADI(hi + v * AT_VW);
-            /* lanes whose range meets this block */
-            AT_M act = AT_MAND(AT_ILE(vlo, AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), vhi));
-            if (AT_MNONE(act)) {
-                AT_STORE(corr + v * AT_VW, AT_SET1(1.0f));
-                continue;
-            }
-            if (a->softcap > 0)
-                for (int j = ja; j <= jb; j++)
-                    for (int i = v * AT_VW; i < (v + 1) * AT_VW; i++) {
-                        float *s = &S[(size_t)j * nqp + i];
-                        *s = a->softcap * tanhf(*s / a->softcap);
-                    }
-            AT_V mb = AT_SET1(-INFINITY), ninf = AT_SET1(-INFINITY);
+#ifdef AT_KT
+            const void *krow[AT_KB];
+#endif
             for (int j = ja; j <= jb; j++) {
-                AT_VI pj = AT_SET1I(b0 + j);
-                AT_M ok = AT_MAND(AT_ILE(vlo, pj), AT_ILE(pj, vhi));
-                float *sj = S + (size_t)j * nqp + v * AT_VW;
-                AT_V sv = AT_SEL(ok, AT_LOAD(sj), ninf);
-                AT_STORE(sj, sv);
-                mb = AT_MAX(mb, sv);
+                int pj = b0 + j;
+                size_t off = ((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd;
+#ifdef AT_KT
+                krow[j] = (const char *)kv->k + off * esz;
+#endif
+                if (kv->dtype == DT_F32) {
+                    if (!kt) memcpy(Kb + (size_t)j * hdp, (const float *)kv->k + off, sizeof(float) * hd);
+                    memcpy(Vb + (size_t)j * hdp, (const float *)kv->v + off, sizeof(float) * hd);
+                } else {
+                    if (!kt) AT_TO_F32(Kb + (size_t)j * hdp, (const char *)kv->k + off * esz, kv->dtype, hd);
+                    AT_TO_F32(Vb + (size_t)j * hdp, (const char *)kv->v + off * esz, kv->dtype, hd);
+                }
             }
-            AT_V mo = AT_LOAD(m + v * AT_VW), mn = AT_SEL(act, AT_MAX(mo, mb), mo);
-            /* first block of a lane: nothing to rescale (acc and l are 0) */
-            AT_V c = AT_SEL(AT_FEQ(mo, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(mo, mn)));
-            c = AT_SEL(act, c, AT_SET1(1.0f));
-            AT_V lb = AT_ZERO();
-            for (int j = ja; j <= jb; j++) {
-                float *sj = S + (size_t)j * nqp + v * AT_VW;
-                AT_V sv = AT_LOAD(sj);
-                AT_V p = AT_SEL(AT_FEQ(sv, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(sv, mn)));
-                AT_STORE(sj, p);
-                lb = AT_ADD(lb, p);
+#ifdef AT_KT
+            if (kt) AT_KT(Kb, krow, kv->dtype, hd, ja, jb);
+#endif
+            /* scores of the lane vectors from the first one with a lane in this block on (a
+             * vector with none is skipped below) */
+            int nv = nqp / AT_VW, v0 = 0;
+            while (v0 < nv) {
+                AT_M act = AT_MAND(AT_ILE(AT_LOADI(lo + v0 * AT_VW), AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), AT_LOADI(hi + v0 * AT_VW)));
+                if (!AT_MNONE(act)) break;
+                v0++;
             }
-            AT_V lo_ = AT_LOAD(l + v * AT_VW);
-            AT_STORE(l + v * AT_VW, AT_SEL(act, AT_ADD(AT_MUL(lo_, c), lb), lo_));
-            AT_STORE(m + v * AT_VW, mn);
-            AT_STORE(corr + v * AT_VW, c);
-        }
-        /* V: each query over its own keys of the block; a token's group heads in pairs */
+            if (nq <= AT_DQ) AT_CAT(AT_NAME, _scores_few)(S, Qt, Kb, nqp, hdp, hd, nq, a->scale, kt);
+            else AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, nv, a->scale);
+            for (int v = 0; v < nv; v++) {
+                AT_VI vlo = AT_LOADI(lo + v * AT_VW), vhi = AT_LOADI(hi + v * AT_VW);
+                /* lanes whose range meets this block */
+                AT_M act = AT_MAND(AT_ILE(vlo, AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), vhi));
+                if (AT_MNONE(act)) {
+                    AT_STORE(corr + v * AT_VW, AT_SET1(1.0f));
+                    continue;
+                }
+                if (a->softcap > 0)
+                    for (int j = ja; j <= jb; j++)
+                        for (int i = v * AT_VW; i < (v + 1) * AT_VW; i++) {
+                            float *s = &S[(size_t)j * nqp + i];
+                            *s = a->softcap * tanhf(*s / a->softcap);
+                        }
+                AT_V mb = AT_SET1(-INFINITY), ninf = AT_SET1(-INFINITY);
+                for (int j = ja; j <= jb; j++) {
+                    AT_VI pj = AT_SET1I(b0 + j);
+                    AT_M ok = AT_MAND(AT_ILE(vlo, pj), AT_ILE(pj, vhi));
+                    float *sj = S + (size_t)j * nqp + v * AT_VW;
+                    AT_V sv = AT_SEL(ok, AT_LOAD(sj), ninf);
+                    AT_STORE(sj, sv);
+                    mb = AT_MAX(mb, sv);
+                }
+                AT_V mo = AT_LOAD(m + v * AT_VW), mn = AT_SEL(act, AT_MAX(mo, mb), mo);
+                /* first block of a lane: nothing to rescale (acc and l are 0) */
+                AT_V c = AT_SEL(AT_FEQ(mo, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(mo, mn)));
+                c = AT_SEL(act, c, AT_SET1(1.0f));
+                AT_V lb = AT_ZERO();
+                for (int j = ja; j <= jb; j++) {
+                    float *sj = S + (size_t)j * nqp + v * AT_VW;
+                    AT_V sv = AT_LOAD(sj);
+                    AT_V p = AT_SEL(AT_FEQ(sv, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(sv, mn)));
+                    AT_STORE(sj, p);
+                    lb = AT_ADD(lb, p);
+                }
+                AT_V lo_ = AT_LOAD(l + v * AT_VW);
+                AT_STORE(l + v * AT_VW, AT_SEL(act, AT_ADD(AT_MUL(lo_, c), lb), lo_));
+                AT_STORE(m + v * AT_VW, mn);
+                AT_STORE(corr + v * AT_VW, c);
+            }
+            /* V: each query over its own keys of the block; a token's group heads in pairs */
+            for (int i = 0; i < nq; i++) {
+                int qa = lo[i] - b0 > ja ? lo[i] - b0 : ja, qb = hi[i] - b0 < jb ? hi[i] - b0 : jb;
+                if (qa > qb) continue;
+                int i2 = i % group + 1 < group ? i + 1 : -1;
+                float c1 = corr[i], c2 = i2 >= 0 ? corr[i2] : 1.0f;
+                if (c1 != 1.0f)
+                    for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i * hdp + d), AT_SET1(c1)));
+                if (i2 >= 0 && c2 != 1.0f)
+                    for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
+                AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
+                if (i2 >= 0) i++;
+            }
+        } /* heads */
+    }
+    for (int kvh = h0; kvh < h1; kvh++) {
+        const float *acc = AT_HACC(kvh), *l = AT_HL(kvh);
         for (int i = 0; i < nq; i++) {
-            int qa = lo[i] - b0 > ja ? lo[i] - b0 : ja, qb = hi[i] - b0 < jb ? hi[i] - b0 : jb;
-            if (qa > qb) continue;
-            int i2 = i % group + 1 < group ? i + 1 : -1;
-            float c1 = corr[i], c2 = i2 >= 0 ? corr[i2] : 1.0f;
-            if (c1 != 1.0f)
-                for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i * hdp + d), AT_SET1(c1)));
-            if (i2 >= 0 && c2 != 1.0f)
-                for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
-            AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
-            if (i2 >= 0) i++;
+            float inv = 1.0f / l[i];
+            float *o = out + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
+            int d = 0;
+            for (; d + AT_VW <= hd; d += AT_VW) AT_STORE(o + d, AT_MUL(AT_LOAD(acc + (size_t)i * hdp + d), AT_SET1(inv)));
+            for (; d < hd; d++) o[d] = acc[(size_t)i * hdp + d] * inv;
         }
     }
-    for (int i = 0; i < nq; i++) {
-        float inv = 1.0f / l[i];
-        float *o = out + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
-        int d = 0;
-        for (; d + AT_VW <= hd; d += AT_VW) AT_STORE(o + d, AT_MUL(AT_LOAD(acc + (size_t)i * hdp + d), AT_SET1(inv)));
-        for (; d < hd; d++) o[d] = acc[(size_t)i * hdp + d] * inv;
-    }
+#undef AT_HQT
+#undef AT_HACC
+#undef AT_HM
+#undef AT_HL
+}
+
+/* Queries of tokens [t0, t1) (one row, r) and KV head kvh: out[t, kvh·group + g]. */
+void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch) {
+    AT_CAT(AT_NAME, _heads)(out, q, a, r, t0, t1, kvh, kvh + 1, scratch);
+}
+
+/* The same for KV heads [h0, h1) walked together (scratch: attn_tile_floats(a, t1 - t0, h1 - h0)). */
+void AT_CAT(AT_NAME, _group)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1,
+                             float *scratch) {
+    AT_CAT(AT_NAME, _heads)(out, q, a, r, t0, t1, h0, h1, scratch);
 }

@@ -180,7 +180,7 @@ static void at_task(void *ctx, int i, int n) {
     at_job_t *j = ctx;
     float *scratch = j->impl->scratch[i];
     if (j->impl->simd) {
-        simd_attention_run(j->impl->simd, j->out, j->q, j->a, j->tiles, j->n_tiles, &j->next, scratch);
+        simd_attention_run(j->impl->simd, j->out, j->q, j->a, j->tiles, j->n_tiles, &j->next, scratch, threadpool_size(j->impl->pool));
         return;
     }
     int per = (j->T + n - 1) / n, t0 = i * per, t1 = t0 + per < j->T ? t0 + per : j->T;
@@ -216,7 +216,7 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
         }
         job.tiles = impl->tiles;
         job.n_tiles = simd_attention_tiles(a, 0, T, impl->tiles);
-        items = job.n_tiles * a->n_kv_heads;
+        items = simd_attention_items(a, job.tiles, job.n_tiles, nt);
     }
     threadpool_run(impl->pool, items < nt ? items : nt, at_task, &job);
 }

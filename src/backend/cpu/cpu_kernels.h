@@ -63,7 +63,9 @@ size_t simd_attention_scratch(const attn_args_t *a);
 /* Cuts tokens [t0, t1) into tiles (at most t1 - t0 of them); returns the count. */
 int simd_attention_tiles(const attn_args_t *a, int t0, int t1, attn_tile_t *tiles);
 void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, const attn_args_t *a,
-                        const attn_tile_t *tiles, int n_tiles, atomic_int *next, float *scratch);
+                        const attn_tile_t *tiles, int n_tiles, atomic_int *next, float *scratch, int n_threads);
+/* Work items of those tiles for n_threads threads (one-token tiles: groups of KV heads) */
+int simd_attention_items(const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads);
 /* Tokens [t0, t1) on this thread (tests). scratch: simd_attention_scratch(a) floats. */
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch);
 
