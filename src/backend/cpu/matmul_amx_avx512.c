@@ -482,10 +482,11 @@ static void *scratch(size_t n) {
     return scr.p;
 }
 
-/* Scales (sq) and biases (bq) of W rows rows[0..3] as f32 [group][4], ng groups (padded to
- * a multiple of 16). */
+/* Scales (sq) and biases (bq) of W rows rows[0..3] as f32, four per group (one per row),
+ * ng groups padded to a multiple of 16: group g's four at QSB(g) (a 4x16 transpose per 16
+ * groups leaves them in this order; stored as it comes out). */
+#define QSB(g) ((size_t)((g) & ~15) * 4 + ((g) & 3) * 16 + (((g) & 15) >> 2) * 4)
 static void quad_sb(float *sq, float *bq, const weight_t *w, const int *rows, int ng) {
-    float tmp[4][16] __attribute__((aligned(64)));
     for (int which = 0; which < 2; which++) {
         const void *src = which ? w->biases : w->scales;
         float *dst = which ? bq : sq;
@@ -494,12 +495,12 @@ static void quad_sb(float *sq, float *bq, const weight_t *w, const int *rows, in
             for (int m = 0; m < 4; m++) r[m] = sb16(src, w->sb_dtype, (size_t)rows[m] * ng + g0, ng - g0);
             __m512d l01 = _mm512_castps_pd(_mm512_unpacklo_ps(r[0], r[1])), h01 = _mm512_castps_pd(_mm512_unpackhi_ps(r[0], r[1]));
             __m512d l23 = _mm512_castps_pd(_mm512_unpacklo_ps(r[2], r[3])), h23 = _mm512_castps_pd(_mm512_unpackhi_ps(r[2], r[3]));
-            /* tmp[i], 128-bit lane l: the four rows' values of group g0 + 4l + i */
-            _mm512_store_ps(tmp[0], _mm512_castpd_ps(_mm512_unpacklo_pd(l01, l23)));
-            _mm512_store_ps(tmp[1], _mm512_castpd_ps(_mm512_unpackhi_pd(l01, l23)));
-            _mm512_store_ps(tmp[2], _mm512_castpd_ps(_mm512_unpacklo_pd(h01, h23)));
-            _mm512_store_ps(tmp[3], _mm512_castpd_ps(_mm512_unpackhi_pd(h01, h23)));
-            for (int gg = 0; gg < 16; gg++) _mm_store_ps(dst + (size_t)(g0 + gg) * 4, _mm_load_ps(tmp[gg % 4] + (gg / 4) * 4));
+            /* vector i, 128-bit lane l: the four rows' values of group g0 + 4l + i */
+            float *o = dst + (size_t)g0 * 4;
+            _mm512_store_ps(o, _mm512_castpd_ps(_mm512_unpacklo_pd(l01, l23)));
+            _mm512_store_ps(o + 16, _mm512_castpd_ps(_mm512_unpackhi_pd(l01, l23)));
+            _mm512_store_ps(o + 32, _mm512_castpd_ps(_mm512_unpacklo_pd(h01, h23)));
+            _mm512_store_ps(o + 48, _mm512_castpd_ps(_mm512_unpackhi_pd(h01, h23)));
         }
     }
 }
@@ -556,7 +557,7 @@ static void vnni_q4(float *yrow, const weight_t *w, int ja, int jb, const int8_t
             __m512i u2 = _mm512_add_epi32(_mm512_unpacklo_epi64(t2, t3), _mm512_unpackhi_epi64(t2, t3));
             if (G == 32) {
                 int g = blk * 4;
-#define F32G(L) if (g + L < ng) acc = fold4(acc, _mm512_extracti32x4_epi32(u01, L), _mm512_extracti32x4_epi32(u2, L), pw[(g + L) * 16], xs[(g + L) * 16], bq + (g + L) * 4, sq + (g + L) * 4)
+#define F32G(L) if (g + L < ng) acc = fold4(acc, _mm512_extracti32x4_epi32(u01, L), _mm512_extracti32x4_epi32(u2, L), pw[(g + L) * 16], xs[(g + L) * 16], bq + QSB(g + L), sq + QSB(g + L))
                 F32G(0); F32G(1); F32G(2); F32G(3);
 #undef F32G
                 continue;
@@ -565,13 +566,13 @@ static void vnni_q4(float *yrow, const weight_t *w, int ja, int jb, const int8_t
             __m512i wv = _mm512_add_epi32(_mm512_shuffle_i32x4(u01, u2, 0x88), _mm512_shuffle_i32x4(u01, u2, 0xdd));
             if (G == 64) {
                 int g = blk * 2;
-                acc = fold4(acc, _mm512_castsi512_si128(wv), _mm512_extracti32x4_epi32(wv, 2), pw[g * 16], xs[g * 16], bq + g * 4, sq + g * 4);
+                acc = fold4(acc, _mm512_castsi512_si128(wv), _mm512_extracti32x4_epi32(wv, 2), pw[g * 16], xs[g * 16], bq + QSB(g), sq + QSB(g));
                 if (g + 1 < ng)
-                    acc = fold4(acc, _mm512_extracti32x4_epi32(wv, 1), _mm512_extracti32x4_epi32(wv, 3), pw[(g + 1) * 16], xs[(g + 1) * 16], bq + (g + 1) * 4, sq + (g + 1) * 4);
+                    acc = fold4(acc, _mm512_extracti32x4_epi32(wv, 1), _mm512_extracti32x4_epi32(wv, 3), pw[(g + 1) * 16], xs[(g + 1) * 16], bq + QSB(g + 1), sq + QSB(g + 1));
                 continue;
             }
             __m512i zz = _mm512_add_epi32(_mm512_shuffle_i32x4(wv, wv, 0x88), _mm512_shuffle_i32x4(wv, wv, 0xdd));
-            acc = fold4(acc, _mm512_castsi512_si128(zz), _mm512_extracti32x4_epi32(zz, 1), pw[blk * 16], xs[blk * 16], bq + blk * 4, sq + blk * 4);
+            acc = fold4(acc, _mm512_castsi512_si128(zz), _mm512_extracti32x4_epi32(zz, 1), pw[blk * 16], xs[blk * 16], bq + QSB(blk), sq + QSB(blk));
         }
         float out[4];
         _mm_storeu_ps(out, acc);
