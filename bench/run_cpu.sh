@@ -5,7 +5,7 @@
 #     measured by `kiln bench --probe` inside the same process, right before and right
 #     after each decode run (after its prefill), with the model's threads: bench/probe.c's
 #     loop (src/base/bwprobe.c), best of 5 passes over 1 GiB. Each run's ratio is its
-#     decode GB/s over the mean of its two readings; the models are run round-robin
+#     decode GB/s over the higher of its two readings; the models are run round-robin
 #     ROUNDS times (default 3) × 2 runs, and the median, best and worst ratio are given.
 #   prefill share = achieved matmul+attention FLOP/s / f32 FMA peak (kiln-probe at start).
 # Also printed: the K/V bytes decode reads per token at this context (f16 cache), which

@@ -6,8 +6,8 @@
  * after each run's decode (after its prefill), with the model's thread count, by the read
  * probe of bench/probe.c (base/bwprobe.c, best of 5 passes over 1 GiB). On a shared VM the
  * ceiling itself moves by 2x within minutes, so each run gets its own ratio — decode GB/s
- * over the mean of its two readings — and the median, best and worst of them are printed,
- * with the load average at each run. */
+ * over the higher of its two readings — and the median, best and worst of them are
+ * printed, with the load average at each run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,7 +271,9 @@ int cmd_bench(int argc, char **argv) {
         if (bw) {
             pr_a[run] = bwprobe_read_gbs(bw, m->be->n_threads, 5);
             pr_dc[run] = ng / (t2 - t1);
-            ratio[run] = pr_dc[run] * (double)m->weight_bytes / 1e9 / ((pr_b[run] + pr_a[run]) / 2);
+            /* the higher reading: a burst of other work during one probe lowers it, and must not
+             * raise the ratio */
+            ratio[run] = pr_dc[run] * (double)m->weight_bytes / 1e9 / (pr_b[run] > pr_a[run] ? pr_b[run] : pr_a[run]);
         }
         if (pf_s < best_pf) best_pf = pf_s;
         if (ng && t2 - t1 < best_dc) best_dc = t2 - t1;
