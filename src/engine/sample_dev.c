@@ -42,7 +42,8 @@ void sample_dev_free(sample_dev_t *d) {
     free(d);
 }
 
-/* Grows *p (elements of size sz) to hold need; 0 or -1. */
+/* Grows *p (elements of size sz) to hold need, *cap to its new size; 0 or -1. Arrays that
+ * share a capacity are grown from the same old *cap, so they reach the same size. */
 static int grow(void **p, int *cap, int need, size_t sz) {
     if (need <= *cap) return 0;
     int nc = *cap ? *cap : 64;
@@ -50,6 +51,7 @@ static int grow(void **p, int *cap, int need, size_t sz) {
     void *q = realloc(*p, sz * (size_t)nc);
     if (!q) return -1;
     *p = q;
+    *cap = nc;
     return 0;
 }
 
