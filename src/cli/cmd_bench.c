@@ -209,7 +209,7 @@ int cmd_bench(int argc, char **argv) {
         if (f[0] == '-') {
             if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", f); return 2; }
             const char *v = argv[++i];
-            int bad;
+            int bad = 0; /* flags without a parsed value (--concurrency) leave it 0 */
             if (!strcmp(f, "--prompt-tokens")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &np);
             else if (!strcmp(f, "--gen-tokens")) bad = cli_parse_int("bench", f, v, 0, 1 << 20, &ng);
             else if (!strcmp(f, "--runs")) bad = cli_parse_int("bench", f, v, 1, 100, &runs);
