@@ -177,6 +177,54 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pv_nc)(float 
     }
 }
 
+#ifdef AT_LOADH
+/* _pv_nc for decode tiles with f16 V: V[j] read from the cache row itself (vrow[j]) and
+ * widened in the load, instead of from a converted f32 copy: f16 -> f32 is exact, so each
+ * FMA sees the same operands in the same order — the same bits as _pv_nc — without the
+ * copy's store and reload (a decode step uses each V row once per query pair). */
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float *acc, const float *P, const void *const *vrow,
+                                                                           int nqp, int hdp, int c0, int i, int i2, int ja,
+                                                                           int jb, const int NC, const int pair) {
+    AT_V x[AT_CB], y[AT_CB];
+    float *ai = acc + (size_t)i * hdp + c0, *bi = acc + (size_t)(pair ? i2 : i) * hdp + c0;
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; c++) {
+        x[c] = AT_LOAD(ai + c * AT_VW);
+        if (pair) y[c] = AT_LOAD(bi + c * AT_VW);
+    }
+    for (int j = ja; j <= jb; j++) {
+        AT_V p = AT_SET1(P[(size_t)j * nqp + i]), p2 = AT_SET1(pair ? P[(size_t)j * nqp + i2] : 0.f);
+        const uint16_t *vj = (const uint16_t *)vrow[j] + c0;
+#pragma GCC unroll 16
+        for (int c = 0; c < NC; c++) {
+            AT_V vv = AT_LOADH(vj + c * AT_VW);
+            x[c] = AT_FMA(p, vv, x[c]);
+            if (pair) y[c] = AT_FMA(p2, vv, y[c]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; c++) {
+        AT_STORE(ai + c * AT_VW, x[c]);
+        if (pair) AT_STORE(bi + c * AT_VW, y[c]);
+    }
+}
+
+/* _pv with f16 V rows (hd == hdp, a multiple of AT_VW) */
+static void AT_CAT(AT_NAME, _pvh)(float *acc, const float *P, const void *const *vrow, int nqp, int hdp, int i, int i2, int ja,
+                                  int jb) {
+    int c0 = 0;
+    if (i2 >= 0) {
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i2, ja, jb, AT_CB, 1);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i2, ja, jb, 4, 1);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i2, ja, jb, 1, 1);
+    } else {
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i, ja, jb, AT_CB, 0);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i, ja, jb, 4, 0);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i, ja, jb, 1, 0);
+    }
+}
+#endif
+
 /* The same over the whole (padded) head dim: AT_CB vectors at a time, then 4, then 1 (each
  * element's chain is the same whatever the grouping). */
 static void AT_CAT(AT_NAME, _pv)(float *acc, const float *P, const float *Vb, int nqp, int hdp, int i, int i2, int ja, int jb) {
@@ -226,6 +274,12 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
     int kt = nq <= AT_DQ && hd % AT_VW == 0;
 #else
     const int kt = 0;
+#endif
+    /* ... and with f16 K/V, P·V reads V from the cache rows (_pvh): vh */
+#ifdef AT_LOADH
+    int vh = kt && kv->dtype == DT_F16;
+#else
+    const int vh = 0;
 #endif
 
     /* lanes: the queries' ranges; padding lanes get an empty range */
@@ -279,12 +333,19 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #ifdef AT_KT
             const void *krow[AT_KB];
 #endif
+#ifdef AT_LOADH
+            const void *vrow[AT_KB];
+#endif
             for (int j = ja; j <= jb; j++) {
                 int pj = b0 + j;
                 size_t off = ((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd;
 #ifdef AT_KT
                 krow[j] = (const char *)kv->k + off * esz;
 #endif
+#ifdef AT_LOADH
+                vrow[j] = (const char *)kv->v + off * esz;
+#endif
+                if (vh) continue; /* K transposed below, V read by _pvh */
                 if (kv->dtype == DT_F32) {
                     if (!kt) memcpy(Kb + (size_t)j * hdp, (const float *)kv->k + off, sizeof(float) * hd);
                     memcpy(Vb + (size_t)j * hdp, (const float *)kv->v + off, sizeof(float) * hd);
@@ -356,7 +417,11 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                     for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i * hdp + d), AT_SET1(c1)));
                 if (i2 >= 0 && c2 != 1.0f)
                     for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
-                AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
+#ifdef AT_LOADH
+                if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, hdp, i, i2, qa, qb);
+                else
+#endif
+                    AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
                 if (i2 >= 0) i++;
             }
         } /* heads */
