@@ -93,6 +93,7 @@ static void at_kt_block(float *Kt, const void *const *rows, dtype_t t, int hd, i
 #define AT_SEL(m, a, b) _mm512_mask_blend_ps(m, b, a)
 #define AT_FEQ(a, b) _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
 #define AT_TO_F32 at_to_f32
+#define AT_HMAX(x) _mm512_reduce_max_ps(x)
 #define AT_LOADH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define AT_DQ 4
 #define AT_IOTA() _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)

@@ -100,7 +100,7 @@ static void AT_CAT(AT_NAME, _scores)(float *S, const float *Qt, const float *Kb,
  * block's rows and are masked by the caller. */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_few_n)(float *S, const float *Qt, const float *Kb,
                                                                                 int nqp, int hdp, int hd, float scale,
-                                                                                const int NQ, const int KT) {
+                                                                                const int NQ, const int KT, int kl) {
     AT_VI idx[AT_KB / AT_VW];
     AT_V acc[4][AT_KB / AT_VW]; /* NQ <= AT_DQ <= 4, a constant: the accumulators stay in registers */
 #pragma GCC unroll 4
@@ -121,6 +121,13 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_few_n)
         }
     }
     AT_V sc = AT_SET1(scale);
+    if (kl) { /* keys layout: S[i·AT_KB + j] */
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+            for (int u = 0; u < AT_KB / AT_VW; u++) AT_STORE(S + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[i][u], sc));
+        return;
+    }
     float tmp[AT_KB];
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; i++) {
@@ -130,12 +137,13 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_few_n)
     }
 }
 
-/* kt: Kb holds the block transposed (AT_KT), Kb[d·AT_KB + j], instead of rows */
+/* kt: Kb holds the block transposed (AT_KT), Kb[d·AT_KB + j], instead of rows; kl: S is
+ * written query by query, S[i·AT_KB + j] (the decode softmax below), not S[j·nqp + i] */
 static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float *Kb, int nqp, int hdp, int hd, int nq,
-                                         float scale, int kt) {
+                                         float scale, int kt, int kl) {
 #define AT_FEW(n)                                                                         \
-    (kt ? AT_CAT(AT_NAME, _scores_few_n)(S, Qt, Kb, nqp, hdp, hd, scale, n, 1)           \
-        : AT_CAT(AT_NAME, _scores_few_n)(S, Qt, Kb, nqp, hdp, hd, scale, n, 0))
+    (kt ? AT_CAT(AT_NAME, _scores_few_n)(S, Qt, Kb, nqp, hdp, hd, scale, n, 1, kl)       \
+        : AT_CAT(AT_NAME, _scores_few_n)(S, Qt, Kb, nqp, hdp, hd, scale, n, 0, kl))
     switch (nq) {
     case 1: AT_FEW(1); break;
     case 2: AT_FEW(2); break;
@@ -183,8 +191,8 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pv_nc)(float 
  * FMA sees the same operands in the same order — the same bits as _pv_nc — without the
  * copy's store and reload (a decode step uses each V row once per query pair). */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float *acc, const float *P, const void *const *vrow,
-                                                                           int nqp, int hdp, int c0, int i, int i2, int ja,
-                                                                           int jb, const int NC, const int pair) {
+                                                                           int pj, int pi, int hdp, int c0, int i, int i2,
+                                                                           int ja, int jb, const int NC, const int pair) {
     AT_V x[AT_CB], y[AT_CB];
     float *ai = acc + (size_t)i * hdp + c0, *bi = acc + (size_t)(pair ? i2 : i) * hdp + c0;
 #pragma GCC unroll 16
@@ -193,7 +201,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
         if (pair) y[c] = AT_LOAD(bi + c * AT_VW);
     }
     for (int j = ja; j <= jb; j++) {
-        AT_V p = AT_SET1(P[(size_t)j * nqp + i]), p2 = AT_SET1(pair ? P[(size_t)j * nqp + i2] : 0.f);
+        AT_V p = AT_SET1(P[(size_t)j * pj + (size_t)i * pi]), p2 = AT_SET1(pair ? P[(size_t)j * pj + (size_t)i2 * pi] : 0.f);
         const uint16_t *vj = (const uint16_t *)vrow[j] + c0;
 #pragma GCC unroll 16
         for (int c = 0; c < NC; c++) {
@@ -209,18 +217,18 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
     }
 }
 
-/* _pv with f16 V rows (hd == hdp, a multiple of AT_VW) */
-static void AT_CAT(AT_NAME, _pvh)(float *acc, const float *P, const void *const *vrow, int nqp, int hdp, int i, int i2, int ja,
-                                  int jb) {
+/* _pv with f16 V rows (hd == hdp, a multiple of AT_VW); P[j·pj + i·pi] */
+static void AT_CAT(AT_NAME, _pvh)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
+                                  int ja, int jb) {
     int c0 = 0;
     if (i2 >= 0) {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i2, ja, jb, AT_CB, 1);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i2, ja, jb, 4, 1);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i2, ja, jb, 1, 1);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1);
     } else {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i, ja, jb, AT_CB, 0);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i, ja, jb, 4, 0);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, nqp, hdp, c0, i, i, ja, jb, 1, 0);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0);
     }
 }
 #endif
@@ -239,6 +247,66 @@ static void AT_CAT(AT_NAME, _pv)(float *acc, const float *P, const float *Vb, in
         for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pv_nc)(acc, P, Vb, nqp, hdp, c0, i, i, ja, jb, 1, 0);
     }
 }
+
+#ifdef AT_LOADH
+/* A decode tile's block (nq <= AT_DQ, so one lane vector: nqp == AT_VW): scores with each
+ * query's keys in lanes, Sk[i·AT_KB + j], and the online-softmax update of m, l and corr
+ * from them — the same values, bit for bit, as the query-lane loop in _heads, with 2 exps
+ * per query instead of AT_KB per lane vector. Per query i with keys [qa, qb] in this block:
+ * masked keys are −inf; mb = max of the rest (a max is exact in any order, and ±0 ties
+ * only change the sign of a zero that e^(x−m) does not see); mn = mo > mb ? mo : mb, as
+ * vmaxps(mo, mb); p_j = e^(s_j − mn) lane-wise by the same polynomial; and the row sum
+ * is added in key order from +0 over [qa, qb] (the query-lane loop also adds the masked
+ * keys' exact +0s, which change nothing). corr and l: the same vector code on mn, lb. */
+static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const float *Kb, float *m, float *l, float *corr,
+                                             const int32_t *lo, const int32_t *hi, int nq, int nqp, int hdp, int hd, int b0,
+                                             int ja, int jb, float scale, int kt) {
+    float mnv[AT_VW] __attribute__((aligned(64))), lbv[AT_VW] __attribute__((aligned(64)));
+    int qa_[AT_DQ], qb_[AT_DQ];
+    AT_V ninf = AT_SET1(-INFINITY);
+    AT_CAT(AT_NAME, _scores_few)(Sk, Qt, Kb, nqp, hdp, hd, nq, scale, kt, 1);
+    AT_STORE(mnv, AT_LOAD(m));
+    AT_STORE(lbv, AT_ZERO());
+    for (int i = 0; i < nq; i++) {
+        int qa = lo[i] - b0 > ja ? lo[i] - b0 : ja, qb = hi[i] - b0 < jb ? hi[i] - b0 : jb;
+        qa_[i] = qa;
+        qb_[i] = qb;
+        if (qa > qb) continue;
+        AT_V mx = ninf;
+        for (int u = 0; u < AT_KB / AT_VW; u++) {
+            AT_VI jv = AT_ADD_I(AT_IOTA(), AT_SET1I(u * AT_VW));
+            AT_M ok = AT_MAND(AT_ILE(AT_SET1I(qa), jv), AT_ILE(jv, AT_SET1I(qb)));
+            float *sk = Sk + (size_t)i * AT_KB + u * AT_VW;
+            AT_V sv = AT_SEL(ok, AT_LOAD(sk), ninf);
+            AT_STORE(sk, sv);
+            mx = AT_MAX(mx, sv);
+        }
+        float mb = AT_HMAX(mx), mo = m[i];
+        mnv[i] = mo > mb ? mo : mb;
+    }
+    for (int i = 0; i < nq; i++) {
+        if (qa_[i] > qb_[i]) continue;
+        AT_V mn = AT_SET1(mnv[i]);
+        float *sk = Sk + (size_t)i * AT_KB;
+        for (int u = 0; u < AT_KB / AT_VW; u++) {
+            AT_V sv = AT_LOAD(sk + u * AT_VW);
+            AT_STORE(sk + u * AT_VW, AT_SEL(AT_FEQ(sv, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(sv, mn))));
+        }
+        float lb = 0.f;
+        for (int j = qa_[i]; j <= qb_[i]; j++) lb += sk[j];
+        lbv[i] = lb;
+    }
+    AT_VI vlo = AT_LOADI(lo), vhi = AT_LOADI(hi);
+    AT_M act = AT_MAND(AT_ILE(vlo, AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), vhi));
+    AT_V mo = AT_LOAD(m), mn = AT_LOAD(mnv);
+    AT_V c = AT_SEL(AT_FEQ(mo, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(mo, mn)));
+    c = AT_SEL(act, c, AT_SET1(1.0f));
+    AT_V l0 = AT_LOAD(l);
+    AT_STORE(l, AT_SEL(act, AT_ADD(AT_MUL(l0, c), AT_LOAD(lbv)), l0));
+    AT_STORE(m, mn);
+    AT_STORE(corr, c);
+}
+#endif
 
 /* Queries of tokens [t0, t1) (one row, r) and KV heads [h0, h1): out[t, kvh·group + g].
  * The heads are walked together, block by block (for each block of keys, each head in
@@ -280,6 +348,12 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
     int vh = kt && kv->dtype == DT_F16;
 #else
     const int vh = 0;
+#endif
+    /* ... and without soft-capping, the decode softmax keeps each query's keys in lanes
+     * (dk): Sk[i·AT_KB + j] */
+#ifdef AT_LOADH
+    int dk = vh && !(a->softcap > 0);
+    float Sk[AT_DQ * AT_KB] __attribute__((aligned(64)));
 #endif
 
     /* lanes: the queries' ranges; padding lanes get an empty range */
@@ -365,7 +439,13 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 if (!AT_MNONE(act)) break;
                 v0++;
             }
-            if (nq <= AT_DQ) AT_CAT(AT_NAME, _scores_few)(S, Qt, Kb, nqp, hdp, hd, nq, a->scale, kt);
+#ifdef AT_LOADH
+            if (dk) {
+                AT_CAT(AT_NAME, _decode_softmax)(Sk, Qt, Kb, m, l, corr, lo, hi, nq, nqp, hdp, hd, b0, ja, jb, a->scale, kt);
+                goto pv;
+            }
+#endif
+            if (nq <= AT_DQ) AT_CAT(AT_NAME, _scores_few)(S, Qt, Kb, nqp, hdp, hd, nq, a->scale, kt, 0);
             else AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, nv, a->scale);
             for (int v = 0; v < nv; v++) {
                 AT_VI vlo = AT_LOADI(lo + v * AT_VW), vhi = AT_LOADI(hi + v * AT_VW);
@@ -407,6 +487,9 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 AT_STORE(m + v * AT_VW, mn);
                 AT_STORE(corr + v * AT_VW, c);
             }
+#ifdef AT_LOADH
+        pv:
+#endif
             /* V: each query over its own keys of the block; a token's group heads in pairs */
             for (int i = 0; i < nq; i++) {
                 int qa = lo[i] - b0 > ja ? lo[i] - b0 : ja, qb = hi[i] - b0 < jb ? hi[i] - b0 : jb;
@@ -418,7 +501,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 if (i2 >= 0 && c2 != 1.0f)
                     for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
 #ifdef AT_LOADH
-                if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, hdp, i, i2, qa, qb);
+                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Sk, vrow, 1, AT_KB, hdp, i, i2, qa, qb);
+                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb);
                 else
 #endif
                     AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
