@@ -192,7 +192,8 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pv_nc)(float 
  * copy's store and reload (a decode step uses each V row once per query pair). */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float *acc, const float *P, const void *const *vrow,
                                                                            int pj, int pi, int hdp, int c0, int i, int i2,
-                                                                           int ja, int jb, const int NC, const int pair) {
+                                                                           int ja, int jb, const int NC, const int pair,
+                                                                           const char *const *pf, int pfn) {
     AT_V x[AT_CB], y[AT_CB];
     float *ai = acc + (size_t)i * hdp + c0, *bi = acc + (size_t)(pair ? i2 : i) * hdp + c0;
 #pragma GCC unroll 16
@@ -203,6 +204,11 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
     for (int j = ja; j <= jb; j++) {
         AT_V p = AT_SET1(P[(size_t)j * pj + (size_t)i * pi]), p2 = AT_SET1(pair ? P[(size_t)j * pj + (size_t)i2 * pi] : 0.f);
         const uint16_t *vj = (const uint16_t *)vrow[j] + c0;
+        if (pf && pf[j])
+            for (int o = 0; o < pfn; o += 64) {
+                __builtin_prefetch(pf[j] + o, 0, AT_PF);
+                __builtin_prefetch(pf[AT_KB + j] + o, 0, AT_PF);
+            }
 #pragma GCC unroll 16
         for (int c = 0; c < NC; c++) {
             AT_V vv = AT_LOADH(vj + c * AT_VW);
@@ -217,18 +223,21 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
     }
 }
 
-/* _pv with f16 V rows (hd == hdp, a multiple of AT_VW); P[j·pj + i·pi] */
+/* _pv with f16 V rows (hd == hdp, a multiple of AT_VW); P[j·pj + i·pi]. pf (or NULL): with
+ * key j, prefetch pfn bytes of the K row pf[j] and the V row pf[AT_KB + j] (null: none) —
+ * the next block's rows, asked for one at a time between the FMAs instead of all at once
+ * (a burst of 512 prefetches stalls on the fill buffers) */
 static void AT_CAT(AT_NAME, _pvh)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
-                                  int ja, int jb) {
+                                  int ja, int jb, const char *const *pf, int pfn) {
     int c0 = 0;
     if (i2 >= 0) {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1, c0 ? NULL : pf, pfn);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1, c0 ? NULL : pf, pfn);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1, c0 ? NULL : pf, pfn);
     } else {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0, c0 ? NULL : pf, pfn);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0, c0 ? NULL : pf, pfn);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0, c0 ? NULL : pf, pfn);
     }
 }
 #endif
@@ -397,6 +406,19 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
             /* ask for the next block's K/V rows now: a head's rows are hd elements every
              * n_kv_heads·hd, too sparse for the hardware prefetchers, and decode reads them
              * from memory (a 512-token context is 56 MB of f16 K/V per qwen3-0.6b token) */
+#ifdef AT_LOADH
+            /* (decode tiles: spread over the P·V loop, see _pvh) */
+            const char *pfr[2 * AT_KB];
+            if (dk) {
+                for (int j = 0; j < AT_KB; j++) {
+                    int pj = b0 + AT_KB + j;
+                    if (pj > khi) { pfr[j] = NULL; continue; }
+                    size_t off = (((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd) * esz;
+                    pfr[j] = (const char *)kv->k + off;
+                    pfr[AT_KB + j] = (const char *)kv->v + off;
+                }
+            } else
+#endif
             for (int pj = b0 + AT_KB; pj <= khi && pj < b0 + 2 * AT_KB; pj++) {
                 size_t off = (((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd) * esz;
                 for (size_t o = 0; o < (size_t)hd * esz; o += 64) {
@@ -501,8 +523,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 if (i2 >= 0 && c2 != 1.0f)
                     for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
 #ifdef AT_LOADH
-                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Sk, vrow, 1, AT_KB, hdp, i, i2, qa, qb);
-                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb);
+                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Sk, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz);
+                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb, NULL, 0);
                 else
 #endif
                     AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
