@@ -177,6 +177,9 @@ typedef struct backend_ops {
     /* rope(q: nh heads) and rope(k: nkv heads) as rope does, then kv_write(kv, k, v, slots, T). */
     void (*rope_kv_write)(backend_t *, float *q, float *k, const float *v, const int32_t *pos, int T, int nh, int nkv, int head_dim,
                           int rot_dim, const float *inv_freq, float mscale, const kv_view_t *kv, const int32_t *slots);
+    /* y[i][T, w[i].rows] = x[T, cols] · w[i]ᵀ for i < n, as n matmul calls give them (one x,
+     * several weights: q/k/v, gate/up), in one dispatch. */
+    void (*matmul_multi)(backend_t *, int n, float *const *y, const float *x, int T, const weight_t *const *w);
 } backend_ops_t;
 
 struct backend {

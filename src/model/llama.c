@@ -191,9 +191,15 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         const llama_layer_t *l = &L->layers[li];
         /* attention block */
         if (!h_ready) op->rms_norm(be, L->h, L->x, l->ln_attn, 0.f, T, H, (float)c->rms_eps);
-        op->matmul(be, L->q, L->h, T, &l->wq);
-        op->matmul(be, L->k, L->h, T, &l->wk);
-        op->matmul(be, L->v, L->h, T, &l->wv);
+        if (op->matmul_multi) {
+            float *const y[3] = {L->q, L->k, L->v};
+            const weight_t *const w[3] = {&l->wq, &l->wk, &l->wv};
+            op->matmul_multi(be, 3, y, L->h, T, w);
+        } else {
+            op->matmul(be, L->q, L->h, T, &l->wq);
+            op->matmul(be, L->k, L->h, T, &l->wk);
+            op->matmul(be, L->v, L->h, T, &l->wv);
+        }
         if (l->bq) op->add_bias(be, L->q, l->bq, T, nh * hd);
         if (l->bk) op->add_bias(be, L->k, l->bk, T, nkv * hd);
         if (l->bv) op->add_bias(be, L->v, l->bv, T, nkv * hd);
@@ -233,8 +239,14 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             op->add(be, L->x, L->h, (size_t)T * H);
             op->rms_norm(be, L->h, L->x, l->ln_mlp, 0.f, T, H, (float)c->rms_eps);
         }
-        op->matmul(be, L->g, L->h, T, &l->wg);
-        op->matmul(be, L->u, L->h, T, &l->wu);
+        if (op->matmul_multi) {
+            float *const y[2] = {L->g, L->u};
+            const weight_t *const w[2] = {&l->wg, &l->wu};
+            op->matmul_multi(be, 2, y, L->h, T, w);
+        } else {
+            op->matmul(be, L->g, L->h, T, &l->wg);
+            op->matmul(be, L->u, L->h, T, &l->wu);
+        }
         if (l->bg) op->add_bias(be, L->g, l->bg, T, I);
         if (l->bu) op->add_bias(be, L->u, l->bu, T, I);
         op->glu(be, L->g, L->g, L->u, (size_t)T * I, ACT_SILU);

@@ -60,8 +60,8 @@ static int cpu_prepare_weight(backend_t *be, weight_t *w, err_t *e) { return 0; 
 /* --- matmul: columns split into one contiguous slice per task --- */
 typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight_t *w; amx_share_t sh; } mm_job_t;
 
-static void mm_task(void *ctx, int i, int n) {
-    mm_job_t *j = ctx;
+/* One weight's share of task i of n (the whole matmul when n is 1). */
+static void mm_part(mm_job_t *j, int i, int n) {
     int N = j->w->rows;
     /* AMX with several x rows: a shared x and blocks of rows from a counter. One row
      * (decode) keeps one contiguous slice per thread: one long weight stream each, which
@@ -77,6 +77,12 @@ static void mm_task(void *ctx, int i, int n) {
     if (j->impl->simd) j->impl->simd->matmul(j->y, j->x, j->T, j->w, j0, j1);
     else ref_matmul(j->y, j->x, j->T, j->w, j0, j1);
 }
+static void mm_task(void *ctx, int i, int n) { mm_part(ctx, i, n); }
+
+/* Threads one matmul of w would use: small ones are not worth a wake-up. */
+static int mm_threads(cpu_impl_t *impl, int T, const weight_t *w) {
+    return (size_t)T * w->rows * w->cols < 65536 ? 1 : threadpool_size(impl->pool);
+}
 
 static void cpu_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
     cpu_impl_t *impl = be->impl;
@@ -85,10 +91,60 @@ static void cpu_matmul(backend_t *be, float *y, const float *x, int T, const wei
     atomic_init(&job.sh.prep_next, 0);
     atomic_init(&job.sh.prep_done, 0);
     atomic_init(&job.sh.buf, NULL);
-    int n = threadpool_size(impl->pool);
-    if ((size_t)T * w->rows * w->cols < 65536) n = 1; /* not worth a wake-up */
-    threadpool_run(impl->pool, n, mm_task, &job);
+    threadpool_run(impl->pool, mm_threads(impl, T, w), mm_task, &job);
     free(atomic_load(&job.sh.buf));
+}
+
+/* --- matmul_multi: y[i] = x · w[i]ᵀ for n weights in one pool dispatch. Task t runs, weight
+ * after weight, exactly the part mm_part gives it in a matmul of that weight alone (same task
+ * count, same slice or shared counter), so each y[i] is bitwise what matmul gives and no
+ * thread waits for the others between weights. A weight whose AMX kernel, cols and group
+ * match an earlier one's reuses that weight's prepared x (x_of): x is prepared once for q/k/v
+ * and once for gate/up. --- */
+#define MM_MULTI_MAX 8
+typedef struct { int n, nt[MM_MULTI_MAX]; mm_job_t job[MM_MULTI_MAX]; } mm_multi_t;
+
+static void mm_multi_task(void *ctx, int i, int n) {
+    mm_multi_t *m = ctx;
+    for (int k = 0; k < m->n; k++)
+        if (i < m->nt[k]) mm_part(&m->job[k], i, m->nt[k]);
+}
+
+/* The AMX kernel the shared path of mm_part picks for w (0: none). */
+static int mm_amx_kind(cpu_impl_t *impl, int T, int nt, const weight_t *w) {
+    if (impl->simd != &simd_avx512 || nt <= 1 || T <= 1) return 0;
+    return amx_q8_ok(w) ? 1 : amx_q4_ok(w) ? 2 : amx_bf16_ok(w) ? 3 : 0;
+}
+
+static void cpu_matmul_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w) {
+    cpu_impl_t *impl = be->impl;
+    if (n > MM_MULTI_MAX) {
+        for (int k = 0; k < n; k++) cpu_matmul(be, y[k], x, T, w[k]);
+        return;
+    }
+    mm_multi_t m = {.n = n};
+    int nt = 1, kind[MM_MULTI_MAX];
+    for (int k = 0; k < n; k++) {
+        mm_job_t *j = &m.job[k];
+        *j = (mm_job_t){impl, y[k], x, T, w[k]};
+        atomic_init(&j->sh.next, 0);
+        atomic_init(&j->sh.prep_next, 0);
+        atomic_init(&j->sh.prep_done, 0);
+        atomic_init(&j->sh.buf, NULL);
+        m.nt[k] = mm_threads(impl, T, w[k]);
+        if (m.nt[k] > nt) nt = m.nt[k];
+        kind[k] = mm_amx_kind(impl, T, m.nt[k], w[k]);
+        /* every thread that runs weight k ran weight p before it (same task count) and
+         * waited there until p's x was prepared */
+        for (int p = 0; p < k && kind[k]; p++)
+            if (kind[p] == kind[k] && !m.job[p].sh.x_of && m.nt[p] == m.nt[k] && w[p]->cols == w[k]->cols &&
+                w[p]->group == w[k]->group) {
+                j->sh.x_of = &m.job[p].sh;
+                break;
+            }
+    }
+    threadpool_run(impl->pool, nt, mm_multi_task, &m);
+    for (int k = 0; k < n; k++) free(atomic_load(&m.job[k].sh.buf));
 }
 
 /* --- per-row ops over the pool: rows [0, n) cut into one contiguous range per thread.
@@ -269,7 +325,7 @@ static void cpu_add_rows_scaled(backend_t *be, float *y, const float *x, const i
 
 static const backend_ops_t cpu_ops = {
     .name = "cpu", .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_upload, .download = cpu_download,
-    .prepare_weight = cpu_prepare_weight, .matmul = cpu_matmul, .rms_norm = cpu_rms_norm, .rope = cpu_rope,
+    .prepare_weight = cpu_prepare_weight, .matmul = cpu_matmul, .matmul_multi = cpu_matmul_multi, .rms_norm = cpu_rms_norm, .rope = cpu_rope,
     .glu = cpu_glu, .add = cpu_add, .add_bias = cpu_add_bias, .gather_rows = cpu_gather_rows, .embed = cpu_embed,
     .kv_write = cpu_kv_write, .attention = cpu_attention,
     .conv1d_causal = cpu_conv1d_causal, .gated_delta = cpu_gated_delta, .sigmoid_mul = cpu_sigmoid_mul,

@@ -48,7 +48,9 @@ int amx_bf16_ok(const weight_t *w);
 /* sh == NULL: columns [j0, j1) on this thread. Else the threads of one matmul share the
  * prepared x and its blocks of rows through *sh (zeroed before; the caller frees sh->buf
  * after all have returned), each calling with the same [j0, j1). */
-typedef struct amx_share { atomic_int next, prep_next, prep_done; void *_Atomic buf; } amx_share_t;
+/* x_of (matmul_multi): another share of the same dispatch whose weight has the same kernel,
+ * cols and group and comes first for every thread: its prepared x is reused, not made again. */
+typedef struct amx_share { atomic_int next, prep_next, prep_done; void *_Atomic buf; struct amx_share *x_of; } amx_share_t;
 void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh);
 void amx_matmul_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh);
 void amx_matmul_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1, amx_share_t *sh);

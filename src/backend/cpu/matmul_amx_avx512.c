@@ -199,6 +199,7 @@ static void *share_x(amx_share_t *sh, size_t bytes, void **buf) {
         if (!(*buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) abort();
         return *buf;
     }
+    if (sh->x_of) { *buf = atomic_load(&sh->x_of->buf); return NULL; } /* already prepared */
     void *mine = NULL, *cur = atomic_load(&sh->buf);
     if (!cur) {
         if (!(mine = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) abort();
@@ -211,6 +212,7 @@ static void *share_x(amx_share_t *sh, size_t bytes, void **buf) {
 static void share_prep(amx_share_t *sh, prep_fn prep, void *q, const float *x, int T) {
     int nb = (T + 15) / 16;
     if (!sh) { prep(q, x, T, 0, T); return; }
+    if (sh->x_of) return; /* every thread here has waited for x_of's preparation */
     for (int b; (b = atomic_fetch_add(&sh->prep_next, 1)) < nb;) {
         prep(q, x, T, b * 16, b * 16 + 16 < T ? b * 16 + 16 : T);
         atomic_fetch_add(&sh->prep_done, 1);
