@@ -93,6 +93,17 @@ typedef struct {
  * inlined the stores of rows/colsb were dropped as dead and ldtilecfg faulted. */
 static inline void load_tilecfg(const tilecfg_t *c) { __asm__ volatile("ldtilecfg %0" ::"m"(*c)); }
 
+/* The four-row VNNI decode twins (q8 and q4): per 128-bit lane, the lane sums of four W
+ * rows' accumulators, u01 = [S01 row 0..3] and u2 = [S2 row 0..3] (int32 adds: exact). */
+static inline __attribute__((always_inline)) void quad_sums(const __m512i *a01, const __m512i *a2, __m512i *u01, __m512i *u2) {
+    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[0], a01[1]), _mm512_unpackhi_epi32(a01[0], a01[1]));
+    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[2], a01[3]), _mm512_unpackhi_epi32(a01[2], a01[3]));
+    __m512i t2 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[0], a2[1]), _mm512_unpackhi_epi32(a2[0], a2[1]));
+    __m512i t3 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[2], a2[3]), _mm512_unpackhi_epi32(a2[2], a2[3]));
+    *u01 = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    *u2 = _mm512_add_epi32(_mm512_unpacklo_epi64(t2, t3), _mm512_unpackhi_epi64(t2, t3));
+}
+
 /* Tiles (blocks of 2..16 x rows): 0..2 the three digit sums C_d (16 W rows × tn x rows of int32), 3 the codes A
  * (16 W rows × kc bytes), 4..6 the digits B_d (kc/4 rows × tn x rows of 4 bytes). */
 static void configure(int kc, int tn) {
@@ -308,12 +319,8 @@ static void block(float *y, int N, int t0, int tn, int j, int nj, const uint8_t 
                     for (int m = 0; m < 4; m++) a01[m] = _mm512_dpbusd_epi32(_mm512_slli_epi32(a01[m], 8), c[m], xv1);
                 }
                 /* lane sums of the four rows: [S01 row 0..3] and [S2 row 0..3] */
-                __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[0], a01[1]), _mm512_unpackhi_epi32(a01[0], a01[1]));
-                __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[2], a01[3]), _mm512_unpackhi_epi32(a01[2], a01[3]));
-                __m512i t2 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[0], a2[1]), _mm512_unpackhi_epi32(a2[0], a2[1]));
-                __m512i t3 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[2], a2[3]), _mm512_unpackhi_epi32(a2[2], a2[3]));
-                __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-                __m512i u2 = _mm512_add_epi32(_mm512_unpacklo_epi64(t2, t3), _mm512_unpackhi_epi64(t2, t3));
+                __m512i u01, u2;
+                quad_sums(a01, a2, &u01, &u2);
                 /* 128-bit lanes of w: u01's 0+1, u01's 2+3, u2's 0+1, u2's 2+3; of z: u01's sum, u2's sum */
                 __m512i w = _mm512_add_epi32(_mm512_shuffle_i32x4(u01, u2, 0x88), _mm512_shuffle_i32x4(u01, u2, 0xdd));
                 __m512i z = _mm512_add_epi32(_mm512_shuffle_i32x4(w, w, 0x88), _mm512_shuffle_i32x4(w, w, 0xdd));
@@ -551,12 +558,8 @@ static void vnni_q4(float *yrow, const weight_t *w, int ja, int jb, const int8_t
                 a01[m] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(a01[m], 8), lo, e1), hi, o1);
             }
             /* per 128-bit lane (32 columns): the four rows' sums */
-            __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[0], a01[1]), _mm512_unpackhi_epi32(a01[0], a01[1]));
-            __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a01[2], a01[3]), _mm512_unpackhi_epi32(a01[2], a01[3]));
-            __m512i t2 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[0], a2[1]), _mm512_unpackhi_epi32(a2[0], a2[1]));
-            __m512i t3 = _mm512_add_epi32(_mm512_unpacklo_epi32(a2[2], a2[3]), _mm512_unpackhi_epi32(a2[2], a2[3]));
-            __m512i u01 = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-            __m512i u2 = _mm512_add_epi32(_mm512_unpacklo_epi64(t2, t3), _mm512_unpackhi_epi64(t2, t3));
+            __m512i u01, u2;
+            quad_sums(a01, a2, &u01, &u2);
             if (G == 32) {
                 int g = blk * 4;
 #define F32G(L) if (g + L < ng) acc = fold4(acc, _mm512_extracti32x4_epi32(u01, L), _mm512_extracti32x4_epi32(u2, L), pw[(g + L) * 16], xs[(g + L) * 16], bq + QSB(g + L), sq + QSB(g + L))
