@@ -15,7 +15,7 @@
 
 static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KILN_CUDA_GEMM_MIN_T_DEFAULT) */
 static int qmma_min_t = KILN_CUDA_QMMA_MIN_T_DEFAULT, qmma_max_t = 64; /* KILN_CUDA_QMMA(_MAX_T) as the backend reads them */
-static int gemv_mma; /* KILN_CUDA_GEMV_MMA=1: batch-1 MLX 4/8-bit through matmul_gemv_mma.cu */
+static int gemv_tc = 1; /* batch-1 MLX 4/8-bit through matmul_gemv_tc.cu (KILN_CUDA_GEMV_TC=0: the f32 GEMV) */
 static backend_t *be16;           /* "cuda" with KILN_CUDA_ACT=bf16: x rounded once to bf16 for bf16 weights */
 
 static float *dev_from(backend_t *be, const float *h, size_t n) { return be->ops->upload(be, h, sizeof(float) * n); }
@@ -63,6 +63,12 @@ static hw_t make_quant(int rows, int cols, int bits, int group, dtype_t sbt, uin
 
 static void free_hw(hw_t *h) { free(h->a); free(h->b); free(h->c); }
 
+/* the weights matmul_gemv_tc.cu takes (its caller's conditions) */
+static int gemv_tc_ok(const weight_t *w) {
+    return w->dtype == DT_U32 && (w->bits == 4 || w->bits == 8) && (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % 128 == 0 &&
+           (w->sb_dtype == DT_BF16 || w->sb_dtype == DT_F16);
+}
+
 /* y = x·Wᵀ on both backends vs ref_matmul; rows alone vs in the batch on the GEMV path. */
 static void check_matmul(hw_t *h, int T, const char *what) {
     weight_t w32 = h->w, wf = h->w, w16 = h->w;
@@ -91,10 +97,9 @@ static void check_matmul(hw_t *h, int T, const char *what) {
         /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes, x as bf16 hi + lo
          * (matmul_qmma.cu): 1e-4, bitwise batch invariant like the GEMV */
         const int qmma = bi == 1 && h->w.dtype == DT_U32 && (h->w.bits == 4 || h->w.bits == 8) && T <= qmma_max_t && T >= qmma_min_t;
-        /* one token of MLX 4/8-bit (groups 32/64/128) on "cuda" with KILN_CUDA_GEMV_MMA=1: the
-         * tensor-core decode GEMV (matmul_gemv_mma.cu), x as bf16 hi + lo like qmma: 1e-4 */
-        const int gmma = bi == 1 && T == 1 && gemv_mma && qmma_min_t >= 2 && qmma_min_t < 1000 && h->w.dtype == DT_U32 && (h->w.bits == 4 || h->w.bits == 8) &&
-                         h->w.group % 32 == 0 && h->w.group <= 128;
+        /* one token of MLX 4/8-bit (groups 32/64/128, K % 128 == 0, 16-bit scales) on "cuda":
+         * the tensor-core decode GEMV (matmul_gemv_tc.cu), x as f16 hi + lo: 1e-4 like qmma */
+        const int gmma = bi == 1 && T == 1 && gemv_tc && qmma_min_t >= 2 && qmma_min_t < 1000 && gemv_tc_ok(&h->w);
         double tol = qmma || gmma ? 1e-4 : bi == 0 || !gemm || h->w.dtype == DT_F32 ? 1e-5 : bi == 1 && h->w.dtype == DT_BF16 ? 1e-4 : 1e-2;
         CHECK(err < tol, "%s%s %s T=%d %dx%d: rel err %.3g (tol %g)", be->ops->name, bi == 2 ? " (act bf16)" : "", what, T, N, K,
               err, tol);
@@ -183,16 +188,123 @@ static void test_matmul(void) {
                 }
                 free_hw(&h);
             }
-    /* one token on the tensor-core decode GEMV (matmul_gemv_mma.cu, KILN_CUDA_GEMV_MMA=1): more row tiles than
-     * resident blocks (blocks loop over tiles), a partial last tile, and K = 14336 (llama-3-8b
-     * down_proj: x's split takes more than 48 KB of shared memory) */
-    const int gshapes[][2] = {{70001, 256}, {300, 14336}};
+    /* one token on the tensor-core decode GEMV (matmul_gemv_tc.cu): more row tiles than
+     * resident blocks (blocks loop over tiles, several items per warp), a partial last tile,
+     * K = 14336 (llama-3-8b down_proj: x's split takes more than 48 KB of shared memory), K not
+     * a multiple of a whole item (640, 384: lane spans past K) and fewer items than warps */
+    const int gshapes[][2] = {{70001, 256}, {300, 14336}, {4111, 640}, {1000, 4096}, {17, 384}, {33, 128}};
     for (int b = 4; b <= 8; b += 4)
         for (int g = 0; g < 3; g++)
-            for (int s = 0; s < 2; s++) {
-                hw_t h = make_quant(gshapes[s][0], gshapes[s][1], b, groups[g], s ? DT_F16 : DT_BF16, 300 + b * 7 + g);
+            for (int s = 0; s < 6; s++) {
+                hw_t h = make_quant(gshapes[s][0], gshapes[s][1], b, groups[g], s & 1 ? DT_F16 : DT_BF16, 300 + b * 7 + g + 11 * s);
                 snprintf(what, sizeof what, "q%d g%d", b, groups[g]);
                 check_matmul(&h, 1, what);
+                free_hw(&h);
+            }
+}
+
+/* matmul_multi: each y[i] bitwise what matmul gives for w[i] alone (one launch over all the
+ * weights' rows on "cuda" at T = 1 for MLX 4/8-bit of one K/bits/group/scale type; one by
+ * one otherwise), and within the path's tolerance of ref_matmul. Sets like q/k/v and
+ * gate/up, awkward row counts, a set that cannot share a launch (mixed bits / dtypes). */
+static void test_matmul_multi(void) {
+    struct { int n, rows[4], K, bits[4], group; dtype_t sbt; } sets[] = {
+        {3, {4096, 1024, 1024}, 4096, {4, 4, 4}, 64, DT_BF16},  /* llama-3-8b q/k/v */
+        {2, {3001, 3001}, 1024, {8, 8}, 32, DT_F16},            /* gate/up, partial last tile */
+        {3, {17, 70001, 5}, 256, {4, 4, 4}, 128, DT_BF16},      /* tiny, huge, tiny */
+        {4, {100, 33, 1, 300}, 384, {8, 8, 8, 8}, 128, DT_BF16}, /* four weights, K past whole items */
+        {2, {640, 130}, 512, {4, 8}, 64, DT_BF16},              /* mixed bits: one by one */
+        {3, {64, 64, 64}, 256, {0, 4, 0}, 32, DT_BF16},         /* bf16, q4, bf16: one by one */
+    };
+    const int Ts[] = {1, 2, 9};
+    backend_t *bes[2] = {be32, befast};
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int n = sets[si].n, K = sets[si].K;
+        hw_t h[4];
+        weight_t w[2][4];
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            h[i] = sets[si].bits[i] ? make_quant(sets[si].rows[i], K, sets[si].bits[i], sets[si].group, sets[si].sbt, 500 + 31 * si + i)
+                                    : make_dense(sets[si].rows[i], K, DT_BF16, 500 + 31 * si + i);
+            for (int bi = 0; bi < 2; bi++) {
+                err_t e = {0};
+                w[bi][i] = h[i].w;
+                if (bes[bi]->ops->prepare_weight(bes[bi], &w[bi][i], &e)) { CHECK(0, "prepare_weight: %s", e.msg); ok = 0; }
+            }
+        }
+        for (size_t ti = 0; ok && ti < sizeof Ts / sizeof Ts[0]; ti++) {
+            const int T = Ts[ti];
+            float *x = rand_vec((size_t)T * K, 900 + si + T, 1.0f);
+            for (int bi = 0; bi < 2; bi++) {
+                backend_t *be = bes[bi];
+                CHECK(be->ops->matmul_multi != NULL, "%s: no matmul_multi", be->ops->name);
+                if (!be->ops->matmul_multi) continue;
+                float *dx = dev_from(be, x, (size_t)T * K), *dy[4], *dz[4];
+                const weight_t *wp[4];
+                for (int i = 0; i < n; i++) {
+                    dy[i] = be->ops->alloc(be, sizeof(float) * T * sets[si].rows[i]);
+                    dz[i] = be->ops->alloc(be, sizeof(float) * T * sets[si].rows[i]);
+                    wp[i] = &w[bi][i];
+                    be->ops->matmul(be, dz[i], dx, T, wp[i]);
+                }
+                be->ops->matmul_multi(be, n, dy, dx, T, wp);
+                for (int i = 0; i < n; i++) {
+                    const size_t ny = (size_t)T * sets[si].rows[i];
+                    float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny), *want = malloc(sizeof(float) * ny);
+                    to_host(be, a, dy[i], ny);
+                    to_host(be, b, dz[i], ny);
+                    CHECK(!memcmp(a, b, sizeof(float) * ny), "%s matmul_multi set %zu weight %d T=%d: differs from its matmul", be->ops->name, si, i, T);
+                    ref_matmul(want, x, T, &h[i].w, 0, sets[si].rows[i]);
+                    const double err = ct_rel_err(a, want, ny);
+                    const double tol = bi == 0 || (T < KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT && h[i].w.dtype == DT_BF16) ? 1e-5 : 1e-4;
+                    CHECK(err < tol, "%s matmul_multi set %zu weight %d T=%d: rel err %.3g (tol %g)", be->ops->name, si, i, T, err, tol);
+                    free(a); free(b); free(want);
+                    be->ops->free(be, dy[i]); be->ops->free(be, dz[i]);
+                }
+                be->ops->free(be, dx);
+            }
+            free(x);
+        }
+        for (int i = 0; i < n; i++) free_hw(&h[i]);
+    }
+}
+
+/* qmma's two kernels (matmul_qmma.cu): steps of 9..64 tokens take qmma_wide_kernel (x split once
+ * per 128 rows, the split-K slots' sums added by a second kernel), up to 8 qmma_kernel; both
+ * must give a token the same bits. Each batch's first and last 8 rows against the same rows
+ * run as a batch of 8: partial 128-row blocks (1, 130, 300), K = 14336 (llama-3-8b down_proj,
+ * 16 slots of 14 segments), 8192, every group size, f16/bf16 scales. */
+static void test_qmma_wide(void) {
+    if (qmma_min_t > 8 || qmma_max_t < 64) return; /* the sizes do not both take qmma */
+    const int shapes[][2] = {{1, 128}, {130, 1024}, {300, 14336}, {4352, 256}, {129, 8192}};
+    const int Ts[] = {9, 17, 33, 64}, groups[] = {32, 64, 128};
+    for (int b = 4; b <= 8; b += 4)
+        for (int g = 0; g < 3; g++)
+            for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+                const int N = shapes[si][0], K = shapes[si][1];
+                if (K % groups[g]) continue;
+                hw_t h = make_quant(N, K, b, groups[g], si & 1 ? DT_F16 : DT_BF16, 500 + b * 7 + g * 3 + si);
+                weight_t w = h.w;
+                err_t e = {0};
+                if (befast->ops->prepare_weight(befast, &w, &e)) { CHECK(0, "qmma wide: prepare_weight: %s", e.msg); free_hw(&h); continue; }
+                float *x = rand_vec((size_t)64 * K, 900 + si, 1.0f), *big = malloc(sizeof(float) * 64 * N), *small = malloc(sizeof(float) * 8 * N);
+                for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                    const int T = Ts[ti];
+                    float *dx = dev_from(befast, x, (size_t)T * K), *dy = befast->ops->alloc(befast, sizeof(float) * T * N);
+                    befast->ops->matmul(befast, dy, dx, T, &w);
+                    to_host(befast, big, dy, (size_t)T * N);
+                    for (int part = 0; part < 2; part++) { /* rows 0..7, then T-8..T-1 */
+                        const int r0 = part ? T - 8 : 0;
+                        float *dxs = dev_from(befast, x + (size_t)r0 * K, (size_t)8 * K), *dys = befast->ops->alloc(befast, sizeof(float) * 8 * N);
+                        befast->ops->matmul(befast, dys, dxs, 8, &w);
+                        to_host(befast, small, dys, (size_t)8 * N);
+                        CHECK(!memcmp(small, big + (size_t)r0 * N, sizeof(float) * 8 * N), "q%d g%d %dx%d: rows %d..%d of a %d-token batch differ from a batch of 8",
+                              b, groups[g], N, K, r0, r0 + 7, T);
+                        befast->ops->free(befast, dxs); befast->ops->free(befast, dys);
+                    }
+                    befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+                }
+                free(x); free(big); free(small);
                 free_hw(&h);
             }
 }
@@ -660,7 +772,7 @@ int main(void) {
     be32 = backend_create("cuda-f32", 0, &e);
     befast = backend_create("cuda", 0, &e);
     if (getenv("KILN_CUDA_QMMA_MAX_T") && atoi(getenv("KILN_CUDA_QMMA_MAX_T")) > 0) qmma_max_t = atoi(getenv("KILN_CUDA_QMMA_MAX_T"));
-    gemv_mma = getenv("KILN_CUDA_GEMV_MMA") && !strcmp(getenv("KILN_CUDA_GEMV_MMA"), "1");
+    gemv_tc = !(getenv("KILN_CUDA_GEMV_TC") && !strcmp(getenv("KILN_CUDA_GEMV_TC"), "0"));
     if (getenv("KILN_CUDA_QMMA")) qmma_min_t = atoi(getenv("KILN_CUDA_QMMA")) > 0 ? atoi(getenv("KILN_CUDA_QMMA")) : 1000;
     setenv("KILN_CUDA_ACT", "bf16", 1);
     be16 = backend_create("cuda", 0, &e);
@@ -670,6 +782,7 @@ int main(void) {
     printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_matmul();
     test_prefill_matmul_variants();
+    test_matmul_multi();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_norm_rope_glu();
     test_embed();

@@ -315,6 +315,7 @@ static const backend_ops_t cuda_ops = {
     .sample = cuda_sample,
     .add_rms_norm = cuda_add_rms_norm,
     .rope_kv_write = cuda_rope_kv_write,
+    .matmul_multi = cuda_matmul_multi,
 };
 
 
@@ -386,6 +387,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         cuda_prof_ops.kv_write = p_kvw; cuda_prof_ops.attention = p_attn;
         cuda_prof_ops.conv1d_causal = p_conv; cuda_prof_ops.gated_delta = p_delta; cuda_prof_ops.sigmoid_mul = p_sigmul;
         cuda_prof_ops.add_rms_norm = NULL; cuda_prof_ops.rope_kv_write = NULL; /* timed as the separate ops */
+        cuda_prof_ops.matmul_multi = NULL;
         be->ops = &cuda_prof_ops;
     }
     const char *fenv = getenv("KILN_CUDA_FUSE"); /* =0: no fused ops (the models call the separate ones; A/B) */

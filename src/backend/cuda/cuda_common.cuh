@@ -139,6 +139,7 @@ static inline int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
 
 /* --- kernel families (one file each) --- */
 void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w);
+void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w);
 void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps);
 void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms);
 void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act);

@@ -28,7 +28,7 @@
 
 int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
-int cuda_gemv_mma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
+int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w);
 
 #define TB_M 64 /* tokens per tile     */
 #define TB_N 64 /* weight rows per tile */
@@ -197,8 +197,8 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     const dweight_t *w = (const dweight_t *)wt->device;
     cuda_capture_tick(c); /* a captured step is launched in segments of matmuls */
     /* MLX 4/8-bit, one token, on "cuda" (qmma from 2 tokens, the default): the decode GEMV on
-     * tensor cores (matmul_gemv_mma.cu) */
-    if (T == 1 && c->qmma >= 2 && w->dtype == DT_U32 && cuda_gemv_mma(c, y, x, T, w) == 0) return;
+     * tensor cores (matmul_gemv_tc.cu) */
+    if (T == 1 && c->qmma >= 2 && w->dtype == DT_U32 && cuda_gemv_tc(c, 1, &y, x, &w) == 0) return;
     /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes (matmul_qmma.cu) */
     if (c->qmma && T >= c->qmma && w->dtype == DT_U32 && cuda_qmma(c, y, x, T, w) == 0) return;
     if (T < c->gemm_min_t && !(w->dtype == DT_BF16 && T >= c->gemm_min_t_bf16)) {
@@ -261,4 +261,23 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     else dequant_f32_kernel<<<(int)(nw / 256 < 16384 ? nw / 256 + 1 : 16384), 256, 0, c->stream>>>(d, *w);
     cudaLaunchCheck();
     lt_matmul(c, y, d, x, T, w->rows, w->cols, CUDA_R_32F, 1);
+}
+
+/* matmul_multi: one x times n weights. One token of MLX 4/8-bit weights that share K, bits,
+ * group and scale dtype (q/k/v, gate/up) on "cuda": one launch of the tensor-core GEMV over
+ * all their row tiles (each row computed exactly as in a launch of its own weight); anything
+ * else: the matmuls one by one. KILN_CUDA_MULTI=0: always one by one (A/B). */
+void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *wt) {
+    cuda_impl_t *c = cuda_impl(be);
+    static int off = -1;
+    if (off < 0) off = getenv("KILN_CUDA_MULTI") && !strcmp(getenv("KILN_CUDA_MULTI"), "0");
+    if (!off && T == 1 && c->qmma >= 2 && n >= 1 && n <= 4) {
+        const dweight_t *w[4];
+        for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
+        if (cuda_gemv_tc(c, n, y, x, w) == 0) {
+            cuda_capture_tick(c);
+            return;
+        }
+    }
+    for (int i = 0; i < n; i++) cuda_matmul(be, y[i], x, T, wt[i]);
 }
