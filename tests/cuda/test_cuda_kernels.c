@@ -782,6 +782,7 @@ int main(void) {
     printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_matmul();
     test_prefill_matmul_variants();
+    test_qmma_wide();
     test_matmul_multi();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_norm_rope_glu();

@@ -228,15 +228,238 @@ __global__ void __launch_bounds__(512, NT == 1 ? 2 : 1) qmma_kernel(float *__res
     }
 }
 
+/* --- batched decode (9..64 tokens): the same sums, x shared by 128 rows -------------------
+ * Above 8 tokens qmma_kernel reads x from global memory in every warp: a block holds 16 rows,
+ * so each x element is fetched (through L2) and split into hi + lo once per 16 rows. At 64
+ * tokens that is 16 bytes of x per 4-bit weight (0.5 byte): llama-3-8b q4 at 64 rows spent
+ * ~45 ms per step in matmuls (KILN_CUDA_PROFILE=64) against ~12 ms for a whole bf16 step.
+ *
+ * qmma_wide_kernel computes exactly the same numbers with a different data flow: a block owns
+ * 128 rows (8 warps × 16), up to 64 tokens and ONE of the KS split-K slots (grid.y), i.e.
+ * the segments slot, slot + KS, slot + 2·KS, ... — the segments warp `slot` of qmma_kernel
+ * takes. Per segment the block splits x once into shared memory (hi/lo bf16 in the order the
+ * B fragments want: one 16-byte load per fragment pair) and all 8 warps use it: x costs 2
+ * bytes per weight instead of 16. The per-segment math (p from the MMAs in k-step order, hi
+ * then lo; Σx of the segment in the lane order of qmma_kernel; acc = b·Σx + (s·p + acc)) is
+ * the same expression on the same operands. The price: the slots' partial sums leave the
+ * block, [KS][T][N] floats in a scratch buffer, and qmma_reduce adds them in slot order —
+ * the order qmma_kernel's in-block reduction uses — so a token's outputs are bitwise those of
+ * qmma_kernel (test_cuda_kernels, KILN_CUDA_QMMA=1: each row alone, T = 1 on qmma_kernel, vs
+ * in a batch of 9..64 on this kernel; test_qmma_wide: batches of 9..64 vs 8). Measured (H200,
+ * bench/cuda/RESULTS.md 2026-12-01 helper-30): matmuls of a 64-row llama-3-8b q4 step 45 ->
+ * 20 ms, c=64 through the engine 1287 -> 2306..2458 tok/s; still ~2x a bf16 step. What is
+ * left, unmeasured per kernel: the [KS][T][N] partials (KS = 16 for q/o/down: ~2 bytes per
+ * weight written and read again), 4..14 segments per block (pipeline fill), one 16-warp block
+ * per SM. KILN_CUDA_QMMA_WIDE=N: the fewest tokens that take it (default 9; 0: never, A/B). */
+#define QW_WARPS 8
+#define QW_ROWS (16 * QW_WARPS)
+
+template <int BITS, int SEG, int NTH>
+__device__ __forceinline__ void wide_issue(unsigned char *dst, const dweight_t &w, int r0, int seg, int tid, int wpr, int ng) {
+    constexpr int RB = qstage<BITS, SEG>::RB, CPR = RB / 16, CH = QW_ROWS * CPR;
+    const int N = w.rows;
+#pragma unroll
+    for (int c = tid; c < CH; c += NTH) {
+        const int row = c / CPR, part = c % CPR, r = min(r0 + row, N - 1);
+        cp_async16(dst + row * RB + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)seg * RB + part * 16);
+    }
+    /* thread i < 128: the scale word of row i; 128..255: the bias word */
+    if (tid >= 2 * QW_ROWS) return;
+    const int row = tid & (QW_ROWS - 1), r = min(r0 + row, N - 1);
+    const size_t idx = (size_t)r * ng + (size_t)seg * SEG / w.group;
+    const unsigned char *base = (const unsigned char *)(tid < QW_ROWS ? w.scales : w.biases);
+    const uintptr_t a = w.sb_dtype == DT_F32 ? (uintptr_t)(base + idx * 4) : (uintptr_t)(base + idx * 2) & ~(uintptr_t)3;
+    cp_async4(dst + QW_ROWS * RB + tid * 4, (const void *)a);
+}
+
+template <int BITS, int SEG> struct wstage {
+    static constexpr int BYTES = QW_ROWS * qstage<BITS, SEG>::RB + 8 * QW_ROWS; /* codes, scale words, bias words */
+};
+
+/* TW: token groups per block — at 64 tokens (NT 8) 16 warps, each 16 rows × 32 tokens (a warp
+ * holding all 64 tokens' sums spilled at the 128 registers two blocks per SM allow). x of the
+ * next segment waits in the splitters' registers (one segment ahead); putting it into the
+ * cp.async ring with the codes (S - 1 segments ahead, split from shared memory behind a second
+ * barrier) measured no better: llama-3-8b q4 c=64 2306 vs 2373 tok/s, same call. */
+template <int BITS, int NT, int SEG, int TW>
+__global__ void __launch_bounds__(32 * QW_WARPS * TW, 2 / TW) qmma_wide_kernel(float *__restrict__ out, const float *__restrict__ x, int T, dweight_t w, int KS) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int RB = qstage<BITS, SEG>::RB, KSTEPS = SEG / 16, TT = 8 * NT, S = QMMA_STAGES, NTH = 32 * QW_WARPS * TW, JW = NT / TW;
+    constexpr int SB = wstage<BITS, SEG>::BYTES;
+    unsigned char *ring = smem;
+    uint4 *xb = (uint4 *)(smem + S * SB);              /* [2][KSTEPS][TT][4 q]: (hi k, hi k+8, lo k, lo k+8) */
+    float *xsb = (float *)(xb + 2 * KSTEPS * TT * 4);  /* [2][TT]: Σx of the segment per token */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+    const int N = w.rows, K = w.cols, r0 = blockIdx.x * QW_ROWS, slot = blockIdx.y, t0 = blockIdx.z * TT;
+    const int wpr = K / 32 * BITS, ng = K / w.group, nseg = K / SEG;
+    const int nmine = (nseg - slot + KS - 1) / KS; /* KS <= nseg / 2: every slot has segments */
+    const uint32_t sel4 = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
+    const int wr = (warp % QW_WARPS) * 16, j0 = (warp / QW_WARPS) * JW; /* the warp's rows and token tiles */
+    const size_t ia = (size_t)min(r0 + wr + g, N - 1) * ng, ib = (size_t)min(r0 + wr + g + 8, N - 1) * ng;
+    const int soa = (int)((((uintptr_t)w.scales >> 1) + ia) & 1), sob = (int)((((uintptr_t)w.scales >> 1) + ib) & 1);
+    const int boa = (int)((((uintptr_t)w.biases >> 1) + ia) & 1), bob = (int)((((uintptr_t)w.biases >> 1) + ib) & 1);
+    /* the x splitters: thread (token xt, lane part xq) of the first TT·4 threads (whole warps) */
+    const int xt = tid >> 2, xq = tid & 3, xtok = t0 + xt;
+    const bool splitter = tid < TT * 4, xval = splitter && xtok < T;
+    float2 xr[KSTEPS][2];
+    auto load_x = [&](int seg) {
+#pragma unroll
+        for (int s = 0; s < KSTEPS; s++) {
+            xr[s][0] = xr[s][1] = make_float2(0.f, 0.f);
+            if (xval) {
+                const float *xp = x + (size_t)xtok * K + (size_t)seg * SEG + 16 * s + 2 * xq;
+                xr[s][0] = __ldg((const float2 *)xp);
+                xr[s][1] = __ldg((const float2 *)(xp + 8));
+            }
+        }
+    };
+    float acc[JW][4];
+#pragma unroll
+    for (int j = 0; j < JW; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
+    if (splitter) load_x(slot);
+#pragma unroll
+    for (int i = 0; i < S - 1; i++) {
+        if (i < nmine) wide_issue<BITS, SEG, NTH>(ring + i * SB, w, r0, slot + i * KS, tid, wpr, ng);
+        cp_commit();
+    }
+    for (int it = 0; it < nmine; it++) {
+        const int seg = slot + it * KS, col0 = seg * SEG, gi = col0 / w.group;
+        uint4 *xbi = xb + (it & 1) * KSTEPS * TT * 4;
+        float *xsi = xsb + (it & 1) * TT;
+        if (splitter) { /* x of this segment → shared memory, split; Σx as qmma_kernel's lanes add it */
+            float v = 0.f;
+#pragma unroll
+            for (int s = 0; s < KSTEPS; s++) {
+                const float2 x0 = xr[s][0], x8 = xr[s][1];
+                v = __fadd_rn(v, __fadd_rn(__fadd_rn(x0.x, x0.y), __fadd_rn(x8.x, x8.y)));
+                uint4 u;
+                split2(x0.x, x0.y, u.x, u.z);
+                split2(x8.x, x8.y, u.y, u.w);
+                xbi[(s * TT + xt) * 4 + xq] = u;
+            }
+            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+            if (xq == 0) xsi[xt] = v;
+            if (it + 1 < nmine) load_x(seg + KS); /* next segment's x in flight during the MMAs */
+        }
+        cp_wait<S - 2>(); /* this segment's codes (S-2 later groups may still fly) */
+        __syncthreads();  /* codes and x visible; stage (it-1)%S and x buffer (it+1)&1 free */
+        if (it + S - 1 < nmine) wide_issue<BITS, SEG, NTH>(ring + ((it + S - 1) % S) * SB, w, r0, seg + (S - 1) * KS, tid, wpr, ng);
+        cp_commit();
+        const unsigned char *st = ring + (it % S) * SB;
+        const float sA = stage_sb(st + QW_ROWS * RB + (wr + g) * 4, w.sb_dtype, soa ^ (gi & 1));
+        const float sB = stage_sb(st + QW_ROWS * RB + (wr + g + 8) * 4, w.sb_dtype, sob ^ (gi & 1));
+        const float bA = stage_sb(st + QW_ROWS * RB + 4 * QW_ROWS + (wr + g) * 4, w.sb_dtype, boa ^ (gi & 1));
+        const float bB = stage_sb(st + QW_ROWS * RB + 4 * QW_ROWS + (wr + g + 8) * 4, w.sb_dtype, bob ^ (gi & 1));
+        constexpr int WPS = RB / 4;
+        uint32_t ca[WPS], cb[WPS];
+#pragma unroll
+        for (int i = 0; i < WPS / 4; i++) {
+            const uint4 va = ((const uint4 *)(st + (wr + g) * RB))[i], vb = ((const uint4 *)(st + (wr + g + 8) * RB))[i];
+            ca[4 * i] = va.x; ca[4 * i + 1] = va.y; ca[4 * i + 2] = va.z; ca[4 * i + 3] = va.w;
+            cb[4 * i] = vb.x; cb[4 * i + 1] = vb.y; cb[4 * i + 2] = vb.z; cb[4 * i + 3] = vb.w;
+        }
+        float p[JW][4];
+#pragma unroll
+        for (int j = 0; j < JW; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) p[j][i] = 0.f;
+#pragma unroll
+        for (int s = 0; s < KSTEPS; s++) {
+            uint32_t a[4];
+            if constexpr (BITS == 4) {
+                a[0] = codes4(ca[2 * s], sel4); a[1] = codes4(cb[2 * s], sel4);
+                a[2] = codes4(ca[2 * s + 1], sel4); a[3] = codes4(cb[2 * s + 1], sel4);
+            } else {
+                const int b = 2 * (q & 1), odd = q >> 1;
+                a[0] = codes8(odd ? ca[4 * s + 1] : ca[4 * s], b); a[1] = codes8(odd ? cb[4 * s + 1] : cb[4 * s], b);
+                a[2] = codes8(odd ? ca[4 * s + 3] : ca[4 * s + 2], b); a[3] = codes8(odd ? cb[4 * s + 3] : cb[4 * s + 2], b);
+            }
+#pragma unroll
+            for (int j = 0; j < JW; j++) {
+                if (t0 + 8 * (j0 + j) >= T) break; /* warp-uniform */
+                const uint4 xv = xbi[(s * TT + 8 * (j0 + j) + g) * 4 + q];
+                mma_bf16(p[j], a, xv.x, xv.y);
+                mma_bf16(p[j], a, xv.z, xv.w);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < JW; j++) {
+            if (t0 + 8 * (j0 + j) >= T) break;
+            const float x0 = xsi[8 * (j0 + j) + 2 * q], x1 = xsi[8 * (j0 + j) + 2 * q + 1];
+            acc[j][0] = __fmaf_rn(bA, x0, __fmaf_rn(sA, p[j][0], acc[j][0]));
+            acc[j][1] = __fmaf_rn(bA, x1, __fmaf_rn(sA, p[j][1], acc[j][1]));
+            acc[j][2] = __fmaf_rn(bB, x0, __fmaf_rn(sB, p[j][2], acc[j][2]));
+            acc[j][3] = __fmaf_rn(bB, x1, __fmaf_rn(sB, p[j][3], acc[j][3]));
+        }
+    }
+    cp_wait<0>();
+    /* this slot's sums: out = y when KS == 1, else the slot's plane [T][N] of the scratch */
+    float *o = out + (size_t)slot * T * N;
+#pragma unroll
+    for (int j = 0; j < JW; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int row = r0 + wr + g + 8 * (i >> 1), t = t0 + 8 * (j0 + j) + 2 * q + (i & 1);
+            if (row < N && t < T) o[(size_t)t * N + row] = acc[j][i];
+        }
+}
+
+/* y = part[0] + part[1] + ... + part[KS-1], added in slot order (qmma_kernel's reduction) */
+__global__ void qmma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part, int KS, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = part[i];
+        for (int k = 1; k < KS; k++) v = __fadd_rn(v, part[(size_t)k * n + i]);
+        y[i] = v;
+    }
+}
+
+/* split-K: up to 16 warps (slots) per 16-row tile, at least 2 segments each; fewer for large
+ * matrices, whose row tiles alone fill the GPU. A function of the shape only, never of T (a
+ * token's sums are the same in any batch), and the same for both kernels. */
+static int qmma_ks(const cuda_impl_t *c, const dweight_t *w, int SEG) {
+    const int nseg = w->cols / SEG, tiles = cdiv(w->rows, 16);
+    const int kmax = tiles >= 2 * (c->sm_count > 0 ? c->sm_count : 132) ? 8 : 16;
+    const int KS = nseg / 2;
+    return KS < 1 ? 1 : KS > kmax ? kmax : KS;
+}
+
+static float *qw_part; /* the slots' partial sums (grown, never shrunk; one per process) */
+static size_t qw_part_bytes;
+
+template <int BITS, int NT, int SEG, int TW>
+static void launch_wide(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+    const int KS = qmma_ks(c, w, SEG), N = w->rows;
+    constexpr int SB = wstage<BITS, SEG>::BYTES;
+    const size_t smem = (size_t)QMMA_STAGES * SB + 2 * (SEG / 16) * 8 * NT * 64 + 2 * 8 * NT * 4;
+    static size_t attr;
+    if (smem > 48 * 1024 && smem > attr) {
+        cudaCheck(cudaFuncSetAttribute(qmma_wide_kernel<BITS, NT, SEG, TW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr = smem;
+    }
+    float *out = y;
+    if (KS > 1) out = (float *)cuda_scratch(c, (void **)&qw_part, &qw_part_bytes, sizeof(float) * (size_t)KS * T * N);
+    dim3 grid(cdiv(N, QW_ROWS), KS, cdiv(T, 8 * NT));
+    qmma_wide_kernel<BITS, NT, SEG, TW><<<grid, 32 * QW_WARPS * TW, smem, c->stream>>>(out, x, T, *w, KS);
+    cudaLaunchCheck();
+    if (KS > 1) {
+        const size_t n = (size_t)T * N;
+        qmma_reduce_kernel<<<(int)(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, c->stream>>>(y, out, KS, n);
+        cudaLaunchCheck();
+    }
+}
+
+static int qmma_wide_min_t(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_QMMA_WIDE"); v = e ? atoi(e) : 9; if (v <= 0) v = 1 << 30; }
+    return v;
+}
+
 template <int BITS, int NT, int SEG>
 static void launch(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
-    /* split-K: up to 16 warps per 16-row tile, at least 2 segments each; fewer for large
-     * matrices, whose row tiles alone fill the GPU */
-    const int nseg = w->cols / SEG, tiles = cdiv(w->rows, 16);
-    int KS = nseg / 2;
-    /* (the split depends on the shape only, never on T: a token's sums are the same in any batch) */
-    const int kmax = tiles >= 2 * (c->sm_count > 0 ? c->sm_count : 132) ? 8 : 16;
-    KS = KS < 1 ? 1 : KS > kmax ? kmax : KS;
+    const int KS = qmma_ks(c, w, SEG), tiles = cdiv(w->rows, 16);
     const int SB = qstage<BITS, SEG>::BYTES + (NT == 1 ? T * SEG * 4 : 0);
     const size_t ring = (size_t)KS * QMMA_STAGES * SB, red = (size_t)KS * 16 * 8 * NT * sizeof(float);
     const size_t smem = ring > red ? ring : red;
@@ -251,7 +474,11 @@ static void launch(cuda_impl_t *c, float *y, const float *x, int T, const dweigh
 
 template <int BITS, int SEG>
 static void launch_t(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
-    if (T <= 8) launch<BITS, 1, SEG>(c, y, x, T, w);
+    if (T >= qmma_wide_min_t() && T <= 64) {
+        if (T <= 16) launch_wide<BITS, 2, SEG, 1>(c, y, x, T, w);
+        else if (T <= 32) launch_wide<BITS, 4, SEG, 1>(c, y, x, T, w);
+        else launch_wide<BITS, 8, SEG, 2>(c, y, x, T, w);
+    } else if (T <= 8) launch<BITS, 1, SEG>(c, y, x, T, w);
     else if (T <= 16) launch<BITS, 2, SEG>(c, y, x, T, w);
     else if (T <= 32) launch<BITS, 4, SEG>(c, y, x, T, w);
     else launch<BITS, 8, SEG>(c, y, x, T, w);
