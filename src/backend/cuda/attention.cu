@@ -185,6 +185,16 @@ __global__ void attn_combine_kernel(float *out, const float *part, int n_splits,
     __shared__ float f[64], lw[64], red[2];
     const size_t qidx = blockIdx.x;
     const int tid = threadIdx.x;
+    /* head_dim <= threads: each thread's o values of every split are loaded FIRST, before the
+     * max / weights / sum phases, so the whole kernel is about one memory round trip (ncu,
+     * llama-3-8b batch 1 at 2048 positions, 33 splits: ~16 us when the loads waited behind
+     * the three phases). Same sums in the same order as the loop below. */
+    const bool pre = hd <= (int)blockDim.x;
+    float pv[64];
+    if (pre && tid < hd) {
+#pragma unroll
+        for (int s = 0; s < 64; s++) pv[s] = s < n_splits ? part[((size_t)s * nq + qidx) * (hd + 2) + tid] : 0.f;
+    }
     if (tid < 32) { /* the max over splits (≤ 64): lane i looks at splits i and i + 32 */
         float mm = -INFINITY;
         if (tid < n_splits) mm = part[((size_t)tid * nq + qidx) * (hd + 2) + hd];
@@ -209,6 +219,16 @@ __global__ void attn_combine_kernel(float *out, const float *part, int n_splits,
     }
     __syncthreads();
     const float L = red[1];
+    if (pre) {
+        if (tid < hd) {
+            float acc = 0.f;
+#pragma unroll
+            for (int s = 0; s < 64; s++)
+                if (s < n_splits) acc += f[s] != 0.f ? pv[s] * f[s] : 0.f;
+            out[qidx * hd + tid] = acc / L;
+        }
+        return;
+    }
     for (int d = tid; d < hd; d += blockDim.x) {
         float acc = 0.f;
         /* loads unconditional (an empty split's o may be anything: selected away), so
@@ -275,11 +295,52 @@ __device__ __forceinline__ void ld_row(float *f, const void *base, size_t off, i
     }
 }
 
+/* 16-bit caches: a lane's DPL values of one K or V row kept as they are in memory (DPL/2
+ * words: one 16-byte load for head_dim 128) and widened only when used, so a warp tile
+ * holds twice the keys of the f32 tile in the same registers. */
 template <int DPL>
+__device__ __forceinline__ void ld_raw(uint32_t *w, const void *base, size_t off) {
+    const unsigned short *p = (const unsigned short *)base + off;
+    if (DPL == 4) {
+        const uint2 v = __ldg((const uint2 *)p);
+        w[0] = v.x; w[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < DPL / 8; i++) {
+            const uint4 v = __ldg((const uint4 *)p + i);
+            w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+        }
+    }
+}
+template <int DPL>
+__device__ __forceinline__ void widen(float *f, const uint32_t *w, bool bf) {
+#pragma unroll
+    for (int j = 0; j < DPL / 2; j++) {
+        if (bf) {
+            f[2 * j] = __uint_as_float(w[j] << 16);
+            f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+        } else {
+            f[2 * j] = __half2float(__ushort_as_half((unsigned short)(w[j] & 0xffffu)));
+            f[2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(w[j] >> 16)));
+        }
+    }
+}
+
+/* RAW = false: K/V rows widened to f32 at load (any cache dtype), TK·DPL = 64 floats.
+ * RAW = true (f16/bf16 caches): rows kept as loaded, TK·DPL = 128 — a warp's 16 keys at
+ * head_dim 128 (split-K gives each warp ~16 keys at batch 1) arrive in ONE memory round trip
+ * instead of two; same math, but the tile boundaries (where the softmax rescales) move, so
+ * the last bits differ from RAW = false. KILN_CUDA_ATTN_RAW=0: the f32 tiles, for A/B.
+ * Measured (H200, ncu cold cache, llama-3-8b f16 cache at 2048 positions): batch 1 (33
+ * splits) 16.0 -> 12.2 us per call; 62 rows x 1 split 645 -> 430 us; but 47 rows 333 -> 419
+ * us: 202 registers instead of 167 leave 2 blocks per SM instead of 3, so 376 blocks take two
+ * waves instead of one. A split count that fills whole waves (or 3 blocks per SM) is next. */
+template <int DPL, bool RAW>
 __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) {
     /* keys per warp tile: every K and V row of a tile is loaded before any is used (one
-     * memory round trip per tile; registers: 2·TK/2·DPL floats), so TK·DPL stays 64 */
-    constexpr int HD = DPL * DLPK, TK = 64 / DPL;
+     * memory round trip per tile) */
+    constexpr int HD = DPL * DLPK, TK = (RAW ? 128 : 64) / DPL, NW = RAW ? DPL / 2 : 1;
+    const bool bf = a.kv_dtype == DT_BF16;
     __shared__ float sm[DWARPS][DQB][HD + 2];
     const int ti = blockIdx.x / a.n_splits, split = blockIdx.x % a.n_splits;
     const int n_qc = (a.group + DQB - 1) / DQB, kvh = blockIdx.y / n_qc, qc = blockIdx.y % n_qc;
@@ -306,28 +367,45 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
     for (int k0 = w_lo; k0 < w_hi; k0 += TK) {
         /* K and V rows of the tile are loaded in one go (one memory round trip per tile);
          * V waits in registers while the scores and the softmax rescale are computed */
-        float s[TK / 2][DQB], vf[TK / 2][DPL], kf[TK / 2][DPL], mt[DQB];
+        float s[TK / 2][DQB], vf[RAW ? 1 : TK / 2][DPL], kf[RAW ? 1 : TK / 2][DPL], mt[DQB];
+        uint32_t kw[RAW ? TK / 2 : 1][NW], vw[RAW ? TK / 2 : 1][NW];
 #pragma unroll
         for (int qi = 0; qi < DQB; qi++) mt[qi] = -INFINITY;
 #pragma unroll
         for (int st = 0; st < TK / 2; st++) {
             const int kp = k0 + 2 * st + kg;
+            if (RAW) {
 #pragma unroll
-            for (int i = 0; i < DPL; i++) { kf[st][i] = 0.f; vf[st][i] = 0.f; }
+                for (int i = 0; i < NW; i++) { kw[st][i] = 0u; vw[st][i] = 0u; }
+            } else {
+#pragma unroll
+                for (int i = 0; i < DPL; i++) { kf[st][i] = 0.f; vf[st][i] = 0.f; }
+            }
             if (kp < w_hi) {
                 const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + (size_t)kvh * HD + sub * DPL;
-                ld_row<DPL>(kf[st], a.k, off, a.kv_dtype);
-                ld_row<DPL>(vf[st], a.v, off, a.kv_dtype);
+                if (RAW) {
+                    ld_raw<DPL>(kw[st], a.k, off);
+                    ld_raw<DPL>(vw[st], a.v, off);
+                } else {
+                    ld_row<DPL>(kf[st], a.k, off, a.kv_dtype);
+                    ld_row<DPL>(vf[st], a.v, off, a.kv_dtype);
+                }
             }
         }
 #pragma unroll
         for (int st = 0; st < TK / 2; st++) {
             const bool valid = k0 + 2 * st + kg < w_hi;
+            float kx[DPL];
+            if (RAW) widen<DPL>(kx, kw[st], bf);
+            else {
+#pragma unroll
+                for (int i = 0; i < DPL; i++) kx[i] = kf[st][i];
+            }
 #pragma unroll
             for (int qi = 0; qi < DQB; qi++) {
                 float acc = 0.f;
 #pragma unroll
-                for (int i = 0; i < DPL; i++) acc = fmaf(q[qi][i], kf[st][i], acc);
+                for (int i = 0; i < DPL; i++) acc = fmaf(q[qi][i], kx[i], acc);
 #pragma unroll
                 for (int off = 1; off < DLPK; off <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
                 float sc = acc * a.scale;
@@ -348,12 +426,18 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
 #pragma unroll
         for (int st = 0; st < TK / 2; st++) {
             if (k0 + 2 * st + kg >= w_hi) continue;
+            float vx[DPL];
+            if (RAW) widen<DPL>(vx, vw[st], bf);
+            else {
+#pragma unroll
+                for (int i = 0; i < DPL; i++) vx[i] = vf[st][i];
+            }
 #pragma unroll
             for (int qi = 0; qi < DQB; qi++) {
                 const float pj = expf(s[st][qi] - m[qi]);
                 l[qi] += pj;
 #pragma unroll
-                for (int i = 0; i < DPL; i++) o[qi][i] = fmaf(pj, vf[st][i], o[qi][i]);
+                for (int i = 0; i < DPL; i++) o[qi][i] = fmaf(pj, vx[i], o[qi][i]);
             }
         }
     }
@@ -409,9 +493,17 @@ static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_ti
     if (splits > 1)
         a.part = (float *)cuda_scratch(c, (void **)&c->part, &c->part_bytes, sizeof(float) * splits * (size_t)a.T * a.n_heads * (hd + 2));
     dim3 grid(n_rows * splits, a.n_kv_heads * n_qc);
-    if (hd == 64) attn_decode_kernel<4><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
-    else if (hd == 128) attn_decode_kernel<8><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
-    else attn_decode_kernel<16><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+    static int raw = -1; /* KILN_CUDA_ATTN_RAW=0: f32 tiles for 16-bit caches too (A/B) */
+    if (raw < 0) { const char *e = getenv("KILN_CUDA_ATTN_RAW"); raw = !(e && !strcmp(e, "0")); }
+    if (raw && a.kv_dtype != DT_F32) {
+        if (hd == 64) attn_decode_kernel<4, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+        else if (hd == 128) attn_decode_kernel<8, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+        else attn_decode_kernel<16, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+    } else {
+        if (hd == 64) attn_decode_kernel<4, false><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+        else if (hd == 128) attn_decode_kernel<8, false><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+        else attn_decode_kernel<16, false><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+    }
     cudaLaunchCheck();
     if (splits > 1) {
         attn_combine_kernel<<<a.T * a.n_heads, hd < 32 ? 32 : hd < 128 ? hd : 128, 0, c->stream>>>(a.out, a.part, splits, (size_t)a.T * a.n_heads, hd);
