@@ -186,6 +186,12 @@ struct backend {
     const backend_ops_t *ops;
     int n_threads;
     void *impl;
+    /* Set by model_load from the architecture: 1 where the model's matmuls may take their
+     * activations rounded once to bf16 (a GPU backend's fast path) and still meet the 1e-2
+     * bf16-path parity bar on the fixtures of that architecture (dense llama / qwen3: 6.8e-3 to
+     * 9.4e-3 on the H200; the hybrid and gemma4 fixtures move 0.03-0.27 and keep 0). Backends
+     * without such a path ignore it; docs/cuda.md, Numerics. */
+    int act_bf16_ok;
 };
 
 /* Creates a backend by name: "cpu" (n_threads 0 = all cores), or "cpu-ref" (the scalar

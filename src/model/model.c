@@ -57,6 +57,10 @@ model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e) {
     prefetch_weights(&m->ar);
     m->be = backend_create(opts->backend ? opts->backend : "cpu", opts->n_threads, e);
     if (!m->be) goto err;
+    /* The precision policy of bf16-activation paths (backend.h): llama and qwen3 only — the
+     * architectures whose fixtures show the margin. mistral / qwen2 run the same graph but have
+     * no fixture here, so they keep the exact path until one shows it. */
+    m->be->act_bf16_ok = m->cfg.arch == ARCH_LLAMA || m->cfg.arch == ARCH_QWEN3;
     m->ops = family_for(m->cfg.arch);
     if (m->ops->load(m, e)) goto err;
     for (int i = 0; i < m->ar.n_tensors; i++) {

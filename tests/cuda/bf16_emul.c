@@ -10,7 +10,11 @@
  *
  *   bf16_emul MODEL_DIR REF_NPY [MODE]
  *   MODE: bf16 (default: every matmul's x rounded to bf16), hilo (x = hi + lo, both bf16:
- *   two GEMMs), none (f32), tf32 (x rounded to 10 mantissa bits)
+ *   two GEMMs), none (f32), tf32 (x rounded to 10 mantissa bits), fp8lo (x = hi + lo with
+ *   lo in e4m3 scaled per token and the lo product against W in e4m3 scaled per row: the
+ *   CUDA backend's KILN_CUDA_SPLIT=fp8), fp8lo-t (the same with one scale per tensor),
+ *   bf16w (x rounded once, and MLX/f16 weights dequantized and rounded to bf16 as well: a
+ *   bf16 GEMM on dequantized weights)
  *   BF16_KEEP="RxC,RxC": weights of these shapes keep f32 x (to find sensitive matmuls);
  *   BF16_ONLY="RxC,...": only these shapes are rounded.
  *   BF16_KEEP_SMALL=N: weights with at most N rows keep f32 x (routers, a/b projections).
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <jansson.h>
 #include "cuda_test.h"
 #include "base/npy.h"
@@ -28,7 +33,7 @@
 
 static backend_ops_t wrapped;
 static void (*inner_matmul)(backend_t *, float *, const float *, int, const weight_t *);
-static int mode; /* 0 bf16, 1 hilo, 2 none, 3 tf32 */
+static int mode; /* 0 bf16, 1 hilo, 2 none, 3 tf32, 4 fp8lo (per row/token scales), 5 fp8lo-t (per tensor), 6 bf16w */
 static const char *keep, *only;
 static int keep_small;
 static float *xr;
@@ -41,6 +46,22 @@ static float round_bits(float f, int drop) { /* round to nearest even, dropping 
     u = (u + half - 1 + lsb) & ~((1u << drop) - 1);
     memcpy(&f, &u, 4);
     return f;
+}
+
+/* f → e4m3 (4 significant bits, max 448, subnormals from 2^-6 in steps of 2^-9), back to f32 */
+static float e4m3(float f) {
+    float a = f < 0 ? -f : f;
+    if (a >= 448.f) return f < 0 ? -448.f : 448.f;
+    if (a < 0.015625f) return rintf(f * 512.f) / 512.f; /* subnormal: multiples of 2^-9, ties to even */
+    return round_bits(f, 20);
+}
+/* v[0..n) in e4m3 with scale amax/448 (per row when called on a row) */
+static void fp8_round(float *v, size_t n) {
+    float amax = 0;
+    for (size_t i = 0; i < n; i++) amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+    if (amax == 0) return;
+    const float s = amax / 448.f;
+    for (size_t i = 0; i < n; i++) v[i] = e4m3(v[i] / s) * s;
 }
 
 static int shape_in(const char *list, int r, int c) {
@@ -71,7 +92,29 @@ static void emul_matmul(backend_t *be, float *y, const float *x, int T, const we
         xr[i] = round_bits(x[i], mode == 3 ? 13 : 16);
         lo[i] = round_bits(x[i] - xr[i], 16);
     }
-    inner_matmul(be, y, xr, T, w);
+    if (mode != 6 || w->dtype == DT_BF16 || w->dtype == DT_F32) inner_matmul(be, y, xr, T, w);
+    else { /* W dequantized and rounded to bf16 */
+        float *wf = malloc(sizeof(float) * (size_t)w->rows * w->cols);
+        for (int r = 0; r < w->rows; r++) weight_row_f32(w, r, wf + (size_t)r * w->cols);
+        for (size_t i = 0; i < (size_t)w->rows * w->cols; i++) wf[i] = round_bits(wf[i], 16);
+        weight_t wb = {w->rows, w->cols, DT_F32, wf, 0, 0, NULL, NULL, DT_F32, NULL};
+        inner_matmul(be, y, xr, T, &wb);
+        free(wf);
+    }
+    if (mode == 4 || mode == 5) { /* lo and W in e4m3 for the lo product */
+        if (mode == 4) for (int t = 0; t < T; t++) fp8_round(lo + (size_t)t * w->cols, w->cols);
+        else fp8_round(lo, n);
+        float *wf = malloc(sizeof(float) * (size_t)w->rows * w->cols);
+        for (int r = 0; r < w->rows; r++) weight_row_f32(w, r, wf + (size_t)r * w->cols);
+        if (mode == 4) for (int r = 0; r < w->rows; r++) fp8_round(wf + (size_t)r * w->cols, w->cols);
+        else fp8_round(wf, (size_t)w->rows * w->cols);
+        weight_t w8 = {w->rows, w->cols, DT_F32, wf, 0, 0, NULL, NULL, DT_F32, NULL};
+        float *y2 = malloc(sizeof(float) * (size_t)T * w->rows);
+        inner_matmul(be, y2, lo, T, &w8);
+        for (size_t i = 0; i < (size_t)T * w->rows; i++) y[i] += y2[i];
+        free(y2);
+        free(wf);
+    }
     if (mode == 1) { /* y += W · lo */
         float *y2 = malloc(sizeof(float) * (size_t)T * w->rows);
         inner_matmul(be, y2, lo, T, w);
@@ -83,7 +126,8 @@ static void emul_matmul(backend_t *be, float *y, const float *x, int T, const we
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: bf16_emul MODEL_DIR REF_NPY [bf16|hilo|none|tf32]\n"); return 2; }
     const char *m_arg = argc > 3 ? argv[3] : "bf16";
-    mode = !strcmp(m_arg, "hilo") ? 1 : !strcmp(m_arg, "none") ? 2 : !strcmp(m_arg, "tf32") ? 3 : 0;
+    mode = !strcmp(m_arg, "hilo") ? 1 : !strcmp(m_arg, "none") ? 2 : !strcmp(m_arg, "tf32") ? 3 : !strcmp(m_arg, "fp8lo") ? 4
+         : !strcmp(m_arg, "fp8lo-t") ? 5 : !strcmp(m_arg, "bf16w") ? 6 : 0;
     keep = getenv("BF16_KEEP");
     only = getenv("BF16_ONLY");
     keep_small = getenv("BF16_KEEP_SMALL") ? atoi(getenv("BF16_KEEP_SMALL")) : 0;

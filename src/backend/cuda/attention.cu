@@ -27,8 +27,6 @@
 #define QPW 4  /* query vectors per warp      */
 #define QMAX 16
 
-typedef struct attn_tile { int t0, n, row, pad; } attn_tile_t;
-
 typedef struct attn_dev {
     const float *q;
     float *out, *part;         /* part: [n_splits][T * n_heads][hd + 2] when n_splits > 1 */
@@ -531,28 +529,29 @@ static void launch(cuda_impl_t *c, const attn_dev_t &a, dim3 grid, int threads) 
 
 int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa); /* attention_mma.cu */
 
-void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
-    if (T <= 0) return;
-    if (cuda_attention_mma(be, out, q, T, aa)) return; /* prefill / mixed steps on tensor cores ("cuda", f16/bf16 cache) */
-    cuda_impl_t *c = cuda_impl(be);
-    const kv_view_t *kv = &aa->kv;
-    const int G = aa->n_heads / aa->n_kv_heads, hd = aa->head_dim, bs = kv->block_size;
-    const int hc = G < QMAX ? G : QMAX, n_chunks = (G + hc - 1) / hc, TQ = QMAX / hc;
-    /* block tables packed [n_rows][max_blocks] and tiles, in one host buffer */
-    int max_blocks = 1, n_tiles = 0, max_n = 1, max_len = 1;
+void attn_tiles_count(const attn_args_t *aa, int TQ, attn_tiles_t *t) {
+    const int bs = aa->kv.block_size;
+    memset(t, 0, sizeof *t);
+    t->max_blocks = t->max_n = t->max_len = 1;
     for (int r = 0; r < aa->n_rows; r++) {
         int t0 = aa->row_start[r], t1 = aa->row_start[r + 1];
         if (t1 <= t0) continue;
+        if (t1 - t0 > 1) t->multi = 1;
         int nb = aa->pos[t1 - 1] / bs + 1;
-        if (nb > max_blocks) max_blocks = nb;
-        n_tiles += (t1 - t0 + TQ - 1) / TQ;
+        if (nb > t->max_blocks) t->max_blocks = nb;
+        t->n_tiles += (t1 - t0 + TQ - 1) / TQ;
+        int n = t1 - t0 < TQ ? t1 - t0 : TQ;
+        if (n > t->max_n) t->max_n = n;
         int len = aa->pos[t1 - 1] + 1 - (aa->window > 0 ? (aa->pos[t0] - aa->window + 1 > 0 ? aa->pos[t0] - aa->window + 1 : 0) : 0);
-        if (len > max_len) max_len = len;
+        if (len > t->max_len) t->max_len = len;
     }
-    /* one host buffer, one copy: [pos T][tables n_rows × max_blocks][tiles] */
+}
+
+void attn_tiles_upload(cuda_impl_t *c, const attn_args_t *aa, int T, int TQ, attn_tiles_t *t) {
+    const int bs = aa->kv.block_size, max_blocks = t->max_blocks;
     size_t pos_bytes = (sizeof(int32_t) * (size_t)T + 15) & ~(size_t)15;
     size_t tb_bytes = (sizeof(int32_t) * (size_t)aa->n_rows * max_blocks + 15) & ~(size_t)15;
-    size_t tl_bytes = sizeof(attn_tile_t) * (size_t)n_tiles;
+    size_t tl_bytes = sizeof(attn_tile_t) * (size_t)t->n_tiles;
     char *hb = (char *)cuda_host_buf(c, 0, pos_bytes + tb_bytes + tl_bytes);
     memset(hb, 0, pos_bytes + tb_bytes); /* padding and short tables: same bytes every call */
     memcpy(hb, aa->pos, sizeof(int32_t) * T);
@@ -564,21 +563,34 @@ void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn
         if (t1 <= t0) continue;
         int nb = aa->pos[t1 - 1] / bs + 1;
         memcpy(tables + (size_t)r * max_blocks, aa->block_tables[r], sizeof(int32_t) * nb);
-        for (int t = t0; t < t1; t += TQ) {
-            tiles[ti].t0 = t;
-            tiles[ti].n = t1 - t < TQ ? t1 - t : TQ;
+        for (int tt = t0; tt < t1; tt += TQ) {
+            tiles[ti].t0 = tt;
+            tiles[ti].n = t1 - tt < TQ ? t1 - tt : TQ;
             tiles[ti].row = r;
             tiles[ti].pad = 0;
-            if (tiles[ti].n > max_n) max_n = tiles[ti].n;
             ti++;
         }
     }
+    const char *d = (const char *)cuda_host_to_dev(c, hb, pos_bytes + tb_bytes + tl_bytes);
+    t->pos = (const int32_t *)d;
+    t->tables = (const int32_t *)(d + pos_bytes);
+    t->tiles = (const attn_tile_t *)(d + pos_bytes + tb_bytes);
+}
+
+void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
+    if (T <= 0) return;
+    if (cuda_attention_mma(be, out, q, T, aa)) return; /* prefill / mixed steps on tensor cores ("cuda", f16/bf16 cache) */
+    cuda_impl_t *c = cuda_impl(be);
+    const kv_view_t *kv = &aa->kv;
+    const int G = aa->n_heads / aa->n_kv_heads, hd = aa->head_dim, bs = kv->block_size;
+    const int hc = G < QMAX ? G : QMAX, n_chunks = (G + hc - 1) / hc, TQ = QMAX / hc;
+    attn_tiles_t tl;
+    attn_tiles_count(aa, TQ, &tl);
+    attn_tiles_upload(c, aa, T, TQ, &tl);
+    const int n_tiles = tl.n_tiles, max_blocks = tl.max_blocks, max_n = tl.max_n, max_len = tl.max_len;
     attn_dev_t a;
     a.q = q; a.out = out; a.part = NULL;
-    const char *d = (const char *)cuda_host_to_dev(c, hb, pos_bytes + tb_bytes + tl_bytes);
-    a.pos = (const int32_t *)d;
-    a.tables = (const int32_t *)(d + pos_bytes);
-    a.tiles = (const attn_tile_t *)(d + pos_bytes + tb_bytes);
+    a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
     a.k = kv->k; a.v = kv->v; a.kv_dtype = kv->dtype; a.block_size = bs; a.max_blocks = max_blocks;
     a.T = T; a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.hd = hd; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
     a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;

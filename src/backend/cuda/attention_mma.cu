@@ -16,7 +16,9 @@
  *    and P (f32 softmax weights) are split into two 16-bit terms, hi = r(x), lo = r(x - hi),
  *    and both are multiplied (SPLIT): 22 significant bits for f16, 16 for bf16, so the only
  *    roundings left are the f32 accumulations — the same idea as matmul.cu's split bf16 GEMM.
- *    KILN_CUDA_FA=single rounds Q and P once (half the MMAs; measured, not the default);
+ *    Under the precision policy (backend_t.act_bf16_ok, matmul.cu) llama/qwen3 round Q and P
+ *    once instead (half the MMAs: 11 significant bits with the f16 cache kiln bench uses, 8
+ *    with bf16); KILN_CUDA_FA=single / split force one for every model;
  *    KILN_CUDA_FA=0 turns this kernel off (the tiled CUDA-core kernel runs instead).
  *  - Online softmax in base 2 (scores × log2 e, exp2f), the running max and sum per query
  *    row in registers (each thread holds two rows of the m16 tile: lane/4 and lane/4 + 8);
@@ -32,13 +34,11 @@
 #define FK 64      /* keys per shared-memory tile            */
 #define FWARPS 4
 
-typedef struct fa_tile { int t0, n, row, pad; } fa_tile_t;
-
 typedef struct fa_dev {
     const float *q;
     float *out;
     const int32_t *pos, *tables;
-    const fa_tile_t *tiles;
+    const attn_tile_t *tiles;
     const void *k, *v;
     int block_size, max_blocks, n_tiles;
     int n_heads, n_kv_heads, group, hc, n_chunks, window;
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
     unsigned short *Ks = fsm, *Vs = fsm + 2 * FK * LD; /* [2 stages][FK][LD] each */
     const int tile_i = a.n_tiles - 1 - blockIdx.x;      /* longest key ranges first (causal prefill) */
     const int kvh = blockIdx.y / a.n_chunks, chunk = blockIdx.y % a.n_chunks;
-    const fa_tile_t tile = a.tiles[tile_i];
+    const attn_tile_t tile = a.tiles[tile_i];
     const int h0 = kvh * a.group + chunk * a.hc;
     const int nh_here = min(a.hc, a.group - chunk * a.hc);
     const int nq = tile.n * nh_here;
@@ -283,53 +283,25 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     const kv_view_t *kv = &aa->kv;
     const char *env = getenv("KILN_CUDA_FA");
     if (env && !strcmp(env, "0")) return 0;
-    const bool split = !(env && !strcmp(env, "single"));
+    /* Q and P as hi + lo, or rounded once: the precision policy of matmul.cu (backend_t.
+     * act_bf16_ok: llama/qwen3 round once, the rest split); KILN_CUDA_FA=single / split force one */
+    const bool split = env && !strcmp(env, "single") ? false : env && !strcmp(env, "split") ? true : !be->act_bf16_ok;
     const int hd = aa->head_dim, G = aa->n_heads / aa->n_kv_heads, bs = kv->block_size;
     if (c->gemm_min_t == 0x7fffffff || (kv->dtype != DT_F16 && kv->dtype != DT_BF16) || (hd != 32 && hd != 64 && hd != 128)) return 0;
     const int hc = G < FQ ? G : FQ, n_chunks = (G + hc - 1) / hc, TQ = FQ / hc;
-    int max_blocks = 1, n_tiles = 0, multi = 0;
-    for (int r = 0; r < aa->n_rows; r++) {
-        int t0 = aa->row_start[r], t1 = aa->row_start[r + 1];
-        if (t1 <= t0) continue;
-        if (t1 - t0 > 1) multi = 1;
-        int nb = aa->pos[t1 - 1] / bs + 1;
-        if (nb > max_blocks) max_blocks = nb;
-        n_tiles += (t1 - t0 + TQ - 1) / TQ;
-    }
+    attn_tiles_t tl;
+    attn_tiles_count(aa, TQ, &tl);
     /* decode steps and steps too small to fill the GPU without a key split: attention.cu */
     /* blocks needed (default: one per two SMs, so a 512-token chunk of a small model still
      * comes here); KILN_CUDA_FA_MIN=N, tests set 1 */
     const char *menv = getenv("KILN_CUDA_FA_MIN");
     const int min_blocks = menv && atoi(menv) > 0 ? atoi(menv) : c->sm_count / 2;
-    if (!multi || n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return 0;
-    size_t pos_bytes = (sizeof(int32_t) * (size_t)T + 15) & ~(size_t)15;
-    size_t tb_bytes = (sizeof(int32_t) * (size_t)aa->n_rows * max_blocks + 15) & ~(size_t)15;
-    size_t tl_bytes = sizeof(fa_tile_t) * (size_t)n_tiles;
-    char *hb = (char *)cuda_host_buf(c, 0, pos_bytes + tb_bytes + tl_bytes);
-    memset(hb, 0, pos_bytes + tb_bytes);
-    memcpy(hb, aa->pos, sizeof(int32_t) * T);
-    int32_t *tables = (int32_t *)(hb + pos_bytes);
-    fa_tile_t *tiles = (fa_tile_t *)(hb + pos_bytes + tb_bytes);
-    int ti = 0;
-    for (int r = 0; r < aa->n_rows; r++) {
-        int t0 = aa->row_start[r], t1 = aa->row_start[r + 1];
-        if (t1 <= t0) continue;
-        int nb = aa->pos[t1 - 1] / bs + 1;
-        memcpy(tables + (size_t)r * max_blocks, aa->block_tables[r], sizeof(int32_t) * nb);
-        for (int t = t0; t < t1; t += TQ) {
-            tiles[ti].t0 = t;
-            tiles[ti].n = t1 - t < TQ ? t1 - t : TQ;
-            tiles[ti].row = r;
-            tiles[ti].pad = 0;
-            ti++;
-        }
-    }
+    if (!tl.multi || tl.n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return 0;
+    attn_tiles_upload(c, aa, T, TQ, &tl);
+    const int n_tiles = tl.n_tiles, max_blocks = tl.max_blocks;
     fa_dev_t a;
-    const char *d = (const char *)cuda_host_to_dev(c, hb, pos_bytes + tb_bytes + tl_bytes);
     a.q = q; a.out = out;
-    a.pos = (const int32_t *)d;
-    a.tables = (const int32_t *)(d + pos_bytes);
-    a.tiles = (const fa_tile_t *)(d + pos_bytes + tb_bytes);
+    a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
     a.k = kv->k; a.v = kv->v; a.block_size = bs; a.max_blocks = max_blocks; a.n_tiles = n_tiles;
     a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
     a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
