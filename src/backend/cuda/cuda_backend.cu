@@ -431,9 +431,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->gemm_min_t_bf16 = f32 ? 0x7fffffff : benv ? (atoi(benv) > 0 ? atoi(benv) : 0x7fffffff) : KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT;
     if (c->gemm_min_t_bf16 > c->gemm_min_t) c->gemm_min_t_bf16 = c->gemm_min_t;
     const char *actenv = getenv("KILN_CUDA_ACT");
-    c->act_bf16 = actenv && !strcmp(actenv, "bf16") ? 1 : actenv && !strcmp(actenv, "split") ? 0 : -1;
-    const char *dqenv = getenv("KILN_CUDA_QDEQ");
-    c->deq_bf16 = dqenv && !strcmp(dqenv, "bf16") ? 1 : dqenv && !strcmp(dqenv, "f32") ? 0 : -1;
+    c->bf16_split = !(actenv && !strcmp(actenv, "bf16"));
     const char *qenv = getenv("KILN_CUDA_QMMA");
     c->qmma = f32 ? 0 : qenv ? atoi(qenv) : KILN_CUDA_QMMA_MIN_T_DEFAULT; /* the fewest tokens that take it; 0: never */
     const char *qmenv = getenv("KILN_CUDA_QMMA_MAX_T");
@@ -465,7 +463,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     if (getenv("KILN_CUDA_GRAPH_STATS"))
         fprintf(stderr, "kiln cuda: %ld graph launches, %ld instantiations\n", c->graph_launches, c->graph_instantiations);
     free(c->weights);
-    cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->lt_workspace); cudaFree(c->dring);
+    cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFreeHost(c->pin);
     free(c->host_scratch[0]);
     free(c->host_scratch[1]);

@@ -426,9 +426,6 @@ static int qmma_ks(const cuda_impl_t *c, const dweight_t *w, int SEG) {
     return KS < 1 ? 1 : KS > kmax ? kmax : KS;
 }
 
-static float *qw_part; /* the slots' partial sums (grown, never shrunk; one per process) */
-static size_t qw_part_bytes;
-
 template <int BITS, int NT, int SEG, int TW>
 static void launch_wide(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
     const int KS = qmma_ks(c, w, SEG), N = w->rows;
@@ -440,7 +437,7 @@ static void launch_wide(cuda_impl_t *c, float *y, const float *x, int T, const d
         attr = smem;
     }
     float *out = y;
-    if (KS > 1) out = (float *)cuda_scratch(c, (void **)&qw_part, &qw_part_bytes, sizeof(float) * (size_t)KS * T * N);
+    if (KS > 1) out = (float *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, sizeof(float) * (size_t)KS * T * N);
     dim3 grid(cdiv(N, QW_ROWS), KS, cdiv(T, 8 * NT));
     qmma_wide_kernel<BITS, NT, SEG, TW><<<grid, 32 * QW_WARPS * TW, smem, c->stream>>>(out, x, T, *w, KS);
     cudaLaunchCheck();
