@@ -431,7 +431,9 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->gemm_min_t_bf16 = f32 ? 0x7fffffff : benv ? (atoi(benv) > 0 ? atoi(benv) : 0x7fffffff) : KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT;
     if (c->gemm_min_t_bf16 > c->gemm_min_t) c->gemm_min_t_bf16 = c->gemm_min_t;
     const char *actenv = getenv("KILN_CUDA_ACT");
-    c->bf16_split = !(actenv && !strcmp(actenv, "bf16"));
+    c->act_bf16 = actenv && !strcmp(actenv, "bf16") ? 1 : actenv && !strcmp(actenv, "split") ? 0 : -1;
+    const char *dqenv = getenv("KILN_CUDA_QDEQ");
+    c->deq_bf16 = dqenv && !strcmp(dqenv, "bf16") ? 1 : dqenv && !strcmp(dqenv, "f32") ? 0 : -1;
     const char *qenv = getenv("KILN_CUDA_QMMA");
     c->qmma = f32 ? 0 : qenv ? atoi(qenv) : KILN_CUDA_QMMA_MIN_T_DEFAULT; /* the fewest tokens that take it; 0: never */
     const char *qmenv = getenv("KILN_CUDA_QMMA_MAX_T");

@@ -66,7 +66,14 @@ typedef struct cuda_impl {
     int gemm_min_t_bf16;    /* the same for bf16 weights (earlier: no dequantization needed) */
     int qmma;               /* MLX 4/8-bit from T >= qmma to 64 on tensor cores (matmul_qmma.cu); KILN_CUDA_QMMA=N, 0: off */
     int qmma_max_t;         /* ... up to this many tokens (KILN_CUDA_QMMA_MAX_T, default 64; above: dequantize + TF32) */
-    int bf16_split;         /* bf16 weights on cuBLASLt: x as hi + lo bf16 (default 1; KILN_CUDA_ACT=bf16: 0) */
+    /* Precision of x in the cuBLASLt matmuls (matmul.cu): 1 = x rounded once to bf16, 0 = x as
+     * bf16 hi + lo (two GEMMs); -1 = the model's policy, backend_t.act_bf16_ok (llama/qwen3: 1).
+     * KILN_CUDA_ACT=bf16 / split force one. */
+    int act_bf16;
+    /* MLX 4/8-bit weights above qmma's sizes: 1 = dequantized to bf16 for a bf16 GEMM (with x
+     * rounded once), 0 = to f32 for TF32; -1 = bf16 only where KILN_CUDA_ACT=bf16 is forced (the
+     * policy alone keeps TF32: 1.03-1.28e-2 on the MLX fixtures). KILN_CUDA_QDEQ=bf16 / f32. */
+    int deq_bf16;
     /* CUDA graphs (step_begin/step_end): a step's ops are captured from the stream and
      * replayed as one graph at its first synchronizing call (download); the executable graph
      * is kept per (T, node count) and updated in place with the next step's parameters */
@@ -103,6 +110,23 @@ const void *cuda_host_to_dev(cuda_impl_t *c, const void *host, size_t bytes);
  * its host arrays into one so it makes a single cuda_host_to_dev call (the ring may restart
  * between two calls, which would clobber the first copy before the kernel reads it). */
 void *cuda_host_buf(cuda_impl_t *c, int which, size_t need);
+
+/* The work list both attention kernels read (attention.cu's CUDA-core kernels and
+ * attention_mma.cu's tensor-core one): a step's rows cut into tiles of up to TQ consecutive
+ * tokens, the rows' block tables packed [n_rows][max_blocks], and the positions, built on the
+ * host in one buffer and copied with one cuda_host_to_dev: [pos T][tables][tiles]. */
+typedef struct attn_tile { int t0, n, row, pad; } attn_tile_t;
+typedef struct attn_tiles {
+    int n_tiles, max_blocks; /* tiles; the longest block table                                  */
+    int max_n, max_len;      /* most tokens in a tile; the longest key range (window applied)   */
+    int multi;               /* some row has more than one token                                */
+    const int32_t *pos, *tables; /* device copies (attn_tiles_upload)                           */
+    const attn_tile_t *tiles;
+} attn_tiles_t;
+/* Counts only (no copies), so a caller can decline the step first. */
+void attn_tiles_count(const attn_args_t *aa, int TQ, attn_tiles_t *t);
+/* Packs and uploads what attn_tiles_count counted (t holds its counts). */
+void attn_tiles_upload(cuda_impl_t *c, const attn_args_t *aa, int T, int TQ, attn_tiles_t *t);
 /* Waits for the stream; a step being captured is ended and launched first (every path that
  * synchronizes calls this: the capture then stops for the rest of the step). */
 void cuda_sync(cuda_impl_t *c);
