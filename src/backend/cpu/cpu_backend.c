@@ -58,7 +58,41 @@ static void cpu_download(backend_t *be, void *host, const void *src, size_t n) {
 static int cpu_prepare_weight(backend_t *be, weight_t *w, err_t *e) { return 0; }
 
 /* --- matmul: columns split into one contiguous slice per task --- */
-typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight_t *w; amx_share_t sh; } mm_job_t;
+typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight_t *w; amx_share_t sh; mm_range_t *rg; int chunk; } mm_job_t;
+
+int mm_rows_next(mm_rows_t *r, int *j0, int *j1) {
+    mm_range_t *me = &r->rg[r->self];
+    for (;;) {
+        uint64_t v = atomic_load_explicit(&me->v, memory_order_relaxed);
+        for (;;) { /* own range: the next chunk from its front */
+            uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+            if (lo >= hi) break;
+            uint32_t e = hi - lo > (uint32_t)r->chunk ? lo + (uint32_t)r->chunk : hi;
+            if (atomic_compare_exchange_weak_explicit(&me->v, &v, e | (uint64_t)hi << 32, memory_order_relaxed, memory_order_relaxed)) {
+                *j0 = (int)lo; *j1 = (int)e;
+                return 1;
+            }
+        }
+        /* empty: move the back half of the fullest range into this one */
+        int best = -1;
+        uint32_t most = 0;
+        for (int i = 0; i < r->n; i++) {
+            uint64_t u = atomic_load_explicit(&r->rg[i].v, memory_order_relaxed);
+            uint32_t lo = (uint32_t)u, hi = (uint32_t)(u >> 32);
+            if (hi > lo && hi - lo > most) { most = hi - lo; best = i; }
+        }
+        if (best < 0) return 0;
+        uint64_t u = atomic_load_explicit(&r->rg[best].v, memory_order_relaxed);
+        uint32_t lo = (uint32_t)u, hi = (uint32_t)(u >> 32);
+        if (lo >= hi) continue;
+        uint32_t s = (lo + (hi - lo) / 2 + 15) & ~15u; /* a multiple of 16 */
+        if (s >= hi || hi - lo <= (uint32_t)r->chunk) s = lo; /* a last chunk: all of it */
+        if (!atomic_compare_exchange_strong_explicit(&r->rg[best].v, &u, lo | (uint64_t)s << 32, memory_order_relaxed, memory_order_relaxed))
+            continue;
+        /* nobody else writes an empty range */
+        atomic_store_explicit(&me->v, s | (uint64_t)hi << 32, memory_order_relaxed);
+    }
+}
 
 /* One weight's share of task i of n (the whole matmul when n is 1). */
 static void mm_part(mm_job_t *j, int i, int n) {
@@ -71,7 +105,12 @@ static void mm_part(mm_job_t *j, int i, int n) {
         if (amx_q4_ok(j->w)) { amx_matmul_q4(j->y, j->x, j->T, j->w, 0, N, &j->sh); return; }
         if (amx_bf16_ok(j->w)) { amx_matmul_bf16(j->y, j->x, j->T, j->w, 0, N, &j->sh); return; }
     }
+    if (j->T == 1 && j->rg && j->impl->simd && j->impl->simd->matmul_rows) { /* decode: rows shared out (mm_rows_next) */
+        mm_rows_t r = {j->rg, n, i, j->chunk};
+        if (j->impl->simd->matmul_rows(j->y, j->x, j->w, &r)) return;
+    }
     int per = ((N + n - 1) / n + 3) & ~3; /* multiples of 4 keep whole tiles per task */
+    if (j->rg) per = (per + 15) & ~15;    /* the ranges' split */
     int j0 = i * per, j1 = j0 + per < N ? j0 + per : N;
     if (j0 >= j1) return;
     if (j->impl->simd) j->impl->simd->matmul(j->y, j->x, j->T, j->w, j0, j1);
@@ -84,14 +123,33 @@ static int mm_threads(cpu_impl_t *impl, int T, const weight_t *w) {
     return (size_t)T * w->rows * w->cols < 65536 ? 1 : threadpool_size(impl->pool);
 }
 
+/* Decode (T == 1) on nt > 1 threads: task i's rows start as the static slice i (rounded to
+ * 16 rows), handed out in chunks of about 32 KB of weights (mm_rows_next). rg: nt ranges. */
+static void mm_rows_init(mm_job_t *j, int nt, mm_range_t *rg) {
+    j->rg = NULL;
+    if (j->T != 1 || nt <= 1 || nt > MM_ROWS_MAX || !j->impl->simd || !j->impl->simd->matmul_rows) return;
+    int N = j->w->rows, per = ((((N + nt - 1) / nt + 3) & ~3) + 15) & ~15;
+    size_t row_bytes = (size_t)j->w->cols * (weight_is_quantized(j->w) ? (size_t)j->w->bits : 8 * dtype_size(j->w->dtype)) / 8;
+    int chunk = (int)((32768 / (row_bytes ? row_bytes : 1) + 15) & ~(size_t)15);
+    j->chunk = chunk < 16 ? 16 : chunk;
+    for (int i = 0; i < nt; i++) {
+        uint32_t lo = (uint32_t)(i * per < N ? i * per : N), hi = (uint32_t)((i + 1) * per < N ? (i + 1) * per : N);
+        atomic_init(&rg[i].v, lo | (uint64_t)hi << 32);
+    }
+    j->rg = rg;
+}
+
 static void cpu_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
     cpu_impl_t *impl = be->impl;
     mm_job_t job = {impl, y, x, T, w};
+    mm_range_t rg[MM_ROWS_MAX];
     atomic_init(&job.sh.next, 0);
     atomic_init(&job.sh.prep_next, 0);
     atomic_init(&job.sh.prep_done, 0);
     atomic_init(&job.sh.buf, NULL);
-    threadpool_run(impl->pool, mm_threads(impl, T, w), mm_task, &job);
+    int nt = mm_threads(impl, T, w);
+    mm_rows_init(&job, nt, rg);
+    threadpool_run(impl->pool, nt, mm_task, &job);
     free(atomic_load(&job.sh.buf));
 }
 
@@ -123,6 +181,7 @@ static void cpu_matmul_multi(backend_t *be, int n, float *const *y, const float 
         return;
     }
     mm_multi_t m = {.n = n};
+    mm_range_t rg[MM_MULTI_MAX][MM_ROWS_MAX];
     int nt = 1, kind[MM_MULTI_MAX];
     for (int k = 0; k < n; k++) {
         mm_job_t *j = &m.job[k];
@@ -133,6 +192,7 @@ static void cpu_matmul_multi(backend_t *be, int n, float *const *y, const float 
         atomic_init(&j->sh.buf, NULL);
         m.nt[k] = mm_threads(impl, T, w[k]);
         if (m.nt[k] > nt) nt = m.nt[k];
+        mm_rows_init(j, m.nt[k], rg[k]);
         kind[k] = mm_amx_kind(impl, T, m.nt[k], w[k]);
         /* every thread that runs weight k ran weight p before it (same task count) and
          * waited there until p's x was prepared */

@@ -21,6 +21,19 @@ void ref_kv_write(const kv_view_t *kv, const float *k, const float *v, const int
 /* Attention for tokens [t0, t1) of the step (all heads). scratch: >= max context floats. */
 void ref_attention(float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch);
 
+/* --- decode matmul rows shared between the threads of one matmul (T == 1) ---
+ * Each task owns a contiguous range of W rows [lo, hi) and takes chunks from its front (one
+ * weight stream per thread, as with a static split); a task whose range is empty moves the
+ * back half of the fullest range into its own (CAS on the packed word) and goes on from
+ * there, so a thread that ran slower or was descheduled does not leave the others waiting.
+ * Every row is computed whole by one thread with the same code, so who takes it never
+ * changes a bit. Range bounds and chunks stay multiples of 16 rows (except at N). */
+#define MM_ROWS_MAX 16
+typedef struct { _Alignas(64) _Atomic uint64_t v; } mm_range_t; /* lo | (uint64_t)hi << 32 */
+typedef struct mm_rows { mm_range_t *rg; int n, self, chunk; } mm_rows_t;
+/* The next rows [*j0, *j1) for task r->self; 0: none left anywhere. */
+int mm_rows_next(mm_rows_t *r, int *j0, int *j1);
+
 /* --- SIMD families: a dot product and axpy for attention, matmul, GELU-tanh GLU --- */
 typedef struct simd_kernels {
     const char *name;
@@ -32,6 +45,10 @@ typedef struct simd_kernels {
      * 0.5 (1 + tanh u) without tanh's cancellation; exp to ~1 ulp. Every element through
      * the same vector code (the tail masked), so where a row lands never changes it. */
     void (*gelu_glu)(float *y, const float *gate, const float *up, size_t n);
+    /* Optional: one x row (T == 1) against the W rows mm_rows_next hands this task, x
+     * prepared once per call; the same per-row results as matmul. Returns 0 without
+     * touching r when it does not take w (the caller splits statically then). */
+    int (*matmul_rows)(float *y, const float *x, const weight_t *w, mm_rows_t *r);
 } simd_kernels_t;
 
 extern const simd_kernels_t simd_avx2, simd_avx512;

@@ -646,4 +646,33 @@ static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
     }
 }
 
-const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu};
+/* T == 1 over the rows r hands out (mm_rows_next), x prepared once: each chunk runs the
+ * code matmul runs on a slice (quads from the chunk's start, then single rows). AMX weights
+ * are left to the static split (their decode twins prepare x per call). */
+static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r) {
+    if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return 0;
+    int j0, j1;
+    if (weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128)) {
+        q4x_t q;
+        if (q4_prepare(&q, x, 1, w)) abort();
+        while (mm_rows_next(r, &j0, &j1)) {
+            int j = j0;
+            for (; j + 4 <= j1; j += 4) q4tile(y, &q, w, 0, j, 1, 4);
+            for (; j < j1; j++) q4tile(y, &q, w, 0, j, 1, 1);
+        }
+        free((void *)q.xq);
+    } else if (weight_is_quantized(w) && w->bits == 8) {
+        int ngp;
+        float *xg = group_sums(x, 1, w->cols, w->group, &ngp);
+        while (mm_rows_next(r, &j0, &j1)) {
+            int j = j0;
+            for (; j + 4 <= j1; j += 4) q8tile(y, x, xg, w, j, 4);
+            for (; j < j1; j++) q8tile(y, x, xg, w, j, 1);
+        }
+        free(xg);
+    } else /* nothing to prepare */
+        while (mm_rows_next(r, &j0, &j1)) matmul(y, x, 1, w, j0, j1);
+    return 1;
+}
+
+const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows};
