@@ -101,7 +101,7 @@ static void check_matmul(hw_t *h, int T, const char *what) {
          * (matmul_qmma.cu): 1e-4, bitwise batch invariant like the GEMV */
         const int qmma = bi == 1 && h->w.dtype == DT_U32 && (h->w.bits == 4 || h->w.bits == 8) && T <= qmma_max_t && T >= qmma_min_t;
         /* one token of MLX 4/8-bit (groups 32/64/128, K % 128 == 0, 16-bit scales) on "cuda":
-         * the tensor-core decode GEMV (matmul_gemv_tc.cu), x as f16 hi + lo: 1e-4 like qmma */
+         * the tensor-core decode GEMV (matmul_gemv_tc.cu), x to 2^-23 of max|x|: 1e-4 like qmma */
         const int gmma = bi == 1 && T == 1 && gemv_tc && qmma_min_t >= 2 && qmma_min_t < 1000 && gemv_tc_ok(&h->w);
         double tol = qmma || gmma ? 1e-4 : bi == 0 || !gemm || h->w.dtype == DT_F32 ? 1e-5 : bi == 1 && h->w.dtype == DT_BF16 ? 1e-4 : 1e-2;
         CHECK(err < tol, "%s%s %s T=%d %dx%d: rel err %.3g (tol %g)", be->ops->name, bi == 2 ? " (act bf16)" : "", what, T, N, K,

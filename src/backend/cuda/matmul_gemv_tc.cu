@@ -1,6 +1,6 @@
 /* matmul_gemv_tc.cu — batch-1 decode y[1, N] = x[1, K] · Wᵀ for MLX 4/8-bit weights on
- * tensor cores, for one weight or several that share x (matmul_multi: q/k/v, gate/up) in
- * one launch.
+ * tensor cores (integer MMA), for one weight or several that share x (matmul_multi: q/k/v,
+ * gate/up) in one launch.
  *
  * Reference: ref_matmul (backend/cpu/ref.c). The "cuda" backend's matmul at T = 1 for MLX
  * 4/8-bit, groups 32/64/128, K % 128 == 0, 16-bit scales/biases ("cuda-f32" keeps the f32
@@ -8,43 +8,45 @@
  * f32 GEMV instead (A/B).
  *
  * Why: batch-1 decode streams every weight once, so the kernel must keep HBM busy all the
- * time. The f32 GEMV spent ~3.5 ALU ops per 4-bit code (8.6e12 codes/s at 4.3 TB/s would
- * take ~90 % of the H200's FP32 issue rate) and, one wave of warps that each load, wait,
+ * time with few instructions per byte. The f32 GEMV spent ~3.5 ALU ops per 4-bit code (at
+ * 4.3 TB/s: ~90 % of the H200's FP32 issue rate) and, one wave of warps that each load, wait,
  * then compute, left HBM idle during the compute phases: 1.25 TB/s on a 33 MB gate_proj.
- * The earlier tensor-core attempt (8 bytes of a group per lane per row, scale/bias reloaded
- * per row and group) was slower still (bench/cuda/RESULTS.md, 2026-12-01 late). Here:
+ * The first tensor-core attempt (8 bytes of a group per lane per row) was slower still; a
+ * version of this kernel with f16 MMAs (codes → f16 by LOP3 + HFMA2, x as f16 hi + lo) was
+ * issue-bound (ncu: 41 % issue, ~460 instructions per 4 KB item). Measured on the H200
+ * (bench/cuda/RESULTS.md, 2026-12-01 helper-28), llama-3-8b q4 decode: f32 GEMV 177, f16 MMA
+ * 215, this kernel 239 tok/s. Here:
  *
  *     y[n] = Σ_units  scale[n, g] · (Σ_k code[n, k] · x[k])  +  bias[n, g] · (Σ_k x[k])
  *
- * - Work: a warp owns a tile of 16 rows and every 4th chunk of it (the block's 4 warps
- *   split K, then add in warp order through shared memory); a chunk is 4 lane spans of 64
- *   bytes per row: lane (g, q) (lane = 4g + q) reads 64 contiguous bytes of rows g and
- *   g + 8 (4 × 16-byte loads each). Blocks loop over tiles (grid = resident blocks), and each
- *   warp loads its next (tile, chunk) item into registers before it computes the current
- *   one, so every warp keeps 128 bytes per lane in flight while its ALUs work.
- * - MMA m16n8k16 (f16 in, f32 accumulate): A = the 16 rows' codes, exact in f16. The k-slots
- *   of lane q are its own span's columns, and B column 2q / 2q+1 holds x hi / lo on lane q's
- *   k-slots only (zero elsewhere): D column 2q is then lane q's own partial dot product, so
- *   each lane's span can sit in a different quantization group and no shuffles or shared
- *   staging of codes are needed. Only lanes (g, q) with g / 2 == q load B (from shared
- *   memory); the rest pass zeros.
- * - Codes → f16 (exact): 4-bit pairs (n0,n4) (n1,n5) (n2,n6) (n3,n7) by LOP3 under the f16
- *   exponent of 1024 (1024 + n, and 1024 + 16n from the next nibble) and one f16x2
- *   subtract / FMA; 8-bit (c0,c2) (c1,c3) by one PRMT each and a subtract. ~1.1 ALU ops per
- *   4-bit code. x is stored per word in the matching order (0,4,1,5,2,6,3,7 / 0,2,1,3).
- * - x is split once per block into f16 hi + lo of x·2^e, e a power of two chosen from max|x|
- *   so that max|x|·2^e < 2^14 (no overflow; hi + lo carries ~22 bits, tiny elements are kept
- *   to 2^-38 of the largest). The unit sums Σx are f32 from x itself, in column order.
- * - Scales/biases of a lane's span for its two rows: one 2/4/8-byte load each, with the codes.
+ * - Work: a warp owns a tile of 16 rows and every S-th chunk of it (the block's S warps, 4,
+ *   or 8 from K = 8192, split K, then add in warp order through shared memory); a chunk is 4
+ *   lane spans of 64 bytes per row: lane (g, q) (lane = 4g + q) reads 64 contiguous bytes of
+ *   rows g and g + 8 (4 × 16-byte loads each) plus its span's scales/biases (one 2/4/8-byte
+ *   load each, volatile so they are issued with the codes). Blocks loop over tiles (grid =
+ *   resident blocks); each warp loads its next (tile, chunk) item into registers before it
+ *   computes the current one, so it keeps 128 bytes per lane in flight while its ALUs work.
+ * - x' = round(x·2^e) with e from max|x| so that |x'| < 2^22 (x to 2^-23 of its largest
+ *   element), split once per block into three signed byte planes, x' = d2·2^16 + d1·2^8 + d0,
+ *   kept in shared memory per octet (8 columns) in the MMA's k order.
+ * - mma.sync m16n8k32 u8 × s8 → s32 (exact integer sums): A = the codes as bytes (4-bit:
+ *   w & 0x0F0F0F0F and (w >> 4) & 0x0F0F0F0F, 1.5 ops per 4 codes of a row; 8-bit: the words as
+ *   they are). The k-slots of lane q are its own span's columns; B column 2q+p of one MMA holds
+ *   plane p (0, 1) on lane q's k-slots only and column 2q of a second MMA (same A) plane 2, so
+ *   D column 2q (2q+1) is lane q's own partial dot product with that plane: each lane's span
+ *   can sit in a different quantization group, no shuffles, no staging of codes. Lanes that
+ *   supply no B column read a zero span. ~10 instructions per 8 codes of two rows.
+ * - Per unit (a group, or the span when the group is larger): p = d2-sum·2^16 + d1-sum·2^8 +
+ *   d0-sum in f32, acc += scale · p·2^-e + bias · Σx (Σx in f32 from x itself, column order).
  *
- * Numerics: beyond f32, x's ~2^-22 split (the hi + lo tensor-core products are exact, f32
- * accumulation), within 1e-4 of ref_matmul (test_cuda_kernels). A row's result depends on
- * K and the weight's own data only: bitwise the same alone or inside a matmul_multi launch
+ * Numerics: beyond f32, x's rounding to 2^-23 of max|x| (the integer products and sums are
+ * exact), within 1e-4 of ref_matmul (test_cuda_kernels). A row's result depends on K and the
+ * weight's own data only: bitwise the same alone or inside a matmul_multi launch
  * (test_cuda_kernels test_matmul_multi). T = 1 only (one token: batch invariance on "cuda"
  * is the switch between kernels, docs/cuda.md). */
 #include "backend/cuda/cuda_common.cuh"
 
-#define TC_WARPS 4 /* warps per block: the K split of a tile */
+#define TC_MAXW 8   /* warps per block: the K split of a tile (4, or 8 from K = 8192) */
 #define TC_MAXSEG 4
 
 struct tc_seg {
@@ -60,31 +62,21 @@ struct tc_args {
 };
 
 template <int BITS> struct tc_geo {
-    static constexpr int CPW = 32 / BITS;         /* codes per 32-bit word: 8 or 4          */
-    static constexpr int SPAN = 16 * CPW;         /* columns of a lane span (64 bytes)      */
+    static constexpr int SPAN = 512 / BITS;       /* columns of a lane span (64 bytes of codes) */
+    static constexpr int NOCT = SPAN / 8;         /* octets (8 columns: one IMMA k-slice per row pair) */
     static constexpr int CHUNK = 4 * SPAN;        /* columns of an item (4 lanes per row)   */
-    static constexpr int SPAN_B = 68 * CPW;       /* shared bytes of a span's x: 16 words × (hi+lo) + pad */
+    static constexpr int SPAN_B = NOCT * 24 + 16; /* shared bytes of a span's x digits (3 planes × 8 per octet) + pad */
 };
 
 struct tc_buf {
-    uint4 c[2][4];        /* rows g, g+8: 4 × 16 bytes of codes each */
+    uint4 c[2][4];             /* rows g, g+8: 4 × 16 bytes of codes each */
     uint32_t s[2][2], b[2][2]; /* their scales/biases for the span's units (16-bit each) */
 };
 
-__device__ __forceinline__ void tc_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+__device__ __forceinline__ void tc_imma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t hsub2(uint32_t a, uint32_t b) {
-    uint32_t d;
-    asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t d;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
 }
 __device__ __forceinline__ uint4 tc_ld16(const uint32_t *p) {
     uint4 v;
@@ -119,19 +111,26 @@ __device__ __forceinline__ int tc_seg_of(const tc_args &a, int tile) {
     return s;
 }
 
-/* Loads item (tile, chunk) of this lane: codes and scale/bias words of its span, rows g, g+8. */
+/* Loads item (tile, chunk) of this lane: codes and scale/bias words of its span, rows g, g+8
+ * (a span past K: zero codes, and compute skips its units). */
 template <int BITS, int NU>
 __device__ __forceinline__ void tc_load(tc_buf &B, const tc_args &a, int tile, int chunk, int g, int q) {
     using G = tc_geo<BITS>;
     const int col0 = chunk * G::CHUNK + q * G::SPAN;
-    if (col0 >= a.K) return; /* nothing to read: compute skips this span's units */
+    if (col0 >= a.K) {
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) B.c[r][j] = make_uint4(0, 0, 0, 0);
+        return;
+    }
     const tc_seg &sg = a.seg[tc_seg_of(a, tile)];
-    const int wpr = a.K / G::CPW; /* words per row */
+    const int wpr = a.K * BITS / 32; /* words per row */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         int row = (tile - sg.tile0) * 16 + g + 8 * r;
         row = row < sg.rows ? row : sg.rows - 1;
-        const uint32_t *p = sg.data + (size_t)row * wpr + col0 / G::CPW;
+        const uint32_t *p = sg.data + (size_t)row * wpr + col0 * BITS / 32;
 #pragma unroll
         for (int j = 0; j < 4; j++) B.c[r][j] = tc_ld16(p + 4 * j);
         const size_t si = (size_t)row * a.ng + (col0 >> a.lg_group);
@@ -140,70 +139,71 @@ __device__ __forceinline__ void tc_load(tc_buf &B, const tc_args &a, int tile, i
     }
 }
 
-/* acc[r] += this lane's span of item (chunk) for rows g, g+8 (every lane runs the MMAs). */
+/* acc[r] += this lane's span of item (chunk) for rows g, g+8 (every lane runs the MMAs).
+ * xb1 / xb2: the lane's B source for the plane-0/1 and the plane-2 MMA (a zero span when the
+ * lane supplies no B column). */
 template <int BITS, int NU, int SBF>
-__device__ __forceinline__ void tc_compute(const tc_buf &B, float (&acc)[2], const tc_args &a, int chunk, int q, const char *xsh,
-                                           int boff, bool bact, const float *xsum, float inv_scale) {
+__device__ __forceinline__ void tc_compute(const tc_buf &B, float (&acc)[2], int col0, bool valid, const char *xb1, const char *xb2,
+                                           const float *xsum, float inv_scale) {
     using G = tc_geo<BITS>;
-    constexpr int WPU = 16 / NU; /* words per unit (a unit: one group, or the span when the group is larger) */
-    const int col0 = chunk * G::CHUNK + q * G::SPAN;
-    const bool valid = col0 < a.K;
+    constexpr int OPU = G::NOCT / NU; /* octets per unit (a unit: one group, or the span when the group is larger) */
     const uint32_t *w0 = (const uint32_t *)&B.c[0][0], *w1 = (const uint32_t *)&B.c[1][0];
-    const char *xb = xsh + (size_t)(chunk * 4 + q) * G::SPAN_B + boff;
 #pragma unroll
     for (int u = 0; u < NU; u++) {
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
+        int d[4] = {0, 0, 0, 0}, e[4] = {0, 0, 0, 0};
 #pragma unroll
-        for (int i = u * WPU; i < (u + 1) * WPU; i++) {
-            const uint32_t v0 = valid ? w0[i] : 0u, v1 = valid ? w1[i] : 0u;
-            if constexpr (BITS == 4) {
-                uint4 bx = make_uint4(0, 0, 0, 0);
-                if (bact) bx = *(const uint4 *)(xb + i * 32);
-                const uint32_t K1024 = 0x64006400u, M16 = 0x2C002C00u /* 1/16 */, N64 = 0xD400D400u /* -64 */;
-                const uint32_t s0 = v0 >> 8, s1 = v1 >> 8;
-                const uint32_t p00 = hsub2((v0 & 0x000F000Fu) | K1024, K1024), p01 = hfma2((v0 & 0x00F000F0u) | K1024, M16, N64);
-                const uint32_t p02 = hsub2((s0 & 0x000F000Fu) | K1024, K1024), p03 = hfma2((s0 & 0x00F000F0u) | K1024, M16, N64);
-                const uint32_t p10 = hsub2((v1 & 0x000F000Fu) | K1024, K1024), p11 = hfma2((v1 & 0x00F000F0u) | K1024, M16, N64);
-                const uint32_t p12 = hsub2((s1 & 0x000F000Fu) | K1024, K1024), p13 = hfma2((s1 & 0x00F000F0u) | K1024, M16, N64);
-                tc_mma(d, p00, p10, p01, p11, bx.x, bx.y);
-                tc_mma(d, p02, p12, p03, p13, bx.z, bx.w);
-            } else {
-                uint2 bx = make_uint2(0, 0);
-                if (bact) bx = *(const uint2 *)(xb + i * 16);
-                const uint32_t K1024 = 0x64006400u;
-                const uint32_t pa0 = hsub2(__byte_perm(v0, 0x64646464u, 0x4240), K1024), pb0 = hsub2(__byte_perm(v0, 0x64646464u, 0x4341), K1024);
-                const uint32_t pa1 = hsub2(__byte_perm(v1, 0x64646464u, 0x4240), K1024), pb1 = hsub2(__byte_perm(v1, 0x64646464u, 0x4341), K1024);
-                tc_mma(d, pa0, pa1, pb0, pb1, bx.x, bx.y);
+        for (int o = u * OPU; o < (u + 1) * OPU; o++) {
+            uint32_t a0, a1, a2, a3;
+            if constexpr (BITS == 4) { /* bytes (n0,n2,n4,n6) and (n1,n3,n5,n7) of the octet's word */
+                a0 = w0[o] & 0x0F0F0F0Fu; a2 = (w0[o] >> 4) & 0x0F0F0F0Fu;
+                a1 = w1[o] & 0x0F0F0F0Fu; a3 = (w1[o] >> 4) & 0x0F0F0F0Fu;
+            } else { /* the octet's two words as they are */
+                a0 = w0[2 * o]; a2 = w0[2 * o + 1];
+                a1 = w1[2 * o]; a3 = w1[2 * o + 1];
             }
+            const uint2 b1 = *(const uint2 *)(xb1 + o * 24), b2 = *(const uint2 *)(xb2 + o * 24);
+            tc_imma(d, a0, a1, a2, a3, b1.x, b1.y);
+            tc_imma(e, a0, a1, a2, a3, b2.x, b2.y);
         }
-        if (valid) {
+        if (valid) { /* Σ code·x' = d2·2^16 + d1·2^8 + d0 over the unit (|d0 + d1·2^8| < 2^31) */
             const float xs = xsum[col0 / (G::SPAN / NU) + u];
-            acc[0] = __fmaf_rn(tc_sb<SBF>(B.s[0], u), __fmul_rn(__fadd_rn(d[0], d[1]), inv_scale), acc[0]);
+            const float p0 = __fmaf_rn((float)e[0], 65536.f, (float)(d[0] + d[1] * 256));
+            const float p1 = __fmaf_rn((float)e[2], 65536.f, (float)(d[2] + d[3] * 256));
+            acc[0] = __fmaf_rn(tc_sb<SBF>(B.s[0], u), __fmul_rn(p0, inv_scale), acc[0]);
             acc[0] = __fmaf_rn(tc_sb<SBF>(B.b[0], u), xs, acc[0]);
-            acc[1] = __fmaf_rn(tc_sb<SBF>(B.s[1], u), __fmul_rn(__fadd_rn(d[2], d[3]), inv_scale), acc[1]);
+            acc[1] = __fmaf_rn(tc_sb<SBF>(B.s[1], u), __fmul_rn(p1, inv_scale), acc[1]);
             acc[1] = __fmaf_rn(tc_sb<SBF>(B.b[1], u), xs, acc[1]);
         }
     }
 }
 
+/* The signed base-256 digit i (0, 1, 2) of v (|v| < 2^22): v = d2·2^16 + d1·2^8 + d0, each in [-128, 127]. */
+__device__ __forceinline__ void tc_digits(int v, int (&d)[3]) {
+    d[0] = (int)(int8_t)(v & 255);
+    v = (v - d[0]) >> 8;
+    d[1] = (int)(int8_t)(v & 255);
+    d[2] = (v - d[1]) >> 8;
+}
+
 template <int BITS, int NU, int SBF>
-__global__ void __launch_bounds__(TC_WARPS * 32) gemv_tc_kernel(const __grid_constant__ tc_args a) {
+__global__ void __launch_bounds__(TC_MAXW * 32) gemv_tc_kernel(const __grid_constant__ tc_args a) {
     using G = tc_geo<BITS>;
     extern __shared__ __align__(16) char tc_sh[];
     const int K = a.K, nchunks = (K + G::CHUNK - 1) / G::CHUNK, nspans = nchunks * 4;
-    char *xsh = tc_sh;                                          /* nspans × SPAN_B */
-    float *xsum = (float *)(tc_sh + (size_t)nspans * G::SPAN_B); /* K / unit       */
-    float *red = xsum + K / (G::SPAN / NU);                       /* TC_WARPS × 16  */
-    __shared__ float smax[TC_WARPS];
+    const int S = blockDim.x >> 5;                                  /* warps splitting a tile's K */
+    char *xsh = tc_sh;                                              /* (nspans + 1 zero span) × SPAN_B */
+    float *xsum = (float *)(tc_sh + (size_t)(nspans + 1) * G::SPAN_B); /* K / unit               */
+    float *red = xsum + K / (G::SPAN / NU);                           /* S × 16                 */
+    __shared__ float smax[TC_MAXW];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    const int ipt = (nchunks + TC_WARPS - 1) / TC_WARPS; /* items per warp per tile */
+    const int ipt = (nchunks + S - 1) / S; /* items per warp per tile */
     const int ntb = a.ntiles > (int)blockIdx.x ? (a.ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     const int n = ntb * ipt;
     tc_buf A, Bf;
-    if (n > 0) tc_load<BITS, NU>(A, a, blockIdx.x, warp, g, q); /* in flight while x is split */
+    if (n > 0) tc_load<BITS, NU>(A, a, blockIdx.x, warp, g, q); /* in flight while x is prepared */
 
-    /* x → shared: max |x| → e; f16 hi/lo of x·2^e per word in MMA order; Σx per unit (x is
-     * 16-byte aligned, K % 128 == 0: float4 loads, unrolled so each pass is ~one round trip) */
+    /* x → shared: max |x| → e; x' = round(x·2^e) (|x'| < 2^22) as three signed byte planes per
+     * octet in IMMA order; Σx per unit (x 16-byte aligned, K % 128 == 0: float4 loads) */
     const float4 *x4 = (const float4 *)a.x;
     float m = 0.f;
 #pragma unroll 8
@@ -216,36 +216,29 @@ __global__ void __launch_bounds__(TC_WARPS * 32) gemv_tc_kernel(const __grid_con
     if (lane == 0) smax[warp] = m;
     __syncthreads();
     m = smax[0];
-#pragma unroll
-    for (int i = 1; i < TC_WARPS; i++) m = fmaxf(m, smax[i]);
+    for (int i = 1; i < S; i++) m = fmaxf(m, smax[i]);
     int ex = 0;
-    if (m > 0.f && m <= 3.0e38f) { frexpf(m, &ex); ex = 14 - ex; ex = ex > 120 ? 120 : ex < -120 ? -120 : ex; }
+    if (m > 0.f && m <= 3.0e38f) { frexpf(m, &ex); ex = 22 - ex; ex = ex > 120 ? 120 : ex < -120 ? -120 : ex; }
     const float up = __int_as_float((127 + ex) << 23), inv_scale = __int_as_float((127 - ex) << 23);
 #pragma unroll 4
-    for (int wb = threadIdx.x; wb < nspans * 16; wb += blockDim.x) {
-        float xv[G::CPW];
+    for (int ob = threadIdx.x; ob < (nspans + 1) * G::NOCT; ob += blockDim.x) {
+        float xv[8];
+        const bool in = ob * 8 < K; /* the padding spans and the zero span hold zeros */
+        const float4 v0 = in ? __ldg(x4 + 2 * ob) : make_float4(0.f, 0.f, 0.f, 0.f), v1 = in ? __ldg(x4 + 2 * ob + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+        xv[0] = v0.x; xv[1] = v0.y; xv[2] = v0.z; xv[3] = v0.w; xv[4] = v1.x; xv[5] = v1.y; xv[6] = v1.z; xv[7] = v1.w;
+        uint32_t pl[3][2] = {{0, 0}, {0, 0}, {0, 0}};
 #pragma unroll
-        for (int j = 0; j < G::CPW / 4; j++) {
-            const float4 v = wb * G::CPW < K ? __ldg(x4 + wb * (G::CPW / 4) + j) : make_float4(0.f, 0.f, 0.f, 0.f);
-            xv[4 * j] = v.x; xv[4 * j + 1] = v.y; xv[4 * j + 2] = v.z; xv[4 * j + 3] = v.w;
-        }
-        uint32_t hw[G::CPW / 2], lw[G::CPW / 2];
+        for (int j = 0; j < 8; j++) {
+            /* byte position of column j: 4-bit (0,2,4,6 | 1,3,5,7) like the nibble bytes; 8-bit natural */
+            const int pos = BITS == 4 ? (j & 1) * 4 + (j >> 1) : j;
+            int d[3];
+            tc_digits(__float2int_rn(__fmul_rn(xv[j], up)), d);
 #pragma unroll
-        for (int j = 0; j < G::CPW / 2; j++) { /* word order: (j, j + CPW/2) pairs */
-            const float v0 = __fmul_rn(xv[j], up), v1 = __fmul_rn(xv[j + G::CPW / 2], up);
-            const __half h0 = __float2half_rn(v0), h1 = __float2half_rn(v1);
-            const __half l0 = __float2half_rn(__fsub_rn(v0, __half2float(h0))), l1 = __float2half_rn(__fsub_rn(v1, __half2float(h1)));
-            hw[j] = (uint32_t)__half_as_ushort(h0) | (uint32_t)__half_as_ushort(h1) << 16;
-            lw[j] = (uint32_t)__half_as_ushort(l0) | (uint32_t)__half_as_ushort(l1) << 16;
+            for (int p = 0; p < 3; p++) pl[p][pos >> 2] |= (uint32_t)(d[p] & 255) << (8 * (pos & 3));
         }
-        char *d = xsh + (size_t)(wb / 16) * G::SPAN_B + (wb % 16) * 4 * G::CPW;
-        if constexpr (BITS == 4) {
-            *(uint4 *)d = make_uint4(hw[0], hw[1], hw[2], hw[3]);
-            *(uint4 *)(d + 16) = make_uint4(lw[0], lw[1], lw[2], lw[3]);
-        } else {
-            *(uint2 *)d = make_uint2(hw[0], hw[1]);
-            *(uint2 *)(d + 8) = make_uint2(lw[0], lw[1]);
-        }
+        uint2 *dst = (uint2 *)(xsh + (size_t)(ob / G::NOCT) * G::SPAN_B + (ob % G::NOCT) * 24);
+#pragma unroll
+        for (int p = 0; p < 3; p++) dst[p] = make_uint2(pl[p][0], pl[p][1]);
     }
     constexpr int U = G::SPAN / NU;
     for (int u = threadIdx.x; u < K / U; u += blockDim.x) {
@@ -259,13 +252,21 @@ __global__ void __launch_bounds__(TC_WARPS * 32) gemv_tc_kernel(const __grid_con
     }
     __syncthreads();
 
-    const bool bact = (g >> 1) == q;
-    const int boff = (g & 1) * 2 * G::CPW; /* lo half after the word's hi half */
+    /* B columns: 2q'+p of the plane-0/1 MMA = lane q' span's plane p (lane g = 2q'+p supplies it),
+     * 2q' of the plane-2 MMA = its plane 2 (lane g = 2q'); every other lane reads the zero span */
+    const char *zero = xsh + (size_t)nspans * G::SPAN_B;
+    const bool act1 = (g >> 1) == q, act2 = g == 2 * q;
+    const int off1 = act1 ? 8 * (g & 1) : 0, off2 = act2 ? 16 : 0;
     float acc[2] = {0.f, 0.f};
-    auto item = [&](tc_buf &B, int it) {
-        const int tile = blockIdx.x + (it / ipt) * gridDim.x, chunk = warp + (it % ipt) * TC_WARPS;
-        if (chunk < nchunks) tc_compute<BITS, NU, SBF>(B, acc, a, chunk, q, xsh, boff, bact, xsum, inv_scale);
-        if (it % ipt == ipt - 1) { /* the tile's last item: add lanes q, then warps in order */
+    int ct = blockIdx.x, cj = 0, lt = blockIdx.x, lj = 0; /* compute / load cursors: tile, item in tile */
+    auto item = [&](tc_buf &B) {
+        const int chunk = warp + cj * S;
+        if (chunk < nchunks) {
+            const int span = chunk * 4 + q, col0 = span * G::SPAN;
+            const char *sp = xsh + (size_t)span * G::SPAN_B;
+            tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum, inv_scale);
+        }
+        if (++cj == ipt) { /* the tile's last item: add lanes q, then warps in order */
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 acc[r] = __fadd_rn(acc[r], __shfl_xor_sync(0xffffffffu, acc[r], 1));
@@ -276,25 +277,27 @@ __global__ void __launch_bounds__(TC_WARPS * 32) gemv_tc_kernel(const __grid_con
             __syncthreads();
             if (warp == 0 && lane < 16) {
                 float v = red[lane];
-#pragma unroll
-                for (int w = 1; w < TC_WARPS; w++) v = __fadd_rn(v, red[w * 16 + lane]);
-                const tc_seg &sg = a.seg[tc_seg_of(a, tile)];
-                const int row = (tile - sg.tile0) * 16 + lane;
+                for (int w = 1; w < S; w++) v = __fadd_rn(v, red[w * 16 + lane]);
+                const tc_seg &sg = a.seg[tc_seg_of(a, ct)];
+                const int row = (ct - sg.tile0) * 16 + lane;
                 if (row < sg.rows) sg.y[row] = v;
             }
             __syncthreads();
+            cj = 0;
+            ct += gridDim.x;
         }
     };
-    auto load = [&](tc_buf &B, int it) {
-        const int tile = blockIdx.x + (it / ipt) * gridDim.x, chunk = warp + (it % ipt) * TC_WARPS;
-        if (chunk < nchunks) tc_load<BITS, NU>(B, a, tile, chunk, g, q);
+    auto load = [&](tc_buf &B) { /* the item after the last one loaded */
+        if (++lj == ipt) { lj = 0; lt += gridDim.x; }
+        const int chunk = warp + lj * S;
+        if (chunk < nchunks) tc_load<BITS, NU>(B, a, lt, chunk, g, q);
     };
     for (int it = 0; it < n; it += 2) {
-        if (it + 1 < n) load(Bf, it + 1);
-        item(A, it);
+        if (it + 1 < n) load(Bf);
+        item(A);
         if (it + 1 < n) {
-            if (it + 2 < n) load(A, it + 2);
-            item(Bf, it + 1);
+            if (it + 2 < n) load(A);
+            item(Bf);
         }
     }
 }
@@ -314,11 +317,14 @@ static int tc_ok(const dweight_t *w) {
 template <int BITS, int NU, int SBF>
 static int tc_launch(cuda_impl_t *c, const tc_args &a) {
     using G = tc_geo<BITS>;
+    /* warps per tile by K only (a row's sum order must not depend on the launch): 8 from
+     * K = 8192 (llama-3-8b down_proj: 256 tiles would leave ~8 warps per SM at 4) */
+    const int S = a.K >= 8192 ? 8 : 4;
     const int nchunks = (a.K + G::CHUNK - 1) / G::CHUNK;
-    const size_t smem = (size_t)nchunks * 4 * G::SPAN_B + sizeof(float) * (a.K / (G::SPAN / NU) + TC_WARPS * 16);
+    const size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / (G::SPAN / NU) + S * 16);
     if (smem > c->smem_optin) return -1;
     static size_t attr_set;
-    static struct { size_t smem; int blocks; } occ[8];
+    static struct { size_t smem; int S, blocks; } occ[8];
     static int n_occ;
     auto kern = gemv_tc_kernel<BITS, NU, SBF>;
     if (smem > 48 * 1024 && smem > attr_set) {
@@ -327,15 +333,15 @@ static int tc_launch(cuda_impl_t *c, const tc_args &a) {
     }
     int per_sm = 0;
     for (int i = 0; i < n_occ; i++)
-        if (occ[i].smem == smem) per_sm = occ[i].blocks;
+        if (occ[i].smem == smem && occ[i].S == S) per_sm = occ[i].blocks;
     if (!per_sm) {
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, TC_WARPS * 32, smem));
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, S * 32, smem));
         if (per_sm < 1) per_sm = 1;
-        if (n_occ < 8) { occ[n_occ].smem = smem; occ[n_occ].blocks = per_sm; n_occ++; }
+        if (n_occ < 8) { occ[n_occ].smem = smem; occ[n_occ].S = S; occ[n_occ].blocks = per_sm; n_occ++; }
     }
     const int sms = c->sm_count > 0 ? c->sm_count : 132;
     const int grid = a.ntiles < sms * per_sm ? a.ntiles : sms * per_sm;
-    kern<<<grid, TC_WARPS * 32, smem, c->stream>>>(a);
+    kern<<<grid, S * 32, smem, c->stream>>>(a);
     cudaLaunchCheck();
     return 0;
 }
