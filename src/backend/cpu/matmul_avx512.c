@@ -25,6 +25,18 @@
 #define PF_AHEAD(row_bytes) (3 * (row_bytes) + 8192)
 #define AI static inline __attribute__((always_inline))
 
+/* Decode: the scales and biases of the row the codes prefetch is reaching (as many rows
+ * ahead as PF_AHEAD bytes of codes), one line at a time. They are a separate stream of
+ * 2 x ng x 2 bytes per row that nothing fetched early: the first use in a tile stalled. */
+AI void pf_sb(const weight_t *w, int r, size_t row_bytes) {
+    size_t ng = (size_t)(w->cols / w->group), sz = dtype_size(w->sb_dtype), ahead = PF_AHEAD(row_bytes) / row_bytes + 1;
+    size_t o0 = (r + ahead) * ng * sz;
+    for (size_t o = 0; o < ng * sz; o += 64) {
+        _mm_prefetch((const char *)w->scales + o0 + o, _MM_HINT_T0);
+        _mm_prefetch((const char *)w->biases + o0 + o, _MM_HINT_T0);
+    }
+}
+
 typedef __m512 (*ldw_fn)(const weight_t *w, int r, int k, __mmask16 m);
 
 AI __m512 ld_f32(const weight_t *w, int r, int k, __mmask16 m) {
@@ -220,6 +232,8 @@ AI void q4tile(float *y, const q4x_t *q, const weight_t *w, int t, int j, const 
     for (int a = 0; a < NT; a++)
 #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) acc[a][b] = bias_term(w, j + b, q->xg + (size_t)(t + a) * q->ngp);
+    if (NT == 1)
+        for (int b = 0; b < NJ; b++) pf_sb(w, j + b, row_bytes);
     for (int g0 = 0, blk = 0; g0 < ng; g0 += 16) {
         __m512 s16[4];
 #pragma GCC unroll 4
@@ -411,6 +425,7 @@ AI void q8tile(float *y, const float *x, const float *xg, const weight_t *w, int
     for (int b = 0; b < NJ; b++) {
         rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * K;
         acc[b] = bias_term(w, j + b, xg);
+        pf_sb(w, j + b, (size_t)K);
     }
     for (int g0 = 0; g0 < ng; g0 += 16) {
         __m512 s16[4];
