@@ -23,21 +23,26 @@ static void at_to_f32(float *dst, const void *src, dtype_t t, int n) {
 /* 16×16 transpose in registers: r[i][j] -> r[j][i] */
 static inline __attribute__((always_inline)) void at_tr16(__m512 r[16]) {
     __m512 t[16];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
         t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
         r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
         r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
         r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
             t[8 * h + 4 + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0xdd);
         }
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
         r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
@@ -47,22 +52,53 @@ static inline __attribute__((always_inline)) void at_tr16(__m512 r[16]) {
 /* Decode tiles (AT_KT): the K rows of keys [ja, jb] of a block (rows[j], any KV dtype),
  * converted to f32 and stored transposed, Kt[d·32 + j] (keys outside [ja, jb]: 0), so the
  * keys-in-lanes scores load K[·][d] for 16 keys with one load instead of a gather. The
- * values are the converted ones, exactly: only their place changes. hd % 16 == 0. */
-static void at_kt_block(float *Kt, const void *const *rows, dtype_t t, int hd, int ja, int jb) {
+ * values are the converted ones, exactly: only their place changes. hd % 16 == 0.
+ * Keys outside [ja, jb] read a row of zeros (at_kt_zero, f16/bf16/f32 +0 all convert to
+ * +0, as _mm512_setzero_ps gave), so the 16 loads, the transpose and the 16 stores of a
+ * 16×16 piece are straight-line code on registers (the per-row branch and dtype test kept
+ * r[] on the stack, and the K loads stalled one after another behind them). */
+static const float at_kt_zero[512] __attribute__((aligned(64)));
+
+static inline __attribute__((always_inline)) void at_kt_piece(float *Kt, const char *const *rows, int d0, int g, const int T) {
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) {
+        if (T == DT_F16) r[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rows[g + i] + (size_t)d0 * 2)));
+        else if (T == DT_BF16)
+            r[i] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(rows[g + i] + (size_t)d0 * 2))), 16));
+        else r[i] = _mm512_loadu_ps((const float *)(rows[g + i] + (size_t)d0 * 4));
+    }
+    at_tr16(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) _mm512_store_ps(Kt + (size_t)(d0 + i) * 32 + g, r[i]);
+}
+
+static void at_kt_block(float *Kt, const void *const *rows_in, dtype_t t, int hd, int ja, int jb) {
+    const char *rows[32];
+    int esz = t == DT_F32 ? 4 : 2;
+    for (int j = 0; j < 32; j++) rows[j] = j < ja || j > jb ? (const char *)at_kt_zero : (const char *)rows_in[j];
+    int z = (size_t)hd * esz > sizeof at_kt_zero && (ja > 0 || jb < 31);
+    if (z) /* a row longer than the zero row: zero keys one by one */
+        for (int j = 0; j < 32; j++)
+            if (j < ja || j > jb) rows[j] = NULL;
     for (int g = 0; g < 32; g += 16)
         for (int d0 = 0; d0 < hd; d0 += 16) {
-            __m512 r[16];
-            for (int i = 0; i < 16; i++) {
-                int j = g + i;
-                if (j < ja || j > jb) { r[i] = _mm512_setzero_ps(); continue; }
-                if (t == DT_F16) r[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)rows[j] + d0)));
-                else if (t == DT_BF16)
-                    r[i] = _mm512_castsi512_ps(_mm512_slli_epi32(
-                        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)rows[j] + d0))), 16));
-                else r[i] = _mm512_loadu_ps((const float *)rows[j] + d0);
+            if (z) { /* (hd > 256 with masked keys only) */
+                __m512 r[16];
+                for (int i = 0; i < 16; i++) {
+                    const char *p = rows[g + i];
+                    r[i] = !p ? _mm512_setzero_ps()
+                         : t == DT_F32 ? _mm512_loadu_ps((const float *)p + d0)
+                         : t == DT_F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + d0)))
+                         : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + d0))), 16));
+                }
+                at_tr16(r);
+                for (int i = 0; i < 16; i++) _mm512_store_ps(Kt + (size_t)(d0 + i) * 32 + g, r[i]);
+                continue;
             }
-            at_tr16(r);
-            for (int i = 0; i < 16; i++) _mm512_storeu_ps(Kt + (size_t)(d0 + i) * 32 + g, r[i]);
+            if (t == DT_F16) at_kt_piece(Kt, rows, d0, g, DT_F16);
+            else if (t == DT_BF16) at_kt_piece(Kt, rows, d0, g, DT_BF16);
+            else at_kt_piece(Kt, rows, d0, g, DT_F32);
         }
 }
 
