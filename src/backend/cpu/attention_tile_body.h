@@ -384,8 +384,9 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
         for (int i = 0; i < nqp; i++) {
             m[i] = -INFINITY;
             l[i] = 0.f;
-            if (i >= nq) {
-                for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = 0.f;
+            if (i >= nq) { /* (the few-query scores read lanes < nq only) */
+                if (nq > AT_DQ)
+                    for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = 0.f;
                 continue;
             }
             const float *qi = q + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
@@ -399,8 +400,16 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
         for (int d = hd; d < hdp; d++) Kb[(size_t)j * hdp + d] = Vb[(size_t)j * hdp + d] = 0.f;
     }
 
+    /* the cache offsets (elements, head 0) of this block's positions [0, AT_KB) and the
+     * next block's [AT_KB, 2·AT_KB), -1 past khi: one division per position per block,
+     * not per position and head */
+    size_t poff[2 * AT_KB];
     for (int b0 = klo / AT_KB * AT_KB; b0 <= khi; b0 += AT_KB) {
         int ja = klo > b0 ? klo - b0 : 0, jb = khi < b0 + AT_KB - 1 ? khi - b0 : AT_KB - 1;
+        for (int j = 0; j < 2 * AT_KB; j++) {
+            int pj = b0 + j;
+            poff[j] = pj <= khi ? ((size_t)bt[pj / bs] * bs + pj % bs) * per_tok : (size_t)-1;
+        }
         for (int kvh = h0; kvh < h1; kvh++) {
             float *Qt = AT_HQT(kvh), *acc = AT_HACC(kvh), *m = AT_HM(kvh), *l = AT_HL(kvh);
             /* ask for the next block's K/V rows now: a head's rows are hd elements every
@@ -411,16 +420,15 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
             const char *pfr[2 * AT_KB];
             if (dk) {
                 for (int j = 0; j < AT_KB; j++) {
-                    int pj = b0 + AT_KB + j;
-                    if (pj > khi) { pfr[j] = NULL; continue; }
-                    size_t off = (((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd) * esz;
+                    if (poff[AT_KB + j] == (size_t)-1) { pfr[j] = NULL; continue; }
+                    size_t off = (poff[AT_KB + j] + (size_t)kvh * hd) * esz;
                     pfr[j] = (const char *)kv->k + off;
                     pfr[AT_KB + j] = (const char *)kv->v + off;
                 }
             } else
 #endif
             for (int pj = b0 + AT_KB; pj <= khi && pj < b0 + 2 * AT_KB; pj++) {
-                size_t off = (((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd) * esz;
+                size_t off = (poff[pj - b0] + (size_t)kvh * hd) * esz;
                 for (size_t o = 0; o < (size_t)hd * esz; o += 64) {
                     __builtin_prefetch((const char *)kv->k + off + o, 0, AT_PF);
                     __builtin_prefetch((const char *)kv->v + off + o, 0, AT_PF);
@@ -433,8 +441,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
             const void *vrow[AT_KB];
 #endif
             for (int j = ja; j <= jb; j++) {
-                int pj = b0 + j;
-                size_t off = ((size_t)bt[pj / bs] * bs + pj % bs) * per_tok + (size_t)kvh * hd;
+                size_t off = poff[j] + (size_t)kvh * hd;
 #ifdef AT_KT
                 krow[j] = (const char *)kv->k + off * esz;
 #endif
