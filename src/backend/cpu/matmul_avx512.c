@@ -310,7 +310,7 @@ static int q4_prepare(q4x_t *q, const float *x, int T, const weight_t *w) {
  * panel is one block of 128 columns of GJ rows: its codes as floats [row][n][lane] and
  * each row's lane scales; the register tile is 4x4 partial sums (gacc) per block, folded
  * into the in-memory accumulators exactly as q4tile folds them. */
-#define Q4GT 32
+#define Q4GT 128 /* the most x rows per block (q4gemm picks 32 or 128) */
 #define Q4GJ 8
 AI void q4gemm_tile(__m512 *A, const float *xc, const float *P, const float *S, const int NT, const int NJ) {
     __m512 gacc[4][4];
@@ -335,17 +335,21 @@ AI void q4gemm_tile(__m512 *A, const float *xc, const float *P, const float *S, 
 static void q4gemm(float *y, const q4x_t *q, int T, const weight_t *w, int j0, int j1) {
     int K = q->K, N = w->rows, ng = q->ng, nbt = q->nbt, bpsb = 16 * w->group / 128;
     size_t row_bytes = (size_t)K / 2, xstride = (size_t)nbt * 128;
+    /* x rows per block: W is read once per block, so a slice of W too big for this core's
+     * L2 gets 128 (Zen 5, llama-3.2-1b-q4 prefill 512: 67-71 -> 73-74 tok/s), a smaller one
+     * 32 (qwen3-0.6b-q4: 128 measured 136-140 against 143-151) */
+    int gt = (size_t)(j1 - j0) * row_bytes >= (1u << 20) ? Q4GT : 32;
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i lane_grp = _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120), q->gshift);
     __m512 *A = aligned_alloc(64, sizeof(__m512) * Q4GT * Q4GJ);
     float *P = aligned_alloc(64, sizeof(float) * Q4GJ * 128), *S = aligned_alloc(64, sizeof(float) * Q4GJ * 16);
-    float *xp = aligned_alloc(64, sizeof(float) * (size_t)nbt * Q4GT * 128); /* per block: rows contiguous */
+    float *xp = aligned_alloc(64, sizeof(float) * (size_t)nbt * gt * 128); /* per block: rows contiguous */
     if (!A || !P || !S || !xp) abort();
-    for (int t0 = 0; t0 < T; t0 += Q4GT) {
-        int tn = T - t0 < Q4GT ? T - t0 : Q4GT;
+    for (int t0 = 0; t0 < T; t0 += gt) {
+        int tn = T - t0 < gt ? T - t0 : gt;
         for (int blk = 0; blk < nbt; blk++)
             for (int a = 0; a < tn; a++)
-                memcpy(xp + ((size_t)blk * Q4GT + a) * 128, q->xq + (size_t)(t0 + a) * xstride + (size_t)blk * 128, sizeof(float) * 128);
+                memcpy(xp + ((size_t)blk * gt + a) * 128, q->xq + (size_t)(t0 + a) * xstride + (size_t)blk * 128, sizeof(float) * 128);
         for (int jb = j0; jb < j1; jb += Q4GJ) {
             int nj = j1 - jb < Q4GJ ? j1 - jb : Q4GJ;
             for (int a = 0; a < tn; a++)
@@ -361,7 +365,7 @@ static void q4gemm(float *y, const q4x_t *q, int T, const weight_t *w, int j0, i
                     __m512 s16 = sb16(w->scales, w->sb_dtype, (size_t)(jb + b) * ng + g0, ng - g0);
                     _mm512_store_ps(S + b * 16, _mm512_permutexvar_ps(gidx, s16));
                 }
-                const float *xc = xp + (size_t)blk * Q4GT * 128;
+                const float *xc = xp + (size_t)blk * gt * 128;
                 int b = 0;
                 for (; b + 4 <= nj; b += 4) {
                     int a = 0;
@@ -414,8 +418,8 @@ static float *group_sums(const float *x, int T, int K, int G, int *ngp_out) {
  * bits), so the first part is a plain dense dot product over exactly-known weights; the
  * second is 16 groups per fma. Per element: acc = bias term, then acc = fma(x, c*s, acc)
  * per 16 columns in order, then one horizontal sum — the same in decode (q8tile, codes
- * converted in registers) and in the blocked GEMM for T > 1 (gemm, codes converted once
- * per panel). */
+ * converted in registers) and in the GEMM for T > 1 (gemm_fk, codes converted once per
+ * panel). */
 AI void q8tile(float *y, const float *x, const float *xg, const weight_t *w, int j, const int NJ) {
     int K = w->cols, G = w->group, ng = K / G;
     size_t pfd = PF_AHEAD((size_t)K);
@@ -453,116 +457,123 @@ AI void q8tile(float *y, const float *x, const float *xg, const weight_t *w, int
 }
 
 /* --- T > 1: a blocked GEMM with exactly the per-element arithmetic of the decode tiles.
- * For a block of GT x rows and GJ W rows, W is turned into f32 panels of GK columns
- * (converted or dequantized once per block, not once per 4 x rows), and a 4x4
- * register tile runs over each panel: 16 fmas per 8 loads, all from L1 (x chunk 16 KB,
- * panels 4 KB, accumulators 16 KB). The accumulators live in memory between panels —
- * stored and reloaded exactly — so each element still sees one chain over K. */
-#define GT 32
-#define GJ 8
-#define GK 128
-
-/* P[b * GK + i] = weight (row j + b, column k0 + i) as f32, zeros past the last column. */
-typedef void (*panel_fn)(float *P, const weight_t *w, int j, int nj, int k0);
-
-AI void panel_dense(float *P, const weight_t *w, int j, int nj, int k0, ldw_fn ld) {
-    int K = w->cols;
-    for (int b = 0; b < nj; b++)
-        for (int i = 0; i < GK; i += 16) {
-            int n = K - (k0 + i);
-            __mmask16 m = n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
-            _mm512_store_ps(P + b * GK + i, m ? ld(w, j + b, k0 + i, m) : _mm512_setzero_ps());
-        }
-}
-static void panel_f32(float *P, const weight_t *w, int j, int nj, int k0) { panel_dense(P, w, j, nj, k0, ld_f32); }
-static void panel_bf16(float *P, const weight_t *w, int j, int nj, int k0) { panel_dense(P, w, j, nj, k0, ld_bf16); }
-static void panel_f16(float *P, const weight_t *w, int j, int nj, int k0) { panel_dense(P, w, j, nj, k0, ld_f16); }
-static void panel_q8(float *P, const weight_t *w, int j, int nj, int k0) {
-    int K = w->cols, G = w->group, ng = K / G;
+ * For a block of FB x rows and FJ W rows, W is turned into f32 panels of FKC columns
+ * (converted, or codes times scales, once per block; zeros past the last column), and
+ * register tiles of FT x rows by 4 panel rows walk a whole panel with their accumulators in
+ * registers: stored and reloaded exactly once per FKC columns, and summed into y after the
+ * last. x rows are read in place (the tail chunk masked, as in tile). Per element: acc = 0
+ * (or the bias term), acc = fma(x, w, acc) per 16 columns in order, one horizontal sum:
+ * the chain of the decode tiles. Zen 5 (no AMX), against the previous blocked GEMM (x blocks
+ * of 32 rows, panels of 128 columns, accumulators through memory per panel): weight
+ * re-reads per x block and the per-panel accumulator round trip were what cost; see
+ * bench/cpu/RESULTS.md, session 5, helper-33. */
+#define FJ 8
+#define FT 4
+#ifndef FB
+#define FB 128
+#endif
+#define FKC 512
+/* P[b * ps + (k - k0)] = weight (row j + b, column k) as f32 for k in [k0, k0 + ps), zeros past K. */
+AI void panel_full(float *P, int ps, const weight_t *w, int j, int nj, int k0, ldw_fn ld, const int Q8) {
+    int K = w->cols, G = w->group, ng = Q8 ? K / G : 0;
     for (int b = 0; b < nj; b++) {
-        const uint8_t *row = (const uint8_t *)w->data + (size_t)(j + b) * K;
+        const uint8_t *row = Q8 ? (const uint8_t *)w->data + (size_t)(j + b) * K : NULL;
         __m512 sv = _mm512_setzero_ps();
-        for (int i = 0, g = -1; i < GK; i += 16) {
-            int k = k0 + i;
-            if (k >= K) { _mm512_store_ps(P + b * GK + i, _mm512_setzero_ps()); continue; }
-            if (k / G != g) { g = k / G; sv = _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g)); }
-            __m512 c = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + k))));
-            _mm512_store_ps(P + b * GK + i, _mm512_mul_ps(c, sv));
+        for (int i = 0, left = 0; i < ps; i += 16, left -= 16) {
+            int k = k0 + i, n = K - k;
+            __mmask16 m = n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
+            __m512 v;
+            if (!m) v = _mm512_setzero_ps();
+            else if (Q8) {
+                if (left <= 0) {
+                    int g = k / G;
+                    left = (g + 1) * G - k;
+                    sv = _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g));
+                }
+                v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, row + k))), sv);
+            } else v = ld(w, j + b, k, m);
+            _mm512_store_ps(P + (size_t)b * ps + i, v);
         }
     }
 }
 
-/* NT x rows by NJ panel rows, over one panel; xc: the block's x rows for this panel
- * (row a at xc + a * GK, zeros past the last column); A[a * GJ + b] holds the sums. */
-AI void gemm_tile(__m512 *A, const float *xc, int K, int k0, const float *P, const int NT, const int NJ) {
-    __m512 acc[4][4];
-#pragma GCC unroll 4
+/* NT x rows (from t) by NJ panel rows over columns [k0, k1): accumulators from A (row a at
+ * A + a * FJ), back to A, or, when k1 == K, summed into y. */
+AI void fk_tile(float *y, __m512 *A, const float *x, int K, int N, const float *P, int ps, int t, int j, int k0, int k1, const int NT, const int NJ) {
+    int nfull = (k1 - k0) / L, rem = (k1 - k0) % L;
+    __m512 acc[FT][4];
+#pragma GCC unroll 8
     for (int a = 0; a < NT; a++)
 #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) acc[a][b] = A[a * GJ + b];
-    int kend = k0 + GK < K ? k0 + GK : K;
-    for (int k = k0, i = 0; k < kend; k += 16, i += 16) {
+        for (int b = 0; b < NJ; b++) acc[a][b] = A[a * FJ + b];
+    const float *xr = x + (size_t)t * K + k0;
+    for (int c = 0; c < nfull; c++) {
         __m512 wv[4];
 #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) wv[b] = _mm512_load_ps(P + b * GK + i);
-#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) wv[b] = _mm512_load_ps(P + (size_t)b * ps + c * L);
+#pragma GCC unroll 8
         for (int a = 0; a < NT; a++) {
-            __m512 xv = _mm512_load_ps(xc + a * GK + i);
+            __m512 xv = _mm512_loadu_ps(xr + (size_t)a * K + c * L);
 #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
         }
     }
+    if (rem) {
+        __mmask16 m = (__mmask16)((1u << rem) - 1);
+        __m512 wv[4];
 #pragma GCC unroll 4
-    for (int a = 0; a < NT; a++)
+        for (int b = 0; b < NJ; b++) wv[b] = _mm512_load_ps(P + (size_t)b * ps + nfull * L);
+#pragma GCC unroll 8
+        for (int a = 0; a < NT; a++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, xr + (size_t)a * K + nfull * L);
 #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) A[a * GJ + b] = acc[a][b];
-}
-
-/* xg: group sums of x (quantized weights: accumulators start at the bias term), else NULL. */
-static void gemm(float *y, const float *x, int T, const weight_t *w, int j0, int j1, panel_fn fill, const float *xg, int ngp) {
-    int K = w->cols, N = w->rows;
-    __m512 *A = aligned_alloc(64, sizeof(__m512) * GT * GJ);
-    float *P = aligned_alloc(64, sizeof(float) * GJ * GK);
-    /* the block's x rows regrouped per panel, each panel's GT x GK floats contiguous (rows
-     * K floats apart would meet in the same L1 sets when K is a multiple of 1024) */
-    int nkc = (K + GK - 1) / GK;
-    float *xp = aligned_alloc(64, sizeof(float) * (size_t)nkc * GT * GK);
-    if (!A || !P || !xp) abort();
-    for (int t0 = 0; t0 < T; t0 += GT) {
-        int tn = T - t0 < GT ? T - t0 : GT;
-        for (int c = 0; c < nkc; c++)
-            for (int a = 0; a < tn; a++)
-                for (int i = 0; i < GK; i++) {
-                    int k = c * GK + i;
-                    xp[((size_t)c * GT + a) * GK + i] = k < K ? x[(size_t)(t0 + a) * K + k] : 0.f;
-                }
-        for (int jb = j0; jb < j1; jb += GJ) {
-            int nj = j1 - jb < GJ ? j1 - jb : GJ;
-            for (int a = 0; a < tn; a++)
-                for (int b = 0; b < nj; b++)
-                    A[a * GJ + b] = xg ? bias_term(w, jb + b, xg + (size_t)(t0 + a) * ngp) : _mm512_setzero_ps();
-            for (int k0 = 0; k0 < K; k0 += GK) {
-                fill(P, w, jb, nj, k0);
-                const float *xc = xp + (size_t)(k0 / GK) * GT * GK;
-                int b = 0;
-                for (; b + 4 <= nj; b += 4) {
-                    int a = 0;
-                    for (; a + 4 <= tn; a += 4) gemm_tile(A + a * GJ + b, xc + a * GK, K, k0, P + b * GK, 4, 4);
-                    for (; a < tn; a++) gemm_tile(A + a * GJ + b, xc + a * GK, K, k0, P + b * GK, 1, 4);
-                }
-                for (; b < nj; b++) {
-                    int a = 0;
-                    for (; a + 4 <= tn; a += 4) gemm_tile(A + a * GJ + b, xc + a * GK, K, k0, P + b * GK, 4, 1);
-                    for (; a < tn; a++) gemm_tile(A + a * GJ + b, xc + a * GK, K, k0, P + b * GK, 1, 1);
-                }
-            }
-            for (int a = 0; a < tn; a++)
-                for (int b = 0; b < nj; b++) y[(size_t)(t0 + a) * N + jb + b] = _mm512_reduce_add_ps(A[a * GJ + b]);
+            for (int b = 0; b < NJ; b++) acc[a][b] = _mm512_fmadd_ps(xv, wv[b], acc[a][b]);
         }
     }
-    free(A);
+    if (k1 == K) {
+#pragma GCC unroll 8
+        for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = _mm512_reduce_add_ps(acc[a][b]);
+    } else {
+#pragma GCC unroll 8
+        for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) A[a * FJ + b] = acc[a][b];
+    }
+}
+
+AI void gemm_fk(float *y, const float *x, int T, const weight_t *w, int j0, int j1, ldw_fn ld, const int Q8, const float *xg, int ngp) {
+    int K = w->cols, N = w->rows, kc = K < FKC ? (K + 15) & ~15 : FKC;
+    const int fb = FB;
+    float *P = aligned_alloc(64, sizeof(float) * FJ * (size_t)kc);
+    __m512 *A = aligned_alloc(64, sizeof(__m512) * FB * FJ);
+    if (!P || !A) abort();
+    for (int t0 = 0; t0 < T; t0 += fb) {
+        int tn = T - t0 < fb ? T - t0 : fb;
+        for (int jb = j0; jb < j1; jb += FJ) {
+            int nj = j1 - jb < FJ ? j1 - jb : FJ;
+            for (int a = 0; a < tn; a++)
+                for (int b = 0; b < nj; b++) A[a * FJ + b] = xg ? bias_term(w, jb + b, xg + (size_t)(t0 + a) * ngp) : _mm512_setzero_ps();
+            for (int k0 = 0; k0 < K; k0 += kc) {
+                int k1 = k0 + kc < K ? k0 + kc : K;
+                panel_full(P, kc, w, jb, nj, k0, ld, Q8);
+                int a = 0;
+                for (; a + FT <= tn; a += FT) {
+                    int b = 0;
+                    for (; b + 4 <= nj; b += 4) fk_tile(y, A + a * FJ + b, x, K, N, P + (size_t)b * kc, kc, t0 + a, jb + b, k0, k1, FT, 4);
+                    for (; b < nj; b++) fk_tile(y, A + a * FJ + b, x, K, N, P + (size_t)b * kc, kc, t0 + a, jb + b, k0, k1, FT, 1);
+                }
+                for (; a < tn; a++) {
+                    int b = 0;
+                    for (; b + 4 <= nj; b += 4) fk_tile(y, A + a * FJ + b, x, K, N, P + (size_t)b * kc, kc, t0 + a, jb + b, k0, k1, 1, 4);
+                    for (; b < nj; b++) fk_tile(y, A + a * FJ + b, x, K, N, P + (size_t)b * kc, kc, t0 + a, jb + b, k0, k1, 1, 1);
+                }
+            }
+        }
+    }
     free(P);
-    free(xp);
+    free(A);
 }
 
 static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
@@ -572,20 +583,24 @@ static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, in
         int j = j0;
         for (; j + 4 <= j1; j += 4) q8tile(y, x, xg, w, j, 4);
         for (; j < j1; j++) q8tile(y, x, xg, w, j, 1);
-    } else gemm(y, x, T, w, j0, j1, panel_q8, xg, ngp);
+    }
+    else gemm_fk(y, x, T, w, j0, j1, ld_f32, 1, xg, ngp);
     free(xg);
 }
 
 /* Dense: T == 1 streams W once through the register tiles; larger T goes through the
  * blocked GEMM (same chain per element: acc = 0, fma per 16 columns, masked tail). */
 static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (T == 1) run(y, x, T, w, j0, j1, ld_f32); else gemm(y, x, T, w, j0, j1, panel_f32, NULL, 0);
+    if (T == 1) run(y, x, T, w, j0, j1, ld_f32);
+    else gemm_fk(y, x, T, w, j0, j1, ld_f32, 0, NULL, 0);
 }
 static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (T == 1) run(y, x, T, w, j0, j1, ld_bf16); else gemm(y, x, T, w, j0, j1, panel_bf16, NULL, 0);
+    if (T == 1) run(y, x, T, w, j0, j1, ld_bf16);
+    else gemm_fk(y, x, T, w, j0, j1, ld_bf16, 0, NULL, 0);
 }
 static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (T == 1) run(y, x, T, w, j0, j1, ld_f16); else gemm(y, x, T, w, j0, j1, panel_f16, NULL, 0);
+    if (T == 1) run(y, x, T, w, j0, j1, ld_f16);
+    else gemm_fk(y, x, T, w, j0, j1, ld_f16, 0, NULL, 0);
 }
 static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (w->group == 32 || w->group == 64 || w->group == 128) mm_q4_lut(y, x, T, w, j0, j1);
