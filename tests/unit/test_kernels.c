@@ -147,6 +147,16 @@ static void test_matmul_q4_blocks(void **st) {
     }
 }
 
+/* A 4-bit weight big enough that q4gemm takes x in blocks of 128 rows (a thread's share of
+ * the weight >= 1 MB: both column parts compare() splits into, 264 and 536 rows of 4 KB),
+ * with T = 130: one full block of 128 x rows and a short one of 2. */
+static void test_matmul_q4_big(void **st) {
+    void *c, *sc, *bi;
+    weight_t w = make_quant(800, 8192, 4, 64, 211, &c, &sc, &bi);
+    compare(&w, 130, "q4/g64 128-row x blocks");
+    free(c); free(sc); free(bi);
+}
+
 /* The reference dequantization itself: codes must be read back as written. */
 static void test_code_extraction(void **st) {
     for (int bits = 2; bits <= 8; bits++) {
@@ -341,7 +351,8 @@ static void test_conversions(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversions),   cmocka_unit_test(test_code_extraction), cmocka_unit_test(test_matmul_dense),
-        cmocka_unit_test(test_matmul_quant), cmocka_unit_test(test_matmul_q4_blocks),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_matmul_quant), cmocka_unit_test(test_matmul_q4_blocks),
+        cmocka_unit_test(test_matmul_q4_big),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_tiles),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
