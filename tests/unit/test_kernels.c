@@ -157,6 +157,23 @@ static void test_matmul_q4_big(void **st) {
     free(c); free(sc); free(bi);
 }
 
+/* The dense/q8 GEMM (gemm_fk) in blocks of 128 x rows and 512-column panels: T = 130 (a full
+ * block and a short one), K past one panel with a ragged tail (1040 = 2·512 + 16; 1088 = 17
+ * groups of 64), W rows not a multiple of the 8-row panel. */
+static void test_matmul_fk_blocks(void **st) {
+    const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
+    for (int d = 0; d < 3; d++) {
+        void *buf;
+        weight_t w = make_dense(37, 1040, dts[d], 301 + d, &buf);
+        compare(&w, 130, dtype_name(dts[d]));
+        free(buf);
+    }
+    void *c, *sc, *bi;
+    weight_t w = make_quant(21, 1088, 8, 64, 311, &c, &sc, &bi);
+    compare(&w, 130, "q8/g64 x blocks");
+    free(c); free(sc); free(bi);
+}
+
 /* The reference dequantization itself: codes must be read back as written. */
 static void test_code_extraction(void **st) {
     for (int bits = 2; bits <= 8; bits++) {
@@ -352,7 +369,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conversions),   cmocka_unit_test(test_code_extraction), cmocka_unit_test(test_matmul_dense),
         cmocka_unit_test(test_matmul_quant), cmocka_unit_test(test_matmul_q4_blocks),
-        cmocka_unit_test(test_matmul_q4_big),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_matmul_q4_big),
+        cmocka_unit_test(test_matmul_fk_blocks),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_tiles),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
