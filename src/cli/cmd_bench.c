@@ -260,9 +260,7 @@ int cmd_bench(int argc, char **argv) {
             t1 = now_s();
         }
         for (int g = 0; g < ng; g++) {
-            int32_t best = 0;
-            for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
-            tok[T + g] = best;
+            tok[T + g] = argmax_first(logits, V); /* greedy, as the engine and kiln generate pick it */
             int32_t p = T + g, rs1[2] = {0, 1}, l0 = 0;
             batch_t d = {1, 1, &tok[T + g], &p, rs1, &seqp, &l0, 1};
             if (model_forward(m, &d, logits, &e)) goto fail;
