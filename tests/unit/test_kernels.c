@@ -4,6 +4,7 @@
  * bigger T bitwise (the batch-invariance the engine relies on), and dot/axpy/attention. */
 #include "../common/test_util.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "../common/test_weights.h"
 
 static const simd_kernels_t *families[2];
 static int n_families, have_amx;
@@ -17,39 +18,6 @@ static int setup(void **st) {
     if (have_amx) amx_set(0);
     printf("# SIMD families on this CPU: %d%s\n", n_families, have_amx ? " (and AMX)" : "");
     return 0;
-}
-
-/* A random dense weight in dtype dt. */
-static weight_t make_dense(int rows, int cols, dtype_t dt, uint64_t seed, void **buf) {
-    weight_t w = {rows, cols, dt};
-    *buf = malloc((size_t)rows * cols * dtype_size(dt));
-    for (size_t i = 0; i < (size_t)rows * cols; i++) store_from_f32(*buf, dt, i, tu_rand(&seed));
-    w.data = *buf;
-    return w;
-}
-
-/* A random MLX-affine weight: codes packed as a little-endian bit stream per row. */
-static weight_t make_quant(int rows, int cols, int bits, int group, uint64_t seed, void **codes, void **sc, void **bi) {
-    weight_t w = {rows, cols, DT_U32};
-    size_t words = (size_t)cols * bits / 32;
-    uint32_t *c = calloc((size_t)rows * words, 4);
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            uint64_t code = (seed >> 33) & ((1u << bits) - 1), bit = (uint64_t)j * bits;
-            uint32_t *row = c + (size_t)r * words;
-            row[bit >> 5] |= (uint32_t)(code << (bit & 31));
-            if ((bit & 31) + bits > 32) row[(bit >> 5) + 1] |= (uint32_t)(code >> (32 - (bit & 31)));
-        }
-    int ng = cols / group;
-    uint16_t *s = malloc(sizeof(uint16_t) * rows * ng), *b = malloc(sizeof(uint16_t) * rows * ng);
-    for (int i = 0; i < rows * ng; i++) {
-        s[i] = f32_to_bf16(0.01f + 0.05f * fabsf(tu_rand(&seed)));
-        b[i] = f32_to_bf16(0.2f * tu_rand(&seed));
-    }
-    w.data = c; w.bits = bits; w.group = group; w.scales = s; w.biases = b; w.sb_dtype = DT_BF16;
-    *codes = c; *sc = s; *bi = b;
-    return w;
 }
 
 static void compare(const weight_t *w, int T, const char *what) {
@@ -119,13 +87,13 @@ static void test_matmul_quant(void **st) {
             const int ngs[] = {2, 3, 17, 35};
             for (int gi = 0; gi < 4; gi++) {
                 int cols = groups[g] * ngs[gi], rows = 11;
-                void *c, *s, *bi;
-                weight_t w = make_quant(rows, cols, bits[b], groups[g], 3 + b * 7 + g, &c, &s, &bi);
+                void *qb[3];
+                weight_t w = make_quant(rows, cols, bits[b], groups[g], 3 + b * 7 + g, qb);
                 char what[64];
                 snprintf(what, sizeof what, "q%d/g%d", bits[b], groups[g]);
                 for (int T = 1; T <= 13; T += 4) compare(&w, T, what);
                 if (gi == 1) compare(&w, 37, what); /* more x rows than one GEMM block */
-                free(c); free(s); free(bi);
+                free_quant(qb);
             }
         }
 }
@@ -138,12 +106,12 @@ static void test_matmul_q4_blocks(void **st) {
     const int shapes[][3] = {{37, 32, 3}, {37, 64, 3}, {21, 128, 3}, {38, 64, 16}, {19, 32, 35}, {17, 128, 8}};
     const int Ts[] = {1, 2, 16, 17, 33};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        void *c, *sc, *bi;
-        weight_t w = make_quant(shapes[s][0], shapes[s][1] * shapes[s][2], 4, shapes[s][1], 101 + s, &c, &sc, &bi);
+        void *qb[3];
+        weight_t w = make_quant(shapes[s][0], shapes[s][1] * shapes[s][2], 4, shapes[s][1], 101 + s, qb);
         char what[64];
         snprintf(what, sizeof what, "q4/g%d blocks", shapes[s][1]);
         for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++) compare(&w, Ts[t], what);
-        free(c); free(sc); free(bi);
+        free_quant(qb);
     }
 }
 
@@ -151,10 +119,10 @@ static void test_matmul_q4_blocks(void **st) {
  * the weight >= 1 MB: both column parts compare() splits into, 264 and 536 rows of 4 KB),
  * with T = 130: one full block of 128 x rows and a short one of 2. */
 static void test_matmul_q4_big(void **st) {
-    void *c, *sc, *bi;
-    weight_t w = make_quant(800, 8192, 4, 64, 211, &c, &sc, &bi);
+    void *qb[3];
+    weight_t w = make_quant(800, 8192, 4, 64, 211, qb);
     compare(&w, 130, "q4/g64 128-row x blocks");
-    free(c); free(sc); free(bi);
+    free_quant(qb);
 }
 
 /* The dense/q8 GEMM (gemm_fk) in blocks of 128 x rows and 512-column panels: T = 130 (a full
@@ -168,10 +136,10 @@ static void test_matmul_fk_blocks(void **st) {
         compare(&w, 130, dtype_name(dts[d]));
         free(buf);
     }
-    void *c, *sc, *bi;
-    weight_t w = make_quant(21, 1088, 8, 64, 311, &c, &sc, &bi);
+    void *qb[3];
+    weight_t w = make_quant(21, 1088, 8, 64, 311, qb);
     compare(&w, 130, "q8/g64 x blocks");
-    free(c); free(sc); free(bi);
+    free_quant(qb);
 }
 
 /* The reference dequantization itself: codes must be read back as written. */
