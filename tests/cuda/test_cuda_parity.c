@@ -174,6 +174,18 @@ static void check_all_logits(const char *backend, double tol) {
     }
 }
 
+/* check_all_logits on "cuda" with an f16 cache and every step's attention on the tensor-core
+ * kernel (KILN_CUDA_FA_MIN=1) in KILN_CUDA_FA mode fa; both variables are unset afterwards. */
+static void check_fa_f16(const char *fa) {
+    setenv("KILN_CUDA_FA", fa, 1);
+    setenv("KILN_CUDA_FA_MIN", "1", 1);
+    logits_kv = DT_F16;
+    check_all_logits("cuda", 1e-2);
+    logits_kv = DT_F32;
+    unsetenv("KILN_CUDA_FA_MIN");
+    unsetenv("KILN_CUDA_FA");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a case crashes */
     check_all_logits("cuda-f32", 1e-4);
@@ -214,13 +226,7 @@ int main(void) {
      * the matmuls and in the tensor-core attention (f16 cache) */
     setenv("KILN_CUDA_ACT", "split", 1);
     check_all_logits("cuda", 1e-2);
-    setenv("KILN_CUDA_FA", "split", 1);
-    setenv("KILN_CUDA_FA_MIN", "1", 1);
-    logits_kv = DT_F16;
-    check_all_logits("cuda", 1e-2);
-    logits_kv = DT_F32;
-    unsetenv("KILN_CUDA_FA_MIN");
-    unsetenv("KILN_CUDA_FA");
+    check_fa_f16("split");
     /* The single-rounding mode forced on every architecture: x rounded to bf16 once per matmul
      * (what most GPU servers do). On the random-weight hybrid/gemma4 fixtures this alone moves
      * the logits by 3e-2..0.27 (the same numbers as rounding x on the CPU:
@@ -229,13 +235,7 @@ int main(void) {
     report_only = 1;
     check_all_logits("cuda", 1e-2);
     /* ... and Q and P rounded once in the tensor-core attention too (f16 cache) */
-    setenv("KILN_CUDA_FA", "single", 1);
-    setenv("KILN_CUDA_FA_MIN", "1", 1);
-    logits_kv = DT_F16;
-    check_all_logits("cuda", 1e-2);
-    logits_kv = DT_F32;
-    unsetenv("KILN_CUDA_FA_MIN");
-    unsetenv("KILN_CUDA_FA");
+    check_fa_f16("single");
     unsetenv("KILN_CUDA_ACT");
     report_only = 0;
     return ct_done("test_cuda_parity");
