@@ -238,6 +238,11 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < T; i++) { tok[i] = (int32_t)(rng_uniform(1234, (uint64_t)i) * V); pos[i] = i; }
     double best_pf = 1e30, best_dc = 1e30;
     err_t e = {0};
+    /* Device sampling as the engine decides it (engine.c): the logits stay in backend memory */
+    const char *ds = getenv("KILN_DEVICE_SAMPLING");
+    int dev = m->be->ops->sample && m->dev_logits_ok && !(ds && !strcmp(ds, "0"));
+    sample_row_t greedy = {.temperature = 0, .top_p = 1, .min_p = 0, .repetition_penalty = 1};
+    sample_args_t sa = {1, V, &greedy, NULL, NULL, NULL, NULL};
     /* --probe: per run, ceiling before/after decode, decode tok/s, 1-minute load */
     bwprobe_t *bw = NULL;
     double *pr_b = calloc((size_t)runs, sizeof(double)), *pr_a = calloc((size_t)runs, sizeof(double)),
@@ -252,7 +257,7 @@ int cmd_bench(int argc, char **argv) {
         int32_t rs[2] = {0, T}, li = T - 1;
         batch_t b = {1, T, tok, pos, rs, &seqp, &li, 1};
         double t0 = now_s();
-        if (model_forward(m, &b, logits, &e)) goto fail;
+        if (model_forward(m, &b, dev ? NULL : logits, &e)) goto fail;
         double t1 = now_s(), pf_s = t1 - t0;
         if (bw) {
             pr_ld[run] = load_avg();
@@ -260,10 +265,13 @@ int cmd_bench(int argc, char **argv) {
             t1 = now_s();
         }
         for (int g = 0; g < ng; g++) {
-            tok[T + g] = argmax_first(logits, V); /* greedy, as the engine and kiln generate pick it */
+            /* greedy, as the engine and kiln generate pick it: on the device where the engine
+             * samples there (only the token id comes back), else argmax_first on the host */
+            if (dev) m->be->ops->sample(m->be, &tok[T + g], m->dev_logits, &sa);
+            else tok[T + g] = argmax_first(logits, V);
             int32_t p = T + g, rs1[2] = {0, 1}, l0 = 0;
             batch_t d = {1, 1, &tok[T + g], &p, rs1, &seqp, &l0, 1};
-            if (model_forward(m, &d, logits, &e)) goto fail;
+            if (model_forward(m, &d, dev ? NULL : logits, &e)) goto fail;
         }
         double t2 = now_s();
         if (bw) {
@@ -286,9 +294,9 @@ int cmd_bench(int argc, char **argv) {
         double med = runs % 2 ? sr[runs / 2] : (sr[runs / 2 - 1] + sr[runs / 2]) / 2;
         if (json) {
             printf("{\"model\": \"%s\", \"backend\": \"%s\", \"simd\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld, "
-                   "\"gen_tokens\": %ld, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, \"weight_bytes\": %zu, "
+                   "\"gen_tokens\": %ld, \"greedy_pick\": \"%s\", \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, \"weight_bytes\": %zu, "
                    "\"decode_weight_gb_s\": %.2f, \"params\": %lld",
-                   dir, ma.backend, backend_simd_name(m->be), m->be->n_threads, np, ng, pf, dc, m->weight_bytes, gbs,
+                   dir, ma.backend, backend_simd_name(m->be), m->be->n_threads, np, ng, dev ? "device" : "host", pf, dc, m->weight_bytes, gbs,
                    (long long)m->n_params);
             if (bw) {
                 printf(", \"roofline_median\": %.4f, \"roofline_best\": %.4f, \"roofline_worst\": %.4f, \"probe_runs\": [", med,
