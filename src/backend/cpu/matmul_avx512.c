@@ -396,6 +396,194 @@ static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0
     free((void *)q.xq);
 }
 
+/* --- 4-bit weights with AVX512-VNNI (Zen 4/5, Ice Lake on): integer dot products.
+ * On Zen 5 the float path above is bound by its vector ops (per 128 codes and W row: 8
+ * vpermps, 7 shifts and 9 FMAs, sharing 4 pipes), not by memory. vpdpbusd multiplies 64
+ * unsigned bytes by 64 signed bytes and adds each 4 into an int32 lane, so the codes can
+ * go in as they are (low nibbles = even columns, high nibbles = odd columns, one vpand and
+ * one shift) if x is written as integers. Per x row and group of G columns (the layout of
+ * the AMX twins in matmul_amx_avx512.c):
+ *
+ *     x ≈ p · xi,  p = 2^(E-22) with max|x| < 2^E,  xi = round(x / p),  |xi| ≤ 2^22
+ *
+ * (each x off by at most 2^-23 of its group's largest |x|), split exactly into three
+ * signed bytes xi = d0·2^16 + d1·2^8 + d2, stored per block of 128 columns as digit planes
+ * [d][even | odd columns] of 64 bytes. Lane i of a block then gets, from 6 vpdpbusd, the
+ * exact integer a = Σ c·xi over its 8 columns (8i..8i+7, one group: |a| < 2^30, the shifts
+ * between digits included), and per (x row, W row), in this order:
+ *
+ *     acc = bias term (dot(bias row, f32 group sums of x), as in q4tile)
+ *     acc = fma(svec, f32(a) · pvec, acc)     per block (pvec: the lanes' p, powers of 2)
+ *     y   = horizontal sum of acc
+ *
+ * Decode and the GEMM (T > 1) run this same tile per (x row, W rows) pair, so a row
+ * alone is bitwise the row in any batch; the results are not bitwise those of the float
+ * path (x is rounded to 23 bits per group) and are held to the same 2e-6 by
+ * test_kernels. A group with a NaN or Inf gets p = NaN, so the row's result is NaN. */
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+typedef struct { int8_t *xd; float *pv, *xg; int K, nbt, ng, ngp, gshift; size_t xds, pvs; } q4i_t;
+
+/* x rows [0, T) into q (allocated here; free q->xd). */
+static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
+    int K = w->cols, G = w->group, ng = K / G, nbt = (K + 127) / 128, ngp = (ng + 15) & ~15;
+    q->K = K; q->nbt = nbt; q->ng = ng; q->ngp = ngp; q->gshift = G == 32 ? 5 : G == 64 ? 6 : 7;
+    q->xds = (size_t)nbt * 384; q->pvs = (size_t)nbt * 16;
+    size_t bytes = (size_t)T * (q->xds + sizeof(float) * (q->pvs + (size_t)ngp));
+    int8_t *xd = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!xd) return -1;
+    float *pv = (float *)(xd + (size_t)T * q->xds), *xg = pv + (size_t)T * q->pvs;
+    int8_t tmp[3][128] __attribute__((aligned(64)));
+    for (size_t t = 0; t < (size_t)T; t++) {
+        const float *xt = x + t * K;
+        for (int blk = 0; blk < nbt; blk++) {
+            int c0 = blk * 128, cols = K - c0 < 128 ? K - c0 : 128;
+            float gp[4];
+            memset(tmp, 0, sizeof tmp);
+            for (int k = 0; k < cols; k += G) {
+                __m512 mx = _mm512_setzero_ps();
+                for (int i = 0; i < G; i += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xt + c0 + k + i)));
+                float m = _mm512_reduce_max_ps(mx);
+                int E = 0;
+                if (!(m <= 3.4028235e38f)) gp[k / G] = NAN; /* NaN or Inf in the group (max_ps drops a NaN operand: also checked below) */
+                else if (m == 0.f) gp[k / G] = 1.f;
+                else {
+                    frexpf(m, &E);
+                    if (E < -126) E = -126; /* p = 2^-148 stays a (denormal) float */
+                    gp[k / G] = ldexpf(1.f, E - 22);
+                }
+                __m512 ev = _mm512_set1_ps((float)(22 - E));
+                for (int i = 0; i < G; i += 16) {
+                    __m512 xv = _mm512_loadu_ps(xt + c0 + k + i);
+                    if (_mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q)) gp[k / G] = NAN;
+                    __m512i xi = _mm512_cvtps_epi32(_mm512_scalef_ps(xv, ev)); /* x · 2^(22-E), exact; then round to nearest even */
+                    __m512i d2 = _mm512_srai_epi32(_mm512_slli_epi32(xi, 24), 24);
+                    __m512i r = _mm512_srai_epi32(_mm512_sub_epi32(xi, d2), 8);
+                    __m512i d1 = _mm512_srai_epi32(_mm512_slli_epi32(r, 24), 24);
+                    __m512i d0 = _mm512_srai_epi32(_mm512_sub_epi32(r, d1), 8);
+                    _mm_store_si128((__m128i *)&tmp[0][k + i], _mm512_cvtepi32_epi8(d0));
+                    _mm_store_si128((__m128i *)&tmp[1][k + i], _mm512_cvtepi32_epi8(d1));
+                    _mm_store_si128((__m128i *)&tmp[2][k + i], _mm512_cvtepi32_epi8(d2));
+                }
+            }
+            float *pvb = pv + t * q->pvs + (size_t)blk * 16;
+            for (int i = 0; i < 16; i++) pvb[i] = 8 * i < cols ? gp[8 * i / G] : 0.f;
+            for (int d = 0; d < 3; d++) { /* column order -> even columns, odd columns */
+                __m512i a = _mm512_load_si512(&tmp[d][0]), b = _mm512_load_si512(&tmp[d][64]);
+                int8_t *o = xd + t * q->xds + (size_t)blk * 384 + d * 128;
+                _mm256_store_si256((__m256i *)o, _mm512_cvtepi16_epi8(a));
+                _mm256_store_si256((__m256i *)(o + 32), _mm512_cvtepi16_epi8(b));
+                _mm256_store_si256((__m256i *)(o + 64), _mm512_cvtepi16_epi8(_mm512_srai_epi16(a, 8)));
+                _mm256_store_si256((__m256i *)(o + 96), _mm512_cvtepi16_epi8(_mm512_srai_epi16(b, 8)));
+            }
+        }
+        for (int g = 0; g < ngp; g++) { /* the group sums, as q4_prepare */
+            float sum = 0.f;
+            if (g < ng)
+                for (int k = g * G; k < (g + 1) * G; k++) sum += xt[k];
+            xg[t * ngp + g] = sum;
+        }
+    }
+    q->xd = xd; q->pv = pv; q->xg = xg;
+    return 0;
+}
+
+/* x row t against W rows [j, j + NJ). PF: decode (W streams once: prefetch it). */
+AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, const int NJ, const int PF) {
+    int K = q->K, N = w->rows, ng = q->ng, bpsb = 16 * w->group / 128; /* blocks per 16 groups */
+    size_t row_bytes = (size_t)K / 2;
+    const int8_t *xd = q->xd + (size_t)t * q->xds;
+    const float *pv = q->pv + (size_t)t * q->pvs;
+    const uint8_t *rows[8];
+#pragma GCC unroll 8
+    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
+    const __m512i lane_grp = _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120), q->gshift);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc[8];
+#pragma GCC unroll 8
+    for (int b = 0; b < NJ; b++) acc[b] = bias_term(w, j + b, q->xg + (size_t)t * q->ngp);
+    if (PF)
+        for (int b = 0; b < NJ; b++) pf_sb(w, j + b, row_bytes);
+    for (int g0 = 0, blk = 0; g0 < ng; g0 += 16) {
+        __m512 s16[8];
+#pragma GCC unroll 8
+        for (int b = 0; b < NJ; b++) s16[b] = sb16(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
+        int bend = blk + bpsb < q->nbt ? blk + bpsb : q->nbt;
+        for (int bi = 0; blk < bend; blk++, bi++) {
+            int cols = K - blk * 128 < 128 ? K - blk * 128 : 128;
+            __mmask16 m = cols == 128 ? (__mmask16)0xffff : (__mmask16)((1u << (cols / 8)) - 1);
+            __m512i gidx = _mm512_add_epi32(_mm512_set1_epi32(bi * 128 >> q->gshift), lane_grp);
+            const int8_t *xb = xd + (size_t)blk * 384;
+            __m512i e0 = _mm512_load_si512(xb), o0 = _mm512_load_si512(xb + 64), e1 = _mm512_load_si512(xb + 128);
+            __m512i o1 = _mm512_load_si512(xb + 192), e2 = _mm512_load_si512(xb + 256), o2 = _mm512_load_si512(xb + 320);
+            __m512 pvec = _mm512_load_ps(pv + (size_t)blk * 16);
+#pragma GCC unroll 8
+            for (int b = 0; b < NJ; b++) {
+                if (PF) _mm_prefetch((const char *)rows[b] + (size_t)blk * 64 + PF_AHEAD(row_bytes), _MM_HINT_T0);
+                __m512i v = _mm512_maskz_loadu_epi32(m, rows[b] + (size_t)blk * 64);
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                /* digits 0 and 1 in one chain (a01 = 256·S0 + S1), digit 2 in another */
+                __m512i a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, e0), hi, o0);
+                __m512i a2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, e2), hi, o2);
+                a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(a01, 8), lo, e1), hi, o1);
+                __m512 tv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a01, 8), a2)), pvec);
+                acc[b] = _mm512_fmadd_ps(_mm512_permutexvar_ps(gidx, s16[b]), tv, acc[b]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int b = 0; b < NJ; b++) y[(size_t)t * N + j + b] = _mm512_reduce_add_ps(acc[b]);
+}
+
+/* x row t, W rows [j0, j1): tiles of 8 rows, then 4, then single rows. */
+static void q4i_rows(float *y, const q4i_t *q, int t, const weight_t *w, int j0, int j1, int pf) {
+    int j = j0;
+    if (pf) {
+        for (; j + 8 <= j1; j += 8) q4i_tile(y, q, t, w, j, 8, 1);
+        for (; j + 4 <= j1; j += 4) q4i_tile(y, q, t, w, j, 4, 1);
+        for (; j < j1; j++) q4i_tile(y, q, t, w, j, 1, 1);
+    } else {
+        for (; j + 8 <= j1; j += 8) q4i_tile(y, q, t, w, j, 8, 0);
+        for (; j + 4 <= j1; j += 4) q4i_tile(y, q, t, w, j, 4, 0);
+        for (; j < j1; j++) q4i_tile(y, q, t, w, j, 1, 0);
+    }
+}
+
+/* T > 1: chunks of x rows whose prepared form (~3.5 bytes per element) stays near 256 KB,
+ * and per chunk W in tiles of 8 rows (from L1) against every row of the chunk. */
+static void q4i_gemm(float *y, const q4i_t *q, int T, const weight_t *w, int j0, int j1) {
+    size_t per_row = q->xds + sizeof(float) * (q->pvs + (size_t)q->ngp);
+    int tc = (int)(262144 / per_row);
+    if (tc < 4) tc = 4;
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        int t1 = t0 + tc < T ? t0 + tc : T;
+        for (int j = j0; j < j1; j += 8) {
+            int je = j + 8 < j1 ? j + 8 : j1;
+            for (int t = t0; t < t1; t++) q4i_rows(y, q, t, w, j, je, 0);
+        }
+    }
+}
+#pragma GCC pop_options
+
+/* The integer path: a CPU with AVX512-VNNI, 4-bit codes in groups of 32/64/128 that divide
+ * K. KILN_Q4_FMA=1 keeps the float path (A/B, tests). */
+static int q4i_ok(const weight_t *w) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("KILN_Q4_FMA");
+        on = __builtin_cpu_supports("avx512vnni") && !(e && *e == '1');
+    }
+    return on && (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % w->group == 0;
+}
+
+static void mm_q4i(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    q4i_t q;
+    if (q4i_prepare(&q, x, T, w)) abort();
+    if (T == 1) q4i_rows(y, &q, 0, w, j0, j1, 1);
+    else q4i_gemm(y, &q, T, w, j0, j1);
+    free(q.xd);
+}
+
 /* Group sums of x rows, in column order, zero-padded to a multiple of 16 groups: the
  * bias term of MLX-affine weights is dot(bias row, these), 16 groups per fma. */
 static float *group_sums(const float *x, int T, int K, int G, int *ngp_out) {
@@ -603,7 +791,8 @@ static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, i
     else gemm_fk(y, x, T, w, j0, j1, ld_f16, 0, NULL, 0);
 }
 static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (w->group == 32 || w->group == 64 || w->group == 128) mm_q4_lut(y, x, T, w, j0, j1);
+    if (q4i_ok(w)) mm_q4i(y, x, T, w, j0, j1);
+    else if (w->group == 32 || w->group == 64 || w->group == 128) mm_q4_lut(y, x, T, w, j0, j1);
     else qrun(y, x, T, w, j0, j1, 4);
 }
 static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 0); }
@@ -682,7 +871,12 @@ static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
 static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return 0;
     int j0, j1;
-    if (weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128)) {
+    if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w)) {
+        q4i_t q;
+        if (q4i_prepare(&q, x, 1, w)) abort();
+        while (mm_rows_next(r, &j0, &j1)) q4i_rows(y, &q, 0, w, j0, j1, 1);
+        free(q.xd);
+    } else if (weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128)) {
         q4x_t q;
         if (q4_prepare(&q, x, 1, w)) abort();
         while (mm_rows_next(r, &j0, &j1)) {
