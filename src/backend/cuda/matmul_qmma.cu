@@ -109,15 +109,15 @@ __device__ __forceinline__ float stage_sb(const unsigned char *p, int dt, int od
     return dt == DT_F16 ? __half2float(__ushort_as_half(h)) : __uint_as_float((uint32_t)h << 16);
 }
 
-template <int BITS, int NT, int SEG>
-__global__ void __launch_bounds__(512, NT == 1 ? 2 : 1) qmma_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w, int KS, int SB) {
+template <int BITS, int NT, int SEG, bool ONE>
+__global__ void __launch_bounds__(512, NT == 1 ? 2 : 1) qmma_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w, int KS, int G, int SB) {
     extern __shared__ __align__(16) unsigned char smem[]; /* per warp a ring of QMMA_STAGES stages; then red [KS][16][8·NT] */
     constexpr int RB = qstage<BITS, SEG>::RB, KSTEPS = SEG / 16, TT = 8 * NT, S = QMMA_STAGES;
     const int Tx = NT == 1 ? T : 0; /* x in the stages (SB bytes each) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const int N = w.rows, K = w.cols, r0 = blockIdx.x * 16, t0 = blockIdx.y * TT;
     const int wpr = K / 32 * BITS, ng = K / w.group, nseg = K / SEG;
-    const int nmine = warp < nseg ? (nseg - warp + KS - 1) / KS : 0;
+    const int sbeg = (int)((long)warp * nseg / KS), nmine = (int)((long)(warp + 1) * nseg / KS) - sbeg; /* slot = warp: contiguous segments */
     const uint32_t sel4 = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
     /* a 16-bit scale/bias sits in the upper half of its aligned word when its address is 2 mod 4 */
     const size_t ia = (size_t)min(r0 + g, N - 1) * ng, ib = (size_t)min(r0 + g + 8, N - 1) * ng;
@@ -131,17 +131,17 @@ __global__ void __launch_bounds__(512, NT == 1 ? 2 : 1) qmma_kernel(float *__res
         for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
 #pragma unroll
     for (int i = 0; i < S - 1; i++) {
-        if (i < nmine) issue_stage<BITS, SEG>(ring + i * SB, w, r0, warp + i * KS, lane, wpr, ng, x, Tx);
+        if (i < nmine) issue_stage<BITS, SEG>(ring + i * SB, w, r0, sbeg + i, lane, wpr, ng, x, Tx);
         cp_commit();
     }
     for (int it = 0; it < nmine; it++) {
         if (it + S - 1 < nmine)
-            issue_stage<BITS, SEG>(ring + ((it + S - 1) % S) * SB, w, r0, warp + (it + S - 1) * KS, lane, wpr, ng, x, Tx);
+            issue_stage<BITS, SEG>(ring + ((it + S - 1) % S) * SB, w, r0, sbeg + it + S - 1, lane, wpr, ng, x, Tx);
         cp_commit();
         cp_wait<S - 1>();
         __syncwarp();
         const unsigned char *st = ring + (it % S) * SB;
-        const int seg = warp + it * KS, col0 = seg * SEG, gi = col0 / w.group;
+        const int seg = sbeg + it, col0 = seg * SEG, gi = col0 / w.group;
         /* which half of the scale word: the value's index r·ng + gi is odd */
         const float sA = stage_sb(st + 16 * RB + g * 4, w.sb_dtype, soa ^ (gi & 1));
         const float sB = stage_sb(st + 16 * RB + (g + 8) * 4, w.sb_dtype, sob ^ (gi & 1));
@@ -190,12 +190,20 @@ __global__ void __launch_bounds__(512, NT == 1 ? 2 : 1) qmma_kernel(float *__res
                         x8 = __ldg((const float2 *)(xp + 8));
                     }
                 }
+                if constexpr (ONE) { /* x rounded once to bf16, Σx of the rounded values too: y = W·bf16(x) */
+                    x0 = __bfloat1622float2(__floats2bfloat162_rn(x0.x, x0.y));
+                    x8 = __bfloat1622float2(__floats2bfloat162_rn(x8.x, x8.y));
+                }
                 xs[j] = __fadd_rn(xs[j], __fadd_rn(__fadd_rn(x0.x, x0.y), __fadd_rn(x8.x, x8.y)));
-                uint32_t h0, l0, h8, l8;
-                split2(x0.x, x0.y, h0, l0);
-                split2(x8.x, x8.y, h8, l8);
-                mma_bf16(p[j], a, h0, h8);
-                mma_bf16(p[j], a, l0, l8);
+                if constexpr (ONE) { /* one MMA */
+                    mma_bf16(p[j], a, bf2_bits(__floats2bfloat162_rn(x0.x, x0.y)), bf2_bits(__floats2bfloat162_rn(x8.x, x8.y)));
+                } else {
+                    uint32_t h0, l0, h8, l8;
+                    split2(x0.x, x0.y, h0, l0);
+                    split2(x8.x, x8.y, h8, l8);
+                    mma_bf16(p[j], a, h0, h8);
+                    mma_bf16(p[j], a, l0, l8);
+                }
             }
         }
         __syncwarp(); /* the stage may be refilled by the next iteration's copy */
@@ -222,196 +230,259 @@ __global__ void __launch_bounds__(512, NT == 1 ? 2 : 1) qmma_kernel(float *__res
     __syncthreads();
     for (int idx = threadIdx.x; idx < 16 * TT; idx += blockDim.x) {
         const int row = idx / TT, tok = idx % TT;
-        float v = red[idx];
-        for (int k = 1; k < KS; k++) v = __fadd_rn(v, red[(size_t)k * 16 * TT + idx]);
+        float v = 0.f; /* the slots folded in order within each of the G groups, then the groups in order */
+        for (int gq = 0; gq < G; gq++) {
+            const int a = gq * KS / G, b = (gq + 1) * KS / G;
+            float u = red[(size_t)a * 16 * TT + idx];
+            for (int k = a + 1; k < b; k++) u = __fadd_rn(u, red[(size_t)k * 16 * TT + idx]);
+            v = gq ? __fadd_rn(v, u) : u;
+        }
         if (r0 + row < N && t0 + tok < T) y[(size_t)(t0 + tok) * N + r0 + row] = v;
     }
 }
 
 /* --- batched decode (9..64 tokens): the same sums, x shared by 128 rows -------------------
  * Above 8 tokens qmma_kernel reads x from global memory in every warp: a block holds 16 rows,
- * so each x element is fetched (through L2) and split into hi + lo once per 16 rows. At 64
- * tokens that is 16 bytes of x per 4-bit weight (0.5 byte): llama-3-8b q4 at 64 rows spent
- * ~45 ms per step in matmuls (KILN_CUDA_PROFILE=64) against ~12 ms for a whole bf16 step.
+ * so each x element is fetched (through L2) and split into hi + lo once per 16 rows (16 bytes
+ * of x per 0.5-byte 4-bit weight at 64 tokens).
  *
- * qmma_wide_kernel computes exactly the same numbers with a different data flow: a block owns
- * 128 rows (8 warps × 16), up to 64 tokens and ONE of the KS split-K slots (grid.y), i.e.
- * the segments slot, slot + KS, slot + 2·KS, ... — the segments warp `slot` of qmma_kernel
- * takes. Per segment the block splits x once into shared memory (hi/lo bf16 in the order the
- * B fragments want: one 16-byte load per fragment pair) and all 8 warps use it: x costs 2
- * bytes per weight instead of 16. The per-segment math (p from the MMAs in k-step order, hi
- * then lo; Σx of the segment in the lane order of qmma_kernel; acc = b·Σx + (s·p + acc)) is
- * the same expression on the same operands. The price: the slots' partial sums leave the
- * block, [KS][T][N] floats in a scratch buffer, and qmma_reduce adds them in slot order —
- * the order qmma_kernel's in-block reduction uses — so a token's outputs are bitwise those of
- * qmma_kernel (test_cuda_kernels, KILN_CUDA_QMMA=1: each row alone, T = 1 on qmma_kernel, vs
- * in a batch of 9..64 on this kernel; test_qmma_wide: batches of 9..64 vs 8). Measured (H200,
- * bench/cuda/RESULTS.md 2026-12-01 helper-30): matmuls of a 64-row llama-3-8b q4 step 45 ->
- * 20 ms, c=64 through the engine 1287 -> 2306..2458 tok/s; still ~2x a bf16 step. What is
- * left, unmeasured per kernel: the [KS][T][N] partials (KS = 16 for q/o/down: ~2 bytes per
- * weight written and read again), 4..14 segments per block (pipeline fill), one 16-warp block
- * per SM. KILN_CUDA_QMMA_WIDE=N: the fewest tokens that take it (default 9; 0: never, A/B). */
-#define QW_WARPS 8
-#define QW_ROWS (16 * QW_WARPS)
+ * Summation order (both kernels, so a token's outputs are bitwise the same at any T ≤ 64): the
+ * K segments are cut into KS slots of contiguous segments (qmma_ks, by shape), the slots into G
+ * groups of contiguous slots (qmma_groups, by shape); a slot's sum is acc = b·Σx + (s·p + acc)
+ * over its segments in order, a group's sum the slots' sums added in order, y the groups' sums
+ * added in order. qmma_kernel: warp w = slot w, the block adds the warps' sums that way.
+ *
+ * qmma_wide_kernel: a block = 128 rows × ≤ 64 tokens × ONE group, i.e. all the segments of its
+ * slots in a row (8..64 segments for llama-3-8b instead of 4..14), adding each finished slot's
+ * sums into a running sum kept per thread in shared memory. x is split once per matmul by
+ * qmma_xprep_kernel into bf16 hi (+ lo) in the B-fragment order of mma.m16n8k16 plus Σx per
+ * (segment, token) — the same values and the same Σx lane order as qmma_kernel's — and each
+ * segment's x tile rides in the cp.async ring with the codes and scale/bias words (no
+ * splitting, no x registers, one barrier per segment). 8 warps = 4 row-warps × 2 token-warps,
+ * a warp 32 rows (two A tiles sharing every x fragment load) × half the tokens; two blocks per
+ * SM. The groups' sums go to a [G][T][N] scratch and qmma_reduce_kernel adds them in order
+ * (G = 1 writes y directly): G is chosen so the grid is about two blocks per SM
+ * (KILN_CUDA_QMMA_WAVE, default 2). KILN_CUDA_QMMA_WIDE=N: the fewest tokens that take it
+ * (default 9; 0: never, A/B). ONE (opt-in: KILN_CUDA_ACT=bf16 or KILN_CUDA_QMMA_ACT=bf16; NOT
+ * the precision policy's default, which keeps hi + lo here: x rounded once moved the dense MLX
+ * fixtures by 1.5-2.8e-2, over the 1e-2 bar): x rounded once to bf16 and Σx summed over the
+ * rounded values, i.e. y = W·bf16(x) with exact products, one MMA per k-step, in both kernels. */
+#define QW_ROWS 128
+#define QW_STAGES 3
 
-template <int BITS, int SEG, int NTH>
-__device__ __forceinline__ void wide_issue(unsigned char *dst, const dweight_t &w, int r0, int seg, int tid, int wpr, int ng) {
-    constexpr int RB = qstage<BITS, SEG>::RB, CPR = RB / 16, CH = QW_ROWS * CPR;
+template <int SEG, int NT, bool ONE> struct wx {
+    static constexpr int TP = 8 * NT;                               /* tokens per block (padded) */
+    static constexpr int XB = (SEG / 16) * TP * 4 * (ONE ? 8 : 16); /* fragments: [KSTEPS][TP][4 q] of (hi k, hi k+8[, lo k, lo k+8]) */
+    static constexpr int BYTES = XB + 4 * TP;                      /* + Σx per token */
+};
+template <int BITS, int SEG, int NT, bool ONE> struct wstage {
+    static constexpr int CB = QW_ROWS * qstage<BITS, SEG>::RB;  /* codes [128 rows][RB] */
+    static constexpr int BYTES = CB + 8 * QW_ROWS + wx<SEG, NT, ONE>::BYTES; /* + scale words, bias words, x */
+};
+
+/* x [T][K] → per segment: the B fragments of its KSTEPS k-steps for TP tokens (tokens ≥ T zero),
+ * then Σx of the segment per token, summed as qmma_kernel's lanes do (lane q: Σ_s (x[2q] + x[2q+1])
+ * + (x[2q+8] + x[2q+9]), then q ^ 1, then q ^ 2). A thread per (segment, token, q). */
+template <int SEG, int NT, bool ONE>
+__global__ void qmma_xprep_kernel(unsigned char *__restrict__ xsp, const float *__restrict__ x, int T, int K) {
+    constexpr int KSTEPS = SEG / 16, TP = wx<SEG, NT, ONE>::TP, XB = wx<SEG, NT, ONE>::XB;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x, nseg = K / SEG;
+    const bool valid = i < nseg * TP * 4; /* no early return: the shuffles below take whole warps */
+    const int q = i & 3, t = (i >> 2) % TP, seg = i / (TP * 4);
+    unsigned char *base = xsp + (size_t)seg * wx<SEG, NT, ONE>::BYTES;
+    float v = 0.f;
+#pragma unroll
+    for (int s = 0; s < KSTEPS; s++) {
+        float2 x0 = make_float2(0.f, 0.f), x8 = x0;
+        if (valid && t < T) {
+            const float *xp = x + (size_t)t * K + (size_t)seg * SEG + 16 * s + 2 * q;
+            x0 = *(const float2 *)xp;
+            x8 = *(const float2 *)(xp + 8);
+        }
+        if constexpr (ONE) { /* rounded once, Σx of the rounded values (qmma_kernel's ONE) */
+            x0 = __bfloat1622float2(__floats2bfloat162_rn(x0.x, x0.y));
+            x8 = __bfloat1622float2(__floats2bfloat162_rn(x8.x, x8.y));
+        }
+        v = __fadd_rn(v, __fadd_rn(__fadd_rn(x0.x, x0.y), __fadd_rn(x8.x, x8.y)));
+        if (!valid) continue;
+        if constexpr (ONE) {
+            ((uint2 *)base)[(s * TP + t) * 4 + q] = make_uint2(bf2_bits(__floats2bfloat162_rn(x0.x, x0.y)), bf2_bits(__floats2bfloat162_rn(x8.x, x8.y)));
+        } else {
+            uint4 u;
+            split2(x0.x, x0.y, u.x, u.z);
+            split2(x8.x, x8.y, u.y, u.w);
+            ((uint4 *)base)[(s * TP + t) * 4 + q] = u;
+        }
+    }
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    if (valid && q == 0) ((float *)(base + XB))[t] = v;
+}
+
+template <int BITS, int SEG, int NT, bool ONE>
+__device__ __forceinline__ void wide_issue(unsigned char *dst, const dweight_t &w, const unsigned char *xsp, int r0, int seg, int tid, int wpr, int ng) {
+    constexpr int RB = qstage<BITS, SEG>::RB, CPR = RB / 16, CH = QW_ROWS * CPR, CB = wstage<BITS, SEG, NT, ONE>::CB;
+    constexpr int XC = wx<SEG, NT, ONE>::BYTES / 16;
     const int N = w.rows;
 #pragma unroll
-    for (int c = tid; c < CH; c += NTH) {
+    for (int c = tid; c < CH; c += 256) {
         const int row = c / CPR, part = c % CPR, r = min(r0 + row, N - 1);
         cp_async16(dst + row * RB + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)seg * RB + part * 16);
     }
     /* thread i < 128: the scale word of row i; 128..255: the bias word */
-    if (tid >= 2 * QW_ROWS) return;
-    const int row = tid & (QW_ROWS - 1), r = min(r0 + row, N - 1);
-    const size_t idx = (size_t)r * ng + (size_t)seg * SEG / w.group;
-    const unsigned char *base = (const unsigned char *)(tid < QW_ROWS ? w.scales : w.biases);
-    const uintptr_t a = w.sb_dtype == DT_F32 ? (uintptr_t)(base + idx * 4) : (uintptr_t)(base + idx * 2) & ~(uintptr_t)3;
-    cp_async4(dst + QW_ROWS * RB + tid * 4, (const void *)a);
+    {
+        const int row = tid & (QW_ROWS - 1), r = min(r0 + row, N - 1);
+        const size_t idx = (size_t)r * ng + (size_t)seg * SEG / w.group;
+        const unsigned char *base = (const unsigned char *)(tid < QW_ROWS ? w.scales : w.biases);
+        const uintptr_t a = w.sb_dtype == DT_F32 ? (uintptr_t)(base + idx * 4) : (uintptr_t)(base + idx * 2) & ~(uintptr_t)3;
+        cp_async4(dst + CB + tid * 4, (const void *)a);
+    }
+    const unsigned char *xs = xsp + (size_t)seg * wx<SEG, NT, ONE>::BYTES;
+#pragma unroll
+    for (int c = tid; c < XC; c += 256) cp_async16(dst + CB + 8 * QW_ROWS + c * 16, xs + c * 16);
 }
 
-template <int BITS, int SEG> struct wstage {
-    static constexpr int BYTES = QW_ROWS * qstage<BITS, SEG>::RB + 8 * QW_ROWS; /* codes, scale words, bias words */
-};
-
-/* TW: token groups per block — at 64 tokens (NT 8) 16 warps, each 16 rows × 32 tokens (a warp
- * holding all 64 tokens' sums spilled at the 128 registers two blocks per SM allow). x of the
- * next segment waits in the splitters' registers (one segment ahead); putting it into the
- * cp.async ring with the codes (S - 1 segments ahead, split from shared memory behind a second
- * barrier) measured no better: llama-3-8b q4 c=64 2306 vs 2373 tok/s, same call. */
-template <int BITS, int NT, int SEG, int TW>
-__global__ void __launch_bounds__(32 * QW_WARPS * TW, 2 / TW) qmma_wide_kernel(float *__restrict__ out, const float *__restrict__ x, int T, dweight_t w, int KS) {
+template <int BITS, int SEG, int NT, bool ONE>
+__global__ void __launch_bounds__(256, 2) qmma_wide_kernel(float *__restrict__ out, const unsigned char *__restrict__ xsp, int T, dweight_t w, int KS, int G) {
     extern __shared__ __align__(16) unsigned char smem[];
-    constexpr int RB = qstage<BITS, SEG>::RB, KSTEPS = SEG / 16, TT = 8 * NT, S = QMMA_STAGES, NTH = 32 * QW_WARPS * TW, JW = NT / TW;
-    constexpr int SB = wstage<BITS, SEG>::BYTES;
+    constexpr int RB = qstage<BITS, SEG>::RB, KSTEPS = SEG / 16, TP = 8 * NT, JW = NT / 2, S = QW_STAGES;
+    constexpr int SB = wstage<BITS, SEG, NT, ONE>::BYTES, CB = wstage<BITS, SEG, NT, ONE>::CB, XB = wx<SEG, NT, ONE>::XB;
     unsigned char *ring = smem;
-    uint4 *xb = (uint4 *)(smem + S * SB);              /* [2][KSTEPS][TT][4 q]: (hi k, hi k+8, lo k, lo k+8) */
-    float *xsb = (float *)(xb + 2 * KSTEPS * TT * 4);  /* [2][TT]: Σx of the segment per token */
+    float *run = (float *)(smem + S * SB); /* [2·JW·4][256]: each thread's sum of the group's finished slots */
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-    const int N = w.rows, K = w.cols, r0 = blockIdx.x * QW_ROWS, slot = blockIdx.y, t0 = blockIdx.z * TT;
+    const int N = w.rows, K = w.cols, r0 = blockIdx.x * QW_ROWS, grp = blockIdx.y;
     const int wpr = K / 32 * BITS, ng = K / w.group, nseg = K / SEG;
-    const int nmine = (nseg - slot + KS - 1) / KS; /* KS <= nseg / 2: every slot has segments */
+    const int s0 = grp * KS / G, s1 = (grp + 1) * KS / G;
+    const int seg0 = (int)((long)s0 * nseg / KS), n = (int)((long)s1 * nseg / KS) - seg0;
     const uint32_t sel4 = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
-    const int wr = (warp % QW_WARPS) * 16, j0 = (warp / QW_WARPS) * JW; /* the warp's rows and token tiles */
-    const size_t ia = (size_t)min(r0 + wr + g, N - 1) * ng, ib = (size_t)min(r0 + wr + g + 8, N - 1) * ng;
-    const int soa = (int)((((uintptr_t)w.scales >> 1) + ia) & 1), sob = (int)((((uintptr_t)w.scales >> 1) + ib) & 1);
-    const int boa = (int)((((uintptr_t)w.biases >> 1) + ia) & 1), bob = (int)((((uintptr_t)w.biases >> 1) + ib) & 1);
-    /* the x splitters: thread (token xt, lane part xq) of the first TT·4 threads (whole warps) */
-    const int xt = tid >> 2, xq = tid & 3, xtok = t0 + xt;
-    const bool splitter = tid < TT * 4, xval = splitter && xtok < T;
-    float2 xr[KSTEPS][2];
-    auto load_x = [&](int seg) {
+    const int wr = (warp & 3) * 32, jt = (warp >> 2) * JW; /* the warp's first row (two 16-row tiles) and token tile */
+    /* which half of a 16-bit scale/bias word: (address/2 + r·ng + gi) odd; bit 2m+h: row wr + 16m + 8h + g */
+    int sodd = 0, bodd = 0;
 #pragma unroll
-        for (int s = 0; s < KSTEPS; s++) {
-            xr[s][0] = xr[s][1] = make_float2(0.f, 0.f);
-            if (xval) {
-                const float *xp = x + (size_t)xtok * K + (size_t)seg * SEG + 16 * s + 2 * xq;
-                xr[s][0] = __ldg((const float2 *)xp);
-                xr[s][1] = __ldg((const float2 *)(xp + 8));
-            }
-        }
-    };
-    float acc[JW][4];
-#pragma unroll
-    for (int j = 0; j < JW; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[j][i] = 0.f;
-    if (splitter) load_x(slot);
-#pragma unroll
-    for (int i = 0; i < S - 1; i++) {
-        if (i < nmine) wide_issue<BITS, SEG, NTH>(ring + i * SB, w, r0, slot + i * KS, tid, wpr, ng);
-        cp_commit();
+    for (int k = 0; k < 4; k++) {
+        const size_t ir = (size_t)min(r0 + wr + 8 * k + g, N - 1) * ng;
+        sodd |= (int)((((uintptr_t)w.scales >> 1) + ir) & 1) << k;
+        bodd |= (int)((((uintptr_t)w.biases >> 1) + ir) & 1) << k;
     }
-    for (int it = 0; it < nmine; it++) {
-        const int seg = slot + it * KS, col0 = seg * SEG, gi = col0 / w.group;
-        uint4 *xbi = xb + (it & 1) * KSTEPS * TT * 4;
-        float *xsi = xsb + (it & 1) * TT;
-        if (splitter) { /* x of this segment → shared memory, split; Σx as qmma_kernel's lanes add it */
-            float v = 0.f;
+    float acc[2][JW][4];
 #pragma unroll
-            for (int s = 0; s < KSTEPS; s++) {
-                const float2 x0 = xr[s][0], x8 = xr[s][1];
-                v = __fadd_rn(v, __fadd_rn(__fadd_rn(x0.x, x0.y), __fadd_rn(x8.x, x8.y)));
-                uint4 u;
-                split2(x0.x, x0.y, u.x, u.z);
-                split2(x8.x, x8.y, u.y, u.w);
-                xbi[(s * TT + xt) * 4 + xq] = u;
-            }
-            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
-            v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
-            if (xq == 0) xsi[xt] = v;
-            if (it + 1 < nmine) load_x(seg + KS); /* next segment's x in flight during the MMAs */
-        }
-        cp_wait<S - 2>(); /* this segment's codes (S-2 later groups may still fly) */
-        __syncthreads();  /* codes and x visible; stage (it-1)%S and x buffer (it+1)&1 free */
-        if (it + S - 1 < nmine) wide_issue<BITS, SEG, NTH>(ring + ((it + S - 1) % S) * SB, w, r0, seg + (S - 1) * KS, tid, wpr, ng);
-        cp_commit();
-        const unsigned char *st = ring + (it % S) * SB;
-        const float sA = stage_sb(st + QW_ROWS * RB + (wr + g) * 4, w.sb_dtype, soa ^ (gi & 1));
-        const float sB = stage_sb(st + QW_ROWS * RB + (wr + g + 8) * 4, w.sb_dtype, sob ^ (gi & 1));
-        const float bA = stage_sb(st + QW_ROWS * RB + 4 * QW_ROWS + (wr + g) * 4, w.sb_dtype, boa ^ (gi & 1));
-        const float bB = stage_sb(st + QW_ROWS * RB + 4 * QW_ROWS + (wr + g + 8) * 4, w.sb_dtype, bob ^ (gi & 1));
-        constexpr int WPS = RB / 4;
-        uint32_t ca[WPS], cb[WPS];
-#pragma unroll
-        for (int i = 0; i < WPS / 4; i++) {
-            const uint4 va = ((const uint4 *)(st + (wr + g) * RB))[i], vb = ((const uint4 *)(st + (wr + g + 8) * RB))[i];
-            ca[4 * i] = va.x; ca[4 * i + 1] = va.y; ca[4 * i + 2] = va.z; ca[4 * i + 3] = va.w;
-            cb[4 * i] = vb.x; cb[4 * i + 1] = vb.y; cb[4 * i + 2] = vb.z; cb[4 * i + 3] = vb.w;
-        }
-        float p[JW][4];
+    for (int m = 0; m < 2; m++)
 #pragma unroll
         for (int j = 0; j < JW; j++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) p[j][i] = 0.f;
+            for (int i = 0; i < 4; i++) acc[m][j][i] = 0.f;
 #pragma unroll
+    for (int i = 0; i < S - 1; i++) {
+        if (i < n) wide_issue<BITS, SEG, NT, ONE>(ring + i * SB, w, xsp, r0, seg0 + i, tid, wpr, ng);
+        cp_commit();
+    }
+    int slot = s0, send = (int)((long)(s0 + 1) * nseg / KS); /* the current slot and its end segment */
+    for (int it = 0; it < n; it++) {
+        const int seg = seg0 + it, gi = seg * SEG / w.group;
+        cp_wait<S - 2>(); /* this segment's group (S-2 later groups may still fly) */
+        __syncthreads();  /* visible to all; stage (it-1)%S free */
+        if (it + S - 1 < n) wide_issue<BITS, SEG, NT, ONE>(ring + ((it + S - 1) % S) * SB, w, xsp, r0, seg + S - 1, tid, wpr, ng);
+        cp_commit();
+        const unsigned char *st = ring + (it % S) * SB;
+        float sc[4], bi[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            sc[k] = stage_sb(st + CB + (wr + 8 * k + g) * 4, w.sb_dtype, ((sodd >> k) & 1) ^ (gi & 1));
+            bi[k] = stage_sb(st + CB + 4 * QW_ROWS + (wr + 8 * k + g) * 4, w.sb_dtype, ((bodd >> k) & 1) ^ (gi & 1));
+        }
+        const unsigned char *xf = st + CB + 8 * QW_ROWS;
+        const float *xsum = (const float *)(xf + XB);
+        float p[2][JW][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+#pragma unroll
+            for (int j = 0; j < JW; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) p[m][j][i] = 0.f;
+#pragma unroll 1 /* all four k-steps unrolled spilled at the 128 registers two blocks per SM allow */
         for (int s = 0; s < KSTEPS; s++) {
-            uint32_t a[4];
-            if constexpr (BITS == 4) {
-                a[0] = codes4(ca[2 * s], sel4); a[1] = codes4(cb[2 * s], sel4);
-                a[2] = codes4(ca[2 * s + 1], sel4); a[3] = codes4(cb[2 * s + 1], sel4);
-            } else {
-                const int b = 2 * (q & 1), odd = q >> 1;
-                a[0] = codes8(odd ? ca[4 * s + 1] : ca[4 * s], b); a[1] = codes8(odd ? cb[4 * s + 1] : cb[4 * s], b);
-                a[2] = codes8(odd ? ca[4 * s + 3] : ca[4 * s + 2], b); a[3] = codes8(odd ? cb[4 * s + 3] : cb[4 * s + 2], b);
+            uint32_t a[2][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                const unsigned char *ra = st + (wr + 16 * m + g) * RB, *rb = ra + 8 * RB;
+                if constexpr (BITS == 4) { /* words 2s, 2s+1 of rows g, g+8 */
+                    const uint2 va = *(const uint2 *)(ra + 8 * s), vb = *(const uint2 *)(rb + 8 * s);
+                    a[m][0] = codes4(va.x, sel4); a[m][1] = codes4(vb.x, sel4);
+                    a[m][2] = codes4(va.y, sel4); a[m][3] = codes4(vb.y, sel4);
+                } else { /* words 4s..4s+3 */
+                    const uint4 va = *(const uint4 *)(ra + 16 * s), vb = *(const uint4 *)(rb + 16 * s);
+                    const int b = 2 * (q & 1), odd = q >> 1;
+                    a[m][0] = codes8(odd ? va.y : va.x, b); a[m][1] = codes8(odd ? vb.y : vb.x, b);
+                    a[m][2] = codes8(odd ? va.w : va.z, b); a[m][3] = codes8(odd ? vb.w : vb.z, b);
+                }
             }
 #pragma unroll
             for (int j = 0; j < JW; j++) {
-                if (t0 + 8 * (j0 + j) >= T) break; /* warp-uniform */
-                const uint4 xv = xbi[(s * TT + 8 * (j0 + j) + g) * 4 + q];
-                mma_bf16(p[j], a, xv.x, xv.y);
-                mma_bf16(p[j], a, xv.z, xv.w);
+                if (8 * (jt + j) >= T) break; /* warp-uniform: the tile has no tokens */
+                const int e = (s * TP + 8 * (jt + j) + g) * 4 + q;
+                if constexpr (ONE) {
+                    const uint2 xv = ((const uint2 *)xf)[e];
+#pragma unroll
+                    for (int m = 0; m < 2; m++) mma_bf16(p[m][j], a[m], xv.x, xv.y);
+                } else {
+                    const uint4 xv = ((const uint4 *)xf)[e];
+#pragma unroll
+                    for (int m = 0; m < 2; m++) {
+                        mma_bf16(p[m][j], a[m], xv.x, xv.y);
+                        mma_bf16(p[m][j], a[m], xv.z, xv.w);
+                    }
+                }
             }
         }
 #pragma unroll
         for (int j = 0; j < JW; j++) {
-            if (t0 + 8 * (j0 + j) >= T) break;
-            const float x0 = xsi[8 * (j0 + j) + 2 * q], x1 = xsi[8 * (j0 + j) + 2 * q + 1];
-            acc[j][0] = __fmaf_rn(bA, x0, __fmaf_rn(sA, p[j][0], acc[j][0]));
-            acc[j][1] = __fmaf_rn(bA, x1, __fmaf_rn(sA, p[j][1], acc[j][1]));
-            acc[j][2] = __fmaf_rn(bB, x0, __fmaf_rn(sB, p[j][2], acc[j][2]));
-            acc[j][3] = __fmaf_rn(bB, x1, __fmaf_rn(sB, p[j][3], acc[j][3]));
+            if (8 * (jt + j) >= T) break;
+            const float x0 = xsum[8 * (jt + j) + 2 * q], x1 = xsum[8 * (jt + j) + 2 * q + 1];
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                acc[m][j][0] = __fmaf_rn(bi[2 * m], x0, __fmaf_rn(sc[2 * m], p[m][j][0], acc[m][j][0]));
+                acc[m][j][1] = __fmaf_rn(bi[2 * m], x1, __fmaf_rn(sc[2 * m], p[m][j][1], acc[m][j][1]));
+                acc[m][j][2] = __fmaf_rn(bi[2 * m + 1], x0, __fmaf_rn(sc[2 * m + 1], p[m][j][2], acc[m][j][2]));
+                acc[m][j][3] = __fmaf_rn(bi[2 * m + 1], x1, __fmaf_rn(sc[2 * m + 1], p[m][j][3], acc[m][j][3]));
+            }
+        }
+        if (seg + 1 == send) { /* a slot ends: run = slot (first) or run + slot, in qmma_kernel's order */
+            const bool first = slot == s0, last = slot + 1 == s1;
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < JW; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float *r = run + ((m * JW + j) * 4 + i) * 256 + tid;
+                        float v = acc[m][j][i];
+                        if (!first) v = __fadd_rn(*r, v);
+                        if (!last) { *r = v; v = 0.f; }
+                        acc[m][j][i] = v;
+                    }
+            slot++;
+            send = (int)((long)(slot + 1) * nseg / KS);
         }
     }
     cp_wait<0>();
-    /* this slot's sums: out = y when KS == 1, else the slot's plane [T][N] of the scratch */
-    float *o = out + (size_t)slot * T * N;
+    /* the group's sums: y when G == 1, else the group's plane [T][N] of the scratch */
+    float *o = out + (size_t)grp * T * N;
 #pragma unroll
-    for (int j = 0; j < JW; j++)
+    for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int row = r0 + wr + g + 8 * (i >> 1), t = t0 + 8 * (j0 + j) + 2 * q + (i & 1);
-            if (row < N && t < T) o[(size_t)t * N + row] = acc[j][i];
-        }
+        for (int j = 0; j < JW; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int row = r0 + wr + 16 * m + g + 8 * (i >> 1), t = 8 * (jt + j) + 2 * q + (i & 1);
+                if (row < N && t < T) o[(size_t)t * N + row] = acc[m][j][i];
+            }
 }
 
-/* y = part[0] + part[1] + ... + part[KS-1], added in slot order (qmma_kernel's reduction) */
-__global__ void qmma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part, int KS, size_t n) {
+/* y = part[0] + part[1] + ... + part[G-1], added in group order */
+__global__ void qmma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part, int G, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float v = part[i];
-        for (int k = 1; k < KS; k++) v = __fadd_rn(v, part[(size_t)k * n + i]);
+        for (int k = 1; k < G; k++) v = __fadd_rn(v, part[(size_t)k * n + i]);
         y[i] = v;
     }
 }
@@ -426,24 +497,37 @@ static int qmma_ks(const cuda_impl_t *c, const dweight_t *w, int SEG) {
     return KS < 1 ? 1 : KS > kmax ? kmax : KS;
 }
 
-template <int BITS, int NT, int SEG, int TW>
+/* groups of slots: about KILN_CUDA_QMMA_WAVE (default 2) wide blocks per SM. Shape only. */
+static int qmma_groups(const cuda_impl_t *c, const dweight_t *w, int KS) {
+    static int wave = -1;
+    if (wave < 0) { const char *e = getenv("KILN_CUDA_QMMA_WAVE"); wave = e && atoi(e) > 0 ? atoi(e) : 2; }
+    const int G = wave * (c->sm_count > 0 ? c->sm_count : 132) / cdiv(w->rows, QW_ROWS);
+    return G < 1 ? 1 : G > KS ? KS : G;
+}
+
+template <int BITS, int SEG, int NT, bool ONE>
 static void launch_wide(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
-    const int KS = qmma_ks(c, w, SEG), N = w->rows;
-    constexpr int SB = wstage<BITS, SEG>::BYTES;
-    const size_t smem = (size_t)QMMA_STAGES * SB + 2 * (SEG / 16) * 8 * NT * 64 + 2 * 8 * NT * 4;
+    const int KS = qmma_ks(c, w, SEG), G = qmma_groups(c, w, KS), N = w->rows, nseg = w->cols / SEG;
+    constexpr int TP = 8 * NT, SB = wstage<BITS, SEG, NT, ONE>::BYTES;
+    const size_t smem = (size_t)QW_STAGES * SB + (size_t)2 * (NT / 2) * 4 * 256 * 4;
     static size_t attr;
     if (smem > 48 * 1024 && smem > attr) {
-        cudaCheck(cudaFuncSetAttribute(qmma_wide_kernel<BITS, NT, SEG, TW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(cudaFuncSetAttribute(qmma_wide_kernel<BITS, SEG, NT, ONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr = smem;
     }
-    float *out = y;
-    if (KS > 1) out = (float *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, sizeof(float) * (size_t)KS * T * N);
-    dim3 grid(cdiv(N, QW_ROWS), KS, cdiv(T, 8 * NT));
-    qmma_wide_kernel<BITS, NT, SEG, TW><<<grid, 32 * QW_WARPS * TW, smem, c->stream>>>(out, x, T, *w, KS);
+    /* scratch: the split x [nseg][wx BYTES], then (G > 1) the groups' sums [G][T][N] */
+    const size_t xbytes = (size_t)nseg * wx<SEG, NT, ONE>::BYTES, pbytes = G > 1 ? sizeof(float) * (size_t)G * T * N : 0;
+    unsigned char *scr = (unsigned char *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, xbytes + pbytes);
+    const int nth = nseg * TP * 4;
+    qmma_xprep_kernel<SEG, NT, ONE><<<cdiv(nth, 256), 256, 0, c->stream>>>(scr, x, T, w->cols);
     cudaLaunchCheck();
-    if (KS > 1) {
+    float *out = G > 1 ? (float *)(scr + xbytes) : y;
+    dim3 grid(cdiv(N, QW_ROWS), G);
+    qmma_wide_kernel<BITS, SEG, NT, ONE><<<grid, 256, smem, c->stream>>>(out, scr, T, *w, KS, G);
+    cudaLaunchCheck();
+    if (G > 1) {
         const size_t n = (size_t)T * N;
-        qmma_reduce_kernel<<<(int)(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, c->stream>>>(y, out, KS, n);
+        qmma_reduce_kernel<<<(int)(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, c->stream>>>(y, out, G, n);
         cudaLaunchCheck();
     }
 }
@@ -454,46 +538,54 @@ static int qmma_wide_min_t(void) {
     return v;
 }
 
-template <int BITS, int NT, int SEG>
+template <int BITS, int NT, int SEG, bool ONE>
 static void launch(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
-    const int KS = qmma_ks(c, w, SEG), tiles = cdiv(w->rows, 16);
+    const int KS = qmma_ks(c, w, SEG), G = qmma_groups(c, w, KS), tiles = cdiv(w->rows, 16);
     const int SB = qstage<BITS, SEG>::BYTES + (NT == 1 ? T * SEG * 4 : 0);
     const size_t ring = (size_t)KS * QMMA_STAGES * SB, red = (size_t)KS * 16 * 8 * NT * sizeof(float);
     const size_t smem = ring > red ? ring : red;
     static size_t attr; /* per instantiation: opt in to more than 48 KB once */
     if (smem > 48 * 1024 && smem > attr) {
-        cudaCheck(cudaFuncSetAttribute(qmma_kernel<BITS, NT, SEG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(cudaFuncSetAttribute(qmma_kernel<BITS, NT, SEG, ONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr = smem;
     }
     dim3 grid(tiles, cdiv(T, 8 * NT));
-    qmma_kernel<BITS, NT, SEG><<<grid, 32 * KS, smem, c->stream>>>(y, x, T, *w, KS, SB);
+    qmma_kernel<BITS, NT, SEG, ONE><<<grid, 32 * KS, smem, c->stream>>>(y, x, T, *w, KS, G, SB);
 }
 
-template <int BITS, int SEG>
+template <int BITS, int SEG, bool ONE>
 static void launch_t(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
     if (T >= qmma_wide_min_t() && T <= 64) {
-        if (T <= 16) launch_wide<BITS, 2, SEG, 1>(c, y, x, T, w);
-        else if (T <= 32) launch_wide<BITS, 4, SEG, 1>(c, y, x, T, w);
-        else launch_wide<BITS, 8, SEG, 2>(c, y, x, T, w);
-    } else if (T <= 8) launch<BITS, 1, SEG>(c, y, x, T, w);
-    else if (T <= 16) launch<BITS, 2, SEG>(c, y, x, T, w);
-    else if (T <= 32) launch<BITS, 4, SEG>(c, y, x, T, w);
-    else launch<BITS, 8, SEG>(c, y, x, T, w);
+        if (T <= 16) launch_wide<BITS, SEG, 2, ONE>(c, y, x, T, w);
+        else if (T <= 32) launch_wide<BITS, SEG, 4, ONE>(c, y, x, T, w);
+        else launch_wide<BITS, SEG, 8, ONE>(c, y, x, T, w);
+    } else if (T <= 8) launch<BITS, 1, SEG, ONE>(c, y, x, T, w);
+    else if (T <= 16) launch<BITS, 2, SEG, ONE>(c, y, x, T, w);
+    else if (T <= 32) launch<BITS, 4, SEG, ONE>(c, y, x, T, w);
+    else launch<BITS, 8, SEG, ONE>(c, y, x, T, w);
 }
 
 /* 0 when the weight and step suit the kernel (MLX 4/8-bit, T ≤ qmma_max_t: 64, or
- * KILN_CUDA_QMMA_MAX_T; x 16-byte aligned) and it
- * was launched; -1 otherwise. */
-int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+ * KILN_CUDA_QMMA_MAX_T; x 16-byte aligned) and it was launched; -1 otherwise. single: x
+ * rounded once to bf16 (KILN_CUDA_ACT=bf16 forced), else split into hi + lo. */
+int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int single) {
     if (w->dtype != DT_U32 || (w->bits != 4 && w->bits != 8) || T > c->qmma_max_t || ((uintptr_t)x & 15) || w->cols % 32 || w->group % 32)
         return -1;
     /* code rows must be 16-byte aligned for the async copies, scales and biases 2-byte (f32: 4) */
     if (((uintptr_t)w->data & 15) || ((uintptr_t)w->scales & (w->sb_dtype == DT_F32 ? 3 : 1)) ||
         ((uintptr_t)w->biases & (w->sb_dtype == DT_F32 ? 3 : 1)))
         return -1;
+    static int qact = -2; /* KILN_CUDA_QMMA_ACT=split|bf16: force either for qmma only (A/B) */
+    if (qact == -2) { const char *e = getenv("KILN_CUDA_QMMA_ACT"); qact = !e ? -1 : !strcmp(e, "bf16") ? 1 : !strcmp(e, "split") ? 0 : -1; }
+    if (qact >= 0) single = qact;
     const int seg64 = w->group % 64 == 0;
-    if (w->bits == 4) { if (seg64) launch_t<4, 64>(c, y, x, T, w); else launch_t<4, 32>(c, y, x, T, w); }
-    else { if (seg64) launch_t<8, 64>(c, y, x, T, w); else launch_t<8, 32>(c, y, x, T, w); }
+    if (single) {
+        if (w->bits == 4) { if (seg64) launch_t<4, 64, true>(c, y, x, T, w); else launch_t<4, 32, true>(c, y, x, T, w); }
+        else { if (seg64) launch_t<8, 64, true>(c, y, x, T, w); else launch_t<8, 32, true>(c, y, x, T, w); }
+    } else {
+        if (w->bits == 4) { if (seg64) launch_t<4, 64, false>(c, y, x, T, w); else launch_t<4, 32, false>(c, y, x, T, w); }
+        else { if (seg64) launch_t<8, 64, false>(c, y, x, T, w); else launch_t<8, 32, false>(c, y, x, T, w); }
+    }
     cudaLaunchCheck();
     return 0;
 }
