@@ -412,7 +412,8 @@ static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0
  * exact integer a = Σ c·xi over its 8 columns (8i..8i+7, one group: |a| < 2^30, the shifts
  * between digits included), and per (x row, W row), in this order:
  *
- *     acc = bias term (dot(bias row, f32 group sums of x), as in q4tile)
+ *     acc = bias term (dot(bias row, f32 group sums of x) as in q4tile; the sums here
+ *           are 16-lane partial sums then one horizontal sum, not a serial chain)
  *     acc = fma(svec, f32(a) · pvec, acc)     per block (pvec: the lanes' p, powers of 2)
  *     y   = horizontal sum of acc
  *
@@ -441,8 +442,13 @@ static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
             float gp[4];
             memset(tmp, 0, sizeof tmp);
             for (int k = 0; k < cols; k += G) {
-                __m512 mx = _mm512_setzero_ps();
-                for (int i = 0; i < G; i += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xt + c0 + k + i)));
+                __m512 mx = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
+                for (int i = 0; i < G; i += 16) {
+                    __m512 xv = _mm512_loadu_ps(xt + c0 + k + i);
+                    mx = _mm512_max_ps(mx, _mm512_abs_ps(xv));
+                    sx = _mm512_add_ps(sx, xv);
+                }
+                xg[t * ngp + (c0 + k) / G] = _mm512_reduce_add_ps(sx); /* the group's sum for the bias term */
                 float m = _mm512_reduce_max_ps(mx);
                 int E = 0;
                 if (!(m <= 3.4028235e38f)) gp[k / G] = NAN; /* NaN or Inf in the group (max_ps drops a NaN operand: also checked below) */
@@ -477,12 +483,7 @@ static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
                 _mm256_store_si256((__m256i *)(o + 96), _mm512_cvtepi16_epi8(_mm512_srai_epi16(b, 8)));
             }
         }
-        for (int g = 0; g < ngp; g++) { /* the group sums, as q4_prepare */
-            float sum = 0.f;
-            if (g < ng)
-                for (int k = g * G; k < (g + 1) * G; k++) sum += xt[k];
-            xg[t * ngp + g] = sum;
-        }
+        for (int g = ng; g < ngp; g++) xg[t * ngp + g] = 0.f;
     }
     q->xd = xd; q->pv = pv; q->xg = xg;
     return 0;
