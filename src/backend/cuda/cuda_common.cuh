@@ -160,6 +160,34 @@ __device__ __forceinline__ float wload(const dweight_t &w, int r, int c) {
     return ld_f(w.scales, w.sb_dtype, g) * (float)code + ld_f(w.biases, w.sb_dtype, g);
 }
 
+/* --- programmatic dependent launch (PDL, sm_90) ---
+ * A kernel launched with cuda_launch_pdl may start while the kernel before it on the stream
+ * is still running (once every block of that one has called pdl_trigger() or exited; stream
+ * capture records this as a programmatic graph edge). It must call pdl_wait() before it reads
+ * anything earlier kernels wrote or writes anything they may still read (pdl_wait returns when
+ * the earlier grid has completed and its memory is visible); what it does before (weight loads,
+ * address math) overlaps the earlier kernel's tail and its own launch. Read data an earlier
+ * kernel wrote with plain or .cg loads, not ld.global.nc (read-only for the kernel's lifetime,
+ * which now overlaps the writer). pdl_trigger() in a kernel lets the next PDL-launched kernel
+ * start early; without PDL both are no-ops. KILN_CUDA_PDL=0: plain launches (A/B). */
+__device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+static inline int cuda_pdl_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_PDL"); v = !(e && !strcmp(e, "0")); }
+    return v;
+}
+template <typename... P, typename... A>
+static inline void cuda_launch_pdl(cudaStream_t s, void (*kern)(P...), dim3 grid, dim3 block, size_t smem, A &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid; cfg.blockDim = block; cfg.dynamicSmemBytes = smem; cfg.stream = s;
+    cfg.attrs = at; cfg.numAttrs = cuda_pdl_on() ? 1 : 0;
+    cudaCheck(cudaLaunchKernelEx(&cfg, kern, static_cast<A &&>(args)...));
+}
+
 static inline int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
 
 /* --- kernel families (one file each) --- */

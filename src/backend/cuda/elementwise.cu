@@ -7,6 +7,8 @@
 #include "backend/cuda/cuda_common.cuh"
 
 __global__ void glu_kernel(float *y, const float *g, const float *u, size_t n, int gelu) {
+    pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; g, u read after the wait */
+    pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float gv = g[i], a;
         if (!gelu) a = gv / (1.0f + expf(-gv));
@@ -36,8 +38,7 @@ static int grid_for(size_t n) {
 
 void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act) {
     if (!n) return;
-    glu_kernel<<<grid_for(n), 256, 0, cuda_impl(be)->stream>>>(y, g, u, n, act == ACT_GELU_TANH);
-    cudaLaunchCheck();
+    cuda_launch_pdl(cuda_impl(be)->stream, glu_kernel, grid_for(n), 256, 0, y, g, u, n, (int)(act == ACT_GELU_TANH));
 }
 
 void cuda_add(backend_t *be, float *y, const float *x, size_t n) {

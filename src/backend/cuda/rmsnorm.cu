@@ -31,6 +31,8 @@ template <int RV, bool ADD = false>
 __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x, const float *w, float off, int n, float eps,
                                                         const float *d = nullptr) {
     __shared__ float warp_sums[8];
+    pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; x is read after the wait */
+    pdl_wait();
     const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * n);
     float4 *yr = (float4 *)(y + (size_t)blockIdx.x * n);
     const int n4 = n / 4;
@@ -74,8 +76,8 @@ void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, floa
     if (T <= 0) return;
     cudaStream_t s = cuda_impl(be)->stream;
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15);
-    if (al && n > 256 && n <= 4096) rms_norm4_kernel<4><<<T, 256, 0, s>>>(y, x, w, off, n, eps);
-    else if (al && n > 4096 && n <= 8192) rms_norm4_kernel<8><<<T, 256, 0, s>>>(y, x, w, off, n, eps);
+    if (al && n > 256 && n <= 4096) cuda_launch_pdl(s, rms_norm4_kernel<4>, T, 256, 0, y, x, w, off, n, eps, (const float *)nullptr);
+    else if (al && n > 4096 && n <= 8192) cuda_launch_pdl(s, rms_norm4_kernel<8>, T, 256, 0, y, x, w, off, n, eps, (const float *)nullptr);
     else if (n <= 256) rms_norm_kernel<64><<<T, 64, 0, s>>>(y, x, w, off, n, eps);
     else rms_norm_kernel<256><<<T, 256, 0, s>>>(y, x, w, off, n, eps);
     cudaLaunchCheck();
@@ -87,8 +89,8 @@ void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const 
     if (T <= 0) return;
     cudaStream_t s = cuda_impl(be)->stream;
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15) && !((uintptr_t)d & 15);
-    if (al && n > 256 && n <= 4096) rms_norm4_kernel<4, true><<<T, 256, 0, s>>>(y, x, w, off, n, eps, d);
-    else if (al && n > 4096 && n <= 8192) rms_norm4_kernel<8, true><<<T, 256, 0, s>>>(y, x, w, off, n, eps, d);
+    if (al && n > 256 && n <= 4096) cuda_launch_pdl(s, rms_norm4_kernel<4, true>, T, 256, 0, y, x, w, off, n, eps, d);
+    else if (al && n > 4096 && n <= 8192) cuda_launch_pdl(s, rms_norm4_kernel<8, true>, T, 256, 0, y, x, w, off, n, eps, d);
     else {
         cuda_add(be, x, d, (size_t)T * n);
         cuda_rms_norm(be, y, x, w, off, T, n, eps);

@@ -41,6 +41,8 @@ __device__ __forceinline__ void kv_store(void *cache, int dt, size_t i, float v)
  * three ops (rope_pair, kv_write's __float2*_rn): bitwise the same cache and q/k. */
 __global__ void rope_kv_kernel(float *q, float *k, const float *v, const int32_t *pos, const int32_t *slots, int T, int nh, int nkv,
                                int hd, int half, const float *inv, float ms, void *kc, void *vc, int dt) {
+    pdl_trigger(); /* PDL (cuda_common.cuh): launched early, reads q/k/v after the wait */
+    pdl_wait();
     const size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     const size_t A = (size_t)T * nh * half, B = (size_t)T * nkv * half, C = (size_t)T * nkv * hd;
     const size_t per = (size_t)nkv * hd;
@@ -83,9 +85,8 @@ void cuda_rope_kv_write(backend_t *be, float *q, float *k, const float *v, const
     memcpy(hb + 2 * pb, inv, ib);
     const char *d = (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
     const size_t n = (size_t)T * (nh + nkv) * half + (size_t)T * nkv * hd;
-    rope_kv_kernel<<<cdiv((long)n, 128), 128, 0, c->stream>>>(q, k, v, (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv, hd, half,
-                                                              (const float *)(d + 2 * pb), ms, kv->k, kv->v, kv->dtype);
-    cudaLaunchCheck();
+    cuda_launch_pdl(c->stream, rope_kv_kernel, cdiv((long)n, 128), 128, 0, q, k, v, (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv,
+                    hd, half, (const float *)(d + 2 * pb), ms, kv->k, kv->v, (int)kv->dtype);
 }
 
 void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms) {
