@@ -408,6 +408,126 @@ static void test_qmma_wide(void) {
     for (int i = 0; i < nkeep; i++) free_hw(&keep[i]);
 }
 
+/* MLX 4/8-bit past qmma on "cuda" with KILN_CUDA_QGEMM=1 (matmul_qgemm.cu, opt-in): tensor
+ * cores on the codes, never dequantized, x rounded once to bf16 (KILN_CUDA_ACT=bf16: the policy of llama/qwen3) or split
+ * into hi + lo (KILN_CUDA_ACT=split: every other architecture); y = W·x̂ exactly but for f32
+ * sums. Per case two checks:
+ *  1. against the rounding itself, emulated on the host in double — y = Σ_g scale·Σ_k code·x̂ +
+ *     bias·Σ_k x̂ with x̂ = bf16(x), or hi + lo — within 1e-5 (what is left is f32 accumulation:
+ *     an indexing or fragment-order bug is O(1), TF32 is ~1e-3);
+ *  2. against ref_matmul element by element, within the bound that rounding allows:
+ *     |y - ref| <= u·Σ_k |w·x| + 1e-5·max|ref| (w = scale·code + bias), u = 2^-9 (bf16 round to
+ *     nearest), or 2^-17 for hi + lo (|x - hi - lo| <= 2^-18 |x|).
+ * Shapes: T off the 128-token tile (9..300), N off the 128-row tile (1..4352), K from 2 stages of
+ * 64 columns to 14336, groups 32/64/128, f16/bf16/f32 scales. The first and the last 9 tokens
+ * again as a batch of 9: bitwise the batch's rows. KILN_CUDA_QMMA=0 so that 9..64 tokens reach it. */
+static float qg_bf16(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+static void test_qgemm(void) {
+    err_t e = {0};
+    setenv("KILN_CUDA_QGEMM", "1", 1); /* read per matmul */
+    setenv("KILN_CUDA_QMMA", "0", 1);
+    setenv("KILN_CUDA_ACT", "bf16", 1);
+    backend_t *bes[2] = {backend_create("cuda", 0, &e), NULL};
+    setenv("KILN_CUDA_ACT", "split", 1);
+    bes[1] = backend_create("cuda", 0, &e);
+    unsetenv("KILN_CUDA_ACT");
+    unsetenv("KILN_CUDA_QMMA");
+    if (!bes[0] || !bes[1]) { CHECK(0, "qgemm: backend_create: %s", e.msg); unsetenv("KILN_CUDA_QGEMM"); return; }
+    struct { int N, K, bits, group; dtype_t sbt; int T[3]; } cs[] = {
+        {300, 1024, 4, 64, DT_BF16, {9, 130, 300}}, {129, 384, 4, 32, DT_F16, {33, 128, 129}}, {1, 256, 4, 128, DT_BF16, {70, 257, 0}},
+        {257, 512, 8, 64, DT_F16, {17, 200, 0}},    {128, 128, 8, 32, DT_BF16, {9, 256, 0}},   {130, 1152, 8, 128, DT_F32, {131, 0, 0}},
+        {4352, 128, 4, 64, DT_BF16, {70, 0, 0}},    {64, 14336, 4, 64, DT_BF16, {65, 0, 0}},   {200, 4096, 8, 32, DT_F16, {40, 0, 0}},
+        {77, 640, 4, 128, DT_F32, {100, 0, 0}},
+    };
+    double worst_em[2] = {0, 0}, worst_bound[2] = {0, 0};
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        const int N = cs[ci].N, K = cs[ci].K, bits = cs[ci].bits, G = cs[ci].group, ng = K / G;
+        hw_t h = make_quant(N, K, bits, G, cs[ci].sbt, 4000 + ci);
+        /* the weight as codes, scales, biases */
+        int *code = malloc(sizeof(int) * N * K);
+        float *sc = malloc(sizeof(float) * N * ng), *bi = malloc(sizeof(float) * N * ng);
+        for (int n = 0; n < N; n++) {
+            const uint32_t *row = (const uint32_t *)h.a + (size_t)n * K * bits / 32;
+            for (int k = 0; k < K; k++) code[(size_t)n * K + k] = (row[k * bits / 32] >> (k * bits % 32)) & ((1u << bits) - 1);
+            for (int gi = 0; gi < ng; gi++) {
+                sc[n * ng + gi] = load_as_f32(h.b, cs[ci].sbt, (size_t)n * ng + gi);
+                bi[n * ng + gi] = load_as_f32(h.c, cs[ci].sbt, (size_t)n * ng + gi);
+            }
+        }
+        for (int v = 0; v < 2; v++) {
+            backend_t *be = bes[v];
+            weight_t w = h.w;
+            if (be->ops->prepare_weight(be, &w, &e)) { CHECK(0, "qgemm: prepare_weight: %s", e.msg); continue; }
+            for (int ti = 0; ti < 3 && cs[ci].T[ti]; ti++) {
+                const int T = cs[ci].T[ti];
+                float *x = rand_vec((size_t)T * K, 4100 + ci * 7 + ti, 1.0f), *xr = malloc(sizeof(float) * T * K);
+                for (size_t i = 0; i < (size_t)T * K; i++) {
+                    const float hi = qg_bf16(x[i]);
+                    xr[i] = v == 0 ? hi : hi + qg_bf16(x[i] - hi); /* hi + lo (to f32 precision) */
+                }
+                float *got = malloc(sizeof(float) * T * N), *want = malloc(sizeof(float) * T * N), *sub = malloc(sizeof(float) * 9 * N);
+                double *em = malloc(sizeof(double) * T * N), *bound = malloc(sizeof(double) * T * N);
+                float *dx = dev_from(be, x, (size_t)T * K), *dy = be->ops->alloc(be, sizeof(float) * T * N);
+                be->ops->matmul(be, dy, dx, T, &w);
+                to_host(be, got, dy, (size_t)T * N);
+                ref_matmul(want, x, T, &h.w, 0, N);
+                double mem = 0, mref = 0, dem = 0;
+                for (int t = 0; t < T; t++)
+                    for (int n = 0; n < N; n++) {
+                        double s = 0, b = 0;
+                        for (int gi = 0; gi < ng; gi++) {
+                            double p = 0, xs = 0;
+                            for (int k = gi * G; k < (gi + 1) * G; k++) {
+                                const double cx = (double)code[(size_t)n * K + k];
+                                p += cx * xr[(size_t)t * K + k];
+                                xs += xr[(size_t)t * K + k];
+                                b += fabs(((double)sc[n * ng + gi] * cx + bi[n * ng + gi]) * x[(size_t)t * K + k]);
+                            }
+                            s += sc[n * ng + gi] * p + bi[n * ng + gi] * xs;
+                        }
+                        em[(size_t)t * N + n] = s;
+                        bound[(size_t)t * N + n] = b;
+                        if (fabs(s) > mem) mem = fabs(s);
+                        if (fabs(want[(size_t)t * N + n]) > mref) mref = fabs(want[(size_t)t * N + n]);
+                    }
+                const double u = v == 0 ? 1.0 / 512 : 1.0 / 131072;
+                double worst = 0;
+                for (size_t i = 0; i < (size_t)T * N; i++) {
+                    const double d = fabs(got[i] - em[i]);
+                    if (d > dem || isnan(d)) dem = isnan(d) ? INFINITY : d;
+                    const double r = fabs((double)got[i] - want[i]) / (u * bound[i] + 1e-5 * mref);
+                    if (r > worst || isnan(r)) worst = isnan(r) ? INFINITY : r;
+                }
+                dem = mem > 0 ? dem / mem : dem;
+                if (dem > worst_em[v]) worst_em[v] = dem;
+                if (worst > worst_bound[v]) worst_bound[v] = worst;
+                CHECK(dem < 1e-5, "qgemm %s q%d g%d %dx%d T=%d: rel err %.3g vs the emulated rounding (tol 1e-5)", v ? "split" : "single", bits, G, N,
+                      K, T, dem);
+                CHECK(worst <= 1.0, "qgemm %s q%d g%d %dx%d T=%d: |y - ref| is %.3g x the bound of x's rounding", v ? "split" : "single", bits, G, N, K,
+                      T, worst);
+                for (int part = 0; part < 2; part++) { /* tokens 0..8, then T-9..T-1, as a batch of 9 */
+                    const int r0 = part ? T - 9 : 0;
+                    float *dxs = dev_from(be, x + (size_t)r0 * K, (size_t)9 * K), *dys = be->ops->alloc(be, sizeof(float) * 9 * N);
+                    be->ops->matmul(be, dys, dxs, 9, &w);
+                    to_host(be, sub, dys, (size_t)9 * N);
+                    CHECK(!memcmp(sub, got + (size_t)r0 * N, sizeof(float) * 9 * N), "qgemm %s q%d g%d %dx%d: tokens %d..%d of %d differ from a batch of 9",
+                          v ? "split" : "single", bits, G, N, K, r0, r0 + 8, T);
+                    be->ops->free(be, dxs); be->ops->free(be, dys);
+                }
+                be->ops->free(be, dx); be->ops->free(be, dy);
+                free(x); free(xr); free(got); free(want); free(sub); free(em); free(bound);
+            }
+        }
+        free(code); free(sc); free(bi);
+        free_hw(&h);
+    }
+    printf("# qgemm: worst vs emulated rounding %.3g (single) %.3g (split); worst |y - ref| / bound %.3g / %.3g\n", worst_em[0], worst_em[1],
+           worst_bound[0], worst_bound[1]);
+    backend_destroy(bes[0]);
+    backend_destroy(bes[1]);
+    unsetenv("KILN_CUDA_QGEMM");
+}
+
 static void test_norm_rope_glu(void) {
     backend_t *be = be32;
     const int ns[] = {1, 37, 128, 1000, 4099, 4096, 6144}; /* 1000, 4096, 6144: the register (float4) kernel */
@@ -883,11 +1003,18 @@ int main(void) {
     be16 = backend_create("cuda", 0, &e);
     unsetenv("KILN_CUDA_ACT");
     if (!be32 || !befast || !be16) { printf("cannot create the CUDA backend: %s\n", e.msg); return 1; }
+    if (getenv("KILN_CUDA_TEST_QGEMM_ONLY")) { /* the prefill matmul tests alone: a short device call */
+        test_prefill_matmul_variants();
+        test_qgemm();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
+    }
     test_fused();
     printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_matmul();
     test_prefill_matmul_variants();
     test_qmma_wide();
+    test_qgemm();
     test_matmul_multi();
     test_pdl_chain();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);

@@ -66,6 +66,8 @@ static model_t *load(const char *name, const char *backend, dtype_t kvdt, dtype_
 
 static dtype_t logits_kv = DT_F32; /* the cache of the logits checks */
 static const char *only_mlx; /* non-NULL: the MLX fixtures only (names containing "mlx"), qmma off */
+/* how the MLX-only runs are labelled: qmma off, and matmul_qgemm.cu on (KILN_CUDA_QGEMM) */
+static const char *mlx_tag(void) { return !only_mlx ? "" : getenv("KILN_CUDA_QGEMM") ? " qmma off, qgemm" : " qmma off"; }
 static int report_only; /* print the error without checking it (KILN_CUDA_ACT=bf16, KILN_CUDA_FA=single: measured costs of one rounding) */
 
 static void check_logits(const char *name, const char *backend, double tol, dtype_t buffers, const char *npy) {
@@ -96,11 +98,11 @@ static void check_logits(const char *name, const char *backend, double tol, dtyp
         double err = ct_rel_err(got, want, rows * cols);
         const char *act = getenv("KILN_CUDA_ACT"), *fa = getenv("KILN_CUDA_FA"), *qd = getenv("KILN_CUDA_QDEQ");
         if (report_only) printf("# %-24s %-8s buffers %-4s kv %-4s%s logits rel err %.3g with KILN_CUDA_ACT=%s FA=%s QDEQ=%s (reported, not checked) vs %s\n",
-                                name, backend, dtype_name(buffers), dtype_name(logits_kv), only_mlx ? " qmma off" : "", err, act ? act : "policy",
+                                name, backend, dtype_name(buffers), dtype_name(logits_kv), mlx_tag(), err, act ? act : "policy",
                                 fa ? fa : "policy", qd ? qd : "policy", npy);
         else {
             printf("# %-24s %-8s buffers %-4s kv %-4s act %-6s%s logits rel err %.3g (tol %g) vs %s\n", name, backend, dtype_name(buffers),
-                   dtype_name(logits_kv), act ? act : "policy", only_mlx ? " qmma off" : "", err, tol, npy);
+                   dtype_name(logits_kv), act ? act : "policy", mlx_tag(), err, tol, npy);
             CHECK(err < tol, "%s on %s: logits rel err %.3g > %g", name, backend, err, tol);
         }
     }
@@ -207,14 +209,22 @@ int main(void) {
     unsetenv("KILN_CUDA_FA_MIN");
     /* MLX weights past qmma's 64 tokens: the fixtures' prompts are shorter, so KILN_CUDA_QMMA=0
      * sends their steps to the dequantizing path (TF32; under the policy the bf16 weights of
-     * llama/qwen3 fixtures take x rounded once, below with the split). The bf16 dequantization
-     * (KILN_CUDA_QDEQ=bf16) is reported only: it measured 1.03-1.28e-2 on these fixtures. */
+     * llama/qwen3 fixtures take x rounded once, below with the split), and with KILN_CUDA_QGEMM=1
+     * to matmul_qgemm.cu (opt-in: tensor cores on the codes; x rounded once for the llama/qwen3
+     * fixtures under the policy, split for the rest and with KILN_CUDA_ACT=split). The bf16
+     * dequantization (KILN_CUDA_QDEQ=bf16) is reported only: it measured 1.03-1.28e-2 on these fixtures. */
     setenv("KILN_CUDA_QMMA", "0", 1);
     only_mlx = "mlx";
     check_all_logits("cuda", 1e-2);
     setenv("KILN_CUDA_ACT", "split", 1);
     check_all_logits("cuda", 1e-2);
     unsetenv("KILN_CUDA_ACT");
+    setenv("KILN_CUDA_QGEMM", "1", 1);
+    check_all_logits("cuda", 1e-2);
+    setenv("KILN_CUDA_ACT", "split", 1);
+    check_all_logits("cuda", 1e-2);
+    unsetenv("KILN_CUDA_ACT");
+    unsetenv("KILN_CUDA_QGEMM");
     setenv("KILN_CUDA_QDEQ", "bf16", 1);
     report_only = 1;
     check_all_logits("cuda", 1e-2);

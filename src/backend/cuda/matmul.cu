@@ -32,6 +32,7 @@
 int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int single);
 int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w);
+int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
 
 #define TB_M 64 /* tokens per tile     */
 #define TB_N 64 /* weight rows per tile */
@@ -247,6 +248,10 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * single matmul class carries it, docs/cuda.md). One rounding is one GEMM instead of two:
      * llama-3-8b bf16 prefill 33 % -> ~60 % of the GEMM rate (bench/cuda/RESULTS.md). */
     const int single = c->act_bf16 >= 0 ? c->act_bf16 : be->act_bf16_ok;
+    /* MLX 4/8-bit past qmma, opt-in (KILN_CUDA_QGEMM=1; an explicit KILN_CUDA_QDEQ=bf16 wins):
+     * tensor cores on the codes, x rounded once (single) or split into hi + lo, never
+     * dequantized (matmul_qgemm.cu; measured slower than the TF32 path below) */
+    if (w->dtype == DT_U32 && c->deq_bf16 != 1 && cuda_qgemm(c, y, x, T, w, !single) == 0) return;
     if (w->dtype == DT_BF16 && single) {
         void *x16 = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 2);
         to_16bit_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>(x16, x, nx, 1);
