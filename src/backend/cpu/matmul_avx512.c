@@ -536,6 +536,60 @@ AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, cons
     for (int b = 0; b < NJ; b++) y[(size_t)t * N + j + b] = _mm512_reduce_add_ps(acc[b]);
 }
 
+/* The GEMM's tile: x rows t and t + 1 against W rows [j, j + NJ), each (x row, W row)
+ * pair with exactly q4i_tile's steps in its order (the W row's nibble planes and scale
+ * vector are shared by the two x rows; the x digits are memory operands). */
+AI void q4i_tile2(float *y, const q4i_t *q, int t, const weight_t *w, int j, const int NJ) {
+    int K = q->K, N = w->rows, ng = q->ng, bpsb = 16 * w->group / 128;
+    size_t row_bytes = (size_t)K / 2;
+    const int8_t *xd0 = q->xd + (size_t)t * q->xds, *xd1 = xd0 + q->xds;
+    const float *pv0 = q->pv + (size_t)t * q->pvs, *pv1 = pv0 + q->pvs;
+    const uint8_t *rows[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
+    const __m512i lane_grp = _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120), q->gshift);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    __m512 acc[2][4];
+#pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) {
+        acc[0][b] = bias_term(w, j + b, q->xg + (size_t)t * q->ngp);
+        acc[1][b] = bias_term(w, j + b, q->xg + (size_t)(t + 1) * q->ngp);
+    }
+    for (int g0 = 0, blk = 0; g0 < ng; g0 += 16) {
+        __m512 s16[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) s16[b] = sb16(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
+        int bend = blk + bpsb < q->nbt ? blk + bpsb : q->nbt;
+        for (int bi = 0; blk < bend; blk++, bi++) {
+            int cols = K - blk * 128 < 128 ? K - blk * 128 : 128;
+            __mmask16 m = cols == 128 ? (__mmask16)0xffff : (__mmask16)((1u << (cols / 8)) - 1);
+            __m512i gidx = _mm512_add_epi32(_mm512_set1_epi32(bi * 128 >> q->gshift), lane_grp);
+            const __m512i *x0 = (const __m512i *)(xd0 + (size_t)blk * 384), *x1 = (const __m512i *)(xd1 + (size_t)blk * 384);
+            __m512 pvec0 = _mm512_load_ps(pv0 + (size_t)blk * 16), pvec1 = _mm512_load_ps(pv1 + (size_t)blk * 16);
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) {
+                __m512i v = _mm512_maskz_loadu_epi32(m, rows[b] + (size_t)blk * 64);
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512 sv = _mm512_permutexvar_ps(gidx, s16[b]);
+#pragma GCC unroll 2
+                for (int a = 0; a < 2; a++) {
+                    const __m512i *xb = a ? x1 : x0;
+                    __m512i a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xb[0]), hi, xb[1]);
+                    __m512i a2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xb[4]), hi, xb[5]);
+                    a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(a01, 8), lo, xb[2]), hi, xb[3]);
+                    __m512 tv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a01, 8), a2)), a ? pvec1 : pvec0);
+                    acc[a][b] = _mm512_fmadd_ps(sv, tv, acc[a][b]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) {
+        y[(size_t)t * N + j + b] = _mm512_reduce_add_ps(acc[0][b]);
+        y[(size_t)(t + 1) * N + j + b] = _mm512_reduce_add_ps(acc[1][b]);
+    }
+}
+
 /* x row t, W rows [j0, j1): tiles of 8 rows, then 4, then single rows. */
 static void q4i_rows(float *y, const q4i_t *q, int t, const weight_t *w, int j0, int j1, int pf) {
     int j = j0;
@@ -551,17 +605,20 @@ static void q4i_rows(float *y, const q4i_t *q, int t, const weight_t *w, int j0,
 }
 
 /* T > 1: chunks of x rows whose prepared form (~3.5 bytes per element) stays near 256 KB,
- * and per chunk W in tiles of 8 rows (from L1) against every row of the chunk. */
+ * and per chunk W in tiles of 4 rows (from L1) against every pair of rows of the chunk. */
 static void q4i_gemm(float *y, const q4i_t *q, int T, const weight_t *w, int j0, int j1) {
     size_t per_row = q->xds + sizeof(float) * (q->pvs + (size_t)q->ngp);
     int tc = (int)(262144 / per_row);
     if (tc < 4) tc = 4;
     for (int t0 = 0; t0 < T; t0 += tc) {
         int t1 = t0 + tc < T ? t0 + tc : T;
-        for (int j = j0; j < j1; j += 8) {
-            int je = j + 8 < j1 ? j + 8 : j1;
-            for (int t = t0; t < t1; t++) q4i_rows(y, q, t, w, j, je, 0);
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) q4i_tile2(y, q, t, w, j, 4);
+            for (; t < t1; t++) q4i_tile(y, q, t, w, j, 4, 0);
         }
+        for (int t = t0; t < t1; t++) q4i_rows(y, q, t, w, j, j1, 0);
     }
 }
 #pragma GCC pop_options
