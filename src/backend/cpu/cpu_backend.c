@@ -239,7 +239,15 @@ static void rows_task(void *ctx, int i, int nt) {
     case R_KV: {
         const kv_view_t *kv = j->y;
         size_t w = (size_t)kv->n_kv_heads * kv->head_dim;
-        ref_kv_write(kv, (const float *)j->a + r0 * w, (const float *)j->b + r0 * w, (const int32_t *)j->c + r0, cnt);
+        const float *k = (const float *)j->a, *v = (const float *)j->b;
+        const int32_t *slots = j->c;
+        if (kv->dtype == DT_F16 && j->simd && j->simd->from_f32) /* the same bits as ref_kv_write */
+            for (size_t t = r0; t < r1; t++) {
+                size_t base = (size_t)slots[t] * w;
+                j->simd->from_f32((uint16_t *)kv->k + base, DT_F16, k + t * w, (int)w);
+                j->simd->from_f32((uint16_t *)kv->v + base, DT_F16, v + t * w, (int)w);
+            }
+        else ref_kv_write(kv, k + r0 * w, v + r0 * w, slots + r0, cnt);
         break;
     }
     }

@@ -49,6 +49,9 @@ typedef struct simd_kernels {
      * prepared once per call; the same per-row results as matmul. Returns 0 without
      * touching r when it does not take w (the caller splits statically then). */
     int (*matmul_rows)(float *y, const float *x, const weight_t *w, mm_rows_t *r);
+    /* Optional: dst[0, n) = src converted to f16 (t == DT_F16 only; 0 = not taken), bit for
+     * bit store_from_f32's f32_to_f16 (round to nearest even, NaN -> sign | 0x7e00). */
+    int (*from_f32)(void *dst, dtype_t t, const float *src, int n);
 } simd_kernels_t;
 
 extern const simd_kernels_t simd_avx2, simd_avx512;

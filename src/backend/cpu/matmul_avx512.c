@@ -957,4 +957,24 @@ static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r
     return 1;
 }
 
-const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows};
+/* f32 -> f16 as f32_to_f16 (dtype.h) does it: vcvtps2ph rounds to nearest even like it
+ * (subnormal halves and overflow to Inf included); only a NaN's payload differs, so NaN
+ * lanes are rewritten to f32_to_f16's sign | 0x7e00. The K/V cache write of every token. */
+static int from_f32(void *dst, dtype_t t, const float *src, int n) {
+    if (t != DT_F16) return 0;
+    uint16_t *d = dst;
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, src + i);
+        __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        if (nan) {
+            __m512i sg = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 16), _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7e00));
+            h = _mm256_mask_mov_epi16(h, nan, _mm512_cvtepi32_epi16(sg));
+        }
+        _mm256_mask_storeu_epi16(d + i, m, h);
+    }
+    return 1;
+}
+
+const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows, from_f32};
