@@ -414,7 +414,9 @@ static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0
  *
  *     acc = bias term (dot(bias row, f32 group sums of x) as in q4tile; the sums here
  *           are 16-lane partial sums then one horizontal sum, not a serial chain)
- *     acc = fma(svec, f32(a) · pvec, acc)     per block (pvec: the lanes' p, powers of 2)
+ *     acc = fma(svec, f32(a), acc)            per block, svec: the lanes' s·p (p a power of
+ *                                             2, so s·p is exact but in under/overflow: the
+ *                                             same as fma(s, f32(a)·p, acc) — one mul less)
  *     y   = horizontal sum of acc
  *
  * Decode and the GEMM (T > 1) run this same tile per (x row, W rows) pair, so a row
@@ -429,7 +431,7 @@ typedef struct { int8_t *xd; float *pv, *xg; int K, nbt, ng, ngp, gshift; size_t
 static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
     int K = w->cols, G = w->group, ng = K / G, nbt = (K + 127) / 128, ngp = (ng + 15) & ~15;
     q->K = K; q->nbt = nbt; q->ng = ng; q->ngp = ngp; q->gshift = G == 32 ? 5 : G == 64 ? 6 : 7;
-    q->xds = (size_t)nbt * 384; q->pvs = (size_t)nbt * 16;
+    q->xds = (size_t)nbt * 384; q->pvs = (size_t)ngp; /* pv: p per group, 0 past ng */
     size_t bytes = (size_t)T * (q->xds + sizeof(float) * (q->pvs + (size_t)ngp));
     int8_t *xd = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!xd) return -1;
@@ -472,8 +474,7 @@ static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
                     _mm_store_si128((__m128i *)&tmp[2][k + i], _mm512_cvtepi32_epi8(d2));
                 }
             }
-            float *pvb = pv + t * q->pvs + (size_t)blk * 16;
-            for (int i = 0; i < 16; i++) pvb[i] = 8 * i < cols ? gp[8 * i / G] : 0.f;
+            for (int k = 0; k < cols; k += G) pv[t * q->pvs + (size_t)(c0 + k) / G] = gp[k / G];
             for (int d = 0; d < 3; d++) { /* column order -> even columns, odd columns */
                 __m512i a = _mm512_load_si512(&tmp[d][0]), b = _mm512_load_si512(&tmp[d][64]);
                 int8_t *o = xd + t * q->xds + (size_t)blk * 384 + d * 128;
@@ -483,7 +484,7 @@ static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
                 _mm256_store_si256((__m256i *)(o + 96), _mm512_cvtepi16_epi8(_mm512_srai_epi16(b, 8)));
             }
         }
-        for (int g = ng; g < ngp; g++) xg[t * ngp + g] = 0.f;
+        for (int g = ng; g < ngp; g++) xg[t * ngp + g] = pv[t * q->pvs + g] = 0.f;
     }
     q->xd = xd; q->pv = pv; q->xg = xg;
     return 0;
@@ -506,9 +507,9 @@ AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, cons
     if (PF)
         for (int b = 0; b < NJ; b++) pf_sb(w, j + b, row_bytes);
     for (int g0 = 0, blk = 0; g0 < ng; g0 += 16) {
-        __m512 s16[8];
+        __m512 s16[8], pg = _mm512_load_ps(pv + g0);
 #pragma GCC unroll 8
-        for (int b = 0; b < NJ; b++) s16[b] = sb16(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
+        for (int b = 0; b < NJ; b++) s16[b] = _mm512_mul_ps(sb16(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0), pg);
         int bend = blk + bpsb < q->nbt ? blk + bpsb : q->nbt;
         for (int bi = 0; blk < bend; blk++, bi++) {
             int cols = K - blk * 128 < 128 ? K - blk * 128 : 128;
@@ -517,7 +518,6 @@ AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, cons
             const int8_t *xb = xd + (size_t)blk * 384;
             __m512i e0 = _mm512_load_si512(xb), o0 = _mm512_load_si512(xb + 64), e1 = _mm512_load_si512(xb + 128);
             __m512i o1 = _mm512_load_si512(xb + 192), e2 = _mm512_load_si512(xb + 256), o2 = _mm512_load_si512(xb + 320);
-            __m512 pvec = _mm512_load_ps(pv + (size_t)blk * 16);
 #pragma GCC unroll 8
             for (int b = 0; b < NJ; b++) {
                 if (PF) _mm_prefetch((const char *)rows[b] + (size_t)blk * 64 + PF_AHEAD(row_bytes), _MM_HINT_T0);
@@ -527,7 +527,7 @@ AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, cons
                 __m512i a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, e0), hi, o0);
                 __m512i a2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, e2), hi, o2);
                 a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(a01, 8), lo, e1), hi, o1);
-                __m512 tv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a01, 8), a2)), pvec);
+                __m512 tv = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a01, 8), a2));
                 acc[b] = _mm512_fmadd_ps(_mm512_permutexvar_ps(gidx, s16[b]), tv, acc[b]);
             }
         }
@@ -556,7 +556,7 @@ AI void q4i_tile2(float *y, const q4i_t *q, int t, const weight_t *w, int j, con
         acc[1][b] = bias_term(w, j + b, q->xg + (size_t)(t + 1) * q->ngp);
     }
     for (int g0 = 0, blk = 0; g0 < ng; g0 += 16) {
-        __m512 s16[4];
+        __m512 s16[4], p0 = _mm512_load_ps(pv0 + g0), p1 = _mm512_load_ps(pv1 + g0);
 #pragma GCC unroll 4
         for (int b = 0; b < NJ; b++) s16[b] = sb16(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
         int bend = blk + bpsb < q->nbt ? blk + bpsb : q->nbt;
@@ -565,20 +565,19 @@ AI void q4i_tile2(float *y, const q4i_t *q, int t, const weight_t *w, int j, con
             __mmask16 m = cols == 128 ? (__mmask16)0xffff : (__mmask16)((1u << (cols / 8)) - 1);
             __m512i gidx = _mm512_add_epi32(_mm512_set1_epi32(bi * 128 >> q->gshift), lane_grp);
             const __m512i *x0 = (const __m512i *)(xd0 + (size_t)blk * 384), *x1 = (const __m512i *)(xd1 + (size_t)blk * 384);
-            __m512 pvec0 = _mm512_load_ps(pv0 + (size_t)blk * 16), pvec1 = _mm512_load_ps(pv1 + (size_t)blk * 16);
 #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) {
                 __m512i v = _mm512_maskz_loadu_epi32(m, rows[b] + (size_t)blk * 64);
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                __m512 sv = _mm512_permutexvar_ps(gidx, s16[b]);
+                __m512 sv0 = _mm512_permutexvar_ps(gidx, _mm512_mul_ps(s16[b], p0)), sv1 = _mm512_permutexvar_ps(gidx, _mm512_mul_ps(s16[b], p1));
 #pragma GCC unroll 2
                 for (int a = 0; a < 2; a++) {
                     const __m512i *xb = a ? x1 : x0;
                     __m512i a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xb[0]), hi, xb[1]);
                     __m512i a2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xb[4]), hi, xb[5]);
                     a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(a01, 8), lo, xb[2]), hi, xb[3]);
-                    __m512 tv = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a01, 8), a2)), a ? pvec1 : pvec0);
-                    acc[a][b] = _mm512_fmadd_ps(sv, tv, acc[a][b]);
+                    __m512 tv = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a01, 8), a2));
+                    acc[a][b] = _mm512_fmadd_ps(a ? sv1 : sv0, tv, acc[a][b]);
                 }
             }
         }
