@@ -237,6 +237,13 @@ static void test_matmul_multi(void) {
         {4, {100, 33, 1, 300}, 384, {8, 8, 8, 8}, 128, DT_BF16}, /* four weights, K past whole items */
         {2, {640, 130}, 512, {4, 8}, 64, DT_BF16},              /* mixed bits: one by one */
         {3, {64, 64, 64}, 256, {0, 4, 0}, 32, DT_BF16},         /* bf16, q4, bf16: one by one */
+        /* bf16 (bits 0) on the GEMV at 1..2 tokens: one launch of matmul_gemv.cu's pipelined
+         * kernel, each weight with its own (rows per warp, split-K): llama-3-8b q/k/v (R = 2 with
+         * two warps per row pair, R = 1 with four), gate/up-like (R = 4), and small, ragged ones */
+        {3, {4096, 1024, 1024}, 4096, {0, 0, 0}, 32, DT_BF16},
+        {2, {4352, 4352}, 1024, {0, 0}, 32, DT_BF16},
+        {4, {2304, 17, 4400, 1}, 136, {0, 0, 0, 0}, 32, DT_BF16},
+        {2, {1000, 2500}, 14336, {0, 0}, 32, DT_BF16},
     };
     const int Ts[] = {1, 2, 9};
     backend_t *bes[2] = {be32, befast};
@@ -860,6 +867,11 @@ static void test_attention(void) {
     for (int i = 0; i < 64; i++) { many_p0[i] = (i * 97) % 2100; many_len[i] = 1; }
     attn_case(64, many_p0, many_len, 32, 8, 128, DT_F16, 16, 0, 0.f, 88);
     attn_case(64, many_p0, many_len, 16, 8, 128, DT_BF16, 16, 0, 0.f, 89);
+    /* 47 rows x 8 KV heads: 376 blocks, one wave with the f32 tiles, two with the raw ones (the
+     * decode launcher takes the f32 tiles there); two rows at 3000 and 1500 with 2 KV heads: 33 splits */
+    attn_case(47, many_p0, many_len, 32, 8, 128, DT_BF16, 16, 0, 0.f, 90);
+    int two_p0[2] = {3000, 1500}, two_len[2] = {1, 1};
+    attn_case(2, two_p0, two_len, 16, 2, 64, DT_F16, 16, 0, 0.f, 91);
     int long_p0[2] = {0, 900}, long_len[2] = {700, 3};
     attn_case(2, long_p0, long_len, 16, 8, 128, DT_F16, 16, 0, 0.f, 83);
     attn_case(2, long_p0, long_len, 8, 8, 512, DT_BF16, 16, 0, 0.f, 84);

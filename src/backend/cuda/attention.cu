@@ -183,6 +183,7 @@ __global__ void attn_combine_kernel(float *out, const float *part, int n_splits,
     __shared__ float f[64], lw[64], red[2];
     const size_t qidx = blockIdx.x;
     const int tid = threadIdx.x;
+    pdl_trigger(); /* the o-projection GEMV (PDL, matmul_gemv.cu) may start loading its weights */
     /* head_dim <= threads: each thread's o values of every split are loaded FIRST, before the
      * max / weights / sum phases, so the whole kernel is about one memory round trip (ncu,
      * llama-3-8b batch 1 at 2048 positions, 33 splits: ~16 us when the loads waited behind
@@ -347,6 +348,7 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
     const int t = tile.t0, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % DLPK, kg = lane / DLPK;
     const int *bt = a.tables + (size_t)tile.row * a.max_blocks;
     const size_t per_tok = (size_t)a.n_kv_heads * HD;
+    pdl_trigger(); /* the o-projection GEMV (PDL, matmul_gemv.cu) may start loading its weights */
 
     float q[DQB][DPL], o[DQB][DPL], m[DQB], l[DQB];
 #pragma unroll
@@ -493,7 +495,32 @@ static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_ti
     dim3 grid(n_rows * splits, a.n_kv_heads * n_qc);
     static int raw = -1; /* KILN_CUDA_ATTN_RAW=0: f32 tiles for 16-bit caches too (A/B) */
     if (raw < 0) { const char *e = getenv("KILN_CUDA_ATTN_RAW"); raw = !(e && !strcmp(e, "0")); }
-    if (raw && a.kv_dtype != DT_F32) {
+    /* RAW holds more registers (202 vs 167 at head_dim 128: 2 blocks per SM instead of 3): where
+     * that costs a whole extra wave of blocks (47 rows x 8 KV heads: 376 blocks, 2 waves instead
+     * of 1; 333 -> 419 us, helper-30's ncu), the f32 tiles. By shape only. KILN_CUDA_ATTN_RAW=1: always RAW. */
+    bool use_raw = raw && a.kv_dtype != DT_F32;
+    if (use_raw && !(getenv("KILN_CUDA_ATTN_RAW") && !strcmp(getenv("KILN_CUDA_ATTN_RAW"), "1"))) {
+        static int occ[3][2]; /* blocks per SM: [hd 64/128/256][raw] */
+        const int hi = hd == 64 ? 0 : hd == 128 ? 1 : 2;
+        if (!occ[hi][0]) {
+            if (hi == 0) {
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0][0], attn_decode_kernel<4, false>, 32 * DWARPS, 0);
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[0][1], attn_decode_kernel<4, true>, 32 * DWARPS, 0);
+            } else if (hi == 1) {
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1][0], attn_decode_kernel<8, false>, 32 * DWARPS, 0);
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[1][1], attn_decode_kernel<8, true>, 32 * DWARPS, 0);
+            } else {
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2][0], attn_decode_kernel<16, false>, 32 * DWARPS, 0);
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ[2][1], attn_decode_kernel<16, true>, 32 * DWARPS, 0);
+            }
+            if (occ[hi][0] < 1) occ[hi][0] = 1;
+            if (occ[hi][1] < 1) occ[hi][1] = 1;
+        }
+        const long blocks = (long)grid.x * grid.y, sms = c->sm_count > 0 ? c->sm_count : 132;
+        const long w_raw = (blocks + occ[hi][1] * sms - 1) / (occ[hi][1] * sms), w_f32 = (blocks + occ[hi][0] * sms - 1) / (occ[hi][0] * sms);
+        if (w_raw > w_f32) use_raw = false;
+    }
+    if (use_raw) {
         if (hd == 64) attn_decode_kernel<4, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
         else if (hd == 128) attn_decode_kernel<8, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
         else attn_decode_kernel<16, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);

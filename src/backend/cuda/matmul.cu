@@ -32,6 +32,7 @@
 int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int single);
 int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w);
+int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
 
 #define TB_M 64 /* tokens per tile     */
@@ -337,6 +338,20 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
         const dweight_t *w[4];
         for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
         if (cuda_gemv_tc(c, n, y, x, w) == 0) {
+            cuda_capture_tick(c);
+            return;
+        }
+    }
+    /* bf16/f16 weights of one K on the GEMV (1..2 tokens): one launch of the pipelined GEMV over
+     * all their rows, each weight with its own launch's configuration (matmul_gemv.cu) */
+    if (!off && n >= 2 && n <= 4 && T <= 2 && T < c->gemm_min_t) {
+        const dweight_t *w[4];
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            w[i] = (const dweight_t *)wt[i]->device;
+            if (w[i]->dtype == DT_BF16 && T >= c->gemm_min_t_bf16) ok = 0;
+        }
+        if (ok && cuda_gemv_multi(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);
             return;
         }

@@ -7,13 +7,22 @@
  * L1 (it is tiny and shared by the warps of a block). Quantized values are dequantized in
  * registers, w = scale * code + bias, exactly as weight_row_f32 does.
  *
- * bf16/f16 and MLX 4/8-bit go through gemvq_kernel/gemvh_kernel (multi-row, below); f32 and
+ * bf16/f16 at 1..2 tokens: gemvp_kernel (R = 4 shapes) and gemvp_multi_kernel (matmul_multi: q/k/v,
+ * gate/up in one launch), gemvh_kernel's arithmetic with loads pipelined and issued before the
+ * programmatic-dependent-launch wait (below). bf16/f16 and MLX 4/8-bit otherwise go through
+ * gemvq_kernel/gemvh_kernel (multi-row, below); f32 and
  * 2/3/5/6-bit through gemv_kernel. Order: lane l accumulates units l, l+32, ... in order, then a fixed xor-shuffle tree;
  * nothing depends on T, so a token's outputs are bitwise the same alone or with others. */
 #include "backend/cuda/cuda_common.cuh"
 
 #define GEMV_TMAX 8
 #define GEMV_WARPS 4
+#ifndef GEMV_PIPE
+#define GEMV_PIPE 4 /* gemvp: 16-byte weight pieces per lane per round (two rounds in registers) */
+#endif
+#ifndef GEMV_MINB
+#define GEMV_MINB 8 /* gemvp: blocks per SM the registers must allow (<= 64 registers) */
+#endif
 
 enum { K_F32, K_F16, K_BF16, K_QUANT };
 
@@ -167,12 +176,13 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *__restrict
  * (exact), which gives the product code_j·x_j bit for bit; 8-bit codes come out of one PRMT.
  * Every operation is an explicit _rn intrinsic, so nothing depends on R, the token bucket
  * TT or T: a token's outputs are bitwise the same alone or in a batch. */
-template <int TT>
+template <int TT, bool NC = true> /* NC = false: plain loads (x written by a kernel a PDL launch overlaps) */
 __device__ __forceinline__ void ld_x8(float (&xv)[TT][8], const float *__restrict__ x, size_t K, int T, size_t col) {
 #pragma unroll
     for (int t = 0; t < TT; t++) {
         if (t < T) {
-            float4 a = __ldg((const float4 *)(x + t * K + col)), b = __ldg((const float4 *)(x + t * K + col + 4));
+            const float4 *px = (const float4 *)(x + t * K + col);
+            float4 a = NC ? __ldg(px) : __ldca(px), b = NC ? __ldg(px + 1) : __ldca(px + 1);
             xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
             xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
         } else {
@@ -353,6 +363,218 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restric
     warp_store<TT, R, KS>(acc, y, T, n0, w.rows, lane);
 }
 
+/* --- bf16/f16, pipelined, with programmatic dependent launch (the default) ---
+ *
+ * gemvh_body is gemvh_kernel's arithmetic (lane l accumulates units l, l+32·KS, ... of its rows
+ * in order, the same __fmaf_rn chain, the same warp_store): only the schedule differs, so its
+ * outputs are bitwise gemvh_kernel's. (1) The next U units' weights of every row are loaded
+ * before the current ones are used (software pipelining: a lane keeps U·R 16-byte pieces in
+ * flight at all times, not only at the start of an unrolled round). (2) The first round is
+ * loaded BEFORE griddepcontrol.wait: launched with programmatic stream serialization, the
+ * kernel's blocks start while the previous kernel (the one that writes x) still runs, and
+ * stream their weights then — the weights never depend on it. x and y are touched only after
+ * the wait. Every block also calls griddepcontrol.launch_dependents at its start, so a GEMV
+ * after this one (q → k → v, gate → up one by one) may start as soon as all of this one's
+ * blocks are resident. Kernels launched without the attribute: both instructions are no-ops.
+ * pdl_wait/pdl_trigger/cuda_launch_pdl: cuda_common.cuh (KILN_CUDA_PDL=0: launched without the
+ * attribute); KILN_CUDA_GEMV=h0: gemvh_kernel above. */
+
+template <int KIND, int TT, int R, int KS>
+__device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *__restrict__ x, int T, const void *wdata, int rows, int cols,
+                                           int bx) {
+    constexpr int U = GEMV_PIPE / R; /* units per round: U·R pieces in flight per lane */
+    const int lane = threadIdx.x & 31, n0 = (bx * (GEMV_WARPS / KS) + (threadIdx.x >> 5) / KS) * R;
+    const int kw = (threadIdx.x >> 5) % KS;
+    pdl_trigger();
+    if (KS == 1 && n0 >= rows) return; /* KS > 1: every warp reaches warp_store's barrier */
+    const size_t K = (size_t)cols;
+    const int units = (int)(K / 8), step = 32 * KS;
+    const uint4 *rowp[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int n = n0 + r < rows ? n0 + r : rows - 1;
+        rowp[r] = (const uint4 *)((const uint16_t *)wdata + (size_t)n * K);
+    }
+    float acc[R][TT];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) acc[r][t] = 0.f;
+    int u = kw * 32 + lane;
+    uint4 cur[U][R];
+#pragma unroll
+    for (int j = 0; j < U; j++)
+#pragma unroll
+        for (int r = 0; r < R; r++) cur[j][r] = u + j * step < units ? __ldg(rowp[r] + u + j * step) : make_uint4(0u, 0u, 0u, 0u);
+    pdl_wait(); /* x (and y) belong to the previous kernels */
+    for (; u < units; u += U * step) {
+        uint4 nxt[U][R];
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const int un = u + (U + j) * step;
+#pragma unroll
+            for (int r = 0; r < R; r++) nxt[j][r] = un < units ? __ldg(rowp[r] + un) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int j = 0; j < U; j++) {
+            const int uj = u + j * step;
+            if (uj >= units) break;
+            float xv[TT][8];
+            ld_x8<TT, false>(xv, x, K, T, (size_t)uj * 8);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const uint32_t pk[4] = {cur[j][r].x, cur[j][r].y, cur[j][r].z, cur[j][r].w};
+                float wv[8];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    if constexpr (KIND == K_BF16) {
+                        wv[2 * i] = __uint_as_float(pk[i] << 16);
+                        wv[2 * i + 1] = __uint_as_float(pk[i] & 0xffff0000u);
+                    } else {
+                        wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(pk[i] & 0xffffu)));
+                        wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(pk[i] >> 16)));
+                    }
+                }
+#pragma unroll
+                for (int t = 0; t < TT; t++)
+#pragma unroll
+                    for (int jj = 0; jj < 8; jj++) acc[r][t] = __fmaf_rn(wv[jj], xv[t][jj], acc[r][t]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < U; j++)
+#pragma unroll
+            for (int r = 0; r < R; r++) cur[j][r] = nxt[j][r];
+    }
+    warp_store<TT, R, KS>(acc, y, T, n0, rows, lane);
+}
+
+template <int KIND, int TT, int R, int KS>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_kernel(float *__restrict__ y, const float *__restrict__ x, int T, const void *wdata,
+                                                                int rows, int cols) {
+    gemvh_body<KIND, TT, R, KS>(y, x, T, wdata, rows, cols, blockIdx.x);
+}
+
+/* The (R, KS) of a weight (rows per warp, warps per row group), by shape and dtype only, for
+ * every T: a row's arithmetic depends on KS alone, so a token's outputs do not depend on the
+ * batch, and one launch over several weights (matmul_multi) gives each of them the bits of
+ * its own launch. */
+enum { CFG_R4, CFG_R2K2, CFG_R2, CFG_R1K4, CFG_R1, N_CFG };
+static int gemv_cfg(const cuda_impl_t *c, const dweight_t *w, int T) {
+    /* rows per warp: enough blocks to fill the GPU twice over */
+    const int rows = w->rows, sms = c->sm_count > 0 ? c->sm_count : 132;
+    const int R = rows >= 4 * GEMV_WARPS * 2 * sms ? 4 : rows >= 2 * GEMV_WARPS * 2 * sms ? 2 : 1;
+    /* small matrices (R = 1: fewer than ~2k rows, e.g. k/v projections): the block's four
+     * warps split K, so four times as many warps stream the weight (llama-3-8b k/v at one
+     * warp per row: 8-10 us for 2-8 MB, ncu). KILN_CUDA_GEMV=ks1: one warp per row. */
+    const int ks = R == 1 && !getenv_gemv_ks1(), ks2 = R == 2 && getenv_gemv_ks2(w);
+    /* 3..8 tokens: two rows per warp on big matrices halve the x reads per row (x is
+     * re-read from L1 for every row and token: that, not the weights, bounds these sizes) */
+    if (T >= 3 && R >= 2) return getenv_gemv_r1() ? CFG_R1 : ks2 ? CFG_R2K2 : CFG_R2;
+    if (R == 4) return CFG_R4;
+    if (R == 2) return ks2 ? CFG_R2K2 : CFG_R2;
+    return ks ? CFG_R1K4 : CFG_R1;
+}
+static const int cfg_R[N_CFG] = {4, 2, 2, 1, 1}, cfg_KS[N_CFG] = {1, 2, 1, GEMV_WARPS, 1};
+static int cfg_blocks(int cfg, int rows) { return cdiv(rows, GEMV_WARPS / cfg_KS[cfg] * cfg_R[cfg]); }
+
+static int getenv_gemv_h0(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV"); v = e && !strcmp(e, "h0"); }
+    return v;
+}
+/* One launch of one weight: gemvp_kernel (PDL) for every shape. Alone (ncu, one graph-less
+ * llama-3-8b decode step, L2 not flushed) it is faster at R = 4 (lm_head 240.7 -> 235.7 us) but
+ * slower at R = 2 with split K (down 30.7 -> 31.9 us, o 12.3 -> 12.6: twice the registers, half
+ * the blocks per SM); in the step, behind the PDL-launched rms_norm/glu, every shape on gemvp
+ * measured llama-3-8b 194.4 tok/s vs 195.6/193.7 with R = 4 only, qwen3-0.6b 645.2 vs 631.2
+ * (bench/cuda/RESULTS.md). KILN_CUDA_GEMV_PIPE=r4: R = 4 only, =0 (or KILN_CUDA_GEMV=h0): never. */
+static int gemv_pipe(int cfg) {
+    static int v = -2;
+    if (v == -2) { const char *e = getenv("KILN_CUDA_GEMV_PIPE"); v = !e ? 1 : !strcmp(e, "r4") ? 4 : atoi(e) != 0; }
+    if (getenv_gemv_h0()) return 0;
+    return v == 4 ? cfg == CFG_R4 : v;
+}
+
+template <int KIND, int TT>
+static void launch_p(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w) {
+    const dim3 grid(cfg_blocks(cfg, w->rows)), block(GEMV_WARPS * 32);
+    const void *d = w->data;
+    const int rows = w->rows, cols = w->cols;
+    switch (cfg) {
+    case CFG_R4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 1>, grid, block, 0, y, x, T, d, rows, cols); break;
+    case CFG_R2K2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 2>, grid, block, 0, y, x, T, d, rows, cols); break;
+    case CFG_R2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 1>, grid, block, 0, y, x, T, d, rows, cols); break;
+    case CFG_R1K4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, GEMV_WARPS>, grid, block, 0, y, x, T, d, rows, cols); break;
+    default: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, 1>, grid, block, 0, y, x, T, d, rows, cols); break;
+    }
+}
+template <int KIND>
+static void launch_p_tt(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w) {
+    if (T == 1) launch_p<KIND, 1>(c, cfg, y, x, T, w);
+    else launch_p<KIND, 2>(c, cfg, y, x, T, w);
+}
+
+/* --- matmul_multi for bf16/f16: one launch over up to four weights of one K and dtype (q/k/v,
+ * gate/up), 1..2 tokens. Blocks [b0[i], b0[i+1]) run weight i with its own (R, KS) through
+ * the same gemvh_body as its own launch: bitwise the same outputs. */
+typedef struct gemv_multi {
+    float *y[4];
+    const void *d[4];
+    int rows[4], cfg[4], b0[5];
+    int n, cols;
+} gemv_multi_t;
+
+template <int KIND, int TT>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_multi_kernel(const float *__restrict__ x, int T, gemv_multi_t m) {
+    const int b = blockIdx.x;
+    const int i = b >= m.b0[3] && m.n > 3 ? 3 : b >= m.b0[2] && m.n > 2 ? 2 : b >= m.b0[1] && m.n > 1 ? 1 : 0;
+    float *y = i == 0 ? m.y[0] : i == 1 ? m.y[1] : i == 2 ? m.y[2] : m.y[3];
+    const void *d = i == 0 ? m.d[0] : i == 1 ? m.d[1] : i == 2 ? m.d[2] : m.d[3];
+    const int rows = i == 0 ? m.rows[0] : i == 1 ? m.rows[1] : i == 2 ? m.rows[2] : m.rows[3];
+    const int cfg = i == 0 ? m.cfg[0] : i == 1 ? m.cfg[1] : i == 2 ? m.cfg[2] : m.cfg[3];
+    const int bx = b - (i == 0 ? m.b0[0] : i == 1 ? m.b0[1] : i == 2 ? m.b0[2] : m.b0[3]);
+    switch (cfg) {
+    case CFG_R4: gemvh_body<KIND, TT, 4, 1>(y, x, T, d, rows, m.cols, bx); break;
+    case CFG_R2K2: gemvh_body<KIND, TT, 2, 2>(y, x, T, d, rows, m.cols, bx); break;
+    case CFG_R2: gemvh_body<KIND, TT, 2, 1>(y, x, T, d, rows, m.cols, bx); break;
+    case CFG_R1K4: gemvh_body<KIND, TT, 1, GEMV_WARPS>(y, x, T, d, rows, m.cols, bx); break;
+    default: gemvh_body<KIND, TT, 1, 1>(y, x, T, d, rows, m.cols, bx); break;
+    }
+}
+
+/* Returns 0 when launched (n bf16 or n f16 weights of one K, K % 8 == 0, 1..2 tokens, x
+ * 16-byte aligned, the pipelined path on), -1 otherwise (the caller runs them one by one). */
+int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+    if (n < 1 || n > 4 || T < 1 || T > 2 || ((uintptr_t)x & 15) || getenv_gemv_old() || getenv_gemv_h0()) return -1;
+    for (int i = 0; i < n; i++)
+        if ((w[i]->dtype != DT_BF16 && w[i]->dtype != DT_F16) || w[i]->dtype != w[0]->dtype || w[i]->cols != w[0]->cols || w[i]->cols % 8)
+            return -1;
+    gemv_multi_t m = {};
+    m.n = n;
+    m.cols = w[0]->cols;
+    int nb = 0;
+    for (int i = 0; i < 4; i++) {
+        m.b0[i] = nb;
+        if (i >= n) continue;
+        m.y[i] = y[i];
+        m.d[i] = w[i]->data;
+        m.rows[i] = w[i]->rows;
+        m.cfg[i] = gemv_cfg(c, w[i], T);
+        nb += cfg_blocks(m.cfg[i], w[i]->rows);
+    }
+    m.b0[4] = nb;
+    const dim3 grid(nb), block(GEMV_WARPS * 32);
+    if (w[0]->dtype == DT_BF16) {
+        if (T == 1) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 1>, grid, block, 0, x, T, m);
+        else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 2>, grid, block, 0, x, T, m);
+    } else {
+        if (T == 1) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_F16, 1>, grid, block, 0, x, T, m);
+        else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_F16, 2>, grid, block, 0, x, T, m);
+    }
+    return 0;
+}
+
 template <int TT, int R, int KS = 1>
 static void launch_fast(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
     dim3 grid(cdiv(w->rows, GEMV_WARPS / KS * R)), block(GEMV_WARPS * 32);
@@ -363,41 +585,33 @@ static void launch_fast(cuda_impl_t *c, float *y, const float *x, int T, const d
     else gemvq_kernel<8, TT, R, KS><<<grid, block, 0, s>>>(y, x, T, *w);
 }
 
-/* bf16/f16 with columns % 8 == 0 and MLX 4/8-bit: the multi-row kernels above. */
+template <int TT>
+static void launch_cfg(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w) {
+    switch (cfg) {
+    case CFG_R4: launch_fast<TT, 4>(c, y, x, T, w); break;
+    case CFG_R2K2: launch_fast<TT, 2, 2>(c, y, x, T, w); break;
+    case CFG_R2: launch_fast<TT, 2>(c, y, x, T, w); break;
+    case CFG_R1K4: launch_fast<TT, 1, GEMV_WARPS>(c, y, x, T, w); break;
+    default: launch_fast<TT, 1>(c, y, x, T, w); break;
+    }
+}
+
+/* bf16/f16 with columns % 8 == 0 and MLX 4/8-bit: the multi-row kernels above (bf16/f16 at
+ * 1..2 tokens: the pipelined gemvp_kernel unless KILN_CUDA_GEMV=h0; 3..8 tokens keep
+ * gemvh_kernel: the x pieces of 4..8 tokens would not fit next to two rounds of weights). */
 static int try_fast(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
     int ok = ((w->dtype == DT_BF16 || w->dtype == DT_F16) && w->cols % 8 == 0) || (w->dtype == DT_U32 && (w->bits == 4 || w->bits == 8));
     if (!ok || getenv_gemv_old()) return -1;
-    /* rows per warp: enough blocks to fill the GPU twice over; the choice depends on the
-     * weight's shape only (and never changes a row's arithmetic) */
-    const int rows = w->rows, sms = c->sm_count > 0 ? c->sm_count : 132;
-    const int R = rows >= 4 * GEMV_WARPS * 2 * sms ? 4 : rows >= 2 * GEMV_WARPS * 2 * sms ? 2 : 1;
-    /* small matrices (R = 1: fewer than ~2k rows, e.g. k/v projections): the block's four
-     * warps split K, so four times as many warps stream the weight (llama-3-8b k/v at one
-     * warp per row: 8-10 us for 2-8 MB, ncu). By shape, for every T: a token's sums do not
-     * depend on the batch. KILN_CUDA_GEMV=ks1: one warp per row as before. */
-    const int ks = R == 1 && !getenv_gemv_ks1(), ks2 = R == 2 && getenv_gemv_ks2(w);
-    if (T == 1) {
-        if (R == 4) launch_fast<1, 4>(c, y, x, T, w);
-        else if (R == 2) { if (ks2) launch_fast<1, 2, 2>(c, y, x, T, w); else launch_fast<1, 2>(c, y, x, T, w); }
-        else if (ks) launch_fast<1, 1, GEMV_WARPS>(c, y, x, T, w);
-        else launch_fast<1, 1>(c, y, x, T, w);
-    } else if (T == 2) {
-        if (R == 4) launch_fast<2, 4>(c, y, x, T, w);
-        else if (R == 2) { if (ks2) launch_fast<2, 2, 2>(c, y, x, T, w); else launch_fast<2, 2>(c, y, x, T, w); }
-        else if (ks) launch_fast<2, 1, GEMV_WARPS>(c, y, x, T, w);
-        else launch_fast<2, 1>(c, y, x, T, w);
+    const int cfg = gemv_cfg(c, w, T);
+    if (w->dtype != DT_U32 && T <= 2 && gemv_pipe(cfg)) {
+        if (w->dtype == DT_BF16) launch_p_tt<K_BF16>(c, cfg, y, x, T, w);
+        else launch_p_tt<K_F16>(c, cfg, y, x, T, w);
+        return 0;
     }
-    /* 3..8 tokens: two rows per warp on big matrices halve the x reads per row (x is
-     * re-read from L1 for every row and token: that, not the weights, bounds these sizes) */
-    else if (T <= 4) {
-        if (R >= 2 && !getenv_gemv_r1()) { if (ks2) launch_fast<4, 2, 2>(c, y, x, T, w); else launch_fast<4, 2>(c, y, x, T, w); }
-        else if (ks) launch_fast<4, 1, GEMV_WARPS>(c, y, x, T, w);
-        else launch_fast<4, 1>(c, y, x, T, w);
-    } else {
-        if (R >= 2 && !getenv_gemv_r1()) { if (ks2) launch_fast<8, 2, 2>(c, y, x, T, w); else launch_fast<8, 2>(c, y, x, T, w); }
-        else if (ks) launch_fast<8, 1, GEMV_WARPS>(c, y, x, T, w);
-        else launch_fast<8, 1>(c, y, x, T, w);
-    }
+    if (T == 1) launch_cfg<1>(c, cfg, y, x, T, w);
+    else if (T == 2) launch_cfg<2>(c, cfg, y, x, T, w);
+    else if (T <= 4) launch_cfg<4>(c, cfg, y, x, T, w);
+    else launch_cfg<8>(c, cfg, y, x, T, w);
     cudaLaunchCheck();
     return 0;
 }
