@@ -29,7 +29,8 @@
  * ahead as PF_AHEAD bytes of codes), one line at a time. They are a separate stream of
  * 2 x ng x 2 bytes per row that nothing fetched early: the first use in a tile stalled. */
 AI void pf_sb(const weight_t *w, int r, size_t row_bytes) {
-    size_t ng = (size_t)(w->cols / w->group), sz = dtype_size(w->sb_dtype), ahead = PF_AHEAD(row_bytes) / row_bytes + 1;
+    /* f32, f16 or bf16 (what sb16 reads); inline: dtype_size is a call in another unit, per row */
+    size_t ng = (size_t)(w->cols / w->group), sz = w->sb_dtype == DT_F32 ? 4 : 2, ahead = PF_AHEAD(row_bytes) / row_bytes + 1;
     size_t o0 = (r + ahead) * ng * sz;
     for (size_t o = 0; o < ng * sz; o += 64) {
         _mm_prefetch((const char *)w->scales + o0 + o, _MM_HINT_T0);
