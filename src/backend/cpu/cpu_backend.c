@@ -222,12 +222,16 @@ static void rows_task(void *ctx, int i, int nt) {
     if (r0 >= r1) return;
     int cnt = (int)(r1 - r0);
     switch (j->op) {
-    case R_NORM: ref_rms_norm((float *)j->y + r0 * j->i0, (const float *)j->a + r0 * j->i0, j->b, j->f0, cnt, j->i0, j->f1); break;
+    case R_NORM:
+        if (j->simd && j->simd->rms_norm) j->simd->rms_norm((float *)j->y + r0 * j->i0, (const float *)j->a + r0 * j->i0, j->b, j->f0, cnt, j->i0, j->f1);
+        else ref_rms_norm((float *)j->y + r0 * j->i0, (const float *)j->a + r0 * j->i0, j->b, j->f0, cnt, j->i0, j->f1);
+        break;
     case R_ROPE:
         ref_rope((float *)j->y + r0 * j->i0 * j->i1, (const int32_t *)j->a + r0, cnt, j->i0, j->i1, j->i2, j->b, j->f0);
         break;
     case R_GLU:
         if (j->i0 == ACT_GELU_TANH && j->simd) j->simd->gelu_glu((float *)j->y + r0, (const float *)j->a + r0, (const float *)j->b + r0, r1 - r0);
+        else if (j->i0 == ACT_SILU && j->simd && j->simd->silu_glu) j->simd->silu_glu((float *)j->y + r0, (const float *)j->a + r0, (const float *)j->b + r0, r1 - r0);
         else ref_glu((float *)j->y + r0, (const float *)j->a + r0, (const float *)j->b + r0, r1 - r0, (act_t)j->i0);
         break;
     case R_ADD: {

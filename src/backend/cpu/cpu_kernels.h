@@ -52,6 +52,12 @@ typedef struct simd_kernels {
     /* Optional: dst[0, n) = src converted to f16 (t == DT_F16 only; 0 = not taken), bit for
      * bit store_from_f32's f32_to_f16 (round to nearest even, NaN -> sign | 0x7e00). */
     int (*from_f32)(void *dst, dtype_t t, const float *src, int n);
+    /* Optional: ref_rms_norm's math per row (sum of squares in 16 lanes + one horizontal
+     * sum, then the same elementwise steps), and y = silu(gate) * up as g / (1 + exp(-g)),
+     * exp to ~1 ulp; each row / element through the same vector code (tails masked), so
+     * where a row or element lands never changes it. */
+    void (*rms_norm)(float *y, const float *x, const float *w, float w_offset, int T, int n, float eps);
+    void (*silu_glu)(float *y, const float *gate, const float *up, size_t n);
 } simd_kernels_t;
 
 extern const simd_kernels_t simd_avx2, simd_avx512;

@@ -977,4 +977,48 @@ static int from_f32(void *dst, dtype_t t, const float *src, int n) {
     return 1;
 }
 
-const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows, from_f32};
+/* rms_norm / silu_glu: see cpu_kernels.h. */
+static void rms_norm(float *y, const float *x, const float *w, float w_offset, int T, int n, float eps) {
+    const __m512 ov = _mm512_set1_ps(w_offset);
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * n;
+        float *yt = y + (size_t)t * n;
+        __m512 ss = _mm512_setzero_ps();
+        for (int i = 0; i < n; i += 16) {
+            __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+            __m512 v = _mm512_maskz_loadu_ps(m, xt + i);
+            ss = _mm512_fmadd_ps(v, v, ss);
+        }
+        __m512 iv = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(ss) / (float)n + eps));
+        for (int i = 0; i < n; i += 16) {
+            __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+            __m512 r = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, xt + i), iv);
+            if (w) r = _mm512_mul_ps(r, _mm512_add_ps(ov, _mm512_maskz_loadu_ps(m, w + i)));
+            _mm512_mask_storeu_ps(yt + i, m, r);
+        }
+    }
+}
+
+/* exp(x) as in gelu_glu (x clamped to [-104, 104] first; NaN gives the bound). */
+static void silu_glu(float *y, const float *gate, const float *up, size_t n) {
+    const __m512 one = _mm512_set1_ps(1.f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+        __m512 x = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), g), _mm512_set1_ps(-104.f)), _mm512_set1_ps(104.f));
+        __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+        r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+        p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, one));
+        __m512 a = _mm512_div_ps(g, _mm512_add_ps(one, _mm512_scalef_ps(p, k))); /* NaN g: NaN */
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m, up + i)));
+    }
+}
+
+const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows, from_f32, rms_norm, silu_glu};
