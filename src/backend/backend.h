@@ -113,6 +113,13 @@ typedef struct backend_ops {
     void (*download)(backend_t *, void *host, const void *src, size_t bytes);
     /* Makes a weight usable by this backend (a device copy in w->device); CPU: nothing. */
     int (*prepare_weight)(backend_t *, weight_t *w, err_t *e);
+    /* Optional (NULL: nothing to do): forgets a prepared weight before its host memory goes
+     * away, for callers that free weights while the backend lives on (tests). A device
+     * backend recognizes a weight lying inside an already prepared one by its host address
+     * and hands out a view; without this, a new weight malloc'd at a freed one's address
+     * would get the stale copy. Views of a weight are released before it. Models never need
+     * it: their weights are mapped for the backend's whole life. */
+    void (*release_weight)(backend_t *, weight_t *w);
     /* y[T, w.rows] = x[T, w.cols] · Wᵀ, any weight dtype (dense or MLX-quantized). */
     void (*matmul)(backend_t *, float *y, const float *x, int T, const weight_t *w);
     /* y[T, n] = x[T, n] / rms(x) * (w_offset + w[n]); w NULL means no weight. */

@@ -63,6 +63,44 @@ static hw_t make_quant(int rows, int cols, int bits, int group, dtype_t sbt, uin
 
 static void free_hw(hw_t *h) { free(h->a); free(h->b); free(h->c); }
 
+/* A prepared weight forgotten before its host buffers are freed (backend.h, release_weight):
+ * else a later weight malloc'd at the same address is taken for a view of the stale copy. */
+static void release(backend_t *be, weight_t *w) {
+    if (be->ops->release_weight) be->ops->release_weight(be, w);
+}
+
+/* release_weight itself: one host buffer, prepared, then rewritten with another weight's
+ * values, released and prepared again — the matmul must see the new values (without the
+ * release prepare_weight finds the old device copy at that address and reuses it). */
+static void test_release_weight(void) {
+    const int N = 96, K = 256;
+    hw_t h1 = make_quant(N, K, 4, 64, DT_BF16, 31), h2 = make_quant(N, K, 4, 64, DT_BF16, 32);
+    size_t codes = (size_t)N * K / 8 * sizeof(uint32_t), sb = (size_t)N * (K / 64) * 2;
+    float *x = rand_vec(K, 33, 1.0f), *want = malloc(sizeof(float) * N), *got = malloc(sizeof(float) * N);
+    float *dx = dev_from(befast, x, K), *dy = befast->ops->alloc(befast, sizeof(float) * N);
+    err_t e = {0};
+    weight_t w = h1.w;
+    CHECK(befast->ops->prepare_weight(befast, &w, &e) == 0, "release: prepare: %s", e.msg);
+    befast->ops->matmul(befast, dy, dx, 1, &w);
+    to_host(befast, got, dy, N);
+    ref_matmul(want, x, 1, &h1.w, 0, N);
+    CHECK(ct_rel_err(got, want, N) < 1e-4, "release: first weight: rel err %.3g", ct_rel_err(got, want, N));
+    release(befast, &w);
+    CHECK(w.device == NULL, "release: w->device still set");
+    memcpy(h1.a, h2.a, codes); memcpy(h1.b, h2.b, sb); memcpy(h1.c, h2.c, sb); /* same addresses, new values */
+    w = h1.w;
+    CHECK(befast->ops->prepare_weight(befast, &w, &e) == 0, "release: prepare again: %s", e.msg);
+    befast->ops->matmul(befast, dy, dx, 1, &w);
+    to_host(befast, got, dy, N);
+    ref_matmul(want, x, 1, &h2.w, 0, N);
+    CHECK(ct_rel_err(got, want, N) < 1e-4, "release: weight prepared again at the same address: rel err %.3g (a stale copy?)",
+          ct_rel_err(got, want, N));
+    release(befast, &w);
+    befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+    free(x); free(want); free(got);
+    free_hw(&h1); free_hw(&h2);
+}
+
 /* the weights matmul_gemv_tc.cu takes (its caller's conditions) */
 static int gemv_tc_ok(const weight_t *w) {
     return w->dtype == DT_U32 && (w->bits == 4 || w->bits == 8) && (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % 128 == 0 &&
@@ -134,6 +172,7 @@ static void check_matmul(hw_t *h, int T, const char *what) {
         be->ops->free(be, dx); be->ops->free(be, dy);
     }
     free(x); free(want); free(got); free(alone);
+    release(be32, &w32); release(befast, &wf); release(be16, &w16);
 }
 
 /* Prefill-sized matmuls on "cuda" (T = 70, past qmma): MLX 4/8-bit dequantized a word at a
@@ -167,6 +206,7 @@ static void test_prefill_matmul_variants(void) {
                 check_matmul(&h, T, "MLX prefill (T = 70)");
                 befast->ops->free(befast, dx); befast->ops->free(befast, dy);
                 free(x); free(y0); free(y1);
+                release(befast, &w);
                 free_hw(&h);
             }
     const int dshapes[][2] = {{64, 64}, {257, 1024}, {4352, 64}, {1000, 2048}};
@@ -633,6 +673,7 @@ static void test_embed(void) {
         }
         be->ops->free(be, dy);
         free(want); free(got);
+        release(be, &w);
         free_hw(&hs[i]);
     }
 }
@@ -1021,6 +1062,7 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
+    test_release_weight();
     test_fused();
     printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_matmul();

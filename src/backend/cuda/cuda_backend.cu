@@ -285,6 +285,27 @@ keep:
     return 0;
 }
 
+static void cu_release_weight(backend_t *be, weight_t *w) {
+    cuda_impl_t *c = cuda_impl(be);
+    dweight_t *d = (dweight_t *)w->device;
+    if (!d) return;
+    for (int i = 0; i < c->n_weights; i++) {
+        if (c->weights[i] != d) continue;
+        /* the list stays in preparation order: prepare_weight searches it newest first */
+        memmove(&c->weights[i], &c->weights[i + 1], sizeof(dweight_t *) * (size_t)(c->n_weights - i - 1));
+        c->n_weights--;
+        if (!d->alias) {
+            cuda_sync(c); /* a kernel still reading it */
+            cudaFree((void *)d->data);
+            cudaFree((void *)d->scales);
+            cudaFree((void *)d->biases);
+        }
+        free(d);
+        break;
+    }
+    w->device = NULL;
+}
+
 /* sample.cu: sampling on the device (backend.h, op sample) */
 void cuda_sample(backend_t *be, int32_t *tokens, float *logits, const sample_args_t *a);
 
@@ -295,6 +316,7 @@ static const backend_ops_t cuda_ops = {
     .upload = cu_upload,
     .download = cu_download,
     .prepare_weight = cu_prepare_weight,
+    .release_weight = cu_release_weight,
     .matmul = cuda_matmul,
     .rms_norm = cuda_rms_norm,
     .rope = cuda_rope,
