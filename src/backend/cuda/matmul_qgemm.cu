@@ -50,7 +50,7 @@
  * (not profiled): x̂ re-read from L2 by every 128-row block (gate/up: ~1.9 GB of x̂ per
  * matmul), 8 warps per SM with 64 accumulators + 64 group partials per lane (no room for larger
  * tiles), and the scale/bias FMAs at every group end (2 per accumulator per group). */
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_util.cuh"
 
 namespace {
 
@@ -60,47 +60,17 @@ constexpr int QG_BK = 64;  /* columns per stage     */
 constexpr int QG_S = 4;    /* stages in the ring    */
 constexpr int QG_THREADS = 256;
 
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-/* the same with C = 0: the first MMA of a group starts its partial sums */
-__device__ __forceinline__ void mma_z(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
-}
-
-__device__ __forceinline__ uint32_t bf2u(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t *>(&v); }
-
 /* nibbles at bits [sh, sh+4) and [sh+16, sh+20) of v → bf16x2 (exact) */
 __device__ __forceinline__ uint32_t dq4(uint32_t v, int sh) {
     uint32_t t = ((v >> sh) & 0x000F000Fu) | 0x43004300u;
     const __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&t), __floats2bfloat162_rn(128.f, 128.f));
-    return bf2u(d);
+    return bf2_bits(d);
 }
 /* byte i of w0 (low half) and of w1 (high half) → bf16x2 (exact, through f32 2^23 + c) */
 __device__ __forceinline__ uint32_t dq8(uint32_t w0, uint32_t w1, int i) {
     const float f0 = __fsub_rn(__uint_as_float(__byte_perm(w0, 0x4B000000u, 0x7440u | i)), 8388608.f);
     const float f1 = __fsub_rn(__uint_as_float(__byte_perm(w1, 0x4B000000u, 0x7440u | i)), 8388608.f);
-    return bf2u(__floats2bfloat162_rn(f0, f1));
-}
-
-__device__ __forceinline__ void cp16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp4(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-/* a scale/bias word as stored in the stage: f32, or the 16-bit value in the half `odd` */
-__device__ __forceinline__ float sb_val(uint32_t v, int dt, int odd) {
-    if (dt == DT_F32) return __uint_as_float(v);
-    const unsigned short h = (unsigned short)(odd ? v >> 16 : v & 0xffffu);
-    return dt == DT_F16 ? __half2float(__ushort_as_half(h)) : __uint_as_float((uint32_t)h << 16);
+    return bf2_bits(__floats2bfloat162_rn(f0, f1));
 }
 
 template <int BITS, int GROUP, int SPLIT> struct qg {
@@ -136,12 +106,12 @@ __global__ void __launch_bounds__(QG_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < QG_BN * 8 / QG_THREADS; i++) { /* 128 tokens × 8 units of 16 bytes */
                 const int id = tid + i * QG_THREADS, row = id >> 3, u = id & 7;
-                cp16(st + p * C::XT + row * 128 + ((u ^ ((row & 1) << 2)) << 4), xq + (size_t)p * Tp * K + (size_t)(t0 + row) * K + k0 + u * 8);
+                cp_async16(st + p * C::XT + row * 128 + ((u ^ ((row & 1) << 2)) << 4), xq + (size_t)p * Tp * K + (size_t)(t0 + row) * K + k0 + u * 8);
             }
 #pragma unroll
         for (int i = 0; i < QG_BM * UPR / QG_THREADS; i++) {
             const int id = tid + i * QG_THREADS, row = id / UPR, u = id % UPR, r = min(r0 + row, N - 1);
-            cp16(st + C::XB + row * CSTR + u * 16, codes + (size_t)r * rowb + (size_t)k0 * BITS / 8 + u * 16);
+            cp_async16(st + C::XB + row * CSTR + u * 16, codes + (size_t)r * rowb + (size_t)k0 * BITS / 8 + u * 16);
         }
         unsigned char *sb = st + C::XB + C::CBY;
 #pragma unroll
@@ -150,11 +120,11 @@ __global__ void __launch_bounds__(QG_THREADS, 1)
             const size_t idx = (size_t)r * ng + gi0 + i;
             const unsigned char *base = (const unsigned char *)(which ? w.biases : w.scales);
             const uintptr_t a = w.sb_dtype == DT_F32 ? (uintptr_t)(base + idx * 4) : (uintptr_t)(base + idx * 2) & ~(uintptr_t)3;
-            cp4(sb + ((i * 2 + which) * QG_BM + row) * 4, (const void *)a);
+            cp_async4(sb + ((i * 2 + which) * QG_BM + row) * 4, (const void *)a);
         }
         if (tid < GPT * 32) {
             const int i = tid >> 5, part = tid & 31;
-            cp16(st + C::XB + C::CBY + C::SBB + (i * QG_BN + part * 4) * 4, xsum + (size_t)(gi0 + i) * Tp + t0 + part * 4);
+            cp_async16(st + C::XB + C::CBY + C::SBB + (i * QG_BN + part * 4) * 4, xsum + (size_t)(gi0 + i) * Tp + t0 + part * 4);
         }
     };
 
@@ -223,16 +193,16 @@ __global__ void __launch_bounds__(QG_THREADS, 1)
                 const uint4 xv = *(const uint4 *)xp;
 #pragma unroll
                 for (int m = 0; m < 2; m++) {
-                    if (fresh) mma_z(part[m][j], a[m][0], xv.x, xv.y);
-                    else mma(part[m][j], a[m][0], xv.x, xv.y);
-                    mma(part[m][j], a[m][1], xv.z, xv.w);
+                    if (fresh) mma_bf16_z(part[m][j], a[m][0], xv.x, xv.y);
+                    else mma_bf16(part[m][j], a[m][0], xv.x, xv.y);
+                    mma_bf16(part[m][j], a[m][1], xv.z, xv.w);
                 }
                 if constexpr (SPLIT) {
                     const uint4 xl = *(const uint4 *)(xp + C::XT);
 #pragma unroll
                     for (int m = 0; m < 2; m++) {
-                        mma(part[m][j], a[m][0], xl.x, xl.y);
-                        mma(part[m][j], a[m][1], xl.z, xl.w);
+                        mma_bf16(part[m][j], a[m][0], xl.x, xl.y);
+                        mma_bf16(part[m][j], a[m][1], xl.z, xl.w);
                     }
                 }
             }
@@ -245,8 +215,8 @@ __global__ void __launch_bounds__(QG_THREADS, 1)
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
                         const int row = wr + 16 * m + 8 * h + g;
-                        sc[m][h] = sb_val(sbw[(gg * 2) * QG_BM + row], w.sb_dtype, sodd[m][h] ^ (gi & 1));
-                        bi[m][h] = sb_val(sbw[(gg * 2 + 1) * QG_BM + row], w.sb_dtype, bodd[m][h] ^ (gi & 1));
+                        sc[m][h] = sb_word_val(sbw[(gg * 2) * QG_BM + row], w.sb_dtype, sodd[m][h] ^ (gi & 1));
+                        bi[m][h] = sb_word_val(sbw[(gg * 2 + 1) * QG_BM + row], w.sb_dtype, bodd[m][h] ^ (gi & 1));
                     }
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
@@ -290,7 +260,7 @@ __global__ void qg_prep_kernel(__nv_bfloat16 *__restrict__ xq, float *__restrict
         }
         const __nv_bfloat162 h0 = __floats2bfloat162_rn(a.x, b.x), h1 = __floats2bfloat162_rn(a.y, b.y);
         const __nv_bfloat162 h2 = __floats2bfloat162_rn(a.z, b.z), h3 = __floats2bfloat162_rn(a.w, b.w);
-        ((uint4 *)xq)[i] = make_uint4(bf2u(h0), bf2u(h1), bf2u(h2), bf2u(h3));
+        ((uint4 *)xq)[i] = make_uint4(bf2_bits(h0), bf2_bits(h1), bf2_bits(h2), bf2_bits(h3));
         /* x̂ as the MMAs see it (hi, or hi + lo): Σx̂ for the bias term, so that y = W·x̂ (with the
          * exact Σx the error would be scale·Σ code·(x̂ - x), codes 0..2^bits-1 not centred:
          * 0.014-0.027 on the MLX fixtures instead of W·(x̂ - x)) */
@@ -300,7 +270,7 @@ __global__ void qg_prep_kernel(__nv_bfloat16 *__restrict__ xq, float *__restrict
             const __nv_bfloat162 l1 = __floats2bfloat162_rn(__fsub_rn(a.y, f1.x), __fsub_rn(b.y, f1.y));
             const __nv_bfloat162 l2 = __floats2bfloat162_rn(__fsub_rn(a.z, f2.x), __fsub_rn(b.z, f2.y));
             const __nv_bfloat162 l3 = __floats2bfloat162_rn(__fsub_rn(a.w, f3.x), __fsub_rn(b.w, f3.y));
-            ((uint4 *)xq)[n + i] = make_uint4(bf2u(l0), bf2u(l1), bf2u(l2), bf2u(l3));
+            ((uint4 *)xq)[n + i] = make_uint4(bf2_bits(l0), bf2_bits(l1), bf2_bits(l2), bf2_bits(l3));
             const float2 g0 = __bfloat1622float2(l0), g1 = __bfloat1622float2(l1), g2 = __bfloat1622float2(l2), g3 = __bfloat1622float2(l3);
             f0 = make_float2(__fadd_rn(f0.x, g0.x), __fadd_rn(f0.y, g0.y)); f1 = make_float2(__fadd_rn(f1.x, g1.x), __fadd_rn(f1.y, g1.y));
             f2 = make_float2(__fadd_rn(f2.x, g2.x), __fadd_rn(f2.y, g2.y)); f3 = make_float2(__fadd_rn(f3.x, g3.x), __fadd_rn(f3.y, g3.y));

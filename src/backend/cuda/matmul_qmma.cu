@@ -28,15 +28,8 @@
  * Determinism: a token's outputs depend only on its own x column (each MMA output column
  * is the dot product of one B column), the segment order and the warp order, none of which
  * depends on T or on the other tokens: bitwise the same alone or in a batch (tested). */
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_util.cuh"
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t bf2_bits(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t *>(&v); }
 
 /* Byte q of word v (4-bit codes of columns 2q, 2q+1) → bf16x2 (c0, c1), exact: PRMT makes
  * (b, 0x43, b, 0x43), the low nibble stays in byte 0 and the high one moves to byte 2 — a bf16
@@ -61,14 +54,6 @@ __device__ __forceinline__ void split2(float x0, float x1, uint32_t &hi, uint32_
     lo = bf2_bits(__floats2bfloat162_rn(__fsub_rn(x0, hf.x), __fsub_rn(x1, hf.y)));
 }
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 #define QMMA_STAGES 4
 
@@ -102,12 +87,7 @@ __device__ __forceinline__ void issue_stage(unsigned char *dst, const dweight_t 
     }
 }
 
-__device__ __forceinline__ float stage_sb(const unsigned char *p, int dt, int odd) {
-    const uint32_t v = *(const uint32_t *)p;
-    if (dt == DT_F32) return __uint_as_float(v);
-    const unsigned short h = (unsigned short)(odd ? v >> 16 : v & 0xffffu);
-    return dt == DT_F16 ? __half2float(__ushort_as_half(h)) : __uint_as_float((uint32_t)h << 16);
-}
+__device__ __forceinline__ float stage_sb(const unsigned char *p, int dt, int odd) { return sb_word_val(*(const uint32_t *)p, dt, odd); }
 
 template <int BITS, int NT, int SEG, bool ONE>
 __global__ void __launch_bounds__(512, NT == 1 ? 2 : 1) qmma_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w, int KS, int G, int SB) {

@@ -1,0 +1,46 @@
+/* mma_util.cuh — the small PTX wrappers the tensor-core matmuls share (matmul_qmma.cu,
+ * matmul_qgemm.cu): a bf16 m16n8k16 MMA with f32 accumulation, cp.async copies into shared
+ * memory with their group commit/wait, the bits of a bf16x2, and a scale/bias value read
+ * from the aligned 32-bit word that holds it. Inline only: each kernel file keeps its own
+ * tiling; these are the instructions they all spell the same way. */
+#ifndef KILN_CUDA_MMA_UTIL_CUH
+#define KILN_CUDA_MMA_UTIL_CUH
+
+#include "backend/cuda/cuda_common.cuh"
+
+/* d += A·B on tensor cores: A 16×16 bf16 (four .b32 registers per lane), B 16×8 bf16 (two),
+ * d 16×8 f32 (four) in the m16n8k16 fragment layouts */
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* d = A·B (C = 0): the first MMA of a partial sum */
+__device__ __forceinline__ void mma_bf16_z(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+}
+
+__device__ __forceinline__ uint32_t bf2_bits(__nv_bfloat162 v) { return *reinterpret_cast<uint32_t *>(&v); }
+
+/* 16 bytes (through L2 only) / 4 bytes global → shared, asynchronously */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/* wait until at most N committed groups are still in flight */
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* A scale/bias as staged: the aligned 32-bit word v holding an f32, or two 16-bit values of
+ * which the half `odd` is this one (dt: DT_F32, DT_F16 or DT_BF16). */
+__device__ __forceinline__ float sb_word_val(uint32_t v, int dt, int odd) {
+    if (dt == DT_F32) return __uint_as_float(v);
+    const unsigned short h = (unsigned short)(odd ? v >> 16 : v & 0xffffu);
+    return dt == DT_F16 ? __half2float(__ushort_as_half(h)) : __uint_as_float((uint32_t)h << 16);
+}
+
+#endif
