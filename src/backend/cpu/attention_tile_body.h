@@ -442,12 +442,15 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #ifdef AT_LOADH
             /* (decode tiles: spread over the P·V loop, see _pvh) */
             const char *pfr[2 * AT_KB];
+            /* this head's K/V bases in locals: stores to the row-pointer arrays below could
+             * alias kv->k / kv->v, which were reloaded per position (with spills: ~9% of a
+             * decode tile's samples on these loops) */
+            const char *kbase = (const char *)kv->k + (size_t)kvh * hd * esz, *vbase = (const char *)kv->v + (size_t)kvh * hd * esz;
             if (dk) {
                 for (int j = 0; j < AT_KB; j++) {
-                    if (poff[AT_KB + j] == (size_t)-1) { pfr[j] = NULL; continue; }
-                    size_t off = (poff[AT_KB + j] + (size_t)kvh * hd) * esz;
-                    pfr[j] = (const char *)kv->k + off;
-                    pfr[AT_KB + j] = (const char *)kv->v + off;
+                    size_t po = poff[AT_KB + j];
+                    pfr[j] = po == (size_t)-1 ? NULL : kbase + po * esz;
+                    pfr[AT_KB + j] = po == (size_t)-1 ? NULL : vbase + po * esz;
                 }
             } else
 #endif
@@ -463,6 +466,14 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #endif
 #ifdef AT_LOADH
             const void *vrow[AT_KB];
+#endif
+#if defined(AT_LOADH) && defined(AT_KT)
+            if (vh) /* K transposed below, V read by _pvh: the row pointers only */
+                for (int j = ja; j <= jb; j++) {
+                    krow[j] = kbase + poff[j] * esz;
+                    vrow[j] = vbase + poff[j] * esz;
+                }
+            else
 #endif
             for (int j = ja; j <= jb; j++) {
                 size_t off = poff[j] + (size_t)kvh * hd;
