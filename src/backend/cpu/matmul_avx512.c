@@ -917,27 +917,32 @@ static void to_f32(float *dst, const void *src, dtype_t t, int n) {
     for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
 }
 
-/* gelu_glu: see cpu_kernels.h. exp(x) = 2^n · e^r, n = round(x·log2 e), r = x - n·ln2 (two
- * parts), e^r by Cephes expf's polynomial; scalef gives inf/0 past f32's range. */
+/* exp(x) for x clamped to [-104, 104] first (NaN: max/min return the bound): 2^n · e^r,
+ * n = round(x·log2 e), r = x - n·ln2 (two parts), e^r by Cephes expf's polynomial; scalef
+ * gives inf/0 past f32's range. gelu_glu and silu_glu share it. */
+static inline __m512 exp_clamped(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.f)), _mm512_set1_ps(104.f));
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+    return _mm512_scalef_ps(p, k);
+}
+
+/* gelu_glu: see cpu_kernels.h; tanh through exp_clamped(-2u). */
 static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
     const __m512 c0 = _mm512_set1_ps(0.7978845608028654f), c1 = _mm512_set1_ps(0.044715f), one = _mm512_set1_ps(1.f);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
         __m512 u = _mm512_mul_ps(c0, _mm512_add_ps(g, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(c1, g), g), g)));
-        __m512 x = _mm512_mul_ps(u, _mm512_set1_ps(-2.f));
-        x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.f)), _mm512_set1_ps(104.f)); /* NaN: max/min return the bound */
-        __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-        r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-        p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, one));
-        __m512 e = _mm512_scalef_ps(p, k);
+        __m512 e = exp_clamped(_mm512_mul_ps(u, _mm512_set1_ps(-2.f)));
         __m512 a = _mm512_div_ps(g, _mm512_add_ps(one, e));
         a = _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(u, u, _CMP_UNORD_Q), u); /* NaN in, NaN out */
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m, up + i)));
@@ -1020,24 +1025,13 @@ static void rms_norm(float *y, const float *x, const float *w, float w_offset, i
     }
 }
 
-/* exp(x) as in gelu_glu (x clamped to [-104, 104] first; NaN gives the bound). */
+/* silu_glu: see cpu_kernels.h; g / (1 + exp_clamped(-g)). */
 static void silu_glu(float *y, const float *gate, const float *up, size_t n) {
     const __m512 one = _mm512_set1_ps(1.f);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-        __m512 x = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), g), _mm512_set1_ps(-104.f)), _mm512_set1_ps(104.f));
-        __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
-        r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
-        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-        p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, one));
-        __m512 a = _mm512_div_ps(g, _mm512_add_ps(one, _mm512_scalef_ps(p, k))); /* NaN g: NaN */
+        __m512 a = _mm512_div_ps(g, _mm512_add_ps(one, exp_clamped(_mm512_sub_ps(_mm512_setzero_ps(), g)))); /* NaN g: NaN */
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(a, _mm512_maskz_loadu_ps(m, up + i)));
     }
 }
