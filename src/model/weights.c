@@ -39,7 +39,8 @@ int model_get_weight(model_t *m, const char *module, int rows, int cols, weight_
     /* the module path as stored: the full name without ".weight" */
     char mpath[512];
     snprintf(mpath, sizeof mpath, "%.*s", (int)(strlen(full) - 7), full);
-    snprintf(sname, sizeof sname, "%s.scales", mpath);
+    if (snprintf(sname, sizeof sname, "%s.scales", mpath) >= (int)sizeof sname)
+        return err_set(e, "%s: tensor name '%s.scales' is longer than %zu bytes", m->dir, mpath, sizeof sname - 1);
     const st_tensor_t *ts = st_find(&m->ar, sname);
     if (!ts) {
         if (t->dtype != DT_F32 && t->dtype != DT_F16 && t->dtype != DT_BF16)
@@ -55,7 +56,8 @@ int model_get_weight(model_t *m, const char *module, int rows, int cols, weight_
     config_quant_for(&m->cfg, mpath, &bits, &group);
     if (bits == 0) return err_set(e, "%s: '%s' has scales but config.json's quantization says it is not quantized", m->dir, mpath);
     char bname[512];
-    snprintf(bname, sizeof bname, "%s.biases", mpath);
+    if (snprintf(bname, sizeof bname, "%s.biases", mpath) >= (int)sizeof bname)
+        return err_set(e, "%s: tensor name '%s.biases' is longer than %zu bytes", m->dir, mpath, sizeof bname - 1);
     const st_tensor_t *tb = st_find(&m->ar, bname);
     if (!tb) return err_set(e, "%s: missing tensor '%s' (quantized module needs scales and biases)", m->dir, bname);
     if (t->dtype != DT_U32) return err_set(e, "%s: quantized tensor '%s' must be U32, is %s", m->dir, full, dtype_name(t->dtype));
