@@ -192,6 +192,28 @@ __device__ __forceinline__ void ld_x8(float (&xv)[TT][8], const float *__restric
     }
 }
 
+/* acc[t] += the 8 bf16/f16 weights packed in v · xv[t][0..8), in column order (one explicit
+ * _rn fma per product): the inner step of gemvh and gemvp. */
+template <int KIND, int TT>
+__device__ __forceinline__ void fma_unit8(float (&acc)[TT], uint4 v, const float (&xv)[TT][8]) {
+    const uint32_t pk[4] = {v.x, v.y, v.z, v.w};
+    float wv[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if constexpr (KIND == K_BF16) {
+            wv[2 * i] = __uint_as_float(pk[i] << 16);
+            wv[2 * i + 1] = __uint_as_float(pk[i] & 0xffff0000u);
+        } else {
+            wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(pk[i] & 0xffffu)));
+            wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(pk[i] >> 16)));
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TT; t++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[t] = __fmaf_rn(wv[j], xv[t][j], acc[t]);
+}
+
 __device__ __forceinline__ float code_f(uint32_t bits_in_mantissa) {
     return __fsub_rn(__uint_as_float(bits_in_mantissa | 0x4B000000u), 8388608.f);
 }
@@ -341,24 +363,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restric
         float xv[TT][8];
         ld_x8<TT>(xv, x, K, T, (size_t)u * 8);
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            const uint32_t pk[4] = {v[r].x, v[r].y, v[r].z, v[r].w};
-            float wv[8];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                if constexpr (KIND == K_BF16) {
-                    wv[2 * i] = __uint_as_float(pk[i] << 16);
-                    wv[2 * i + 1] = __uint_as_float(pk[i] & 0xffff0000u);
-                } else {
-                    wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(pk[i] & 0xffffu)));
-                    wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(pk[i] >> 16)));
-                }
-            }
-#pragma unroll
-            for (int t = 0; t < TT; t++)
-#pragma unroll
-                for (int j = 0; j < 8; j++) acc[r][t] = __fmaf_rn(wv[j], xv[t][j], acc[r][t]);
-        }
+        for (int r = 0; r < R; r++) fma_unit8<KIND, TT>(acc[r], v[r], xv);
     }
     warp_store<TT, R, KS>(acc, y, T, n0, w.rows, lane);
 }
@@ -422,24 +427,7 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
             float xv[TT][8];
             ld_x8<TT, false>(xv, x, K, T, (size_t)uj * 8);
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const uint32_t pk[4] = {cur[j][r].x, cur[j][r].y, cur[j][r].z, cur[j][r].w};
-                float wv[8];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    if constexpr (KIND == K_BF16) {
-                        wv[2 * i] = __uint_as_float(pk[i] << 16);
-                        wv[2 * i + 1] = __uint_as_float(pk[i] & 0xffff0000u);
-                    } else {
-                        wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(pk[i] & 0xffffu)));
-                        wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(pk[i] >> 16)));
-                    }
-                }
-#pragma unroll
-                for (int t = 0; t < TT; t++)
-#pragma unroll
-                    for (int jj = 0; jj < 8; jj++) acc[r][t] = __fmaf_rn(wv[jj], xv[t][jj], acc[r][t]);
-            }
+            for (int r = 0; r < R; r++) fma_unit8<KIND, TT>(acc[r], cur[j][r], xv);
         }
 #pragma unroll
         for (int j = 0; j < U; j++)
