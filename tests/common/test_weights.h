@@ -4,6 +4,8 @@
 #ifndef KILN_TEST_WEIGHTS_H
 #define KILN_TEST_WEIGHTS_H
 
+#include "../common/mlx_codes.h"
+
 /* A random dense weight in dtype dt; *buf takes the allocation. */
 static inline weight_t make_dense(int rows, int cols, dtype_t dt, uint64_t seed, void **buf) {
     weight_t w = {rows, cols, dt};
@@ -18,14 +20,7 @@ static inline weight_t make_quant(int rows, int cols, int bits, int group, uint6
     weight_t w = {rows, cols, DT_U32};
     size_t words = (size_t)cols * bits / 32;
     uint32_t *c = calloc((size_t)rows * words, 4);
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            uint64_t code = (seed >> 33) & ((1u << bits) - 1), bit = (uint64_t)j * bits;
-            uint32_t *row = c + (size_t)r * words;
-            row[bit >> 5] |= (uint32_t)(code << (bit & 31));
-            if ((bit & 31) + bits > 32) row[(bit >> 5) + 1] |= (uint32_t)(code >> (32 - (bit & 31)));
-        }
+    mlx_random_codes(c, rows, cols, bits, &seed);
     int ng = cols / group;
     uint16_t *s = malloc(sizeof(uint16_t) * rows * ng), *b = malloc(sizeof(uint16_t) * rows * ng);
     for (int i = 0; i < rows * ng; i++) {

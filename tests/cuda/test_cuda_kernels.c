@@ -9,6 +9,7 @@
  * order than the CPU's, nothing else differs); cuBLASLt with bf16 activations 1e-2 (the
  * issue's bf16 bound). Needs a GPU: run by `make test-cuda`. */
 #include "cuda_test.h"
+#include "../common/mlx_codes.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_hybrid.h"
 #include "backend/cuda/cuda_backend.h"
@@ -42,14 +43,7 @@ static hw_t make_quant(int rows, int cols, int bits, int group, dtype_t sbt, uin
     hw_t h = {{rows, cols, DT_U32}};
     size_t words = (size_t)cols * bits / 32;
     uint32_t *c = calloc((size_t)rows * words + 1, 4);
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            uint64_t code = (seed >> 33) & ((1u << bits) - 1), bit = (uint64_t)j * bits;
-            uint32_t *row = c + (size_t)r * words;
-            row[bit >> 5] |= (uint32_t)(code << (bit & 31));
-            if ((bit & 31) + bits > 32) row[(bit >> 5) + 1] |= (uint32_t)(code >> (32 - (bit & 31)));
-        }
+    mlx_random_codes(c, rows, cols, bits, &seed);
     int ng = cols / group;
     void *s = malloc(dtype_size(sbt) * rows * ng), *b = malloc(dtype_size(sbt) * rows * ng);
     for (int i = 0; i < rows * ng; i++) {
