@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,9 +41,28 @@ int file_map(mapped_file_t *mf, const char *path, err_t *e) {
 }
 
 void file_unmap(mapped_file_t *mf) {
-    if (mf->data) munmap(mf->data, mf->size);
+    if (mf->data) munmap(mf->data, mf->anon_size ? mf->anon_size : mf->size);
     free(mf->path);
     memset(mf, 0, sizeof *mf);
+}
+
+int file_copy_anon(mapped_file_t *mf, const void **old_base) {
+    const size_t H = (size_t)2 << 20;
+    if (!mf->data || mf->anon_size) return -1;
+    size_t n = (mf->size + H - 1) & ~(H - 1);
+    unsigned char *raw = mmap(NULL, n + H, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return -1;
+    unsigned char *p = (unsigned char *)(((uintptr_t)raw + H - 1) & ~(uintptr_t)(H - 1));
+    if (p > raw) munmap(raw, (size_t)(p - raw)); /* keep [p, p + n) */
+    if (raw + n + H > p + n) munmap(p + n, (size_t)(raw + n + H - (p + n)));
+    madvise(p, n, MADV_HUGEPAGE);
+    memcpy(p, mf->data, mf->size);
+    mprotect(p, n, PROT_READ);
+    munmap(mf->data, mf->size);
+    *old_base = mf->data;
+    mf->data = p;
+    mf->anon_size = n;
+    return 0;
 }
 
 char *file_read(const char *path, size_t max_bytes, size_t *len_out, err_t *e) {

@@ -9,11 +9,16 @@ typedef struct mapped_file {
     void *data;
     size_t size;
     char *path;
+    size_t anon_size; /* > 0: data is an anonymous copy of that many bytes (file_copy_anon) */
 } mapped_file_t;
 
 /* Maps path read-only (MAP_PRIVATE). An empty file maps to data=NULL, size=0. */
 int file_map(mapped_file_t *mf, const char *path, err_t *e);
 void file_unmap(mapped_file_t *mf);
+/* Replaces a mapping with a read-only anonymous copy at a 2 MB-aligned address, madvised
+ * MADV_HUGEPAGE (transparent huge pages; a file map gets 4 KB pages). The old addresses are
+ * invalid afterwards; *old_base gets where data was. 0 on success; on failure mf is unchanged. */
+int file_copy_anon(mapped_file_t *mf, const void **old_base);
 /* Reads the whole file, NUL-terminated; refuses files over max_bytes. Caller frees. */
 char *file_read(const char *path, size_t max_bytes, size_t *len_out, err_t *e);
 int file_exists(const char *path);

@@ -175,6 +175,19 @@ int st_open(st_archive_t *ar, const char *path, err_t *e) {
     return rc;
 }
 
+size_t st_copy_to_anon(st_archive_t *ar, size_t min_bytes) {
+    size_t copied = 0;
+    for (int f = 0; f < ar->n_files; f++) {
+        const void *old;
+        if (ar->files[f].size < min_bytes || file_copy_anon(&ar->files[f], &old)) continue;
+        copied += ar->files[f].size;
+        for (int i = 0; i < ar->n_tensors; i++)
+            if (ar->tensors[i].file == f)
+                ar->tensors[i].data = (const unsigned char *)ar->files[f].data + ((uintptr_t)ar->tensors[i].data - (uintptr_t)old);
+    }
+    return copied;
+}
+
 void st_close(st_archive_t *ar) {
     for (int i = 0; i < ar->n_tensors; i++) free(ar->tensors[i].name);
     free(ar->tensors);

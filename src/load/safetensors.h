@@ -38,6 +38,10 @@ typedef struct st_archive {
  * shards) or a single .safetensors file. */
 int st_open(st_archive_t *ar, const char *path, err_t *e);
 void st_close(st_archive_t *ar);
+/* Moves every file of at least min_bytes into anonymous huge-page memory (file_copy_anon)
+ * and points its tensors there: for backends that read the weights in place, where 4 KB
+ * pages cost page walks on every streamed 4 KB. Returns the bytes copied. */
+size_t st_copy_to_anon(st_archive_t *ar, size_t min_bytes);
 const st_tensor_t *st_find(const st_archive_t *ar, const char *name);
 int64_t st_numel(const st_tensor_t *t);
 

@@ -1,5 +1,6 @@
 /* model.c — loading a checkpoint into a family, and the checked entry to its forward. */
 #include "model/model.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include "kv/swa.h"
 #include <string.h>
@@ -46,6 +47,22 @@ static void prefetch_weights(const st_archive_t *ar) {
     if (tty) fprintf(stderr, "\rloading weights: 100%% (%.0f MB)%30s\n", total / 1e6, "");
 }
 
+/* KILN_HUGE_WEIGHTS=1: on the CPU backend, checkpoint files of 64 MB or more are copied
+ * into anonymous memory with transparent huge pages (st_copy_to_anon) before the family
+ * builds its weights. A file map has 4 KB pages, and decode streams every weight once per
+ * token: one page walk per 4 KB, nested under a hypervisor. Needs THP not "never". */
+static int huge_weights_wanted(const backend_t *be) {
+    const char *v = getenv("KILN_HUGE_WEIGHTS");
+    if (!v || *v != '1' || strcmp(be->ops->name, "cpu")) return 0;
+    char buf[128] = {0};
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, "[never]") == NULL;
+}
+
 model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e) {
     model_opts_t def = {0};
     if (!opts) opts = &def;
@@ -57,6 +74,7 @@ model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e) {
     prefetch_weights(&m->ar);
     m->be = backend_create(opts->backend ? opts->backend : "cpu", opts->n_threads, e);
     if (!m->be) goto err;
+    if (huge_weights_wanted(m->be)) st_copy_to_anon(&m->ar, (size_t)64 << 20);
     /* The precision policy of bf16-activation paths (backend.h): llama and qwen3 only — the
      * architectures whose fixtures show the margin. mistral / qwen2 run the same graph but have
      * no fixture here, so they keep the exact path until one shows it. */

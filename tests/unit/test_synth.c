@@ -783,6 +783,29 @@ static void test_loader_reads_it(void **state) {
         const st_tensor_t *t = st_find(&ar, "model.layers.1.mlp.up_proj.weight");
         uint64_t ts = synth_tensor_seed(o.seed, "model.layers.1.mlp.up_proj.weight");
         if (!o.bits) assert_int_equal(((const uint16_t *)t->data)[5], f32_to_bf16(synth_weight(ts, 5)));
+        /* st_copy_to_anon (KILN_HUGE_WEIGHTS): every file into a 2 MB-aligned anonymous copy,
+         * every tensor pointing into it with the same bytes */
+        unsigned char **saved = malloc(sizeof *saved * (size_t)ar.n_tensors);
+        size_t total = 0;
+        for (int i = 0; i < ar.n_tensors; i++) {
+            saved[i] = malloc(ar.tensors[i].nbytes ? ar.tensors[i].nbytes : 1);
+            memcpy(saved[i], ar.tensors[i].data, ar.tensors[i].nbytes);
+        }
+        for (int f = 0; f < ar.n_files; f++) total += ar.files[f].size;
+        assert_int_equal(st_copy_to_anon(&ar, 0), total);
+        for (int f = 0; f < ar.n_files; f++) {
+            assert_true(ar.files[f].anon_size >= ar.files[f].size);
+            assert_int_equal((uintptr_t)ar.files[f].data & (((uintptr_t)2 << 20) - 1), 0);
+        }
+        for (int i = 0; i < ar.n_tensors; i++) {
+            const mapped_file_t *f = &ar.files[ar.tensors[i].file];
+            assert_true((const unsigned char *)ar.tensors[i].data >= (const unsigned char *)f->data);
+            assert_true((const unsigned char *)ar.tensors[i].data + ar.tensors[i].nbytes <= (const unsigned char *)f->data + f->size);
+            assert_memory_equal(ar.tensors[i].data, saved[i], ar.tensors[i].nbytes);
+            free(saved[i]);
+        }
+        free(saved);
+        assert_int_equal(st_copy_to_anon(&ar, 0), 0); /* already copied: nothing to do */
         st_close(&ar);
         synth_plan_free(&p);
         rm_rf(tmp);
