@@ -1038,6 +1038,172 @@ static void test_hybrid_recurrent(void) {
     delta_case(3, l3, 2, 8, 8, 130, 86);
 }
 
+/* MLX weights past qmma through matmul_dequant.cu (KILN_CUDA_QDEQ=f16): the weight and x each
+ * scaled by a power of two and rounded once to f16, one f16 GEMM, y scaled back. Against an exact
+ * (double) reference, element by element, with the bound of docs/cuda.md: u = 2^-11 (f16),
+ * u' = u + 2^-23 (the f32 fma of scale·code + bias), |ŷ − y| ≤ (2u' + u'^2 + γ)·Σ|w·x| +
+ * 2^-38·(B·Σ|x| + max|x|·Σ|w|), γ = K·2^-23 for the GEMM's f32 accumulation in any order and
+ * rounding, B = max over groups of |scale|·(2^bits − 1) + |bias|. x spans 1e-2..1e2 with
+ * outliers of ±1500 and tiny values (1e-7), a token row of 1e-5 values and a zero row;
+ * scales multiplied by 1, 5000 (B > 65504: W must be scaled down) and 1e-5 (tiny weights);
+ * q4/q8 (word kernel), q3/q6 (per-element kernel), groups 32/64/128, f16/bf16 scales.
+ * Also: KILN_CUDA_DEQUANT=old (per-element for 4/8 bits) bitwise equal to the word kernel,
+ * and KILN_CUDA_QDEQ=tf32 still within its 1e-2 (printed: the worst error in units of u·Σ|w·x|). */
+static uint32_t host_code(const weight_t *w, int r, int c) {
+    const uint32_t *row = (const uint32_t *)w->data + (size_t)r * w->cols / 32 * w->bits;
+    unsigned long long bit = (unsigned long long)c * w->bits, word = bit >> 5, off = bit & 31;
+    unsigned long long v = row[word] >> off;
+    if (off + w->bits > 32) v |= (unsigned long long)row[word + 1] << (32 - off);
+    return (uint32_t)(v & ((1u << w->bits) - 1));
+}
+
+static void qdeq_case(int N, int K, int T, int bits, int group, dtype_t sbt, float fs, uint64_t seed, double *worst_f16, double *worst_tf32) {
+    hw_t h = make_quant(N, K, bits, group, sbt, seed);
+    const int ng = K / group;
+    for (int i = 0; i < N * ng; i++) {
+        store_from_f32(h.b, sbt, i, load_as_f32(h.b, sbt, i) * fs);
+        store_from_f32(h.c, sbt, i, load_as_f32(h.c, sbt, i) * fs);
+    }
+    double B = 0;
+    for (int i = 0; i < N * ng; i++) {
+        double v = fabs(load_as_f32(h.b, sbt, i)) * ((1u << bits) - 1) + fabs(load_as_f32(h.c, sbt, i));
+        if (v > B) B = v;
+    }
+    float *x = malloc(sizeof(float) * T * K);
+    uint64_t xs = seed * 31 + 7;
+    double M = 0;
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) {
+            size_t i = (size_t)t * K + k;
+            float r = ct_rand(&xs), m = ct_rand(&xs);
+            float v = r * powf(10.f, 2.f * m);
+            if (i % 97 == 5) v = r < 0 ? -1500.f : 1500.f;
+            if (i % 13 == 3) v = r * 1e-7f;
+            if (t == 1) v = r * 1e-5f;
+            if (t == T - 1) v = 0.f;
+            x[i] = v;
+            if (fabs(v) > M) M = fabs(v);
+        }
+    double *wd = malloc(sizeof(double) * K);
+    double *yr = malloc(sizeof(double) * T * N), *s1 = malloc(sizeof(double) * T * N), *abs_t = malloc(sizeof(double) * T * N);
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) {
+            size_t gi = (size_t)n * ng + k / group;
+            wd[k] = (double)load_as_f32(h.b, sbt, gi) * host_code(&h.w, n, k) + (double)load_as_f32(h.c, sbt, gi);
+        }
+        for (int t = 0; t < T; t++) {
+            const float *xt = x + (size_t)t * K;
+            double y = 0, a = 0, sx = 0, sw = 0;
+            for (int k = 0; k < K; k++) {
+                y += wd[k] * xt[k];
+                a += fabs(wd[k] * xt[k]);
+                sx += fabs(xt[k]);
+                sw += fabs(wd[k]);
+            }
+            yr[(size_t)t * N + n] = y;
+            s1[(size_t)t * N + n] = a;
+            abs_t[(size_t)t * N + n] = ldexp(1.0, -38) * (B * sx + M * sw);
+        }
+    }
+    const double u = ldexp(1.0, -11), u1 = u + ldexp(1.0, -23), gam = K * ldexp(1.0, -23);
+    weight_t w = h.w;
+    err_t e = {0};
+    if (befast->ops->prepare_weight(befast, &w, &e)) { CHECK(0, "qdeq: prepare_weight: %s", e.msg); goto out; }
+    float *dx = dev_from(befast, x, (size_t)T * K), *dy = befast->ops->alloc(befast, sizeof(float) * T * N);
+    float *got = malloc(sizeof(float) * T * N), *old = malloc(sizeof(float) * T * N);
+    for (int mode = 0; mode < 2; mode++) {
+        setenv("KILN_CUDA_QDEQ", mode ? "tf32" : "f16", 1);
+        befast->ops->matmul(befast, dy, dx, T, &w);
+        to_host(befast, got, dy, (size_t)T * N);
+        double worst = 0, worst_u = 0, maxy = 0, maxd = 0;
+        int bad = 0;
+        for (size_t i = 0; i < (size_t)T * N; i++) {
+            double d = fabs((double)got[i] - yr[i]), bound = (2 * u1 + u1 * u1 + gam * (1 + 2 * u1)) * s1[i] + (1 + u1) * abs_t[i] + 1e-300;
+            if (!(d <= bound)) bad++;
+            if (d / bound > worst || isnan(d)) worst = isnan(d) ? INFINITY : d / bound;
+            if (s1[i] > 0 && d / (u * s1[i]) > worst_u) worst_u = d / (u * s1[i]);
+            if (fabs(yr[i]) > maxy) maxy = fabs(yr[i]);
+            if (d > maxd) maxd = d;
+        }
+        if (mode == 0) {
+            CHECK(bad == 0, "qdeq f16 q%d g%d %s scales x%g %dx%d T=%d: %d outputs over the bound (worst %.3g of it)", bits, group,
+                  dtype_name(sbt), fs, N, K, T, bad, worst);
+            if (worst_u > *worst_f16) *worst_f16 = worst_u;
+            /* the per-element kernel (KILN_CUDA_DEQUANT=old) writes the same f16 weights as the word kernel */
+            setenv("KILN_CUDA_DEQUANT", "old", 1);
+            befast->ops->matmul(befast, dy, dx, T, &w);
+            to_host(befast, old, dy, (size_t)T * N);
+            unsetenv("KILN_CUDA_DEQUANT");
+            CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: per-element dequantization differs from the word kernel",
+                  bits, group, N, K, T);
+        } else {
+            CHECK(maxd <= 1e-2 * maxy, "qdeq tf32 q%d g%d %dx%d T=%d: rel err %.3g", bits, group, N, K, T, maxd / maxy);
+            if (worst_u > *worst_tf32) *worst_tf32 = worst_u;
+        }
+    }
+    unsetenv("KILN_CUDA_QDEQ");
+    befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+    free(got); free(old);
+    release(befast, &w);
+out:
+    free(x); free(wd); free(yr); free(s1); free(abs_t);
+    free_hw(&h);
+}
+
+/* matmul_multi of MLX weights past qmma (q/k/v-like: one x, three weights of different rows
+ * and bit widths): x scanned and converted once, each y bitwise what its own matmul gives. */
+static void test_qdeq_multi(void) {
+    const int K = 512, T = 70, Ns[3] = {256, 64, 96}, bits[3] = {4, 8, 4};
+    hw_t h[3];
+    weight_t w[3];
+    const weight_t *wp[3];
+    float *dy[3], *got = malloc(sizeof(float) * T * 256), *one = malloc(sizeof(float) * T * 256);
+    float *x = rand_vec((size_t)T * K, 4242, 3.0f);
+    float *dx = dev_from(befast, x, (size_t)T * K);
+    err_t e = {0};
+    setenv("KILN_CUDA_QDEQ", "f16", 1);
+    for (int i = 0; i < 3; i++) {
+        h[i] = make_quant(Ns[i], K, bits[i], 64, i == 1 ? DT_F16 : DT_BF16, 4300 + i);
+        w[i] = h[i].w;
+        wp[i] = &w[i];
+        CHECK(befast->ops->prepare_weight(befast, &w[i], &e) == 0, "qdeq multi: prepare: %s", e.msg);
+        dy[i] = befast->ops->alloc(befast, sizeof(float) * T * Ns[i]);
+    }
+    if (befast->ops->matmul_multi) {
+        befast->ops->matmul_multi(befast, 3, dy, dx, T, wp);
+        for (int i = 0; i < 3; i++) {
+            to_host(befast, got, dy[i], (size_t)T * Ns[i]);
+            befast->ops->matmul(befast, dy[i], dx, T, &w[i]);
+            to_host(befast, one, dy[i], (size_t)T * Ns[i]);
+            CHECK(!memcmp(got, one, sizeof(float) * T * Ns[i]), "qdeq multi: weight %d (%dx%d q%d) differs from its own matmul", i, Ns[i], K, bits[i]);
+        }
+    }
+    unsetenv("KILN_CUDA_QDEQ");
+    for (int i = 0; i < 3; i++) { befast->ops->free(befast, dy[i]); release(befast, &w[i]); free_hw(&h[i]); }
+    befast->ops->free(befast, dx);
+    free(x); free(got); free(one);
+}
+
+static void test_qdeq_f16(void) {
+    const int before = ct_checks, fails = ct_failures;
+    const int groups[] = {32, 64, 128};
+    const int shapes[][3] = {{96, 384, 65}, {130, 1024, 70}, {4352, 128, 100}, {520, 2048, 129}};
+    const float fss[] = {1.f, 5000.f, 1e-5f};
+    double wf = 0, wt = 0;
+    if (qmma_max_t >= 65) { printf("# qdeq f16: skipped (KILN_CUDA_QMMA_MAX_T >= 65)\n"); return; }
+    for (int b = 4; b <= 8; b += 4)
+        for (int g = 0; g < 3; g++)
+            for (int s = 0; s < 4; s++)
+                qdeq_case(shapes[s][0], shapes[s][1], shapes[s][2], b, groups[g], s & 1 ? DT_F16 : DT_BF16, fss[(g + s) % 3],
+                          1700 + b * 13 + g * 5 + s, &wf, &wt);
+    qdeq_case(200, 640, 80, 3, 32, DT_BF16, 1.f, 1801, &wf, &wt);
+    qdeq_case(129, 1024, 67, 6, 64, DT_F16, 5000.f, 1802, &wf, &wt);
+    qdeq_case(64, 256, 66, 2, 128, DT_BF16, 1e-5f, 1803, &wf, &wt);
+    test_qdeq_multi();
+    printf("# qdeq f16: %d checks, %d failed; worst |y^ - y| / (u·Σ|w·x|), u = 2^-11: f16 %.3f, TF32 %.3f\n", ct_checks - before,
+           ct_failures - fails, wf, wt);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a case crashes */
     err_t e = {0};
@@ -1052,6 +1218,7 @@ int main(void) {
     if (!be32 || !befast || !be16) { printf("cannot create the CUDA backend: %s\n", e.msg); return 1; }
     if (getenv("KILN_CUDA_TEST_QGEMM_ONLY")) { /* the prefill matmul tests alone: a short device call */
         test_prefill_matmul_variants();
+        test_qdeq_f16();
         test_qgemm();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
@@ -1061,6 +1228,7 @@ int main(void) {
     printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_matmul();
     test_prefill_matmul_variants();
+    test_qdeq_f16();
     test_qmma_wide();
     test_qgemm();
     test_matmul_multi();

@@ -9,7 +9,8 @@
  *    logits within 1e-4 of the reference, relative to max |logit|;
  *  - "cuda" with KILN_CUDA_GEMM_MIN_T=1 (every matmul through cuBLASLt, under the precision
  *    policy: llama/qwen3 multiply x rounded once to bf16, the other architectures x split into
- *    bf16 hi + lo; MLX/f16 weights in TF32 past qmma's 64 tokens): within 1e-2; again with the split forced everywhere
+ *    bf16 hi + lo; MLX weights past qmma's 64 tokens dequantized to f16 (KILN_CUDA_QDEQ=tf32:
+ *    TF32), f16 weights in TF32): within 1e-2; again with the split forced everywhere
  *    (KILN_CUDA_ACT=split, and KILN_CUDA_FA=split for the tensor-core attention: the exact
  *    path on the dense fixtures too): within 1e-2; the MLX fixtures with qmma off
  *    (KILN_CUDA_QMMA=0: the dequantizing prefill path, bf16 / TF32) under both: within 1e-2; one rounding forced everywhere
@@ -67,7 +68,13 @@ static model_t *load(const char *name, const char *backend, dtype_t kvdt, dtype_
 static dtype_t logits_kv = DT_F32; /* the cache of the logits checks */
 static const char *only_mlx; /* non-NULL: the MLX fixtures only (names containing "mlx"), qmma off */
 /* how the MLX-only runs are labelled: qmma off, and matmul_qgemm.cu on (KILN_CUDA_QGEMM) */
-static const char *mlx_tag(void) { return !only_mlx ? "" : getenv("KILN_CUDA_QGEMM") ? " qmma off, qgemm" : " qmma off"; }
+static const char *mlx_tag(void) {
+    static char tag[64];
+    const char *qd = getenv("KILN_CUDA_QDEQ");
+    if (!only_mlx) return "";
+    snprintf(tag, sizeof tag, "%s%s%s", getenv("KILN_CUDA_QGEMM") ? " qmma off, qgemm" : " qmma off", qd ? ", QDEQ=" : "", qd ? qd : "");
+    return tag;
+}
 static int report_only; /* print the error without checking it (KILN_CUDA_ACT=bf16, KILN_CUDA_FA=single: measured costs of one rounding) */
 
 static void check_logits(const char *name, const char *backend, double tol, dtype_t buffers, const char *npy) {
@@ -208,7 +215,7 @@ int main(void) {
     for (size_t i = 0; i < N_FIX; i++) check_greedy(fixtures[i], "cuda", DT_F16, 0.05);
     unsetenv("KILN_CUDA_FA_MIN");
     /* MLX weights past qmma's 64 tokens: the fixtures' prompts are shorter, so KILN_CUDA_QMMA=0
-     * sends their steps to the dequantizing path (TF32; under the policy the bf16 weights of
+     * sends their steps to the dequantizing path (f16 by default, TF32 with KILN_CUDA_QDEQ=tf32; under the policy the bf16 weights of
      * llama/qwen3 fixtures take x rounded once, below with the split), and with KILN_CUDA_QGEMM=1
      * to matmul_qgemm.cu (opt-in: tensor cores on the codes; x rounded once for the llama/qwen3
      * fixtures under the policy, split for the rest and with KILN_CUDA_ACT=split). The bf16
@@ -219,6 +226,14 @@ int main(void) {
     setenv("KILN_CUDA_ACT", "split", 1);
     check_all_logits("cuda", 1e-2);
     unsetenv("KILN_CUDA_ACT");
+    /* ... the default there is matmul_dequant.cu (W and x rounded once to f16, each scaled by a
+     * power of two); KILN_CUDA_QDEQ=tf32 keeps the TF32 path checked too (A/B) */
+    setenv("KILN_CUDA_QDEQ", "tf32", 1);
+    check_all_logits("cuda", 1e-2);
+    setenv("KILN_CUDA_ACT", "split", 1);
+    check_all_logits("cuda", 1e-2);
+    unsetenv("KILN_CUDA_ACT");
+    unsetenv("KILN_CUDA_QDEQ");
     setenv("KILN_CUDA_QGEMM", "1", 1);
     check_all_logits("cuda", 1e-2);
     setenv("KILN_CUDA_ACT", "split", 1);

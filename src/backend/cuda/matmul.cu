@@ -18,7 +18,10 @@
  *                             by up to 0.27; docs/cuda.md, Numerics);
  *                             MLX 4/8-bit with KILN_CUDA_QDEQ=bf16 (opt-in: over the
  *                             bar on the MLX fixtures): dequantized to bf16, one bf16 GEMM;
- *                             MLX codes and f16: the weight is first dequantized to f32 in a
+ *                             MLX codes (default): dequantized to f16 with x, both scaled by
+ *                             powers of two, one f16 GEMM (matmul_dequant.cu);
+ *                             KILN_CUDA_QDEQ=tf32 and
+ *                             f16 weights: the weight is first dequantized to f32 in a
  *                             scratch buffer (4/8-bit: a thread per code word) and
  *                             multiplied in TF32 (at prefill sizes the
  *                             GEMM's T·N·K work dwarfs the N·K dequantization; a fused
@@ -34,6 +37,8 @@ int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *
 int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w);
 int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
+int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
+int cuda_qdeq_f16_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 
 #define TB_M 64 /* tokens per tile     */
 #define TB_N 64 /* weight rows per tile */
@@ -186,7 +191,11 @@ static lt_plan_t *lt_plan(cuda_impl_t *c, int N, int K, int T, cudaDataType_t ty
     } else n_plans++;
     next_plan = (next_plan + 1) % LT_PLANS;
     p->N = N; p->K = K; p->T = T; p->type = (int)type; p->tf32 = tf32;
-    cublasCheck(cublasLtMatmulDescCreate(&p->op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasCheck(cublasLtMatmulDescCreate(&p->op, tf32 == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    if (tf32 == 2) { /* alpha and beta in device memory (cuda_lt_matmul_dev) */
+        cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm));
+    }
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
@@ -218,6 +227,15 @@ static void lt_matmul(cuda_impl_t *c, float *y, const void *W, const void *X, in
     lt_plan_t *p = lt_plan(c, N, K, T, type, tf32);
     float alpha = 1.f, beta = 0.f;
     cublasCheck(cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->b, &beta, y, p->d, y, p->d, &p->algo, c->lt_workspace,
+                               c->lt_workspace_bytes, c->stream));
+}
+
+/* y = alpha·W·X + beta·y with alpha = alpha_beta[0], beta = alpha_beta[1] read from device memory
+ * when the GEMM runs (matmul_dequant.cu: alpha undoes the power-of-two scalings) */
+void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type,
+                        const float *alpha_beta) {
+    lt_plan_t *p = lt_plan(c, N, K, T, type, 2);
+    cublasCheck(cublasLtMatmul(c->lt, p->op, alpha_beta, W, p->a, X, p->b, alpha_beta + 1, y, p->d, y, p->d, &p->algo, c->lt_workspace,
                                c->lt_workspace_bytes, c->stream));
 }
 
@@ -307,6 +325,10 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
         cudaLaunchCheck();
         return;
     }
+    /* MLX codes past qmma, the default (KILN_CUDA_QDEQ=tf32 / f32: TF32 below): the weight and
+     * x each scaled by a power of two and rounded once to f16 (TF32's 10 bits), one f16 GEMM at
+     * the bf16 rate, alpha scales back (matmul_dequant.cu) */
+    if (w->dtype == DT_U32 && cuda_qdeq_f16(c, y, x, T, w) == 0) return;
     /* MLX codes and f16: dequantize to f32 and run TF32 (10-bit mantissa, f32 range). bf16
      * for both operands would round the dequantized weights a second time (measured: 1.3e-2
      * on the q4/q8 fixtures against 7e-3 for bf16 checkpoints), and f16 activations can
@@ -352,6 +374,19 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
             if (w[i]->dtype == DT_BF16 && T >= c->gemm_min_t_bf16) ok = 0;
         }
         if (ok && cuda_gemv_multi(c, n, y, x, T, w) == 0) {
+            cuda_capture_tick(c);
+            return;
+        }
+    }
+    /* MLX weights past qmma where cuda_matmul would take the f16 dequantization (not forced to
+     * bf16, no qgemm): x scanned and converted once for all n (matmul_dequant.cu; each y bitwise
+     * its own matmul's) */
+    const char *qg = getenv("KILN_CUDA_QGEMM");
+    if (!off && n >= 2 && n <= 4 && T >= c->gemm_min_t && (c->qmma == 0 || T > c->qmma_max_t) &&
+        !(c->deq_bf16 == 1 || (c->deq_bf16 < 0 && c->act_bf16 == 1)) && !(qg && atoi(qg) > 0)) {
+        const dweight_t *w[4];
+        for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
+        if (cuda_qdeq_f16_multi(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);
             return;
         }

@@ -1,0 +1,181 @@
+/* matmul_dequant.cu — MLX affine weights (any bit width) past qmma's sizes (prefill): the
+ * weight dequantized to f16 and x converted to f16, each scaled by a power of two, one cuBLASLt
+ * f16 × f16 → f32 GEMM at the bf16 tensor rate; y scaled back by the GEMM's alpha (a device
+ * pointer). The default for these matmuls (KILN_CUDA_QDEQ=tf32 or f32: the TF32 path of
+ * matmul.cu; =bf16: its bf16 dequantization for 4/8 bits).
+ *
+ *   qd_scan_kernel    QD_NP blocks: max|x| over the whole [T, K] matrix and the weight's bound
+ *                     B = max over groups of |scale|·(2^bits − 1) + |bias| (≥ every |w|), one
+ *                     partial maximum of each per block
+ *   qd_convert_kernel every block first reduces the partials: x is scaled by 2^e, W by 2^s, so
+ *                     max|x|·2^e and B·2^s lie in [2^14, 2^15) (f16's largest is 65504); then
+ *                     the codes (a thread per 32-bit word for 4/8 bits, per element otherwise:
+ *                     KILN_CUDA_DEQUANT=old takes that for 4/8 too, bitwise equal) become
+ *                     f16(fma(scale·2^s, code, bias·2^s)) and x becomes f16(x·2^e); block 0
+ *                     writes alpha = 2^-(e+s), beta = 0
+ *
+ * Numerics (docs/cuda.md): with u = 2^-11 (f16: 10 stored mantissa bits, the same as TF32),
+ * |ŵ − w| ≤ u·|w| + 2^-24|w| (the fma) + 2^-39·B (f16's subnormal half-spacing 2^-25, scaled
+ * back) and |x̂ − x| ≤ u·|x| + 2^-39·max|x|; the products are exact in f32 and the scaling by
+ * powers of two is exact, so |ŷ − y| ≤ (2u + u²)·Σ|w·x| + 2^-39·(B·Σ|x| + max|x|·Σ|w|) + the
+ * GEMM's f32 accumulation. That is TF32's bound (which rounds both operands to the same 10
+ * bits, per element, without the tiny absolute terms): x with a wide dynamic range costs
+ * nothing unless a token's whole row sits ~2^25 below the matrix's max.
+ * Declines (returns -1, the caller takes TF32) when x is not 16-byte aligned. */
+#include "backend/cuda/cuda_common.cuh"
+
+void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type,
+                        const float *alpha_beta);
+
+/* blocks of the scan kernel = partial maxima per quantity: one full wave of 256-thread blocks on
+ * an H200 (256 blocks read x at ~1.8 TB/s: 65 us for llama-3-8b's down_proj input, ncu) */
+#define QD_NP 1024
+
+/* max over the 256 threads of a block, returned to every thread */
+__device__ __forceinline__ float qd_block_max(float v, float *sh) {
+#pragma unroll
+    for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads(); /* sh may still be read from a previous call */
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = sh[threadIdx.x & 7];
+#pragma unroll
+    for (int o = 4; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__global__ void __launch_bounds__(256) qd_scan_kernel(float *part, const float4 *x, size_t n4, dweight_t w) {
+    __shared__ float sh[8];
+    float xm = 0.f, wm = 0.f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 v = x[i];
+        xm = fmaxf(xm, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    const size_t ng = (size_t)w.rows * (w.cols / w.group);
+    const float cmax = (float)((1u << w.bits) - 1);
+    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < ng; g += (size_t)gridDim.x * blockDim.x)
+        wm = fmaxf(wm, fabsf(ld_f(w.scales, w.sb_dtype, g)) * cmax + fabsf(ld_f(w.biases, w.sb_dtype, g)));
+    xm = qd_block_max(xm, sh);
+    wm = qd_block_max(wm, sh);
+    if (threadIdx.x == 0) {
+        if (n4) part[blockIdx.x] = xm; /* n4 = 0: x's partials stay those of the matmul before (matmul_multi) */
+        part[QD_NP + blockIdx.x] = wm;
+    }
+}
+
+/* the exponent e with m·2^e in [2^14, 2^15) (0 for m = 0, inf or NaN), within ±60 so that
+ * 2^-(e+s) stays a normal f32 */
+__device__ __forceinline__ int qd_exp(float m) {
+    if (!(m > 0.f) || !isfinite(m)) return 0;
+    int k;
+    frexpf(m, &k); /* m = f·2^k, f in [0.5, 1) */
+    const int e = 15 - k;
+    return e < -60 ? -60 : e > 60 ? 60 : e;
+}
+__device__ __forceinline__ float qd_pow2(int e) { return __int_as_float((127 + e) << 23); }
+
+/* BITS = 4 / 8: a thread per code word (8 / 4 codes, one group); BITS = 0: per element, any bit
+ * width (the arithmetic of wload, with the scale and bias pre-scaled by 2^s) */
+template <int BITS>
+__global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *xout, float *ab, const float *part, dweight_t w,
+                                                         const float4 *x, size_t n4) {
+    __shared__ float sh[8];
+    float xm = 0.f, wm = 0.f;
+    for (int i = threadIdx.x; i < QD_NP; i += blockDim.x) { xm = fmaxf(xm, part[i]); wm = fmaxf(wm, part[QD_NP + i]); }
+    xm = qd_block_max(xm, sh);
+    wm = qd_block_max(wm, sh);
+    const int e = qd_exp(xm), s = qd_exp(wm);
+    if (blockIdx.x == 0 && threadIdx.x == 0) { ab[0] = qd_pow2(-(e + s)); ab[1] = 0.f; }
+    const float px = qd_pow2(e), pw = qd_pow2(s);
+    const int ng = w.cols / w.group;
+    const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if constexpr (BITS == 4 || BITS == 8) {
+        constexpr int CPW = 32 / BITS;
+        const size_t wpr = (size_t)w.cols / CPW, nw = (size_t)w.rows * wpr;
+        for (size_t i = i0; i < nw; i += stride) {
+            const uint32_t word = __ldg((const uint32_t *)w.data + i);
+            const size_t r = i / wpr;
+            const int c0 = (int)(i % wpr) * CPW;
+            const size_t gi = r * ng + c0 / w.group;
+            const float sc = ld_f(w.scales, w.sb_dtype, gi) * pw, bi = ld_f(w.biases, w.sb_dtype, gi) * pw;
+            __align__(16) __half2 v[CPW / 2];
+#pragma unroll
+            for (int j = 0; j < CPW / 2; j++)
+                v[j] = __floats2half2_rn(__fmaf_rn(sc, (float)((word >> (BITS * 2 * j)) & ((1u << BITS) - 1)), bi),
+                                         __fmaf_rn(sc, (float)((word >> (BITS * (2 * j + 1))) & ((1u << BITS) - 1)), bi));
+            if (CPW == 8) ((uint4 *)wout)[i] = *(const uint4 *)v;
+            else ((uint2 *)wout)[i] = *(const uint2 *)v;
+        }
+    } else {
+        const size_t nw = (size_t)w.rows * w.cols;
+        const uint32_t mask = (1u << w.bits) - 1;
+        for (size_t i = i0; i < nw; i += stride) {
+            const size_t r = i / w.cols;
+            const int col = (int)(i % w.cols);
+            const uint32_t *row = (const uint32_t *)w.data + r * w.cols / 32 * w.bits;
+            const unsigned long long bit = (unsigned long long)col * w.bits, word = bit >> 5, off = bit & 31;
+            unsigned long long v = row[word] >> off;
+            if (off + w.bits > 32) v |= (unsigned long long)row[word + 1] << (32 - off);
+            const size_t gi = r * ng + col / w.group;
+            const float sc = ld_f(w.scales, w.sb_dtype, gi) * pw, bi = ld_f(w.biases, w.sb_dtype, gi) * pw;
+            wout[i] = __float2half_rn(__fmaf_rn(sc, (float)(uint32_t)(v & mask), bi));
+        }
+    }
+    for (size_t i = i0; i < n4; i += stride) {
+        const float4 v = x[i];
+        __align__(8) __half2 h[2] = {__floats2half2_rn(v.x * px, v.y * px), __floats2half2_rn(v.z * px, v.w * px)};
+        ((uint2 *)xout)[i] = *(const uint2 *)h;
+    }
+}
+
+/* Whether this path is on: KILN_CUDA_QDEQ unset or f16 (tf32 / f32 / bf16: matmul.cu's paths),
+ * read per matmul like KILN_CUDA_DEQUANT (tests switch it between calls). */
+static int qdeq_f16_on(void) {
+    const char *e = getenv("KILN_CUDA_QDEQ");
+    return !e || !*e || !strcmp(e, "f16");
+}
+
+/* One matmul; with_x = 0: x16 and x's partial maxima are those the previous call left (the same
+ * x, matmul_multi), only the weight is scanned and dequantized. */
+static void qd_run(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int with_x) {
+    const size_t nx = (size_t)T * w->cols, nw = (size_t)w->rows * w->cols, n4 = with_x ? nx / 4 : 0;
+    const size_t xbytes = (nx * 2 + 255) / 256 * 256;
+    __half *wd = (__half *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, nw * 2);
+    char *a16 = (char *)c->act16;
+    if (with_x) a16 = (char *)cuda_scratch(c, &c->act16, &c->act16_bytes, xbytes + (2 * QD_NP + 2) * sizeof(float));
+    __half *x16 = (__half *)a16;
+    float *part = (float *)(a16 + xbytes), *ab = part + 2 * QD_NP;
+    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, (const float4 *)x, n4, *w);
+    cudaLaunchCheck();
+    /* enough blocks to fill the GPU (8 of 256 threads per SM), each walking words and x */
+    const size_t wunits = w->bits == 4 ? nw / 8 : w->bits == 8 ? nw / 4 : nw, units = wunits > n4 ? wunits : n4;
+    const size_t cap = (size_t)(c->sm_count > 0 ? c->sm_count : 132) * 8;
+    const int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
+    const int old = getenv("KILN_CUDA_DEQUANT") && !strcmp(getenv("KILN_CUDA_DEQUANT"), "old");
+    if (!old && w->bits == 4) qd_convert_kernel<4><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, *w, (const float4 *)x, n4);
+    else if (!old && w->bits == 8) qd_convert_kernel<8><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, *w, (const float4 *)x, n4);
+    else qd_convert_kernel<0><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, *w, (const float4 *)x, n4);
+    cudaLaunchCheck();
+    cuda_lt_matmul_dev(c, y, wd, x16, T, w->rows, w->cols, CUDA_R_16F, ab);
+}
+
+static int qd_ok(const float *x, int T, const dweight_t *w) {
+    return w->dtype == DT_U32 && !((uintptr_t)x & 15) && (size_t)T * w->cols % 4 == 0;
+}
+
+int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+    if (!qdeq_f16_on() || !qd_ok(x, T, w)) return -1;
+    qd_run(c, y, x, T, w, 1);
+    return 0;
+}
+
+/* n weights of one x (q/k/v, gate/up) that would each take cuda_qdeq_f16: x is scanned and
+ * converted once (the same x16 and 2^e for all; each weight its own 2^s and alpha) — each y
+ * bitwise what cuda_qdeq_f16 gives. */
+int cuda_qdeq_f16_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+    if (!qdeq_f16_on()) return -1;
+    for (int i = 0; i < n; i++)
+        if (!qd_ok(x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
+    for (int i = 0; i < n; i++) qd_run(c, y[i], x, T, w[i], i == 0);
+    return 0;
+}
