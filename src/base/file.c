@@ -56,7 +56,16 @@ int file_copy_anon(mapped_file_t *mf, const void **old_base) {
     if (p > raw) munmap(raw, (size_t)(p - raw)); /* keep [p, p + n) */
     if (raw + n + H > p + n) munmap(p + n, (size_t)(raw + n + H - (p + n)));
     madvise(p, n, MADV_HUGEPAGE);
-    memcpy(p, mf->data, mf->size);
+    /* pread from the page cache: no page-table entries for the file map to fault in */
+    int fd = mf->path ? open(mf->path, O_RDONLY | O_CLOEXEC) : -1;
+    size_t off = 0;
+    while (fd >= 0 && off < mf->size) {
+        ssize_t r = pread(fd, p + off, mf->size - off, (off_t)off);
+        if (r <= 0) break;
+        off += (size_t)r;
+    }
+    if (fd >= 0) close(fd);
+    if (off < mf->size) memcpy(p + off, (const unsigned char *)mf->data + off, mf->size - off);
     mprotect(p, n, PROT_READ);
     munmap(mf->data, mf->size);
     *old_base = mf->data;

@@ -23,7 +23,7 @@ static const model_ops_t *family_for(arch_t a) {
  * below 256 MB the faults cost less than the pass. */
 static void prefetch_weights(const st_archive_t *ar) {
     size_t total = 0, done = 0;
-    for (int i = 0; i < ar->n_files; i++) total += ar->files[i].size;
+    for (int i = 0; i < ar->n_files; i++) total += ar->files[i].anon_size ? 0 : ar->files[i].size; /* copies are read */
     if (total < ((size_t)256 << 20)) return;
     int tty = isatty(2);
     struct timespec t0, t;
@@ -31,6 +31,7 @@ static void prefetch_weights(const st_archive_t *ar) {
     volatile unsigned char sink = 0;
     for (int i = 0; i < ar->n_files; i++) {
         const mapped_file_t *f = &ar->files[i];
+        if (f->anon_size) continue;
         madvise(f->data, f->size, MADV_WILLNEED);
         for (size_t off = 0; off < f->size; off += 4096) {
             sink ^= ((const unsigned char *)f->data)[off];
@@ -47,13 +48,16 @@ static void prefetch_weights(const st_archive_t *ar) {
     if (tty) fprintf(stderr, "\rloading weights: 100%% (%.0f MB)%30s\n", total / 1e6, "");
 }
 
-/* KILN_HUGE_WEIGHTS=1: on the CPU backend, checkpoint files of 64 MB or more are copied
- * into anonymous memory with transparent huge pages (st_copy_to_anon) before the family
- * builds its weights. A file map has 4 KB pages, and decode streams every weight once per
- * token: one page walk per 4 KB, nested under a hypervisor. Needs THP not "never". */
+/* On the CPU backend, checkpoint files of 64 MB or more are copied (pread) into anonymous
+ * memory with transparent huge pages (st_copy_to_anon) before the family builds its
+ * weights: a file map has 4 KB pages, and decode streams every weight once per token, one
+ * page walk per 4 KB (nested under a hypervisor). Zen 5 VM, bench/run_cpu.sh: bf16/q8
+ * decode +5-20%, q4 unchanged (bench/cpu/RESULTS.md, session 7). Costs: the load reads the
+ * file once more (~0.3 s/GB) and the weights are private memory, not shared page cache.
+ * KILN_HUGE_WEIGHTS=0 keeps the file map; skipped when THP is "never". */
 static int huge_weights_wanted(const backend_t *be) {
     const char *v = getenv("KILN_HUGE_WEIGHTS");
-    if (!v || *v != '1' || strcmp(be->ops->name, "cpu")) return 0;
+    if ((v && *v == '0') || strcmp(be->ops->name, "cpu")) return 0;
     char buf[128] = {0};
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
     if (!f) return 0;
@@ -71,10 +75,10 @@ model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e) {
     if (config_load(&m->cfg, dir, e)) goto err;
     m->cfg.param_dtype = opts->buffer_dtype;
     if (st_open(&m->ar, dir, e)) goto err;
-    prefetch_weights(&m->ar);
     m->be = backend_create(opts->backend ? opts->backend : "cpu", opts->n_threads, e);
     if (!m->be) goto err;
-    if (huge_weights_wanted(m->be)) st_copy_to_anon(&m->ar, (size_t)64 << 20);
+    if (huge_weights_wanted(m->be)) st_copy_to_anon(&m->ar, (size_t)64 << 20); /* reads every byte anyway */
+    prefetch_weights(&m->ar); /* (what is left as a file map) */
     /* The precision policy of bf16-activation paths (backend.h): llama and qwen3 only — the
      * architectures whose fixtures show the margin. mistral / qwen2 run the same graph but have
      * no fixture here, so they keep the exact path until one shows it. */
