@@ -1223,6 +1223,12 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
+    if (getenv("KILN_CUDA_TEST_QMMA_ONLY")) { /* the decode-size matmul tests alone (with KILN_CUDA_QMMA_BIG=0/2: each qmma kernel) */
+        test_matmul();
+        test_qmma_wide();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QMMA_ONLY)");
+    }
     test_release_weight();
     test_fused();
     printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);

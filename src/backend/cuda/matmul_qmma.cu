@@ -458,6 +458,211 @@ __global__ void __launch_bounds__(256, 2) qmma_wide_kernel(float *__restrict__ o
             }
 }
 
+/* --- qmma_big_kernel (9..64 tokens, large matrices): the wide kernel's sums in a GEMM-shaped tile
+ * ncu of qmma_wide_kernel at 64 tokens (llama-3-8b q4 gate, 14336 x 4096): 12.7 instructions per
+ * MMA, 0.49 issued per scheduler-cycle (3.4 warps, 0.8 eligible), tensor pipe 23 % active, 0.29
+ * TB/s, 59k local-memory (spill) requests. Here a block = 256 rows x all tokens (one block per SM,
+ * up to 255 registers, no spills): warp w owns rows 32w..32w+31 (two A tiles) x every token tile,
+ * so a decoded code fragment feeds 2·NT MMAs per x rounding (16 at 64 tokens, was 8), a
+ * scale/bias word 4·NT, each x fragment two row tiles; a k-step's x fragments are loaded first
+ * and its MMAs issued hi for every tile, then lo (consecutive MMAs independent); the first MMA of
+ * a segment takes C = 0 (no zeroing). The ring holds S stages of (codes of 256 rows, scale/bias
+ * words, the segment's x tile), 4..8 deep by size (6 for 4-bit at 64 tokens: 40 KB of codes in
+ * flight per SM, was 2 x 8 KB). Everything a token's outputs depend on — segments, slots, groups
+ * (qmma_groups of the shape), the MMA operands and their order per accumulator, the fma order —
+ * is qmma_wide_kernel's, so the bits are the same (tested with KILN_CUDA_QMMA_BIG=2).
+ * Measured (H200, llama-3-8b q4 shapes): ≤ 32 tokens ~20 % faster than qmma_wide_kernel (lm_head
+ * 674 → 545 µs, gate 90 → 72, down 76 → 63, q 26 → 21); at 64 tokens 7.5 instead of 12.7
+ * instructions per MMA but NOT faster (lm_head 867 vs 859 µs): ~25 cycles per MMA per scheduler
+ * either way, tensor pipe ~25 % active — the limit there is not the instruction count (a 512-thread
+ * variant, 16 warps of 32 rows x half the tokens at 128 registers, was slower: gate 133 vs 115 µs).
+ * ncu stall reasons per issued instruction, both kernels at 64 tokens: "wait" (fixed-latency
+ * dependency, i.e. the stall counts the compiler puts after each mma.sync) 2.7 cycles, the largest;
+ * ~20 cycles per MMA per warp — the per-warp mma.sync rate caps it (next: wgmma). */
+ * So the default takes it for steps of ≤ 32 tokens where cdiv(N,256)·G fills ≥ 3/4 of the SMs
+ * (llama-3-8b q/o/gate/up/down/lm_head); KILN_CUDA_QMMA_BIG=0 never, =2 always (tests). */
+#define QB_ROWS 256
+#define QB_SMEM_MAX (227 * 1024)
+
+template <int BITS, int SEG, int NT, bool ONE> struct bstage {
+    static constexpr int CB = QB_ROWS * qstage<BITS, SEG>::RB;                 /* codes [256 rows][RB] */
+    static constexpr int BYTES = CB + 8 * QB_ROWS + wx<SEG, NT, ONE>::BYTES;   /* + scale words, bias words, x */
+    static constexpr int RUN = 2 * NT * 4 * 256 * 4;                          /* per-thread running slot sums */
+    static constexpr int S0 = (QB_SMEM_MAX - RUN) / BYTES;
+    static constexpr int S = S0 > 8 ? 8 : S0;                                 /* ring depth */
+};
+
+template <int BITS, int SEG, int NT, bool ONE>
+__device__ __forceinline__ void big_issue(unsigned char *dst, const dweight_t &w, const unsigned char *xsp, int r0, int seg, int tid, int wpr, int ng) {
+    constexpr int RB = qstage<BITS, SEG>::RB, CPR = RB / 16, CH = QB_ROWS * CPR, CB = bstage<BITS, SEG, NT, ONE>::CB;
+    constexpr int XC = wx<SEG, NT, ONE>::BYTES / 16;
+    const int N = w.rows;
+#pragma unroll
+    for (int c = tid; c < CH; c += 256) {
+        const int row = c / CPR, part = c % CPR, r = min(r0 + row, N - 1);
+        cp_async16(dst + row * RB + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)seg * RB + part * 16);
+    }
+    { /* thread i: the scale word and the bias word of row i */
+        const int r = min(r0 + tid, N - 1);
+        const size_t idx = (size_t)r * ng + (size_t)seg * SEG / w.group;
+        const uintptr_t as = w.sb_dtype == DT_F32 ? (uintptr_t)((const unsigned char *)w.scales + idx * 4) : (uintptr_t)((const unsigned char *)w.scales + idx * 2) & ~(uintptr_t)3;
+        const uintptr_t ab = w.sb_dtype == DT_F32 ? (uintptr_t)((const unsigned char *)w.biases + idx * 4) : (uintptr_t)((const unsigned char *)w.biases + idx * 2) & ~(uintptr_t)3;
+        cp_async4(dst + CB + tid * 4, (const void *)as);
+        cp_async4(dst + CB + 4 * QB_ROWS + tid * 4, (const void *)ab);
+    }
+    const unsigned char *xs = xsp + (size_t)seg * wx<SEG, NT, ONE>::BYTES;
+#pragma unroll
+    for (int c = tid; c < XC; c += 256) cp_async16(dst + CB + 8 * QB_ROWS + c * 16, xs + c * 16);
+}
+
+template <int BITS, int SEG, int NT, bool ONE>
+__global__ void __launch_bounds__(256, 1) qmma_big_kernel(float *__restrict__ out, const unsigned char *__restrict__ xsp, int T, dweight_t w, int KS, int G) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int RB = qstage<BITS, SEG>::RB, KSTEPS = SEG / 16, TP = 8 * NT, S = bstage<BITS, SEG, NT, ONE>::S;
+    constexpr int SB = bstage<BITS, SEG, NT, ONE>::BYTES, CB = bstage<BITS, SEG, NT, ONE>::CB, XB = wx<SEG, NT, ONE>::XB;
+    unsigned char *ring = smem;
+    float *run = (float *)(smem + S * SB); /* [2·NT·4][256] */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+    const int N = w.rows, K = w.cols, r0 = blockIdx.x * QB_ROWS, grp = blockIdx.y;
+    const int wpr = K / 32 * BITS, ng = K / w.group, nseg = K / SEG;
+    const int s0 = grp * KS / G, s1 = (grp + 1) * KS / G;
+    const int seg0 = (int)((long)s0 * nseg / KS), n = (int)((long)s1 * nseg / KS) - seg0;
+    const uint32_t sel4 = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
+    const int wr = warp * 32;
+    const int ntt = min(NT, (T + 7) / 8); /* token tiles with tokens */
+    int sodd = 0, bodd = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const size_t ir = (size_t)min(r0 + wr + 8 * k + g, N - 1) * ng;
+        sodd |= (int)((((uintptr_t)w.scales >> 1) + ir) & 1) << k;
+        bodd |= (int)((((uintptr_t)w.biases >> 1) + ir) & 1) << k;
+    }
+    float acc[2][NT][4];
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[m][j][i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < S - 1; i++) {
+        if (i < n) big_issue<BITS, SEG, NT, ONE>(ring + i * SB, w, xsp, r0, seg0 + i, tid, wpr, ng);
+        cp_commit();
+    }
+    int slot = s0, send = (int)((long)(s0 + 1) * nseg / KS);
+    for (int it = 0; it < n; it++) {
+        const int seg = seg0 + it, gi = seg * SEG / w.group;
+        cp_wait<S - 2>();
+        __syncthreads();
+        if (it + S - 1 < n) big_issue<BITS, SEG, NT, ONE>(ring + ((it + S - 1) % S) * SB, w, xsp, r0, seg + S - 1, tid, wpr, ng);
+        cp_commit();
+        const unsigned char *st = ring + (it % S) * SB;
+        const unsigned char *xf = st + CB + 8 * QB_ROWS;
+        const float *xsum = (const float *)(xf + XB);
+        float p[2][NT][4];
+#pragma unroll
+        for (int s = 0; s < KSTEPS; s++) {
+            uint32_t a[2][4];
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                const unsigned char *ra = st + (wr + 16 * m + g) * RB, *rb = ra + 8 * RB;
+                if constexpr (BITS == 4) {
+                    const uint2 va = *(const uint2 *)(ra + 8 * s), vb = *(const uint2 *)(rb + 8 * s);
+                    a[m][0] = codes4(va.x, sel4); a[m][1] = codes4(vb.x, sel4);
+                    a[m][2] = codes4(va.y, sel4); a[m][3] = codes4(vb.y, sel4);
+                } else {
+                    const uint4 va = *(const uint4 *)(ra + 16 * s), vb = *(const uint4 *)(rb + 16 * s);
+                    const int b = 2 * (q & 1), odd = q >> 1;
+                    a[m][0] = codes8(odd ? va.y : va.x, b); a[m][1] = codes8(odd ? vb.y : vb.x, b);
+                    a[m][2] = codes8(odd ? va.w : va.z, b); a[m][3] = codes8(odd ? vb.w : vb.z, b);
+                }
+            }
+            /* the k-step's x fragments of every token tile, then the MMAs: hi for all tiles, then lo */
+            if constexpr (ONE) {
+                uint2 xv[NT];
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+                    if (j < ntt) xv[j] = ((const uint2 *)xf)[(s * TP + 8 * j + g) * 4 + q];
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    if (j >= ntt) break;
+#pragma unroll
+                    for (int m = 0; m < 2; m++) {
+                        if (s == 0) mma_bf16_z(p[m][j], a[m], xv[j].x, xv[j].y);
+                        else mma_bf16(p[m][j], a[m], xv[j].x, xv[j].y);
+                    }
+                }
+            } else {
+                uint4 xv[NT];
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+                    if (j < ntt) xv[j] = ((const uint4 *)xf)[(s * TP + 8 * j + g) * 4 + q];
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    if (j >= ntt) break;
+#pragma unroll
+                    for (int m = 0; m < 2; m++) {
+                        if (s == 0) mma_bf16_z(p[m][j], a[m], xv[j].x, xv[j].y);
+                        else mma_bf16(p[m][j], a[m], xv[j].x, xv[j].y);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    if (j >= ntt) break;
+#pragma unroll
+                    for (int m = 0; m < 2; m++) mma_bf16(p[m][j], a[m], xv[j].z, xv[j].w);
+                }
+            }
+        }
+        float sc[4], bi[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            sc[k] = stage_sb(st + CB + (wr + 8 * k + g) * 4, w.sb_dtype, ((sodd >> k) & 1) ^ (gi & 1));
+            bi[k] = stage_sb(st + CB + 4 * QB_ROWS + (wr + 8 * k + g) * 4, w.sb_dtype, ((bodd >> k) & 1) ^ (gi & 1));
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            if (j >= ntt) break;
+            const float2 xx = *(const float2 *)(xsum + 8 * j + 2 * q);
+#pragma unroll
+            for (int m = 0; m < 2; m++) {
+                acc[m][j][0] = __fmaf_rn(bi[2 * m], xx.x, __fmaf_rn(sc[2 * m], p[m][j][0], acc[m][j][0]));
+                acc[m][j][1] = __fmaf_rn(bi[2 * m], xx.y, __fmaf_rn(sc[2 * m], p[m][j][1], acc[m][j][1]));
+                acc[m][j][2] = __fmaf_rn(bi[2 * m + 1], xx.x, __fmaf_rn(sc[2 * m + 1], p[m][j][2], acc[m][j][2]));
+                acc[m][j][3] = __fmaf_rn(bi[2 * m + 1], xx.y, __fmaf_rn(sc[2 * m + 1], p[m][j][3], acc[m][j][3]));
+            }
+        }
+        if (seg + 1 == send) { /* a slot ends: run = slot (first) or run + slot */
+            const bool first = slot == s0, last = slot + 1 == s1;
+#pragma unroll
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float *r = run + ((m * NT + j) * 4 + i) * 256 + tid;
+                        float v = acc[m][j][i];
+                        if (!first) v = __fadd_rn(*r, v);
+                        if (!last) { *r = v; v = 0.f; }
+                        acc[m][j][i] = v;
+                    }
+            slot++;
+            send = (int)((long)(slot + 1) * nseg / KS);
+        }
+    }
+    cp_wait<0>();
+    float *o = out + (size_t)grp * T * N;
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int row = r0 + wr + 16 * m + g + 8 * (i >> 1), t = 8 * j + 2 * q + (i & 1);
+                if (row < N && t < T) o[(size_t)t * N + row] = acc[m][j][i];
+            }
+}
+
 /* y = part[0] + part[1] + ... + part[G-1], added in group order */
 __global__ void qmma_reduce_kernel(float *__restrict__ y, const float *__restrict__ part, int G, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -485,15 +690,31 @@ static int qmma_groups(const cuda_impl_t *c, const dweight_t *w, int KS) {
     return G < 1 ? 1 : G > KS ? KS : G;
 }
 
+/* KILN_CUDA_QMMA_BIG: 0 never qmma_big_kernel, 2 always (tests), default 1: steps of ≤ 32 tokens
+ * where its 256-row blocks fill at least 3/4 of the SMs (measured 20 % faster there; at 33..64
+ * tokens no faster than qmma_wide_kernel, which keeps them) */
+static int qmma_big_mode(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_QMMA_BIG"); v = e ? atoi(e) : 1; }
+    return v;
+}
+
 template <int BITS, int SEG, int NT, bool ONE>
 static void launch_wide(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
     const int KS = qmma_ks(c, w, SEG), G = qmma_groups(c, w, KS), N = w->rows, nseg = w->cols / SEG;
+    const int sms = c->sm_count > 0 ? c->sm_count : 132, bm = qmma_big_mode();
+    const bool big = bm == 2 || (bm == 1 && NT <= 4 && 4 * cdiv(N, QB_ROWS) * G >= 3 * sms);
     constexpr int TP = 8 * NT, SB = wstage<BITS, SEG, NT, ONE>::BYTES;
-    const size_t smem = (size_t)QW_STAGES * SB + (size_t)2 * (NT / 2) * 4 * 256 * 4;
-    static size_t attr;
-    if (smem > 48 * 1024 && smem > attr) {
+    constexpr int BSM = bstage<BITS, SEG, NT, ONE>::S * bstage<BITS, SEG, NT, ONE>::BYTES + bstage<BITS, SEG, NT, ONE>::RUN;
+    const size_t smem = big ? (size_t)BSM : (size_t)QW_STAGES * SB + (size_t)2 * (NT / 2) * 4 * 256 * 4;
+    static size_t attr, battr;
+    if (!big && smem > 48 * 1024 && smem > attr) {
         cudaCheck(cudaFuncSetAttribute(qmma_wide_kernel<BITS, SEG, NT, ONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr = smem;
+    }
+    if (big && smem > 48 * 1024 && smem > battr) {
+        cudaCheck(cudaFuncSetAttribute(qmma_big_kernel<BITS, SEG, NT, ONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        battr = smem;
     }
     /* scratch: the split x [nseg][wx BYTES], then (G > 1) the groups' sums [G][T][N] */
     const size_t xbytes = (size_t)nseg * wx<SEG, NT, ONE>::BYTES, pbytes = G > 1 ? sizeof(float) * (size_t)G * T * N : 0;
@@ -502,8 +723,13 @@ static void launch_wide(cuda_impl_t *c, float *y, const float *x, int T, const d
     qmma_xprep_kernel<SEG, NT, ONE><<<cdiv(nth, 256), 256, 0, c->stream>>>(scr, x, T, w->cols);
     cudaLaunchCheck();
     float *out = G > 1 ? (float *)(scr + xbytes) : y;
-    dim3 grid(cdiv(N, QW_ROWS), G);
-    qmma_wide_kernel<BITS, SEG, NT, ONE><<<grid, 256, smem, c->stream>>>(out, scr, T, *w, KS, G);
+    if (big) {
+        dim3 grid(cdiv(N, QB_ROWS), G);
+        qmma_big_kernel<BITS, SEG, NT, ONE><<<grid, 256, smem, c->stream>>>(out, scr, T, *w, KS, G);
+    } else {
+        dim3 grid(cdiv(N, QW_ROWS), G);
+        qmma_wide_kernel<BITS, SEG, NT, ONE><<<grid, 256, smem, c->stream>>>(out, scr, T, *w, KS, G);
+    }
     cudaLaunchCheck();
     if (G > 1) {
         const size_t n = (size_t)T * N;
