@@ -818,6 +818,71 @@ static void attn_case(int n_rows, const int *p0, const int *len, int nh, int nkv
     free(hk); free(hv); free(perm); free(tables); free(rs); free(pos); free(q); free(want); free(got); free(scratch);
 }
 
+/* A decode step as the models issue it: rope_kv_write (PDL) writes each row's new position p
+ * into the cache and rotates q in place, then the decode attention, which (PDL) loads every
+ * other cached position before it waits for that kernel and row p and q after. The cache first
+ * holds stale values at p. Reference: ref_attention on the rotated q and the cache as the GPU
+ * left it (downloaded), so a stale row p or q read before the wait shows as an error. */
+static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, dtype_t dt, int bs, int window, float softcap, uint64_t seed) {
+    backend_t *be = be32;
+    const int T = n_rows;
+    int max_end = 0;
+    for (int r = 0; r < n_rows; r++) if (p0[r] + 1 > max_end) max_end = p0[r] + 1;
+    const int per_row_blocks = (max_end + bs - 1) / bs, nblk = per_row_blocks * n_rows + 3;
+    const size_t per = (size_t)nkv * hd, cells = (size_t)nblk * bs * per, es = dtype_size(dt);
+    void *hk = rand_cache(dt, cells, seed), *hv = rand_cache(dt, cells, seed + 1);
+    int32_t *perm = malloc(sizeof(int32_t) * nblk), *rs = malloc(sizeof(int32_t) * (n_rows + 1)), *pos = malloc(sizeof(int32_t) * T),
+            *slots = malloc(sizeof(int32_t) * T);
+    for (int i = 0; i < nblk; i++) perm[i] = nblk - 1 - i;
+    const int32_t **tables = malloc(sizeof(int32_t *) * n_rows);
+    rs[0] = 0;
+    for (int r = 0; r < n_rows; r++) {
+        tables[r] = perm + r * per_row_blocks;
+        rs[r + 1] = r + 1;
+        pos[r] = p0[r];
+        slots[r] = tables[r][p0[r] / bs] * bs + p0[r] % bs;
+    }
+    const size_t nq = (size_t)T * nh * hd;
+    float *q = rand_vec(nq, seed + 2, 1.0f), *k = rand_vec(T * per, seed + 3, 1.0f), *v = rand_vec(T * per, seed + 4, 1.0f);
+    float *want = malloc(sizeof(float) * nq), *got = malloc(sizeof(float) * nq), *qr = malloc(sizeof(float) * nq);
+    float *scratch = malloc(sizeof(float) * (max_end + 1)), inv[128];
+    for (int j = 0; j < hd / 2; j++) inv[j] = powf(10000.f, -2.f * j / hd);
+    attn_args_t a = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), softcap, window, {hk, hv, dt, bs, nkv, hd}};
+    attn_args_t da = a;
+    da.kv.k = be->ops->upload(be, hk, es * cells);
+    da.kv.v = be->ops->upload(be, hv, es * cells);
+    float *dq = dev_from(be, q, nq), *dk = dev_from(be, k, T * per), *dv = dev_from(be, v, T * per), *dout = be->ops->alloc(be, sizeof(float) * nq);
+    be->ops->rope_kv_write(be, dq, dk, dv, pos, T, nh, nkv, hd, hd, inv, 1.0f, &da.kv, slots);
+    be->ops->attention(be, dout, dq, T, &da);
+    to_host(be, got, dout, nq);
+    to_host(be, qr, dq, nq);
+    be->ops->download(be, hk, da.kv.k, es * cells);
+    be->ops->download(be, hv, da.kv.v, es * cells);
+    ref_attention(want, qr, 0, T, &a, scratch);
+    double err = ct_rel_err(got, want, nq);
+    CHECK(err < 1e-5, "attention after rope_kv_write rows=%d nh=%d nkv=%d hd=%d %s bs=%d window=%d softcap=%g: rel err %.3g", n_rows, nh, nkv, hd,
+          dtype_name(dt), bs, window, softcap, err);
+    be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v); be->ops->free(be, dq); be->ops->free(be, dk); be->ops->free(be, dv);
+    be->ops->free(be, dout);
+    free(hk); free(hv); free(perm); free(rs); free(pos); free(slots); free(tables); free(q); free(k); free(v); free(want); free(got); free(qr);
+    free(scratch);
+}
+
+static void test_attention_chain(void) {
+    int one[1] = {2047}, odd[1] = {2048}, five[5] = {0, 5, 1000, 3001, 64}, two[2] = {4000, 17};
+    attn_chain_case(1, one, 32, 8, 128, DT_BF16, 16, 0, 0.f, 901);  /* llama-3-8b batch 1: 33 splits */
+    attn_chain_case(1, odd, 32, 8, 128, DT_F16, 7, 0, 0.f, 902);
+    attn_chain_case(5, five, 32, 8, 128, DT_BF16, 16, 0, 0.f, 903);
+    attn_chain_case(5, five, 8, 2, 256, DT_BF16, 5, 33, 50.f, 904); /* window + soft-cap */
+    attn_chain_case(5, five, 12, 4, 64, DT_F16, 7, 100, 0.f, 905);
+    attn_chain_case(2, two, 8, 1, 128, DT_BF16, 16, 0, 30.f, 906);  /* GQA 8 */
+    attn_chain_case(2, two, 16, 16, 64, DT_F16, 16, 0, 0.f, 907);   /* no GQA */
+    attn_chain_case(5, five, 32, 8, 128, DT_F32, 16, 0, 0.f, 908);  /* f32 tiles */
+    int many[47];
+    for (int i = 0; i < 47; i++) many[i] = (i * 97) % 2100;
+    attn_chain_case(47, many, 32, 8, 128, DT_BF16, 16, 0, 0.f, 909); /* f32 tiles by occupancy */
+}
+
 /* The tensor-core prefill kernel (attention_mma.cu; "cuda" backend, f16/bf16 caches, head_dim
  * 64/128, steps with a row of more than one token). KILN_CUDA_FA_MIN=1 lets small steps take it
  * too. Bound 1e-4 relative to max |ref|: Q and P are split into two 16-bit terms (22 significant
@@ -1244,6 +1309,7 @@ int main(void) {
     test_embed();
     test_kv_write();
     test_attention();
+    test_attention_chain();
     test_attention_mma();
     test_hybrid_elementwise();
     test_hybrid_recurrent();

@@ -184,6 +184,7 @@ __global__ void attn_combine_kernel(float *out, const float *part, int n_splits,
     const size_t qidx = blockIdx.x;
     const int tid = threadIdx.x;
     pdl_trigger(); /* the o-projection GEMV (PDL, matmul_gemv.cu) may start loading its weights */
+    pdl_wait();    /* if launched with PDL after the decode kernel (opt-in): its partials are complete */
     /* head_dim <= threads: each thread's o values of every split are loaded FIRST, before the
      * max / weights / sum phases, so the whole kernel is about one memory round trip (ncu,
      * llama-3-8b batch 1 at 2048 positions, 33 splits: ~16 us when the loads waited behind
@@ -257,13 +258,14 @@ __global__ void attn_combine_kernel(float *out, const float *part, int n_splits,
 #define DQB 4    /* query heads per block    */
 #define DWARPS 4
 
-template <int DPL>
+/* CG: coherent ld.global.cg instead of ld.global.nc, for a row the kernel before (PDL) wrote */
+template <int DPL, bool CG = false>
 __device__ __forceinline__ void ld_row(float *f, const void *base, size_t off, int dt) {
     if (dt == DT_F32) {
         const float4 *p = (const float4 *)((const float *)base + off);
 #pragma unroll
         for (int i = 0; i < DPL / 4; i++) {
-            const float4 v = __ldg(p + i);
+            const float4 v = CG ? __ldcg(p + i) : __ldg(p + i);
             f[4 * i] = v.x; f[4 * i + 1] = v.y; f[4 * i + 2] = v.z; f[4 * i + 3] = v.w;
         }
     } else {
@@ -274,10 +276,10 @@ __device__ __forceinline__ void ld_row(float *f, const void *base, size_t off, i
         for (int i = 0; i < N; i++) {
             uint32_t w[4];
             if (W == 4) {
-                const uint4 v = __ldg((const uint4 *)p + i);
+                const uint4 v = CG ? __ldcg((const uint4 *)p + i) : __ldg((const uint4 *)p + i);
                 w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
             } else {
-                const uint2 v = __ldg((const uint2 *)p + i);
+                const uint2 v = CG ? __ldcg((const uint2 *)p + i) : __ldg((const uint2 *)p + i);
                 w[0] = v.x; w[1] = v.y;
             }
 #pragma unroll
@@ -297,16 +299,16 @@ __device__ __forceinline__ void ld_row(float *f, const void *base, size_t off, i
 /* 16-bit caches: a lane's DPL values of one K or V row kept as they are in memory (DPL/2
  * words: one 16-byte load for head_dim 128) and widened only when used, so a warp tile
  * holds twice the keys of the f32 tile in the same registers. */
-template <int DPL>
+template <int DPL, bool CG = false>
 __device__ __forceinline__ void ld_raw(uint32_t *w, const void *base, size_t off) {
     const unsigned short *p = (const unsigned short *)base + off;
     if (DPL == 4) {
-        const uint2 v = __ldg((const uint2 *)p);
+        const uint2 v = CG ? __ldcg((const uint2 *)p) : __ldg((const uint2 *)p);
         w[0] = v.x; w[1] = v.y;
     } else {
 #pragma unroll
         for (int i = 0; i < DPL / 8; i++) {
-            const uint4 v = __ldg((const uint4 *)p + i);
+            const uint4 v = CG ? __ldcg((const uint4 *)p + i) : __ldg((const uint4 *)p + i);
             w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
         }
     }
@@ -321,6 +323,34 @@ __device__ __forceinline__ void widen(float *f, const uint32_t *w, bool bf) {
         } else {
             f[2 * j] = __half2float(__ushort_as_half((unsigned short)(w[j] & 0xffffu)));
             f[2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(w[j] >> 16)));
+        }
+    }
+}
+
+/* A warp tile's K and V rows (key 2·st + kg of the tile for this lane's key group kg), zero
+ * past w_hi and at position skip (-1: none). */
+template <int DPL, bool RAW, int TK, int NW>
+__device__ __forceinline__ void ld_tile(uint32_t (*kw)[NW], uint32_t (*vw)[NW], float (*kf)[DPL], float (*vf)[DPL], const attn_dev_t &a,
+                                        const int *bt, size_t per_tok, size_t hoff, int k0, int kg, int w_hi, int skip) {
+#pragma unroll
+    for (int st = 0; st < TK / 2; st++) {
+        const int kp = k0 + 2 * st + kg;
+        if (RAW) {
+#pragma unroll
+            for (int i = 0; i < NW; i++) { kw[st][i] = 0u; vw[st][i] = 0u; }
+        } else {
+#pragma unroll
+            for (int i = 0; i < DPL; i++) { kf[st][i] = 0.f; vf[st][i] = 0.f; }
+        }
+        if (kp < w_hi && kp != skip) {
+            const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + hoff;
+            if (RAW) {
+                ld_raw<DPL>(kw[st], a.k, off);
+                ld_raw<DPL>(vw[st], a.v, off);
+            } else {
+                ld_row<DPL>(kf[st], a.k, off, a.kv_dtype);
+                ld_row<DPL>(vf[st], a.v, off, a.kv_dtype);
+            }
         }
     }
 }
@@ -348,7 +378,34 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
     const int t = tile.t0, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane % DLPK, kg = lane / DLPK;
     const int *bt = a.tables + (size_t)tile.row * a.max_blocks;
     const size_t per_tok = (size_t)a.n_kv_heads * HD;
-    pdl_trigger(); /* the o-projection GEMV (PDL, matmul_gemv.cu) may start loading its weights */
+    pdl_trigger(); /* the merge / o-projection GEMV (PDL) may start */
+
+    /* Before pdl_wait (launched with PDL: the kernel before, rope_kv_write, may still run):
+     * the tile list, positions and block tables (host uploads) and the warp's first K/V tile —
+     * every cached position but the step's own, p, which that kernel writes. Row p, q and
+     * every later tile are read after the wait (row p with coherent .cg loads). Without PDL
+     * the wait is a no-op: the same loads in the same order, the same result. */
+    const int p = a.pos[t], lo = a.window > 0 ? max(0, p - a.window + 1) : 0, hi = p + 1;
+    const int span = (hi - lo + a.n_splits - 1) / a.n_splits, s_lo = lo + split * span, s_hi = min(hi, s_lo + span);
+    const int wspan = (max(0, s_hi - s_lo) + DWARPS - 1) / DWARPS, w_lo = s_lo + warp * wspan, w_hi = min(s_hi, w_lo + wspan);
+    const size_t hoff = (size_t)kvh * HD + sub * DPL;
+    /* K and V rows of a tile are loaded in one go (one memory round trip per tile); V waits
+     * in registers while the scores and the softmax rescale are computed */
+    float vf[RAW ? 1 : TK / 2][DPL], kf[RAW ? 1 : TK / 2][DPL];
+    uint32_t kw[RAW ? TK / 2 : 1][NW], vw[RAW ? TK / 2 : 1][NW];
+    /* f32 tiles (RAW = false): no prefetch, the loop as before (the prefetch cost 27
+     * registers: 3 -> 2 blocks per SM, and the f32 tiles are taken where that matters) */
+    if (RAW) ld_tile<DPL, RAW, TK, NW>(kw, vw, kf, vf, a, bt, per_tok, hoff, w_lo, kg, w_hi, p);
+    pdl_wait();
+#pragma unroll
+    for (int st = 0; st < TK / 2; st++) { /* row p: written by the kernel before */
+        const int kp = w_lo + 2 * st + kg;
+        if (RAW && kp == p && kp < w_hi) {
+            const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + hoff;
+            ld_raw<DPL, true>(kw[RAW ? st : 0], a.k, off);
+            ld_raw<DPL, true>(vw[RAW ? st : 0], a.v, off);
+        }
+    }
 
     float q[DQB][DPL], o[DQB][DPL], m[DQB], l[DQB];
 #pragma unroll
@@ -361,37 +418,11 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
             q[qi][i] = qi < nqh ? a.q[((size_t)t * a.n_heads + h0 + qi) * HD + sub * DPL + i] : 0.f;
         }
     }
-    const int p = a.pos[t], lo = a.window > 0 ? max(0, p - a.window + 1) : 0, hi = p + 1;
-    const int span = (hi - lo + a.n_splits - 1) / a.n_splits, s_lo = lo + split * span, s_hi = min(hi, s_lo + span);
-    const int wspan = (max(0, s_hi - s_lo) + DWARPS - 1) / DWARPS, w_lo = s_lo + warp * wspan, w_hi = min(s_hi, w_lo + wspan);
-    for (int k0 = w_lo; k0 < w_hi; k0 += TK) {
-        /* K and V rows of the tile are loaded in one go (one memory round trip per tile);
-         * V waits in registers while the scores and the softmax rescale are computed */
-        float s[TK / 2][DQB], vf[RAW ? 1 : TK / 2][DPL], kf[RAW ? 1 : TK / 2][DPL], mt[DQB];
-        uint32_t kw[RAW ? TK / 2 : 1][NW], vw[RAW ? TK / 2 : 1][NW];
+    for (int k0 = w_lo; k0 < w_hi;) {
+        float s[TK / 2][DQB], mt[DQB];
 #pragma unroll
         for (int qi = 0; qi < DQB; qi++) mt[qi] = -INFINITY;
-#pragma unroll
-        for (int st = 0; st < TK / 2; st++) {
-            const int kp = k0 + 2 * st + kg;
-            if (RAW) {
-#pragma unroll
-                for (int i = 0; i < NW; i++) { kw[st][i] = 0u; vw[st][i] = 0u; }
-            } else {
-#pragma unroll
-                for (int i = 0; i < DPL; i++) { kf[st][i] = 0.f; vf[st][i] = 0.f; }
-            }
-            if (kp < w_hi) {
-                const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + (size_t)kvh * HD + sub * DPL;
-                if (RAW) {
-                    ld_raw<DPL>(kw[st], a.k, off);
-                    ld_raw<DPL>(vw[st], a.v, off);
-                } else {
-                    ld_row<DPL>(kf[st], a.k, off, a.kv_dtype);
-                    ld_row<DPL>(vf[st], a.v, off, a.kv_dtype);
-                }
-            }
-        }
+        if (!RAW) ld_tile<DPL, RAW, TK, NW>(kw, vw, kf, vf, a, bt, per_tok, hoff, k0, kg, w_hi, -1);
 #pragma unroll
         for (int st = 0; st < TK / 2; st++) {
             const bool valid = k0 + 2 * st + kg < w_hi;
@@ -440,6 +471,10 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
                 for (int i = 0; i < DPL; i++) o[qi][i] = fmaf(pj, vx[i], o[qi][i]);
             }
         }
+        /* the next tile (loaded here, not at the loop's top: the registers of this one are
+         * dead by now, none is live around the loop) */
+        k0 += TK;
+        if (RAW && k0 < w_hi) ld_tile<DPL, RAW, TK, NW>(kw, vw, kf, vf, a, bt, per_tok, hoff, k0, kg, w_hi, -1);
     }
     /* the two key lanes of the warp hold partial l and o with the same m: add them */
 #pragma unroll
@@ -520,19 +555,30 @@ static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_ti
         const long w_raw = (blocks + occ[hi][1] * sms - 1) / (occ[hi][1] * sms), w_f32 = (blocks + occ[hi][0] * sms - 1) / (occ[hi][0] * sms);
         if (w_raw > w_f32) use_raw = false;
     }
-    if (use_raw) {
-        if (hd == 64) attn_decode_kernel<4, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
-        else if (hd == 128) attn_decode_kernel<8, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
-        else attn_decode_kernel<16, true><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
-    } else {
-        if (hd == 64) attn_decode_kernel<4, false><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
-        else if (hd == 128) attn_decode_kernel<8, false><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
-        else attn_decode_kernel<16, false><<<grid, 32 * DWARPS, 0, c->stream>>>(a);
+    /* PDL: the decode kernel issues its first K/V tile while rope_kv_write finishes (bit 1;
+     * the default), the merge launches while the decode kernel runs (bit 2: opt-in, it made
+     * llama-3-8b q4 slower, 317 -> 306 tok/s, the decode kernel alone faster, 317 -> 328;
+     * bench/cuda/RESULTS.md). KILN_CUDA_ATTN_PDL=0: plain launches (A/B), =merge: the merge
+     * only, =both. */
+    static int apdl = -1;
+    if (apdl < 0) {
+        const char *e = getenv("KILN_CUDA_ATTN_PDL");
+        apdl = !e ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "merge") ? 2 : !strcmp(e, "both") ? 3 : 1;
     }
-    cudaLaunchCheck();
-    if (splits > 1) {
-        attn_combine_kernel<<<a.T * a.n_heads, hd < 32 ? 32 : hd < 128 ? hd : 128, 0, c->stream>>>(a.out, a.part, splits, (size_t)a.T * a.n_heads, hd);
+    void (*kern)(attn_dev_t) = use_raw ? (hd == 64 ? attn_decode_kernel<4, true> : hd == 128 ? attn_decode_kernel<8, true> : attn_decode_kernel<16, true>)
+                                       : (hd == 64 ? attn_decode_kernel<4, false> : hd == 128 ? attn_decode_kernel<8, false> : attn_decode_kernel<16, false>);
+    if (apdl & 1) cuda_launch_pdl(c->stream, kern, grid, dim3(32 * DWARPS), 0, a);
+    else {
+        kern<<<grid, 32 * DWARPS, 0, c->stream>>>(a);
         cudaLaunchCheck();
+    }
+    if (splits > 1) {
+        const int th = hd < 32 ? 32 : hd < 128 ? hd : 128;
+        if (apdl & 2) cuda_launch_pdl(c->stream, attn_combine_kernel, dim3(a.T * a.n_heads), dim3(th), 0, a.out, (const float *)a.part, splits, (size_t)a.T * a.n_heads, hd);
+        else {
+            attn_combine_kernel<<<a.T * a.n_heads, th, 0, c->stream>>>(a.out, a.part, splits, (size_t)a.T * a.n_heads, hd);
+            cudaLaunchCheck();
+        }
     }
     return true;
 }
