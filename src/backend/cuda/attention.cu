@@ -557,8 +557,8 @@ static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_ti
     }
     /* PDL: the decode kernel issues its first K/V tile while rope_kv_write finishes (bit 1;
      * the default), the merge launches while the decode kernel runs (bit 2: opt-in, it made
-     * llama-3-8b q4 slower, 317 -> 306 tok/s, the decode kernel alone faster, 317 -> 328;
-     * bench/cuda/RESULTS.md). KILN_CUDA_ATTN_PDL=0: plain launches (A/B), =merge: the merge
+     * llama-3-8b q4 slower, 317 -> 308 tok/s, 304 with both; the decode kernel alone faster,
+     * 317 -> 328; bench/cuda/RESULTS.md). KILN_CUDA_ATTN_PDL=0: plain launches (A/B), =merge: the merge
      * only, =both. */
     static int apdl = -1;
     if (apdl < 0) {
