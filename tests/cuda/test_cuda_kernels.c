@@ -214,6 +214,7 @@ static void test_prefill_matmul_variants(void) {
     }
 }
 
+static void test_gemv_tc_shapes(void);
 static void test_matmul(void) {
     const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
     /* 2304 and 4352 rows: enough for the GEMV's 2 and 4 rows per warp on a 132-SM GPU */
@@ -244,14 +245,21 @@ static void test_matmul(void) {
                 }
                 free_hw(&h);
             }
-    /* one token on the tensor-core decode GEMV (matmul_gemv_tc.cu): more row tiles than
-     * resident blocks (blocks loop over tiles, several items per warp), a partial last tile,
-     * K = 14336 (llama-3-8b down_proj: x's split takes more than 48 KB of shared memory), K not
-     * a multiple of a whole item (640, 384: lane spans past K) and fewer items than warps */
-    const int gshapes[][2] = {{70001, 256}, {300, 14336}, {4111, 640}, {1000, 4096}, {17, 384}, {33, 128}};
+    test_gemv_tc_shapes();
+}
+
+/* one token on the tensor-core decode GEMV (matmul_gemv_tc.cu): more row tiles than
+ * resident blocks (blocks loop over tiles, several items per warp), a partial last tile,
+ * K = 14336 (llama-3-8b down_proj: x's split takes more than 48 KB of shared memory), K not
+ * a multiple of a whole item (640, 384: lane spans past K) and fewer items than warps;
+ * 2200 x 8192: two tile groups of 8 warps per block */
+static void test_gemv_tc_shapes(void) {
+    const int groups[] = {32, 64, 128};
+    char what[64];
+    const int gshapes[][2] = {{70001, 256}, {300, 14336}, {4111, 640}, {1000, 4096}, {17, 384}, {33, 128}, {2200, 8192}};
     for (int b = 4; b <= 8; b += 4)
         for (int g = 0; g < 3; g++)
-            for (int s = 0; s < 6; s++) {
+            for (int s = 0; s < 7; s++) {
                 hw_t h = make_quant(gshapes[s][0], gshapes[s][1], b, groups[g], s & 1 ? DT_F16 : DT_BF16, 300 + b * 7 + g + 11 * s);
                 snprintf(what, sizeof what, "q%d g%d", b, groups[g]);
                 check_matmul(&h, 1, what);
@@ -1287,6 +1295,13 @@ int main(void) {
         test_qgemm();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
+    }
+    if (getenv("KILN_CUDA_TEST_GEMV_ONLY")) { /* the batch-1 q4/q8 GEMV tests alone: a short device call */
+        test_gemv_tc_shapes();
+        test_matmul_multi();
+        test_pdl_chain();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_GEMV_ONLY)");
     }
     if (getenv("KILN_CUDA_TEST_QMMA_ONLY")) { /* the decode-size matmul tests alone (with KILN_CUDA_QMMA_BIG=0/2: each qmma kernel) */
         test_matmul();

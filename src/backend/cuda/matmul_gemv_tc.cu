@@ -23,9 +23,13 @@
  *   or 8 from K = 8192, split K, then add in warp order through shared memory); a chunk is 4
  *   lane spans of 64 bytes per row: lane (g, q) (lane = 4g + q) reads 64 contiguous bytes of
  *   rows g and g + 8 (4 × 16-byte loads each) plus its span's scales/biases (one 2/4/8-byte
- *   load each, volatile so they are issued with the codes). Blocks loop over tiles (grid =
- *   resident blocks); each warp loads its next (tile, chunk) item into registers before it
- *   computes the current one, so it keeps 128 bytes per lane in flight while its ALUs work.
+ *   load each, volatile so they are issued with the codes). A block holds G tile groups of S
+ *   warps (G up to 2: no more than blocks of one group would fit on an SM or the tiles need to
+ *   cover every SM), which share the block's x preparation (one per SM instead
+ *   of one per group: KILN_CUDA_GEMV_TC_GROUPS=1 for a block per group; a group's reduction
+ *   uses its own named barrier). Groups loop over tiles (grid = resident blocks); each warp
+ *   loads its next (tile, chunk) item into registers before it computes the current one, so
+ *   it keeps 128 bytes per lane in flight while its ALUs work.
  * - x' = round(x·2^e) with e from max|x| so that |x'| < 2^22 (x to 2^-23 of its largest
  *   element), split once per block into three signed byte planes, x' = d2·2^16 + d1·2^8 + d0,
  *   kept in shared memory per octet (8 columns) in the MMA's k order. x is read from L2 once
@@ -53,7 +57,8 @@
  * is the switch between kernels, docs/cuda.md). */
 #include "backend/cuda/cuda_common.cuh"
 
-#define TC_MAXW 8   /* warps per block: the K split of a tile (4, or 8 from K = 8192) */
+#define TC_MAXW 8    /* the K split of a tile: S warps (4, or 8 from K = 8192) */
+#define TC_MAXT 512  /* threads per block: G tile groups of S warps */
 #define TC_MAXSEG 4
 
 struct tc_seg {
@@ -65,6 +70,10 @@ struct tc_seg {
 struct tc_args {
     tc_seg seg[TC_MAXSEG];
     int nseg, ntiles, K, ng, lg_group;
+    int S, G; /* warps per tile (K split), tile groups per block (they share the block's x preparation) */
+    int pre;  /* 2: items 0 and 1 loaded before the wait; 1 (KILN_CUDA_GEMV_TC_PRE=1): item 1 after x's
+               * preparation; 3: item 1 right after x's cp.async into shared memory (1 and 3 measured
+               * slower: llama-3-8b q4 334 / 331 vs 345 tok/s, bench/cuda/RESULTS.md) */
     int xf; /* x read once into shared memory, digits by PRMT (KILN_CUDA_GEMV_TC_XF=0: three reads from L2, digit by digit) */
     const float *x;
 };
@@ -194,34 +203,46 @@ __device__ __forceinline__ void tc_digits(int v, int (&d)[3]) {
     d[2] = (v - d[1]) >> 8;
 }
 
+/* barrier of tile group grp's S warps (named barrier 1 + grp; the block-wide one is 0) */
+__device__ __forceinline__ void tc_bar(int grp, int S) {
+    switch (grp) { /* constant ids: ptxas reserves all 16 for a register id */
+    case 0: asm volatile("bar.sync 1, %0;\n" ::"r"(S * 32) : "memory"); break;
+    case 1: asm volatile("bar.sync 2, %0;\n" ::"r"(S * 32) : "memory"); break;
+    case 2: asm volatile("bar.sync 3, %0;\n" ::"r"(S * 32) : "memory"); break;
+    default: asm volatile("bar.sync 4, %0;\n" ::"r"(S * 32) : "memory"); break;
+    }
+}
+
 template <int BITS, int NU, int SBF>
-__global__ void __launch_bounds__(TC_MAXW * 32) gemv_tc_kernel(const __grid_constant__ tc_args a) {
+__global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant__ tc_args a) {
     using G = tc_geo<BITS>;
     extern __shared__ __align__(16) char tc_sh[];
     const int K = a.K, nchunks = (K + G::CHUNK - 1) / G::CHUNK, nspans = nchunks * 4;
-    const int S = blockDim.x >> 5;                                  /* warps splitting a tile's K */
+    const int S = a.S, NW = blockDim.x >> 5;                        /* warps splitting a tile's K; warps of the block */
     constexpr int U = G::SPAN / NU;                                 /* columns of a unit (Σx)     */
     char *xsh = tc_sh;                                              /* (nspans + 1 zero span) × SPAN_B */
     float *xf = (float *)(tc_sh + (size_t)(nspans + 1) * G::SPAN_B); /* a.xf: x, U + 4 floats a unit */
     float *xsum = xf + (a.xf ? K + 4 * (K / U) : 0);                /* K / unit                   */
-    float *red = xsum + K / U;                                      /* S × 16                     */
-    __shared__ float smax[TC_MAXW];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    float *red = xsum + K / U;                                      /* G × S × 16                 */
+    __shared__ float smax[TC_MAXT / 32];
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int grp = (threadIdx.x >> 5) / S, warp = (threadIdx.x >> 5) % S; /* tile group, warp in it */
+    const int gi = blockIdx.x * a.G + grp, NG = gridDim.x * a.G;         /* group index, groups in the grid */
     const int ipt = (nchunks + S - 1) / S; /* items per warp per tile */
-    const int ntb = a.ntiles > (int)blockIdx.x ? (a.ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const int ntb = a.ntiles > gi ? (a.ntiles - 1 - gi) / NG + 1 : 0;
     const int n = ntb * ipt;
     pdl_trigger(); /* the next kernel (if PDL-launched) may start: it waits for this one's end */
     tc_buf A, Bf;
-    int ct = blockIdx.x, cj = 0, lt = blockIdx.x, lj = 0; /* compute / load cursors: tile, item in tile */
+    int ct = gi, cj = 0, lt = gi, lj = 0; /* compute / load cursors: tile, item in tile */
     auto load = [&](tc_buf &B) { /* the item after the last one loaded */
-        if (++lj == ipt) { lj = 0; lt += gridDim.x; }
+        if (++lj == ipt) { lj = 0; lt += NG; }
         const int chunk = warp + lj * S;
         if (chunk < nchunks) tc_load<BITS, NU>(B, a, lt, chunk, g, q);
     };
     /* the first two items in flight before x exists: weights do not depend on the kernel before
      * (launched with PDL, this overlaps that kernel's tail and this one's launch), then wait for x */
-    if (n > 0) tc_load<BITS, NU>(A, a, blockIdx.x, warp, g, q);
-    if (n > 1) load(Bf);
+    if (n > 0) tc_load<BITS, NU>(A, a, gi, warp, g, q);
+    if (n > 1 && a.pre == 2) load(Bf);
     pdl_wait();
 
     /* x → shared: max |x| → e; x' = round(x·2^e) (|x'| < 2^22) as three signed byte planes per
@@ -229,18 +250,27 @@ __global__ void __launch_bounds__(TC_MAXW * 32) gemv_tc_kernel(const __grid_cons
     const float4 *x4 = (const float4 *)a.x;
     float4 *xf4 = (float4 *)xf; /* a.xf: x read from L2 once, kept here for the digits and Σx */
     float m = 0.f;
+    const bool xa = a.pre == 3 && a.xf; /* x by cp.async into xf4, then item 1's loads, then the max pass over shared memory */
+    if (xa) {
+        for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(xf4 + i + (i / (U / 4)))), "l"(x4 + i)
+                         : "memory");
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        if (n > 1) load(Bf);
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    }
 #pragma unroll 8
     for (int i = threadIdx.x; i < K / 4; i += blockDim.x) {
-        const float4 v = __ldcg(x4 + i);
+        const float4 v = xa ? xf4[i + (i / (U / 4))] : __ldcg(x4 + i); /* xa: this thread's own cp.async data */
         m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-        if (a.xf) xf4[i + (i / (U / 4))] = v; /* a float4 of padding per unit: Σx's reads avoid bank conflicts */
+        if (a.xf && !xa) xf4[i + (i / (U / 4))] = v; /* a float4 of padding per unit: Σx's reads avoid bank conflicts */
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) smax[warp] = m;
+    if (lane == 0) smax[threadIdx.x >> 5] = m;
     __syncthreads();
     m = smax[0];
-    for (int i = 1; i < S; i++) m = fmaxf(m, smax[i]);
+    for (int i = 1; i < NW; i++) m = fmaxf(m, smax[i]);
     int ex = 0;
     if (m > 0.f && m <= 3.0e38f) { frexpf(m, &ex); ex = 22 - ex; ex = ex > 120 ? 120 : ex < -120 ? -120 : ex; }
     const float up = __int_as_float((127 + ex) << 23), inv_scale = __int_as_float((127 - ex) << 23);
@@ -297,6 +327,7 @@ __global__ void __launch_bounds__(TC_MAXW * 32) gemv_tc_kernel(const __grid_cons
         xsum[u] = s;
     }
     __syncthreads();
+    if (n > 1 && (a.pre == 1 || (a.pre == 3 && !a.xf))) load(Bf);
 
     /* B columns: 2q'+p of the plane-0/1 MMA = lane q' span's plane p (lane g = 2q'+p supplies it),
      * 2q' of the plane-2 MMA = its plane 2 (lane g = 2q'); every other lane reads the zero span */
@@ -317,19 +348,20 @@ __global__ void __launch_bounds__(TC_MAXW * 32) gemv_tc_kernel(const __grid_cons
                 acc[r] = __fadd_rn(acc[r], __shfl_xor_sync(0xffffffffu, acc[r], 1));
                 acc[r] = __fadd_rn(acc[r], __shfl_xor_sync(0xffffffffu, acc[r], 2));
             }
-            if (q == 0) { red[warp * 16 + g] = acc[0]; red[warp * 16 + g + 8] = acc[1]; }
+            float *rg = red + grp * S * 16; /* this group's S × 16 */
+            if (q == 0) { rg[warp * 16 + g] = acc[0]; rg[warp * 16 + g + 8] = acc[1]; }
             acc[0] = acc[1] = 0.f;
-            __syncthreads();
+            tc_bar(grp, S);
             if (warp == 0 && lane < 16) {
-                float v = red[lane];
-                for (int w = 1; w < S; w++) v = __fadd_rn(v, red[w * 16 + lane]);
+                float v = rg[lane];
+                for (int w = 1; w < S; w++) v = __fadd_rn(v, rg[w * 16 + lane]);
                 const tc_seg &sg = a.seg[tc_seg_of(a, ct)];
                 const int row = (ct - sg.tile0) * 16 + lane;
                 if (row < sg.rows) sg.y[row] = v;
             }
-            __syncthreads();
+            tc_bar(grp, S);
             cj = 0;
-            ct += gridDim.x;
+            ct += NG;
         }
     };
     for (int it = 0; it < n; it += 2) { /* computing item it, it + 1 is in flight */
@@ -362,29 +394,48 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     const int S = a.K >= 8192 ? 8 : 4;
     const int nchunks = (a.K + G::CHUNK - 1) / G::CHUNK;
     constexpr int U = G::SPAN / NU;
-    size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / U + S * 16);
-    if (smem > c->smem_optin) return -1;
-    if (a.xf && smem + sizeof(float) * (a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
+    size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / U); /* + G·S·16 floats of red */
+    if (smem + sizeof(float) * S * 16 > c->smem_optin) return -1;
+    if (a.xf && smem + sizeof(float) * (S * 16 + a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
     else a.xf = 0;
     static size_t attr_set;
-    static struct { size_t smem; int S, blocks; } occ[8];
+    static struct { size_t smem; int thr, blocks; } occ[16];
     static int n_occ;
     auto kern = gemv_tc_kernel<BITS, NU, SBF>;
-    if (smem > 48 * 1024 && smem > attr_set) {
-        cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        attr_set = smem;
-    }
-    int per_sm = 0;
-    for (int i = 0; i < n_occ; i++)
-        if (occ[i].smem == smem && occ[i].S == S) per_sm = occ[i].blocks;
-    if (!per_sm) {
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, S * 32, smem));
-        if (per_sm < 1) per_sm = 1;
-        if (n_occ < 8) { occ[n_occ].smem = smem; occ[n_occ].S = S; occ[n_occ].blocks = per_sm; n_occ++; }
-    }
+    auto per_sm_of = [&](int thr, size_t sm) {
+        if (sm > 48 * 1024 && sm > attr_set) {
+            cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+            attr_set = sm;
+        }
+        for (int i = 0; i < n_occ; i++)
+            if (occ[i].smem == sm && occ[i].thr == thr) return occ[i].blocks;
+        int b = 0;
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, thr, sm));
+        if (b < 1) b = 1;
+        if (n_occ < 16) { occ[n_occ].smem = sm; occ[n_occ].thr = thr; occ[n_occ].blocks = b; n_occ++; }
+        return b;
+    };
     const int sms = c->sm_count > 0 ? c->sm_count : 132;
-    const int grid = a.ntiles < sms * per_sm ? a.ntiles : sms * per_sm;
-    cuda_launch_pdl(c->stream, kern, grid, S * 32, smem, a);
+    /* G tile groups per block share one x preparation: as many as blocks of one group would
+     * fit on an SM, no more than the tiles need to cover every SM (G = 1: a block per group) */
+    static int gmax = -1; /* KILN_CUDA_GEMV_TC_GROUPS=N: at most N groups a block (0 or 1: a block per group, as
+                           * before); 2 by default (llama-3-8b q4: 347 tok/s at 2, 345 at 4, ncu: gate/up slower at 4) */
+    if (gmax < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_GROUPS"); gmax = e ? atoi(e) : 2; gmax = gmax < 1 ? 1 : gmax; }
+    int Gn = 1;
+    if (gmax > 1) {
+        const int per1 = per_sm_of(S * 32, smem + sizeof(float) * S * 16), want = (a.ntiles + sms - 1) / sms;
+        Gn = per1 < want ? per1 : want;
+        if (Gn > gmax) Gn = gmax;
+        if (Gn > TC_MAXT / (32 * S)) Gn = TC_MAXT / (32 * S);
+        while (Gn > 1 && smem + sizeof(float) * Gn * S * 16 > c->smem_optin) Gn--;
+        if (Gn < 1) Gn = 1;
+    }
+    smem += sizeof(float) * Gn * S * 16;
+    const int per_sm = per_sm_of(Gn * S * 32, smem), nblk = (a.ntiles + Gn - 1) / Gn;
+    const int grid = nblk < sms * per_sm ? nblk : sms * per_sm;
+    a.S = S;
+    a.G = Gn;
+    cuda_launch_pdl(c->stream, kern, grid, Gn * S * 32, smem, a);
     return 0;
 }
 
@@ -418,6 +469,9 @@ int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const d
     static int xf = -1;
     if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
     a.xf = xf;
+    static int pre = -1;
+    if (pre < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_PRE"); pre = e && (*e == '1' || *e == '3') ? *e - '0' : 2; }
+    a.pre = pre;
 #define TC_L(B, N) (sbf ? tc_launch<B, N, 1>(c, a) : tc_launch<B, N, 0>(c, a))
     if (bits == 4) return nu == 4 ? TC_L(4, 4) : nu == 2 ? TC_L(4, 2) : TC_L(4, 1);
     return nu == 2 ? TC_L(8, 2) : TC_L(8, 1);
