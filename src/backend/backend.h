@@ -187,6 +187,21 @@ typedef struct backend_ops {
     /* y[i][T, w[i].rows] = x[T, cols] · w[i]ᵀ for i < n, as n matmul calls give them (one x,
      * several weights: q/k/v, gate/up), in one dispatch. */
     void (*matmul_multi)(backend_t *, int n, float *const *y, const float *x, int T, const weight_t *const *w);
+
+    /* --- MoE on the device (optional: NULL, as on the CPU, means the model downloads the router
+     * logits and routes on the host; ref_moe_route / ref_moe_experts in cpu/moe.c are the
+     * references). ids, wts and logits are backend memory. --- */
+    /* Per token t: p = softmax(logits[t, E]); ids[t, k] = the k largest p, descending, ties to
+     * the lower id; wts[t, k] = their p, divided by their sum when renorm, then times escale[id]
+     * when escale ([E], backend memory) is not NULL — bitwise what hyb_topk gives on the host
+     * (same expf, same summation order). Returns nonzero, doing nothing, where the backend
+     * leaves a step of T tokens to the host path. */
+    int (*moe_route)(backend_t *, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale);
+    /* out[t, H] = Σ_j wts[t, j] · down[e](act(gate[e] · x[t]) ⊙ (up[e] · x[t])), e = ids[t, j],
+     * summed over the token's k experts in ascending id (the host loop's order); gate/up/down:
+     * [E] weights ([Ie, H], [Ie, H], [H, Ie]). */
+    void (*moe_experts)(backend_t *, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts,
+                        const weight_t *gate, const weight_t *up, const weight_t *down, int E, act_t act);
 } backend_ops_t;
 
 struct backend {

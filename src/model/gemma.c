@@ -45,6 +45,7 @@ typedef struct gemma_layer {
     weight_t wg, wu, wd;               /* [I, H] ×2 [H, I]                                  */
     /* gemma4 MoE block */
     float *ln_post_ff1, *ln_pre_ff2, *ln_post_ff2, *router_scale, *per_expert_scale;
+    float *pes_dev;                    /* per_expert_scale in backend memory (moe_route)    */
     weight_t router;                   /* [E, H]                                            */
     weight_t *eg, *eu, *ed;            /* [E] of [Ie, H] ×2 [H, Ie]                         */
     /* gemma4 PLE */
@@ -69,6 +70,7 @@ typedef struct gemma {
     /* run state */
     hyb_arena_t arena;
     float *x, *r, *h, *h2, *q, *k, *v, *att, *g, *u, *rl, *xe, *ge, *ue, *ye, *ple, *plt, *pll, *pg;
+    float *mids, *mwts;                /* [T, k] expert ids (int32) and weights of moe_route */
     float *xl, *logits;
     int cap_logits, cap_rows, cap_idx;
     int32_t *slots, *idx, *tok_e, *slots_swa;
@@ -213,10 +215,12 @@ static int gemma_load(model_t *m, err_t *e) {
             if (hyb_get_experts(m, n, E, H, Ie, l->ed, e)) return -1;
         experts_done:
             m->weight_bytes += (size_t)E * (2 * weight_bytes(&l->eg[0]) + weight_bytes(&l->ed[0]));
-            /* per_expert_scale is applied on the host: keep a host copy */
+            /* per_expert_scale is applied on the host: keep a host copy (and the backend's for
+             * moe_route, where the backend routes on the device) */
             float *pes = malloc(sizeof(float) * E);
             m->be->ops->download(m->be, pes, l->per_expert_scale, sizeof(float) * E);
-            m->be->ops->free(m->be, l->per_expert_scale);
+            if (bo->moe_route) l->pes_dev = l->per_expert_scale;
+            else m->be->ops->free(m->be, l->per_expert_scale);
             l->per_expert_scale = pes;
         }
         if (P) {
@@ -253,6 +257,7 @@ static int gemma_load(model_t *m, err_t *e) {
     if (moe) {
         hyb_arena_add(A, &G->rl, E); hyb_arena_add(A, &G->xe, H); hyb_arena_add(A, &G->ge, Im);
         hyb_arena_add(A, &G->ue, Im); hyb_arena_add(A, &G->ye, H);
+        if (bo->moe_route && bo->moe_experts) { hyb_arena_add(A, &G->mids, c->n_experts_per_tok); hyb_arena_add(A, &G->mwts, c->n_experts_per_tok); }
     }
     if (P) {
         hyb_arena_add(A, &G->ple, (size_t)L * P); hyb_arena_add(A, &G->plt, (size_t)L * P);
@@ -293,6 +298,7 @@ static void gemma_destroy(model_t *m) {
                            l->ln_pre_ff2, l->ln_post_ff2, l->router_scale, l->ln_post_pl};
             for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++) be->ops->free(be, vs[j]);
             free(l->per_expert_scale);
+            be->ops->free(be, l->pes_dev);
             free(l->eg); free(l->eu); free(l->ed);
         }
     free(G->layers);
@@ -355,6 +361,11 @@ static void gemma_moe(model_t *m, const gemma_layer_t *l, float *out, const floa
     op->rms_norm(be, G->xe, x, l->router_scale, 0.f, T, H, (float)c->rms_eps);
     op->scale(be, G->xe, 1.0f / sqrtf((float)H), (size_t)T * H);
     op->matmul(be, G->rl, G->xe, T, &l->router);
+    /* routing and experts on the device where the backend takes this step (no host round trip) */
+    if (G->mids && !op->moe_route(be, (int32_t *)G->mids, G->mwts, G->rl, T, E, k, 1, l->pes_dev)) {
+        op->moe_experts(be, out, xin, T, k, (const int32_t *)G->mids, G->mwts, l->eg, l->eu, l->ed, E, ACT_GELU_TANH);
+        return;
+    }
     op->download(be, G->rl_host, G->rl, sizeof(float) * T * E);
     int32_t *sel = G->tok_e + (size_t)T * k;
     float *sw = G->wt_e + (size_t)T * k;

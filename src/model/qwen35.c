@@ -74,6 +74,7 @@ typedef struct q35 {
     hyb_arena_t arena;
     float *x, *h, *h2, *qkv, *conv, *z, *a, *b, *core, *qkvz, *ba;
     float *qg, *q, *gate, *k, *v, *att, *g, *u, *rl, *xe, *ge, *ue, *ye, *sgate, *xl, *logits;
+    float *mids, *mwts;                /* [T, k] expert ids (int32) and weights of moe_route */
     int cap_logits, cap_rows, cap_idx;
     int32_t *slots, *idx, *tok_e, *fidx;  /* fidx: fused-projection gathers (qkv, z, b, a) */
     float *wt_e, *rl_host;
@@ -240,6 +241,7 @@ static int q35_load(model_t *m, err_t *e) {
     if (Q->moe) {
         hyb_arena_add(A, &Q->rl, E); hyb_arena_add(A, &Q->xe, Hm); hyb_arena_add(A, &Q->ge, Im);
         hyb_arena_add(A, &Q->ue, Im); hyb_arena_add(A, &Q->ye, Hm); hyb_arena_add(A, &Q->sgate, 1);
+        if (bo->moe_route && bo->moe_experts) { hyb_arena_add(A, &Q->mids, c->n_experts_per_tok); hyb_arena_add(A, &Q->mwts, c->n_experts_per_tok); }
     }
     return 0;
 }
@@ -362,8 +364,13 @@ static void q35_moe(model_t *m, const q35_layer_t *l, float *out, const float *h
     const backend_ops_t *op = be->ops;
     const model_config_t *c = &m->cfg;
     int H = c->hidden_size, E = c->n_experts, k = c->n_experts_per_tok, Ie = c->moe_intermediate_size, Is = c->shared_expert_intermediate_size;
-    /* router on the host: softmax, top-k, renormalize (a few floats per token) */
     op->matmul(be, Q->rl, h, T, &l->router);
+    /* routing and experts on the device where the backend takes this step (no host round trip) */
+    if (Q->mids && !op->moe_route(be, (int32_t *)Q->mids, Q->mwts, Q->rl, T, E, k, c->norm_topk_prob, NULL)) {
+        op->moe_experts(be, out, h, T, k, (const int32_t *)Q->mids, Q->mwts, l->eg, l->eu, l->ed, E, ACT_SILU);
+        goto shared;
+    }
+    /* router on the host: softmax, top-k, renormalize (a few floats per token) */
     op->download(be, Q->rl_host, Q->rl, sizeof(float) * T * E);
     int32_t *sel = Q->tok_e + (size_t)T * k; /* [T, k] chosen experts */
     float *sw = Q->wt_e + (size_t)T * k;     /* [T, k] their weights   */
@@ -382,7 +389,7 @@ static void q35_moe(model_t *m, const q35_layer_t *l, float *out, const float *h
         op->matmul(be, Q->ye, Q->ge, n, &l->ed[x]);
         op->add_rows_scaled(be, out, Q->ye, Q->tok_e, Q->wt_e, n, H);
     }
-    /* shared expert, gated per token */
+shared: /* shared expert, gated per token */
     op->matmul(be, Q->g, h, T, &l->sg);
     op->matmul(be, Q->u, h, T, &l->su);
     op->glu(be, Q->g, Q->g, Q->u, (size_t)T * Is, ACT_SILU);

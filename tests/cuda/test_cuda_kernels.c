@@ -1021,6 +1021,142 @@ static void test_hybrid_elementwise(void) {
     free(y); free(g); free(want); free(got); free(x);
 }
 
+/* --- MoE on the device (moe.cu) --- */
+static int same_f(float a, float b) { return !memcmp(&a, &b, 4) || (isnan(a) && isnan(b)); }
+
+/* moe_route against ref_moe_route (= the host's hyb_topk), bitwise: logits drawn from a few
+ * values (exact ties), neighbours one ulp apart (p collides after expf / the division), a
+ * constant row, a row with a NaN, a row spanning the underflow range; with and without
+ * renormalization and per-expert scale. */
+static void route_case(backend_t *be, int T, int E, int k, int renorm, int scaled, int kind, uint64_t seed) {
+    float *l = malloc(sizeof(float) * T * E), *es = rand_vec(E, seed + 7, 1.0f);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < E; i++) {
+            float r = ct_rand(&seed), *v = &l[(size_t)t * E + i];
+            switch ((kind + t) % 6) {
+            case 0: *v = roundf(r * 3.f) * 0.5f; break;                       /* 7 values: ties */
+            case 1: *v = nextafterf(0.75f, r > 0 ? 2.f : 0.f); if (r > 0.5f) *v = 0.75f; break; /* ulp neighbours */
+            case 2: *v = 1.25f; break;                                        /* all equal */
+            case 3: *v = 60.f * r; break;                                     /* underflowing p */
+            case 4: *v = 2.f * r; break;
+            default: *v = t == 5 && i == E / 2 ? NAN : 4.f * r; break;       /* NaN row (t 5) */
+            }
+        }
+    for (size_t i = 0; i < (size_t)E; i++) es[i] = 0.5f + fabsf(es[i]);
+    int32_t *wi = malloc(sizeof(int32_t) * T * k), *gi = malloc(sizeof(int32_t) * T * k);
+    float *ww = malloc(sizeof(float) * T * k), *gw = malloc(sizeof(float) * T * k);
+    ref_moe_route(wi, ww, l, T, E, k, renorm, scaled ? es : NULL);
+    float *dl = dev_from(be, l, (size_t)T * E), *des = dev_from(be, es, E);
+    int32_t *di = be->ops->alloc(be, sizeof(int32_t) * T * k);
+    float *dw = be->ops->alloc(be, sizeof(float) * T * k);
+    int rc = be->ops->moe_route(be, di, dw, dl, T, E, k, renorm, scaled ? des : NULL);
+    CHECK(rc == 0, "moe_route declined T %d E %d k %d", T, E, k);
+    if (!rc) {
+        be->ops->download(be, gi, di, sizeof(int32_t) * T * k);
+        be->ops->download(be, gw, dw, sizeof(float) * T * k);
+        int bad = 0;
+        for (int i = 0; i < T * k; i++) bad += gi[i] != wi[i] || !same_f(gw[i], ww[i]);
+        CHECK(!bad, "moe_route T %d E %d k %d renorm %d scaled %d kind %d: %d of %d (id, weight) differ from the host's", T, E, k, renorm,
+              scaled, kind, bad, T * k);
+    }
+    be->ops->free(be, dl); be->ops->free(be, des); be->ops->free(be, di); be->ops->free(be, dw);
+    free(l); free(es); free(wi); free(gi); free(ww); free(gw);
+}
+
+/* moe_experts against ref_moe_experts (f32, 1e-5), and against the host path's ops (gather,
+ * per-expert matmuls, glu, add_rows_scaled on this backend: be32's f32 GEMV, 1e-5; "cuda"'s
+ * tensor-core / split-x paths, 1e-4). Experts as separate weights of one storage. */
+static void experts_case(int T, int E, int k, int H, int Ie, int kind, act_t act, uint64_t seed) {
+    hw_t *hg = malloc(sizeof(hw_t) * E), *hu = malloc(sizeof(hw_t) * E), *hd = malloc(sizeof(hw_t) * E);
+    weight_t *g = malloc(sizeof(weight_t) * E), *u = malloc(sizeof(weight_t) * E), *d = malloc(sizeof(weight_t) * E);
+    const char *what = kind == 0 ? "f32" : kind == 1 ? "bf16" : kind == 2 ? "q4 g64" : kind == 3 ? "q8 g32" : "q3 g32";
+    for (int e = 0; e < E; e++) {
+        uint64_t s = seed + 100 * e;
+        if (kind <= 1) {
+            dtype_t dt = kind ? DT_BF16 : DT_F32;
+            hg[e] = make_dense(Ie, H, dt, s); hu[e] = make_dense(Ie, H, dt, s + 1); hd[e] = make_dense(H, Ie, dt, s + 2);
+        } else {
+            int bits = kind == 2 ? 4 : kind == 3 ? 8 : 3, grp = kind == 2 ? 64 : 32;
+            hg[e] = make_quant(Ie, H, bits, grp, DT_BF16, s); hu[e] = make_quant(Ie, H, bits, grp, DT_BF16, s + 1);
+            hd[e] = make_quant(H, Ie, bits, grp, DT_BF16, s + 2);
+        }
+        g[e] = hg[e].w; u[e] = hu[e].w; d[e] = hd[e].w;
+    }
+    float *x = rand_vec((size_t)T * H, seed + 5, 1.0f), *lg = rand_vec((size_t)T * E, seed + 6, 2.0f);
+    int32_t *ids = malloc(sizeof(int32_t) * T * k);
+    float *wts = malloc(sizeof(float) * T * k), *want = malloc(sizeof(float) * T * H), *got = malloc(sizeof(float) * T * H);
+    ref_moe_route(ids, wts, lg, T, E, k, 1, NULL);
+    ref_moe_experts(want, x, T, k, ids, wts, g, u, d, act);
+    backend_t *bes[2] = {be32, befast};
+    for (int b = 0; b < 2; b++) {
+        backend_t *be = bes[b];
+        weight_t *gg = malloc(sizeof(weight_t) * E), *uu = malloc(sizeof(weight_t) * E), *dd = malloc(sizeof(weight_t) * E);
+        err_t e = {0};
+        for (int i = 0; i < E; i++) {
+            gg[i] = g[i]; uu[i] = u[i]; dd[i] = d[i];
+            be->ops->prepare_weight(be, &gg[i], &e); be->ops->prepare_weight(be, &uu[i], &e); be->ops->prepare_weight(be, &dd[i], &e);
+        }
+        float *dx = dev_from(be, x, (size_t)T * H), *dout = be->ops->alloc(be, sizeof(float) * T * H);
+        int32_t *di = be->ops->upload(be, ids, sizeof(int32_t) * T * k);
+        float *dw = dev_from(be, wts, (size_t)T * k);
+        be->ops->moe_experts(be, dout, dx, T, k, di, dw, gg, uu, dd, E, act);
+        to_host(be, got, dout, (size_t)T * H);
+        double err = ct_rel_err(got, want, (size_t)T * H);
+        CHECK(err < 1e-5, "moe_experts %s (%s) T %d E %d k %d H %d Ie %d: rel err %.3g against ref_moe_experts", what, b ? "cuda" : "cuda-f32",
+              T, E, k, H, Ie, err);
+        /* the host path's ops on this backend */
+        float *xe = be->ops->alloc(be, sizeof(float) * T * H), *ge = be->ops->alloc(be, sizeof(float) * T * Ie),
+              *ue = be->ops->alloc(be, sizeof(float) * T * Ie), *ye = be->ops->alloc(be, sizeof(float) * T * H);
+        float *hp = be->ops->alloc(be, sizeof(float) * T * H);
+        int32_t *te = malloc(sizeof(int32_t) * T * k);
+        float *we = malloc(sizeof(float) * T * k);
+        for (int ex = 0; ex < E; ex++) {
+            int n = 0;
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < k; j++)
+                    if (ids[t * k + j] == ex) { te[n] = t; we[n] = wts[t * k + j]; n++; }
+            if (!n) continue;
+            be->ops->gather_rows(be, xe, dx, te, n, H);
+            be->ops->matmul(be, ge, xe, n, &gg[ex]);
+            be->ops->matmul(be, ue, xe, n, &uu[ex]);
+            be->ops->glu(be, ge, ge, ue, (size_t)n * Ie, act);
+            be->ops->matmul(be, ye, ge, n, &dd[ex]);
+            be->ops->add_rows_scaled(be, hp, ye, te, we, n, H);
+        }
+        float *hpath = malloc(sizeof(float) * T * H);
+        to_host(be, hpath, hp, (size_t)T * H);
+        err = ct_rel_err(got, hpath, (size_t)T * H);
+        double tol = b ? 1e-4 : 1e-5;
+        CHECK(err < tol, "moe_experts %s (%s) T %d: rel err %.3g against the per-expert matmuls (bound %.0e)", what, b ? "cuda" : "cuda-f32", T,
+              err, tol);
+        if (T == 1 && b == 0) printf("# moe_experts %s: %.3g vs ref, %.3g vs per-expert matmuls\n", what, ct_rel_err(got, want, (size_t)H), err);
+        be->ops->free(be, xe); be->ops->free(be, ge); be->ops->free(be, ue); be->ops->free(be, ye); be->ops->free(be, hp);
+        free(te); free(we); free(hpath);
+        be->ops->free(be, dx); be->ops->free(be, dout); be->ops->free(be, di); be->ops->free(be, dw);
+        for (int i = 0; i < E; i++) { release(be, &gg[i]); release(be, &uu[i]); release(be, &dd[i]); }
+        free(gg); free(uu); free(dd);
+    }
+    for (int e = 0; e < E; e++) { free_hw(&hg[e]); free_hw(&hu[e]); free_hw(&hd[e]); }
+    free(hg); free(hu); free(hd); free(g); free(u); free(d);
+    free(x); free(lg); free(ids); free(wts); free(want); free(got);
+}
+
+static void test_moe(void) {
+    const int Es[] = {2, 8, 60, 128, 256, 1000}, ks[] = {1, 2, 8, 8, 8, 10};
+    for (int i = 0; i < 6; i++)
+        for (int kind = 0; kind < 6; kind++)
+            route_case(befast, 7, Es[i], ks[i] <= Es[i] ? ks[i] : Es[i], (kind + i) % 2, kind % 3 == 1, kind, 1000 + 10 * i + kind);
+    route_case(befast, 16, 64, 64, 1, 0, 0, 77); /* k = E: every id */
+    for (int kind = 0; kind < 5; kind++) {
+        experts_case(1, 6, 2, 128, 64, kind, ACT_SILU, 300 + kind);
+        experts_case(5, 6, 3, 128, 64, kind, kind % 2 ? ACT_GELU_TANH : ACT_SILU, 400 + kind);
+    }
+    experts_case(3, 8, 2, 64, 32, 0, ACT_SILU, 500);  /* the fixtures' shape */
+    experts_case(2, 16, 4, 192, 128, 2, ACT_SILU, 600); /* q4, more experts */
+    experts_case(3, 5, 2, 100, 36, 0, ACT_SILU, 700);  /* 36 rows: a partial block; 100 columns: wload */
+    experts_case(3, 5, 2, 100, 36, 1, ACT_GELU_TANH, 701);
+}
+
 /* Causal conv1d with carried state: rows shorter and longer than the history (K-1), both
  * activations, two calls in a row (the second reads the state the first left). */
 static void conv_case(int n_rows, const int *len, int C, int K, act_t act, uint64_t seed) {
@@ -1289,6 +1425,12 @@ int main(void) {
     be16 = backend_create("cuda", 0, &e);
     unsetenv("KILN_CUDA_ACT");
     if (!be32 || !befast || !be16) { printf("cannot create the CUDA backend: %s\n", e.msg); return 1; }
+    if (getenv("KILN_CUDA_TEST_MOE_ONLY")) { /* the MoE tests alone: a short device call */
+        test_hybrid_elementwise();
+        test_moe();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MOE_ONLY)");
+    }
     if (getenv("KILN_CUDA_TEST_QGEMM_ONLY")) { /* the prefill matmul tests alone: a short device call */
         test_prefill_matmul_variants();
         test_qdeq_f16();
@@ -1328,6 +1470,8 @@ int main(void) {
     test_attention_mma();
     test_hybrid_elementwise();
     test_hybrid_recurrent();
+    test_moe();
+    printf("# moe: %d checks, %d failed so far\n", ct_checks, ct_failures);
     backend_destroy(be32);
     backend_destroy(befast);
     backend_destroy(be16);

@@ -338,6 +338,8 @@ static const backend_ops_t cuda_ops = {
     .add_rms_norm = cuda_add_rms_norm,
     .rope_kv_write = cuda_rope_kv_write,
     .matmul_multi = cuda_matmul_multi,
+    .moe_route = cuda_moe_route,
+    .moe_experts = cuda_moe_experts,
 };
 
 
@@ -487,6 +489,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     if (getenv("KILN_CUDA_GRAPH_STATS"))
         fprintf(stderr, "kiln cuda: %ld graph launches, %ld instantiations\n", c->graph_launches, c->graph_instantiations);
     free(c->weights);
+    cuda_moe_free(c);
     cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFreeHost(c->pin);
     free(c->host_scratch[0]);
