@@ -57,7 +57,7 @@ static void usage(FILE *f) {
             "  --arch A               llama | qwen3 | qwen3_5 | gemma3: model family (needed for\n"
             "                         --preset tiny; checked otherwise)\n"
             "  --preset NAME          qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b llama-3.2-1b llama-3-8b\n"
-            "                         qwen3.5-0.8b qwen3.5-2b gemma3-1b tiny\n"
+            "                         qwen3.5-0.8b qwen3.5-2b qwen3.5-moe-35b gemma3-1b tiny\n"
             "  --dtype DTYPE          bf16 | f16 | f32 | q8 | q6 | q5 | q4 | q3 | q2\n"
             "  --bits B               bits of a quantized dtype (2, 3, 4, 5, 6, 8); must agree with qN\n"
             "  --group-size G         32 | 64 | 128 weights per scale/bias (quantized; default 64)\n"

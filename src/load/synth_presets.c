@@ -110,6 +110,19 @@ static const synth_preset_t presets[] = {
      .bos = -1, .eos = 248046, .cfg_eos2 = -1, .cfg_pad = -1, .transformers_version = "5.17.0",
      .gen_bos = 248044, .gen_eos2 = 248044, .gen_pad = 248044, .gen_do_sample = 1, .gen_top_k = 20,
      .gen_temperature = 1.0, .gen_top_p = 0.95, .gen_transformers_version = "5.17.0"},
+    /* A Qwen3.5 MoE model of the 35B-A3B class, for benchmarks of the routed MLP (kiln's own
+     * shapes, not a published config: hidden 2048, 40 layers of which every 4th full attention,
+     * 256 experts of 512, top-8, a shared expert of 512; one module per expert, HF names). */
+    {.name = "qwen3.5-moe-35b", .arch = SYNTH_QWEN3_5, .hf_repo = "(kiln bench preset, Qwen3.5-35B-A3B-class MoE shapes)",
+     .hidden = 2048, .intermediate = 512, .n_heads = 16, .n_kv_heads = 2, .head_dim = 256,
+     .n_layers = 40, .vocab = 248320, .max_pos = 262144,
+     .full_interval = 4, .lin_k_heads = 16, .lin_v_heads = 32, .lin_k_dim = 128, .lin_v_dim = 128,
+     .conv_kernel = 4, .partial_rotary = 0.25,
+     .n_experts = 256, .experts_per_tok = 8, .moe_intermediate = 512, .shared_intermediate = 512,
+     .rms_eps = 1e-6, .rope_theta = 10000000, .rope_theta_int = 1, .tie = 0,
+     .bos = -1, .eos = 248046, .cfg_eos2 = -1, .cfg_pad = -1, .transformers_version = "5.17.0",
+     .gen_bos = 248044, .gen_eos2 = 248044, .gen_pad = 248044, .gen_do_sample = 1, .gen_top_k = 20,
+     .gen_temperature = 1.0, .gen_top_p = 0.95, .gen_transformers_version = "5.17.0"},
     /* google/gemma-3-1b-it, in transformers 5's config format (layer_types, rope_parameters,
      * an explicit tie_word_embeddings) with the hub config's values. */
     {.name = "gemma3-1b", .arch = SYNTH_GEMMA3, .hf_repo = "google/gemma-3-1b-it",
@@ -466,10 +479,28 @@ static int plan_qwen35(plan_builder_t *b, int L, err_t *e) {
             if (add_norm_fill(b, m, hd, shifted, e)) return -1;
         }
         const char *mlp[] = {"gate_proj", "up_proj", "down_proj"};
-        int64_t mrows[] = {I, I, H}, mcols[] = {H, H, I};
-        for (int k = 0; k < 3; k++) {
-            snprintf(m, sizeof m, "%s.mlp.%s", lp, mlp[k]);
-            if (add_matrix(b, m, mrows[k], mcols[k], e)) return -1;
+        if (ps->n_experts) { /* router, experts (one module each), shared expert and its gate */
+            int64_t Ie = ps->moe_intermediate, Is = ps->shared_intermediate;
+            snprintf(m, sizeof m, "%s.mlp.gate", lp);
+            if (add_matrix(b, m, ps->n_experts, H, e)) return -1;
+            int64_t erows[] = {Ie, Ie, H}, ecols[] = {H, H, Ie}, srows[] = {Is, Is, H}, scols[] = {H, H, Is};
+            for (int x = 0; x < ps->n_experts; x++)
+                for (int k = 0; k < 3; k++) {
+                    snprintf(m, sizeof m, "%s.mlp.experts.%d.%s", lp, x, mlp[k]);
+                    if (add_matrix(b, m, erows[k], ecols[k], e)) return -1;
+                }
+            for (int k = 0; k < 3; k++) {
+                snprintf(m, sizeof m, "%s.mlp.shared_expert.%s", lp, mlp[k]);
+                if (add_matrix(b, m, srows[k], scols[k], e)) return -1;
+            }
+            snprintf(m, sizeof m, "%s.mlp.shared_expert_gate", lp);
+            if (add_matrix(b, m, 1, H, e)) return -1;
+        } else {
+            int64_t mrows[] = {I, I, H}, mcols[] = {H, H, I};
+            for (int k = 0; k < 3; k++) {
+                snprintf(m, sizeof m, "%s.mlp.%s", lp, mlp[k]);
+                if (add_matrix(b, m, mrows[k], mcols[k], e)) return -1;
+            }
         }
         snprintf(m, sizeof m, "%s.input_layernorm", lp);
         if (add_norm_fill(b, m, H, shifted, e)) return -1;
@@ -628,7 +659,8 @@ static char *config_json_v5(const synth_opts_t *o, err_t *e) {
     for (int l = 0; l < L; l++)
         json_array_append_new(lt, json_string(q35 ? (q35_full(p, l) ? "full_attention" : "linear_attention")
                                                   : (g3_global(p, l) ? "full_attention" : "sliding_attention")));
-    json_object_set_new(c, "architectures", json_pack("[s]", q35 ? "Qwen3_5ForCausalLM" : "Gemma3ForCausalLM"));
+    const int moe = q35 && p->n_experts;
+    json_object_set_new(c, "architectures", json_pack("[s]", moe ? "Qwen3_5MoeForCausalLM" : q35 ? "Qwen3_5ForCausalLM" : "Gemma3ForCausalLM"));
     json_object_set_new(c, "attention_bias", json_false());
     json_object_set_new(c, "attention_dropout", json_real(0.0));
     json_object_set_new(c, "bos_token_id", id_or_null(p->bos));
@@ -640,7 +672,13 @@ static char *config_json_v5(const synth_opts_t *o, err_t *e) {
     json_object_set_new(c, "intermediate_size", json_integer(p->intermediate));
     json_object_set_new(c, "layer_types", lt);
     json_object_set_new(c, "max_position_embeddings", json_integer(p->max_pos));
-    json_object_set_new(c, "model_type", json_string(q35 ? "qwen3_5_text" : "gemma3_text"));
+    json_object_set_new(c, "model_type", json_string(moe ? "qwen3_5_moe_text" : q35 ? "qwen3_5_text" : "gemma3_text"));
+    if (moe) {
+        json_object_set_new(c, "moe_intermediate_size", json_integer(p->moe_intermediate));
+        json_object_set_new(c, "num_experts", json_integer(p->n_experts));
+        json_object_set_new(c, "num_experts_per_tok", json_integer(p->experts_per_tok));
+        json_object_set_new(c, "shared_expert_intermediate_size", json_integer(p->shared_intermediate));
+    }
     json_object_set_new(c, "num_attention_heads", json_integer(p->n_heads));
     json_object_set_new(c, "num_hidden_layers", json_integer(L));
     json_object_set_new(c, "num_key_value_heads", json_integer(p->n_kv_heads));

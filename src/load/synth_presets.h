@@ -40,6 +40,8 @@ typedef struct synth_preset {
     int max_pos, max_window_layers; /* max_window_layers: qwen3 only */
     /* qwen3_5: every full_interval-th layer is full attention, the rest gated DeltaNet */
     int full_interval, lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, conv_kernel;
+    /* qwen3_5 MoE (n_experts > 0): every layer's MLP is a routed block with a shared expert */
+    int n_experts, experts_per_tok, moe_intermediate, shared_intermediate;
     double partial_rotary;
     /* gemma3: every sliding_pattern-th layer is global, the rest see sliding_window tokens */
     int sliding_window, sliding_pattern, query_pre_attn_scalar;
