@@ -9,6 +9,7 @@
  * on one thread: the oracle the tests compare the fast path against. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_hybrid.h"
 #include "base/threadpool.h"
@@ -40,9 +41,28 @@ const simd_kernels_t *simd_detect(void) {
     return NULL;
 }
 
+/* Buffers of 1 MB or more (the K/V pool's per-layer K and V, prefill activations) are
+ * 2 MB-aligned, rounded up to 2 MB and madvised MADV_HUGEPAGE: decode attention streams the
+ * whole K/V of the context per token, and 4 KB pages cost a page walk per 4 KB (nested in a
+ * VM). qwen3-0.6b-q4, 512-token context, ab_probe 10 rounds (bench/cpu/RESULTS.md, session
+ * 7): decode +9% on the means. KILN_HUGE_BUFFERS=0: plain 64-byte-aligned allocations. */
+static int huge_buffers(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("KILN_HUGE_BUFFERS");
+        on = !(v && *v == '0');
+    }
+    return on;
+}
+
 static void *cpu_alloc(backend_t *be, size_t n) {
     void *p = NULL;
-    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+    const size_t H = (size_t)2 << 20;
+    if (n >= ((size_t)1 << 20) && huge_buffers()) {
+        size_t m = (n + H - 1) & ~(H - 1);
+        if (posix_memalign(&p, H, m)) return NULL;
+        madvise(p, m, MADV_HUGEPAGE);
+    } else if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
     memset(p, 0, n);
     return p;
 }
@@ -302,13 +322,13 @@ static void cpu_kv_write(backend_t *be, const kv_view_t *kv, const float *k, con
  * (attention_cpu.c); each task uses its own scratch, indexed by task, and there are never
  * more tasks than threads. cpu-ref: tokens split into contiguous slices. --- */
 typedef struct { cpu_impl_t *impl; float *out; const float *q; int T; const attn_args_t *a;
-                 const attn_tile_t *tiles; int n_tiles; atomic_int next; } at_job_t;
+                 const attn_tile_t *tiles; int n_tiles; atomic_int next; attn_split_t sp; } at_job_t;
 
 static void at_task(void *ctx, int i, int n) {
     at_job_t *j = ctx;
     float *scratch = j->impl->scratch[i];
     if (j->impl->simd) {
-        simd_attention_run(j->impl->simd, j->out, j->q, j->a, j->tiles, j->n_tiles, &j->next, scratch, threadpool_size(j->impl->pool));
+        simd_attention_run(j->impl->simd, j->out, j->q, j->a, j->tiles, j->n_tiles, &j->sp, &j->next, scratch, threadpool_size(j->impl->pool));
         return;
     }
     int per = (j->T + n - 1) / n, t0 = i * per, t1 = t0 + per < j->T ? t0 + per : j->T;
@@ -333,7 +353,7 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
         }
         impl->scratch_len = need * 2;
     }
-    at_job_t job = {impl, out, q, T, a, NULL, 0};
+    at_job_t job = {impl, out, q, T, a, NULL, 0, 0, {0}};
     atomic_init(&job.next, 0);
     int items = T;
     if (impl->simd) {
@@ -344,9 +364,10 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
         }
         job.tiles = impl->tiles;
         job.n_tiles = simd_attention_tiles(a, 0, T, impl->tiles);
-        items = simd_attention_items(a, job.tiles, job.n_tiles, nt);
+        items = simd_attention_plan(&job.sp, a, job.tiles, job.n_tiles, nt);
     }
     threadpool_run(impl->pool, items < nt ? items : nt, at_task, &job);
+    if (impl->simd) simd_attention_finish(impl->simd, out, a, job.tiles, job.n_tiles, &job.sp);
 }
 
 /* --- hybrid ops (cpu_hybrid.h): the gated delta rule splits value heads over threads --- */
