@@ -478,7 +478,7 @@ __global__ void __launch_bounds__(256, 2) qmma_wide_kernel(float *__restrict__ o
  * variant, 16 warps of 32 rows x half the tokens at 128 registers, was slower: gate 133 vs 115 µs).
  * ncu stall reasons per issued instruction, both kernels at 64 tokens: "wait" (fixed-latency
  * dependency, i.e. the stall counts the compiler puts after each mma.sync) 2.7 cycles, the largest;
- * ~20 cycles per MMA per warp — the per-warp mma.sync rate caps it (next: wgmma). */
+ * ~20 cycles per MMA per warp — the per-warp mma.sync rate caps it (next: wgmma).
  * So the default takes it for steps of ≤ 32 tokens where cdiv(N,256)·G fills ≥ 3/4 of the SMs
  * (llama-3-8b q/o/gate/up/down/lm_head); KILN_CUDA_QMMA_BIG=0 never, =2 always (tests). */
 #define QB_ROWS 256
