@@ -316,6 +316,73 @@ static void test_attention_tiles(void **st) {
     }
 }
 
+/* A decode step split over the context (attention_cpu.c: items of KV-head groups × runs of
+ * segments of 32/128/96 positions, merged in segment order): bitwise the unsplit tiles whatever the
+ * thread count the plan is made for (the items run here in reverse order), each row alone
+ * in its step too, and against the reference. Contexts of 1, 15, 16, 17, 511, 513 and 2049
+ * positions, GQA 2/3/8/1, windows, soft-capping, every KV dtype, scattered blocks. */
+static void test_attention_split(void **st) {
+    static const struct { int nh, nkv, hd, bs, window; float softcap; dtype_t dt; } cf[] = {
+        {16, 8, 128, 16, 0, 0.f, DT_F16}, {12, 4, 64, 7, 0, 0.f, DT_BF16}, {8, 1, 40, 5, 300, 0.f, DT_F32},
+        {6, 6, 128, 16, 0, 20.f, DT_F16}, {9, 3, 24, 3, 1000, 0.f, DT_F16}, {4, 2, 16, 16, 130, 0.f, DT_F16},
+    };
+    static const int ctx[] = {1, 15, 16, 17, 511, 513, 2049};
+    enum { R = 7 };
+    for (size_t c = 0; c < sizeof cf / sizeof cf[0]; c++) {
+        uint64_t seed = 301 + c;
+        int nh = cf[c].nh, nkv = cf[c].nkv, hd = cf[c].hd, bs = cf[c].bs;
+        int32_t rs[R + 1], pos[R];
+        for (int r = 0; r <= R; r++) rs[r] = r;
+        for (int r = 0; r < R; r++) pos[r] = ctx[r] - 1;
+        int nb = (2049 + bs - 1) / bs, nblocks = 2 * nb + 1;
+        int32_t *tab[R];
+        for (int r = 0; r < R; r++) {
+            tab[r] = malloc(sizeof(int32_t) * nb);
+            for (int i = 0; i < nb; i++) tab[r][i] = (r * 5 + i * 7) % nblocks; /* scattered, shared */
+        }
+        const int32_t *tables[R];
+        for (int r = 0; r < R; r++) tables[r] = tab[r];
+        size_t per = (size_t)nkv * hd, n = (size_t)nblocks * bs * per;
+        void *K = calloc(n, 4), *Vv = calloc(n, 4);
+        for (size_t i = 0; i < n; i++) {
+            store_from_f32(K, cf[c].dt, i, 3.0f * tu_rand(&seed));
+            store_from_f32(Vv, cf[c].dt, i, tu_rand(&seed));
+        }
+        size_t qn = (size_t)R * nh * hd;
+        float *q = malloc(sizeof(float) * qn), *want = malloc(sizeof(float) * qn), *o1 = malloc(sizeof(float) * qn),
+              *o2 = malloc(sizeof(float) * qn);
+        for (size_t i = 0; i < qn; i++) q[i] = tu_rand(&seed);
+        attn_args_t a = {R, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), cf[c].softcap, cf[c].window, {K, Vv, cf[c].dt, bs, nkv, hd}};
+        size_t sn = simd_attention_scratch(&a) + 200;
+        float *scratch = malloc(sizeof(float) * (sn > 4096 ? sn : 4096));
+        ref_attention(want, q, 0, R, &a, scratch);
+        for (int f = 0; f < n_families; f++)
+        for (int sg = 0; sg < 3; sg++) {
+            simd_attention_set_seg(sg == 0 ? 128 : sg == 1 ? 32 : 96);
+            simd_attention(families[f], o1, q, 0, R, &a, scratch);
+            double err = tu_rel_err(o1, want, qn);
+            if (err > 1e-5) fail_msg("%s split config %zu seg %d: unsplit rel err %g", families[f]->name, c, sg, err);
+            for (int nt = 2; nt <= 5; nt += 3) {
+                memset(o2, 0, sizeof(float) * qn);
+                simd_attention_split(families[f], o2, q, 0, R, &a, scratch, nt);
+                assert_memory_equal(o2, o1, sizeof(float) * qn);
+                for (int r = 0; r < R; r++) { /* the row alone in its step */
+                    int32_t rs1[] = {0, 1};
+                    attn_args_t a1 = a;
+                    a1.n_rows = 1, a1.row_start = rs1, a1.pos = pos + r, a1.block_tables = tables + r;
+                    size_t off = (size_t)r * nh * hd;
+                    simd_attention_split(families[f], o2, q + off, 0, 1, &a1, scratch, nt);
+                    assert_memory_equal(o2, o1 + off, sizeof(float) * nh * hd);
+                }
+            }
+            printf("# %s split config %zu seg %d: rel err vs ref %.3g\n", families[f]->name, c, sg, err);
+        }
+        simd_attention_set_seg(-1);
+        for (int r = 0; r < R; r++) free(tab[r]);
+        free(K); free(Vv); free(q); free(want); free(o1); free(o2); free(scratch);
+    }
+}
+
 static void test_conversions(void **st) {
     /* f16: every value round-trips; bf16: rounding is nearest-even */
     for (uint32_t h = 0; h < 65536; h++) {
@@ -339,7 +406,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_quant), cmocka_unit_test(test_matmul_q4_blocks),
         cmocka_unit_test(test_matmul_q4_big),
         cmocka_unit_test(test_matmul_fk_blocks),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_attention_tiles),
+        cmocka_unit_test(test_attention_tiles), cmocka_unit_test(test_attention_split),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

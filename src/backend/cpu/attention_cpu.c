@@ -16,8 +16,17 @@
  * A step of decode rows only (one token each) has one item per row and group of
  * ceil(n_kv_heads / threads) KV heads, walked together block by block (the tile body's
  * _group): each thread then reads contiguous runs of K/V instead of 256-byte rows a
- * position apart. A head's arithmetic is the same in a group or alone. */
+ * position apart. A head's arithmetic is the same in a group or alone.
+ *
+ * With more than one thread a decode step also cuts each row's context at multiples of
+ * attn_seg() positions (attention_tile.h; KILN_ATTN_SEG, off by default): items are (row, group of KV heads, run of
+ * segments), each writes its segments' softmax states, and simd_attention_finish folds
+ * them in segment order (attention_tile_body.h _merge) — the bits of the unsplit tile, so
+ * neither the items nor the thread that ran them show in the result. Many equal items
+ * taken from the counter let the faster vCPU take more of them (2 head-group items, one
+ * per thread, left the faster one waiting 10-25% of the op). */
 #include <stdlib.h>
+#include <string.h>
 #include "backend/cpu/attention_tile.h"
 #include "backend/cpu/cpu_kernels.h"
 
@@ -36,9 +45,10 @@ void attn_tile_dims(const attn_args_t *a, int n_tokens, attn_tile_dims_t *d) {
 size_t attn_tile_floats(const attn_args_t *a, int n_tokens, int n_heads) {
     int group = a->n_heads / a->n_kv_heads, nq = n_tokens * group;
     size_t nqp = (size_t)(nq + 15) / 16 * 16, hdp = (size_t)(a->head_dim + 15) / 16 * 16;
-    /* shared: K block, V block, scores, corr, lo/hi; per head: Qt, acc, m/l; + alignment slack */
+    /* shared: K block, V block, scores, corr, lo/hi; per head: Qt, acc, m/l, and the folded
+     * segments' acc, m/l; + alignment slack */
     return 2 * (size_t)AT_KB * hdp + (size_t)AT_KB * nqp + 3 * nqp +
-           (size_t)n_heads * ((size_t)a->head_dim * nqp + (size_t)nq * hdp + 2 * nqp) + 16;
+           (size_t)n_heads * ((size_t)a->head_dim * nqp + 2 * ((size_t)nq * hdp + 2 * nqp)) + 16;
 }
 
 /* Decode tiles (one token) walk this many KV heads together (attention_tile_body.h): one
@@ -72,10 +82,110 @@ int simd_attention_tiles(const attn_args_t *a, int t0, int t1, attn_tile_t *tile
     return n;
 }
 
+static int env_int(const char *name, int def) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : def;
+}
+
+static int seg = -1;
+
+void simd_attention_set_seg(int positions) {
+    seg = positions >= 0 ? (positions + AT_KB - 1) / AT_KB * AT_KB : -1;
+}
+
+int attn_seg(void) {
+    if (seg < 0) {
+        int v = env_int("KILN_ATTN_SEG", 0);
+        seg = v > 0 ? (v + AT_KB - 1) / AT_KB * AT_KB : 0;
+    }
+    return seg;
+}
+
+/* The keys [klo, khi] of a one-token tile */
+static void tile_keys(const attn_args_t *a, const attn_tile_t *t, int *klo, int *khi) {
+    int p = a->pos[t->t0];
+    *klo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+    *khi = p;
+}
+
+int simd_attention_plan(attn_split_t *sp, const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads) {
+    memset(sp, 0, sizeof *sp);
+    int hg = heads_per_item(a, tiles, n_tiles, n_threads), ng = (a->n_kv_heads + hg - 1) / hg;
+    /* KILN_ATTN_SPLIT=0: no split; _HEADS: KV heads per split item; _SEGS: segments per item */
+    static int on = -1, sh, ss;
+    if (on < 0) {
+        sh = env_int("KILN_ATTN_SPLIT_HEADS", 0);
+        ss = env_int("KILN_ATTN_SPLIT_SEGS", 1);
+        on = env_int("KILN_ATTN_SPLIT", 1) != 0;
+    }
+    int seg = attn_seg();
+    if (!on || !seg || n_threads < 2 || hg == 1) return n_tiles * ng; /* not a decode step (or one thread) */
+    int shg = sh > 0 && sh < a->n_kv_heads ? sh : a->n_kv_heads, sng = (a->n_kv_heads + shg - 1) / shg, spi = ss > 0 ? ss : 1;
+    int group = a->n_heads / a->n_kv_heads, hdp = (a->head_dim + 15) / 16 * 16, n_items = 0, any = 0;
+    size_t floats = 0, rec = (size_t)group * (hdp + 2) * a->n_kv_heads;
+    for (int i = 0; i < n_tiles; i++) {
+        int klo, khi;
+        tile_keys(a, &tiles[i], &klo, &khi);
+        int nseg = khi / seg - klo / seg + 1;
+        if (nseg > 1) n_items += sng * ((nseg + spi - 1) / spi), floats += (size_t)nseg * rec, any = 1;
+        else n_items += ng;
+    }
+    if (!any) return n_tiles * ng;
+    sp->items = malloc(sizeof(attn_item_t) * (size_t)n_items + sizeof(size_t) * (size_t)n_tiles + sizeof(int) * (size_t)n_tiles);
+    sp->part = malloc(sizeof(float) * (floats ? floats : 1));
+    if (!sp->items || !sp->part) abort();
+    sp->part_off = (size_t *)(sp->items + n_items);
+    sp->nseg = (int *)(sp->part_off + n_tiles);
+    int n = 0;
+    floats = 0;
+    for (int i = 0; i < n_tiles; i++) {
+        int klo, khi;
+        tile_keys(a, &tiles[i], &klo, &khi);
+        int k0 = klo / seg, nseg = khi / seg - k0 + 1;
+        sp->nseg[i] = nseg > 1 ? nseg : 0;
+        sp->part_off[i] = floats;
+        if (nseg > 1) {
+            floats += (size_t)nseg * rec;
+            for (int g = 0; g < sng; g++)
+                for (int k = 0; k < nseg; k += spi)
+                    sp->items[n++] = (attn_item_t){i, g * shg, (g + 1) * shg < a->n_kv_heads ? (g + 1) * shg : a->n_kv_heads,
+                                                   k0 + k, k0 + (k + spi < nseg ? k + spi : nseg)};
+        } else
+            for (int g = 0; g < ng; g++)
+                sp->items[n++] = (attn_item_t){i, g * hg, (g + 1) * hg < a->n_kv_heads ? (g + 1) * hg : a->n_kv_heads, 0, 0};
+    }
+    sp->n_items = n;
+    return n;
+}
+
+void simd_attention_finish(const simd_kernels_t *s, float *out, const attn_args_t *a, const attn_tile_t *tiles, int n_tiles,
+                           attn_split_t *sp) {
+    if (!sp->items) return;
+    attn_merge_fn mfn = s == &simd_avx512 ? attn_tile_avx512_merge : attn_tile_avx2_merge;
+    for (int i = 0; i < n_tiles; i++)
+        if (sp->nseg[i]) mfn(out, a, tiles[i].t0, sp->nseg[i], sp->part + sp->part_off[i]);
+    free(sp->items);
+    free(sp->part);
+    memset(sp, 0, sizeof *sp);
+}
+
 void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, const attn_args_t *a,
-                        const attn_tile_t *tiles, int n_tiles, atomic_int *next, float *scratch, int n_threads) {
+                        const attn_tile_t *tiles, int n_tiles, const attn_split_t *sp, atomic_int *next, float *scratch,
+                        int n_threads) {
     attn_tile_fn fn = s == &simd_avx512 ? attn_tile_avx512 : attn_tile_avx2;
     attn_group_fn gfn = s == &simd_avx512 ? attn_tile_avx512_group : attn_tile_avx2_group;
+    if (sp && sp->items) { /* a split decode step: the plan's items */
+        attn_part_fn pfn = s == &simd_avx512 ? attn_tile_avx512_part : attn_tile_avx2_part;
+        for (;;) {
+            int k = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+            if (k >= sp->n_items) break;
+            const attn_item_t *it = &sp->items[k];
+            const attn_tile_t *t = &tiles[it->tile];
+            if (sp->nseg[it->tile]) pfn(q, a, t->r, t->t0, it->h0, it->h1, it->s0, it->s1, sp->part + sp->part_off[it->tile], scratch);
+            else gfn(out, q, a, t->r, t->t0, t->t1, it->h0, it->h1, scratch);
+        }
+        return;
+    }
     int hg = heads_per_item(a, tiles, n_tiles, n_threads), ng = (a->n_kv_heads + hg - 1) / hg, items = n_tiles * ng;
     for (;;) {
         int k = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
@@ -89,15 +199,30 @@ void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, con
     }
 }
 
-int simd_attention_items(const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads) {
-    int hg = heads_per_item(a, tiles, n_tiles, n_threads);
-    return n_tiles * ((a->n_kv_heads + hg - 1) / hg);
-}
 
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch) {
     attn_tile_t *tiles = malloc(sizeof(attn_tile_t) * (size_t)(t1 - t0 > 0 ? t1 - t0 : 1));
     if (!tiles) abort();
     atomic_int next = 0;
-    simd_attention_run(s, out, q, a, tiles, simd_attention_tiles(a, t0, t1, tiles), &next, scratch, 1);
+    simd_attention_run(s, out, q, a, tiles, simd_attention_tiles(a, t0, t1, tiles), NULL, &next, scratch, 1);
+    free(tiles);
+}
+
+void simd_attention_split(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
+                          float *scratch, int n_threads) {
+    attn_tile_t *tiles = malloc(sizeof(attn_tile_t) * (size_t)(t1 - t0 > 0 ? t1 - t0 : 1));
+    if (!tiles) abort();
+    int n_tiles = simd_attention_tiles(a, t0, t1, tiles);
+    attn_split_t sp;
+    int items = simd_attention_plan(&sp, a, tiles, n_tiles, n_threads);
+    if (sp.items) /* the items in reverse order: their order does not matter */
+        for (int i = 0; i < items / 2; i++) {
+            attn_item_t x = sp.items[i];
+            sp.items[i] = sp.items[items - 1 - i];
+            sp.items[items - 1 - i] = x;
+        }
+    atomic_int next = 0;
+    simd_attention_run(s, out, q, a, tiles, n_tiles, &sp, &next, scratch, n_threads);
+    simd_attention_finish(s, out, a, tiles, n_tiles, &sp);
     free(tiles);
 }

@@ -10,6 +10,11 @@
 /* Keys are visited in blocks of AT_KB positions aligned to absolute positions: the
  * boundaries of a query's online softmax never depend on the tile it is computed in. */
 #define AT_KB 32
+/* A query's keys are folded in segments of attn_seg() positions (KILN_ATTN_SEG rounded up
+ * to a multiple of AT_KB, absolute like the blocks; attention_tile_body.h _fold; 0, the
+ * default: one segment, the unsegmented softmax): a decode row's segments can be computed
+ * by different work items and merged with the same bits. The same for the whole process. */
+int attn_seg(void);
 /* A tile is at most this many query vectors (tokens × GQA group) when the group allows. */
 #define AT_QMAX 64
 
@@ -34,5 +39,15 @@ void attn_tile_avx512(float *out, const float *q, const attn_args_t *a, int r, i
 typedef void (*attn_group_fn)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1, float *scratch);
 void attn_tile_avx2_group(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1, float *scratch);
 void attn_tile_avx512_group(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1, float *scratch);
+
+/* Split one-token tiles: _part writes segments [s0, s1) of KV heads [h0, h1) to part
+ * (records of group·(hdp + 2) floats, index kvh·nseg + segment − first segment); _merge
+ * folds a tile's nseg segments into out (scratch as for _group). */
+typedef void (*attn_part_fn)(const float *q, const attn_args_t *a, int r, int t0, int h0, int h1, int s0, int s1, float *part, float *scratch);
+void attn_tile_avx2_part(const float *q, const attn_args_t *a, int r, int t0, int h0, int h1, int s0, int s1, float *part, float *scratch);
+void attn_tile_avx512_part(const float *q, const attn_args_t *a, int r, int t0, int h0, int h1, int s0, int s1, float *part, float *scratch);
+typedef void (*attn_merge_fn)(float *out, const attn_args_t *a, int t0, int nseg, const float *part);
+void attn_tile_avx2_merge(float *out, const attn_args_t *a, int t0, int nseg, const float *part);
+void attn_tile_avx512_merge(float *out, const attn_args_t *a, int t0, int nseg, const float *part);
 
 #endif

@@ -46,6 +46,34 @@ static inline AT_V AT_CAT(AT_NAME, _exp)(AT_V x) {
     return AT_MUL(y, AT_POW2I(n));
 }
 
+/* Segments: a query's keys are cut at multiples of attn_seg() positions (0: one segment) (absolute, like the
+ * blocks); each segment runs its own online softmax from a fresh state (m = -inf, l = 0,
+ * acc = 0) and the segments' states are folded in position order by _fold:
+ * M' = max(M, m), L' = L·e^{M−M'} + l·e^{m−M'}, ACC' = ACC·e^{M−M'} + acc·e^{m−M'}
+ * (e^{M−M'} = 0 for the first), out = ACC · (1/L). A tile folds its segments as it goes;
+ * a split decode row (attention_cpu.c) has its segments computed by separate items, each
+ * state written out whole (_heads with part), and folded afterwards by _merge with the
+ * same _fold in the same order: the same bits whichever items and threads ran. A query
+ * whose keys lie in one segment gets exactly the unsegmented result (e^0 = 1, ·0 + x). */
+static inline void AT_CAT(AT_NAME, _fold)(float *M, float *L, float *ACC, float m, float l, const float *acc, int hdp) {
+    if (m == -INFINITY) return; /* no key of this query in the segment */
+    float mo = *M, mn = mo > m ? mo : m, e[AT_VW], f[AT_VW];
+    AT_STORE(e, AT_CAT(AT_NAME, _exp)(AT_SET1(mo == -INFINITY ? 0.f : mo - mn)));
+    AT_STORE(f, AT_CAT(AT_NAME, _exp)(AT_SET1(m - mn)));
+    float ea = mo == -INFINITY ? 0.f : e[0], eb = f[0];
+    *M = mn;
+    *L = *L * ea + l * eb;
+    AT_V va = AT_SET1(ea), vb = AT_SET1(eb);
+    for (int d = 0; d < hdp; d += AT_VW) AT_STORE(ACC + d, AT_ADD(AT_MUL(AT_LOAD(ACC + d), va), AT_MUL(AT_LOAD(acc + d), vb)));
+}
+
+static inline void AT_CAT(AT_NAME, _emit)(float *o, const float *ACC, float L, int hd) {
+    float inv = 1.0f / L;
+    int d = 0;
+    for (; d + AT_VW <= hd; d += AT_VW) AT_STORE(o + d, AT_MUL(AT_LOAD(ACC + d), AT_SET1(inv)));
+    for (; d < hd; d++) o[d] = ACC[d] * inv;
+}
+
 /* Scores of keys j0..j0+NJ-1 of the converted block against lane vectors v..v+NV-1:
  * S[j][lanes] = (Σ_d Qt[d][lanes] · Kb[j][d]) · scale. Every (j, lane) is its own FMA chain
  * in d order whatever NJ and NV are (always inlined with constants: registers only). */
@@ -347,7 +375,7 @@ static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const f
  * (n_kv_heads·hd contiguous elements per position) instead of one head's 256-byte rows
  * a whole position apart, which the hardware prefetchers could not follow. */
 static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1,
-                                    float *scratch) {
+                                    int s0, int s1, float *part, float *scratch) {
     const kv_view_t *kv = &a->kv;
     const int32_t *bt = a->block_tables[r];
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = kv->block_size;
@@ -362,11 +390,15 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
     float *corr = S + (size_t)AT_KB * nqp;
     int32_t *lo = (int32_t *)(corr + nqp), *hi = lo + nqp;
     float *heads = (float *)(hi + nqp);
-    size_t per_head = (size_t)hd * nqp + (size_t)nq * hdp + 2 * (size_t)nqp;
+    size_t per_head = (size_t)hd * nqp + 2 * ((size_t)nq * hdp + 2 * (size_t)nqp);
 #define AT_HQT(h) (heads + (size_t)((h) - h0) * per_head)
 #define AT_HACC(h) (AT_HQT(h) + (size_t)hd * nqp)
 #define AT_HM(h) (AT_HACC(h) + (size_t)nq * hdp)
 #define AT_HL(h) (AT_HM(h) + nqp)
+/* the folded segments' state (_fold) */
+#define AT_HACCF(h) (AT_HL(h) + nqp)
+#define AT_HMF(h) (AT_HACCF(h) + (size_t)nq * hdp)
+#define AT_HLF(h) (AT_HMF(h) + nqp)
     size_t per_tok = (size_t)kv->n_kv_heads * hd, esz = dtype_size(kv->dtype);
     /* decode-sized tiles whose family can transpose K blocks (AT_KT): Kb holds Kᵀ */
 #ifdef AT_KT
@@ -415,6 +447,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
             for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = qi[d];
         }
         memset(AT_HACC(kvh), 0, sizeof(float) * (size_t)nq * hdp);
+        memset(AT_HACCF(kvh), 0, sizeof(float) * (size_t)nq * hdp);
+        for (int i = 0; i < nqp; i++) AT_HMF(kvh)[i] = -INFINITY, AT_HLF(kvh)[i] = 0.f;
     }
     memset(Kb, 0, sizeof(float) * (size_t)AT_KB * hdp); /* _scores_few reads whole blocks */
     /* the padding columns of the converted rows stay zero: the V sums run over hdp */
@@ -426,12 +460,40 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
      * next block's [AT_KB, 2·AT_KB), -1 past khi: one division per position per block,
      * not per position and head */
     size_t poff[2 * AT_KB];
-    for (int b0 = klo / AT_KB * AT_KB; b0 <= khi; b0 += AT_KB) {
-        int ja = klo > b0 ? klo - b0 : 0, jb = khi < b0 + AT_KB - 1 ? khi - b0 : AT_KB - 1;
+    /* part: only segments [s0, s1) of the row's keys, each segment's state written to part
+     * (record (kvh, segment − klo/seg) of nq·(hdp + 2) floats: m[nq], l[nq], acc[nq][hdp]) */
+    int seg = attn_seg(), kseg0 = seg ? klo / seg : 0, nseg = (seg ? khi / seg : 0) - kseg0 + 1, cs = -1;
+    size_t rec = (size_t)nq * (hdp + 2);
+    int kfirst = klo, klast = khi;
+    if (part) {
+        if (s0 * seg > kfirst) kfirst = s0 * seg;
+        if (s1 * seg - 1 < klast) klast = s1 * seg - 1;
+    }
+#define AT_CLOSE_SEG(k)                                                                                           \
+    for (int kvh = h0; kvh < h1; kvh++) {                                                                      \
+        float *m_ = AT_HM(kvh), *l_ = AT_HL(kvh), *acc_ = AT_HACC(kvh);                                        \
+        if (part) {                                                                                            \
+            float *pr = part + ((size_t)kvh * nseg + (size_t)((k) - kseg0)) * rec;                              \
+            memcpy(pr, m_, sizeof(float) * nq);                                                                \
+            memcpy(pr + nq, l_, sizeof(float) * nq);                                                           \
+            memcpy(pr + 2 * nq, acc_, sizeof(float) * (size_t)nq * hdp);                                       \
+        } else                                                                                                 \
+            for (int i = 0; i < nq; i++)                                                                       \
+                AT_CAT(AT_NAME, _fold)(AT_HMF(kvh) + i, AT_HLF(kvh) + i, AT_HACCF(kvh) + (size_t)i * hdp, m_[i], l_[i], \
+                                       acc_ + (size_t)i * hdp, hdp);                                           \
+        for (int i = 0; i < nqp; i++) m_[i] = -INFINITY, l_[i] = 0.f;                                          \
+        memset(acc_, 0, sizeof(float) * (size_t)nq * hdp);                                                     \
+    }
+    for (int b0 = kfirst / AT_KB * AT_KB; b0 <= klast; b0 += AT_KB) {
+        if ((seg ? b0 / seg : 0) != cs) {
+            if (cs >= 0) AT_CLOSE_SEG(cs);
+            cs = seg ? b0 / seg : 0;
+        }
+        int ja = kfirst > b0 ? kfirst - b0 : 0, jb = klast < b0 + AT_KB - 1 ? klast - b0 : AT_KB - 1;
         /* one division per block: the positions run on within a cache block and then into
          * the next table entry (an idiv per position was 3% of a decode tile's samples) */
         for (int j = 0, pj = b0, bi = b0 / bs, bo = b0 % bs; j < 2 * AT_KB; j++, pj++) {
-            poff[j] = pj <= khi ? ((size_t)bt[bi] * bs + bo) * per_tok : (size_t)-1;
+            poff[j] = pj <= klast ? ((size_t)bt[bi] * bs + bo) * per_tok : (size_t)-1;
             if (++bo == bs) bo = 0, bi++;
         }
         for (int kvh = h0; kvh < h1; kvh++) {
@@ -454,7 +516,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 }
             } else
 #endif
-            for (int pj = b0 + AT_KB; pj <= khi && pj < b0 + 2 * AT_KB; pj++) {
+            for (int pj = b0 + AT_KB; pj <= klast && pj < b0 + 2 * AT_KB; pj++) {
                 size_t off = (poff[pj - b0] + (size_t)kvh * hd) * esz;
                 for (size_t o = 0; o < (size_t)hd * esz; o += 64) {
                     __builtin_prefetch((const char *)kv->k + off + o, 0, AT_PF);
@@ -574,29 +636,54 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
             }
         } /* heads */
     }
-    for (int kvh = h0; kvh < h1; kvh++) {
-        const float *acc = AT_HACC(kvh), *l = AT_HL(kvh);
-        for (int i = 0; i < nq; i++) {
-            float inv = 1.0f / l[i];
-            float *o = out + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
-            int d = 0;
-            for (; d + AT_VW <= hd; d += AT_VW) AT_STORE(o + d, AT_MUL(AT_LOAD(acc + (size_t)i * hdp + d), AT_SET1(inv)));
-            for (; d < hd; d++) o[d] = acc[(size_t)i * hdp + d] * inv;
-        }
-    }
+    if (cs >= 0) AT_CLOSE_SEG(cs);
+#undef AT_CLOSE_SEG
+    if (part) return;
+    for (int kvh = h0; kvh < h1; kvh++)
+        for (int i = 0; i < nq; i++)
+            AT_CAT(AT_NAME, _emit)(out + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd,
+                                   AT_HACCF(kvh) + (size_t)i * hdp, AT_HLF(kvh)[i], hd);
 #undef AT_HQT
 #undef AT_HACC
 #undef AT_HM
 #undef AT_HL
+#undef AT_HACCF
+#undef AT_HMF
+#undef AT_HLF
 }
 
 /* Queries of tokens [t0, t1) (one row, r) and KV head kvh: out[t, kvh·group + g]. */
 void AT_NAME(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int kvh, float *scratch) {
-    AT_CAT(AT_NAME, _heads)(out, q, a, r, t0, t1, kvh, kvh + 1, scratch);
+    AT_CAT(AT_NAME, _heads)(out, q, a, r, t0, t1, kvh, kvh + 1, 0, 0, NULL, scratch);
 }
 
 /* The same for KV heads [h0, h1) walked together (scratch: attn_tile_floats(a, t1 - t0, h1 - h0)). */
 void AT_CAT(AT_NAME, _group)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1,
                              float *scratch) {
-    AT_CAT(AT_NAME, _heads)(out, q, a, r, t0, t1, h0, h1, scratch);
+    AT_CAT(AT_NAME, _heads)(out, q, a, r, t0, t1, h0, h1, 0, 0, NULL, scratch);
+}
+
+/* Segments [s0, s1) of one-token tile t0 (row r), KV heads [h0, h1): each segment's state
+ * into part (see _heads); _merge folds them. */
+void AT_CAT(AT_NAME, _part)(const float *q, const attn_args_t *a, int r, int t0, int h0, int h1, int s0, int s1, float *part,
+                            float *scratch) {
+    AT_CAT(AT_NAME, _heads)(NULL, q, a, r, t0, t0 + 1, h0, h1, s0, s1, part, scratch);
+}
+
+/* out of one-token tile t0 from its nseg segments' states in part (all KV heads), folded in
+ * segment order: the bits of the unsplit tile */
+void AT_CAT(AT_NAME, _merge)(float *out, const attn_args_t *a, int t0, int nseg, const float *part) {
+    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, hdp = (hd + 15) / 16 * 16;
+    size_t rec = (size_t)group * (hdp + 2);
+    float ACC[hdp] __attribute__((aligned(64)));
+    for (int kvh = 0; kvh < a->n_kv_heads; kvh++)
+        for (int i = 0; i < group; i++) {
+            float M = -INFINITY, L = 0.f;
+            memset(ACC, 0, sizeof(float) * hdp);
+            for (int k = 0; k < nseg; k++) {
+                const float *pr = part + ((size_t)kvh * nseg + k) * rec;
+                AT_CAT(AT_NAME, _fold)(&M, &L, ACC, pr[i], pr[group + i], pr + 2 * group + (size_t)i * hdp, hdp);
+            }
+            AT_CAT(AT_NAME, _emit)(out + ((size_t)t0 * a->n_heads + (size_t)kvh * group + i) * hd, ACC, L, hd);
+        }
 }

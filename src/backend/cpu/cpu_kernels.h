@@ -90,10 +90,25 @@ typedef struct attn_tile { int r, t0, t1; } attn_tile_t;
 size_t simd_attention_scratch(const attn_args_t *a);
 /* Cuts tokens [t0, t1) into tiles (at most t1 - t0 of them); returns the count. */
 int simd_attention_tiles(const attn_args_t *a, int t0, int t1, attn_tile_t *tiles);
+/* A decode step split over the context (attention_cpu.c): items (tile, KV heads [h0, h1),
+ * segments [s0, s1); s1 == 0: the whole tile), each split tile's segment states at
+ * part + part_off[tile], nseg[tile] of them (0: not split). items == NULL: not split. */
+typedef struct attn_item { int tile, h0, h1, s0, s1; } attn_item_t;
+typedef struct attn_split { int n_items; attn_item_t *items; float *part; size_t *part_off; int *nseg; } attn_split_t;
+/* Work items of those tiles for n_threads threads (one-token tiles: groups of KV heads, and
+ * with n_threads > 1 runs of context segments); sp: the split plan, freed by _finish */
+int simd_attention_plan(attn_split_t *sp, const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads);
 void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, const attn_args_t *a,
-                        const attn_tile_t *tiles, int n_tiles, atomic_int *next, float *scratch, int n_threads);
-/* Work items of those tiles for n_threads threads (one-token tiles: groups of KV heads) */
-int simd_attention_items(const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads);
+                        const attn_tile_t *tiles, int n_tiles, const attn_split_t *sp, atomic_int *next, float *scratch,
+                        int n_threads);
+/* After every item ran: a split step's merges (bitwise the unsplit result); frees the plan */
+void simd_attention_finish(const simd_kernels_t *s, float *out, const attn_args_t *a, const attn_tile_t *tiles, int n_tiles,
+                           attn_split_t *sp);
+/* The segment length (positions) from now on (tests; -1: KILN_ATTN_SEG again) */
+void simd_attention_set_seg(int positions);
+/* Tokens [t0, t1) planned for n_threads but run on this thread, items in reverse (tests) */
+void simd_attention_split(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
+                          float *scratch, int n_threads);
 /* Tokens [t0, t1) on this thread (tests). scratch: simd_attention_scratch(a) floats. */
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch);
 
