@@ -41,16 +41,17 @@ const simd_kernels_t *simd_detect(void) {
     return NULL;
 }
 
-/* Buffers of 1 MB or more (the K/V pool's per-layer K and V, prefill activations) are
- * 2 MB-aligned, rounded up to 2 MB and madvised MADV_HUGEPAGE: decode attention streams the
- * whole K/V of the context per token, and 4 KB pages cost a page walk per 4 KB (nested in a
- * VM). qwen3-0.6b-q4, 512-token context, ab_probe 10 rounds (bench/cpu/RESULTS.md, session
- * 7): decode +9% on the means. KILN_HUGE_BUFFERS=0: plain 64-byte-aligned allocations. */
+/* KILN_HUGE_BUFFERS=1: buffers of 1 MB or more (the K/V pool's per-layer K and V, prefill
+ * activations) are 2 MB-aligned, rounded up to 2 MB and madvised MADV_HUGEPAGE, so decode
+ * attention's K/V stream pays no page walk per 4 KB. Opt-in: on this Zen 5 VM (bench/cpu/
+ * RESULTS.md, session 7) qwen3-0.6b-q4 decode gained (+4 to +9%, 12 of 14 pairs) but
+ * llama-3.2-1b-q4, whose K/V stays under 1 MB per layer, lost 2-5% (8 of 10 pairs) — maybe
+ * every big buffer starting on the same cache sets once 2 MB-aligned. */
 static int huge_buffers(void) {
     static int on = -1;
     if (on < 0) {
         const char *v = getenv("KILN_HUGE_BUFFERS");
-        on = !(v && *v == '0');
+        on = v && *v == '1';
     }
     return on;
 }
