@@ -323,13 +323,13 @@ static void cpu_kv_write(backend_t *be, const kv_view_t *kv, const float *k, con
  * (attention_cpu.c); each task uses its own scratch, indexed by task, and there are never
  * more tasks than threads. cpu-ref: tokens split into contiguous slices. --- */
 typedef struct { cpu_impl_t *impl; float *out; const float *q; int T; const attn_args_t *a;
-                 const attn_tile_t *tiles; int n_tiles; atomic_int next; } at_job_t;
+                 const attn_tile_t *tiles; int n_tiles; atomic_int next; attn_split_t sp; } at_job_t;
 
 static void at_task(void *ctx, int i, int n) {
     at_job_t *j = ctx;
     float *scratch = j->impl->scratch[i];
     if (j->impl->simd) {
-        simd_attention_run(j->impl->simd, j->out, j->q, j->a, j->tiles, j->n_tiles, &j->next, scratch, threadpool_size(j->impl->pool));
+        simd_attention_run(j->impl->simd, j->out, j->q, j->a, j->tiles, j->n_tiles, &j->sp, &j->next, scratch, threadpool_size(j->impl->pool));
         return;
     }
     int per = (j->T + n - 1) / n, t0 = i * per, t1 = t0 + per < j->T ? t0 + per : j->T;
@@ -354,7 +354,7 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
         }
         impl->scratch_len = need * 2;
     }
-    at_job_t job = {impl, out, q, T, a, NULL, 0};
+    at_job_t job = {impl, out, q, T, a, NULL, 0, 0, {0}};
     atomic_init(&job.next, 0);
     int items = T;
     if (impl->simd) {
@@ -365,9 +365,10 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
         }
         job.tiles = impl->tiles;
         job.n_tiles = simd_attention_tiles(a, 0, T, impl->tiles);
-        items = simd_attention_items(a, job.tiles, job.n_tiles, nt);
+        items = simd_attention_plan(&job.sp, a, job.tiles, job.n_tiles, nt);
     }
     threadpool_run(impl->pool, items < nt ? items : nt, at_task, &job);
+    if (impl->simd) simd_attention_finish(impl->simd, out, a, job.tiles, job.n_tiles, &job.sp);
 }
 
 /* --- hybrid ops (cpu_hybrid.h): the gated delta rule splits value heads over threads --- */
