@@ -108,54 +108,85 @@ static void tile_keys(const attn_args_t *a, const attn_tile_t *t, int *klo, int 
     *khi = p;
 }
 
+/* The items of a split plan (items == NULL: only counted). A split row's KV-head groups
+ * first get big runs: the first big% of its segments cut into n_threads runs, all rows'
+ * big runs before any small item; then the rest in runs of spi segments, which the
+ * faster thread takes more of. */
+static int plan_items(attn_item_t *items, const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads, int seg,
+                      int hg, int shg, int spi, int big) {
+    int n = 0, nkv = a->n_kv_heads;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n_tiles; i++) {
+            int klo, khi;
+            tile_keys(a, &tiles[i], &klo, &khi);
+            int k0 = klo / seg, nseg = khi / seg - k0 + 1, nb = nseg * big / 100;
+            if (nseg <= 1) { /* not split: groups of hg heads */
+                if (pass == 0)
+                    for (int h = 0; h < nkv; h += hg, n++)
+                        if (items) items[n] = (attn_item_t){i, h, h + hg < nkv ? h + hg : nkv, 0, 0};
+                continue;
+            }
+            for (int h = 0; h < nkv; h += shg) {
+                int h1 = h + shg < nkv ? h + shg : nkv;
+                if (pass == 0)
+                    for (int t = 0; t < n_threads; t++) {
+                        int a0 = nb * t / n_threads, a1 = nb * (t + 1) / n_threads;
+                        if (a0 < a1 && items) items[n] = (attn_item_t){i, h, h1, k0 + a0, k0 + a1};
+                        n += a0 < a1;
+                    }
+                else
+                    for (int k = nb; k < nseg; k += spi, n++)
+                        if (items) items[n] = (attn_item_t){i, h, h1, k0 + k, k0 + (k + spi < nseg ? k + spi : nseg)};
+            }
+        }
+    return n;
+}
+
+static int big_test = -1; /* simd_attention_split's big% for the plan */
+
 int simd_attention_plan(attn_split_t *sp, const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads) {
     memset(sp, 0, sizeof *sp);
     int hg = heads_per_item(a, tiles, n_tiles, n_threads), ng = (a->n_kv_heads + hg - 1) / hg;
-    /* KILN_ATTN_SPLIT=0: no split; _HEADS: KV heads per split item; _SEGS: segments per item */
-    static int on = -1, sh, ss;
+    /* KILN_ATTN_SPLIT=0: no split; _HEADS: KV heads per split item; _SEGS: segments per
+     * small item; _BIG: percent of a row's segments in the big runs */
+    static int on = -1, sh, ss, sb;
     if (on < 0) {
         sh = env_int("KILN_ATTN_SPLIT_HEADS", 0);
         ss = env_int("KILN_ATTN_SPLIT_SEGS", 1);
+        sb = env_int("KILN_ATTN_SPLIT_BIG", 0);
         on = env_int("KILN_ATTN_SPLIT", 1) != 0;
     }
     int seg = attn_seg();
     if (!on || !seg || n_threads < 2 || hg == 1) return n_tiles * ng; /* not a decode step (or one thread) */
-    int shg = sh > 0 && sh < a->n_kv_heads ? sh : a->n_kv_heads, sng = (a->n_kv_heads + shg - 1) / shg, spi = ss > 0 ? ss : 1;
-    int group = a->n_heads / a->n_kv_heads, hdp = (a->head_dim + 15) / 16 * 16, n_items = 0, any = 0;
-    size_t floats = 0, rec = (size_t)group * (hdp + 2) * a->n_kv_heads;
+    int shg = sh > 0 && sh < a->n_kv_heads ? sh : a->n_kv_heads, spi = ss > 0 ? ss : 1, big = big_test >= 0 ? big_test : sb;
+    big = big < 0 ? 0 : big > 100 ? 100 : big;
+    int group = a->n_heads / a->n_kv_heads, hdp = (a->head_dim + 15) / 16 * 16, any = 0;
+    size_t floats = 0, rec = ((size_t)(group + 15) / 16 * 32 + (size_t)group * hdp) * a->n_kv_heads;
     for (int i = 0; i < n_tiles; i++) {
         int klo, khi;
         tile_keys(a, &tiles[i], &klo, &khi);
         int nseg = khi / seg - klo / seg + 1;
-        if (nseg > 1) n_items += sng * ((nseg + spi - 1) / spi), floats += (size_t)nseg * rec, any = 1;
-        else n_items += ng;
+        if (nseg > 1) floats += (size_t)nseg * rec, any = 1;
     }
     if (!any) return n_tiles * ng;
-    sp->items = malloc(sizeof(attn_item_t) * (size_t)n_items + sizeof(size_t) * (size_t)n_tiles + sizeof(int) * (size_t)n_tiles);
-    sp->part = malloc(sizeof(float) * (floats ? floats : 1));
-    if (!sp->items || !sp->part) abort();
-    sp->part_off = (size_t *)(sp->items + n_items);
-    sp->nseg = (int *)(sp->part_off + n_tiles);
-    int n = 0;
+    int n_items = plan_items(NULL, a, tiles, n_tiles, n_threads, seg, hg, shg, spi, big);
+    /* one allocation: part_off (size_t first: aligned), items, nseg */
+    sp->part_off = malloc(sizeof(size_t) * (size_t)n_tiles + sizeof(attn_item_t) * (size_t)n_items + sizeof(int) * (size_t)n_tiles);
+    sp->part = aligned_alloc(64, sizeof(float) * (floats + 16) / 64 * 64 + 64);
+    if (!sp->part_off || !sp->part) abort();
+    sp->items = (attn_item_t *)(sp->part_off + n_tiles);
+    sp->nseg = (int *)(sp->items + n_items);
     floats = 0;
     for (int i = 0; i < n_tiles; i++) {
         int klo, khi;
         tile_keys(a, &tiles[i], &klo, &khi);
-        int k0 = klo / seg, nseg = khi / seg - k0 + 1;
+        int nseg = khi / seg - klo / seg + 1;
         sp->nseg[i] = nseg > 1 ? nseg : 0;
         sp->part_off[i] = floats;
-        if (nseg > 1) {
-            floats += (size_t)nseg * rec;
-            for (int g = 0; g < sng; g++)
-                for (int k = 0; k < nseg; k += spi)
-                    sp->items[n++] = (attn_item_t){i, g * shg, (g + 1) * shg < a->n_kv_heads ? (g + 1) * shg : a->n_kv_heads,
-                                                   k0 + k, k0 + (k + spi < nseg ? k + spi : nseg)};
-        } else
-            for (int g = 0; g < ng; g++)
-                sp->items[n++] = (attn_item_t){i, g * hg, (g + 1) * hg < a->n_kv_heads ? (g + 1) * hg : a->n_kv_heads, 0, 0};
+        if (nseg > 1) floats += (size_t)nseg * rec;
     }
-    sp->n_items = n;
-    return n;
+    sp->n_items = plan_items(sp->items, a, tiles, n_tiles, n_threads, seg, hg, shg, spi, big);
+    return sp->n_items;
 }
 
 void simd_attention_finish(const simd_kernels_t *s, float *out, const attn_args_t *a, const attn_tile_t *tiles, int n_tiles,
@@ -164,7 +195,7 @@ void simd_attention_finish(const simd_kernels_t *s, float *out, const attn_args_
     attn_merge_fn mfn = s == &simd_avx512 ? attn_tile_avx512_merge : attn_tile_avx2_merge;
     for (int i = 0; i < n_tiles; i++)
         if (sp->nseg[i]) mfn(out, a, tiles[i].t0, sp->nseg[i], sp->part + sp->part_off[i]);
-    free(sp->items);
+    free(sp->part_off);
     free(sp->part);
     memset(sp, 0, sizeof *sp);
 }
@@ -209,12 +240,14 @@ void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0,
 }
 
 void simd_attention_split(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
-                          float *scratch, int n_threads) {
+                          float *scratch, int n_threads, int big) {
     attn_tile_t *tiles = malloc(sizeof(attn_tile_t) * (size_t)(t1 - t0 > 0 ? t1 - t0 : 1));
     if (!tiles) abort();
     int n_tiles = simd_attention_tiles(a, t0, t1, tiles);
     attn_split_t sp;
+    big_test = big;
     int items = simd_attention_plan(&sp, a, tiles, n_tiles, n_threads);
+    big_test = -1;
     if (sp.items) /* the items in reverse order: their order does not matter */
         for (int i = 0; i < items / 2; i++) {
             attn_item_t x = sp.items[i];

@@ -41,7 +41,7 @@ void attn_tile_avx2_group(float *out, const float *q, const attn_args_t *a, int 
 void attn_tile_avx512_group(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1, float *scratch);
 
 /* Split one-token tiles: _part writes segments [s0, s1) of KV heads [h0, h1) to part
- * (records of group·(hdp + 2) floats, index kvh·nseg + segment − first segment); _merge
+ * (records of 2·nqp + group·hdp floats, index kvh·nseg + segment − first segment); _merge
  * folds a tile's nseg segments into out (scratch as for _group). */
 typedef void (*attn_part_fn)(const float *q, const attn_args_t *a, int r, int t0, int h0, int h1, int s0, int s1, float *part, float *scratch);
 void attn_tile_avx2_part(const float *q, const attn_args_t *a, int r, int t0, int h0, int h1, int s0, int s1, float *part, float *scratch);

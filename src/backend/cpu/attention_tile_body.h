@@ -392,11 +392,17 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
     float *heads = (float *)(hi + nqp);
     size_t per_head = (size_t)hd * nqp + 2 * ((size_t)nq * hdp + 2 * (size_t)nqp);
 #define AT_HQT(h) (heads + (size_t)((h) - h0) * per_head)
-#define AT_HACC(h) (AT_HQT(h) + (size_t)hd * nqp)
-#define AT_HM(h) (AT_HACC(h) + (size_t)nq * hdp)
+#define AT_HACC0(h) (AT_HQT(h) + (size_t)hd * nqp)
+#define AT_HM0(h) (AT_HACC0(h) + (size_t)nq * hdp)
+#define AT_HL0(h) (AT_HM0(h) + nqp)
+/* the current segment's state: in the scratch, or with part in the segment's record there
+ * (m[nqp], l[nqp], acc[nq][hdp]) */
+#define AT_PREC(h) (part + ((size_t)(h) * nseg + (size_t)(cs - kseg0)) * rec)
+#define AT_HM(h) (part ? AT_PREC(h) : AT_HM0(h))
 #define AT_HL(h) (AT_HM(h) + nqp)
+#define AT_HACC(h) (part ? AT_PREC(h) + 2 * (size_t)nqp : AT_HACC0(h))
 /* the folded segments' state (_fold) */
-#define AT_HACCF(h) (AT_HL(h) + nqp)
+#define AT_HACCF(h) (AT_HL0(h) + nqp)
 #define AT_HMF(h) (AT_HACCF(h) + (size_t)nq * hdp)
 #define AT_HLF(h) (AT_HMF(h) + nqp)
     size_t per_tok = (size_t)kv->n_kv_heads * hd, esz = dtype_size(kv->dtype);
@@ -434,10 +440,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
         }
     }
     for (int kvh = h0; kvh < h1; kvh++) {
-        float *Qt = AT_HQT(kvh), *m = AT_HM(kvh), *l = AT_HL(kvh);
+        float *Qt = AT_HQT(kvh);
         for (int i = 0; i < nqp; i++) {
-            m[i] = -INFINITY;
-            l[i] = 0.f;
             if (i >= nq) { /* (the few-query scores read lanes < nq only) */
                 if (nq > AT_DQ)
                     for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = 0.f;
@@ -446,7 +450,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
             const float *qi = q + ((size_t)(t0 + i / group) * a->n_heads + (size_t)kvh * group + i % group) * hd;
             for (int d = 0; d < hd; d++) Qt[(size_t)d * nqp + i] = qi[d];
         }
-        memset(AT_HACC(kvh), 0, sizeof(float) * (size_t)nq * hdp);
+        if (part) continue;
         memset(AT_HACCF(kvh), 0, sizeof(float) * (size_t)nq * hdp);
         for (int i = 0; i < nqp; i++) AT_HMF(kvh)[i] = -INFINITY, AT_HLF(kvh)[i] = 0.f;
     }
@@ -461,33 +465,30 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
      * not per position and head */
     size_t poff[2 * AT_KB];
     /* part: only segments [s0, s1) of the row's keys, each segment's state written to part
-     * (record (kvh, segment − klo/seg) of nq·(hdp + 2) floats: m[nq], l[nq], acc[nq][hdp]) */
+     * (record (kvh, segment − klo/seg) of 2·nqp + nq·hdp floats: m[nqp], l[nqp], acc[nq][hdp]) */
     int seg = attn_seg(), kseg0 = seg ? klo / seg : 0, nseg = (seg ? khi / seg : 0) - kseg0 + 1, cs = -1;
-    size_t rec = (size_t)nq * (hdp + 2);
+    size_t rec = 2 * (size_t)nqp + (size_t)nq * hdp;
     int kfirst = klo, klast = khi;
     if (part) {
         if (s0 * seg > kfirst) kfirst = s0 * seg;
         if (s1 * seg - 1 < klast) klast = s1 * seg - 1;
     }
-#define AT_CLOSE_SEG(k)                                                                                           \
-    for (int kvh = h0; kvh < h1; kvh++) {                                                                      \
-        float *m_ = AT_HM(kvh), *l_ = AT_HL(kvh), *acc_ = AT_HACC(kvh);                                        \
-        if (part) {                                                                                            \
-            float *pr = part + ((size_t)kvh * nseg + (size_t)((k) - kseg0)) * rec;                              \
-            memcpy(pr, m_, sizeof(float) * nq);                                                                \
-            memcpy(pr + nq, l_, sizeof(float) * nq);                                                           \
-            memcpy(pr + 2 * nq, acc_, sizeof(float) * (size_t)nq * hdp);                                       \
-        } else                                                                                                 \
+    /* the end of a segment: its state folded (split: left in its record) */
+#define AT_CLOSE_SEG()                                                                                         \
+    if (!part)                                                                                                 \
+        for (int kvh = h0; kvh < h1; kvh++)                                                                    \
             for (int i = 0; i < nq; i++)                                                                       \
-                AT_CAT(AT_NAME, _fold)(AT_HMF(kvh) + i, AT_HLF(kvh) + i, AT_HACCF(kvh) + (size_t)i * hdp, m_[i], l_[i], \
-                                       acc_ + (size_t)i * hdp, hdp);                                           \
-        for (int i = 0; i < nqp; i++) m_[i] = -INFINITY, l_[i] = 0.f;                                          \
-        memset(acc_, 0, sizeof(float) * (size_t)nq * hdp);                                                     \
-    }
+                AT_CAT(AT_NAME, _fold)(AT_HMF(kvh) + i, AT_HLF(kvh) + i, AT_HACCF(kvh) + (size_t)i * hdp, AT_HM(kvh)[i], \
+                                       AT_HL(kvh)[i], AT_HACC(kvh) + (size_t)i * hdp, hdp);
     for (int b0 = kfirst / AT_KB * AT_KB; b0 <= klast; b0 += AT_KB) {
-        if ((seg ? b0 / seg : 0) != cs) {
-            if (cs >= 0) AT_CLOSE_SEG(cs);
+        if ((seg ? b0 / seg : 0) != cs) { /* a segment starts: a fresh state */
+            if (cs >= 0) AT_CLOSE_SEG();
             cs = seg ? b0 / seg : 0;
+            for (int kvh = h0; kvh < h1; kvh++) {
+                float *m_ = AT_HM(kvh), *l_ = AT_HL(kvh);
+                for (int i = 0; i < nqp; i++) m_[i] = -INFINITY, l_[i] = 0.f;
+                memset(AT_HACC(kvh), 0, sizeof(float) * (size_t)nq * hdp);
+            }
         }
         int ja = kfirst > b0 ? kfirst - b0 : 0, jb = klast < b0 + AT_KB - 1 ? klast - b0 : AT_KB - 1;
         /* one division per block: the positions run on within a cache block and then into
@@ -636,7 +637,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
             }
         } /* heads */
     }
-    if (cs >= 0) AT_CLOSE_SEG(cs);
+    if (cs >= 0) AT_CLOSE_SEG();
 #undef AT_CLOSE_SEG
     if (part) return;
     for (int kvh = h0; kvh < h1; kvh++)
@@ -647,6 +648,10 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #undef AT_HACC
 #undef AT_HM
 #undef AT_HL
+#undef AT_HACC0
+#undef AT_HM0
+#undef AT_HL0
+#undef AT_PREC
 #undef AT_HACCF
 #undef AT_HMF
 #undef AT_HLF
@@ -674,7 +679,7 @@ void AT_CAT(AT_NAME, _part)(const float *q, const attn_args_t *a, int r, int t0,
  * segment order: the bits of the unsplit tile */
 void AT_CAT(AT_NAME, _merge)(float *out, const attn_args_t *a, int t0, int nseg, const float *part) {
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, hdp = (hd + 15) / 16 * 16;
-    size_t rec = (size_t)group * (hdp + 2);
+    size_t nqp = (size_t)(group + 15) / 16 * 16, rec = 2 * nqp + (size_t)group * hdp;
     float ACC[hdp] __attribute__((aligned(64)));
     for (int kvh = 0; kvh < a->n_kv_heads; kvh++)
         for (int i = 0; i < group; i++) {
@@ -682,7 +687,7 @@ void AT_CAT(AT_NAME, _merge)(float *out, const attn_args_t *a, int t0, int nseg,
             memset(ACC, 0, sizeof(float) * hdp);
             for (int k = 0; k < nseg; k++) {
                 const float *pr = part + ((size_t)kvh * nseg + k) * rec;
-                AT_CAT(AT_NAME, _fold)(&M, &L, ACC, pr[i], pr[group + i], pr + 2 * group + (size_t)i * hdp, hdp);
+                AT_CAT(AT_NAME, _fold)(&M, &L, ACC, pr[i], pr[nqp + i], pr + 2 * nqp + (size_t)i * hdp, hdp);
             }
             AT_CAT(AT_NAME, _emit)(out + ((size_t)t0 * a->n_heads + (size_t)kvh * group + i) * hd, ACC, L, hd);
         }

@@ -106,9 +106,10 @@ void simd_attention_finish(const simd_kernels_t *s, float *out, const attn_args_
                            attn_split_t *sp);
 /* The segment length (positions) from now on (tests; -1: KILN_ATTN_SEG again) */
 void simd_attention_set_seg(int positions);
-/* Tokens [t0, t1) planned for n_threads but run on this thread, items in reverse (tests) */
+/* Tokens [t0, t1) planned for n_threads (big% of each split row's segments in big runs)
+ * but run on this thread, items in reverse (tests) */
 void simd_attention_split(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a,
-                          float *scratch, int n_threads);
+                          float *scratch, int n_threads, int big);
 /* Tokens [t0, t1) on this thread (tests). scratch: simd_attention_scratch(a) floats. */
 void simd_attention(const simd_kernels_t *s, float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch);
 
