@@ -46,7 +46,7 @@ void file_unmap(mapped_file_t *mf) {
     memset(mf, 0, sizeof *mf);
 }
 
-int file_copy_anon(mapped_file_t *mf, const void **old_base) {
+int file_copy_anon(mapped_file_t *mf, const void **old_base, file_progress_fn progress, void *ctx) {
     const size_t H = (size_t)2 << 20;
     if (!mf->data || mf->anon_size) return -1;
     size_t n = (mf->size + H - 1) & ~(H - 1);
@@ -59,13 +59,17 @@ int file_copy_anon(mapped_file_t *mf, const void **old_base) {
     /* pread from the page cache: no page-table entries for the file map to fault in */
     int fd = mf->path ? open(mf->path, O_RDONLY | O_CLOEXEC) : -1;
     size_t off = 0;
+    const size_t chunk = (size_t)64 << 20; /* a progress report per 64 MB */
     while (fd >= 0 && off < mf->size) {
-        ssize_t r = pread(fd, p + off, mf->size - off, (off_t)off);
+        size_t want = mf->size - off < chunk ? mf->size - off : chunk;
+        ssize_t r = pread(fd, p + off, want, (off_t)off);
         if (r <= 0) break;
         off += (size_t)r;
+        if (progress) progress(off, ctx);
     }
     if (fd >= 0) close(fd);
     if (off < mf->size) memcpy(p + off, (const unsigned char *)mf->data + off, mf->size - off);
+    if (progress) progress(mf->size, ctx);
     mprotect(p, n, PROT_READ);
     munmap(mf->data, mf->size);
     *old_base = mf->data;

@@ -17,8 +17,10 @@ int file_map(mapped_file_t *mf, const char *path, err_t *e);
 void file_unmap(mapped_file_t *mf);
 /* Replaces a mapping with a read-only anonymous copy at a 2 MB-aligned address, madvised
  * MADV_HUGEPAGE (transparent huge pages; a file map gets 4 KB pages). The old addresses are
- * invalid afterwards; *old_base gets where data was. 0 on success; on failure mf is unchanged. */
-int file_copy_anon(mapped_file_t *mf, const void **old_base);
+ * invalid afterwards; *old_base gets where data was. 0 on success; on failure mf is unchanged.
+ * progress (may be NULL) is called with the bytes copied so far, every 64 MB and at the end. */
+typedef void (*file_progress_fn)(size_t done, void *ctx);
+int file_copy_anon(mapped_file_t *mf, const void **old_base, file_progress_fn progress, void *ctx);
 /* Reads the whole file, NUL-terminated; refuses files over max_bytes. Caller frees. */
 char *file_read(const char *path, size_t max_bytes, size_t *len_out, err_t *e);
 int file_exists(const char *path);

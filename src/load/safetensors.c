@@ -175,11 +175,20 @@ int st_open(st_archive_t *ar, const char *path, err_t *e) {
     return rc;
 }
 
-size_t st_copy_to_anon(st_archive_t *ar, size_t min_bytes) {
+typedef struct { file_progress_fn fn; void *ctx; size_t base; } copy_progress_t;
+static void copy_progress(size_t done, void *ctx) {
+    copy_progress_t *c = ctx;
+    c->fn(c->base + done, c->ctx);
+}
+
+size_t st_copy_to_anon(st_archive_t *ar, size_t min_bytes, size_t max_bytes, file_progress_fn progress, void *ctx) {
     size_t copied = 0;
     for (int f = 0; f < ar->n_files; f++) {
         const void *old;
-        if (ar->files[f].size < min_bytes || file_copy_anon(&ar->files[f], &old)) continue;
+        copy_progress_t cp = {progress, ctx, copied};
+        if (ar->files[f].size < min_bytes || ar->files[f].size > max_bytes - copied ||
+            file_copy_anon(&ar->files[f], &old, progress ? copy_progress : NULL, &cp))
+            continue;
         copied += ar->files[f].size;
         for (int i = 0; i < ar->n_tensors; i++)
             if (ar->tensors[i].file == f)

@@ -40,8 +40,11 @@ int st_open(st_archive_t *ar, const char *path, err_t *e);
 void st_close(st_archive_t *ar);
 /* Moves every file of at least min_bytes into anonymous huge-page memory (file_copy_anon)
  * and points its tensors there: for backends that read the weights in place, where 4 KB
- * pages cost page walks on every streamed 4 KB. Returns the bytes copied. */
-size_t st_copy_to_anon(st_archive_t *ar, size_t min_bytes);
+ * pages cost page walks on every streamed 4 KB. Files are taken in order while the bytes
+ * copied stay within max_bytes (the rest stay mapped: a copy cannot be paged out the way a
+ * file map can). progress gets the bytes copied so far over all files. Returns the bytes
+ * copied. */
+size_t st_copy_to_anon(st_archive_t *ar, size_t min_bytes, size_t max_bytes, file_progress_fn progress, void *ctx);
 const st_tensor_t *st_find(const st_archive_t *ar, const char *name);
 int64_t st_numel(const st_tensor_t *t);
 

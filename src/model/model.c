@@ -2,6 +2,8 @@
 #include "model/model.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
+#include <stdio.h>
 #include "kv/swa.h"
 #include <string.h>
 #include "base/log.h"
@@ -67,6 +69,52 @@ static int huge_weights_wanted(const backend_t *be) {
     return strstr(buf, "[never]") == NULL;
 }
 
+/* How much of the checkpoint may become private memory: MemAvailable less a reserve of
+ * max(2 GB, MemTotal / 8) for the KV cache, activations and the rest of the machine. A copy
+ * cannot be paged out the way a file map can, so a checkpoint near the machine's memory
+ * stays (partly) mapped instead of risking the OOM killer. SIZE_MAX when /proc/meminfo is
+ * unreadable (not Linux-like: no THP either). */
+static size_t anon_budget(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return SIZE_MAX;
+    char line[256];
+    unsigned long long total_kb = 0, avail_kb = 0, v;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &v) == 1) total_kb = v;
+        else if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) avail_kb = v;
+    }
+    fclose(f);
+    if (!total_kb || !avail_kb) return SIZE_MAX;
+    unsigned long long reserve = total_kb / 8 > (2ull << 20) ? total_kb / 8 : (2ull << 20);
+    return avail_kb > reserve ? (size_t)((avail_kb - reserve) * 1024) : 0;
+}
+
+typedef struct { size_t total; int tty; struct timespec t0; } load_progress_t;
+static void copy_progress(size_t done, void *ctx) {
+    load_progress_t *p = ctx;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double s = (t.tv_sec - p->t0.tv_sec) + (t.tv_nsec - p->t0.tv_nsec) * 1e-9;
+    fprintf(stderr, "\rloading weights into huge pages: %3.0f%% (%.0f / %.0f MB, %.0f MB/s)", 100.0 * done / p->total, done / 1e6,
+            p->total / 1e6, s > 0 ? done / 1e6 / s : 0);
+}
+
+/* The copy of huge_weights_wanted: files of 64 MB or more, within anon_budget(), with a
+ * progress line on a terminal; a log line says what stayed file-mapped and why. */
+static void copy_weights(st_archive_t *ar) {
+    const size_t min_bytes = (size_t)64 << 20, budget = anon_budget();
+    load_progress_t p = {0, isatty(2), {0}};
+    for (int i = 0; i < ar->n_files; i++)
+        if (ar->files[i].size >= min_bytes) p.total += ar->files[i].size;
+    if (!p.total) return;
+    clock_gettime(CLOCK_MONOTONIC, &p.t0);
+    size_t done = st_copy_to_anon(ar, min_bytes, budget, p.tty ? copy_progress : NULL, &p);
+    if (p.tty) fprintf(stderr, "\n");
+    if (done < p.total)
+        log_info("weights: %.0f of %.0f MB in huge pages, the rest file-mapped (memory available for a copy: %.0f MB; "
+                 "KILN_HUGE_WEIGHTS=0 maps all)", done / 1e6, p.total / 1e6, budget / 1e6);
+}
+
 model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e) {
     model_opts_t def = {0};
     if (!opts) opts = &def;
@@ -77,7 +125,7 @@ model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e) {
     if (st_open(&m->ar, dir, e)) goto err;
     m->be = backend_create(opts->backend ? opts->backend : "cpu", opts->n_threads, e);
     if (!m->be) goto err;
-    if (huge_weights_wanted(m->be)) st_copy_to_anon(&m->ar, (size_t)64 << 20); /* reads every byte anyway */
+    if (huge_weights_wanted(m->be)) copy_weights(&m->ar); /* reads every byte anyway */
     prefetch_weights(&m->ar); /* (what is left as a file map) */
     /* The precision policy of bf16-activation paths (backend.h): llama and qwen3 only — the
      * architectures whose fixtures show the margin. mistral / qwen2 run the same graph but have
