@@ -193,7 +193,7 @@ typedef struct backend_ops {
      * references). ids, wts and logits are backend memory. --- */
     /* Per token t: p = softmax(logits[t, E]); ids[t, k] = the k largest p, descending, ties to
      * the lower id; wts[t, k] = their p, divided by their sum when renorm, then times escale[id]
-     * when escale ([E], backend memory) is not NULL — bitwise what hyb_topk gives on the host
+     * when escale ([E], backend memory) is not NULL — bitwise what moe_topk gives on the host
      * (same expf, same summation order). Returns nonzero, doing nothing, where the backend
      * leaves a step of T tokens to the host path. */
     int (*moe_route)(backend_t *, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale);

@@ -370,7 +370,7 @@ static void gemma_moe(model_t *m, const gemma_layer_t *l, float *out, const floa
     int32_t *sel = G->tok_e + (size_t)T * k;
     float *sw = G->wt_e + (size_t)T * k;
     for (int t = 0; t < T; t++) {
-        hyb_topk(G->rl_host + (size_t)t * E, E, k, 1, sel + (size_t)t * k, sw + (size_t)t * k);
+        moe_topk(G->rl_host + (size_t)t * E, E, k, 1, sel + (size_t)t * k, sw + (size_t)t * k);
         for (int j = 0; j < k; j++) sw[(size_t)t * k + j] *= l->per_expert_scale[sel[(size_t)t * k + j]];
     }
     op->scale(be, out, 0.0f, (size_t)T * H);

@@ -1,10 +1,11 @@
 /* hyb_util.h — loading helpers the hybrid/MoE families share (qwen35.c, gemma.c): tensors
  * of any shape as f32 vectors, stacked expert weights ([E, rows, cols], dense or MLX-quantized)
- * as per-expert weight_t views, row slices of a weight, host-side top-k routing, and one
+ * as per-expert weight_t views, row slices of a weight, and one
  * run-state arena so each family allocates its step buffers in one place. */
 #ifndef KILN_HYB_UTIL_H
 #define KILN_HYB_UTIL_H
 
+#include "backend/moe_route.h" /* moe_topk: the MoE router's softmax + top-k on the host */
 #include "model/model.h"
 
 /* A stored tensor by family name, under the usual prefixes; NULL when absent. */
@@ -18,9 +19,6 @@ int hyb_get_opt(model_t *m, const char *name, int n, float **out, err_t *e);
 int hyb_get_experts(model_t *m, const char *name, int E, int rows, int cols, weight_t *w, err_t *e);
 /* Rows [r0, r0+n) of w as a weight of its own (no copy). */
 weight_t hyb_rows(const weight_t *w, int r0, int n);
-/* Softmax over logits[E], then the k largest (ties: lower id first), weights renormalized
- * to sum 1 when renorm. idx/wt: [k], in descending probability. */
-void hyb_topk(const float *logits, int E, int k, int renorm, int32_t *idx, float *wt);
 /* Tensors of multimodal towers a text-only load skips (vision_tower., visual., audio_tower.,
  * multi_modal_projector., embed_vision., embed_audio., under any prefix); the count. */
 int hyb_tower_tensors(const st_archive_t *ar);

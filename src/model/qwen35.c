@@ -374,7 +374,7 @@ static void q35_moe(model_t *m, const q35_layer_t *l, float *out, const float *h
     op->download(be, Q->rl_host, Q->rl, sizeof(float) * T * E);
     int32_t *sel = Q->tok_e + (size_t)T * k; /* [T, k] chosen experts */
     float *sw = Q->wt_e + (size_t)T * k;     /* [T, k] their weights   */
-    for (int t = 0; t < T; t++) hyb_topk(Q->rl_host + (size_t)t * E, E, k, c->norm_topk_prob, sel + (size_t)t * k, sw + (size_t)t * k);
+    for (int t = 0; t < T; t++) moe_topk(Q->rl_host + (size_t)t * E, E, k, c->norm_topk_prob, sel + (size_t)t * k, sw + (size_t)t * k);
     op->scale(be, out, 0.0f, (size_t)T * H);
     for (int x = 0; x < E; x++) { /* expert order: each token sums its experts by ascending id */
         int n = 0;

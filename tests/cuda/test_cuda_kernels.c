@@ -1024,7 +1024,7 @@ static void test_hybrid_elementwise(void) {
 /* --- MoE on the device (moe.cu) --- */
 static int same_f(float a, float b) { return !memcmp(&a, &b, 4) || (isnan(a) && isnan(b)); }
 
-/* moe_route against ref_moe_route (= the host's hyb_topk), bitwise: logits drawn from a few
+/* moe_route against ref_moe_route (= the host's moe_topk), bitwise: logits drawn from a few
  * values (exact ties), neighbours one ulp apart (p collides after expf / the division), a
  * constant row, a row with a NaN, a row spanning the underflow range; with and without
  * renormalization and per-expert scale. */

@@ -43,7 +43,7 @@ void ref_sigmoid_mul(float *y, const float *g, int T, int n, int g_width);
 void ref_scale(float *y, float s, size_t n);
 void ref_add_rows_scaled(float *y, const float *x, const int32_t *idx, const float *wt, int n, int width);
 /* MoE on the device, its references (backend.h, moe_route / moe_experts): the host routing of
- * hyb_topk (plus escale), and the experts of each token one (token, expert) pair at a time. */
+ * moe_topk (plus escale), and the experts of each token one (token, expert) pair at a time. */
 void ref_moe_route(int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale);
 void ref_moe_experts(float *out, const float *x, int T, int k, const int32_t *ids, const float *wts, const weight_t *gate,
                      const weight_t *up, const weight_t *down, act_t act);

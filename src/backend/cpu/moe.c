@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include "backend/cpu/cpu_hybrid.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/moe_route.h"
 
 void ref_add_rows_scaled(float *y, const float *x, const int32_t *idx, const float *wt, int n, int width) {
     for (int i = 0; i < n; i++) {
@@ -15,38 +16,11 @@ void ref_add_rows_scaled(float *y, const float *x, const int32_t *idx, const flo
     }
 }
 
-/* The host routing of one token, as hyb_topk (model/hyb_util.c) writes it — the device's
- * moe_route must match it bit for bit, so this is kept operation for operation the same:
- * max, expf(l - max), a running sum in id order, divisions, k passes of "the first unused
- * id, replaced by a strictly larger p", then the sum of the k weights in selection order. */
-static void route_one(const float *logits, int E, int k, int renorm, int32_t *idx, float *wt) {
-    float mx = -INFINITY, sum = 0.f;
-    for (int i = 0; i < E; i++) if (logits[i] > mx) mx = logits[i];
-    float p[1024];
-    for (int i = 0; i < E; i++) { p[i] = expf(logits[i] - mx); sum += p[i]; }
-    for (int i = 0; i < E; i++) p[i] /= sum;
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < E; i++) {
-            int used = 0;
-            for (int q = 0; q < j; q++) used |= idx[q] == i;
-            if (!used && (best < 0 || p[i] > p[best])) best = i;
-        }
-        idx[j] = best;
-        wt[j] = p[best];
-    }
-    if (renorm) {
-        float s = 0.f;
-        for (int j = 0; j < k; j++) s += wt[j];
-        for (int j = 0; j < k; j++) wt[j] /= s;
-    }
-}
-
 void ref_moe_route(int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale) {
     for (int t = 0; t < T; t++) {
         int32_t *id = ids + (size_t)t * k;
         float *w = wts + (size_t)t * k;
-        route_one(logits + (size_t)t * E, E, k, renorm, id, w);
+        moe_topk(logits + (size_t)t * E, E, k, renorm, id, w);
         if (escale)
             for (int j = 0; j < k; j++) w[j] *= escale[id[j]];
     }

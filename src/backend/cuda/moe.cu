@@ -6,7 +6,7 @@
  *
  *   moe_route_kernel    one warp per token: max, p = expf(l - max), the sum of p in id order
  *                       (one lane, sequential), p / sum, k arg-max passes (ties to the lower
- *                       id), renormalize, · escale. Bitwise the host's hyb_topk: expf is
+ *                       id), renormalize, · escale. Bitwise the host's moe_topk: expf is
  *                       glibc's algorithm (below), every other step is one IEEE operation in
  *                       the host's order, and the comparisons are exact.
  *   moe_gateup_kernel   a block = 8 rows of one (token, expert) pair, a warp per row: gate and
