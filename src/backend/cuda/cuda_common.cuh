@@ -148,17 +148,37 @@ __device__ __forceinline__ float ld_f(const void *p, int dt, size_t i) {
     }
 }
 
-/* Element (r, c) of a weight as f32: the device twin of weight_row_f32. */
-__device__ __forceinline__ float wload(const dweight_t &w, int r, int c) {
-    if (w.dtype != DT_U32) return ld_f(w.data, w.dtype, (size_t)r * w.cols + c);
-    const uint32_t *row = (const uint32_t *)w.data + (size_t)r * w.cols / 32 * w.bits;
+/* The code at (r, c) of an MLX weight (any bit width: the row's little-endian bit stream). */
+__device__ __forceinline__ uint32_t wcode(const dweight_t &w, size_t r, int c) {
+    const uint32_t *row = (const uint32_t *)w.data + r * w.cols / 32 * w.bits;
     unsigned long long bit = (unsigned long long)c * w.bits;
     unsigned long long word = bit >> 5, off = bit & 31;
     unsigned long long v = row[word] >> off;
     if (off + w.bits > 32) v |= (unsigned long long)row[word + 1] << (32 - off);
-    uint32_t code = (uint32_t)(v & ((1u << w.bits) - 1));
+    return (uint32_t)(v & ((1u << w.bits) - 1));
+}
+
+/* Element (r, c) of a weight as f32: the device twin of weight_row_f32. */
+__device__ __forceinline__ float wload(const dweight_t &w, int r, int c) {
+    if (w.dtype != DT_U32) return ld_f(w.data, w.dtype, (size_t)r * w.cols + c);
+    uint32_t code = wcode(w, (size_t)r, c);
     size_t g = (size_t)r * (w.cols / w.group) + c / w.group;
     return ld_f(w.scales, w.sb_dtype, g) * (float)code + ld_f(w.biases, w.sb_dtype, g);
+}
+
+/* Code word i of an MLX 4/8-bit weight (CPW = 32 / bits codes of one row, all in one group:
+ * groups are multiples of 8 columns) with that group's scale and bias — the word walk of the
+ * dequantizing kernels (matmul.cu, matmul_dequant.cu). wpr = cols / CPW, ng = cols / group; scale
+ * and bias come multiplied by m (1: as stored; matmul_dequant.cu: its power of two). */
+template <int CPW>
+__device__ __forceinline__ uint32_t wword(const dweight_t &w, size_t i, size_t wpr, int ng, float m, float &sc, float &bi) {
+    const uint32_t word = __ldg((const uint32_t *)w.data + i);
+    const size_t r = i / wpr;
+    const int c0 = (int)(i % wpr) * CPW;
+    const size_t gi = r * ng + c0 / w.group;
+    sc = ld_f(w.scales, w.sb_dtype, gi) * m;
+    bi = ld_f(w.biases, w.sb_dtype, gi) * m;
+    return word;
 }
 
 /* --- programmatic dependent launch (PDL, sm_90) ---

@@ -130,11 +130,8 @@ __global__ void dequant_words_kernel(float4 *out, dweight_t w) {
     const size_t wpr = (size_t)w.cols / CPW, nw = (size_t)w.rows * wpr;
     const int ng = w.cols / w.group;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nw; i += (size_t)gridDim.x * blockDim.x) {
-        const uint32_t word = __ldg((const uint32_t *)w.data + i);
-        const size_t r = i / wpr;
-        const int c0 = (int)(i % wpr) * CPW;
-        const size_t gi = r * ng + c0 / w.group;
-        const float sc = ld_f(w.scales, w.sb_dtype, gi), bi = ld_f(w.biases, w.sb_dtype, gi);
+        float sc, bi;
+        const uint32_t word = wword<CPW>(w, i, wpr, ng, 1.f, sc, bi);
         float v[CPW];
 #pragma unroll
         for (int j = 0; j < CPW; j++) v[j] = sc * (float)((word >> (BITS * j)) & ((1u << BITS) - 1)) + bi;
@@ -153,11 +150,8 @@ __global__ void dequant_words_bf16_kernel(__nv_bfloat16 *out, dweight_t w) {
     const size_t wpr = (size_t)w.cols / CPW, nw = (size_t)w.rows * wpr;
     const int ng = w.cols / w.group;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nw; i += (size_t)gridDim.x * blockDim.x) {
-        const uint32_t word = __ldg((const uint32_t *)w.data + i);
-        const size_t r = i / wpr;
-        const int c0 = (int)(i % wpr) * CPW;
-        const size_t gi = r * ng + c0 / w.group;
-        const float sc = ld_f(w.scales, w.sb_dtype, gi), bi = ld_f(w.biases, w.sb_dtype, gi);
+        float sc, bi;
+        const uint32_t word = wword<CPW>(w, i, wpr, ng, 1.f, sc, bi);
         __align__(16) __nv_bfloat162 v[CPW / 2];
 #pragma unroll
         for (int j = 0; j < CPW / 2; j++)

@@ -93,11 +93,8 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
         constexpr int CPW = 32 / BITS;
         const size_t wpr = (size_t)w.cols / CPW, nw = (size_t)w.rows * wpr;
         for (size_t i = i0; i < nw; i += stride) {
-            const uint32_t word = __ldg((const uint32_t *)w.data + i);
-            const size_t r = i / wpr;
-            const int c0 = (int)(i % wpr) * CPW;
-            const size_t gi = r * ng + c0 / w.group;
-            const float sc = ld_f(w.scales, w.sb_dtype, gi) * pw, bi = ld_f(w.biases, w.sb_dtype, gi) * pw;
+            float sc, bi;
+            const uint32_t word = wword<CPW>(w, i, wpr, ng, pw, sc, bi);
             __align__(16) __half2 v[CPW / 2];
 #pragma unroll
             for (int j = 0; j < CPW / 2; j++)
@@ -108,17 +105,13 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
         }
     } else {
         const size_t nw = (size_t)w.rows * w.cols;
-        const uint32_t mask = (1u << w.bits) - 1;
         for (size_t i = i0; i < nw; i += stride) {
             const size_t r = i / w.cols;
             const int col = (int)(i % w.cols);
-            const uint32_t *row = (const uint32_t *)w.data + r * w.cols / 32 * w.bits;
-            const unsigned long long bit = (unsigned long long)col * w.bits, word = bit >> 5, off = bit & 31;
-            unsigned long long v = row[word] >> off;
-            if (off + w.bits > 32) v |= (unsigned long long)row[word + 1] << (32 - off);
+            const uint32_t code = wcode(w, r, col);
             const size_t gi = r * ng + col / w.group;
             const float sc = ld_f(w.scales, w.sb_dtype, gi) * pw, bi = ld_f(w.biases, w.sb_dtype, gi) * pw;
-            wout[i] = __float2half_rn(__fmaf_rn(sc, (float)(uint32_t)(v & mask), bi));
+            wout[i] = __float2half_rn(__fmaf_rn(sc, (float)code, bi));
         }
     }
     for (size_t i = i0; i < n4; i += stride) {
