@@ -244,7 +244,13 @@ static void test_eviction(void **st) {
     kiln_engine_stop(eng);
 }
 
-static void cancel_on_event(void *arg) { kiln_cancel(arg); }
+/* rs[0]'s notify in test_cancel: cancel it (running) and rs[5] (still queued behind the
+ * four rows) in the same instant, on the engine thread */
+static void cancel_two_on_event(void *arg) {
+    kiln_request_t **rs = arg;
+    kiln_cancel(rs[0]);
+    kiln_cancel(rs[5]);
+}
 
 static void test_cancel(void **st) {
     kiln_engine_t *eng = start(64, 16, 4, DT_F32);
@@ -254,16 +260,17 @@ static void test_cancel(void **st) {
     s.max_tokens = 30;
     kiln_request_t *rs[6];
     for (int i = 0; i < 6; i++) rs[i] = submit(eng, &s);
-    /* cancel a running one after its first token and a queued one at once. The running
-     * one is cancelled from its notify callback, on the engine thread as its first event
-     * is queued: cancelling from here after reading that event raced the engine, which
-     * on a loaded machine could make all 30 tokens first (finish: length). */
-    kiln_request_set_notify(rs[0], cancel_on_event, rs[0]);
+    /* cancel a running one after its first token and a queued one at once, both from
+     * rs[0]'s notify callback, on the engine thread as rs[0]'s first event is queued.
+     * Cancelling from this thread raced the engine: on a loaded machine the running one
+     * could make all 30 tokens first, and rs[5] could be admitted (when rs[0]'s row freed
+     * and rs[1..3] finished) and finish before this thread got to cancel it (finish:
+     * length; seen 2 in 16 runs under load). */
+    kiln_request_set_notify(rs[0], cancel_two_on_event, rs);
     kiln_event_t ev;
     assert_true(kiln_request_next(rs[0], &ev, 20000));
     assert_int_equal(ev.finish, KILN_NOT_FINISHED);
     kiln_event_clear(&ev);
-    kiln_cancel(rs[5]);
     int32_t got[64];
     int n;
     assert_int_equal(collect(rs[0], got, &n), KILN_FINISH_CANCELLED);
