@@ -322,6 +322,38 @@ __device__ __forceinline__ void wide_issue(unsigned char *dst, const dweight_t &
     for (int c = tid; c < XC; c += 256) cp_async16(dst + CB + 8 * QW_ROWS + c * 16, xs + c * 16);
 }
 
+/* The wide and big kernels' shared ends. A slot ends: the block's running sum in shared memory
+ * (run, one plane of 256 per accumulator) becomes slot (first) or run + slot, in qmma_kernel's
+ * order; the accumulators restart at 0 unless the group's last slot leaves the sum in them. */
+template <int NJ>
+__device__ __forceinline__ void qmma_slot_end(float (&acc)[2][NJ][4], float *run, int tid, bool first, bool last) {
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float *r = run + ((m * NJ + j) * 4 + i) * 256 + tid;
+                float v = acc[m][j][i];
+                if (!first) v = __fadd_rn(*r, v);
+                if (!last) { *r = v; v = 0.f; }
+                acc[m][j][i] = v;
+            }
+}
+/* A warp's 32 rows (from row0) × NJ token tiles (from tile jt) of the group's sums to o [T][N]. */
+template <int NJ>
+__device__ __forceinline__ void qmma_store(float *o, const float (&acc)[2][NJ][4], int row0, int g, int q, int jt, int N, int T) {
+#pragma unroll
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int row = row0 + 16 * m + g + 8 * (i >> 1), t = 8 * (jt + j) + 2 * q + (i & 1);
+                if (row < N && t < T) o[(size_t)t * N + row] = acc[m][j][i];
+            }
+}
+
 template <int BITS, int SEG, int NT, bool ONE>
 __global__ void __launch_bounds__(256, 2) qmma_wide_kernel(float *__restrict__ out, const unsigned char *__restrict__ xsp, int T, dweight_t w, int KS, int G) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -427,19 +459,7 @@ __global__ void __launch_bounds__(256, 2) qmma_wide_kernel(float *__restrict__ o
             }
         }
         if (seg + 1 == send) { /* a slot ends: run = slot (first) or run + slot, in qmma_kernel's order */
-            const bool first = slot == s0, last = slot + 1 == s1;
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < JW; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        float *r = run + ((m * JW + j) * 4 + i) * 256 + tid;
-                        float v = acc[m][j][i];
-                        if (!first) v = __fadd_rn(*r, v);
-                        if (!last) { *r = v; v = 0.f; }
-                        acc[m][j][i] = v;
-                    }
+            qmma_slot_end(acc, run, tid, slot == s0, slot + 1 == s1);
             slot++;
             send = (int)((long)(slot + 1) * nseg / KS);
         }
@@ -447,15 +467,7 @@ __global__ void __launch_bounds__(256, 2) qmma_wide_kernel(float *__restrict__ o
     cp_wait<0>();
     /* the group's sums: y when G == 1, else the group's plane [T][N] of the scratch */
     float *o = out + (size_t)grp * T * N;
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int j = 0; j < JW; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int row = r0 + wr + 16 * m + g + 8 * (i >> 1), t = 8 * (jt + j) + 2 * q + (i & 1);
-                if (row < N && t < T) o[(size_t)t * N + row] = acc[m][j][i];
-            }
+    qmma_store(o, acc, r0 + wr, g, q, jt, N, T);
 }
 
 /* --- qmma_big_kernel (9..64 tokens, large matrices): the wide kernel's sums in a GEMM-shaped tile
@@ -633,34 +645,14 @@ __global__ void __launch_bounds__(256, 1) qmma_big_kernel(float *__restrict__ ou
             }
         }
         if (seg + 1 == send) { /* a slot ends: run = slot (first) or run + slot */
-            const bool first = slot == s0, last = slot + 1 == s1;
-#pragma unroll
-            for (int m = 0; m < 2; m++)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        float *r = run + ((m * NT + j) * 4 + i) * 256 + tid;
-                        float v = acc[m][j][i];
-                        if (!first) v = __fadd_rn(*r, v);
-                        if (!last) { *r = v; v = 0.f; }
-                        acc[m][j][i] = v;
-                    }
+            qmma_slot_end(acc, run, tid, slot == s0, slot + 1 == s1);
             slot++;
             send = (int)((long)(slot + 1) * nseg / KS);
         }
     }
     cp_wait<0>();
     float *o = out + (size_t)grp * T * N;
-#pragma unroll
-    for (int m = 0; m < 2; m++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int row = r0 + wr + 16 * m + g + 8 * (i >> 1), t = 8 * j + 2 * q + (i & 1);
-                if (row < N && t < T) o[(size_t)t * N + row] = acc[m][j][i];
-            }
+    qmma_store(o, acc, r0 + wr, g, q, 0, N, T);
 }
 
 /* y = part[0] + part[1] + ... + part[G-1], added in group order */
