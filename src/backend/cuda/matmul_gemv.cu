@@ -97,6 +97,22 @@ __device__ __forceinline__ void fma_tokens(float (&acc)[GEMV_TMAX], const float 
         }
 }
 
+/* The 8 bf16/f16 weights packed in a 16-byte unit v, as floats in column order (exact). */
+template <int KIND>
+__device__ __forceinline__ void unpack_unit8(uint4 v, float (&wv)[8]) {
+    const uint32_t pk[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if constexpr (KIND == K_BF16) {
+            wv[2 * i] = __uint_as_float(pk[i] << 16);
+            wv[2 * i + 1] = __uint_as_float(pk[i] & 0xffff0000u);
+        } else {
+            wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(pk[i] & 0xffffu)));
+            wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(pk[i] >> 16)));
+        }
+    }
+}
+
 template <int KIND, int BITS>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *__restrict__ y, const float *__restrict__ x, int T, dweight_t w) {
     const int lane = threadIdx.x & 31, n = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
@@ -138,18 +154,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *__restrict
 #pragma unroll 4
         for (int u = lane; u < units; u += 32) {
             uint4 v = __ldg((const uint4 *)row + u);
-            const uint32_t pk[4] = {v.x, v.y, v.z, v.w};
             float wv[8];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                if constexpr (KIND == K_BF16) {
-                    wv[2 * i] = __uint_as_float(pk[i] << 16);
-                    wv[2 * i + 1] = __uint_as_float(pk[i] & 0xffff0000u);
-                } else {
-                    wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(pk[i] & 0xffffu)));
-                    wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(pk[i] >> 16)));
-                }
-            }
+            unpack_unit8<KIND>(v, wv);
             const float lo[4] = {wv[0], wv[1], wv[2], wv[3]}, hi[4] = {wv[4], wv[5], wv[6], wv[7]};
             fma_tokens(acc, x, K, T, u * 8, lo);
             fma_tokens(acc, x, K, T, u * 8 + 4, hi);
@@ -196,18 +202,8 @@ __device__ __forceinline__ void ld_x8(float (&xv)[TT][8], const float *__restric
  * _rn fma per product): the inner step of gemvh and gemvp. */
 template <int KIND, int TT>
 __device__ __forceinline__ void fma_unit8(float (&acc)[TT], uint4 v, const float (&xv)[TT][8]) {
-    const uint32_t pk[4] = {v.x, v.y, v.z, v.w};
     float wv[8];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        if constexpr (KIND == K_BF16) {
-            wv[2 * i] = __uint_as_float(pk[i] << 16);
-            wv[2 * i + 1] = __uint_as_float(pk[i] & 0xffff0000u);
-        } else {
-            wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(pk[i] & 0xffffu)));
-            wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(pk[i] >> 16)));
-        }
-    }
+    unpack_unit8<KIND>(v, wv);
 #pragma unroll
     for (int t = 0; t < TT; t++)
 #pragma unroll
