@@ -183,6 +183,14 @@ static void check_all_logits(const char *backend, double tol) {
     }
 }
 
+/* "cuda" under the precision policy, then with the exact split forced (KILN_CUDA_ACT=split) */
+static void check_policy_and_split(void) {
+    check_all_logits("cuda", 1e-2);
+    setenv("KILN_CUDA_ACT", "split", 1);
+    check_all_logits("cuda", 1e-2);
+    unsetenv("KILN_CUDA_ACT");
+}
+
 /* check_all_logits on "cuda" with an f16 cache and every step's attention on the tensor-core
  * kernel (KILN_CUDA_FA_MIN=1) in KILN_CUDA_FA mode fa; both variables are unset afterwards. */
 static void check_fa_f16(const char *fa) {
@@ -222,23 +230,14 @@ int main(void) {
      * dequantization (KILN_CUDA_QDEQ=bf16) is reported only: it measured 1.03-1.28e-2 on these fixtures. */
     setenv("KILN_CUDA_QMMA", "0", 1);
     only_mlx = "mlx";
-    check_all_logits("cuda", 1e-2);
-    setenv("KILN_CUDA_ACT", "split", 1);
-    check_all_logits("cuda", 1e-2);
-    unsetenv("KILN_CUDA_ACT");
+    check_policy_and_split();
     /* ... the default there is matmul_dequant.cu (W and x rounded once to f16, each scaled by a
      * power of two); KILN_CUDA_QDEQ=tf32 keeps the TF32 path checked too (A/B) */
     setenv("KILN_CUDA_QDEQ", "tf32", 1);
-    check_all_logits("cuda", 1e-2);
-    setenv("KILN_CUDA_ACT", "split", 1);
-    check_all_logits("cuda", 1e-2);
-    unsetenv("KILN_CUDA_ACT");
+    check_policy_and_split();
     unsetenv("KILN_CUDA_QDEQ");
     setenv("KILN_CUDA_QGEMM", "1", 1);
-    check_all_logits("cuda", 1e-2);
-    setenv("KILN_CUDA_ACT", "split", 1);
-    check_all_logits("cuda", 1e-2);
-    unsetenv("KILN_CUDA_ACT");
+    check_policy_and_split();
     unsetenv("KILN_CUDA_QGEMM");
     setenv("KILN_CUDA_QDEQ", "bf16", 1);
     report_only = 1;
