@@ -1,0 +1,193 @@
+/* q8_ril_proto.c — a prototype, not used by kiln: 8-bit MLX decode GEMV with W rows in the
+ * 16 lanes against the committed q8tile (float: per 16 codes vpmovzxbd, cvt, mul, fma), on the
+ * one-token GEMV sequence of qwen3-0.6b / llama-3.2-1b (2 MB pages). Companion of
+ * q4_ril_proto.c (same harness).
+ *
+ * Layout (a repack at load would be needed): tiles of 16 W rows, per 4-byte word (4 codes)
+ * the 16 rows side by side; scales/biases [tile][group][16 rows]. x per group as q4i_prepare
+ * does it (p = 2^(E-22), three signed-byte digits) but in column order; per word 3 vpdpbusd
+ * with m32{1to16} x digits (digit 0 then 1 in one int32 chain: |S0·256 + S1| < 2^31 for G = 64
+ * and codes <= 255; digit 2 in another), one fold per (group, 16 rows):
+ * tv = fma(f32(a01), 256, f32(a2)), acc = fma(s·p, tv, acc). ~3.3 vector ops per 64 B of
+ * codes instead of 16; the same per-group integer fold would serve a GEMM (T > 1) at about
+ * gemm_fk's op count (3 dp + a per-group fold per 64 (x row, W row, code) elements vs 4 fma),
+ * which is what a real path needs for "row alone = in a batch". Numerics: x rounded to 23
+ * bits per group (as the q4 VNNI path), one more rounding in tv. G = 64, N % 16 == 0 here.
+ *
+ * Build: gcc -O2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c -Isrc \
+ *          -o /tmp/q8ril bench/cpu/q8_ril_proto.c build/libkilncore.a -lm -lpthread
+ * Run:   /tmp/q8ril THREADS MODEL(0 qwen3-0.6b, 1 llama-3.2-1b, 2 L2-resident 256x1024) TOKENS */
+#include <pthread.h>
+#include <stdio.h>
+#include <math.h>
+#include <sys/mman.h>
+#define simd_avx512 simd_avx512_proto8
+#include "../../src/backend/cpu/matmul_avx512.c"
+#undef simd_avx512
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+typedef struct { uint8_t *codes; uint16_t *sc, *bi; int N, K, ng; } r8_t;
+static void r8_pack(r8_t *r, const weight_t *w) {
+    int N = w->rows, K = w->cols, ng = K / w->group, nwd = K / 4;
+    r->N = N; r->K = K; r->ng = ng;
+    size_t H = 2u << 20, cb = (size_t)N * K, sb = (size_t)N * ng * 2;
+    r->codes = aligned_alloc(H, (cb + H - 1) & ~(H - 1)); madvise(r->codes, (cb + H - 1) & ~(H - 1), MADV_HUGEPAGE);
+    r->sc = aligned_alloc(64, sb + 64); r->bi = aligned_alloc(64, sb + 64);
+    const uint32_t *src = w->data;
+    for (int t = 0; t < N / 16; t++)
+        for (int wd = 0; wd < nwd; wd++)
+            for (int rr = 0; rr < 16; rr++)
+                ((uint32_t *)r->codes)[((size_t)t * nwd + wd) * 16 + rr] = src[(size_t)(t * 16 + rr) * nwd + wd];
+    for (int t = 0; t < N / 16; t++)
+        for (int g = 0; g < ng; g++)
+            for (int rr = 0; rr < 16; rr++) {
+                r->sc[((size_t)t * ng + g) * 16 + rr] = ((const uint16_t *)w->scales)[(size_t)(t * 16 + rr) * ng + g];
+                r->bi[((size_t)t * ng + g) * 16 + rr] = ((const uint16_t *)w->biases)[(size_t)(t * 16 + rr) * ng + g];
+            }
+}
+typedef struct { int8_t *xd; float *pv, *xg; } x8_t; /* xd: [digit][K] column order */
+static void x8_prepare(x8_t *q, const float *x, int K, int G) {
+    int ng = K / G;
+    q->xd = aligned_alloc(64, 3 * (size_t)K + 64); q->pv = aligned_alloc(64, 4 * (size_t)ng + 64); q->xg = aligned_alloc(64, 4 * (size_t)ng + 64);
+    for (int g = 0; g < ng; g++) {
+        __m512 mx = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
+        for (int i = 0; i < G; i += 16) { __m512 xv = _mm512_loadu_ps(x + g * G + i); mx = _mm512_max_ps(mx, _mm512_abs_ps(xv)); sx = _mm512_add_ps(sx, xv); }
+        q->xg[g] = _mm512_reduce_add_ps(sx);
+        float m = _mm512_reduce_max_ps(mx); int E = 0;
+        if (m == 0.f) q->pv[g] = 1.f; else { frexpf(m, &E); if (E < -126) E = -126; q->pv[g] = ldexpf(1.f, E - 22); }
+        __m512 ev = _mm512_set1_ps((float)(22 - E));
+        for (int i = 0; i < G; i += 16) {
+            __m512i xi = _mm512_cvtps_epi32(_mm512_scalef_ps(_mm512_loadu_ps(x + g * G + i), ev));
+            __m512i d2 = _mm512_srai_epi32(_mm512_slli_epi32(xi, 24), 24);
+            __m512i r = _mm512_srai_epi32(_mm512_sub_epi32(xi, d2), 8);
+            __m512i d1 = _mm512_srai_epi32(_mm512_slli_epi32(r, 24), 24);
+            __m512i d0 = _mm512_srai_epi32(_mm512_sub_epi32(r, d1), 8);
+            _mm_storeu_si128((__m128i *)(q->xd + g * G + i), _mm512_cvtepi32_epi8(d0));
+            _mm_storeu_si128((__m128i *)(q->xd + K + g * G + i), _mm512_cvtepi32_epi8(d1));
+            _mm_storeu_si128((__m128i *)(q->xd + 2 * K + g * G + i), _mm512_cvtepi32_epi8(d2));
+        }
+    }
+}
+#define DPB(acc, u, p) __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(p)))
+static inline __m512 bf16x16(const uint16_t *p) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16)); }
+static void r8_tile(float *y, const x8_t *q, const r8_t *r, int t) {
+    int K = r->K, ng = r->ng, nwd = K / 4;
+    const uint8_t *cp = r->codes + (size_t)t * nwd * 64;
+    const uint16_t *sp = r->sc + (size_t)t * ng * 16, *bp = r->bi + (size_t)t * ng * 16;
+    __m512 acc = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) acc = _mm512_fmadd_ps(bf16x16(bp + (size_t)g * 16), _mm512_set1_ps(q->xg[g]), acc);
+    for (int g = 0; g < ng; g++) { /* G = 64: 16 words */
+        const uint8_t *c = cp + (size_t)g * 16 * 64;
+        const int8_t *e = q->xd + g * 64;
+        __m512i v[16], a0 = _mm512_setzero_si512(), a2 = _mm512_setzero_si512();
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) {
+            _mm_prefetch((const char *)c + i * 64 + 8192, _MM_HINT_T0);
+            v[i] = _mm512_loadu_si512(c + i * 64);
+            DPB(a0, v[i], e + 4 * i);
+            DPB(a2, v[i], e + 2 * K + 4 * i);
+        }
+        a0 = _mm512_slli_epi32(a0, 8);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) DPB(a0, v[i], e + K + 4 * i);
+        __m512 tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0), _mm512_set1_ps(256.f), _mm512_cvtepi32_ps(a2));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(bf16x16(sp + (size_t)g * 16), _mm512_set1_ps(q->pv[g])), tv, acc);
+    }
+    _mm512_storeu_ps(y + (size_t)t * 16, acc);
+}
+static void r8_dec(float *y, const float *x, const r8_t *r, const weight_t *w, int j0, int j1) {
+    x8_t q; x8_prepare(&q, x, w->cols, w->group);
+    for (int t = j0 / 16; t < j1 / 16; t++) r8_tile(y, &q, r, t);
+    free(q.xd); free(q.pv); free(q.xg);
+}
+static void q8dec_committed(float *y, const float *x, const weight_t *w, int j0, int j1) {
+    int ngp; float *xg = group_sums(x, 1, w->cols, w->group, &ngp);
+    int j = j0;
+    for (; j + 4 <= j1; j += 4) q8tile(y, x, xg, w, j, 4);
+    for (; j < j1; j++) q8tile(y, x, xg, w, j, 1);
+    free(xg);
+}
+#pragma GCC pop_options
+static double now_s(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
+static int BITS = 8;
+static r8_t *rs;
+static uint64_t rng = 88172645463325252ull;
+static uint32_t nxt(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }
+static void *halloc(size_t n) { size_t H = 2u << 20, m = (n + H - 1) & ~(H - 1); void *p = aligned_alloc(H, m); madvise(p, m, MADV_HUGEPAGE); return p; }
+static weight_t mk(int N, int K, int G) {
+    weight_t w = {N, K, DT_U32};
+    size_t words = (size_t)N * K * BITS / 32; uint32_t *c = halloc(words * 4 + 64);
+    for (size_t i = 0; i < words; i++) c[i] = nxt() ^ (nxt() << 16);
+    int ng = K / G; uint16_t *sc = halloc((size_t)N * ng * 2), *bi = halloc((size_t)N * ng * 2);
+    for (size_t i = 0; i < (size_t)N * ng; i++) { sc[i] = 0x3c00 + nxt() % 64; bi[i] = 0xbc00 + nxt() % 64; }
+    w.data = c; w.bits = BITS; w.group = G; w.scales = sc; w.biases = bi; w.sb_dtype = DT_BF16;
+    return w;
+}
+static int NTH, ITERS, NMODE = 2;
+static weight_t *ws; static int nw;
+static float *x, *y;
+static volatile int bar_cnt, bar_gen;
+static void barrier(void) {
+    int g = bar_gen;
+    if (__sync_add_and_fetch(&bar_cnt, 1) == NTH) { bar_cnt = 0; __sync_synchronize(); bar_gen = g + 1; }
+    else while (bar_gen == g) __builtin_ia32_pause();
+}
+static double msum[4], mbest[4];
+static void *xrun(void *arg) {
+    int id = (int)(long)arg;
+    for (int it = 0; it < ITERS + 1; it++)
+        for (int mi = 0; mi < NMODE; mi++) {
+            int mode = (mi + it) % NMODE;
+            barrier();
+            double t0 = now_s();
+            for (int i = 0; i < nw; i++) {
+                weight_t *w = &ws[i];
+                int per = (w->rows / NTH + 15) & ~15, j0 = id * per, j1 = j0 + per < w->rows ? j0 + per : w->rows;
+                if (mode == 0) q8dec_committed(y, x, w, j0, j1); else r8_dec(y, x, &rs[i], w, j0, j1);
+                barrier();
+            }
+            double dt = now_s() - t0;
+            if (it && id == 0) { msum[mode] += dt; if (dt < mbest[mode] || !mbest[mode]) mbest[mode] = dt; }
+        }
+    return 0;
+}
+int main(int argc, char **argv) {
+    NTH = atoi(argv[1]); int llama = atoi(argv[2]); ITERS = atoi(argv[3]); 
+    {
+        float *xx = malloc(4 * 8192), *y0 = malloc(4 * 4096), *y1 = malloc(4 * 4096);
+        for (int k = 0; k < 8192; k++) xx[k] = (float)(nxt() % 2001) / 1000.f - 1.f;
+        int Ks[] = {1024, 3072}; double worst = 0;
+        for (int a = 0; a < 2; a++) {
+            weight_t w = mk(256, Ks[a], 64); r8_t r; r8_pack(&r, &w);
+            q8dec_committed(y0, xx, &w, 0, 256); r8_dec(y1, xx, &r, &w, 0, 256);
+            double num = 0, den = 0;
+            for (int n = 0; n < 256; n++) { num += fabs((double)y0[n] - y1[n]); den += fabs((double)y0[n]); }
+            if (num / den > worst) worst = num / den;
+        }
+        printf("ril vs committed kernel: mean rel diff %.3g\n", worst);
+    }
+    int H = 1024, I = 3072, nh = 16, nkv = 8, hd = 128, nl = 28, V = 151936;
+    if (llama) { H = 2048; I = 8192; nh = 32; nkv = 8; hd = 64; nl = 16; V = 128256; }
+    int shp[7][2] = {{nh * hd, H}, {nkv * hd, H}, {nkv * hd, H}, {H, nh * hd}, {I, H}, {I, H}, {H, I}};
+    nw = nl * 7 + 1; ws = calloc(256, sizeof *ws);
+    double bytes = 0;
+    if (llama == 2) { nw = 200; ws[0] = mk(256, 1024, 64); ws[1] = mk(256, 3072, 64); for (int i = 2; i < nw; i++) ws[i] = ws[0]; }
+    else {
+    for (int l = 0; l < nl; l++) for (int k = 0; k < 7; k++) ws[l * 7 + k] = mk(shp[k][0], shp[k][1], 64);
+    ws[nw - 1] = mk(V, H, 64);
+    }
+    for (int i = 0; i < nw; i++) bytes += (double)ws[i].rows * ws[i].cols * (BITS / 8.0 + 4.0 / 64);
+    rs = calloc(256, sizeof *rs);
+    if (llama == 2) { r8_pack(&rs[0], &ws[0]); r8_pack(&rs[1], &ws[1]); for (int i = 2; i < nw; i++) rs[i] = rs[0]; }
+    else for (int i = 0; i < nw; i++) r8_pack(&rs[i], &ws[i]);
+    x = malloc(4 * 16384); y = malloc(4 * (size_t)V);
+    for (int k = 0; k < 16384; k++) x[k] = (float)(nxt() % 2001) / 1000.f - 1.f;
+    pthread_t th[2];
+    for (int i = 1; i < NTH; i++) pthread_create(&th[i], 0, xrun, (void *)(long)i);
+    xrun(0);
+    for (int i = 1; i < NTH; i++) pthread_join(th[i], 0);
+    const char *nm[3] = {"committed", "rows-in-lanes", ""};
+    for (int m = 0; m < NMODE; m++) printf("%s threads %d %s: %.1f MB/token, mean %.2f ms (%.1f GB/s), best %.2f ms (%.1f GB/s)\n", nm[m], NTH, llama == 2 ? "L2 256x1024" : llama ? "llama-3.2-1b" : "qwen3-0.6b", bytes / 1e6,
+           msum[m] / ITERS * 1e3, bytes / (msum[m] / ITERS) / 1e9, mbest[m] * 1e3, bytes / mbest[m] / 1e9);
+    return 0;
+}
