@@ -18,6 +18,15 @@ static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KI
 static int qmma_min_t = KILN_CUDA_QMMA_MIN_T_DEFAULT, qmma_max_t = 64; /* KILN_CUDA_QMMA(_MAX_T) as the backend reads them */
 static int gemv_tc = 1; /* batch-1 MLX 4/8-bit through matmul_gemv_tc.cu (KILN_CUDA_GEMV_TC=0: the f32 GEMV) */
 static backend_t *be16;           /* "cuda" with KILN_CUDA_ACT=bf16: x rounded once to bf16 for bf16 weights */
+/* MLX 4/8-bit at 2..64 tokens on "cuda" through matmul_wgmma.cu (KILN_CUDA_QWG=N: from N tokens,
+ * 0: never): weights dequantized to f16 in registers, x to f16 per token — the prefill f16 path's
+ * precision class (1e-2 here, the derived bound in test_qwg), bitwise batch invariant */
+static int qwg_min_t(void) { const char *e = getenv("KILN_CUDA_QWG"); const int v = e ? atoi(e) : 2; return v <= 0 ? 1000 : v; }
+static int qwg_ok(const weight_t *w) {
+    return w->dtype == DT_U32 && (w->bits == 4 || w->bits == 8) && w->cols % 64 == 0 && (w->group == 32 || w->group % 64 == 0);
+}
+static void test_qwg(void);
+static uint32_t host_code(const weight_t *w, int r, int c);
 
 static float *dev_from(backend_t *be, const float *h, size_t n) { return be->ops->upload(be, h, sizeof(float) * n); }
 static void to_host(backend_t *be, float *h, const void *d, size_t n) { be->ops->download(be, h, d, sizeof(float) * n); }
@@ -148,14 +157,15 @@ static void check_matmul(hw_t *h, int T, const char *what) {
         /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes, x as bf16 hi + lo
          * (matmul_qmma.cu): 1e-4, bitwise batch invariant like the GEMV */
         const int qmma = (bi == 1 || bi == 2) && inq; /* bi == 2: x rounded once, vs ref on bf16(x) */
+        const int qwg = bi == 1 && inq && T >= qwg_min_t() && qwg_ok(&h->w); /* matmul_wgmma.cu: f16 operands */
         /* one token of MLX 4/8-bit (groups 32/64/128, K % 128 == 0, 16-bit scales) on "cuda":
          * the tensor-core decode GEMV (matmul_gemv_tc.cu), x to 2^-23 of max|x|: 1e-4 like qmma */
         const int gmma = bi == 1 && T == 1 && gemv_tc && qmma_min_t >= 2 && qmma_min_t < 1000 && gemv_tc_ok(&h->w);
-        double tol = qmma || gmma ? 1e-4 : bi == 0 || !gemm || h->w.dtype == DT_F32 ? 1e-5 : bi == 1 && h->w.dtype == DT_BF16 ? 1e-4 : 1e-2;
+        double tol = qwg ? 1e-2 : qmma || gmma ? 1e-4 : bi == 0 || !gemm || h->w.dtype == DT_F32 ? 1e-5 : bi == 1 && h->w.dtype == DT_BF16 ? 1e-4 : 1e-2;
         CHECK(err < tol, "%s%s %s T=%d %dx%d: rel err %.3g (tol %g)", be->ops->name, bi == 2 ? " (act bf16)" : "", what, T, N, K,
               err, tol);
         /* GEMV and qmma: batch invariance (qmma's when it also takes T = 1: KILN_CUDA_QMMA=1) */
-        if ((bi == 0 && T <= 8) || (qmma && qmma_min_t == 1))
+        if ((bi == 0 && T <= 8) || (qmma && qmma_min_t == 1 && !qwg)) /* qwg: test_qwg */
             for (int t = 0; t < T; t++) {
                 float *dxt = dev_from(be, x + (size_t)t * K, K), *dyt = be->ops->alloc(be, sizeof(float) * N);
                 be->ops->matmul(be, dyt, dxt, 1, ws[bi]);
@@ -445,7 +455,8 @@ static void test_qmma_wide(void) {
                     if (T == 64 && N >= 2048 && groups[g] == 64) { /* the multi-slot groups against the reference */
                         float *want = bi ? ref_bf16x(x, 64, &h.w) : malloc(sizeof(float) * 64 * N);
                         if (!bi) ref_matmul(want, x, 64, &h.w, 0, N);
-                        const double err = ct_rel_err(big, want, (size_t)64 * N), tol = 1e-4;
+                        /* 1e-4: qmma's hi + lo; f16 operands on matmul_wgmma.cu (its bound: test_qwg) 1e-2 */
+                        const double err = ct_rel_err(big, want, (size_t)64 * N), tol = !bi && qwg_min_t() <= 64 && qwg_ok(&h.w) ? 1e-2 : 1e-4;
                         CHECK(err < tol, "qmma wide q%d g%d %dx%d%s T=64: rel err %.3g (tol %g)", b, groups[g], N, K, bi ? " (act bf16)" : "", err, tol);
                         free(want);
                     }
@@ -455,6 +466,115 @@ static void test_qmma_wide(void) {
                 if (!kept) free_hw(&h);
             }
     for (int i = 0; i < nkeep; i++) free_hw(&keep[i]);
+    test_qwg();
+}
+
+/* matmul_wgmma.cu (2..64 tokens of MLX 4/8-bit): element by element against a double reference
+ * within the bound of its operands — f16(fma(scale·2^s, code, bias·2^s)) and f16(x·2^e) with
+ * 2^s, 2^e from the row's / token's maxima (the matrix's B and M bound them), products exact,
+ * f32 sums: |ŷ − y| ≤ (2u' + u'² + K·2^-23·(1 + 2u'))·Σ|w·x| + (1 + u')·2^-38·(B·Σ|x| + M·Σ|w|),
+ * u = 2^-11, u' = u + 2^-23 (test_qdeq_f16's bound); scales × 1 / 5000 (bound above 65504) /
+ * 1e-5, x from 1e-2 to 1e2 with ±1500 outliers, 1e-7 values, a 1e-5 row and a zero row; then
+ * the first 2 and the last 9 tokens as batches of their own: bitwise the batch's rows (the wgmma
+ * width differs: n8 / n16 vs up to n64). */
+static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, float fs, uint64_t seed, double *worst) {
+    hw_t h = make_quant(N, K, bits, group, sbt, seed);
+    const int ng = K / group;
+    for (int i = 0; i < N * ng; i++) {
+        store_from_f32(h.b, sbt, i, load_as_f32(h.b, sbt, i) * fs);
+        store_from_f32(h.c, sbt, i, load_as_f32(h.c, sbt, i) * fs);
+    }
+    double B = 0, M = 0;
+    for (int i = 0; i < N * ng; i++) {
+        const double v = fabs(load_as_f32(h.b, sbt, i)) * ((1u << bits) - 1) + fabs(load_as_f32(h.c, sbt, i));
+        if (v > B) B = v;
+    }
+    float *x = malloc(sizeof(float) * T * K);
+    uint64_t xs = seed * 31 + 7;
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) {
+            const size_t i = (size_t)t * K + k;
+            const float r = ct_rand(&xs), m = ct_rand(&xs);
+            float v = r * powf(10.f, 2.f * m);
+            if (i % 97 == 5) v = r < 0 ? -1500.f : 1500.f;
+            if (i % 13 == 3) v = r * 1e-7f;
+            if (t == 1) v = r * 1e-5f;
+            if (t == T - 1 && T > 2) v = 0.f;
+            x[i] = v;
+            if (fabs(v) > M) M = fabs(v);
+        }
+    double *wd = malloc(sizeof(double) * K), *yr = malloc(sizeof(double) * T * N), *bnd = malloc(sizeof(double) * T * N);
+    const double u = ldexp(1.0, -11), u1 = u + ldexp(1.0, -23), gam = K * ldexp(1.0, -23);
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) {
+            const size_t gi = (size_t)n * ng + k / group;
+            wd[k] = (double)load_as_f32(h.b, sbt, gi) * host_code(&h.w, n, k) + (double)load_as_f32(h.c, sbt, gi);
+        }
+        for (int t = 0; t < T; t++) {
+            const float *xt = x + (size_t)t * K;
+            double y = 0, a = 0, sx = 0, sw = 0;
+            for (int k = 0; k < K; k++) {
+                y += wd[k] * xt[k];
+                a += fabs(wd[k] * xt[k]);
+                sx += fabs(xt[k]);
+                sw += fabs(wd[k]);
+            }
+            yr[(size_t)t * N + n] = y;
+            bnd[(size_t)t * N + n] = (2 * u1 + u1 * u1 + gam * (1 + 2 * u1)) * a + (1 + u1) * ldexp(1.0, -38) * (B * sx + M * sw) + 1e-300;
+        }
+    }
+    weight_t w = h.w;
+    err_t e = {0};
+    if (befast->ops->prepare_weight(befast, &w, &e)) { CHECK(0, "qwg: prepare_weight: %s", e.msg); goto out; }
+    float *dx = dev_from(befast, x, (size_t)T * K), *dy = befast->ops->alloc(befast, sizeof(float) * T * N);
+    float *got = malloc(sizeof(float) * T * N), *sub = malloc(sizeof(float) * 9 * N);
+    befast->ops->matmul(befast, dy, dx, T, &w);
+    to_host(befast, got, dy, (size_t)T * N);
+    int bad = 0;
+    double wb = 0;
+    for (size_t i = 0; i < (size_t)T * N; i++) {
+        const double d = fabs((double)got[i] - yr[i]);
+        if (!(d <= bnd[i])) bad++;
+        if (isnan(d) || d / bnd[i] > wb) wb = isnan(d) ? INFINITY : d / bnd[i];
+    }
+    CHECK(bad == 0, "qwg q%d g%d %s scales x%g %dx%d T=%d: %d outputs over the bound (worst %.3g of it)", bits, group, dtype_name(sbt), fs, N,
+          K, T, bad, wb);
+    if (wb > *worst) *worst = wb;
+    for (int part = 0; part < 2; part++) { /* tokens 0..1 alone, then T-9..T-1 */
+        const int n = part ? 9 : 2, t0 = part ? T - 9 : 0;
+        if (T <= n) continue;
+        float *dxs = dev_from(befast, x + (size_t)t0 * K, (size_t)n * K), *dys = befast->ops->alloc(befast, sizeof(float) * n * N);
+        befast->ops->matmul(befast, dys, dxs, n, &w);
+        to_host(befast, sub, dys, (size_t)n * N);
+        CHECK(!memcmp(sub, got + (size_t)t0 * N, sizeof(float) * n * N), "qwg q%d g%d %dx%d: tokens %d..%d of a %d-token batch differ from a batch of %d",
+              bits, group, N, K, t0, t0 + n - 1, T, n);
+        befast->ops->free(befast, dxs); befast->ops->free(befast, dys);
+    }
+    befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+    free(got); free(sub);
+    release(befast, &w);
+out:
+    free(x); free(wd); free(yr); free(bnd);
+    free_hw(&h);
+}
+
+static void test_qwg(void) {
+    if (qwg_min_t() > 2 || qmma_min_t > 2 || qmma_max_t < 64) { printf("# qwg: skipped (KILN_CUDA_QWG / QMMA settings)\n"); return; }
+    const int before = ct_checks, fails = ct_failures;
+    const struct { int N, K, T; } cs[] = {{130, 1024, 64}, {4352, 128, 9}, {300, 14336, 33}, {1, 256, 5},
+                                          {257, 512, 17},  {64, 4096, 2},  {129, 8192, 40}, {520, 2048, 8}};
+    const int groups[] = {32, 64, 128};
+    const dtype_t sbts[] = {DT_BF16, DT_F16, DT_F32};
+    const float fss[] = {1.f, 5000.f, 1e-5f};
+    double worst = 0;
+    int k = 0;
+    for (int b = 4; b <= 8; b += 4)
+        for (int g = 0; g < 3; g++)
+            for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++, k++) {
+                if (cs[i].K % groups[g]) continue;
+                qwg_case(cs[i].N, cs[i].K, cs[i].T, b, groups[g], sbts[k % 3], fss[(k / 3) % 3], 2100 + k, &worst);
+            }
+    printf("# qwg: %d checks, %d failed; worst |y^ - y| / bound %.3f\n", ct_checks - before, ct_failures - fails, worst);
 }
 
 /* MLX 4/8-bit past qmma on "cuda" with KILN_CUDA_QGEMM=1 (matmul_qgemm.cu, opt-in): tensor
@@ -1444,6 +1564,11 @@ int main(void) {
         test_pdl_chain();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_GEMV_ONLY)");
+    }
+    if (getenv("KILN_CUDA_TEST_QWG_ONLY")) { /* matmul_wgmma.cu's test alone */
+        test_qwg();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QWG_ONLY)");
     }
     if (getenv("KILN_CUDA_TEST_QMMA_ONLY")) { /* the decode-size matmul tests alone (with KILN_CUDA_QMMA_BIG=0/2: each qmma kernel) */
         test_matmul();

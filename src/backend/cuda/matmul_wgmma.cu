@@ -1,0 +1,385 @@
+/* matmul_wgmma.cu — y[T, N] = x[T, K] · Wᵀ for MLX 4/8-bit weights at 2..64 tokens (batched
+ * decode) on Hopper's warpgroup MMA (wgmma.mma_async m64nNk16, f16 × f16 → f32).
+ *
+ * The operands are matmul_dequant.cu's (the prefill path's f16 GEMM), without writing f16
+ * weights to global memory:
+ *   A (weights, from registers): each thread dequantizes its fragment of the 64-row × 16-column
+ *     tile as f16(fma(scale·2^s, code, bias·2^s)) — the same expression as qd_convert_kernel —
+ *     with 2^s per (row, K split) from the bound B_r = max over the split's groups of
+ *     |scale|·(2^bits − 1) + |bias| (B_r·2^s in [2^14, 2^15));
+ *   B (x, from shared memory): f16(x·2^e_t) with max|x_t|·2^e_t in [2^14, 2^15) per token t
+ *     (wg_xprep_kernel, once per matmul, stored in the wgmma core-matrix order);
+ *   one f32 accumulator per output over all the split's columns; y = acc·2^-s·2^-e_t.
+ * Precision (docs/cuda.md, Numerics): u = 2^-11 per operand, |ŷ − y| ≤ (2u + u²)·Σ|w·x| +
+ * 2^-39·(B_r·Σ|x| + max|x_t|·Σ|w|) + the f32 accumulation — the prefill path's bound with the
+ * row's and the token's maxima in place of the matrix's (never looser). Tested against a double
+ * reference element by element (test_qwg in test_cuda_kernels).
+ *
+ * Work split: a block = 128 rows (two warpgroups of 64) × all NP tokens (T rounded up to 8, 16,
+ * 32 or 64) × one contiguous range of 64-column chunks (KS splits per matrix, by shape only:
+ * about KILN_CUDA_QWG_WAVE (2) blocks per SM; the splits' sums go to a [KS][T][N] scratch and
+ * are added in split order by wg_reduce_kernel). Each chunk's codes, scale/bias words and x tile
+ * stream through an S-stage cp.async ring; a warpgroup converts a chunk's A fragments, issues its
+ * four wgmmas and waits for them (two warpgroups per block, two blocks per SM overlap).
+ *
+ * Batch invariance: a token's column of B, its 2^e_t, the splits and the chunk order do not
+ * depend on the other tokens, and each output of an MMA is the dot product of one B column:
+ * a token's outputs are bitwise the same in any batch of 2..64 (tested across NP = 8..64). */
+#include "backend/cuda/mma_util.cuh"
+
+#define WG_ROWS 128 /* rows per block: two warpgroups of 64 */
+#define WG_KC 64    /* columns per chunk: four k-steps of 16 */
+
+template <int N> __device__ __forceinline__ void wg_mma(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc);
+template <> __device__ __forceinline__ void wg_mma<8>(float (&d)[4], const uint32_t (&a)[4], uint64_t desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+template <> __device__ __forceinline__ void wg_mma<16>(float (&d)[8], const uint32_t (&a)[4], uint64_t desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+template <> __device__ __forceinline__ void wg_mma<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+template <> __device__ __forceinline__ void wg_mma<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+/* cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy */
+__device__ __forceinline__ void wg_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_reg_fence(float &v) { asm volatile("" : "+f"(v)::"memory"); }
+
+/* shared-memory matrix descriptor, no swizzle, K-major: core matrices of 8 rows × 16 bytes;
+ * LBO = between the two k-halves of a k-step (128 bytes), SBO = between 8-token groups (256) */
+__device__ __forceinline__ uint64_t wg_desc(const void *p, int swap) {
+    const uint64_t a = ((uint64_t)__cvta_generic_to_shared(p) & 0x3FFFF) >> 4;
+    const uint64_t l = swap ? 256 >> 4 : 128 >> 4, s = swap ? 128 >> 4 : 256 >> 4;
+    return a | (l << 16) | (s << 32);
+}
+
+/* the exponent e with m·2^e in [2^14, 2^15) (0 for m = 0, inf or NaN), within ±60 (matmul_dequant.cu's qd_exp) */
+__device__ __forceinline__ int wg_exp(float m) {
+    if (!(m > 0.f) || !isfinite(m)) return 0;
+    int k;
+    frexpf(m, &k);
+    const int e = 15 - k;
+    return e < -60 ? -60 : e > 60 ? 60 : e;
+}
+__device__ __forceinline__ float wg_pow2(int e) { return __int_as_float((127 + e) << 23); }
+
+template <int BITS, int NP> struct wgs {
+    static constexpr int XB = NP * 128;               /* x tile of a chunk: 4 k-steps × NP/8 × 2 core matrices */
+    static constexpr int RB = WG_KC * BITS / 8;       /* code bytes per row per chunk */
+    static constexpr int RBP = RB + 16;               /* padded: conflict-free 16-byte loads of 8 rows */
+    static constexpr int STG = XB + WG_ROWS * RBP + 2 * WG_ROWS * 2 * 4; /* + scale and bias words (≤ 2 groups per chunk) */
+    static constexpr int S = 112640 / STG > 8 ? 8 : 112640 / STG;
+    static constexpr int SMEM = S * STG;
+};
+
+/* x → f16(x·2^e_t) in chunk order: [K/64][k-step 4][NP/8][k-half 2][token 8][8 columns];
+ * tokens T..NP−1 zero; inv[t] = 2^-e_t. Block (t, z): token t's max over all of K (x is in L2),
+ * then the z-th of gridDim.y slices of its columns. */
+__global__ void __launch_bounds__(256) wg_xprep_kernel(__half *xo, float *inv, const float *__restrict__ x, int T, int K, int NP) {
+    __shared__ float sh[8];
+    const int t = blockIdx.x;
+    const float4 *xr = (const float4 *)(x + (size_t)t * K);
+    float m = 0.f;
+    if (t < T) {
+#pragma unroll 8
+        for (int i = threadIdx.x; i < K / 4; i += 256) {
+            const float4 v = xr[i];
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+        }
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = sh[threadIdx.x & 7];
+#pragma unroll
+    for (int o = 4; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const int e = wg_exp(m);
+    const float px = wg_pow2(e);
+    if (threadIdx.x == 0 && blockIdx.y == 0) inv[t] = wg_pow2(-e);
+    const int j = t >> 3, i = t & 7, nu = K / 8;
+    const int u0 = (int)((long)blockIdx.y * nu / gridDim.y), u1 = (int)((long)(blockIdx.y + 1) * nu / gridDim.y);
+    for (int m8 = u0 + threadIdx.x; m8 < u1; m8 += 256) {
+        const int k0 = 8 * m8, ch = k0 >> 6, s = (k0 >> 4) & 3, h = (k0 >> 3) & 1;
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
+        if (t < T) { a = xr[2 * m8]; b = xr[2 * m8 + 1]; }
+        __align__(16) __half2 v[4] = {__floats2half2_rn(a.x * px, a.y * px), __floats2half2_rn(a.z * px, a.w * px),
+                                      __floats2half2_rn(b.x * px, b.y * px), __floats2half2_rn(b.z * px, b.w * px)};
+        const size_t off = (size_t)ch * 64 * NP + (size_t)s * 16 * NP + j * 128 + h * 64 + i * 8;
+        *(uint4 *)(xo + off) = *(const uint4 *)v;
+    }
+}
+
+/* one chunk into a stage: the x tile, 128 rows' codes, their scale and bias words (the aligned
+ * 32-bit word holding each value; two per row when the group is 32 columns) */
+template <int BITS, int NP>
+__device__ __forceinline__ void wg_issue(unsigned char *dst, const dweight_t &w, const unsigned char *xg, int r0, int ch, int tid, int wpr,
+                                         int ng) {
+    using P = wgs<BITS, NP>;
+    constexpr int PPR = P::RB / 16;
+    const unsigned char *xs = xg + (size_t)ch * P::XB;
+#pragma unroll
+    for (int c = tid; c < P::XB / 16; c += 256) cp_async16(dst + c * 16, xs + c * 16);
+    const int N = w.rows;
+#pragma unroll
+    for (int c = tid; c < WG_ROWS * PPR; c += 256) {
+        const int row = c / PPR, part = c % PPR, r = min(r0 + row, N - 1);
+        cp_async16(dst + P::XB + row * P::RBP + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)ch * P::RB + part * 16);
+    }
+    const int row = tid & (WG_ROWS - 1), r = min(r0 + row, N - 1), gpc = w.group == 32 ? 2 : 1;
+    const unsigned char *base = (const unsigned char *)(tid < WG_ROWS ? w.scales : w.biases);
+    unsigned char *d = dst + P::XB + WG_ROWS * P::RBP + (tid < WG_ROWS ? 0 : WG_ROWS * 2 * 4) + row * 8;
+    for (int j = 0; j < gpc; j++) {
+        const size_t idx = (size_t)r * ng + (size_t)ch * WG_KC / w.group + j;
+        const uintptr_t a = w.sb_dtype == DT_F32 ? (uintptr_t)(base + idx * 4) : (uintptr_t)(base + idx * 2) & ~(uintptr_t)3;
+        cp_async4(d + j * 4, (const void *)a);
+    }
+}
+
+/* byte q of word v (4-bit codes of columns 2q, 2q+1) → f16x2 (f16(fma(sc, c, bi)) for both) */
+__device__ __forceinline__ uint32_t wg_cvt4(uint32_t v, int sh, float sc, float bi) {
+    const uint32_t vq = v >> sh;
+    const float c0 = __fsub_rn(__uint_as_float((vq & 0xFu) | 0x4B000000u), 8388608.f);
+    const float c1 = __fsub_rn(__uint_as_float(((vq >> 4) & 0xFu) | 0x4B000000u), 8388608.f);
+    __half2 h = __floats2half2_rn(__fmaf_rn(sc, c0, bi), __fmaf_rn(sc, c1, bi));
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+/* bytes b, b+1 of word v (8-bit codes) → f16x2 */
+__device__ __forceinline__ uint32_t wg_cvt8(uint32_t v, int b, float sc, float bi) {
+    const float c0 = __fsub_rn(__uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | b)), 8388608.f);
+    const float c1 = __fsub_rn(__uint_as_float(__byte_perm(v, 0x4B000000u, 0x7440u | (b + 1))), 8388608.f);
+    __half2 h = __floats2half2_rn(__fmaf_rn(sc, c0, bi), __fmaf_rn(sc, c1, bi));
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+template <int BITS, int NP>
+__global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv,
+                                                    int T, dweight_t w, int KS, int swap) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    using P = wgs<BITS, NP>;
+    constexpr int S = P::S, NR = NP / 2;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+    const int N = w.rows, K = w.cols, r0 = blockIdx.x * WG_ROWS, split = blockIdx.y;
+    const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
+    const int wpr = K / 32 * BITS, ng = K / w.group, gpc = w.group == 32 ? 2 : 1;
+    const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g; /* this thread's rows lr, lr + 8 of the block */
+    const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
+#pragma unroll
+    for (int i = 0; i < S - 1; i++) {
+        if (i < n) wg_issue<BITS, NP>(smem + i * P::STG, w, xg, r0, c0 + i, tid, wpr, ng);
+        cp_commit();
+    }
+    /* 2^s per row over this split's groups: lanes q take every fourth group */
+    float pa, pb, ia, ib;
+    {
+        const int gb = c0 * WG_KC / w.group, ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
+        const float cmax = (float)((1 << BITS) - 1);
+        float ma = 0.f, mb = 0.f;
+#pragma unroll 8 /* the loads of a lane issued together: one round trip for up to 32 groups */
+        for (int gi = gb + q; gi < ge; gi += 4) {
+            const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
+            ma = fmaxf(ma, fabsf(ld_f(w.scales, w.sb_dtype, xa)) * cmax + fabsf(ld_f(w.biases, w.sb_dtype, xa)));
+            mb = fmaxf(mb, fabsf(ld_f(w.scales, w.sb_dtype, xb)) * cmax + fabsf(ld_f(w.biases, w.sb_dtype, xb)));
+        }
+#pragma unroll
+        for (int o = 1; o <= 2; o <<= 1) {
+            ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
+            mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
+        }
+        const int sa = wg_exp(ma), sb = wg_exp(mb);
+        pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+    }
+    /* a 16-bit scale/bias is the upper half of its word when its element index plus the array's
+     * 2-byte offset is odd */
+    const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
+    const int pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
+    float acc[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) acc[i] = 0.f;
+    for (int it = 0; it < n; it++) {
+        cp_wait<S - 2>();
+        wg_proxy_fence();
+        __syncthreads(); /* chunk it landed for every thread; chunk it-1's wgmmas are done in both warpgroups */
+        if (it + S - 1 < n) wg_issue<BITS, NP>(smem + ((it + S - 1) % S) * P::STG, w, xg, r0, c0 + it + S - 1, tid, wpr, ng);
+        cp_commit();
+        uint32_t af[4][4];
+        const unsigned char *st = smem + (it % S) * P::STG, *cd = st + P::XB;
+        const uint32_t *sbw = (const uint32_t *)(cd + WG_ROWS * P::RBP);
+        const int gi0 = (c0 + it) * WG_KC / w.group;
+        float sA[2], bA[2], sB[2], bB[2];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            if (j >= gpc) { sA[j] = sA[0]; bA[j] = bA[0]; sB[j] = sB[0]; bB[j] = bB[0]; break; }
+            const int od = (gi0 + j) & 1;
+            sA[j] = sb_word_val(sbw[lr * 2 + j], w.sb_dtype, psa ^ od) * pa;
+            sB[j] = sb_word_val(sbw[(lr + 8) * 2 + j], w.sb_dtype, psb ^ od) * pb;
+            bA[j] = sb_word_val(sbw[2 * WG_ROWS + lr * 2 + j], w.sb_dtype, pba ^ od) * pa;
+            bB[j] = sb_word_val(sbw[2 * WG_ROWS + (lr + 8) * 2 + j], w.sb_dtype, pbb ^ od) * pb;
+        }
+        const unsigned char *ca = cd + lr * P::RBP, *cb = ca + 8 * P::RBP;
+        if constexpr (BITS == 4) {
+            const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
+            const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            const int sh = 8 * q;
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                const int j = s >> 1; /* group 32: k-steps 0-1 in the chunk's first group, 2-3 in its second */
+                af[s][0] = wg_cvt4(wa[2 * s], sh, sA[j], bA[j]);
+                af[s][1] = wg_cvt4(wb[2 * s], sh, sB[j], bB[j]);
+                af[s][2] = wg_cvt4(wa[2 * s + 1], sh, sA[j], bA[j]);
+                af[s][3] = wg_cvt4(wb[2 * s + 1], sh, sB[j], bB[j]);
+            }
+        } else {
+            const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
+            const int wo = q >> 1, b = 2 * (q & 1);
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                const int j = s >> 1;
+                af[s][0] = wg_cvt8(pa32[4 * s + wo], b, sA[j], bA[j]);
+                af[s][1] = wg_cvt8(pb32[4 * s + wo], b, sB[j], bB[j]);
+                af[s][2] = wg_cvt8(pa32[4 * s + 2 + wo], b, sA[j], bA[j]);
+                af[s][3] = wg_cvt8(pb32[4 * s + 2 + wo], b, sB[j], bB[j]);
+            }
+        }
+        uint64_t dsc[4];
+#pragma unroll
+        for (int s = 0; s < 4; s++) dsc[s] = wg_desc(st + s * 32 * NP, swap);
+        wg_fence();
+#pragma unroll
+        for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af[s], dsc[s]);
+        wg_commit();
+        /* waiting here, not a chunk later: ptxas serializes wgmmas whose A registers are written
+         * while an earlier group is in flight (C7513); the other warpgroups of the SM fill the gap */
+        wg_wait<0>();
+    }
+#pragma unroll
+    for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
+    cp_wait<0>();
+    float *o = out + (size_t)split * T * N;
+    const int ya = r0 + lr, yb = ya + 8;
+#pragma unroll
+    for (int i = 0; i < NP / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int t = 8 * i + 2 * q + e;
+            if (t >= T) continue;
+            const float xi = xinv[t];
+            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
+            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
+        }
+}
+
+/* y = part[0] + part[1] + ... + part[KS-1], in split order */
+__global__ void wg_reduce_kernel(float *__restrict__ y, const float *__restrict__ part, int KS, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = part[i];
+        for (int k = 1; k < KS; k++) v = __fadd_rn(v, part[(size_t)k * n + i]);
+        y[i] = v;
+    }
+}
+
+/* K splits: about KILN_CUDA_QWG_WAVE (default 2) blocks per SM, each at least 4 chunks, ≤ 32.
+ * A function of the shape only (a token's sums are the same in any batch). */
+static int wg_ks(const cuda_impl_t *c, const dweight_t *w) {
+    static int wave = -1;
+    if (wave < 0) { const char *e = getenv("KILN_CUDA_QWG_WAVE"); wave = e && atoi(e) > 0 ? atoi(e) : 2; }
+    const int sms = c->sm_count > 0 ? c->sm_count : 132, rb = cdiv(w->rows, WG_ROWS), nch = w->cols / WG_KC;
+    int ks = wave * sms / rb;
+    if (ks > nch / 4) ks = nch / 4;
+    if (ks > 32) ks = 32;
+    return ks < 1 ? 1 : ks;
+}
+
+template <int BITS, int NP>
+static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const float *inv, float *part, int T, const dweight_t *w) {
+    using P = wgs<BITS, NP>;
+    static int swap = -1;
+    if (swap < 0) swap = getenv("KILN_CUDA_QWG_DESC") && !strcmp(getenv("KILN_CUDA_QWG_DESC"), "swap");
+    const int KS = wg_ks(c, w), N = w->rows;
+    static int attr;
+    if (!attr) {
+        cudaCheck(cudaFuncSetAttribute(wg_kernel<BITS, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+        attr = 1;
+    }
+    wg_kernel<BITS, NP><<<dim3(cdiv(N, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(KS > 1 ? part : y, xg, inv, T, *w, KS, swap);
+    cudaLaunchCheck();
+    if (KS > 1) {
+        const size_t n = (size_t)T * N;
+        wg_reduce_kernel<<<(int)(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, c->stream>>>(y, part, KS, n);
+        cudaLaunchCheck();
+    }
+}
+
+template <int NP>
+static void wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+    const int K = w[0]->cols, nch = K / WG_KC;
+    size_t pbytes = 0;
+    for (int i = 0; i < n; i++) {
+        const int KS = wg_ks(c, w[i]);
+        const size_t b = KS > 1 ? sizeof(float) * (size_t)KS * T * w[i]->rows : 0;
+        if (b > pbytes) pbytes = b;
+    }
+    const size_t xbytes = (size_t)nch * NP * 128, ibytes = 256;
+    unsigned char *scr = (unsigned char *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, xbytes + ibytes + pbytes);
+    float *inv = (float *)(scr + xbytes), *part = (float *)(scr + xbytes + ibytes);
+    wg_xprep_kernel<<<dim3(NP, cdiv(K, 2048)), 256, 0, c->stream>>>((__half *)scr, inv, x, T, K, NP);
+    cudaLaunchCheck();
+    for (int i = 0; i < n; i++) {
+        if (w[i]->bits == 4) wg_launch<4, NP>(c, y[i], scr, inv, part, T, w[i]);
+        else wg_launch<8, NP>(c, y[i], scr, inv, part, T, w[i]);
+    }
+}
+
+/* KILN_CUDA_QWG=N: the fewest tokens that take this kernel (default 2; 0: never — matmul_qmma.cu
+ * keeps every 2..64-token step, A/B). KILN_CUDA_QWG_DESC=swap: the descriptor's two offsets
+ * exchanged (a layout probe). Read once. */
+static int wg_min_t(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_QWG"); v = e ? atoi(e) : 2; if (v <= 0) v = 1 << 30; }
+    return v;
+}
+
+static int wg_ok(const float *x, int T, const dweight_t *w) {
+    if (T < wg_min_t() || T > 64 || w->dtype != DT_U32 || (w->bits != 4 && w->bits != 8) || w->cols % WG_KC ||
+        !(w->group == 32 || w->group % 64 == 0) || ((uintptr_t)x & 15) || ((uintptr_t)w->data & 15))
+        return 0;
+    return !(((uintptr_t)w->scales & (w->sb_dtype == DT_F32 ? 3 : 1)) || ((uintptr_t)w->biases & (w->sb_dtype == DT_F32 ? 3 : 1)));
+}
+
+/* n weights of one x (q/k/v, gate/up; n = 1: one matmul): 0 when all suit the kernel (MLX
+ * 4/8-bit, KILN_CUDA_QWG ≤ T ≤ 64, K % 64 == 0, groups of 32 or a multiple of 64 columns, x and
+ * the codes 16-byte aligned, one K) and they were launched — x converted once, each y bitwise
+ * what its own matmul gives; -1 otherwise (the caller takes matmul_qmma.cu). */
+int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+    for (int i = 0; i < n; i++)
+        if (!wg_ok(x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
+    if (T <= 8) wg_run<8>(c, n, y, x, T, w);
+    else if (T <= 16) wg_run<16>(c, n, y, x, T, w);
+    else if (T <= 32) wg_run<32>(c, n, y, x, T, w);
+    else wg_run<64>(c, n, y, x, T, w);
+    return 0;
+}
+
+int cuda_qwg(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) { return cuda_qwg_multi(c, 1, &y, x, T, &w); }
