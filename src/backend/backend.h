@@ -202,6 +202,22 @@ typedef struct backend_ops {
      * [E] weights ([Ie, H], [Ie, H], [H, Ie]). */
     void (*moe_experts)(backend_t *, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts,
                         const weight_t *gate, const weight_t *up, const weight_t *down, int E, act_t act);
+
+    /* --- fused (optional, as above: NULL means the separate ops) --- */
+    /* y[T, I] = act(x · wgᵀ) ⊙ (x · wuᵀ) (I = wg.rows = wu.rows): bitwise what matmul_multi (or
+     * the two matmuls) into g and u followed by glu(y, g, u) give. g and u are [T, I] scratch the
+     * backend may use for that (their contents afterwards are unspecified); y may be g. */
+    void (*matmul_glu)(backend_t *, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
+    /* Each returns nonzero, doing nothing, where the backend has no fused kernel for the call (the
+     * caller then runs the separate ops); when done, bitwise the separate ops' results.
+     * matmul_add: y[T, w.rows] += x · wᵀ (matmul into a scratch, then add).
+     * rms_matmul_multi: matmul_multi(n, y, h, T, w) of h = rms_norm(x[T, cols], nw, w_offset, eps)
+     * (h is not written).  rms_matmul_glu: matmul_glu of that h. */
+    int (*matmul_add)(backend_t *, float *y, const float *x, int T, const weight_t *w);
+    int (*rms_matmul_multi)(backend_t *, int n, float *const *y, const float *x, const float *nw, float w_offset, float eps, int T,
+                            const weight_t *const *w);
+    int (*rms_matmul_glu)(backend_t *, float *y, const float *x, const float *nw, float w_offset, float eps, int T, const weight_t *wg,
+                          const weight_t *wu, act_t act);
 } backend_ops_t;
 
 struct backend {

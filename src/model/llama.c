@@ -189,16 +189,19 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
     int h_ready = 0; /* h already holds this layer's input norm (fused into the previous add) */
     for (int li = 0; li < c->n_layers; li++) {
         const llama_layer_t *l = &L->layers[li];
-        /* attention block */
-        if (!h_ready) op->rms_norm(be, L->h, L->x, l->ln_attn, 0.f, T, H, (float)c->rms_eps);
-        if (op->matmul_multi) {
-            float *const y[3] = {L->q, L->k, L->v};
-            const weight_t *const w[3] = {&l->wq, &l->wk, &l->wv};
-            op->matmul_multi(be, 3, y, L->h, T, w);
-        } else {
-            op->matmul(be, L->q, L->h, T, &l->wq);
-            op->matmul(be, L->k, L->h, T, &l->wk);
-            op->matmul(be, L->v, L->h, T, &l->wv);
+        const float eps = (float)c->rms_eps;
+        /* attention block: q/k/v of h = rms_norm(x); one op with the norm inside where the backend
+         * has it (rms_matmul_multi), else the norm (unless the previous layer's add carried it) */
+        float *const yqkv[3] = {L->q, L->k, L->v};
+        const weight_t *const wqkv[3] = {&l->wq, &l->wk, &l->wv};
+        if (h_ready || !op->rms_matmul_multi || op->rms_matmul_multi(be, 3, yqkv, L->x, l->ln_attn, 0.f, eps, T, wqkv)) {
+            if (!h_ready) op->rms_norm(be, L->h, L->x, l->ln_attn, 0.f, T, H, eps);
+            if (op->matmul_multi) op->matmul_multi(be, 3, yqkv, L->h, T, wqkv);
+            else {
+                op->matmul(be, L->q, L->h, T, &l->wq);
+                op->matmul(be, L->k, L->h, T, &l->wk);
+                op->matmul(be, L->v, L->h, T, &l->wv);
+            }
         }
         if (l->bq) op->add_bias(be, L->q, l->bq, T, nh * hd);
         if (l->bk) op->add_bias(be, L->k, l->bk, T, nkv * hd);
@@ -231,29 +234,49 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             op->kv_write(be, &aa.kv, L->k, L->v, L->slots, T);
         }
         op->attention(be, L->att, L->q, T, &aa);
-        op->matmul(be, L->h, L->att, T, &l->wo);
-        if (l->bo) op->add_bias(be, L->h, l->bo, T, H);
-        /* MLP block: x += h, h = rms_norm(x) (one op where the backend fuses them) */
-        if (op->add_rms_norm) op->add_rms_norm(be, L->x, L->h, L->h, l->ln_mlp, 0.f, T, H, (float)c->rms_eps);
+        /* o: x += att · woᵀ straight from the GEMV where the backend has that (matmul_add), else h = att · woᵀ */
+        const int x_done = !l->bo && op->matmul_add && !op->matmul_add(be, L->x, L->att, T, &l->wo);
+        if (!x_done) {
+            op->matmul(be, L->h, L->att, T, &l->wo);
+            if (l->bo) op->add_bias(be, L->h, l->bo, T, H);
+        }
+        /* MLP block: x += h, h = rms_norm(x) (one op where the backend fuses them; with x done, the
+         * norm inside the gate/up/GLU op where the backend has it) */
+        int mlp_done = 0;
+        if (x_done) {
+            mlp_done = !l->bg && !l->bu && op->rms_matmul_glu && !op->rms_matmul_glu(be, L->g, L->x, l->ln_mlp, 0.f, eps, T, &l->wg, &l->wu, ACT_SILU);
+            if (!mlp_done) op->rms_norm(be, L->h, L->x, l->ln_mlp, 0.f, T, H, eps);
+        } else if (op->add_rms_norm) op->add_rms_norm(be, L->x, L->h, L->h, l->ln_mlp, 0.f, T, H, eps);
         else {
             op->add(be, L->x, L->h, (size_t)T * H);
-            op->rms_norm(be, L->h, L->x, l->ln_mlp, 0.f, T, H, (float)c->rms_eps);
+            op->rms_norm(be, L->h, L->x, l->ln_mlp, 0.f, T, H, eps);
         }
-        if (op->matmul_multi) {
-            float *const y[2] = {L->g, L->u};
-            const weight_t *const w[2] = {&l->wg, &l->wu};
-            op->matmul_multi(be, 2, y, L->h, T, w);
-        } else {
-            op->matmul(be, L->g, L->h, T, &l->wg);
-            op->matmul(be, L->u, L->h, T, &l->wu);
+        if (mlp_done) {
+        } else if (op->matmul_glu && !l->bg && !l->bu) /* gate, up and the GLU in one op */
+            op->matmul_glu(be, L->g, L->g, L->u, L->h, T, &l->wg, &l->wu, ACT_SILU);
+        else {
+            if (op->matmul_multi) {
+                float *const y[2] = {L->g, L->u};
+                const weight_t *const w[2] = {&l->wg, &l->wu};
+                op->matmul_multi(be, 2, y, L->h, T, w);
+            } else {
+                op->matmul(be, L->g, L->h, T, &l->wg);
+                op->matmul(be, L->u, L->h, T, &l->wu);
+            }
+            if (l->bg) op->add_bias(be, L->g, l->bg, T, I);
+            if (l->bu) op->add_bias(be, L->u, l->bu, T, I);
+            op->glu(be, L->g, L->g, L->u, (size_t)T * I, ACT_SILU);
         }
-        if (l->bg) op->add_bias(be, L->g, l->bg, T, I);
-        if (l->bu) op->add_bias(be, L->u, l->bu, T, I);
-        op->glu(be, L->g, L->g, L->u, (size_t)T * I, ACT_SILU);
+        /* down: x += g · wdᵀ (matmul_add: the next layer's q/k/v op then takes the norm), else
+         * h = g · wdᵀ and x += h with the next layer's input norm riding along */
+        if (!l->bd && op->matmul_add && !op->matmul_add(be, L->x, L->g, T, &l->wd)) {
+            h_ready = 0;
+            continue;
+        }
         op->matmul(be, L->h, L->g, T, &l->wd);
         if (l->bd) op->add_bias(be, L->h, l->bd, T, H);
         h_ready = op->add_rms_norm && li + 1 < c->n_layers; /* the next layer's input norm rides along */
-        if (h_ready) op->add_rms_norm(be, L->x, L->h, L->h, L->layers[li + 1].ln_attn, 0.f, T, H, (float)c->rms_eps);
+        if (h_ready) op->add_rms_norm(be, L->x, L->h, L->h, L->layers[li + 1].ln_attn, 0.f, T, H, eps);
         else op->add(be, L->x, L->h, (size_t)T * H);
     }
     /* final norm and lm_head, only for the tokens whose logits are wanted */

@@ -407,6 +407,311 @@ static void test_pdl_chain(void) {
      * prepare_weight take that weight for a view of these device copies */
 }
 
+/* matmul_glu (backend.h): y bitwise what matmul_multi into g and u followed by glu gives on the
+ * same backend (also with y aliasing g, as llama calls it), and within the path's tolerance of
+ * ref_matmul + ref_glu. Gate/up shapes of each GEMV configuration the fused kernel takes over:
+ * llama-3-8b 14336 x 4096 (four rows per warp: two gate/up pairs), qwen3-0.6b 3072 x 1024 (two rows
+ * per warp, K split over two warps), 1000 x 136 (K over four warps), 4401 x 136 and 2500 x 1032 f16
+ * (partial last blocks), 5 x 256; silu and gelu; T = 1, 2 (the fused kernel on "cuda" and
+ * "cuda-f32") and 5 (the separate ops). */
+static void test_matmul_glu(void) {
+    struct { int I, K; dtype_t dt; } sets[] = {{14336, 4096, DT_BF16}, {3072, 1024, DT_BF16}, {1000, 136, DT_BF16},
+                                               {4401, 136, DT_F16},    {2500, 1032, DT_F16},  {5, 256, DT_BF16}};
+    const int Ts[] = {1, 2, 5};
+    /* backends of its own: earlier tests free host weights they never release, so a new host buffer
+     * in such a freed range (same dtype and columns) would be taken for a view of the stale copy */
+    err_t be_e = {0};
+    backend_t *bes[2] = {backend_create("cuda-f32", 0, &be_e), backend_create("cuda", 0, &be_e)};
+    if (!bes[0] || !bes[1]) { CHECK(0, "matmul_glu: backend_create: %s", be_e.msg); return; }
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int I = sets[si].I, K = sets[si].K;
+        hw_t hg = make_dense(I, K, sets[si].dt, 700 + 2 * si), hu = make_dense(I, K, sets[si].dt, 701 + 2 * si);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            CHECK(be->ops->matmul_glu != NULL, "%s: no matmul_glu", be->ops->name);
+            if (!be->ops->matmul_glu) continue;
+            weight_t wg = hg.w, wu = hu.w;
+            err_t e = {0};
+            if (be->ops->prepare_weight(be, &wg, &e) || be->ops->prepare_weight(be, &wu, &e)) {
+                CHECK(0, "matmul_glu: prepare_weight: %s", e.msg);
+                continue;
+            }
+            const weight_t *const wp[2] = {&wg, &wu};
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const int T = Ts[ti];
+                const size_t ny = (size_t)T * I;
+                float *x = rand_vec((size_t)T * K, 950 + si + T, 1.0f);
+                float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny), *c = malloc(sizeof(float) * ny);
+                float *gr = malloc(sizeof(float) * ny), *ur = malloc(sizeof(float) * ny), *want = malloc(sizeof(float) * ny);
+                ref_matmul(gr, x, T, &hg.w, 0, I);
+                ref_matmul(ur, x, T, &hu.w, 0, I);
+                float *dx = dev_from(be, x, (size_t)T * K), *dg = be->ops->alloc(be, sizeof(float) * ny), *du = be->ops->alloc(be, sizeof(float) * ny),
+                      *dy = be->ops->alloc(be, sizeof(float) * ny);
+                for (int act = 0; act < 2; act++) {
+                    float *const yy[2] = {dg, du};
+                    be->ops->matmul_multi(be, 2, yy, dx, T, wp);
+                    be->ops->glu(be, dg, dg, du, ny, (act_t)act);
+                    to_host(be, a, dg, ny);
+                    be->ops->matmul_glu(be, dy, dg, du, dx, T, &wg, &wu, (act_t)act);
+                    to_host(be, b, dy, ny);
+                    be->ops->matmul_glu(be, dg, dg, du, dx, T, &wg, &wu, (act_t)act); /* y = g */
+                    to_host(be, c, dg, ny);
+                    CHECK(!memcmp(a, b, sizeof(float) * ny) && !memcmp(a, c, sizeof(float) * ny),
+                          "%s matmul_glu %dx%d %s act %d T=%d: differs from matmul_multi + glu", be->ops->name, I, K, dtype_name(sets[si].dt), act, T);
+                    ref_glu(want, gr, ur, ny, (act_t)act);
+                    const double err = ct_rel_err(b, want, ny);
+                    const double tol = bi == 0 || sets[si].dt != DT_BF16 || T < KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT ? 1e-5 : 1e-4;
+                    CHECK(err < tol, "%s matmul_glu %dx%d act %d T=%d: rel err %.3g (tol %g)", be->ops->name, I, K, act, T, err, tol);
+                }
+                be->ops->free(be, dx); be->ops->free(be, dg); be->ops->free(be, du); be->ops->free(be, dy);
+                free(x); free(a); free(b); free(c); free(gr); free(ur); free(want);
+            }
+            if (be->ops->release_weight) { be->ops->release_weight(be, &wg); be->ops->release_weight(be, &wu); }
+        }
+        free_hw(&hg);
+        free_hw(&hu);
+    }
+    backend_destroy(bes[0]);
+    backend_destroy(bes[1]);
+}
+
+/* test_pdl_chain with bf16 weights and the fused gate/up + GLU GEMV: per layer add_rms_norm →
+ * matmul_glu → down matmul, then an "lm_head"; eager and captured runs bitwise the op-by-op
+ * synchronized one (the GLU GEMV writes y after its PDL wait; the down GEMV reads it after its own). */
+static void test_pdl_chain_glu(void) {
+    backend_t *be = befast;
+    if (!be->ops->matmul_glu) return;
+    const int H = 2048, I = 5632, V = 3000, L = 6;
+    hw_t hg = make_dense(I, H, DT_BF16, 171), hu = make_dense(I, H, DT_BF16, 172), hd = make_dense(H, I, DT_BF16, 173),
+         ho = make_dense(V, H, DT_BF16, 174);
+    weight_t wg = hg.w, wu = hu.w, wd = hd.w, wo = ho.w;
+    err_t e = {0};
+    if (be->ops->prepare_weight(be, &wg, &e) || be->ops->prepare_weight(be, &wu, &e) || be->ops->prepare_weight(be, &wd, &e) ||
+        be->ops->prepare_weight(be, &wo, &e)) {
+        CHECK(0, "pdl chain glu: prepare_weight: %s", e.msg);
+        return;
+    }
+    float *x0 = rand_vec(H, 181, 1.f), *h0 = rand_vec(H, 182, 0.5f), *ln = rand_vec(H, 183, 1.f);
+    float *res[3][2];
+    for (int mode = 0; mode < 3; mode++) { /* 0: synchronized after every op, 1: eager, 2: one captured step */
+        float *dx = dev_from(be, x0, H), *dh = dev_from(be, h0, H), *dln = dev_from(be, ln, H);
+        float *dg = be->ops->alloc(be, sizeof(float) * I), *du = be->ops->alloc(be, sizeof(float) * I), *dl = be->ops->alloc(be, sizeof(float) * V);
+        float probe;
+#define PDL_SYNC() do { if (mode == 0) to_host(be, &probe, dx, 1); } while (0)
+        if (mode == 2 && be->ops->step_begin) be->ops->step_begin(be, 1, 1);
+        for (int l = 0; l < L; l++) {
+            be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, 1, H, 1e-5f); PDL_SYNC();
+            be->ops->matmul_glu(be, dg, dg, du, dh, 1, &wg, &wu, ACT_SILU); PDL_SYNC();
+            be->ops->matmul(be, dh, dg, 1, &wd); PDL_SYNC();
+        }
+        be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, 1, H, 1e-5f); PDL_SYNC();
+        be->ops->matmul(be, dl, dh, 1, &wo);
+#undef PDL_SYNC
+        res[mode][0] = malloc(sizeof(float) * H);
+        res[mode][1] = malloc(sizeof(float) * V);
+        to_host(be, res[mode][1], dl, V);
+        if (mode == 2 && be->ops->step_end) be->ops->step_end(be);
+        to_host(be, res[mode][0], dx, H);
+        be->ops->free(be, dx); be->ops->free(be, dh); be->ops->free(be, dln); be->ops->free(be, dg); be->ops->free(be, du); be->ops->free(be, dl);
+    }
+    int finite = 1;
+    for (int i = 0; i < V; i++) finite &= isfinite(res[0][1][i]) && res[0][1][i] != 0.f;
+    CHECK(finite, "pdl chain glu: synchronized run gives non-finite or zero logits");
+    for (int mode = 1; mode < 3; mode++)
+        CHECK(!memcmp(res[0][0], res[mode][0], sizeof(float) * H) && !memcmp(res[0][1], res[mode][1], sizeof(float) * V),
+              "pdl chain glu (%s): differs from the op-by-op synchronized run", mode == 1 ? "eager" : "captured step");
+    for (int mode = 0; mode < 3; mode++) { free(res[mode][0]); free(res[mode][1]); }
+    free(x0); free(h0); free(ln);
+    /* hg, hu, hd, ho stay allocated (see test_pdl_chain) */
+}
+
+/* The GEMV fusions around the norms (backend.h matmul_add, rms_matmul_multi, rms_matmul_glu) against
+ * the separate ops on the same backend, bitwise: matmul + add, rms_norm + matmul_multi, rms_norm +
+ * matmul_multi + glu. Shapes of each GEMV configuration (R = 4, R = 2 split over two warps, R = 1 over
+ * four, partial last blocks), bf16 and f16, K = 1032 / 4096 / 8192 (the norm: 256 < K <= 8192), a
+ * norm weight, none, and offset 1. On "cuda" and "cuda-f32" each must run (return 0) at T = 1, 2
+ * (the 8192-column norm at T = 1 only: two rows do not fit 48 KB of shared memory) and decline
+ * elsewhere; a declined call must leave y alone. */
+static void test_fused_gemv(void) {
+    backend_t *bes[2] = {be32, befast};
+    const int Ts[] = {1, 2, 5};
+    /* matmul_add */
+    struct { int N, K; dtype_t dt; } as[] = {{4096, 4096, DT_BF16}, {1024, 4096, DT_BF16}, {5000, 1032, DT_F16}, {4096, 14336, DT_BF16}, {17, 136, DT_BF16}};
+    for (size_t si = 0; si < sizeof as / sizeof as[0]; si++) {
+        const int N = as[si].N, K = as[si].K;
+        hw_t hw = make_dense(N, K, as[si].dt, 800 + si);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            CHECK(be->ops->matmul_add != NULL, "%s: no matmul_add", be->ops->name);
+            if (!be->ops->matmul_add) continue;
+            weight_t w = hw.w;
+            err_t e = {0};
+            if (be->ops->prepare_weight(be, &w, &e)) { CHECK(0, "matmul_add: prepare_weight: %s", e.msg); continue; }
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const int T = Ts[ti];
+                const size_t ny = (size_t)T * N;
+                float *x = rand_vec((size_t)T * K, 810 + si + T, 1.f), *y0 = rand_vec(ny, 820 + si + T, 2.f);
+                float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny);
+                float *dx = dev_from(be, x, (size_t)T * K), *dy = dev_from(be, y0, ny), *dt = be->ops->alloc(be, sizeof(float) * ny);
+                be->ops->matmul(be, dt, dx, T, &w);
+                be->ops->add(be, dy, dt, ny);
+                to_host(be, a, dy, ny);
+                be->ops->free(be, dy);
+                dy = dev_from(be, y0, ny);
+                const int rc = be->ops->matmul_add(be, dy, dx, T, &w);
+                to_host(be, b, dy, ny);
+                CHECK((rc == 0) == (T <= 2), "%s matmul_add %dx%d T=%d: returned %d", be->ops->name, N, K, T, rc);
+                if (rc == 0) CHECK(!memcmp(a, b, sizeof(float) * ny), "%s matmul_add %dx%d %s T=%d: differs from matmul + add", be->ops->name, N, K,
+                                   dtype_name(as[si].dt), T);
+                else CHECK(!memcmp(y0, b, sizeof(float) * ny), "%s matmul_add %dx%d T=%d: declined but changed y", be->ops->name, N, K, T);
+                be->ops->free(be, dx); be->ops->free(be, dy); be->ops->free(be, dt);
+                free(x); free(y0); free(a); free(b);
+            }
+            if (be->ops->release_weight) be->ops->release_weight(be, &w);
+        }
+        free_hw(&hw);
+    }
+    /* rms_matmul_multi (n weights) and rms_matmul_glu (n = 2: gate, up) */
+    struct { int n, rows[3], K; dtype_t dt; int glu; } ms[] = {
+        {3, {4096, 1024, 1024}, 4096, DT_BF16, 0}, /* llama-3-8b q/k/v */
+        {2, {3072, 3072}, 1024, DT_BF16, 1},       /* qwen3-0.6b gate/up */
+        {2, {14336, 14336}, 4096, DT_BF16, 1},     /* llama-3-8b gate/up */
+        {2, {1000, 1000}, 1032, DT_F16, 1},        /* K over four warps */
+        {3, {2500, 17, 4401}, 1032, DT_F16, 0},
+        {1, {300}, 8192, DT_BF16, 0},              /* 8192 columns: T = 1 only */
+    };
+    for (size_t si = 0; si < sizeof ms / sizeof ms[0]; si++) {
+        const int n = ms[si].n, K = ms[si].K;
+        hw_t hw[3];
+        for (int i = 0; i < n; i++) hw[i] = make_dense(ms[si].rows[i], K, ms[si].dt, 830 + 3 * si + i);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            CHECK(be->ops->rms_matmul_multi && be->ops->rms_matmul_glu, "%s: no rms_matmul_multi / rms_matmul_glu", be->ops->name);
+            if (!be->ops->rms_matmul_multi || !be->ops->rms_matmul_glu) continue;
+            weight_t w[3];
+            const weight_t *wp[3];
+            err_t e = {0};
+            int ok = 1;
+            for (int i = 0; i < n; i++) {
+                w[i] = hw[i].w;
+                wp[i] = &w[i];
+                if (be->ops->prepare_weight(be, &w[i], &e)) { CHECK(0, "rms_matmul: prepare_weight: %s", e.msg); ok = 0; }
+            }
+            for (size_t ti = 0; ok && ti < sizeof Ts / sizeof Ts[0]; ti++)
+                for (int nv = 0; nv < 3; nv++) { /* norm weight, none, weight with offset 1 */
+                    const int T = Ts[ti];
+                    float *x = rand_vec((size_t)T * K, 840 + si + T, 3.f), *nwh = rand_vec(K, 850 + si, 1.f);
+                    float *dx = dev_from(be, x, (size_t)T * K), *dnw = dev_from(be, nwh, K), *dh = be->ops->alloc(be, sizeof(float) * T * K);
+                    const float *nw = nv == 1 ? NULL : dnw, off = nv == 2 ? 1.f : 0.f;
+                    float *da[3], *db[3];
+                    for (int i = 0; i < n; i++) {
+                        da[i] = be->ops->alloc(be, sizeof(float) * T * ms[si].rows[i]);
+                        db[i] = be->ops->alloc(be, sizeof(float) * T * ms[si].rows[i]);
+                    }
+                    be->ops->rms_norm(be, dh, dx, nw, off, T, K, 1e-6f);
+                    int rc;
+                    if (ms[si].glu) {
+                        be->ops->matmul_multi(be, 2, da, dh, T, wp);
+                        be->ops->glu(be, da[0], da[0], da[1], (size_t)T * ms[si].rows[0], ACT_SILU);
+                        rc = be->ops->rms_matmul_glu(be, db[0], dx, nw, off, 1e-6f, T, wp[0], wp[1], ACT_SILU);
+                    } else {
+                        be->ops->matmul_multi(be, n, da, dh, T, wp);
+                        rc = be->ops->rms_matmul_multi(be, n, db, dx, nw, off, 1e-6f, T, wp);
+                    }
+                    const int want_rc = T <= 2 && (size_t)T * K * 4 <= 48 * 1024;
+                    CHECK((rc == 0) == want_rc, "%s rms_matmul set %zu T=%d: returned %d", be->ops->name, si, T, rc);
+                    for (int i = 0; rc == 0 && i < (ms[si].glu ? 1 : n); i++) {
+                        const size_t ny = (size_t)T * ms[si].rows[i];
+                        float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny);
+                        to_host(be, a, da[i], ny);
+                        to_host(be, b, db[i], ny);
+                        CHECK(!memcmp(a, b, sizeof(float) * ny), "%s rms_matmul%s set %zu weight %d T=%d norm %d: differs from rms_norm + matmul_multi%s",
+                              be->ops->name, ms[si].glu ? "_glu" : "_multi", si, i, T, nv, ms[si].glu ? " + glu" : "");
+                        free(a); free(b);
+                    }
+                    for (int i = 0; i < n; i++) { be->ops->free(be, da[i]); be->ops->free(be, db[i]); }
+                    be->ops->free(be, dx); be->ops->free(be, dnw); be->ops->free(be, dh);
+                    free(x); free(nwh);
+                }
+            for (int i = 0; i < n; i++)
+                if (be->ops->release_weight) be->ops->release_weight(be, &w[i]);
+        }
+        for (int i = 0; i < n; i++) free_hw(&hw[i]);
+    }
+}
+
+/* A decode-like chain on "cuda" through the norm fusions, with no host synchronization between the
+ * ops: per layer a = rms_matmul_multi(x) (q-like), x += a·Woᵀ (matmul_add), g = rms_matmul_glu(x),
+ * x += g·Wdᵀ (matmul_add), then an "lm_head" of rms_matmul_multi(x). Run op by op synchronized,
+ * eagerly and captured (PDL: a misplaced wait shows as a race), and against the same chain of
+ * separate ops (rms_norm, matmul_multi, matmul, add, matmul_glu): all bitwise equal. */
+static void test_pdl_chain_norm(void) {
+    backend_t *be = befast;
+    if (!be->ops->matmul_add || !be->ops->rms_matmul_multi || !be->ops->rms_matmul_glu) return;
+    const int H = 2048, I = 5632, V = 3000, L = 5;
+    hw_t hq = make_dense(H, H, DT_BF16, 271), ho = make_dense(H, H, DT_BF16, 272), hg = make_dense(I, H, DT_BF16, 273),
+         hu = make_dense(I, H, DT_BF16, 274), hd = make_dense(H, I, DT_BF16, 275), hl = make_dense(V, H, DT_BF16, 276);
+    weight_t wq = hq.w, wo = ho.w, wg = hg.w, wu = hu.w, wd = hd.w, wl = hl.w;
+    err_t e = {0};
+    if (be->ops->prepare_weight(be, &wq, &e) || be->ops->prepare_weight(be, &wo, &e) || be->ops->prepare_weight(be, &wg, &e) ||
+        be->ops->prepare_weight(be, &wu, &e) || be->ops->prepare_weight(be, &wd, &e) || be->ops->prepare_weight(be, &wl, &e)) {
+        CHECK(0, "pdl chain norm: prepare_weight: %s", e.msg);
+        return;
+    }
+    float *x0 = rand_vec(H, 281, 1.f), *ln1 = rand_vec(H, 282, 1.f), *ln2 = rand_vec(H, 283, 1.f);
+    float *res[4][2];
+    for (int mode = 0; mode < 4; mode++) { /* 0: synchronized after every op, 1: eager, 2: one captured step, 3: the separate ops */
+        float *dx = dev_from(be, x0, H), *dl1 = dev_from(be, ln1, H), *dl2 = dev_from(be, ln2, H);
+        float *da = be->ops->alloc(be, sizeof(float) * H), *dh = be->ops->alloc(be, sizeof(float) * H), *dg = be->ops->alloc(be, sizeof(float) * I),
+              *du = be->ops->alloc(be, sizeof(float) * I), *dl = be->ops->alloc(be, sizeof(float) * V);
+        const weight_t *wqp[1] = {&wq}, *wlp[1] = {&wl};
+        float probe;
+        int rc = 0;
+#define PDL_SYNC() do { if (mode == 0) to_host(be, &probe, dx, 1); } while (0)
+        if (mode == 2 && be->ops->step_begin) be->ops->step_begin(be, 1, 1);
+        for (int l = 0; l < L; l++) {
+            if (mode < 3) {
+                rc |= be->ops->rms_matmul_multi(be, 1, &da, dx, dl1, 0.f, 1e-5f, 1, wqp); PDL_SYNC();
+                rc |= be->ops->matmul_add(be, dx, da, 1, &wo); PDL_SYNC();
+                rc |= be->ops->rms_matmul_glu(be, dg, dx, dl2, 0.f, 1e-5f, 1, &wg, &wu, ACT_SILU); PDL_SYNC();
+                rc |= be->ops->matmul_add(be, dx, dg, 1, &wd); PDL_SYNC();
+            } else {
+                be->ops->rms_norm(be, dh, dx, dl1, 0.f, 1, H, 1e-5f);
+                be->ops->matmul_multi(be, 1, &da, dh, 1, wqp);
+                be->ops->matmul(be, dh, da, 1, &wo);
+                be->ops->add(be, dx, dh, H);
+                be->ops->rms_norm(be, dh, dx, dl2, 0.f, 1, H, 1e-5f);
+                be->ops->matmul_glu(be, dg, dg, du, dh, 1, &wg, &wu, ACT_SILU);
+                be->ops->matmul(be, dh, dg, 1, &wd);
+                be->ops->add(be, dx, dh, H);
+            }
+        }
+        if (mode < 3) rc |= be->ops->rms_matmul_multi(be, 1, &dl, dx, dl1, 0.f, 1e-5f, 1, wlp);
+        else {
+            be->ops->rms_norm(be, dh, dx, dl1, 0.f, 1, H, 1e-5f);
+            be->ops->matmul_multi(be, 1, &dl, dh, 1, wlp);
+        }
+#undef PDL_SYNC
+        CHECK(rc == 0, "pdl chain norm mode %d: a fused op declined", mode);
+        res[mode][0] = malloc(sizeof(float) * H);
+        res[mode][1] = malloc(sizeof(float) * V);
+        to_host(be, res[mode][1], dl, V);
+        if (mode == 2 && be->ops->step_end) be->ops->step_end(be);
+        to_host(be, res[mode][0], dx, H);
+        be->ops->free(be, dx); be->ops->free(be, dl1); be->ops->free(be, dl2); be->ops->free(be, da); be->ops->free(be, dh);
+        be->ops->free(be, dg); be->ops->free(be, du); be->ops->free(be, dl);
+    }
+    int finite = 1;
+    for (int i = 0; i < V; i++) finite &= isfinite(res[0][1][i]) && res[0][1][i] != 0.f;
+    CHECK(finite, "pdl chain norm: synchronized run gives non-finite or zero logits");
+    for (int mode = 1; mode < 4; mode++)
+        CHECK(!memcmp(res[0][0], res[mode][0], sizeof(float) * H) && !memcmp(res[0][1], res[mode][1], sizeof(float) * V),
+              "pdl chain norm (%s): differs from the op-by-op synchronized run", mode == 1 ? "eager" : mode == 2 ? "captured step" : "separate ops");
+    for (int mode = 0; mode < 4; mode++) { free(res[mode][0]); free(res[mode][1]); }
+    free(x0); free(ln1); free(ln2);
+    /* the host weights stay allocated (see test_pdl_chain) */
+}
+
 /* qmma's two kernels (matmul_qmma.cu): steps of 9..64 tokens take qmma_wide_kernel (x split once
  * per matmul, a block = 128 rows x one group of split-K slots, the groups' sums added by a second
  * kernel), up to 8 qmma_kernel; both must give a token the same bits, with x split into hi + lo
@@ -1536,6 +1841,9 @@ static void test_qdeq_f16(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach the log even if a case crashes */
     err_t e = {0};
+    /* the GEMV norm fusion (matmul_gemv.cu) at every size its kernel takes, not only the default's
+     * K >= 4096: test_fused_gemv and test_pdl_chain_norm expect it to run */
+    setenv("KILN_CUDA_FUSE_NORM_MIN_K", "0", 1);
     be32 = backend_create("cuda-f32", 0, &e);
     befast = backend_create("cuda", 0, &e);
     if (getenv("KILN_CUDA_QMMA_MAX_T") && atoi(getenv("KILN_CUDA_QMMA_MAX_T")) > 0) qmma_max_t = atoi(getenv("KILN_CUDA_QMMA_MAX_T"));
@@ -1558,10 +1866,22 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
+    if (getenv("KILN_CUDA_TEST_FUSED_GEMV_ONLY")) { /* the bf16 GEMV fusions alone (GLU, norm, residual add): a short device call */
+        test_matmul_glu();
+        test_fused_gemv();
+        test_pdl_chain_glu();
+        test_pdl_chain_norm();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_FUSED_GEMV_ONLY)");
+    }
     if (getenv("KILN_CUDA_TEST_GEMV_ONLY")) { /* the batch-1 q4/q8 GEMV tests alone: a short device call */
         test_gemv_tc_shapes();
         test_matmul_multi();
+        test_matmul_glu();
+        test_fused_gemv();
         test_pdl_chain();
+        test_pdl_chain_glu();
+        test_pdl_chain_norm();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_GEMV_ONLY)");
     }
@@ -1585,7 +1905,11 @@ int main(void) {
     test_qmma_wide();
     test_qgemm();
     test_matmul_multi();
+    test_matmul_glu();
+    test_fused_gemv();
     test_pdl_chain();
+    test_pdl_chain_glu();
+    test_pdl_chain_norm();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_norm_rope_glu();
     test_embed();

@@ -306,6 +306,14 @@ static void cu_release_weight(backend_t *be, weight_t *w) {
     w->device = NULL;
 }
 
+/* matmul_gemv.cu: gate/up GEMV with the GLU in its epilogue (backend.h, op matmul_glu) */
+void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
+/* matmul_gemv.cu: the GEMV with y += (matmul_add) or x's rms_norm in its prologue (rms_matmul_multi, rms_matmul_glu) */
+int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
+int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                          const weight_t *const *w);
+int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
+                        const weight_t *wu, act_t act);
 /* sample.cu: sampling on the device (backend.h, op sample) */
 void cuda_sample(backend_t *be, int32_t *tokens, float *logits, const sample_args_t *a);
 
@@ -340,6 +348,10 @@ static const backend_ops_t cuda_ops = {
     .matmul_multi = cuda_matmul_multi,
     .moe_route = cuda_moe_route,
     .moe_experts = cuda_moe_experts,
+    .matmul_glu = cuda_matmul_glu,
+    .matmul_add = cuda_matmul_add,
+    .rms_matmul_multi = cuda_rms_matmul_multi,
+    .rms_matmul_glu = cuda_rms_matmul_glu,
 };
 
 
@@ -411,14 +423,16 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         cuda_prof_ops.kv_write = p_kvw; cuda_prof_ops.attention = p_attn;
         cuda_prof_ops.conv1d_causal = p_conv; cuda_prof_ops.gated_delta = p_delta; cuda_prof_ops.sigmoid_mul = p_sigmul;
         cuda_prof_ops.add_rms_norm = NULL; cuda_prof_ops.rope_kv_write = NULL; /* timed as the separate ops */
-        cuda_prof_ops.matmul_multi = NULL;
+        cuda_prof_ops.matmul_multi = NULL; cuda_prof_ops.matmul_glu = NULL;
+        cuda_prof_ops.matmul_add = NULL; cuda_prof_ops.rms_matmul_multi = NULL; cuda_prof_ops.rms_matmul_glu = NULL;
         be->ops = &cuda_prof_ops;
     }
     const char *fenv = getenv("KILN_CUDA_FUSE"); /* =0: no fused ops (the models call the separate ones; A/B) */
     if (!profile && fenv && !strcmp(fenv, "0")) {
         static backend_ops_t nofuse;
         nofuse = cuda_ops;
-        nofuse.add_rms_norm = NULL; nofuse.rope_kv_write = NULL;
+        nofuse.add_rms_norm = NULL; nofuse.rope_kv_write = NULL; nofuse.matmul_glu = NULL;
+        nofuse.matmul_add = NULL; nofuse.rms_matmul_multi = NULL; nofuse.rms_matmul_glu = NULL;
         be->ops = &nofuse;
     }
     be->impl = c;

@@ -2,19 +2,16 @@
  *
  * References: ref_glu (backend/cpu/ref.c) and the loops in cpu_backend.c. One thread per
  * element (grid-stride); the activations use the same full-precision expf/tanhf formulas
- * as the CPU. gather_rows takes its indices from the host and assumes y and x do not
+ * as the CPU (glu_act.cuh, shared with the GEMV that fuses the GLU: matmul_gemv.cu).
+ * gather_rows takes its indices from the host and assumes y and x do not
  * overlap (the CPU's memmove allows it; no model relies on it). */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/glu_act.cuh"
 
 __global__ void glu_kernel(float *y, const float *g, const float *u, size_t n, int gelu) {
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; g, u read after the wait */
     pdl_wait();
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float gv = g[i], a;
-        if (!gelu) a = gv / (1.0f + expf(-gv));
-        else a = 0.5f * gv * (1.0f + tanhf(0.7978845608028654f * (gv + 0.044715f * gv * gv * gv)));
-        y[i] = a * u[i];
-    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) y[i] = glu_act(g[i], u[i], gelu);
 }
 
 __global__ void add_kernel(float *y, const float *x, size_t n) {

@@ -14,6 +14,7 @@
  * 2/3/5/6-bit through gemv_kernel. Order: lane l accumulates units l, l+32, ... in order, then a fixed xor-shuffle tree;
  * nothing depends on T, so a token's outputs are bitwise the same alone or with others. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/glu_act.cuh"
 
 #define GEMV_TMAX 8
 #define GEMV_WARPS 4
@@ -214,7 +215,9 @@ __device__ __forceinline__ float code_f(uint32_t bits_in_mantissa) {
     return __fsub_rn(__uint_as_float(bits_in_mantissa | 0x4B000000u), 8388608.f);
 }
 
-template <int TT, int R, int KS>
+/* ACC (matmul_add): y += the sum instead of y = the sum (one __fadd_rn of the stored value, read
+ * with .cg after the PDL wait, and the sum: bitwise the add op's y + x) */
+template <int TT, int R, int KS, bool ACC = false>
 __device__ __forceinline__ void warp_store(float (&acc)[R][TT], float *__restrict__ y, int T, int n0, int rows, int lane) {
     __shared__ float red[KS > 1 ? GEMV_WARPS : 1][R][TT];
     const int warp = threadIdx.x >> 5;
@@ -226,7 +229,10 @@ __device__ __forceinline__ void warp_store(float (&acc)[R][TT], float *__restric
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
             if (KS == 1) {
-                if (lane == 0 && t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
+                if (lane == 0 && t < T && n0 + r < rows) {
+                    float *p = y + (size_t)t * rows + n0 + r;
+                    *p = ACC ? __fadd_rn(__ldcg(p), v) : v;
+                }
             } else if (lane == 0) red[warp][r][t] = v;
         }
     if (KS > 1) { /* the KS warps of a row group split K: its first warp adds them in warp order */
@@ -237,7 +243,53 @@ __device__ __forceinline__ void warp_store(float (&acc)[R][TT], float *__restric
                 float v = red[warp][r][t];
 #pragma unroll
                 for (int k = 1; k < KS; k++) v = __fadd_rn(v, red[warp + k][r][t]);
-                if (t < T && n0 + r < rows) y[(size_t)t * rows + n0 + r] = v;
+                if (t < T && n0 + r < rows) {
+                    float *p = y + (size_t)t * rows + n0 + r;
+                    *p = ACC ? __fadd_rn(__ldcg(p), v) : v;
+                }
+            }
+    }
+}
+
+/* warp_store for the GLU GEMV (gemvh_body, GLU): rows r < R/2 of the warp are gate rows n0 + r,
+ * rows R/2 + r the up rows n0 + r; each row's sum is formed exactly as warp_store forms it (the
+ * xor tree; with KS > 1 the group's first warp adds the warps' sums in warp order), then
+ * y[t, n0 + r] = glu_act(gate, up) instead of the two stores. */
+template <int TT, int R, int KS>
+__device__ __forceinline__ void warp_store_glu(float (&acc)[R][TT], float *__restrict__ y, int T, int n0, int rows, int lane, int gelu) {
+    constexpr int P = R / 2;
+    __shared__ float red[KS > 1 ? GEMV_WARPS : 1][R][TT];
+    const int warp = threadIdx.x >> 5;
+    float v[R][TT];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            float s = acc[r][t];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            v[r][t] = s;
+            if (KS > 1 && lane == 0) red[warp][r][t] = s;
+        }
+    if (KS == 1) {
+        if (lane == 0)
+#pragma unroll
+            for (int p = 0; p < P; p++)
+#pragma unroll
+                for (int t = 0; t < TT; t++)
+                    if (t < T && n0 + p < rows) y[(size_t)t * rows + n0 + p] = glu_act(v[p][t], v[P + p][t], gelu);
+    } else {
+        __syncthreads();
+        if (warp % KS == 0)
+            for (int i = lane; i < P * TT; i += 32) {
+                const int p = i / TT, t = i % TT;
+                float g = red[warp][p][t], u = red[warp][P + p][t];
+#pragma unroll
+                for (int k = 1; k < KS; k++) {
+                    g = __fadd_rn(g, red[warp + k][p][t]);
+                    u = __fadd_rn(u, red[warp + k][P + p][t]);
+                }
+                if (t < T && n0 + p < rows) y[(size_t)t * rows + n0 + p] = glu_act(g, u, gelu);
             }
     }
 }
@@ -380,21 +432,111 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restric
  * pdl_wait/pdl_trigger/cuda_launch_pdl: cuda_common.cuh (KILN_CUDA_PDL=0: launched without the
  * attribute); KILN_CUDA_GEMV=h0: gemvh_kernel above. */
 
-template <int KIND, int TT, int R, int KS>
+/* gemvh_body's variants (MODE bits): GM_GLU (matmul_glu: the warp's rows are R/2 gate/up pairs, y =
+ * the GLU), GM_NORM (rms_matmul_multi / rms_matmul_glu: x is first normalized into shared memory by
+ * norm_x_smem), GM_ACC (matmul_add: y += the sums). */
+enum { GM_GLU = 1, GM_NORM = 2, GM_ACC = 4 };
+typedef struct gemv_ext {
+    const void *wu;   /* GM_GLU: the up weight (wdata is the gate)               */
+    int gelu;         /* GM_GLU: the activation (0 silu, 1 gelu-tanh)             */
+    const float *nw;  /* GM_NORM: rms_norm's weight (NULL: none), offset and eps  */
+    float off, eps;
+} gemv_ext_t;
+
+/* GM_NORM's x: the step's T rows of x [T, n] normalized into shared memory (xs, T·n floats) exactly as
+ * rmsnorm.cu's rms_norm4_kernel computes rms_norm (256 < n <= 8192, n % 4 == 0): there a block of 256
+ * threads, thread i summing squares of float4s i, i + 256, ... (fmaf in x, y, z, w order), an xor
+ * tree per warp and the 8 warp sums added in warp order; here each of the 128 threads carries the
+ * sums of two of those threads (i and i + 128), warp k's xor trees give warp sums k and k + 4, and
+ * the same scaling (x · inv) · (off + w). x is read once (into xs, then scaled in place: a thread
+ * scales the float4s it stored). x comes from the previous kernel: read after the PDL wait with .cg
+ * loads (L2: no L1 line of x from an earlier kernel on this SM can be stale, x being the residual
+ * that matmul_add rewrites every layer). Every thread of the block must call it (barriers). */
+__device__ __forceinline__ void norm_x_smem(float *xs, const float *x, int T, int n, const gemv_ext_t &e) {
+    __shared__ float ws[2][8];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, n4 = n / 4;
+    for (int t = 0; t < T; t++) {
+        const float4 *xr = (const float4 *)(x + (size_t)t * n);
+        float4 *xo = (float4 *)(xs + (size_t)t * n);
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll 4
+        for (int i = tid; i < n4; i += 256) {
+            const float4 v = __ldcg(xr + i);
+            xo[i] = v;
+            s0 = fmaf(v.x, v.x, s0); s0 = fmaf(v.y, v.y, s0); s0 = fmaf(v.z, v.z, s0); s0 = fmaf(v.w, v.w, s0);
+        }
+#pragma unroll 4
+        for (int i = tid + 128; i < n4; i += 256) {
+            const float4 v = __ldcg(xr + i);
+            xo[i] = v;
+            s1 = fmaf(v.x, v.x, s1); s1 = fmaf(v.y, v.y, s1); s1 = fmaf(v.z, v.z, s1); s1 = fmaf(v.w, v.w, s1);
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+            s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+        }
+        if (lane == 0) { ws[t][warp] = s0; ws[t][warp + 4] = s1; }
+    }
+    __syncthreads();
+    for (int t = 0; t < T; t++) {
+        float tot = 0.f;
+        for (int i = 0; i < 8; i++) tot += ws[t][i];
+        const float inv = 1.0f / sqrtf(tot / (float)n + e.eps);
+        float4 *xo = (float4 *)(xs + (size_t)t * n);
+        for (int i = tid; i < n4; i += GEMV_WARPS * 32) {
+            float4 o = xo[i];
+            if (e.nw) {
+                const float4 wv = __ldg((const float4 *)e.nw + i);
+                o.x = (o.x * inv) * (e.off + wv.x); o.y = (o.y * inv) * (e.off + wv.y);
+                o.z = (o.z * inv) * (e.off + wv.z); o.w = (o.w * inv) * (e.off + wv.w);
+            } else {
+                o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
+            }
+            xo[i] = o;
+        }
+    }
+    __syncthreads();
+}
+
+extern __shared__ float4 gemv_xs[]; /* GM_NORM: the normalized x, T·K floats (dynamic shared memory) */
+
+template <int TT>
+__device__ __forceinline__ void ld_x8_s(float (&xv)[TT][8], size_t K, int T, size_t col) {
+    const float *xs = (const float *)gemv_xs;
+#pragma unroll
+    for (int t = 0; t < TT; t++) {
+        if (t < T) {
+            const float4 *px = (const float4 *)(xs + t * K + col);
+            const float4 a = px[0], b = px[1];
+            xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
+            xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) xv[t][j] = 0.f;
+        }
+    }
+}
+
+template <int KIND, int TT, int R, int KS, int MODE = 0>
 __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *__restrict__ x, int T, const void *wdata, int rows, int cols,
-                                           int bx) {
+                                           int bx, const gemv_ext_t &e = gemv_ext_t()) {
+    constexpr bool GLU = MODE & GM_GLU, NORM = MODE & GM_NORM, ACC = MODE & GM_ACC;
     constexpr int U = GEMV_PIPE / R; /* units per round: U·R pieces in flight per lane */
-    const int lane = threadIdx.x & 31, n0 = (bx * (GEMV_WARPS / KS) + (threadIdx.x >> 5) / KS) * R;
+    constexpr int RN = GLU ? R / 2 : R; /* output rows per warp (GLU: R/2 gate rows, then the same R/2 up rows) */
+    const int lane = threadIdx.x & 31, n0 = (bx * (GEMV_WARPS / KS) + (threadIdx.x >> 5) / KS) * RN;
     const int kw = (threadIdx.x >> 5) % KS;
     pdl_trigger();
-    if (KS == 1 && n0 >= rows) return; /* KS > 1: every warp reaches warp_store's barrier */
+    /* KS > 1: every warp reaches warp_store's barrier; NORM: every warp reaches norm_x_smem's (a warp
+     * past the last row loads the last row's weights, then leaves after the norm) */
+    const bool dead = KS == 1 && n0 >= rows;
+    if (!NORM && dead) return;
     const size_t K = (size_t)cols;
     const int units = (int)(K / 8), step = 32 * KS;
     const uint4 *rowp[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const int n = n0 + r < rows ? n0 + r : rows - 1;
-        rowp[r] = (const uint4 *)((const uint16_t *)wdata + (size_t)n * K);
+        const int rr = r % RN, n = n0 + rr < rows ? n0 + rr : rows - 1;
+        rowp[r] = (const uint4 *)((const uint16_t *)(GLU && r >= RN ? e.wu : wdata) + (size_t)n * K);
     }
     float acc[R][TT];
 #pragma unroll
@@ -408,6 +550,10 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
 #pragma unroll
         for (int r = 0; r < R; r++) cur[j][r] = u + j * step < units ? __ldg(rowp[r] + u + j * step) : make_uint4(0u, 0u, 0u, 0u);
     pdl_wait(); /* x (and y) belong to the previous kernels */
+    if constexpr (NORM) {
+        norm_x_smem((float *)gemv_xs, x, T, cols, e);
+        if (dead) return;
+    }
     for (; u < units; u += U * step) {
         uint4 nxt[U][R];
 #pragma unroll
@@ -421,7 +567,8 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
             const int uj = u + j * step;
             if (uj >= units) break;
             float xv[TT][8];
-            ld_x8<TT, false>(xv, x, K, T, (size_t)uj * 8);
+            if constexpr (NORM) ld_x8_s<TT>(xv, K, T, (size_t)uj * 8);
+            else ld_x8<TT, false>(xv, x, K, T, (size_t)uj * 8);
 #pragma unroll
             for (int r = 0; r < R; r++) fma_unit8<KIND, TT>(acc[r], cur[j][r], xv);
         }
@@ -430,13 +577,14 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
 #pragma unroll
             for (int r = 0; r < R; r++) cur[j][r] = nxt[j][r];
     }
-    warp_store<TT, R, KS>(acc, y, T, n0, rows, lane);
+    if constexpr (GLU) warp_store_glu<TT, R, KS>(acc, y, T, n0, rows, lane, e.gelu);
+    else warp_store<TT, R, KS, ACC>(acc, y, T, n0, rows, lane);
 }
 
-template <int KIND, int TT, int R, int KS>
+template <int KIND, int TT, int R, int KS, int MODE = 0>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_kernel(float *__restrict__ y, const float *__restrict__ x, int T, const void *wdata,
                                                                 int rows, int cols) {
-    gemvh_body<KIND, TT, R, KS>(y, x, T, wdata, rows, cols, blockIdx.x);
+    gemvh_body<KIND, TT, R, KS, MODE>(y, x, T, wdata, rows, cols, blockIdx.x);
 }
 
 /* The (R, KS) of a weight (rows per warp, warps per row group), by shape and dtype only, for
@@ -480,23 +628,23 @@ static int gemv_pipe(int cfg) {
     return v == 4 ? cfg == CFG_R4 : v;
 }
 
-template <int KIND, int TT>
+template <int KIND, int TT, int MODE = 0>
 static void launch_p(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w) {
     const dim3 grid(cfg_blocks(cfg, w->rows)), block(GEMV_WARPS * 32);
     const void *d = w->data;
     const int rows = w->rows, cols = w->cols;
     switch (cfg) {
-    case CFG_R4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 1>, grid, block, 0, y, x, T, d, rows, cols); break;
-    case CFG_R2K2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 2>, grid, block, 0, y, x, T, d, rows, cols); break;
-    case CFG_R2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 1>, grid, block, 0, y, x, T, d, rows, cols); break;
-    case CFG_R1K4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, GEMV_WARPS>, grid, block, 0, y, x, T, d, rows, cols); break;
-    default: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, 1>, grid, block, 0, y, x, T, d, rows, cols); break;
+    case CFG_R4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
+    case CFG_R2K2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 2, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
+    case CFG_R2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
+    case CFG_R1K4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, GEMV_WARPS, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
+    default: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
     }
 }
-template <int KIND>
+template <int KIND, int MODE = 0>
 static void launch_p_tt(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w) {
-    if (T == 1) launch_p<KIND, 1>(c, cfg, y, x, T, w);
-    else launch_p<KIND, 2>(c, cfg, y, x, T, w);
+    if (T == 1) launch_p<KIND, 1, MODE>(c, cfg, y, x, T, w);
+    else launch_p<KIND, 2, MODE>(c, cfg, y, x, T, w);
 }
 
 /* --- matmul_multi for bf16/f16: one launch over up to four weights of one K and dtype (q/k/v,
@@ -507,9 +655,10 @@ typedef struct gemv_multi {
     const void *d[4];
     int rows[4], cfg[4], b0[5];
     int n, cols;
+    gemv_ext_t e; /* MODE GM_NORM: x's rms_norm */
 } gemv_multi_t;
 
-template <int KIND, int TT>
+template <int KIND, int TT, int MODE = 0>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_multi_kernel(const float *__restrict__ x, int T, gemv_multi_t m) {
     const int b = blockIdx.x;
     const int i = b >= m.b0[3] && m.n > 3 ? 3 : b >= m.b0[2] && m.n > 2 ? 2 : b >= m.b0[1] && m.n > 1 ? 1 : 0;
@@ -519,17 +668,42 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_multi_kernel
     const int cfg = i == 0 ? m.cfg[0] : i == 1 ? m.cfg[1] : i == 2 ? m.cfg[2] : m.cfg[3];
     const int bx = b - (i == 0 ? m.b0[0] : i == 1 ? m.b0[1] : i == 2 ? m.b0[2] : m.b0[3]);
     switch (cfg) {
-    case CFG_R4: gemvh_body<KIND, TT, 4, 1>(y, x, T, d, rows, m.cols, bx); break;
-    case CFG_R2K2: gemvh_body<KIND, TT, 2, 2>(y, x, T, d, rows, m.cols, bx); break;
-    case CFG_R2: gemvh_body<KIND, TT, 2, 1>(y, x, T, d, rows, m.cols, bx); break;
-    case CFG_R1K4: gemvh_body<KIND, TT, 1, GEMV_WARPS>(y, x, T, d, rows, m.cols, bx); break;
-    default: gemvh_body<KIND, TT, 1, 1>(y, x, T, d, rows, m.cols, bx); break;
+    case CFG_R4: gemvh_body<KIND, TT, 4, 1, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
+    case CFG_R2K2: gemvh_body<KIND, TT, 2, 2, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
+    case CFG_R2: gemvh_body<KIND, TT, 2, 1, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
+    case CFG_R1K4: gemvh_body<KIND, TT, 1, GEMV_WARPS, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
+    default: gemvh_body<KIND, TT, 1, 1, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
     }
 }
 
 /* Returns 0 when launched (n bf16 or n f16 weights of one K, K % 8 == 0, 1..2 tokens, x
  * 16-byte aligned, the pipelined path on), -1 otherwise (the caller runs them one by one). */
+static int gemv_multi_launch(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, const gemv_ext_t *ne);
 int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+    return gemv_multi_launch(c, n, y, x, T, w, NULL);
+}
+
+/* GM_NORM applies where rms_norm takes rms_norm4_kernel (256 < n <= 8192, n % 4 == 0, 16-byte aligned x
+ * and weight: the order norm_x_smem reproduces), the normalized rows fit the default 48 KB of shared
+ * memory, and n >= KILN_CUDA_FUSE_NORM_MIN_K (default 4096): every block redoes the norm after the
+ * wait, which paid on llama-3-8b (n = 4096: 203.2 -> 206.4 tok/s) but cost qwen3-0.6b (n = 1024, its
+ * GEMVs ~2-4 us: 708 -> 654 with both fusions; bench/cuda/RESULTS.md, session 8, helper-49).
+ * KILN_CUDA_FUSE_NORM=0: never (rms_matmul_multi / rms_matmul_glu / matmul_add decline). */
+static int fuse_norm_min_k(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KILN_CUDA_FUSE_NORM"), *k = getenv("KILN_CUDA_FUSE_NORM_MIN_K");
+        v = e && !strcmp(e, "0") ? 1 << 30 : k ? atoi(k) : 4096;
+    }
+    return v;
+}
+static int norm_ok(const float *x, const float *nw, int n, int T) {
+    return n >= fuse_norm_min_k() && n % 4 == 0 && n > 256 && n <= 8192 && !((uintptr_t)x & 15) && !((uintptr_t)nw & 15) &&
+           (size_t)T * n * 4 <= 48 * 1024;
+}
+
+/* ne: GM_NORM with its rms_norm (NULL: x as it is) */
+static int gemv_multi_launch(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, const gemv_ext_t *ne) {
     if (n < 1 || n > 4 || T < 1 || T > 2 || ((uintptr_t)x & 15) || getenv_gemv_old() || getenv_gemv_h0()) return -1;
     for (int i = 0; i < n; i++)
         if ((w[i]->dtype != DT_BF16 && w[i]->dtype != DT_F16) || w[i]->dtype != w[0]->dtype || w[i]->cols != w[0]->cols || w[i]->cols % 8)
@@ -549,6 +723,18 @@ int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int 
     }
     m.b0[4] = nb;
     const dim3 grid(nb), block(GEMV_WARPS * 32);
+    if (ne) {
+        m.e = *ne;
+        const size_t sm = (size_t)T * m.cols * 4;
+        if (w[0]->dtype == DT_BF16) {
+            if (T == 1) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 1, GM_NORM>, grid, block, sm, x, T, m);
+            else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 2, GM_NORM>, grid, block, sm, x, T, m);
+        } else {
+            if (T == 1) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_F16, 1, GM_NORM>, grid, block, sm, x, T, m);
+            else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_F16, 2, GM_NORM>, grid, block, sm, x, T, m);
+        }
+        return 0;
+    }
     if (w[0]->dtype == DT_BF16) {
         if (T == 1) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 1>, grid, block, 0, x, T, m);
         else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 2>, grid, block, 0, x, T, m);
@@ -556,6 +742,138 @@ int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int 
         if (T == 1) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_F16, 1>, grid, block, 0, x, T, m);
         else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_F16, 2>, grid, block, 0, x, T, m);
     }
+    return 0;
+}
+
+/* --- matmul_glu for bf16/f16 (backend.h): y[T, I] = act(x·Wgᵀ) ⊙ (x·Wuᵀ) in one launch, 1..2
+ * tokens. A warp takes R/2 gate rows and the same R/2 up rows (R and KS from the gate weight's
+ * own configuration, gemv_cfg: R = 1 becomes one pair, R = 2) through gemvh_body, so each row's
+ * sum is bitwise what matmul / matmul_multi give it (a row's arithmetic depends on KS alone), and
+ * writes glu_act of the pair — bitwise elementwise.cu's glu of those two outputs. No gate/up
+ * outputs are written and no glu kernel runs: one launch and one PDL hop less per layer. */
+template <int KIND, int TT, int R, int KS, int MODE>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_glu_kernel(float *__restrict__ y, const float *__restrict__ x, int T,
+                                                                    const void *wg, int rows, int cols, gemv_ext_t e) {
+    gemvh_body<KIND, TT, R, KS, MODE>(y, x, T, wg, rows, cols, blockIdx.x, e);
+}
+
+template <int KIND, int TT, int MODE>
+static void launch_glu(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const void *wg, int rows, int cols, const gemv_ext_t &e) {
+    const int KS = cfg_KS[cfg], pairs = cfg == CFG_R4 ? 2 : 1; /* R = 4: two pairs per warp; R = 2 or 1: one */
+    const dim3 grid(cdiv(rows, GEMV_WARPS / KS * pairs)), block(GEMV_WARPS * 32);
+    const size_t sm = MODE & GM_NORM ? (size_t)T * cols * 4 : 0;
+    switch (cfg) {
+    case CFG_R4: cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 4, 1, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e); break;
+    case CFG_R2K2: cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 2, 2, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e); break;
+    case CFG_R1K4: cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 2, GEMV_WARPS, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e); break;
+    default: cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 2, 1, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e); break;
+    }
+}
+template <int KIND, int MODE>
+static void launch_glu_tt(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const void *wg, int rows, int cols, const gemv_ext_t &e) {
+    if (T == 1) launch_glu<KIND, 1, MODE>(c, cfg, y, x, T, wg, rows, cols, e);
+    else launch_glu<KIND, 2, MODE>(c, cfg, y, x, T, wg, rows, cols, e);
+}
+
+/* KILN_CUDA_GLU_GEMV=0: matmul_glu runs matmul_multi + glu, rms_matmul_glu declines (A/B);
+ * KILN_CUDA_GLU_MIN_K=N: only for K >= N (default 0: every K) */
+static int glu_gemv_min_k(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KILN_CUDA_GLU_GEMV"), *k = getenv("KILN_CUDA_GLU_MIN_K");
+        v = e && !strcmp(e, "0") ? 1 << 30 : k ? atoi(k) : 0;
+    }
+    return v;
+}
+
+/* The bf16/f16 GEMV conditions of cuda_matmul / cuda_matmul_multi for one or two tokens: below
+ * both GEMM thresholds, the pipelined kernel on, x 16-byte aligned, K % 8 == 0. */
+static int gemvp_ok(cuda_impl_t *c, const dweight_t *w, const float *x, int T) {
+    return T >= 1 && T <= 2 && T < c->gemm_min_t && !(w->dtype == DT_BF16 && T >= c->gemm_min_t_bf16) && !((uintptr_t)x & 15) &&
+           (w->dtype == DT_BF16 || w->dtype == DT_F16) && w->cols % 8 == 0 && !getenv_gemv_old() && !getenv_gemv_h0();
+}
+static int multi_on(void) {
+    const char *me = getenv("KILN_CUDA_MULTI");
+    return !(me && !strcmp(me, "0"));
+}
+
+/* Returns 0 when launched (wg, wu both bf16 or both f16 of one shape on the GEMV: where
+ * matmul_multi takes gemvp_multi_kernel), -1 otherwise. ne: GM_NORM (NULL: x as it is). */
+static int cuda_gemv_glu(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *wg, const dweight_t *wu, int gelu, const gemv_ext_t *ne) {
+    if (wg->cols < glu_gemv_min_k() || !multi_on() || !gemvp_ok(c, wg, x, T) || wu->dtype != wg->dtype || wu->rows != wg->rows ||
+        wu->cols != wg->cols)
+        return -1;
+    const int cfg = gemv_cfg(c, wg, T);
+    gemv_ext_t e = ne ? *ne : gemv_ext_t();
+    e.wu = wu->data;
+    e.gelu = gelu;
+    if (wg->dtype == DT_BF16) {
+        if (ne) launch_glu_tt<K_BF16, GM_GLU | GM_NORM>(c, cfg, y, x, T, wg->data, wg->rows, wg->cols, e);
+        else launch_glu_tt<K_BF16, GM_GLU>(c, cfg, y, x, T, wg->data, wg->rows, wg->cols, e);
+    } else {
+        if (ne) launch_glu_tt<K_F16, GM_GLU | GM_NORM>(c, cfg, y, x, T, wg->data, wg->rows, wg->cols, e);
+        else launch_glu_tt<K_F16, GM_GLU>(c, cfg, y, x, T, wg->data, wg->rows, wg->cols, e);
+    }
+    cuda_capture_tick(c);
+    return 0;
+}
+
+/* backend.h matmul_glu: the fused GEMV above where matmul_multi would take the bf16/f16 GEMV,
+ * else matmul_multi into g and u, then glu. */
+void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
+    if (T <= 0) return;
+    cuda_impl_t *c = cuda_impl(be);
+    if (cuda_gemv_glu(c, y, x, T, (const dweight_t *)wg->device, (const dweight_t *)wu->device, act == ACT_GELU_TANH, NULL) == 0) return;
+    float *const yy[2] = {g, u};
+    const weight_t *const ww[2] = {wg, wu};
+    cuda_matmul_multi(be, 2, yy, x, T, ww);
+    cuda_glu(be, y, g, u, (size_t)T * wg->rows, act);
+}
+
+/* backend.h rms_matmul_glu: matmul_glu of rms_norm(x) with the norm in each block's prologue
+ * (GM_NORM); declines (nonzero) where that kernel does not apply. */
+int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
+                        const weight_t *wu, act_t act) {
+    cuda_impl_t *c = cuda_impl(be);
+    const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
+    if (!norm_ok(x, nw, dg->cols, T)) return -1;
+    gemv_ext_t e = {};
+    e.nw = nw; e.off = off; e.eps = eps;
+    return cuda_gemv_glu(c, y, x, T, dg, du, act == ACT_GELU_TANH, &e);
+}
+
+/* backend.h rms_matmul_multi: matmul_multi of rms_norm(x), the norm in each block's prologue;
+ * declines (nonzero) where gemvp_multi_kernel or the norm does not apply. */
+int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                          const weight_t *const *wt) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (n < 1 || n > 4 || !multi_on()) return -1;
+    const dweight_t *w[4];
+    for (int i = 0; i < n; i++) {
+        w[i] = (const dweight_t *)wt[i]->device;
+        if (!gemvp_ok(c, w[i], x, T)) return -1;
+    }
+    if (!norm_ok(x, nw, w[0]->cols, T)) return -1;
+    gemv_ext_t e = {};
+    e.nw = nw; e.off = off; e.eps = eps;
+    if (gemv_multi_launch(c, n, y, x, T, w, &e)) return -1;
+    cuda_capture_tick(c);
+    return 0;
+}
+
+/* backend.h matmul_add: y += x·Wᵀ by the GEMV's stores (GM_ACC), where cuda_matmul takes the
+ * pipelined bf16/f16 GEMV and y's rows are long enough for the norm fusion that follows it (the
+ * residual stream: rows >= KILN_CUDA_FUSE_NORM_MIN_K; otherwise the model keeps add_rms_norm);
+ * declines (nonzero) elsewhere. */
+int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *wt) {
+    cuda_impl_t *c = cuda_impl(be);
+    const dweight_t *w = (const dweight_t *)wt->device;
+    if (w->rows < fuse_norm_min_k() || !gemvp_ok(c, w, x, T)) return -1;
+    const int cfg = gemv_cfg(c, w, T);
+    if (!gemv_pipe(cfg)) return -1;
+    if (w->dtype == DT_BF16) launch_p_tt<K_BF16, GM_ACC>(c, cfg, y, x, T, w);
+    else launch_p_tt<K_F16, GM_ACC>(c, cfg, y, x, T, w);
+    cuda_capture_tick(c);
     return 0;
 }
 
