@@ -184,6 +184,14 @@ typedef struct backend_ops {
     /* rope(q: nh heads) and rope(k: nkv heads) as rope does, then kv_write(kv, k, v, slots, T). */
     void (*rope_kv_write)(backend_t *, float *q, float *k, const float *v, const int32_t *pos, int T, int nh, int nkv, int head_dim,
                           int rot_dim, const float *inv_freq, float mscale, const kv_view_t *kv, const int32_t *slots);
+    /* q[T, nh·hd], k[T, nkv·hd] = rms_norm per head with qn, kn ([hd] each; NULL: no norm), then
+     * rope_kv_write(q, k, v, a->pos, ..., &a->kv, slots), then attention(out, q, T, a): bitwise
+     * the separate ops (q and k are left as they leave them). The CPU runs a step of decode
+     * rows as one pool pass: each (row, KV-head group) item first does its own heads' norms,
+     * rope and cache write, then attends; other steps run the separate ops. */
+    void (*norm_rope_kv_attention)(backend_t *, float *out, float *q, float *k, const float *v, const float *qn,
+                                   const float *kn, float eps, int rot_dim, const float *inv_freq, float mscale,
+                                   const int32_t *slots, int T, const attn_args_t *a);
     /* y[i][T, w[i].rows] = x[T, cols] · w[i]ᵀ for i < n, as n matmul calls give them (one x,
      * several weights: q/k/v, gate/up), in one dispatch. */
     void (*matmul_multi)(backend_t *, int n, float *const *y, const float *x, int T, const weight_t *const *w);

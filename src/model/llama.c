@@ -206,7 +206,9 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         if (l->bq) op->add_bias(be, L->q, l->bq, T, nh * hd);
         if (l->bk) op->add_bias(be, L->k, l->bk, T, nkv * hd);
         if (l->bv) op->add_bias(be, L->v, l->bv, T, nkv * hd);
-        if (l->q_norm) {
+        /* q/k norms, rope, the cache write and attention in one op where the backend has it */
+        const int fused_attn = c->rope.type != ROPE_DYNAMIC && op->norm_rope_kv_attention;
+        if (l->q_norm && !fused_attn) {
             op->rms_norm(be, L->q, L->q, l->q_norm, 0.f, T * nh, hd, (float)c->rms_eps);
             op->rms_norm(be, L->k, L->k, l->k_norm, 0.f, T * nkv, hd, (float)c->rms_eps);
         }
@@ -224,7 +226,10 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             }
         }
         aa.kv = kv_pool_view(&m->kv, li);
-        if (c->rope.type != ROPE_DYNAMIC && op->rope_kv_write) /* rope q, k and the cache write in one op */
+        if (fused_attn)
+            op->norm_rope_kv_attention(be, L->att, L->q, L->k, L->v, l->q_norm, l->k_norm, (float)c->rms_eps, L->rot_dim,
+                                       L->inv_freq, L->mscale, L->slots, T, &aa);
+        else if (c->rope.type != ROPE_DYNAMIC && op->rope_kv_write) /* rope q, k and the cache write in one op */
             op->rope_kv_write(be, L->q, L->k, L->v, b->pos, T, nh, nkv, hd, L->rot_dim, L->inv_freq, L->mscale, &aa.kv, L->slots);
         else {
             if (c->rope.type != ROPE_DYNAMIC) {
@@ -233,7 +238,7 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             }
             op->kv_write(be, &aa.kv, L->k, L->v, L->slots, T);
         }
-        op->attention(be, L->att, L->q, T, &aa);
+        if (!fused_attn) op->attention(be, L->att, L->q, T, &aa);
         /* o: x += att · woᵀ straight from the GEMV where the backend has that (matmul_add), else h = att · woᵀ */
         const int x_done = !l->bo && op->matmul_add && !op->matmul_add(be, L->x, L->att, T, &l->wo);
         if (!x_done) {

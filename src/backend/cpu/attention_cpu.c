@@ -225,8 +225,10 @@ void simd_attention_run(const simd_kernels_t *s, float *out, const float *q, con
          * 1 MB in f16: it stays in L2 across the head's tiles); each head latest tiles first */
         int g = k / n_tiles, it = n_tiles - 1 - k % n_tiles;
         const attn_tile_t *t = &tiles[it];
+        int h0 = g * hg, h1 = (g + 1) * hg < a->n_kv_heads ? (g + 1) * hg : a->n_kv_heads;
+        if (sp && sp->pre) sp->pre(sp->pre_ctx, t->t0, h0, h1);
         if (hg == 1) fn(out, q, a, t->r, t->t0, t->t1, g, scratch);
-        else gfn(out, q, a, t->r, t->t0, t->t1, g * hg, (g + 1) * hg < a->n_kv_heads ? (g + 1) * hg : a->n_kv_heads, scratch);
+        else gfn(out, q, a, t->r, t->t0, t->t1, h0, h1, scratch);
     }
 }
 

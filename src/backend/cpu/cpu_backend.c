@@ -7,6 +7,7 @@
  * by (tile of tokens, KV head) items. The split is static and each element is computed whole by one thread, so
  * the thread count never changes a result. "cpu-ref" runs the scalar reference kernels
  * on one thread: the oracle the tests compare the fast path against. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,8 +15,14 @@
 #include "backend/cpu/cpu_hybrid.h"
 #include "base/threadpool.h"
 
+/* a thread's last rope cos/sin (norm_rope_kv_attention): every layer of a decode step asks
+ * for the same position and frequencies */
+#define ROPE_CACHE_HALF 256
+typedef struct { int pos, half; float ms; float inv[ROPE_CACHE_HALF], cs[ROPE_CACHE_HALF], sn[ROPE_CACHE_HALF]; } rope_cache_t;
+
 typedef struct cpu_impl {
     const simd_kernels_t *simd; /* NULL: reference kernels */
+    rope_cache_t *rope;         /* per thread */
     threadpool_t *pool;
     float **scratch;            /* per thread: attention scores and K/V conversion */
     size_t scratch_len;
@@ -336,7 +343,9 @@ static void at_task(void *ctx, int i, int n) {
     if (t0 < t1) ref_attention(j->out, j->q, t0, t1, j->a, scratch);
 }
 
-static void cpu_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *a) {
+/* pre (or NULL): attn_split_t's hook, for a step whose tiles are all one token and unsplit */
+static void cpu_attention_pre(backend_t *be, float *out, const float *q, int T, const attn_args_t *a,
+                              void (*pre)(void *, int, int, int), void *pre_ctx) {
     cpu_impl_t *impl = be->impl;
     size_t need;
     if (impl->simd) need = simd_attention_scratch(a); /* per tile: independent of the context */
@@ -366,9 +375,110 @@ static void cpu_attention(backend_t *be, float *out, const float *q, int T, cons
         job.tiles = impl->tiles;
         job.n_tiles = simd_attention_tiles(a, 0, T, impl->tiles);
         items = simd_attention_plan(&job.sp, a, job.tiles, job.n_tiles, nt);
-    }
+        if (pre && (job.sp.items || job.n_tiles != T)) { /* not one item per (token, heads): all of it first */
+            for (int t = 0; t < T; t++) pre(pre_ctx, t, 0, a->n_kv_heads);
+            pre = NULL;
+        }
+        job.sp.pre = pre;
+        job.sp.pre_ctx = pre_ctx;
+    } else
+        for (int t = 0; pre && t < T; t++) pre(pre_ctx, t, 0, a->n_kv_heads);
     threadpool_run(impl->pool, items < nt ? items : nt, at_task, &job);
     if (impl->simd) simd_attention_finish(impl->simd, out, a, job.tiles, job.n_tiles, &job.sp);
+}
+static void cpu_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *a) {
+    cpu_attention_pre(be, out, q, T, a, NULL, NULL);
+}
+
+/* --- norm_rope_kv_attention: a step of decode rows in one pool pass. Each attention item
+ * (a one-token tile t, KV heads [h0, h1)) first does what the separate ops would do to exactly
+ * the data it then reads: the q/k norms, the rope of its query heads [h0·group, h1·group) and KV
+ * heads, and the cache write of those KV heads at t's slot — the same kernels per head row and
+ * element as cpu_rms_norm, cpu_rope (ref_rope's math, one cos/sin per pair for q and k alike)
+ * and cpu_kv_write, so the bits are theirs. That takes the per-layer serial run on the caller
+ * (two norms, two ropes with their sin/cos, the K/V stores' misses) while the worker spun, and
+ * halves it over the threads. --- */
+typedef struct { const cpu_impl_t *impl; float *q, *k; const float *v, *qn, *kn; float eps, ms; int rot; const float *inv;
+                 const int32_t *slots; const attn_args_t *a; } nrka_t;
+
+static void nrka_norm(const simd_kernels_t *simd, float *x, const float *w, int rows, int n, float eps) {
+    if (simd && simd->rms_norm) simd->rms_norm(x, x, w, 0.f, rows, n, eps);
+    else ref_rms_norm(x, x, w, 0.f, rows, n, eps);
+}
+
+static void nrka_pre(void *ctx, int t, int h0, int h1) {
+    const nrka_t *c = ctx;
+    const attn_args_t *a = c->a;
+    int hd = a->head_dim, nh = a->n_heads, nkv = a->n_kv_heads, group = nh / nkv, nq = (h1 - h0) * group, nk = h1 - h0;
+    float *qt = c->q + ((size_t)t * nh + (size_t)h0 * group) * hd, *kt = c->k + ((size_t)t * nkv + h0) * hd;
+    if (c->qn) nrka_norm(c->impl->simd, qt, c->qn, nq, hd, c->eps);
+    if (c->kn) nrka_norm(c->impl->simd, kt, c->kn, nk, hd, c->eps);
+    int half = c->rot / 2;
+    float p = (float)a->pos[t];
+    /* ref_rope's cos/sin, kept from the last call on this thread when the position, mscale
+     * and frequencies are the same (the same cosf/sinf of the same arguments: the same bits) */
+    int ti = threadpool_worker_index();
+    rope_cache_t *rc = ti < threadpool_size(c->impl->pool) ? &c->impl->rope[ti] : NULL; /* (a thread of another pool) */
+    if (rc && half <= ROPE_CACHE_HALF && !(rc->pos == a->pos[t] && rc->half == half && rc->ms == c->ms &&
+                                     !memcmp(rc->inv, c->inv, sizeof(float) * half))) {
+        for (int i = 0; i < half; i++) {
+            float ang = p * c->inv[i];
+            rc->cs[i] = cosf(ang) * c->ms;
+            rc->sn[i] = sinf(ang) * c->ms;
+        }
+        rc->pos = a->pos[t];
+        rc->half = half;
+        rc->ms = c->ms;
+        memcpy(rc->inv, c->inv, sizeof(float) * half);
+    }
+    for (int i = 0; i < half; i++) { /* ref_rope, for these heads of q and k */
+        float cs, sn;
+        if (rc && half <= ROPE_CACHE_HALF) cs = rc->cs[i], sn = rc->sn[i];
+        else {
+            float ang = p * c->inv[i];
+            cs = cosf(ang) * c->ms, sn = sinf(ang) * c->ms;
+        }
+        for (int h = 0; h < nq + nk; h++) {
+            float *x = h < nq ? qt + (size_t)h * hd : kt + (size_t)(h - nq) * hd;
+            float x0 = x[i], x1 = x[i + half];
+            x[i] = x0 * cs - x1 * sn;
+            x[i + half] = x1 * cs + x0 * sn;
+        }
+    }
+    const kv_view_t *kv = &a->kv;
+    size_t base = (size_t)c->slots[t] * nkv * hd + (size_t)h0 * hd, n = (size_t)nk * hd;
+    const float *vt = c->v + ((size_t)t * nkv + h0) * hd;
+    if (kv->dtype == DT_F16 && c->impl->simd && c->impl->simd->from_f32) { /* as cpu_kv_write */
+        c->impl->simd->from_f32((uint16_t *)kv->k + base, DT_F16, kt, (int)n);
+        c->impl->simd->from_f32((uint16_t *)kv->v + base, DT_F16, vt, (int)n);
+    } else
+        for (size_t i = 0; i < n; i++) { /* as ref_kv_write */
+            store_from_f32(kv->k, kv->dtype, base + i, kt[i]);
+            store_from_f32(kv->v, kv->dtype, base + i, vt[i]);
+        }
+}
+
+static void cpu_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn,
+                                       const float *kn, float eps, int rot, const float *inv, float ms, const int32_t *slots,
+                                       int T, const attn_args_t *a) {
+    cpu_impl_t *impl = be->impl;
+    int hd = a->head_dim, nh = a->n_heads, nkv = a->n_kv_heads;
+    nrka_t c = {impl, q, k, v, qn, kn, eps, ms, rot, inv, slots, a};
+    static int on = -1; /* KILN_FUSED_ATTN=0: the separate ops (A/B) */
+    if (on < 0) {
+        const char *e = getenv("KILN_FUSED_ATTN");
+        on = !(e && *e == '0');
+    }
+    if (on && impl->simd && a->n_rows == T) { /* decode rows (else, or split: the pre work first, on the caller) */
+        cpu_attention_pre(be, out, q, T, a, nrka_pre, &c);
+        return;
+    }
+    if (qn) cpu_rms_norm(be, q, q, qn, 0.f, T * nh, hd, eps);
+    if (kn) cpu_rms_norm(be, k, k, kn, 0.f, T * nkv, hd, eps);
+    cpu_rope(be, q, a->pos, T, nh, hd, rot, inv, ms);
+    cpu_rope(be, k, a->pos, T, nkv, hd, rot, inv, ms);
+    cpu_kv_write(be, &a->kv, k, v, slots, T);
+    cpu_attention(be, out, q, T, a);
 }
 
 /* --- hybrid ops (cpu_hybrid.h): the gated delta rule splits value heads over threads --- */
@@ -421,7 +531,7 @@ static const backend_ops_t cpu_ops = {
     .name = "cpu", .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_upload, .download = cpu_download,
     .prepare_weight = cpu_prepare_weight, .matmul = cpu_matmul, .matmul_multi = cpu_matmul_multi, .rms_norm = cpu_rms_norm, .rope = cpu_rope,
     .glu = cpu_glu, .add = cpu_add, .add_bias = cpu_add_bias, .gather_rows = cpu_gather_rows, .embed = cpu_embed,
-    .kv_write = cpu_kv_write, .attention = cpu_attention,
+    .kv_write = cpu_kv_write, .attention = cpu_attention, .norm_rope_kv_attention = cpu_norm_rope_kv_attention,
     .conv1d_causal = cpu_conv1d_causal, .gated_delta = cpu_gated_delta, .sigmoid_mul = cpu_sigmoid_mul,
     .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled,
 };
@@ -452,6 +562,8 @@ backend_t *backend_create(const char *name, int n_threads, err_t *e) {
     be->n_threads = ref ? 1 : (n_threads > 0 ? n_threads : cpu_count());
     impl->pool = threadpool_create(be->n_threads);
     impl->scratch = calloc((size_t)be->n_threads, sizeof(float *));
+    impl->rope = calloc((size_t)be->n_threads, sizeof(rope_cache_t));
+    for (int i = 0; i < be->n_threads; i++) impl->rope[i].pos = -1;
     return be;
 }
 
@@ -463,6 +575,7 @@ void backend_destroy(backend_t *be) {
     cpu_impl_t *impl = be->impl;
     for (int i = 0; i < threadpool_size(impl->pool); i++) free(impl->scratch[i]);
     free(impl->scratch);
+    free(impl->rope);
     free(impl->tiles);
     threadpool_destroy(impl->pool);
     free(impl);

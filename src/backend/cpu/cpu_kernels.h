@@ -94,7 +94,11 @@ int simd_attention_tiles(const attn_args_t *a, int t0, int t1, attn_tile_t *tile
  * segments [s0, s1); s1 == 0: the whole tile), each split tile's segment states at
  * part + part_off[tile], nseg[tile] of them (0: not split). items == NULL: not split. */
 typedef struct attn_item { int tile, h0, h1, s0, s1; } attn_item_t;
-typedef struct attn_split { int n_items; attn_item_t *items; float *part; size_t *part_off; int *nseg; } attn_split_t;
+/* pre (unsplit steps only, or NULL): called by the item's thread before it attends over
+ * tile t (tokens [t0, t0 + 1)) for KV heads [h0, h1) — a decode step's own per-head work
+ * (cpu_backend.c: q/k norms, rope and the cache write of those heads, in the same pass). */
+typedef struct attn_split { int n_items; attn_item_t *items; float *part; size_t *part_off; int *nseg;
+                            void (*pre)(void *ctx, int t0, int h0, int h1); void *pre_ctx; } attn_split_t;
 /* Work items of those tiles for n_threads threads (one-token tiles: groups of KV heads, and
  * with n_threads > 1 runs of context segments); sp: the split plan, freed by _finish */
 int simd_attention_plan(attn_split_t *sp, const attn_args_t *a, const attn_tile_t *tiles, int n_tiles, int n_threads);

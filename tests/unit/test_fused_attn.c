@@ -1,0 +1,144 @@
+/* test_fused_attn.c — the CPU backend's norm_rope_kv_attention (q/k norms, rope, the cache
+ * write and attention in one op; a decode step in one pool pass, each item doing its own
+ * heads' pre-work) must leave bitwise what the separate ops leave: out, q, k and the whole
+ * K/V cache. Shapes: qwen3-like (16/8 heads, hd 128, q/k norms), GQA 4 without norms, hd 80
+ * (not a multiple of 16), one KV head (MQA), partial rope; KV f16/bf16/f32; decode steps of
+ * 1 and 3 rows (positions across block edges), a prefill row, a step with an empty row and a
+ * two-token row (the same row count as tokens, not all decode), a window, the split decode
+ * (KILN_ATTN_SEG-style segments: the pre-work then runs first, on the caller); 1, 2 and 3
+ * threads, and cpu-ref. */
+#include <math.h>
+#include "../common/test_util.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
+
+typedef struct { int nh, nkv, hd, rot, norm; } shape_t;
+
+static float rope_base = 10000.f; /* changed between calls at the same position: the cos/sin kept per thread must follow */
+
+/* one step: rows of n[r] tokens, the last at position last[r] (tokens last - n + 1 .. last) */
+static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, const int *n, const int *last, int window,
+                       const char *what) {
+    const int bs = 16;
+    int nh = s->nh, nkv = s->nkv, hd = s->hd, T = 0, nb = 0;
+    int32_t rs[8], pos[64], slots[64];
+    const int32_t *tables[8];
+    int32_t tab[8][64];
+    rs[0] = 0;
+    for (int r = 0; r < n_rows; r++) {
+        int blocks = (last[r] + bs) / bs;
+        for (int b = 0; b < blocks; b++) tab[r][b] = nb + blocks - 1 - b; /* blocks out of order */
+        nb += blocks;
+        tables[r] = tab[r];
+        for (int i = 0; i < n[r]; i++, T++) {
+            pos[T] = last[r] - n[r] + 1 + i;
+            slots[T] = tab[r][pos[T] / bs] * bs + pos[T] % bs;
+        }
+        rs[r + 1] = T;
+    }
+    size_t per = (size_t)nkv * hd, cache_n = (size_t)nb * bs * per, esz = dtype_size(dt);
+    uint64_t seed = 77 + (uint64_t)T * 13 + (uint64_t)hd;
+    void *kc[2], *vc[2];
+    for (int i = 0; i < 2; i++) {
+        kc[i] = malloc(cache_n * esz);
+        vc[i] = malloc(cache_n * esz);
+    }
+    for (size_t i = 0; i < cache_n; i++) {
+        store_from_f32(kc[0], dt, i, tu_rand(&seed));
+        store_from_f32(vc[0], dt, i, tu_rand(&seed));
+    }
+    memcpy(kc[1], kc[0], cache_n * esz);
+    memcpy(vc[1], vc[0], cache_n * esz);
+    size_t qn_ = (size_t)T * nh * hd, kn_ = (size_t)T * per;
+    float *q[2], *k[2], *out[2], *v = malloc(sizeof(float) * kn_), *qw = malloc(sizeof(float) * hd), *kw = malloc(sizeof(float) * hd);
+    for (int i = 0; i < 2; i++) {
+        q[i] = malloc(sizeof(float) * qn_);
+        k[i] = malloc(sizeof(float) * kn_);
+        out[i] = malloc(sizeof(float) * qn_);
+    }
+    for (size_t i = 0; i < qn_; i++) q[0][i] = 3.0f * tu_rand(&seed);
+    for (size_t i = 0; i < kn_; i++) k[0][i] = 3.0f * tu_rand(&seed), v[i] = tu_rand(&seed);
+    for (int i = 0; i < hd; i++) qw[i] = 1.0f + 0.5f * tu_rand(&seed), kw[i] = 1.0f + 0.5f * tu_rand(&seed);
+    memcpy(q[1], q[0], sizeof(float) * qn_);
+    memcpy(k[1], k[0], sizeof(float) * kn_);
+    float inv[128];
+    for (int i = 0; i < s->rot / 2; i++) inv[i] = powf(rope_base, -2.0f * i / s->rot);
+    const float eps = 1e-6f, ms = 1.0f;
+    for (int i = 0; i < 2; i++) {
+        attn_args_t a = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, window, {kc[i], vc[i], dt, bs, nkv, hd}};
+        if (i == 0) { /* the separate ops */
+            if (s->norm) {
+                be->ops->rms_norm(be, q[0], q[0], qw, 0.f, T * nh, hd, eps);
+                be->ops->rms_norm(be, k[0], k[0], kw, 0.f, T * nkv, hd, eps);
+            }
+            be->ops->rope(be, q[0], pos, T, nh, hd, s->rot, inv, ms);
+            be->ops->rope(be, k[0], pos, T, nkv, hd, s->rot, inv, ms);
+            be->ops->kv_write(be, &a.kv, k[0], v, slots, T);
+            be->ops->attention(be, out[0], q[0], T, &a);
+        } else
+            be->ops->norm_rope_kv_attention(be, out[1], q[1], k[1], v, s->norm ? qw : NULL, s->norm ? kw : NULL, eps, s->rot, inv, ms,
+                                            slots, T, &a);
+    }
+    const char *bad = memcmp(out[0], out[1], sizeof(float) * qn_) ? "out"
+                    : memcmp(q[0], q[1], sizeof(float) * qn_) ? "q"
+                    : memcmp(k[0], k[1], sizeof(float) * kn_) ? "k"
+                    : memcmp(kc[0], kc[1], cache_n * esz) ? "K cache"
+                    : memcmp(vc[0], vc[1], cache_n * esz) ? "V cache" : NULL;
+    if (bad)
+        fail_msg("%s (%s, %d threads, %s KV, heads %d/%d, hd %d, rot %d, norm %d, T %d, rows %d, window %d): %s differs from the separate ops",
+                 what, be->ops->name, be->n_threads, dtype_name(dt), nh, nkv, hd, s->rot, s->norm, T, n_rows, window, bad);
+    for (int i = 0; i < 2; i++) {
+        free(kc[i]); free(vc[i]); free(q[i]); free(k[i]); free(out[i]);
+    }
+    free(v); free(qw); free(kw);
+}
+
+static void run_all(backend_t *be) {
+    const shape_t shapes[] = {{16, 8, 128, 128, 1}, {8, 2, 64, 64, 0}, {6, 3, 80, 80, 1}, {4, 1, 64, 32, 1}, {8, 8, 32, 32, 0}};
+    const dtype_t dts[] = {DT_F16, DT_BF16, DT_F32};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int d = 0; d < 3; d++) {
+            const shape_t *s = &shapes[si];
+            int n1[] = {1}, l1[] = {543};
+            check_step(be, s, dts[d], 1, n1, l1, 0, "decode, 1 row");
+            rope_base = 500000.f;
+            check_step(be, s, dts[d], 1, n1, l1, 0, "decode, 1 row, another rope base");
+            rope_base = 10000.f;
+            int n3[] = {1, 1, 1}, l3[] = {0, 47, 300};
+            check_step(be, s, dts[d], 3, n3, l3, 0, "decode, 3 rows");
+            check_step(be, s, dts[d], 3, n3, l3, 40, "decode, 3 rows, window");
+            int np[] = {5}, lp[] = {36};
+            check_step(be, s, dts[d], 1, np, lp, 0, "prefill row");
+            int nm[] = {0, 2}, lm[] = {10, 20};
+            check_step(be, s, dts[d], 2, nm, lm, 0, "empty row + 2 tokens");
+        }
+    /* the split decode (segments of 64 positions): the pre-work first, then the split items */
+    simd_attention_set_seg(64);
+    for (size_t si = 0; si < 2; si++) {
+        int n3[] = {1, 1, 1}, l3[] = {5, 130, 700};
+        check_step(be, &shapes[si], DT_F16, 3, n3, l3, 0, "split decode");
+    }
+    simd_attention_set_seg(-1);
+}
+
+static void test_fused_attn(void **st) {
+    const int threads[] = {1, 2, 3};
+    for (int ti = 0; ti < 3; ti++) {
+        err_t e = {0};
+        backend_t *be = backend_create("cpu", threads[ti], &e);
+        assert_non_null(be);
+        assert_non_null(be->ops->norm_rope_kv_attention);
+        run_all(be);
+        backend_destroy(be);
+    }
+    err_t e = {0};
+    backend_t *ref = backend_create("cpu-ref", 1, &e);
+    assert_non_null(ref);
+    run_all(ref);
+    backend_destroy(ref);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fused_attn)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
