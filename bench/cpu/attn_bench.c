@@ -5,17 +5,25 @@
  * positions (block size 16, blocks in order): T=512 P=0 is a first prefill chunk, T=160
  * P=1888 the uncached tail of a 2048-token prompt, T=1 a decode step. Shapes default to
  * qwen3-0.6b (16 query heads, 8 KV heads, head_dim 128). The best of --iters calls is
- * reported with the causal FLOPs (4 · head_dim · heads per query-key pair) per second.
+ * reported (mean_ms: the mean of all) with the causal FLOPs (4 · head_dim · heads per
+ * query-key pair) per second.
  * With --threads 1 (the default) the time is the process CPU time, which other work on a
  * shared machine disturbs less than the wall clock; with more threads it is wall time.
  *
  * --cold M: before each call, read M MiB of other memory (not timed), so the K/V come from
- * DRAM as in a decode step (which streams the weights between two layers' attention);
+ * DRAM as in a decode step (which streams the weights between two layers' attention). The
+ * read runs through the backend's pool (an `add` of zeros over M/2 MiB), so its threads are
+ * awake when the call starts, as in a decode step (a read on the caller alone let the
+ * pool's worker fall asleep: the 2-thread cold time then held its futex wake-up);
  * --huge: K/V on transparent huge pages (madvise), as the CPU backend allocates its cache.
+ * --pre 1: time what a qwen3 layer runs from q/k/v to the attention output: q/k rms_norm per
+ * head, rope q and k, the cache write at the tokens' slots (the last positions), attention, as
+ * separate ops; --pre 2: the same through norm_rope_kv_attention (one op). q and k are
+ * restored before each call (not timed), so every call sees the same inputs.
  *
  * Usage: kiln-attn-bench [--T T] [--pos P] [--threads N] [--kv f16|bf16|f32] [--heads H]
  *                        [--kv-heads K] [--head-dim D] [--window W] [--iters I] [--backend cpu|cpu-ref]
- *                        [--cold MIB] [--huge 0|1] */
+ *                        [--cold MIB] [--huge 0|1] [--pre 0|1|2] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +39,7 @@ static double now(clockid_t c) {
 }
 
 int main(int argc, char **argv) {
-    int T = 160, P = 1888, nt = 1, nh = 16, nkv = 8, hd = 128, window = 0, iters = 5, bs = 16, cold = 0, huge = 0;
+    int T = 160, P = 1888, nt = 1, nh = 16, nkv = 8, hd = 128, window = 0, iters = 5, bs = 16, cold = 0, huge = 0, pre = 0;
     dtype_t dt = DT_F16;
     const char *bname = "cpu";
     for (int i = 1; i < argc; i++) {
@@ -48,6 +56,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--iters")) iters = atoi(v);
         else if (!strcmp(a, "--cold")) cold = atoi(v);
         else if (!strcmp(a, "--huge")) huge = atoi(v);
+        else if (!strcmp(a, "--pre")) pre = atoi(v);
         else if (!strcmp(a, "--backend")) bname = v;
         else if (!strcmp(a, "--kv")) {
             if (!strcmp(v, "f16")) dt = DT_F16;
@@ -69,8 +78,8 @@ int main(int argc, char **argv) {
     void *K = aligned_alloc((size_t)2 << 20, kvb), *V = aligned_alloc((size_t)2 << 20, kvb);
     if (huge && K && V) { madvise(K, kvb, MADV_HUGEPAGE); madvise(V, kvb, MADV_HUGEPAGE); }
     size_t coldn = (size_t)(cold > 0 ? cold : 0) << 18;
-    float *cb = coldn ? malloc(coldn * 4) : NULL;
-    for (size_t i = 0; i < coldn; i++) cb[i] = (float)i;
+    float *cb = coldn ? malloc(coldn * 4) : NULL; /* zeros (written: real pages, not the zero page) */
+    if (cb) memset(cb, 0, coldn * 4);                /* cb[0, n/2) += cb[n/2, n) keeps them */
     volatile float sink = 0;
     int32_t *table = malloc(sizeof(int32_t) * nb), *pos = malloc(sizeof(int32_t) * T), rs[2] = {0, T};
     float *q = malloc(sizeof(float) * qn), *out = malloc(sizeof(float) * qn);
@@ -84,27 +93,46 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < qn; i++) q[i] = sinf((float)i) * 0.5f;
     const int32_t *tables[1] = {table};
     attn_args_t a = {1, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, window, {K, V, dt, bs, nkv, hd}};
+    /* --pre: the new tokens' k and v, norm weights, rope frequencies, slots */
+    float *q0 = malloc(sizeof(float) * qn), *k0 = malloc(sizeof(float) * T * per), *kx = malloc(sizeof(float) * T * per);
+    float *vx = malloc(sizeof(float) * T * per), *nw = malloc(sizeof(float) * hd), *inv = malloc(sizeof(float) * hd);
+    int32_t *slots = malloc(sizeof(int32_t) * T);
+    memcpy(q0, q, sizeof(float) * qn);
+    for (size_t i = 0; i < (size_t)T * per; i++) k0[i] = cosf((float)i), vx[i] = sinf((float)i * 0.3f);
+    for (int i = 0; i < hd; i++) nw[i] = 1.0f + 0.01f * i, inv[i] = powf(10000.f, -2.0f * (i / 2) / hd);
+    for (int i = 0; i < T; i++) slots[i] = pos[i];
     clockid_t clk = nt == 1 ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
-    double best = INFINITY, pairs = 0;
+    double best = INFINITY, pairs = 0, total = 0;
     for (int it = 0; it < iters; it++) {
         if (cb) {
-            float s0 = 0;
-            for (size_t i = 0; i < coldn; i += 16) s0 += cb[i];
-            sink += s0;
+            be->ops->add(be, cb, cb + coldn / 2, coldn / 2);
+            sink += cb[it % (coldn / 2)];
         }
+        if (pre) memcpy(q, q0, sizeof(float) * qn), memcpy(kx, k0, sizeof(float) * T * per);
         double t0 = now(clk);
-        be->ops->attention(be, out, q, T, &a);
+        if (pre == 1) {
+            be->ops->rms_norm(be, q, q, nw, 0.f, T * nh, hd, 1e-6f);
+            be->ops->rms_norm(be, kx, kx, nw, 0.f, T * nkv, hd, 1e-6f);
+            be->ops->rope(be, q, pos, T, nh, hd, hd, inv, 1.0f);
+            be->ops->rope(be, kx, pos, T, nkv, hd, hd, inv, 1.0f);
+            be->ops->kv_write(be, &a.kv, kx, vx, slots, T);
+            be->ops->attention(be, out, q, T, &a);
+        } else if (pre == 2)
+            be->ops->norm_rope_kv_attention(be, out, q, kx, vx, nw, nw, 1e-6f, hd, inv, 1.0f, slots, T, &a);
+        else be->ops->attention(be, out, q, T, &a);
         double t = now(clk) - t0;
         if (t < best) best = t;
+        total += t;
     }
     for (int i = 0; i < T; i++) {
         int lo = window > 0 && pos[i] - window + 1 > 0 ? pos[i] - window + 1 : 0;
         pairs += pos[i] - lo + 1;
     }
     printf("{\"backend\": \"%s\", \"simd\": \"%s\", \"threads\": %d, \"T\": %d, \"pos\": %d, \"kv\": \"%s\", \"heads\": %d, "
-           "\"kv_heads\": %d, \"head_dim\": %d, \"ms\": %.3f, \"gflop_s\": %.1f, \"check\": %.6f}\n",
-           bname, backend_simd_name(be), nt, T, P, dtype_name(dt), nh, nkv, hd, best * 1e3, pairs * 4.0 * hd * nh / best / 1e9,
+           "\"kv_heads\": %d, \"head_dim\": %d, \"ms\": %.3f, \"mean_ms\": %.3f, \"gflop_s\": %.1f, \"check\": %.6f}\n",
+           bname, backend_simd_name(be), nt, T, P, dtype_name(dt), nh, nkv, hd, best * 1e3, total / iters * 1e3, pairs * 4.0 * hd * nh / best / 1e9,
            out[qn / 2]);
+    free(q0); free(k0); free(kx); free(vx); free(nw); free(inv); free(slots);
     free(cb); free(K); free(V); free(table); free(pos); free(q); free(out);
     backend_destroy(be);
     return 0;
