@@ -4,6 +4,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/attention_tile.h"
 #include "tensor/dtype.h"
@@ -73,6 +74,27 @@ static inline __attribute__((always_inline)) void at_kt_piece(float *Kt, const c
     for (int i = 0; i < 16; i++) _mm512_store_ps(Kt + (size_t)(d0 + i) * 32 + g, r[i]);
 }
 
+/* f16 rows, 32 d at a time: the 16 rows' 64-byte runs transposed as 16×16 32-bit elements (each
+ * a pair of halves d, d + 1 of one key), then one vpermw per pair row splits the even and odd d
+ * (keys 0..15 of d in the low 256 bits, of d + 1 in the high) and two converts widen them: the
+ * same f32 values in the same places as two at_kt_piece calls, with half the shuffles. */
+static inline __attribute__((always_inline)) void at_kt_piece2_f16(float *Kt, const char *const *rows, int d0, int g) {
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = _mm512_castsi512_ps(_mm512_loadu_si512((const void *)(rows[g + i] + (size_t)d0 * 2)));
+    at_tr16(r);
+    const __m512i eo = _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1,
+                                        30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; p++) {
+        __m512i h = _mm512_permutexvar_epi16(eo, _mm512_castps_si512(r[p]));
+        _mm512_store_ps(Kt + (size_t)(d0 + 2 * p) * 32 + g, _mm512_cvtph_ps(_mm512_castsi512_si256(h)));
+        _mm512_store_ps(Kt + (size_t)(d0 + 2 * p + 1) * 32 + g, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)));
+    }
+}
+
+static int kt_pairs = -1; /* KILN_KT_PAIRS=0: the 16×16 f32 pieces for f16 too (A/B) */
+
 static void at_kt_block(float *Kt, const void *const *rows_in, dtype_t t, int hd, int ja, int jb) {
     const char *rows[32];
     int esz = t == DT_F32 ? 4 : 2;
@@ -81,6 +103,15 @@ static void at_kt_block(float *Kt, const void *const *rows_in, dtype_t t, int hd
     if (z) /* a row longer than the zero row: zero keys one by one */
         for (int j = 0; j < 32; j++)
             if (j < ja || j > jb) rows[j] = NULL;
+    if (kt_pairs < 0) {
+        const char *e = getenv("KILN_KT_PAIRS");
+        kt_pairs = !(e && *e == '0');
+    }
+    if (t == DT_F16 && !z && hd % 32 == 0 && kt_pairs) {
+        for (int g = 0; g < 32; g += 16)
+            for (int d0 = 0; d0 < hd; d0 += 32) at_kt_piece2_f16(Kt, rows, d0, g);
+        return;
+    }
     for (int g = 0; g < 32; g += 16)
         for (int d0 = 0; d0 < hd; d0 += 16) {
             if (z) { /* (hd > 256 with masked keys only) */
