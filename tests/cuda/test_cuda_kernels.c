@@ -1301,6 +1301,83 @@ static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, 
     free(scratch);
 }
 
+/* norm_rope_kv_attention (rope.cu: qwen3's q/k head norms folded into rope_kv_write, then the
+ * attention) against the separate ops on the same backend — rms_norm q, rms_norm k,
+ * rope_kv_write, attention: bitwise equal out, q, k and both caches. Rows of one decode token
+ * and a prefill-chunk row of 5; norm weights and none (llama: the op runs the separate ops). */
+static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, int nh, int nkv, int hd, int rot, dtype_t dt, int with_norm,
+                     uint64_t seed) {
+    const int bs = 16;
+    int T = 0, max_end = 0;
+    for (int r = 0; r < n_rows; r++) { T += len[r]; if (p0[r] + len[r] > max_end) max_end = p0[r] + len[r]; }
+    const int per_row_blocks = (max_end + bs - 1) / bs, nblk = per_row_blocks * n_rows + 3;
+    const size_t per = (size_t)nkv * hd, cells = (size_t)nblk * bs * per, es = dtype_size(dt), nq = (size_t)T * nh * hd;
+    void *hk = rand_cache(dt, cells, seed), *hv = rand_cache(dt, cells, seed + 1);
+    int32_t *perm = malloc(sizeof(int32_t) * nblk), *rs = malloc(sizeof(int32_t) * (n_rows + 1)), *pos = malloc(sizeof(int32_t) * T),
+            *slots = malloc(sizeof(int32_t) * T);
+    for (int i = 0; i < nblk; i++) perm[i] = nblk - 1 - i;
+    const int32_t **tables = malloc(sizeof(int32_t *) * n_rows);
+    rs[0] = 0;
+    for (int r = 0; r < n_rows; r++) {
+        tables[r] = perm + r * per_row_blocks;
+        rs[r + 1] = rs[r] + len[r];
+        for (int i = 0; i < len[r]; i++) {
+            const int p = p0[r] + i, t = rs[r] + i;
+            pos[t] = p;
+            slots[t] = tables[r][p / bs] * bs + p % bs;
+        }
+    }
+    float *q = rand_vec(nq, seed + 2, 3.0f), *k = rand_vec(T * per, seed + 3, 3.0f), *v = rand_vec(T * per, seed + 4, 1.0f);
+    float *qn = rand_vec(hd, seed + 5, 1.0f), *kn = rand_vec(hd, seed + 6, 1.0f), inv[128];
+    for (int j = 0; j < rot / 2; j++) inv[j] = powf(1000000.f, -2.f * j / rot);
+    float *o[2], *qo[2], *ko[2];
+    void *ck[2], *cv[2];
+    for (int pass = 0; pass < 2; pass++) {
+        attn_args_t da = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {NULL, NULL, dt, bs, nkv, hd}};
+        da.kv.k = be->ops->upload(be, hk, es * cells);
+        da.kv.v = be->ops->upload(be, hv, es * cells);
+        float *dq = dev_from(be, q, nq), *dk = dev_from(be, k, T * per), *dv = dev_from(be, v, T * per), *dout = be->ops->alloc(be, sizeof(float) * nq);
+        float *dqn = with_norm ? dev_from(be, qn, hd) : NULL, *dkn = with_norm ? dev_from(be, kn, hd) : NULL;
+        if (!pass) {
+            if (with_norm) {
+                be->ops->rms_norm(be, dq, dq, dqn, 0.f, T * nh, hd, 1e-6f);
+                be->ops->rms_norm(be, dk, dk, dkn, 0.f, T * nkv, hd, 1e-6f);
+            }
+            be->ops->rope_kv_write(be, dq, dk, dv, pos, T, nh, nkv, hd, rot, inv, 1.0f, &da.kv, slots);
+            be->ops->attention(be, dout, dq, T, &da);
+        } else be->ops->norm_rope_kv_attention(be, dout, dq, dk, dv, dqn, dkn, 1e-6f, rot, inv, 1.0f, slots, T, &da);
+        o[pass] = malloc(sizeof(float) * nq); qo[pass] = malloc(sizeof(float) * nq); ko[pass] = malloc(sizeof(float) * T * per);
+        ck[pass] = malloc(es * cells); cv[pass] = malloc(es * cells);
+        to_host(be, o[pass], dout, nq); to_host(be, qo[pass], dq, nq); to_host(be, ko[pass], dk, T * per);
+        be->ops->download(be, ck[pass], da.kv.k, es * cells);
+        be->ops->download(be, cv[pass], da.kv.v, es * cells);
+        be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v); be->ops->free(be, dq); be->ops->free(be, dk); be->ops->free(be, dv);
+        be->ops->free(be, dout); be->ops->free(be, dqn); be->ops->free(be, dkn);
+    }
+    CHECK(!memcmp(o[0], o[1], sizeof(float) * nq) && !memcmp(qo[0], qo[1], sizeof(float) * nq) && !memcmp(ko[0], ko[1], sizeof(float) * T * per) &&
+              !memcmp(ck[0], ck[1], es * cells) && !memcmp(cv[0], cv[1], es * cells),
+          "%s norm_rope_kv_attention rows=%d T=%d nh=%d nkv=%d hd=%d rot=%d %s norm=%d differs from rms_norm x2 + rope_kv_write + attention",
+          be->ops->name, n_rows, T, nh, nkv, hd, rot, dtype_name(dt), with_norm);
+    for (int pass = 0; pass < 2; pass++) { free(o[pass]); free(qo[pass]); free(ko[pass]); free(ck[pass]); free(cv[pass]); }
+    free(hk); free(hv); free(perm); free(rs); free(pos); free(slots); free(tables); free(q); free(k); free(v); free(qn); free(kn);
+}
+
+static void test_norm_rope_attention(void) {
+    backend_t *bes[2] = {be32, befast};
+    const int cfg[][4] = {{16, 8, 128, 128}, {32, 8, 128, 128}, {6, 3, 80, 80}, {4, 4, 24, 16}, {8, 2, 256, 256}, {4, 1, 72, 36}}; /* nh nkv hd rot */
+    const dtype_t dts[] = {DT_BF16, DT_F16, DT_F32};
+    const int one[1] = {2047}, l1[1] = {1}, three[3] = {0, 130, 4000}, l3[3] = {1, 1, 1}, chunk[2] = {37, 5}, lc[2] = {5, 1};
+    for (int bi = 0; bi < 2; bi++)
+        for (int ci = 0; ci < 6; ci++)
+            for (int di = 0; di < 3; di++)
+                for (int wn = 1; wn >= 0; wn--) {
+                    const uint64_t sd = 1200 + 10 * ci + di;
+                    nra_case(bes[bi], 1, one, l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd);
+                    nra_case(bes[bi], 3, three, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 1);
+                    nra_case(bes[bi], 2, chunk, lc, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 2);
+                }
+}
+
 static void test_attention_chain(void) {
     int one[1] = {2047}, odd[1] = {2048}, five[5] = {0, 5, 1000, 3001, 64}, two[2] = {4000, 17};
     attn_chain_case(1, one, 32, 8, 128, DT_BF16, 16, 0, 0.f, 901);  /* llama-3-8b batch 1: 33 splits */
@@ -1866,6 +1943,12 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
+    if (getenv("KILN_CUDA_TEST_NORM_ROPE_ONLY")) { /* norm_rope_kv_attention and the fused ops it builds on: a short device call */
+        test_fused();
+        test_norm_rope_attention();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_NORM_ROPE_ONLY)");
+    }
     if (getenv("KILN_CUDA_TEST_FUSED_GEMV_ONLY")) { /* the bf16 GEMV fusions alone (GLU, norm, residual add): a short device call */
         test_matmul_glu();
         test_fused_gemv();
@@ -1916,6 +1999,7 @@ int main(void) {
     test_kv_write();
     test_attention();
     test_attention_chain();
+    test_norm_rope_attention();
     test_attention_mma();
     test_hybrid_elementwise();
     test_hybrid_recurrent();

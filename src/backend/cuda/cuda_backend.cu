@@ -345,6 +345,7 @@ static const backend_ops_t cuda_ops = {
     .sample = cuda_sample,
     .add_rms_norm = cuda_add_rms_norm,
     .rope_kv_write = cuda_rope_kv_write,
+    .norm_rope_kv_attention = cuda_norm_rope_kv_attention,
     .matmul_multi = cuda_matmul_multi,
     .moe_route = cuda_moe_route,
     .moe_experts = cuda_moe_experts,
@@ -422,7 +423,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         cuda_prof_ops.add = p_add; cuda_prof_ops.add_bias = p_bias; cuda_prof_ops.gather_rows = p_gather; cuda_prof_ops.embed = p_embed;
         cuda_prof_ops.kv_write = p_kvw; cuda_prof_ops.attention = p_attn;
         cuda_prof_ops.conv1d_causal = p_conv; cuda_prof_ops.gated_delta = p_delta; cuda_prof_ops.sigmoid_mul = p_sigmul;
-        cuda_prof_ops.add_rms_norm = NULL; cuda_prof_ops.rope_kv_write = NULL; /* timed as the separate ops */
+        cuda_prof_ops.add_rms_norm = NULL; cuda_prof_ops.rope_kv_write = NULL; cuda_prof_ops.norm_rope_kv_attention = NULL; /* timed as the separate ops */
         cuda_prof_ops.matmul_multi = NULL; cuda_prof_ops.matmul_glu = NULL;
         cuda_prof_ops.matmul_add = NULL; cuda_prof_ops.rms_matmul_multi = NULL; cuda_prof_ops.rms_matmul_glu = NULL;
         be->ops = &cuda_prof_ops;
@@ -431,7 +432,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     if (!profile && fenv && !strcmp(fenv, "0")) {
         static backend_ops_t nofuse;
         nofuse = cuda_ops;
-        nofuse.add_rms_norm = NULL; nofuse.rope_kv_write = NULL; nofuse.matmul_glu = NULL;
+        nofuse.add_rms_norm = NULL; nofuse.rope_kv_write = NULL; nofuse.matmul_glu = NULL; nofuse.norm_rope_kv_attention = NULL;
         nofuse.matmul_add = NULL; nofuse.rms_matmul_multi = NULL; nofuse.rms_matmul_glu = NULL;
         be->ops = &nofuse;
     }

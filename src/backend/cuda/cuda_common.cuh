@@ -226,6 +226,8 @@ void cuda_gather_rows(backend_t *be, float *y, const float *x, const int32_t *id
 void cuda_embed(backend_t *be, float *y, const int32_t *ids, int T, const weight_t *w, float scale);
 void cuda_kv_write(backend_t *be, const kv_view_t *kv, const float *k, const float *v, const int32_t *slots, int T);
 void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *a);
+void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps,
+                                 int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a);
 void cuda_sigmoid_mul(backend_t *be, float *y, const float *g, int T, int n, int g_width);
 void cuda_scale(backend_t *be, float *y, float s, size_t n);
 void cuda_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t *idx, const float *wt, int n, int width);

@@ -104,3 +104,82 @@ void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int h
     rope_kernel<<<cdiv((long)n, 128), 128, 0, c->stream>>>(x, dpos, T, nh, hd, half, dinv, ms);
     cudaLaunchCheck();
 }
+
+/* qwen3's per-head q/k RMSNorm folded into rope_kv_write (backend.h norm_rope_kv_attention, then
+ * attention): one 64-thread block per (token, head), q heads first, then k heads (each also stores
+ * its head's v). The norm is rms_norm_kernel<64>'s (rmsnorm.cu) for n = hd <= 256: the same
+ * strided fmaf sums, xor tree and warp-sum order, the same inv and (x·inv)·(off + w) steps; the
+ * normalized head goes to shared memory, rope_pair rotates it there (the same function as
+ * rope_kv_kernel), then q/k and the cache get the values those kernels store: bitwise the three
+ * launches (rms_norm q, rms_norm k, rope_kv_write), which qwen3's batch-1 decode paid ~8 us for. */
+__global__ void __launch_bounds__(64) norm_rope_kv_kernel(float *q, float *k, const float *v, const float *qn, const float *kn, float off,
+                                                          float eps, const int32_t *pos, const int32_t *slots, int T, int nh, int nkv, int hd,
+                                                          int half, const float *inv, float ms, void *kc, void *vc, int dt) {
+    extern __shared__ float nrk_head[]; /* [hd] */
+    __shared__ float warp_sums[2];
+    pdl_trigger(); /* PDL: the attention kernel may launch; q/k/v are read after the wait */
+    pdl_wait();
+    const int isq = blockIdx.x < (unsigned)(T * nh);
+    const size_t th = isq ? blockIdx.x : blockIdx.x - (size_t)T * nh; /* t * nh + h, or t * nkv + h */
+    float *x = (isq ? q : k) + th * hd;
+    const float *w = isq ? qn : kn;
+    const int t = (int)(th / (isq ? nh : nkv));
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < hd; i += 64) ss = fmaf(x[i], x[i], ss);
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.f;
+    for (int i = 0; i < 2; i++) tot += warp_sums[i];
+    const float r = 1.0f / sqrtf(tot / (float)hd + eps);
+    for (int i = threadIdx.x; i < hd; i += 64) nrk_head[i] = (x[i] * r) * (w ? (off + w[i]) : 1.0f);
+    __syncthreads();
+    float ra, rb;
+    for (int i = threadIdx.x; i < half; i += 64) rope_pair(nrk_head, i, half, pos[t], inv, ms, ra, rb);
+    __syncthreads();
+    if (isq) {
+        for (int i = threadIdx.x; i < hd; i += 64) x[i] = nrk_head[i];
+        return;
+    }
+    const int h = (int)(th % nkv);
+    const size_t dst = (size_t)slots[t] * nkv * hd + (size_t)h * hd;
+    for (int i = threadIdx.x; i < hd; i += 64) {
+        const float val = nrk_head[i];
+        x[i] = val;
+        kv_store(kc, dt, dst + i, val);
+        kv_store(vc, dt, dst + i, v[th * hd + i]);
+    }
+}
+
+/* KILN_CUDA_NORM_ROPE=0: the separate ops (A/B) */
+static int norm_rope_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("KILN_CUDA_NORM_ROPE");
+        on = !(e && !strcmp(e, "0"));
+    }
+    return on;
+}
+
+void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps,
+                                 int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a) {
+    const int nh = a->n_heads, nkv = a->n_kv_heads, hd = a->head_dim, half = rot / 2;
+    if (T <= 0) return;
+    if (!qn || !kn || half <= 0 || hd > 256 || a->kv.n_kv_heads != nkv || a->kv.head_dim != hd || !norm_rope_on()) {
+        if (qn) cuda_rms_norm(be, q, q, qn, 0.f, T * nh, hd, eps);
+        if (kn) cuda_rms_norm(be, k, k, kn, 0.f, T * nkv, hd, eps);
+        cuda_rope_kv_write(be, q, k, v, a->pos, T, nh, nkv, hd, rot, inv, ms, &a->kv, slots);
+    } else {
+        cuda_impl_t *c = cuda_impl(be);
+        size_t pb = sizeof(int32_t) * T, ib = sizeof(float) * half;
+        char *hb = (char *)cuda_host_buf(c, 1, 2 * pb + ib);
+        memcpy(hb, a->pos, pb);
+        memcpy(hb + pb, slots, pb);
+        memcpy(hb + 2 * pb, inv, ib);
+        const char *d = (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
+        cuda_launch_pdl(c->stream, norm_rope_kv_kernel, T * (nh + nkv), 64, sizeof(float) * hd, q, k, v, qn, kn, 0.f, eps,
+                        (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k, a->kv.v,
+                        (int)a->kv.dtype);
+    }
+    cuda_attention(be, out, q, T, a);
+}
