@@ -1,5 +1,6 @@
-/* matmul_wgmma.cu — y[T, N] = x[T, K] · Wᵀ for MLX 4/8-bit weights at 2..64 tokens (batched
- * decode) on Hopper's warpgroup MMA (wgmma.mma_async m64nNk16, f16 × f16 → f32).
+/* matmul_wgmma.cu — y[T, N] = x[T, K] · Wᵀ for MLX 4/8-bit weights at 9..64 tokens (batched
+ * decode; 2..8 with KILN_CUDA_QWG=2) on Hopper's warpgroup MMA (wgmma.mma_async m64nNk16,
+ * f16 × f16 → f32).
  *
  * The operands are matmul_dequant.cu's (the prefill path's f16 GEMM), without writing f16
  * weights to global memory:
@@ -18,13 +19,16 @@
  * Work split: a block = 128 rows (two warpgroups of 64) × all NP tokens (T rounded up to 8, 16,
  * 32 or 64) × one contiguous range of 64-column chunks (KS splits per matrix, by shape only:
  * about KILN_CUDA_QWG_WAVE (2) blocks per SM; the splits' sums go to a [KS][T][N] scratch and
- * are added in split order by wg_reduce_kernel). Each chunk's codes, scale/bias words and x tile
- * stream through an S-stage cp.async ring; a warpgroup converts a chunk's A fragments, issues its
- * four wgmmas and waits for them (two warpgroups per block, two blocks per SM overlap).
+ * are added in split order by wg_reduce_kernel). Each chunk's codes and scale/bias words stream
+ * through an S-stage cp.async ring, its x tile by one bulk copy (TMA, async proxy) completing on
+ * the stage's mbarrier (KILN_CUDA_QWG_X=cp: cp.async too, then a fence.proxy.async per chunk,
+ * ~5 % slower); a warpgroup converts a chunk's A fragments, issues its four wgmmas and waits for
+ * them (two warpgroups per block, two blocks per SM).
  *
  * Batch invariance: a token's column of B, its 2^e_t, the splits and the chunk order do not
  * depend on the other tokens, and each output of an MMA is the dot product of one B column:
- * a token's outputs are bitwise the same in any batch of 2..64 (tested across NP = 8..64). */
+ * a token's outputs are bitwise the same in any batch the kernel takes (tested across NP = 8..64
+ * with KILN_CUDA_QWG=2). */
 #include "backend/cuda/mma_util.cuh"
 
 #define WG_ROWS 128 /* rows per block: two warpgroups of 64 */
@@ -66,6 +70,20 @@ template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma
 /* cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy */
 __device__ __forceinline__ void wg_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_reg_fence(float &v) { asm volatile("" : "+f"(v)::"memory"); }
+/* the x tile by one bulk copy (TMA engine, async proxy: wgmma reads it without a proxy fence),
+ * completion counted in bytes on the stage's mbarrier */
+__device__ __forceinline__ void mb_init(uint32_t a) { asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void mb_wait(uint32_t a, int par) {
+    asm volatile("{\n.reg .pred p;\nWG_WAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WG_WAIT_%=;\n}\n" ::"r"(a), "r"(par)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_x(void *dst, const void *src, uint32_t bytes, uint32_t mb) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(bytes), "r"(mb)
+                 : "memory");
+}
 
 /* shared-memory matrix descriptor, no swizzle, K-major: core matrices of 8 rows × 16 bytes;
  * LBO = between the two k-halves of a k-step (128 bytes), SBO = between 8-token groups (256) */
@@ -136,12 +154,16 @@ __global__ void __launch_bounds__(256) wg_xprep_kernel(__half *xo, float *inv, c
  * 32-bit word holding each value; two per row when the group is 32 columns) */
 template <int BITS, int NP>
 __device__ __forceinline__ void wg_issue(unsigned char *dst, const dweight_t &w, const unsigned char *xg, int r0, int ch, int tid, int wpr,
-                                         int ng) {
+                                         int ng, int bulk, uint32_t mb) {
     using P = wgs<BITS, NP>;
     constexpr int PPR = P::RB / 16;
     const unsigned char *xs = xg + (size_t)ch * P::XB;
+    if (bulk) { /* bulk copy of the x tile */
+        if (tid == 0) bulk_x(dst, xs, P::XB, mb);
+    } else {
 #pragma unroll
-    for (int c = tid; c < P::XB / 16; c += 256) cp_async16(dst + c * 16, xs + c * 16);
+        for (int c = tid; c < P::XB / 16; c += 256) cp_async16(dst + c * 16, xs + c * 16);
+    }
     const int N = w.rows;
 #pragma unroll
     for (int c = tid; c < WG_ROWS * PPR; c += 256) {
@@ -176,8 +198,9 @@ __device__ __forceinline__ uint32_t wg_cvt8(uint32_t v, int b, float sc, float b
 
 template <int BITS, int NP>
 __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv,
-                                                    int T, dweight_t w, int KS, int swap) {
+                                                    int T, dweight_t w, int KS, int swap, int bulk) {
     extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t mbar[8];
     using P = wgs<BITS, NP>;
     constexpr int S = P::S, NR = NP / 2;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
@@ -186,9 +209,16 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
     const int wpr = K / 32 * BITS, ng = K / w.group, gpc = w.group == 32 ? 2 : 1;
     const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g; /* this thread's rows lr, lr + 8 of the block */
     const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
+    const uint32_t mb0 = (unsigned)__cvta_generic_to_shared(mbar);
+    if (bulk) {
+        if (tid == 0)
+            for (int i = 0; i < S; i++) mb_init(mb0 + 8 * i);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        __syncthreads();
+    }
 #pragma unroll
     for (int i = 0; i < S - 1; i++) {
-        if (i < n) wg_issue<BITS, NP>(smem + i * P::STG, w, xg, r0, c0 + i, tid, wpr, ng);
+        if (i < n) wg_issue<BITS, NP>(smem + i * P::STG, w, xg, r0, c0 + i, tid, wpr, ng, bulk, mb0 + 8 * i);
         cp_commit();
     }
     /* 2^s per row over this split's groups: lanes q take every fourth group */
@@ -220,9 +250,11 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
     for (int i = 0; i < NR; i++) acc[i] = 0.f;
     for (int it = 0; it < n; it++) {
         cp_wait<S - 2>();
-        wg_proxy_fence();
+        if (bulk) mb_wait(mb0 + 8 * (it % S), (it / S) & 1); /* the x tile (async proxy) */
+        else wg_proxy_fence(); /* x by cp.async: generic proxy → wgmma's async proxy */
         __syncthreads(); /* chunk it landed for every thread; chunk it-1's wgmmas are done in both warpgroups */
-        if (it + S - 1 < n) wg_issue<BITS, NP>(smem + ((it + S - 1) % S) * P::STG, w, xg, r0, c0 + it + S - 1, tid, wpr, ng);
+        if (it + S - 1 < n)
+            wg_issue<BITS, NP>(smem + ((it + S - 1) % S) * P::STG, w, xg, r0, c0 + it + S - 1, tid, wpr, ng, bulk, mb0 + 8 * ((it + S - 1) % S));
         cp_commit();
         uint32_t af[4][4];
         const unsigned char *st = smem + (it % S) * P::STG, *cd = st + P::XB;
@@ -318,12 +350,13 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
     static int swap = -1;
     if (swap < 0) swap = getenv("KILN_CUDA_QWG_DESC") && !strcmp(getenv("KILN_CUDA_QWG_DESC"), "swap");
     const int KS = wg_ks(c, w), N = w->rows;
-    static int attr;
+    static int attr, bulk = -1;
+    if (bulk < 0) bulk = !(getenv("KILN_CUDA_QWG_X") && !strcmp(getenv("KILN_CUDA_QWG_X"), "cp"));
     if (!attr) {
         cudaCheck(cudaFuncSetAttribute(wg_kernel<BITS, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
         attr = 1;
     }
-    wg_kernel<BITS, NP><<<dim3(cdiv(N, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(KS > 1 ? part : y, xg, inv, T, *w, KS, swap);
+    wg_kernel<BITS, NP><<<dim3(cdiv(N, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(KS > 1 ? part : y, xg, inv, T, *w, KS, swap, bulk);
     cudaLaunchCheck();
     if (KS > 1) {
         const size_t n = (size_t)T * N;
@@ -352,12 +385,13 @@ static void wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     }
 }
 
-/* KILN_CUDA_QWG=N: the fewest tokens that take this kernel (default 2; 0: never — matmul_qmma.cu
- * keeps every 2..64-token step, A/B). KILN_CUDA_QWG_DESC=swap: the descriptor's two offsets
- * exchanged (a layout probe). Read once. */
+/* KILN_CUDA_QWG=N: the fewest tokens that take this kernel (default 9: at 2..8 tokens qmma_kernel
+ * was as fast per matmul and needs no x preparation or split sums — H200, bench/cuda/RESULTS.md
+ * session 8; 2: every 2..64-token step; 0: never, matmul_qmma.cu for all, A/B).
+ * KILN_CUDA_QWG_DESC=swap: the descriptor's two offsets exchanged (a layout probe). Read once. */
 static int wg_min_t(void) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("KILN_CUDA_QWG"); v = e ? atoi(e) : 2; if (v <= 0) v = 1 << 30; }
+    if (v < 0) { const char *e = getenv("KILN_CUDA_QWG"); v = e ? atoi(e) : 9; if (v <= 0) v = 1 << 30; }
     return v;
 }
 
