@@ -21,6 +21,7 @@
  *    the group's queries and the keys spread over all four warps (KILN_CUDA_ATTN=tiled
  *    keeps the tiled kernel, for comparison). */
 #include <math.h>
+#include <cooperative_groups.h>
 #include "backend/cuda/cuda_common.cuh"
 
 #define KT 32  /* keys per shared-memory tile */
@@ -511,10 +512,364 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
     }
 }
 
+/* --- decode on tensor cores: attn_dec_mma_kernel ("cuda" backend, f16/bf16 cache, head_dim 64/128) ---
+ * A block = 8 warps over one (row, KV head, ≤ 8 query heads of the group, key split); the
+ * splits of a (row, KV head) are one thread-block cluster and merge through distributed shared
+ * memory at the end, so there is no second kernel (attn_combine_kernel) and no partials in
+ * global memory. A warp takes 16-key tiles (tiles warp, warp + 8, ... of the block's range):
+ *  - S^T = K·Q^T by mma.sync m16n8k16: the 16 keys are M, the ≤ 8 query heads N, head_dim K.
+ *    Lane (g, c) loads the contiguous quarter c of K rows g and g + 8 straight into A fragments
+ *    (the dims of each k-step are permuted the same way in Q's B fragments, which the block
+ *    builds once in shared memory): no shared-memory staging of K/V, one memory round trip for
+ *    the tile. K and V enter as stored (exact); Q·scale is split into two 16-bit terms, hi =
+ *    r(q) and lo = r(q − hi) (two MMAs: 22 significant bits with f16, 16 with bf16).
+ *  - Online softmax in base 2 per query column; P = exp2(s − m) split the same way.
+ *  - O^T += V^T·P^T: V's rows (loaded like K's) become A fragments by movmatrix (an 8×8
+ *    transpose in registers), P's C-fragment layout becomes the B fragment by movmatrix too.
+ *  - Warps merge (max, sum, o) in shared memory (padded: conflict-free fragment stores), then
+ *    each block stores its partial of every output into the shared memory of the block that
+ *    owns it (rank e mod S; distributed shared memory), one cluster barrier, and each block
+ *    merges its outputs from its own shared memory.
+ * Precision: the class of attention_mma.cu's split path (bound 1e-4 relative in the tests),
+ * not the CUDA-core kernels' 1e-5; "cuda-f32" keeps attn_decode_kernel. Split count and
+ * cluster size by shape (and device) only. Taken where rows × KV heads × query chunks < SMs
+ * (split steps: batch-1 decode); KILN_CUDA_ATTN_DEC=all: every decode step, =old: never
+ * (attn_decode_kernel + attn_combine_kernel, A/B); KILN_CUDA_ATTN_CLUSTER=N: at most N splits. */
+#define MWARPS 8
+#define MTK 16 /* keys per warp tile: the m16 of S^T */
+#define MQ 8   /* query heads per block: the n8       */
+#define MSMAX 16
+
+template <typename T16> struct dm_t;
+template <> struct dm_t<__half> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b) {
+        __half2 h = __floats2half2_rn(a, b);
+        return *(uint32_t *)&h;
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(*(__half2 *)&u); }
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct dm_t<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        return *(uint32_t *)&h;
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __bfloat1622float2(*(__nv_bfloat162 *)&u); }
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <typename T16>
+__device__ __forceinline__ void dm_split2(float a, float b, uint32_t &hi, uint32_t &lo) {
+    hi = dm_t<T16>::pack(a, b);
+    const float2 h = dm_t<T16>::unpack(hi);
+    lo = dm_t<T16>::pack(a - h.x, b - h.y);
+}
+/* the transpose of an 8×8 16-bit matrix held one 32-bit word per lane (row lane/4, cols 2(lane%4)..) */
+__device__ __forceinline__ uint32_t dm_trans(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+/* quarter c of a K or V row (HD/4 16-bit values, HD/8 words) */
+template <int HD, bool CG>
+__device__ __forceinline__ void dm_ld_row(uint32_t *w, const void *base, size_t off) {
+    const uint4 *p = (const uint4 *)((const unsigned short *)base + off);
+#pragma unroll
+    for (int i = 0; i < HD / 32; i++) {
+        const uint4 v = CG ? __ldcg(p + i) : __ldg(p + i);
+        w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
+    }
+}
+/* rows kb + g and kb + g + 8 of K (KV & 1) and V (KV & 2); zero at or past end. mode 0: skip
+ * row p (before pdl_wait: the kernel before writes it); 1: every row, row p coherent (.cg);
+ * 2: row p only (.cg), the rest left as they are */
+template <int HD, int KV>
+__device__ __forceinline__ void dm_ld_tile(uint32_t (*kr)[HD / 8], uint32_t (*vr)[HD / 8], const attn_dev_t &a, const int *bt,
+                                           size_t per_tok, size_t hoff, int kb, int g, int end, int p, int mode) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int kp = kb + g + 8 * h;
+        if (mode != 2) {
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++) {
+                if (KV & 1) kr[h][i] = 0u;
+                if (KV & 2) vr[h][i] = 0u;
+            }
+        }
+        const bool want = kp < end && (mode == 0 ? kp != p : mode == 2 ? kp == p : true);
+        if (want) {
+            const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + hoff;
+            if (kp == p) {
+                if (KV & 1) dm_ld_row<HD, true>(kr[h], a.k, off);
+                if (KV & 2) dm_ld_row<HD, true>(vr[h], a.v, off);
+            } else {
+                if (KV & 1) dm_ld_row<HD, false>(kr[h], a.k, off);
+                if (KV & 2) dm_ld_row<HD, false>(vr[h], a.v, off);
+            }
+        }
+    }
+}
+
+template <int HD, typename T16>
+__global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t a) {
+    constexpr int NW = HD / 8;  /* words of a lane's quarter row            */
+    constexpr int KB = HD / 16; /* k-steps of S^T = m-tiles of O^T          */
+    /* the warps' o: query n, dim d = ch·HD/4 + r at n·RS + ch·CS + r — CS ≡ 2 and RS ≡ 12 (mod 16)
+     * make a warp's fragment stores conflict-free (unpadded they were 16-way: 4.3 us per call
+     * at 2 blocks per SM, ncu) */
+    constexpr int CS = HD / 4 + 2, RS = 4 * CS + (12 - (4 * CS) % 16 + 16) % 16;
+    __shared__ uint4 qs[KB][32]; /* Q B fragments: hi b0, hi b1, lo b0, lo b1 */
+    __shared__ float wo[MWARPS][MQ * RS], wm[MWARPS][MQ], wl[MWARPS][MQ];
+    /* split merge: rank r owns outputs e ≡ r (mod S); every block stores its partial of each
+     * output into the owner's ro[src][e / S] and its (max, sum) into every rank's rm/rl[src] */
+    __shared__ float ro[MQ * HD + MSMAX], rm[MSMAX][MQ], rl[MSMAX][MQ];
+    const int S = a.n_splits;
+    const int ti = blockIdx.x / S, split = blockIdx.x % S;
+    const int n_qc = (a.group + MQ - 1) / MQ, kvh = blockIdx.y / n_qc, qc = blockIdx.y % n_qc;
+    const int h0 = kvh * a.group + qc * MQ, nqh = min(MQ, a.group - qc * MQ);
+    /* decode (the launcher's shape check): row r is token r and tile r, no tile list to read */
+    const int t = ti, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+    const int *bt = a.tables + (size_t)ti * a.max_blocks;
+    const size_t per_tok = (size_t)a.n_kv_heads * HD, hoff = (size_t)kvh * HD + c * (HD / 4);
+    pdl_trigger(); /* the o-projection GEMV (PDL) may start loading its weights */
+    /* every block of the cluster has started before any stores into another's shared memory
+     * (the wait is before the split merge, long after every block arrived) */
+    if (S > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+
+    /* before pdl_wait: host uploads (positions, block tables) and the warp's first tile
+     * but row p (written by rope_kv_write, the kernel before); q and row p after */
+    const int p = a.pos[t], lo = a.window > 0 ? max(0, p - a.window + 1) : 0, hi = p + 1;
+    int span = (hi - lo + S - 1) / S;
+    span = (span + MTK - 1) / MTK * MTK;
+    const int s_lo = lo + split * span, s_hi = min(hi, s_lo + span);
+    uint32_t kr[2][NW], vr[2][NW];
+    int kb = s_lo + warp * MTK;
+    if (kb < s_hi) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0);
+    pdl_wait();
+    if (kb < s_hi) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 2);
+    for (int e = threadIdx.x; e < KB * 32; e += blockDim.x) {
+        const int j = e >> 5, l = e & 31, gg = l >> 2, cc = l & 3;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (gg < nqh) v = __ldcg((const float4 *)(a.q + ((size_t)t * a.n_heads + h0 + gg) * HD + cc * (HD / 4) + 4 * j));
+        uint4 u;
+        dm_split2<T16>(v.x * a.scale, v.y * a.scale, u.x, u.z);
+        dm_split2<T16>(v.z * a.scale, v.w * a.scale, u.y, u.w);
+        qs[j][l] = u;
+    }
+    __syncthreads();
+
+    float o[KB][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < KB; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    const float LOG2E = 1.4426950408889634f;
+    while (kb < s_hi) {
+        /* S^T: c0 = (key g, query 2c), c1 = (g, 2c + 1), c2 = (g + 8, 2c), c3 = (g + 8, 2c + 1) */
+        float s[4] = {0.f, 0.f, 0.f, 0.f}, sl[4] = {0.f, 0.f, 0.f, 0.f}; /* hi and lo: two chains of MMAs */
+#pragma unroll
+        for (int j = 0; j < KB; j++) {
+            const uint4 qf = qs[j][lane];
+            const uint32_t af[4] = {kr[0][2 * j], kr[1][2 * j], kr[0][2 * j + 1], kr[1][2 * j + 1]};
+            dm_t<T16>::mma(s, af, qf.x, qf.y);
+            dm_t<T16>::mma(sl, af, qf.z, qf.w);
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) s[r] += sl[r];
+        const int kn = kb + MWARPS * MTK; /* this warp's next tile: K now, V after P·V */
+        if (kn < s_hi) dm_ld_tile<HD, 1>(kr, vr, a, bt, per_tok, hoff, kn, g, s_hi, p, 1);
+        float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            float v = s[r];
+            if (a.softcap > 0.f) v = a.softcap * tanhf(v / a.softcap);
+            s[r] = kb + g + 8 * (r >> 1) < s_hi ? v * LOG2E : -INFINITY;
+            mt[r & 1] = fmaxf(mt[r & 1], s[r]);
+        }
+        float mu[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 4));
+            mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 8));
+            mt[h] = fmaxf(mt[h], __shfl_xor_sync(0xffffffffu, mt[h], 16));
+            const float mn = fmaxf(m[h], mt[h]);
+            mu[h] = mn == -INFINITY ? 0.f : mn;
+            const float corr = exp2f(m[h] - mu[h]);
+            m[h] = mn;
+            l[h] *= corr;
+#pragma unroll
+            for (int i = 0; i < KB; i++) { o[i][h] *= corr; o[i][h + 2] *= corr; }
+        }
+        const float p0 = exp2f(s[0] - mu[0]), p1 = exp2f(s[1] - mu[1]), p2 = exp2f(s[2] - mu[0]), p3 = exp2f(s[3] - mu[1]);
+        l[0] += p0 + p2;
+        l[1] += p1 + p3;
+        uint32_t y0h, y0l, y1h, y1l;
+        dm_split2<T16>(p0, p1, y0h, y0l);
+        dm_split2<T16>(p2, p3, y1h, y1l);
+        /* B = P^T: b0 = (keys 2c, 2c + 1; query g), b1 = (keys 2c + 8, 2c + 9; query g) */
+        const uint32_t b0h = dm_trans(y0h), b1h = dm_trans(y1h), b0l = dm_trans(y0l), b1l = dm_trans(y1l);
+#pragma unroll
+        for (int i = 0; i < KB; i++) {
+            /* A = V^T rows d(g, 2i) and d(g, 2i + 1), d(g, w) = (g/2)·HD/4 + 2w + g%2 */
+            const uint32_t af[4] = {dm_trans(vr[0][2 * i]), dm_trans(vr[0][2 * i + 1]), dm_trans(vr[1][2 * i]), dm_trans(vr[1][2 * i + 1])};
+            dm_t<T16>::mma(o[i], af, b0h, b1h);
+            dm_t<T16>::mma(o[i], af, b0l, b1l);
+        }
+        if (kn < s_hi) dm_ld_tile<HD, 2>(kr, vr, a, bt, per_tok, hoff, kn, g, s_hi, p, 1);
+        kb = kn;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 4);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 8);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
+        if (g == 0) { wm[warp][2 * c + h] = m[h]; wl[warp][2 * c + h] = l[h]; }
+    }
+#pragma unroll
+    for (int i = 0; i < KB; i++) {
+        const int da = (g >> 1) * CS + 4 * i + (g & 1), db = da + 2;
+        wo[warp][2 * c * RS + da] = o[i][0];
+        wo[warp][(2 * c + 1) * RS + da] = o[i][1];
+        wo[warp][2 * c * RS + db] = o[i][2];
+        wo[warp][(2 * c + 1) * RS + db] = o[i][3];
+    }
+    __syncthreads();
+    if (S > 1) asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+    const int E = nqh * HD, J = (E + S - 1) / S, r = S > 1 ? (int)cooperative_groups::this_cluster().block_rank() : 0;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        const int n = e / HD, d = e % HD, wi = n * RS + (d / (HD / 4)) * CS + d % (HD / 4);
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < MWARPS; w++) M = fmaxf(M, wm[w][n]);
+        float L = 0.f, acc = 0.f;
+        if (M != -INFINITY)
+#pragma unroll
+            for (int w = 0; w < MWARPS; w++) {
+                const float f = wm[w][n] == -INFINITY ? 0.f : exp2f(wm[w][n] - M);
+                L += wl[w][n] * f;
+                acc += wo[w][wi] * f;
+            }
+        if (S == 1) a.out[((size_t)t * a.n_heads + h0 + n) * HD + d] = acc / L;
+        else {
+            cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+            *cl.map_shared_rank(&ro[r * J + e / S], e % S) = acc;
+            if (d == 0)
+                for (int o2 = 0; o2 < S; o2++) {
+                    *cl.map_shared_rank(&rm[r][n], o2) = M;
+                    *cl.map_shared_rank(&rl[r][n], o2) = L;
+                }
+        }
+    }
+    if (S > 1) {
+        /* after the barrier (release/acquire at cluster scope) only this block's shared memory
+         * is read: a block may leave while others still merge */
+        cooperative_groups::this_cluster().sync();
+        for (int jj = threadIdx.x; jj < J; jj += blockDim.x) {
+            const int e = r + S * jj;
+            if (e >= E) break;
+            const int n = e / HD, d = e % HD;
+            float M = -INFINITY;
+#pragma unroll
+            for (int s2 = 0; s2 < MSMAX; s2++)
+                if (s2 < S) M = fmaxf(M, rm[s2][n]);
+            float L = 0.f, acc = 0.f;
+#pragma unroll
+            for (int s2 = 0; s2 < MSMAX; s2++)
+                if (s2 < S && rm[s2][n] != -INFINITY) {
+                    const float f = exp2f(rm[s2][n] - M);
+                    L += rl[s2][n] * f;
+                    acc += ro[s2 * J + jj] * f;
+                }
+            a.out[((size_t)t * a.n_heads + h0 + n) * HD + d] = acc / L;
+        }
+    }
+}
+
+/* Decode steps on tensor cores: true if handled here. */
+static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int max_len) {
+    /* 1: default; 0: KILN_CUDA_ATTN_DEC=old; 2: =all (read per call: the tests change it) */
+    const char *de = getenv("KILN_CUDA_ATTN_DEC");
+    const int mode = de && !strcmp(de, "old") ? 0 : de && !strcmp(de, "all") ? 2 : 1;
+    const int hd = a.hd;
+    if (!mode || c->gemm_min_t == 0x7fffffff || (a.kv_dtype != DT_F16 && a.kv_dtype != DT_BF16) || (hd != 64 && hd != 128)) return false;
+    const bool f16 = a.kv_dtype == DT_F16;
+    void (*kern)(attn_dev_t) = hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half> : attn_dec_mma_kernel<64, __nv_bfloat16>)
+                                        : (f16 ? attn_dec_mma_kernel<128, __half> : attn_dec_mma_kernel<128, __nv_bfloat16>);
+    /* the largest cluster: 16 (non-portable) where clusters of 16 can cover >= 3/4 of the SMs,
+     * else 8; KILN_CUDA_ATTN_CLUSTER=N forces N (1..16) */
+    static int cauto = 0;
+    if (!cauto) {
+        void (*ks[4])(attn_dev_t) = {attn_dec_mma_kernel<64, __half>, attn_dec_mma_kernel<64, __nv_bfloat16>,
+                                     attn_dec_mma_kernel<128, __half>, attn_dec_mma_kernel<128, __nv_bfloat16>};
+        for (int i = 0; i < 4; i++) cudaFuncSetAttribute(ks[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        {
+            cudaLaunchConfig_t cfg = {};
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = 16; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+            cfg.gridDim = dim3(16 * 16, 1); cfg.blockDim = dim3(32 * MWARPS); cfg.attrs = at; cfg.numAttrs = 1;
+            int n16 = 0;
+            if (cudaOccupancyMaxActiveClusters(&n16, (void *)attn_dec_mma_kernel<128, __nv_bfloat16>, &cfg) != cudaSuccess) {
+                cudaGetLastError();
+                n16 = 0;
+            }
+            const int sms = c->sm_count > 0 ? c->sm_count : 132;
+            cauto = n16 * 16 * 4 >= sms * 3 ? 16 : 8;
+            if (getenv("KILN_CUDA_ATTN_SHOW"))
+                fprintf(stderr, "kiln cuda: decode attention on tensor cores: %d active clusters of 16, clusters of up to %d\n", n16, cauto);
+        }
+    }
+    const char *ce = getenv("KILN_CUDA_ATTN_CLUSTER"); /* read per call: the tests change it */
+    const int cmax = ce && atoi(ce) > 0 ? (atoi(ce) > MSMAX ? MSMAX : atoi(ce)) : cauto;
+    const int n_qc = (a.group + MQ - 1) / MQ, sms = c->sm_count > 0 ? c->sm_count : 132;
+    const int base = n_rows * a.n_kv_heads * n_qc;
+    /* by default only steps whose (row, KV head) blocks alone would not fill the GPU (split
+     * decode, where it was measured: batch 1); bigger batches keep attn_decode_kernel until
+     * measured (KILN_CUDA_ATTN_DEC=all: here too; tested) */
+    if (mode == 1 && base >= sms) return false;
+    int splits = base >= sms ? 1 : (sms + base - 1) / base;
+    const int max_splits = (max_len + MTK * MWARPS - 1) / (MTK * MWARPS);
+    if (splits > max_splits) splits = max_splits;
+    if (splits > cmax) splits = cmax;
+    if (splits < 1) splits = 1;
+    while (splits & (splits - 1)) splits &= splits - 1; /* a power of two: cluster shapes as commonly used */
+    a.n_splits = splits;
+    a.part = NULL;
+    static int apdl = -1;
+    if (apdl < 0) { const char *e = getenv("KILN_CUDA_ATTN_PDL"); apdl = !(e && !strcmp(e, "0")); }
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[2];
+    int na = 0;
+    if (apdl && cuda_pdl_on()) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    if (splits > 1) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = splits; at[na].val.clusterDim.y = 1; at[na].val.clusterDim.z = 1;
+        na++;
+    }
+    cfg.gridDim = dim3(n_rows * splits, a.n_kv_heads * n_qc);
+    cfg.blockDim = dim3(32 * MWARPS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = c->stream;
+    cfg.attrs = at;
+    cfg.numAttrs = na;
+    cudaCheck(cudaLaunchKernelEx(&cfg, kern, a));
+    return true;
+}
+
 /* Decode steps with head_dim 64/128/256: true if handled here. */
 static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_tiles, int max_n, int max_len) {
     const int hd = a.hd;
     if (a.T != n_rows || n_tiles != n_rows || max_n != 1 || (hd != 64 && hd != 128 && hd != 256)) return false;
+    if (attention_decode_mma(c, a, n_rows, max_len)) return true;
     const int n_qc = (a.group + DQB - 1) / DQB;
     /* split-K so the GPU is busy (~2 blocks per SM), each warp keeping >= 16 keys */
     int base = n_rows * a.n_kv_heads * n_qc, want = c->attn_want * c->sm_count;
