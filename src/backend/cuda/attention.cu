@@ -23,6 +23,7 @@
 #include <math.h>
 #include <cooperative_groups.h>
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_util.cuh"
 
 #define KT 32  /* keys per shared-memory tile */
 #define QPW 4  /* query vectors per warp      */
@@ -540,37 +541,6 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
 #define MQ 8   /* query heads per block: the n8       */
 #define MSMAX 16
 
-template <typename T16> struct dm_t;
-template <> struct dm_t<__half> {
-    static __device__ __forceinline__ uint32_t pack(float a, float b) {
-        __half2 h = __floats2half2_rn(a, b);
-        return *(uint32_t *)&h;
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(*(__half2 *)&u); }
-    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <> struct dm_t<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float a, float b) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        return *(uint32_t *)&h;
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __bfloat1622float2(*(__nv_bfloat162 *)&u); }
-    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <typename T16>
-__device__ __forceinline__ void dm_split2(float a, float b, uint32_t &hi, uint32_t &lo) {
-    hi = dm_t<T16>::pack(a, b);
-    const float2 h = dm_t<T16>::unpack(hi);
-    lo = dm_t<T16>::pack(a - h.x, b - h.y);
-}
 /* the transpose of an 8×8 16-bit matrix held one 32-bit word per lane (row lane/4, cols 2(lane%4)..) */
 __device__ __forceinline__ uint32_t dm_trans(uint32_t x) {
     uint32_t y;
@@ -659,8 +629,8 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (gg < nqh) v = __ldcg((const float4 *)(a.q + ((size_t)t * a.n_heads + h0 + gg) * HD + cc * (HD / 4) + 4 * j));
         uint4 u;
-        dm_split2<T16>(v.x * a.scale, v.y * a.scale, u.x, u.z);
-        dm_split2<T16>(v.z * a.scale, v.w * a.scale, u.y, u.w);
+        mma16_split2<T16>(v.x * a.scale, v.y * a.scale, u.x, u.z);
+        mma16_split2<T16>(v.z * a.scale, v.w * a.scale, u.y, u.w);
         qs[j][l] = u;
     }
     __syncthreads();
@@ -676,8 +646,8 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
         for (int j = 0; j < KB; j++) {
             const uint4 qf = qs[j][lane];
             const uint32_t af[4] = {kr[0][2 * j], kr[1][2 * j], kr[0][2 * j + 1], kr[1][2 * j + 1]};
-            dm_t<T16>::mma(s, af, qf.x, qf.y);
-            dm_t<T16>::mma(sl, af, qf.z, qf.w);
+            mma16_t<T16>::mma(s, af, qf.x, qf.y);
+            mma16_t<T16>::mma(sl, af, qf.z, qf.w);
         }
 #pragma unroll
         for (int r = 0; r < 4; r++) s[r] += sl[r];
@@ -709,16 +679,16 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
         l[0] += p0 + p2;
         l[1] += p1 + p3;
         uint32_t y0h, y0l, y1h, y1l;
-        dm_split2<T16>(p0, p1, y0h, y0l);
-        dm_split2<T16>(p2, p3, y1h, y1l);
+        mma16_split2<T16>(p0, p1, y0h, y0l);
+        mma16_split2<T16>(p2, p3, y1h, y1l);
         /* B = P^T: b0 = (keys 2c, 2c + 1; query g), b1 = (keys 2c + 8, 2c + 9; query g) */
         const uint32_t b0h = dm_trans(y0h), b1h = dm_trans(y1h), b0l = dm_trans(y0l), b1l = dm_trans(y1l);
 #pragma unroll
         for (int i = 0; i < KB; i++) {
             /* A = V^T rows d(g, 2i) and d(g, 2i + 1), d(g, w) = (g/2)·HD/4 + 2w + g%2 */
             const uint32_t af[4] = {dm_trans(vr[0][2 * i]), dm_trans(vr[0][2 * i + 1]), dm_trans(vr[1][2 * i]), dm_trans(vr[1][2 * i + 1])};
-            dm_t<T16>::mma(o[i], af, b0h, b1h);
-            dm_t<T16>::mma(o[i], af, b0l, b1l);
+            mma16_t<T16>::mma(o[i], af, b0h, b1h);
+            mma16_t<T16>::mma(o[i], af, b0l, b1l);
         }
         if (kn < s_hi) dm_ld_tile<HD, 2>(kr, vr, a, bt, per_tok, hoff, kn, g, s_hi, p, 1);
         kb = kn;

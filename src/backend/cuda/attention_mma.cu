@@ -29,6 +29,7 @@
  *    which split the key range; this kernel never splits. */
 #include <math.h>
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_util.cuh"
 
 #define FQ 64      /* query vectors per block: 4 warps × m16 */
 #define FK 64      /* keys per shared-memory tile            */
@@ -44,40 +45,6 @@ typedef struct fa_dev {
     int n_heads, n_kv_heads, group, hc, n_chunks, window;
     float scale, softcap;
 } fa_dev_t;
-
-template <typename T16> struct fa_t;
-template <> struct fa_t<__half> {
-    static __device__ __forceinline__ uint32_t pack(float a, float b) {
-        __half2 h = __floats2half2_rn(a, b);
-        return *(uint32_t *)&h;
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(*(__half2 *)&u); }
-    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <> struct fa_t<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float a, float b) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        return *(uint32_t *)&h;
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __bfloat1622float2(*(__nv_bfloat162 *)&u); }
-    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-
-/* (a, b) as two 16-bit terms: hi = r(x), lo = r(x - hi) */
-template <typename T16>
-__device__ __forceinline__ void split2(float a, float b, uint32_t &hi, uint32_t &lo) {
-    hi = fa_t<T16>::pack(a, b);
-    const float2 h = fa_t<T16>::unpack(hi);
-    lo = fa_t<T16>::pack(a - h.x, b - h.y);
-}
 
 __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
@@ -160,8 +127,8 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
                 float2 v = make_float2(0.f, 0.f);
                 if (qrow[h]) v = *(const float2 *)(qrow[h] + col);
                 v.x *= a.scale; v.y *= a.scale;
-                if (SPLIT) split2<T16>(v.x, v.y, qa[ks][r], ql[SPLIT ? ks : 0][r]);
-                else qa[ks][r] = fa_t<T16>::pack(v.x, v.y);
+                if (SPLIT) mma16_split2<T16>(v.x, v.y, qa[ks][r], ql[SPLIT ? ks : 0][r]);
+                else qa[ks][r] = mma16_t<T16>::pack(v.x, v.y);
             }
     }
     float o[NO][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
@@ -188,11 +155,11 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
                 /* matrices: keys nt·8.., dims 16ks + 8m; thread gives row (lane & 7) of matrix lane >> 3 */
                 uint32_t b[4];
                 ldsm_x4(b, kt + (nt * 8 + (lane & 7)) * LD + ks * 16 + (lane >> 3) * 8);
-                fa_t<T16>::mma(s[nt], qa[ks], b[0], b[1]);
-                fa_t<T16>::mma(s[nt], qa[ks + 1], b[2], b[3]);
+                mma16_t<T16>::mma(s[nt], qa[ks], b[0], b[1]);
+                mma16_t<T16>::mma(s[nt], qa[ks + 1], b[2], b[3]);
                 if (SPLIT) {
-                    fa_t<T16>::mma(s[nt], ql[SPLIT ? ks : 0], b[0], b[1]);
-                    fa_t<T16>::mma(s[nt], ql[SPLIT ? ks + 1 : 0], b[2], b[3]);
+                    mma16_t<T16>::mma(s[nt], ql[SPLIT ? ks : 0], b[0], b[1]);
+                    mma16_t<T16>::mma(s[nt], ql[SPLIT ? ks + 1 : 0], b[2], b[3]);
                 }
             }
         }
@@ -232,8 +199,8 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
                 const int nt = 2 * kk + (r >> 1), h = r & 1;
                 const float p0 = exp2f(s[nt][2 * h] - mu[h]), p1 = exp2f(s[nt][2 * h + 1] - mu[h]);
                 l[h] += p0 + p1;
-                if (SPLIT) split2<T16>(p0, p1, pa[r], pl[r]);
-                else pa[r] = fa_t<T16>::pack(p0, p1);
+                if (SPLIT) mma16_split2<T16>(p0, p1, pa[r], pl[r]);
+                else pa[r] = mma16_t<T16>::pack(p0, p1);
             }
 #pragma unroll
             for (int dn = 0; dn < NO; dn += 2) {
@@ -241,11 +208,11 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
                 uint32_t b[4];
                 const int mm = lane >> 3;
                 ldsm_x4_t(b, vt + (kk * 16 + (mm & 1) * 8 + (lane & 7)) * LD + (dn + (mm >> 1)) * 8);
-                fa_t<T16>::mma(o[dn], pa, b[0], b[1]);
-                fa_t<T16>::mma(o[dn + 1], pa, b[2], b[3]);
+                mma16_t<T16>::mma(o[dn], pa, b[0], b[1]);
+                mma16_t<T16>::mma(o[dn + 1], pa, b[2], b[3]);
                 if (SPLIT) {
-                    fa_t<T16>::mma(o[dn], pl, b[0], b[1]);
-                    fa_t<T16>::mma(o[dn + 1], pl, b[2], b[3]);
+                    mma16_t<T16>::mma(o[dn], pl, b[0], b[1]);
+                    mma16_t<T16>::mma(o[dn + 1], pl, b[2], b[3]);
                 }
             }
         }

@@ -1,5 +1,5 @@
 /* mma_util.cuh — the small PTX wrappers the tensor-core matmuls share (matmul_qmma.cu,
- * matmul_qgemm.cu): a bf16 m16n8k16 MMA with f32 accumulation, cp.async copies into shared
+ * matmul_qgemm.cu; the attention kernels for mma16_t): a bf16 m16n8k16 MMA with f32 accumulation, cp.async copies into shared
  * memory with their group commit/wait, the bits of a bf16x2, and a scale/bias value read
  * from the aligned 32-bit word that holds it. Inline only: each kernel file keeps its own
  * tiling; these are the instructions they all spell the same way. */
@@ -41,6 +41,42 @@ __device__ __forceinline__ float sb_word_val(uint32_t v, int dt, int odd) {
     if (dt == DT_F32) return __uint_as_float(v);
     const unsigned short h = (unsigned short)(odd ? v >> 16 : v & 0xffffu);
     return dt == DT_F16 ? __half2float(__ushort_as_half(h)) : __uint_as_float((uint32_t)h << 16);
+}
+
+/* The 16-bit K/V types' m16n8k16 pieces for kernels templated on f16 or bf16 (attention_mma.cu,
+ * attention.cu's decode kernel): a float pair packed to / unpacked from one .b32 register, and
+ * d += A·B with f32 accumulation in that type. */
+template <typename T16> struct mma16_t;
+template <> struct mma16_t<__half> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b) {
+        __half2 h = __floats2half2_rn(a, b);
+        return *(uint32_t *)&h;
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __half22float2(*(__half2 *)&u); }
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct mma16_t<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float a, float b) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        return *(uint32_t *)&h;
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t u) { return __bfloat1622float2(*(__nv_bfloat162 *)&u); }
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+/* (a, b) as two 16-bit terms: hi = r(x), lo = r(x - hi) */
+template <typename T16>
+__device__ __forceinline__ void mma16_split2(float a, float b, uint32_t &hi, uint32_t &lo) {
+    hi = mma16_t<T16>::pack(a, b);
+    const float2 h = mma16_t<T16>::unpack(hi);
+    lo = mma16_t<T16>::pack(a - h.x, b - h.y);
 }
 
 #endif
