@@ -357,19 +357,12 @@ static void test_matmul_multi(void) {
  * before it ends and loads its weights before pdl_wait), so a missing or misplaced wait would
  * show up as a race. Run eagerly and captured into a graph (step_begin), the results must be
  * bitwise those of the same ops with a download (a stream synchronization) after each one. */
-static void test_pdl_chain(void) {
+/* the chain of test_pdl_chain / test_pdl_chain_glu over prepared weights: glu = 0 runs gate/up as
+ * matmul_multi then glu, glu = 1 as matmul_glu; seed offsets x, h and the norm weight */
+static void pdl_chain_run(const char *what, weight_t *wg, weight_t *wu, weight_t *wd, weight_t *wo, int glu, int seed) {
     backend_t *be = befast;
-    const int H = 2048, I = 5632, V = 3000, L = 6;
-    hw_t hg = make_quant(I, H, 4, 64, DT_BF16, 71), hu = make_quant(I, H, 4, 64, DT_BF16, 72), hd = make_quant(H, I, 8, 32, DT_F16, 73),
-         ho = make_quant(V, H, 4, 64, DT_BF16, 74);
-    weight_t wg = hg.w, wu = hu.w, wd = hd.w, wo = ho.w;
-    err_t e = {0};
-    if (be->ops->prepare_weight(be, &wg, &e) || be->ops->prepare_weight(be, &wu, &e) || be->ops->prepare_weight(be, &wd, &e) ||
-        be->ops->prepare_weight(be, &wo, &e)) {
-        CHECK(0, "pdl chain: prepare_weight: %s", e.msg);
-        return;
-    }
-    float *x0 = rand_vec(H, 81, 1.f), *h0 = rand_vec(H, 82, 0.5f), *ln = rand_vec(H, 83, 1.f);
+    const int H = wg->cols, I = wg->rows, V = wo->rows, L = 6;
+    float *x0 = rand_vec(H, seed + 1, 1.f), *h0 = rand_vec(H, seed + 2, 0.5f), *ln = rand_vec(H, seed + 3, 1.f);
     float *res[3][2];
     for (int mode = 0; mode < 3; mode++) { /* 0: synchronized after every op, 1: eager, 2: one captured step */
         float *dx = dev_from(be, x0, H), *dh = dev_from(be, h0, H), *dln = dev_from(be, ln, H);
@@ -379,14 +372,18 @@ static void test_pdl_chain(void) {
         if (mode == 2 && be->ops->step_begin) be->ops->step_begin(be, 1, 1);
         for (int l = 0; l < L; l++) {
             be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, 1, H, 1e-5f); PDL_SYNC();
-            float *const y[2] = {dg, du};
-            const weight_t *const w[2] = {&wg, &wu};
-            be->ops->matmul_multi(be, 2, y, dh, 1, w); PDL_SYNC();
-            be->ops->glu(be, dg, dg, du, I, ACT_SILU); PDL_SYNC();
-            be->ops->matmul(be, dh, dg, 1, &wd); PDL_SYNC();
+            if (glu) {
+                be->ops->matmul_glu(be, dg, dg, du, dh, 1, wg, wu, ACT_SILU); PDL_SYNC();
+            } else {
+                float *const y[2] = {dg, du};
+                const weight_t *const w[2] = {wg, wu};
+                be->ops->matmul_multi(be, 2, y, dh, 1, w); PDL_SYNC();
+                be->ops->glu(be, dg, dg, du, I, ACT_SILU); PDL_SYNC();
+            }
+            be->ops->matmul(be, dh, dg, 1, wd); PDL_SYNC();
         }
         be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, 1, H, 1e-5f); PDL_SYNC();
-        be->ops->matmul(be, dl, dh, 1, &wo);
+        be->ops->matmul(be, dl, dh, 1, wo);
 #undef PDL_SYNC
         res[mode][0] = malloc(sizeof(float) * H);
         res[mode][1] = malloc(sizeof(float) * V);
@@ -397,12 +394,27 @@ static void test_pdl_chain(void) {
     }
     int finite = 1;
     for (int i = 0; i < V; i++) finite &= isfinite(res[0][1][i]) && res[0][1][i] != 0.f;
-    CHECK(finite, "pdl chain: synchronized run gives non-finite or zero logits");
+    CHECK(finite, "%s: synchronized run gives non-finite or zero logits", what);
     for (int mode = 1; mode < 3; mode++)
         CHECK(!memcmp(res[0][0], res[mode][0], sizeof(float) * H) && !memcmp(res[0][1], res[mode][1], sizeof(float) * V),
-              "pdl chain (%s): differs from the op-by-op synchronized run", mode == 1 ? "eager" : "captured step");
+              "%s (%s): differs from the op-by-op synchronized run", what, mode == 1 ? "eager" : "captured step");
     for (int mode = 0; mode < 3; mode++) { free(res[mode][0]); free(res[mode][1]); }
     free(x0); free(h0); free(ln);
+}
+
+static void test_pdl_chain(void) {
+    backend_t *be = befast;
+    const int H = 2048, I = 5632, V = 3000;
+    hw_t hg = make_quant(I, H, 4, 64, DT_BF16, 71), hu = make_quant(I, H, 4, 64, DT_BF16, 72), hd = make_quant(H, I, 8, 32, DT_F16, 73),
+         ho = make_quant(V, H, 4, 64, DT_BF16, 74);
+    weight_t wg = hg.w, wu = hu.w, wd = hd.w, wo = ho.w;
+    err_t e = {0};
+    if (be->ops->prepare_weight(be, &wg, &e) || be->ops->prepare_weight(be, &wu, &e) || be->ops->prepare_weight(be, &wd, &e) ||
+        be->ops->prepare_weight(be, &wo, &e)) {
+        CHECK(0, "pdl chain: prepare_weight: %s", e.msg);
+        return;
+    }
+    pdl_chain_run("pdl chain", &wg, &wu, &wd, &wo, 0, 80);
     /* hg, hu, hd, ho stay allocated: a later malloc reusing their addresses would make
      * prepare_weight take that weight for a view of these device copies */
 }
@@ -481,7 +493,7 @@ static void test_matmul_glu(void) {
 static void test_pdl_chain_glu(void) {
     backend_t *be = befast;
     if (!be->ops->matmul_glu) return;
-    const int H = 2048, I = 5632, V = 3000, L = 6;
+    const int H = 2048, I = 5632, V = 3000;
     hw_t hg = make_dense(I, H, DT_BF16, 171), hu = make_dense(I, H, DT_BF16, 172), hd = make_dense(H, I, DT_BF16, 173),
          ho = make_dense(V, H, DT_BF16, 174);
     weight_t wg = hg.w, wu = hu.w, wd = hd.w, wo = ho.w;
@@ -491,37 +503,7 @@ static void test_pdl_chain_glu(void) {
         CHECK(0, "pdl chain glu: prepare_weight: %s", e.msg);
         return;
     }
-    float *x0 = rand_vec(H, 181, 1.f), *h0 = rand_vec(H, 182, 0.5f), *ln = rand_vec(H, 183, 1.f);
-    float *res[3][2];
-    for (int mode = 0; mode < 3; mode++) { /* 0: synchronized after every op, 1: eager, 2: one captured step */
-        float *dx = dev_from(be, x0, H), *dh = dev_from(be, h0, H), *dln = dev_from(be, ln, H);
-        float *dg = be->ops->alloc(be, sizeof(float) * I), *du = be->ops->alloc(be, sizeof(float) * I), *dl = be->ops->alloc(be, sizeof(float) * V);
-        float probe;
-#define PDL_SYNC() do { if (mode == 0) to_host(be, &probe, dx, 1); } while (0)
-        if (mode == 2 && be->ops->step_begin) be->ops->step_begin(be, 1, 1);
-        for (int l = 0; l < L; l++) {
-            be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, 1, H, 1e-5f); PDL_SYNC();
-            be->ops->matmul_glu(be, dg, dg, du, dh, 1, &wg, &wu, ACT_SILU); PDL_SYNC();
-            be->ops->matmul(be, dh, dg, 1, &wd); PDL_SYNC();
-        }
-        be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, 1, H, 1e-5f); PDL_SYNC();
-        be->ops->matmul(be, dl, dh, 1, &wo);
-#undef PDL_SYNC
-        res[mode][0] = malloc(sizeof(float) * H);
-        res[mode][1] = malloc(sizeof(float) * V);
-        to_host(be, res[mode][1], dl, V);
-        if (mode == 2 && be->ops->step_end) be->ops->step_end(be);
-        to_host(be, res[mode][0], dx, H);
-        be->ops->free(be, dx); be->ops->free(be, dh); be->ops->free(be, dln); be->ops->free(be, dg); be->ops->free(be, du); be->ops->free(be, dl);
-    }
-    int finite = 1;
-    for (int i = 0; i < V; i++) finite &= isfinite(res[0][1][i]) && res[0][1][i] != 0.f;
-    CHECK(finite, "pdl chain glu: synchronized run gives non-finite or zero logits");
-    for (int mode = 1; mode < 3; mode++)
-        CHECK(!memcmp(res[0][0], res[mode][0], sizeof(float) * H) && !memcmp(res[0][1], res[mode][1], sizeof(float) * V),
-              "pdl chain glu (%s): differs from the op-by-op synchronized run", mode == 1 ? "eager" : "captured step");
-    for (int mode = 0; mode < 3; mode++) { free(res[mode][0]); free(res[mode][1]); }
-    free(x0); free(h0); free(ln);
+    pdl_chain_run("pdl chain glu", &wg, &wu, &wd, &wo, 1, 180);
     /* hg, hu, hd, ho stay allocated (see test_pdl_chain) */
 }
 
