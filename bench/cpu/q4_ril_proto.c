@@ -24,26 +24,8 @@
 #undef simd_avx512
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
-typedef struct { uint8_t *codes; uint16_t *sc, *bi; int N, K, ng; } ril_t;
-/* repack: codes [tile][word][16 rows][4 B]; scales/biases [tile][g][16 rows] bf16 */
-static void ril_pack(ril_t *r, const weight_t *w) {
-    int N = w->rows, K = w->cols, ng = K / w->group, nwd = K / 8;
-    r->N = N; r->K = K; r->ng = ng;
-    size_t H = 2u << 20, cb = (size_t)N * K / 2, sb = (size_t)N * ng * 2;
-    r->codes = aligned_alloc(H, (cb + H - 1) & ~(H - 1)); madvise(r->codes, (cb + H - 1) & ~(H - 1), MADV_HUGEPAGE);
-    r->sc = aligned_alloc(64, sb + 64); r->bi = aligned_alloc(64, sb + 64);
-    const uint32_t *src = w->data;
-    for (int t = 0; t < N / 16; t++)
-        for (int wd = 0; wd < nwd; wd++)
-            for (int rr = 0; rr < 16; rr++)
-                ((uint32_t *)r->codes)[((size_t)t * nwd + wd) * 16 + rr] = src[(size_t)(t * 16 + rr) * nwd + wd];
-    for (int t = 0; t < N / 16; t++)
-        for (int g = 0; g < ng; g++)
-            for (int rr = 0; rr < 16; rr++) {
-                r->sc[((size_t)t * ng + g) * 16 + rr] = ((const uint16_t *)w->scales)[(size_t)(t * 16 + rr) * ng + g];
-                r->bi[((size_t)t * ng + g) * 16 + rr] = ((const uint16_t *)w->biases)[(size_t)(t * 16 + rr) * ng + g];
-            }
-}
+#include "ril_pack.h"
+static void ril_pack(ril_t *r, const weight_t *w) { ril_pack_bits(r, w, 4); }
 #define DPB(acc, u, p) __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(p)))
 static inline __m512 bf16x16(const uint16_t *p) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16)); }
 #ifndef RPF

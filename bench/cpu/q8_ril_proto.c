@@ -26,25 +26,9 @@
 #undef simd_avx512
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
-typedef struct { uint8_t *codes; uint16_t *sc, *bi; int N, K, ng; } r8_t;
-static void r8_pack(r8_t *r, const weight_t *w) {
-    int N = w->rows, K = w->cols, ng = K / w->group, nwd = K / 4;
-    r->N = N; r->K = K; r->ng = ng;
-    size_t H = 2u << 20, cb = (size_t)N * K, sb = (size_t)N * ng * 2;
-    r->codes = aligned_alloc(H, (cb + H - 1) & ~(H - 1)); madvise(r->codes, (cb + H - 1) & ~(H - 1), MADV_HUGEPAGE);
-    r->sc = aligned_alloc(64, sb + 64); r->bi = aligned_alloc(64, sb + 64);
-    const uint32_t *src = w->data;
-    for (int t = 0; t < N / 16; t++)
-        for (int wd = 0; wd < nwd; wd++)
-            for (int rr = 0; rr < 16; rr++)
-                ((uint32_t *)r->codes)[((size_t)t * nwd + wd) * 16 + rr] = src[(size_t)(t * 16 + rr) * nwd + wd];
-    for (int t = 0; t < N / 16; t++)
-        for (int g = 0; g < ng; g++)
-            for (int rr = 0; rr < 16; rr++) {
-                r->sc[((size_t)t * ng + g) * 16 + rr] = ((const uint16_t *)w->scales)[(size_t)(t * 16 + rr) * ng + g];
-                r->bi[((size_t)t * ng + g) * 16 + rr] = ((const uint16_t *)w->biases)[(size_t)(t * 16 + rr) * ng + g];
-            }
-}
+#include "ril_pack.h"
+typedef ril_t r8_t;
+static void r8_pack(r8_t *r, const weight_t *w) { ril_pack_bits(r, w, 8); }
 typedef struct { int8_t *xd; float *pv, *xg; } x8_t; /* xd: [digit][K] column order */
 static void x8_prepare(x8_t *q, const float *x, int K, int G) {
     int ng = K / G;
