@@ -337,7 +337,10 @@ static void test_matmul_multi(void) {
                     CHECK(!memcmp(a, b, sizeof(float) * ny), "%s matmul_multi set %zu weight %d T=%d: differs from its matmul", be->ops->name, si, i, T);
                     ref_matmul(want, x, T, &h[i].w, 0, sets[si].rows[i]);
                     const double err = ct_rel_err(a, want, ny);
-                    const double tol = bi == 0 || (T < KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT && h[i].w.dtype == DT_BF16) ? 1e-5 : 1e-4;
+                    /* MLX 4/8-bit at 9..64 tokens on "cuda" is matmul_wgmma.cu: f16 operands (2^-11 roundings,
+                     * the prefill path's class), 1e-2 as in check_matmul; its per-element bound is test_qwg's */
+                    const int qwg = bi == 1 && T >= qwg_min_t() && T <= 64 && qwg_ok(&h[i].w);
+                    const double tol = qwg ? 1e-2 : bi == 0 || (T < KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT && h[i].w.dtype == DT_BF16) ? 1e-5 : 1e-4;
                     CHECK(err < tol, "%s matmul_multi set %zu weight %d T=%d: rel err %.3g (tol %g)", be->ops->name, si, i, T, err, tol);
                     free(a); free(b); free(want);
                     be->ops->free(be, dy[i]); be->ops->free(be, dz[i]);
