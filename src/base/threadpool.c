@@ -14,8 +14,20 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+
+/* KILN_POOL_PROF=1: per task function, the caller's time in threadpool_run and the part of it
+ * spent waiting for tasks running elsewhere (after it found none left to claim) with a
+ * histogram of those waits, and the caller's time since the previous run ("gap-before": its
+ * serial work while the workers spin), printed to stderr at threadpool_destroy. fn is printed
+ * as its offset from threadpool_run (compare `nm kiln`). Diagnostic only. */
+#define PROF_MAX 32
+typedef struct { threadpool_fn fn; long runs, n_tasks; double run_s, wait_s, gap_s; long hn[8]; double hs[8]; } prof_t;
+static const double prof_edge[7] = {1e-6, 2e-6, 5e-6, 10e-6, 20e-6, 50e-6, 200e-6};
+static double now_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 
 struct threadpool {
     int n;                      /* threads including the caller */
@@ -30,6 +42,9 @@ struct threadpool {
     pthread_cond_t done_cv;     /* sleeping pools: the caller waits here for the last task */
     threadpool_fn fn;
     void *ctx;
+    int prof;                   /* KILN_POOL_PROF */
+    double prof_last;           /* end of the previous run */
+    prof_t pr[PROF_MAX];
 };
 
 typedef struct { threadpool_t *tp; int id; } worker_arg_t;
@@ -89,6 +104,8 @@ static threadpool_t *create(int n_threads, int spin) {
     if (!tp) return NULL;
     tp->n = n_threads;
     tp->spin = spin;
+    const char *pe = getenv("KILN_POOL_PROF");
+    tp->prof = spin && pe && *pe == '1';
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
     pthread_cond_init(&tp->done_cv, NULL);
@@ -107,6 +124,13 @@ threadpool_t *threadpool_create_sleeping(int n_threads) { return create(n_thread
 
 void threadpool_destroy(threadpool_t *tp) {
     if (!tp) return;
+    for (int k = 0; tp->prof && k < PROF_MAX && tp->pr[k].fn; k++) {
+        prof_t *q = &tp->pr[k];
+        fprintf(stderr, "pool_prof fn threadpool_run%+lld runs %ld tasks %ld run %.1f ms wait %.1f ms (%.2f us/run) gap-before %.1f ms\n",
+                (long long)((intptr_t)q->fn - (intptr_t)threadpool_run), q->runs, q->n_tasks, q->run_s * 1e3, q->wait_s * 1e3, q->wait_s * 1e6 / q->runs, q->gap_s * 1e3);
+        for (int b = 0; b < 8; b++)
+            fprintf(stderr, "  wait %s%5.0f us: %7ld runs %8.2f ms\n", b < 7 ? "<" : ">", (b < 7 ? prof_edge[b] : prof_edge[6]) * 1e6, q->hn[b], q->hs[b] * 1e3);
+    }
     pthread_mutex_lock(&tp->mu);
     atomic_store(&tp->quit, 1);
     pthread_cond_broadcast(&tp->cv);
@@ -127,6 +151,7 @@ void threadpool_run(threadpool_t *tp, int n, threadpool_fn fn, void *ctx) {
         for (int i = 0; i < n; i++) fn(ctx, i, n);
         return;
     }
+    double t0 = tp->prof ? now_s() : 0, t1 = 0;
     /* No task of the previous job is unclaimed or running, so nobody reads these now. */
     tp->fn = fn;
     tp->ctx = ctx;
@@ -138,6 +163,7 @@ void threadpool_run(threadpool_t *tp, int n, threadpool_fn fn, void *ctx) {
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
     do_tasks(tp, g);
+    if (tp->prof) t1 = now_s();
     if (!tp->spin) { /* the task that completes the job signals under mu: no lost wake-up */
         pthread_mutex_lock(&tp->mu);
         while (atomic_load_explicit(&tp->done, memory_order_acquire) < n) pthread_cond_wait(&tp->done_cv, &tp->mu);
@@ -148,5 +174,22 @@ void threadpool_run(threadpool_t *tp, int n, threadpool_fn fn, void *ctx) {
     for (int spins = 0; atomic_load_explicit(&tp->done, memory_order_acquire) < n; spins++) {
         if (spins < 20000) __builtin_ia32_pause();
         else sched_yield();
+    }
+    if (tp->prof) {
+        double t2 = now_s();
+        int k = 0;
+        while (k < PROF_MAX - 1 && tp->pr[k].fn && tp->pr[k].fn != fn) k++;
+        prof_t *q = &tp->pr[k];
+        q->fn = fn;
+        q->runs++;
+        q->n_tasks += n;
+        q->run_s += t2 - t0;
+        q->wait_s += t2 - t1;
+        int b = 0;
+        while (b < 7 && t2 - t1 >= prof_edge[b]) b++;
+        q->hn[b]++;
+        q->hs[b] += t2 - t1;
+        if (tp->prof_last > 0) q->gap_s += t0 - tp->prof_last;
+        tp->prof_last = t2;
     }
 }
