@@ -28,6 +28,7 @@
  * Determinism: a token's outputs depend only on its own x column (each MMA output column
  * is the dot product of one B column), the segment order and the warp order, none of which
  * depends on T or on the other tokens: bitwise the same alone or in a batch (tested). */
+#include <type_traits>
 #include "backend/cuda/mma_util.cuh"
 
 
@@ -589,35 +590,23 @@ __global__ void __launch_bounds__(256, 1) qmma_big_kernel(float *__restrict__ ou
                     a[m][2] = codes8(odd ? va.w : va.z, b); a[m][3] = codes8(odd ? vb.w : vb.z, b);
                 }
             }
-            /* the k-step's x fragments of every token tile, then the MMAs: hi for all tiles, then lo */
-            if constexpr (ONE) {
-                uint2 xv[NT];
+            /* the k-step's x fragments of every token tile (hi, or hi + lo when x is split), then
+             * the MMAs: hi for all tiles, then lo */
+            using xv_t = typename std::conditional<ONE, uint2, uint4>::type;
+            xv_t xv[NT];
 #pragma unroll
-                for (int j = 0; j < NT; j++)
-                    if (j < ntt) xv[j] = ((const uint2 *)xf)[(s * TP + 8 * j + g) * 4 + q];
+            for (int j = 0; j < NT; j++)
+                if (j < ntt) xv[j] = ((const xv_t *)xf)[(s * TP + 8 * j + g) * 4 + q];
 #pragma unroll
-                for (int j = 0; j < NT; j++) {
-                    if (j >= ntt) break;
+            for (int j = 0; j < NT; j++) {
+                if (j >= ntt) break;
 #pragma unroll
-                    for (int m = 0; m < 2; m++) {
-                        if (s == 0) mma_bf16_z(p[m][j], a[m], xv[j].x, xv[j].y);
-                        else mma_bf16(p[m][j], a[m], xv[j].x, xv[j].y);
-                    }
+                for (int m = 0; m < 2; m++) {
+                    if (s == 0) mma_bf16_z(p[m][j], a[m], xv[j].x, xv[j].y);
+                    else mma_bf16(p[m][j], a[m], xv[j].x, xv[j].y);
                 }
-            } else {
-                uint4 xv[NT];
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-                    if (j < ntt) xv[j] = ((const uint4 *)xf)[(s * TP + 8 * j + g) * 4 + q];
-#pragma unroll
-                for (int j = 0; j < NT; j++) {
-                    if (j >= ntt) break;
-#pragma unroll
-                    for (int m = 0; m < 2; m++) {
-                        if (s == 0) mma_bf16_z(p[m][j], a[m], xv[j].x, xv[j].y);
-                        else mma_bf16(p[m][j], a[m], xv[j].x, xv[j].y);
-                    }
-                }
+            }
+            if constexpr (!ONE) {
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     if (j >= ntt) break;
