@@ -360,10 +360,18 @@ static void test_matmul_multi(void) {
  * before it ends and loads its weights before pdl_wait), so a missing or misplaced wait would
  * show up as a race. Run eagerly and captured into a graph (step_begin), the results must be
  * bitwise those of the same ops with a download (a stream synchronization) after each one. */
-/* the chain of test_pdl_chain / test_pdl_chain_glu over prepared weights: glu = 0 runs gate/up as
- * matmul_multi then glu, glu = 1 as matmul_glu; seed offsets x, h and the norm weight */
-static void pdl_chain_run(const char *what, weight_t *wg, weight_t *wu, weight_t *wd, weight_t *wo, int glu, int seed) {
+/* the chain of test_pdl_chain / test_pdl_chain_glu on the host weights' device copies: glu = 0
+ * runs gate/up as matmul_multi then glu, glu = 1 as matmul_glu; seed offsets x, h and the norm
+ * weight */
+static void pdl_chain_run(const char *what, const hw_t *hg, const hw_t *hu, const hw_t *hd, const hw_t *ho, int glu, int seed) {
     backend_t *be = befast;
+    weight_t w4[4] = {hg->w, hu->w, hd->w, ho->w}, *wg = &w4[0], *wu = &w4[1], *wd = &w4[2], *wo = &w4[3];
+    err_t e = {0};
+    for (int i = 0; i < 4; i++)
+        if (be->ops->prepare_weight(be, &w4[i], &e)) {
+            CHECK(0, "%s: prepare_weight: %s", what, e.msg);
+            return;
+        }
     const int H = wg->cols, I = wg->rows, V = wo->rows, L = 6;
     float *x0 = rand_vec(H, seed + 1, 1.f), *h0 = rand_vec(H, seed + 2, 0.5f), *ln = rand_vec(H, seed + 3, 1.f);
     float *res[3][2];
@@ -406,18 +414,10 @@ static void pdl_chain_run(const char *what, weight_t *wg, weight_t *wu, weight_t
 }
 
 static void test_pdl_chain(void) {
-    backend_t *be = befast;
     const int H = 2048, I = 5632, V = 3000;
     hw_t hg = make_quant(I, H, 4, 64, DT_BF16, 71), hu = make_quant(I, H, 4, 64, DT_BF16, 72), hd = make_quant(H, I, 8, 32, DT_F16, 73),
          ho = make_quant(V, H, 4, 64, DT_BF16, 74);
-    weight_t wg = hg.w, wu = hu.w, wd = hd.w, wo = ho.w;
-    err_t e = {0};
-    if (be->ops->prepare_weight(be, &wg, &e) || be->ops->prepare_weight(be, &wu, &e) || be->ops->prepare_weight(be, &wd, &e) ||
-        be->ops->prepare_weight(be, &wo, &e)) {
-        CHECK(0, "pdl chain: prepare_weight: %s", e.msg);
-        return;
-    }
-    pdl_chain_run("pdl chain", &wg, &wu, &wd, &wo, 0, 80);
+    pdl_chain_run("pdl chain", &hg, &hu, &hd, &ho, 0, 80);
     /* hg, hu, hd, ho stay allocated: a later malloc reusing their addresses would make
      * prepare_weight take that weight for a view of these device copies */
 }
@@ -499,14 +499,7 @@ static void test_pdl_chain_glu(void) {
     const int H = 2048, I = 5632, V = 3000;
     hw_t hg = make_dense(I, H, DT_BF16, 171), hu = make_dense(I, H, DT_BF16, 172), hd = make_dense(H, I, DT_BF16, 173),
          ho = make_dense(V, H, DT_BF16, 174);
-    weight_t wg = hg.w, wu = hu.w, wd = hd.w, wo = ho.w;
-    err_t e = {0};
-    if (be->ops->prepare_weight(be, &wg, &e) || be->ops->prepare_weight(be, &wu, &e) || be->ops->prepare_weight(be, &wd, &e) ||
-        be->ops->prepare_weight(be, &wo, &e)) {
-        CHECK(0, "pdl chain glu: prepare_weight: %s", e.msg);
-        return;
-    }
-    pdl_chain_run("pdl chain glu", &wg, &wu, &wd, &wo, 1, 180);
+    pdl_chain_run("pdl chain glu", &hg, &hu, &hd, &ho, 1, 180);
     /* hg, hu, hd, ho stay allocated (see test_pdl_chain) */
 }
 
