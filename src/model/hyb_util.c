@@ -94,6 +94,7 @@ weight_t hyb_rows(const weight_t *w, int r0, int n) {
     weight_t s = *w;
     s.rows = n;
     s.device = NULL;
+    s.layout = WL_ROWS; /* a view is prepared again: the backend decides whether it is packed */
     if (weight_is_quantized(w)) {
         size_t words = (size_t)w->cols * w->bits / 32, ng = (size_t)w->cols / w->group, sbs = dtype_size(w->sb_dtype);
         s.data = (const uint32_t *)w->data + (size_t)r0 * words;

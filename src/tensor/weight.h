@@ -4,7 +4,13 @@
  * mapped checkpoint. MLX affine-quantized weights keep their packed codes: each row is a
  * little-endian bit stream of `bits`-wide codes (first code in the lowest bits), with one
  * scale and one bias per group of `group` columns: w = scale * code + bias. Nothing is
- * ever dequantized as a whole; kernels dequantize a few columns at a time. */
+ * ever dequantized as a whole; kernels dequantize a few columns at a time.
+ *
+ * layout: how the bytes are ordered. Everything but the CPU backend's AVX-512 kernels sees
+ * WL_ROWS (as stored). That backend may rewrite a weight in place at prepare_weight into a
+ * tiled order its kernels stream faster (backend/cpu/cpu_pack.h): the same bytes, permuted
+ * within tiles of whole rows, so a weight still occupies exactly its stored ranges.
+ * weight_row_f32 reads every layout. */
 #ifndef KILN_WEIGHT_H
 #define KILN_WEIGHT_H
 
@@ -21,7 +27,14 @@ typedef struct weight {
     const void *biases;   /* [rows, cols/group] in sb_dtype                            */
     dtype_t sb_dtype;
     void *device;         /* a backend's own copy (CUDA); NULL on the CPU              */
+    int layout;           /* WL_*: WL_ROWS unless the CPU backend packed it            */
 } weight_t;
+
+/* WL_Q_RIL16 (quantized, bits 4 or 8): rows [0, 16·⌊N/16⌋) in tiles of 16 rows; u32 code word
+ *   wi of row 16t + r at word (t·nw + wi)·16 + r (nw = cols·bits/32), scale/bias of group g
+ *   at (t·ng + g)·16 + r; the N % 16 tail rows row-major at their stored place.
+ * WL_DENSE_T4 (dense): see backend/cpu/cpu_pack.h. */
+enum { WL_ROWS = 0, WL_Q_RIL16 = 1, WL_DENSE_T4 = 2 };
 
 static inline int weight_is_quantized(const weight_t *w) { return w->dtype == DT_U32; }
 

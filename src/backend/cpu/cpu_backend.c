@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_hybrid.h"
+#include "backend/cpu/cpu_pack.h"
 #include "base/threadpool.h"
 
 /* a thread's last rope cos/sin (norm_rope_kv_attention): every layer of a decode step asks
@@ -22,6 +23,8 @@ typedef struct { int pos, half; float ms; float inv[ROPE_CACHE_HALF], cs[ROPE_CA
 
 typedef struct cpu_impl {
     const simd_kernels_t *simd; /* NULL: reference kernels */
+    int pack;                   /* KILN_PACK != 0 and the family has pack_layout */
+    pack_registry_t packs;      /* the weights prepared so far (cpu_pack.h) */
     rope_cache_t *rope;         /* per thread */
     threadpool_t *pool;
     float **scratch;            /* per thread: attention scores and K/V conversion */
@@ -83,7 +86,14 @@ static void *cpu_upload(backend_t *be, const void *host, size_t n) {
 static void cpu_download(backend_t *be, void *host, const void *src, size_t n) {
     if (n && host != src) memcpy(host, src, n);
 }
-static int cpu_prepare_weight(backend_t *be, weight_t *w, err_t *e) { return 0; }
+/* --- weights in the kernels' own order (cpu_pack.h): never fails the load; a weight that
+ * cannot be packed is used as stored --- */
+static int cpu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
+    cpu_impl_t *impl = be->impl;
+    if (impl->pack) pack_prepare(&impl->packs, w, impl->simd->pack_layout);
+    return 0;
+}
+static void cpu_release_weight(backend_t *be, weight_t *w) { pack_release(&((cpu_impl_t *)be->impl)->packs, w); }
 
 /* --- matmul: columns split into one contiguous slice per task --- */
 typedef struct { cpu_impl_t *impl; float *y; const float *x; int T; const weight_t *w; amx_share_t sh; mm_range_t *rg; int chunk; } mm_job_t;
@@ -156,7 +166,7 @@ static void mm_part(mm_job_t *j, int i, int n) {
         if (j->impl->simd->matmul_rows(j->y, j->x, j->w, &r)) return;
     }
     int per = ((N + n - 1) / n + 3) & ~3; /* multiples of 4 keep whole tiles per task */
-    if (j->rg) per = (per + 15) & ~15;    /* the ranges' split */
+    if (j->rg || j->w->layout) per = (per + 15) & ~15; /* the ranges' split; packed tiles */
     int j0 = i * per, j1 = j0 + per < N ? j0 + per : N;
     if (j0 >= j1) return;
     if (j->impl->simd) j->impl->simd->matmul(j->y, j->x, j->T, j->w, j0, j1);
@@ -547,7 +557,7 @@ static void cpu_add_rows_scaled(backend_t *be, float *y, const float *x, const i
 
 static const backend_ops_t cpu_ops = {
     .name = "cpu", .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_upload, .download = cpu_download,
-    .prepare_weight = cpu_prepare_weight, .matmul = cpu_matmul, .matmul_multi = cpu_matmul_multi, .rms_norm = cpu_rms_norm, .rope = cpu_rope,
+    .prepare_weight = cpu_prepare_weight, .release_weight = cpu_release_weight, .matmul = cpu_matmul, .matmul_multi = cpu_matmul_multi, .rms_norm = cpu_rms_norm, .rope = cpu_rope,
     .glu = cpu_glu, .add = cpu_add, .add_bias = cpu_add_bias, .gather_rows = cpu_gather_rows, .embed = cpu_embed,
     .kv_write = cpu_kv_write, .attention = cpu_attention, .norm_rope_kv_attention = cpu_norm_rope_kv_attention,
     .conv1d_causal = cpu_conv1d_causal, .gated_delta = cpu_gated_delta, .sigmoid_mul = cpu_sigmoid_mul,
@@ -577,6 +587,8 @@ backend_t *backend_create(const char *name, int n_threads, err_t *e) {
     be->ops = &cpu_ops;
     be->impl = impl;
     impl->simd = ref ? NULL : simd_detect();
+    const char *pk = getenv("KILN_PACK");
+    impl->pack = impl->simd && impl->simd->pack_layout && !(pk && *pk == '0');
     be->n_threads = ref ? 1 : (n_threads > 0 ? n_threads : cpu_count());
     impl->pool = threadpool_create(be->n_threads);
     impl->scratch = calloc((size_t)be->n_threads, sizeof(float *));
@@ -595,6 +607,7 @@ void backend_destroy(backend_t *be) {
     free(impl->scratch);
     free(impl->rope);
     free(impl->tiles);
+    pack_registry_free(&impl->packs);
     threadpool_destroy(impl->pool);
     free(impl);
     free(be);

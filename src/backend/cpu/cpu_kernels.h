@@ -58,6 +58,11 @@ typedef struct simd_kernels {
      * where a row or element lands never changes it. */
     void (*rms_norm)(float *y, const float *x, const float *w, float w_offset, int T, int n, float eps);
     void (*silu_glu)(float *y, const float *gate, const float *up, size_t n);
+    /* Optional: the layout (WL_*, cpu_pack.h) this family's kernels want w in, 0 for the
+     * stored order. cpu_prepare_weight packs w in place when it can; matmul and
+     * matmul_rows must then take w in that layout (and any other call, e.g. with
+     * a row range that starts or ends inside a tile, gives the same bits per row). */
+    int (*pack_layout)(const weight_t *w);
 } simd_kernels_t;
 
 extern const simd_kernels_t simd_avx2, simd_avx512;

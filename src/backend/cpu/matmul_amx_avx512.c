@@ -78,7 +78,7 @@ int amx_enable(void) {
 
 /* Does this weight go through amx_matmul_q8? */
 int amx_q8_ok(const weight_t *w) {
-    return amx_on && weight_is_quantized(w) && w->bits == 8 && (w->group == 32 || w->group == 64 || w->group == 128) &&
+    return amx_on && w->layout == WL_ROWS && weight_is_quantized(w) && w->bits == 8 && (w->group == 32 || w->group == 64 || w->group == 128) &&
            w->cols % w->group == 0;
 }
 
@@ -470,7 +470,7 @@ void amx_matmul_q8(float *y, const float *x, int T, const weight_t *w, int j0, i
  * acc = fma(v·p, s, acc)), so a row alone is bitwise the row in any batch. */
 
 int amx_q4_ok(const weight_t *w) {
-    return amx_on && weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128) &&
+    return amx_on && w->layout == WL_ROWS && weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128) &&
            w->cols % w->group == 0;
 }
 
@@ -657,7 +657,7 @@ void amx_matmul_q4(float *y, const float *x, int T, const weight_t *w, int j0, i
  * K % 32 == 0 (every real model); other shapes stay on the FMA kernels. */
 
 int amx_bf16_ok(const weight_t *w) {
-    return amx_on && w->dtype == DT_BF16 && w->cols % 32 == 0 && w->cols > 0;
+    return amx_on && w->layout == WL_ROWS && w->dtype == DT_BF16 && w->cols % 32 == 0 && w->cols > 0;
 }
 
 /* Tiles: 0 C_h, 1 C_ml (16 W rows × tn x rows of f32), 2 A (16 W rows × 32 bf16),

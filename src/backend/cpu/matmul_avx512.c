@@ -1044,4 +1044,11 @@ static void silu_glu(float *y, const float *gate, const float *up, size_t n) {
     }
 }
 
-const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows, from_f32, rms_norm, silu_glu};
+/* The packed layout each weight kind's kernels want (cpu_pack.h); never one an AMX kernel
+ * takes (those read the stored order). Each branch has its own KILN_PACK_* switch. */
+static int pack_layout(const weight_t *w) {
+    if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return WL_ROWS;
+    return WL_ROWS;
+}
+
+const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows, from_f32, rms_norm, silu_glu, pack_layout};

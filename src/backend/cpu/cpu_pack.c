@@ -1,0 +1,145 @@
+/* cpu_pack.c — the in-place packers of cpu_pack.h. Each tile is gathered into a scratch of
+ * one tile and copied back: a load-time cost of about two passes over the weight. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "backend/cpu/cpu_pack.h"
+
+int pack_tile_rows(int layout) {
+    switch (layout) {
+    case WL_Q_RIL16: return 16;
+    default: return 0;
+    }
+}
+
+size_t pack_row_bytes(const weight_t *w) {
+    if (weight_is_quantized(w)) return (size_t)w->cols * w->bits / 8;
+    return (size_t)w->cols * dtype_size(w->dtype);
+}
+
+int pack_fits(const weight_t *w, int layout) {
+    switch (layout) {
+    case WL_Q_RIL16:
+        return weight_is_quantized(w) && (w->bits == 4 || w->bits == 8) && w->rows >= 16 && w->group > 0 && w->cols % w->group == 0;
+    default: return 0;
+    }
+}
+
+/* Elements of esz bytes, rows of n per row: tile t's 16 rows [16][n] <-> [n][16]. */
+static void ril16_tile(char *base, size_t n, size_t esz, char *tmp, int pack) {
+    for (size_t r = 0; r < 16; r++)
+        for (size_t i = 0; i < n; i++) {
+            const char *rowmaj = base + (r * n + i) * esz;
+            char *lanes = tmp + (i * 16 + r) * esz;
+            if (pack) memcpy(lanes, rowmaj, esz);
+            else memcpy(tmp + (r * n + i) * esz, base + (i * 16 + r) * esz, esz);
+        }
+    memcpy(base, tmp, 16 * n * esz);
+}
+
+static int ril16(weight_t *w, int pack) {
+    size_t nw = (size_t)w->cols * w->bits / 32, ng = (size_t)(w->cols / w->group), sbs = dtype_size(w->sb_dtype);
+    size_t nt = (size_t)w->rows / 16, big = 16 * (nw * 4 > ng * sbs ? nw * 4 : ng * sbs);
+    char *tmp = malloc(big);
+    if (!tmp) return -1;
+    for (size_t t = 0; t < nt; t++) {
+        ril16_tile((char *)w->data + t * 16 * nw * 4, nw, 4, tmp, pack);
+        ril16_tile((char *)w->scales + t * 16 * ng * sbs, ng, sbs, tmp, pack);
+        ril16_tile((char *)w->biases + t * 16 * ng * sbs, ng, sbs, tmp, pack);
+    }
+    free(tmp);
+    w->layout = pack ? WL_Q_RIL16 : WL_ROWS;
+    return 0;
+}
+
+int pack_weight(weight_t *w, int layout) {
+    if (w->layout != WL_ROWS || !pack_fits(w, layout)) return -1;
+    switch (layout) {
+    case WL_Q_RIL16: return ril16(w, 1);
+    default: return -1;
+    }
+}
+
+int unpack_weight(weight_t *w) {
+    switch (w->layout) {
+    case WL_ROWS: return 0;
+    case WL_Q_RIL16: return ril16(w, 0);
+    default: return -1;
+    }
+}
+
+/* --- the registry --- */
+
+/* Makes [p, p + n) writable: the checkpoint is a private anonymous copy or a MAP_PRIVATE
+ * file map, so this costs nothing until a page is written (then it is private). */
+static int make_writable(const void *p, size_t n) {
+    if (!n) return 0;
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095, b = ((uintptr_t)p + n + 4095) & ~(uintptr_t)4095;
+    return mprotect((void *)a, b - a, PROT_READ | PROT_WRITE);
+}
+
+/* w lies inside r's packed weight on whole tiles, with the same shape per row: then w is
+ * that layout too (a tile holds exactly its rows' bytes). */
+static int view_ok(const pack_region_t *r, const weight_t *w) {
+    const weight_t *p = &r->w;
+    if (w->cols != p->cols || w->dtype != p->dtype || w->bits != p->bits || w->group != p->group || w->sb_dtype != p->sb_dtype) return 0;
+    size_t rb = pack_row_bytes(p), tr = (size_t)pack_tile_rows(p->layout);
+    const char *lo = w->data, *hi = lo + (size_t)w->rows * rb;
+    if (!tr || lo < r->lo || hi > r->hi || (size_t)(lo - r->lo) % rb) return 0;
+    size_t r0 = (size_t)(lo - r->lo) / rb, r1 = r0 + (size_t)w->rows;
+    if (r0 % tr || (r1 % tr && r1 != (size_t)p->rows)) return 0;
+    if (weight_is_quantized(p)) {
+        size_t sb = (size_t)(p->cols / p->group) * dtype_size(p->sb_dtype);
+        if ((const char *)w->scales != (const char *)p->scales + r0 * sb || (const char *)w->biases != (const char *)p->biases + r0 * sb) return 0;
+    }
+    return 1;
+}
+
+static void note(pack_registry_t *reg, const weight_t *w, const char *lo, const char *hi) {
+    if (reg->n == reg->cap) {
+        int cap = reg->cap ? 2 * reg->cap : 64;
+        pack_region_t *r = realloc(reg->r, sizeof *r * (size_t)cap);
+        if (!r) return; /* forgetting costs only the check of a later view */
+        reg->r = r;
+        reg->cap = cap;
+    }
+    reg->r[reg->n++] = (pack_region_t){*w, lo, hi};
+}
+
+void pack_prepare(pack_registry_t *reg, weight_t *w, int (*want)(const weight_t *w)) {
+    if (!w->data || w->rows <= 0 || w->cols <= 0) return;
+    const char *lo = w->data, *hi = lo + (size_t)w->rows * pack_row_bytes(w);
+    for (int i = 0; i < reg->n; i++) {
+        pack_region_t *r = &reg->r[i];
+        if (hi <= r->lo || lo >= r->hi) continue;
+        if (r->w.layout != WL_ROWS && view_ok(r, w)) {
+            w->layout = r->w.layout;
+            return;
+        }
+        if (r->w.layout != WL_ROWS && unpack_weight(&r->w)) abort(); /* out of memory for one tile: the region would be neither */
+        w->layout = WL_ROWS;
+        return;
+    }
+    if (w->layout != WL_ROWS) return; /* a copy of a weight packed by another backend */
+    int layout = want ? want(w) : WL_ROWS;
+    if (layout != WL_ROWS && pack_fits(w, layout)) {
+        size_t sb = weight_is_quantized(w) ? (size_t)w->rows * (size_t)(w->cols / w->group) * dtype_size(w->sb_dtype) : 0;
+        if (make_writable(lo, (size_t)(hi - lo)) || (sb && (make_writable(w->scales, sb) || make_writable(w->biases, sb)))) return;
+        if (pack_weight(w, layout)) return;
+    }
+    note(reg, w, lo, hi);
+}
+
+void pack_release(pack_registry_t *reg, const weight_t *w) {
+    for (int i = 0; i < reg->n; i++)
+        if (reg->r[i].lo == (const char *)w->data && reg->r[i].w.rows == w->rows) {
+            reg->r[i] = reg->r[--reg->n];
+            return;
+        }
+}
+
+void pack_registry_free(pack_registry_t *reg) {
+    free(reg->r);
+    *reg = (pack_registry_t){0};
+}
