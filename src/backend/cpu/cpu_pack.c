@@ -105,12 +105,13 @@ static void note(pack_registry_t *reg, const weight_t *w, const char *lo, const 
         reg->cap = cap;
     }
     reg->r[reg->n++] = (pack_region_t){*w, lo, hi};
+    if (hi > reg->max_hi) reg->max_hi = hi;
 }
 
 void pack_prepare(pack_registry_t *reg, weight_t *w, int (*want)(const weight_t *w)) {
     if (!w->data || w->rows <= 0 || w->cols <= 0) return;
     const char *lo = w->data, *hi = lo + (size_t)w->rows * pack_row_bytes(w);
-    for (int i = 0; i < reg->n; i++) {
+    for (int i = lo < reg->max_hi ? reg->n - 1 : -1; i >= 0; i--) {
         pack_region_t *r = &reg->r[i];
         if (hi <= r->lo || lo >= r->hi) continue;
         if (r->w.layout != WL_ROWS && view_ok(r, w)) {

@@ -46,7 +46,11 @@ typedef struct {
     weight_t w;          /* as first prepared: its shape and ranges */
     const char *lo, *hi; /* its codes / dense data */
 } pack_region_t;
-typedef struct { pack_region_t *r; int n, cap; } pack_registry_t;
+typedef struct {
+    pack_region_t *r;
+    int n, cap;
+    const char *max_hi; /* the highest end of any region: checkpoints are mostly prepared in address order, so most weights skip the scan */
+} pack_registry_t;
 
 /* Prepares w: the region it lies in decides (a view of whole tiles takes the layout; any
  * other overlap unpacks the region), else want(w) picks a layout and w is packed in place
