@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_pack.h"
 
 static double now(void) {
     struct timespec ts;
@@ -39,6 +40,9 @@ static uint32_t next(void) {
  * (what KILN_HUGE_WEIGHTS=1 gives the model's weights). */
 static int mmb_mmap(void) { const char *e = getenv("MMB_MMAP"); return e && *e == '1'; }
 static int mmb_huge(void) { const char *e = getenv("MMB_HUGE"); return e && *e == '1'; }
+/* MMB_PACK=1: each weight packed in place into the layout the AVX-512 family asks for
+ * (pack_layout, cpu_pack.h), as cpu_prepare_weight does at load (KILN_PACK_Q4 etc. apply). */
+static int mmb_pack(void) { const char *e = getenv("MMB_PACK"); return e && *e == '1'; }
 static void *walloc(size_t n) {
     if (!mmb_huge()) return malloc(n);
     size_t H = (size_t)2 << 20, m = (n + H - 1) & ~(H - 1);
@@ -79,6 +83,10 @@ static weight_t make_weight(int N, int K, int bits, int group) {
         }
         if (mmb_mmap()) c = file_backed(c, words * 4); /* the codes as a checkpoint's: a page-cache mmap */
         w.data = c; w.bits = bits; w.group = group; w.scales = sc; w.biases = bi; w.sb_dtype = DT_BF16;
+    }
+    if (mmb_pack() && !mmb_mmap() && simd_avx512.pack_layout && __builtin_cpu_supports("avx512f")) {
+        int l = simd_avx512.pack_layout(&w);
+        if (l && pack_weight(&w, l)) { fprintf(stderr, "MMB_PACK: pack_weight failed\n"); exit(1); }
     }
     return w;
 }

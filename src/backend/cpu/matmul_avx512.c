@@ -15,6 +15,7 @@
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/avx512_common.h"
+#include "backend/cpu/q4ril.h"
 
 #define L 16
 /* Decode prefetch distance for a tile of up to 4 rows of row_bytes each, read side by side:
@@ -883,13 +884,38 @@ static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, in
     else qrun(y, x, T, w, j0, j1, 4);
 }
 static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 0); }
+/* 4-bit in WL_Q_RIL16 (q4ril.h): rows in full tiles there, the N % 16 tail rows (stored
+ * row-major) through mm_q4 (q4i) — the same code at any T for every row. */
+static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int nr = w->rows & ~15;
+    if (j0 < nr) {
+        void *q = q4ril_prepare(x, T, w);
+        if (!q) abort();
+        if (T == 1) q4ril_rows(y, q, w, j0, j1 < nr ? j1 : nr);
+        else q4ril_gemm(y, q, T, w, j0, j1 < nr ? j1 : nr);
+        free(q);
+    }
+    if (j1 > nr) mm_q4(y, x, T, w, j0 > nr ? j0 : nr, j1);
+}
+/* KILN_PACK_Q4=1 packs 4-bit weights (WL_Q_RIL16), =0 keeps them row-major. Off by default
+ * for now: prefill +35-40 %, decode within noise, and with the huge-page weight copy the
+ * packing's mprotect split the THPs (decode -35 %; bench/cpu/RESULTS.md, session 9 helper-59). */
+static int pack_q4_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("KILN_PACK_Q4");
+        on = e && *e ? *e != '0' : 0;
+    }
+    return on;
+}
 
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (amx_q8_ok(w)) amx_matmul_q8(y, x, T, w, j0, j1, NULL);
     else if (amx_q4_ok(w)) amx_matmul_q4(y, x, T, w, j0, j1, NULL);
     else if (amx_bf16_ok(w)) amx_matmul_bf16(y, x, T, w, j0, j1, NULL);
     else if (weight_is_quantized(w)) {
-        if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
+        if (w->bits == 4 && w->layout == WL_Q_RIL16) mm_q4ril(y, x, T, w, j0, j1);
+        else if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
         else if (w->bits == 8) mm_q8(y, x, T, w, j0, j1);
         else mm_qany(y, x, T, w, j0, j1);
     } else if (w->dtype == DT_BF16) mm_bf16(y, x, T, w, j0, j1);
@@ -963,7 +989,16 @@ static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
 static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return 0;
     int j0, j1;
-    if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w)) {
+    if (weight_is_quantized(w) && w->bits == 4 && w->layout == WL_Q_RIL16) { /* q4ril.h; the tail rows as matmul */
+        int nr = w->rows & ~15;
+        void *q = q4ril_prepare(x, 1, w);
+        if (!q) abort();
+        while (mm_rows_next(r, &j0, &j1)) {
+            if (j0 < nr) q4ril_rows(y, q, w, j0, j1 < nr ? j1 : nr);
+            if (j1 > nr) mm_q4(y, x, 1, w, j0 > nr ? j0 : nr, j1);
+        }
+        free(q);
+    } else if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w)) {
         q4i_t q;
         if (q4i_prepare(&q, x, 1, w)) abort();
         while (mm_rows_next(r, &j0, &j1)) q4i_rows(y, &q, 0, w, j0, j1, 1);
@@ -1048,6 +1083,7 @@ static void silu_glu(float *y, const float *gate, const float *up, size_t n) {
  * takes (those read the stored order). Each branch has its own KILN_PACK_* switch. */
 static int pack_layout(const weight_t *w) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return WL_ROWS;
+    if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w) && w->rows >= 16 && pack_q4_on()) return WL_Q_RIL16;
     return WL_ROWS;
 }
 
