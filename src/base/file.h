@@ -15,7 +15,7 @@ typedef struct mapped_file {
 /* Maps path read-only (MAP_PRIVATE). An empty file maps to data=NULL, size=0. */
 int file_map(mapped_file_t *mf, const char *path, err_t *e);
 void file_unmap(mapped_file_t *mf);
-/* Replaces a mapping with a read-only anonymous copy at a 2 MB-aligned address, madvised
+/* Replaces a mapping with a writable private anonymous copy at a 2 MB-aligned address, madvised
  * MADV_HUGEPAGE (transparent huge pages; a file map gets 4 KB pages). The old addresses are
  * invalid afterwards; *old_base gets where data was. 0 on success; on failure mf is unchanged.
  * progress (may be NULL) is called with the bytes copied so far, every 64 MB and at the end. */
