@@ -10,6 +10,11 @@ size_t weight_bytes(const weight_t *w) {
 
 void weight_row_f32(const weight_t *w, int r, float *out) {
     if (!weight_is_quantized(w)) {
+        if (w->layout == WL_DENSE_T4 && r < (w->rows & ~3)) { /* 16 columns of the row every 64 elements */
+            const char *tile = (const char *)w->data + ((size_t)(r >> 2) * 4 * w->cols + (size_t)(r & 3) * 16) * dtype_size(w->dtype);
+            for (int j = 0; j < w->cols; j++) out[j] = load_as_f32(tile, w->dtype, (size_t)(j >> 4) * 64 + (j & 15));
+            return;
+        }
         const char *base = (const char *)w->data + (size_t)r * w->cols * dtype_size(w->dtype);
         for (int j = 0; j < w->cols; j++) out[j] = load_as_f32(base, w->dtype, j);
         return;

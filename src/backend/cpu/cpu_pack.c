@@ -9,6 +9,7 @@
 int pack_tile_rows(int layout) {
     switch (layout) {
     case WL_Q_RIL16: return 16;
+    case WL_DENSE_T4: return 4;
     default: return 0;
     }
 }
@@ -22,6 +23,8 @@ int pack_fits(const weight_t *w, int layout) {
     switch (layout) {
     case WL_Q_RIL16:
         return weight_is_quantized(w) && (w->bits == 4 || w->bits == 8) && w->rows >= 16 && w->group > 0 && w->cols % w->group == 0;
+    case WL_DENSE_T4:
+        return (w->dtype == DT_F32 || w->dtype == DT_F16 || w->dtype == DT_BF16) && w->rows >= 4 && w->cols > 0 && w->cols % 16 == 0;
     default: return 0;
     }
 }
@@ -53,10 +56,31 @@ static int ril16(weight_t *w, int pack) {
     return 0;
 }
 
+/* WL_DENSE_T4: tile t's 4 rows [4][K] <-> [K/16][4][16] (16 elements = one kernel load). */
+static int dense_t4(weight_t *w, int pack) {
+    size_t esz = dtype_size(w->dtype), K = (size_t)w->cols, nc = K / 16, tb = 4 * K * esz, cb = 16 * esz;
+    char *tmp = malloc(tb);
+    if (!tmp) return -1;
+    for (size_t t = 0; t < (size_t)w->rows / 4; t++) {
+        char *base = (char *)w->data + t * tb;
+        for (size_t r = 0; r < 4; r++)
+            for (size_t c = 0; c < nc; c++) {
+                size_t rowmaj = (r * K + c * 16) * esz, tiled = (c * 4 + r) * cb;
+                if (pack) memcpy(tmp + tiled, base + rowmaj, cb);
+                else memcpy(tmp + rowmaj, base + tiled, cb);
+            }
+        memcpy(base, tmp, tb);
+    }
+    free(tmp);
+    w->layout = pack ? WL_DENSE_T4 : WL_ROWS;
+    return 0;
+}
+
 int pack_weight(weight_t *w, int layout) {
     if (w->layout != WL_ROWS || !pack_fits(w, layout)) return -1;
     switch (layout) {
     case WL_Q_RIL16: return ril16(w, 1);
+    case WL_DENSE_T4: return dense_t4(w, 1);
     default: return -1;
     }
 }
@@ -65,6 +89,7 @@ int unpack_weight(weight_t *w) {
     switch (w->layout) {
     case WL_ROWS: return 0;
     case WL_Q_RIL16: return ril16(w, 0);
+    case WL_DENSE_T4: return dense_t4(w, 0);
     default: return -1;
     }
 }

@@ -864,18 +864,79 @@ static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, in
     free(xg);
 }
 
+/* --- Dense weights in WL_DENSE_T4 (cpu_pack.h): tiles of 4 rows x 16 columns, element
+ * (4t + r, 16c + i) at ((t·nc + c)·4 + r)·16 + i, nc = K/16 (K % 16 == 0); the N % 4 tail
+ * rows row-major at their stored place. Decode reads a tile as ONE sequential stream (4
+ * rows' 16 columns = 128 B of bf16 per step) instead of 4 row streams, and needs no
+ * software prefetch (the hardware's stream prefetch follows it; an explicit one 4-8 KB
+ * ahead was slower in bench/cpu/RESULTS.md session 9's harness). Per element the chain is
+ * tile()'s: acc = 0, acc = fma(x, w, acc) per 16 columns in order, one horizontal sum — so
+ * a packed weight gives the stored weight's bits, at any T (the GEMM's panels read the tiles
+ * through ld_*_t4) and for any row range (rows outside whole tiles through tile()). */
+AI size_t t4_at(const weight_t *w, int r, int k) {
+    size_t K = (size_t)w->cols;
+    if (r < (w->rows & ~3)) return (((size_t)(r >> 2) * (K >> 4) + (size_t)(k >> 4)) * 4 + (size_t)(r & 3)) * 16 + (size_t)(k & 15);
+    return (size_t)r * K + (size_t)k;
+}
+AI __m512 ld_f32_t4(const weight_t *w, int r, int k, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, (const float *)w->data + t4_at(w, r, k));
+}
+AI __m512 ld_bf16_t4(const weight_t *w, int r, int k, __mmask16 m) {
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)w->data + t4_at(w, r, k));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+AI __m512 ld_f16_t4(const weight_t *w, int r, int k, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w->data + t4_at(w, r, k)));
+}
+/* 16 stored values at p as f32: what ld_* give with a full mask. */
+AI __m512 t4_cvt(const char *p, const int DT) {
+    if (DT == DT_F32) return _mm512_loadu_ps((const float *)p);
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    if (DT == DT_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+/* Decode, rows j..j+3 = tile j/4 (j % 4 == 0, j + 4 <= 4·⌊N/4⌋). */
+AI void t4tile(float *y, const float *x, const weight_t *w, int j, const int DT) {
+    const size_t esz = DT == DT_F32 ? 4 : 2;
+    int nc = w->cols >> 4;
+    const char *p = (const char *)w->data + (size_t)j * w->cols * esz; /* the tile holds its rows' bytes */
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) acc[r] = _mm512_setzero_ps();
+    for (int c = 0; c < nc; c++, p += 64 * esz) {
+        __m512 xv = _mm512_loadu_ps(x + (size_t)c * L);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) acc[r] = _mm512_fmadd_ps(xv, t4_cvt(p + (size_t)r * L * esz, DT), acc[r]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) y[j + r] = _mm512_reduce_add_ps(acc[r]);
+}
+AI void mm_t4(float *y, const float *x, int T, const weight_t *w, int j0, int j1, ldw_fn ld, const int DT) {
+    if (T > 1) {
+        gemm_fk(y, x, T, w, j0, j1, ld, 0, NULL, 0);
+        return;
+    }
+    int nr = w->rows & ~3, j = j0, a = (j0 + 3) & ~3;
+    for (; j < j1 && j < a; j++) tile(y, x, w, 0, j, 1, 1, ld); /* a range starting inside a tile */
+    for (; j + 4 <= j1 && j + 4 <= nr; j += 4) t4tile(y, x, w, j, DT);
+    for (; j < j1; j++) tile(y, x, w, 0, j, 1, 1, ld);
+}
+
 /* Dense: T == 1 streams W once through the register tiles; larger T goes through the
  * blocked GEMM (same chain per element: acc = 0, fma per 16 columns, masked tail). */
 static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (T == 1) run(y, x, T, w, j0, j1, ld_f32);
+    if (w->layout == WL_DENSE_T4) mm_t4(y, x, T, w, j0, j1, ld_f32_t4, DT_F32);
+    else if (T == 1) run(y, x, T, w, j0, j1, ld_f32);
     else gemm_fk(y, x, T, w, j0, j1, ld_f32, 0, NULL, 0);
 }
 static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (T == 1) run(y, x, T, w, j0, j1, ld_bf16);
+    if (w->layout == WL_DENSE_T4) mm_t4(y, x, T, w, j0, j1, ld_bf16_t4, DT_BF16);
+    else if (T == 1) run(y, x, T, w, j0, j1, ld_bf16);
     else gemm_fk(y, x, T, w, j0, j1, ld_bf16, 0, NULL, 0);
 }
 static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (T == 1) run(y, x, T, w, j0, j1, ld_f16);
+    if (w->layout == WL_DENSE_T4) mm_t4(y, x, T, w, j0, j1, ld_f16_t4, DT_F16);
+    else if (T == 1) run(y, x, T, w, j0, j1, ld_f16);
     else gemm_fk(y, x, T, w, j0, j1, ld_f16, 0, NULL, 0);
 }
 static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
@@ -1079,11 +1140,23 @@ static void silu_glu(float *y, const float *gate, const float *up, size_t n) {
     }
 }
 
+/* KILN_PACK_DENSE=0: dense weights stay row-major (A/B); else bf16 ones take WL_DENSE_T4
+ * (f16/f32 could, mm_t4 reads them, but were not measured). */
+static int pack_dense_on(void) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("KILN_PACK_DENSE");
+        on = e && *e ? *e != '0' : 1;
+    }
+    return on;
+}
+
 /* The packed layout each weight kind's kernels want (cpu_pack.h); never one an AMX kernel
  * takes (those read the stored order). Each branch has its own KILN_PACK_* switch. */
 static int pack_layout(const weight_t *w) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return WL_ROWS;
     if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w) && w->rows >= 16 && pack_q4_on()) return WL_Q_RIL16;
+    if (w->dtype == DT_BF16 && w->rows >= 4 && w->cols % 16 == 0 && pack_dense_on()) return WL_DENSE_T4; /* mm_t4 */
     return WL_ROWS;
 }
 
