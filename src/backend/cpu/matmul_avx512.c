@@ -15,6 +15,7 @@
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/avx512_common.h"
+#include "backend/cpu/q8ril.h"
 #include "backend/cpu/q4ril.h"
 
 #define L 16
@@ -922,6 +923,19 @@ AI void mm_t4(float *y, const float *x, int T, const weight_t *w, int j0, int j1
     for (; j < j1; j++) tile(y, x, w, 0, j, 1, 1, ld);
 }
 
+/* q8ril.h: rows [j0, j1) through q8tile token by token (the N % 16 tail of a WL_Q_RIL16
+ * weight: the same code at any T). */
+void avx512_q8_rows(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int ngp, N = w->rows, K = w->cols;
+    float *xg = group_sums(x, T, K, w->group, &ngp);
+    for (size_t t = 0; t < (size_t)T; t++) {
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) q8tile(y + t * N, x + t * K, xg + t * ngp, w, j, 4);
+        for (; j < j1; j++) q8tile(y + t * N, x + t * K, xg + t * ngp, w, j, 1);
+    }
+    free(xg);
+}
+
 /* Dense: T == 1 streams W once through the register tiles; larger T goes through the
  * blocked GEMM (same chain per element: acc = 0, fma per 16 columns, masked tail). */
 static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
@@ -977,6 +991,7 @@ static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, i
     else if (weight_is_quantized(w)) {
         if (w->bits == 4 && w->layout == WL_Q_RIL16) mm_q4ril(y, x, T, w, j0, j1);
         else if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
+        else if (w->bits == 8 && w->layout == WL_Q_RIL16) q8ril_matmul(y, x, T, w, j0, j1); /* q8ril.h */
         else if (w->bits == 8) mm_q8(y, x, T, w, j0, j1);
         else mm_qany(y, x, T, w, j0, j1);
     } else if (w->dtype == DT_BF16) mm_bf16(y, x, T, w, j0, j1);
@@ -1050,7 +1065,8 @@ static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
 static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return 0;
     int j0, j1;
-    if (weight_is_quantized(w) && w->bits == 4 && w->layout == WL_Q_RIL16) { /* q4ril.h; the tail rows as matmul */
+    if (weight_is_quantized(w) && w->bits == 8 && w->layout == WL_Q_RIL16) q8ril_rows(y, x, w, r); /* q8ril.h */
+    else if (weight_is_quantized(w) && w->bits == 4 && w->layout == WL_Q_RIL16) { /* q4ril.h; the tail rows as matmul */
         int nr = w->rows & ~15;
         void *q = q4ril_prepare(x, 1, w);
         if (!q) abort();
@@ -1155,6 +1171,7 @@ static int pack_dense_on(void) {
  * takes (those read the stored order). Each branch has its own KILN_PACK_* switch. */
 static int pack_layout(const weight_t *w) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return WL_ROWS;
+    if (q8ril_ok(w)) return WL_Q_RIL16; /* 8-bit, VNNI, KILN_PACK_Q8=1 (q8ril.h) */
     if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w) && w->rows >= 16 && pack_q4_on()) return WL_Q_RIL16;
     if (w->dtype == DT_BF16 && w->rows >= 4 && w->cols % 16 == 0 && pack_dense_on()) return WL_DENSE_T4; /* mm_t4 */
     return WL_ROWS;
