@@ -7,6 +7,7 @@
  *      the stored weight — matmul at T = 1, 2, 5, 37 over the whole range, an uneven split and
  *      ranges starting/ending inside a tile, and matmul_rows (decode over handed-out rows) —
  *      and stay within test_kernels' 2e-6 of the scalar reference over the packed weight;
+ *      T = 0 reads nothing (llama.c asks for no logits in some steps);
  *   3. the registry: a view of whole tiles takes the layout, a misaligned view unpacks. */
 #include "../common/test_util.h"
 #include "backend/cpu/cpu_kernels.h"
@@ -110,6 +111,7 @@ static void test_kernels_bitwise(void **st) {
                     for (int i = 1; i < 4; i++)
                         if (memcmp(want[i], want[0], sizeof(float) * n)) fail_msg("%s %dx%d T=%d: stored weight, call %d differs from the whole range", dtn[d], N, K, T, i);
                     assert_int_equal(pack_weight(&w, WL_DENSE_T4), 0);
+                    s->matmul(got[0], NULL, 0, &w, 0, N); /* T == 0 (no logits wanted): reads nothing */
                     run_all(s, got, x, T, &w);
                     for (int i = 0; i < 4; i++)
                         if (memcmp(got[i], want[0], sizeof(float) * n)) {

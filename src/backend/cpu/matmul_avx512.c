@@ -913,7 +913,7 @@ AI void t4tile(float *y, const float *x, const weight_t *w, int j, const int DT)
     for (int r = 0; r < 4; r++) y[j + r] = _mm512_reduce_add_ps(acc[r]);
 }
 AI void mm_t4(float *y, const float *x, int T, const weight_t *w, int j0, int j1, ldw_fn ld, const int DT) {
-    if (T > 1) {
+    if (T != 1) { /* T == 0 too (a step with no logits wanted): nothing, as gemm_fk does */
         gemm_fk(y, x, T, w, j0, j1, ld, 0, NULL, 0);
         return;
     }
