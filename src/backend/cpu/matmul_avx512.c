@@ -972,14 +972,14 @@ static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0,
     }
     if (j1 > nr) mm_q4(y, x, T, w, j0 > nr ? j0 : nr, j1);
 }
-/* KILN_PACK_Q4=1 packs 4-bit weights (WL_Q_RIL16), =0 keeps them row-major. Off by default
- * for now: prefill +35-40 %, decode within noise, and with the huge-page weight copy the
- * packing's mprotect split the THPs (decode -35 %; bench/cpu/RESULTS.md, session 9 helper-59). */
+/* 4-bit weights are packed (WL_Q_RIL16) by default; KILN_PACK_Q4=0 keeps them row-major (A/B).
+ * Zen 5, ab_probe at 4e6956e: prefill +45 % (qwen3-0.6b-q4) / +57 % (llama-3.2-1b-q4), decode
+ * +7 % / -0.4 % (not resolved; bench/cpu/RESULTS.md, session 9 helper-59). */
 static int pack_q4_on(void) {
     static int on = -1;
     if (on < 0) {
         const char *e = getenv("KILN_PACK_Q4");
-        on = e && *e ? *e != '0' : 0;
+        on = e && *e ? *e != '0' : 1;
     }
     return on;
 }
