@@ -133,7 +133,108 @@ static void at_kt_block(float *Kt, const void *const *rows_in, dtype_t t, int hd
         }
 }
 
+/* *acc = fma(k, broadcast *q, *acc) with q as the FMA's broadcast memory operand (written
+ * out: GCC otherwise hoists the 64 broadcasts of a piece into registers and spills them) */
+static inline __attribute__((always_inline)) void at_fma_b(__m512 *acc, __m512 k, const float *q) {
+    __asm__("vfmadd231ps %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(k), "m"(*q));
+}
+
+/* Decode scores straight from f16 K rows (AT_KS): the keys-in-lanes scores of _scores_few_n
+ * (kt, kl) without the transposed f32 block in between. Each 16-key × 32-d piece is
+ * transposed in registers as at_kt_piece2_f16 does and its 32 converted d vectors go
+ * straight into the FMA chains: S[i·32 + j] = (Σ_d fma(q_i[d], K[j][d], ·) in d order from
+ * +0) · scale — the same operands in the same order, so the same bits as the Kt store and
+ * reload it replaces (test_kernels' decode-vs-whole-step tiles are bitwise). The two 16-key
+ * groups' pieces alternate, so one's shuffles overlap the other's FMA chains. rows: 32 row pointers (keys outside the block's
+ * range: a zero row, as at_kt_block; their scores are masked by the caller). */
+static inline __attribute__((always_inline)) void at_ks_f16_n(float *const *S, const float *const *Qt, const char *const *rows,
+                                                              size_t hoff, int hd, float scale, const int NQ, const int NH) {
+    enum { nqp = 16 }; /* a decode tile's one lane vector: Qt[d·16 + i] (a constant: no per-d offsets) */
+    __m512 acc[2][4][2];
+    const __m512i eo = _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1,
+                                        30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+#pragma GCC unroll 2
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) acc[h][i][0] = acc[h][i][1] = _mm512_setzero_ps();
+    for (int d0 = 0; d0 < hd; d0 += 32)
+#pragma GCC unroll 2
+        for (int g = 0; g < 32; g += 16)
+#pragma GCC unroll 2
+            for (int h = 0; h < NH; h++) {
+                __m512 r[16];
+                __asm__ volatile("" ::: "memory"); /* the piece's loads not hoisted above the last piece's FMAs (spills) */
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++)
+                    r[i] = _mm512_castsi512_ps(_mm512_loadu_si512((const void *)(rows[g + i] + h * hoff + (size_t)d0 * 2)));
+                at_tr16(r);
+                const float *qd = Qt[h] + (size_t)d0 * nqp;
+#pragma GCC unroll 16
+                for (int p = 0; p < 16; p++) {
+                    __m512i x = _mm512_permutexvar_epi16(eo, _mm512_castps_si512(r[p]));
+                    __m512 k0 = _mm512_cvtph_ps(_mm512_castsi512_si256(x)), k1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));
+#pragma GCC unroll 4
+                    for (int i = 0; i < NQ; i++) at_fma_b(&acc[h][i][g / 16], k0, &qd[(2 * p) * nqp + i]);
+#pragma GCC unroll 4
+                    for (int i = 0; i < NQ; i++) at_fma_b(&acc[h][i][g / 16], k1, &qd[(2 * p + 1) * nqp + i]);
+                }
+            }
+    __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 2
+    for (int h = 0; h < NH; h++)
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) {
+            _mm512_storeu_ps(S[h] + (size_t)i * 32, _mm512_mul_ps(acc[h][i][0], sc));
+            _mm512_storeu_ps(S[h] + (size_t)i * 32 + 16, _mm512_mul_ps(acc[h][i][1], sc));
+        }
+}
+
+static int ks_on = -1; /* KILN_ATTN_KS: 0 (default) the transposed f32 block and _scores_few; 1 one
+                        * head per call; 2 two KV heads per call where the item has them. Opt-in:
+                        * kiln-attn-bench warm 0.048-0.050 (0) / 0.045-0.046 (1) / 0.043 (2) ms per
+                        * layer, cold not resolved, whole-model A/B not resolved (bench/cpu/
+                        * RESULTS-attention.md, helper-61) */
+
+/* at_ks serves these K rows: 0 no, 1 one head at a time, 2 also two heads together (f16, hd a
+ * multiple of 32; the zero row covers one or two heads' rows) */
+static int at_ks_ok(dtype_t t, int hd) {
+    if (ks_on < 0) {
+        const char *e = getenv("KILN_ATTN_KS");
+        ks_on = e && *e ? atoi(e) : 0;
+    }
+    if (!ks_on || t != DT_F16 || hd % 32 || (size_t)hd * 2 > sizeof at_kt_zero) return 0;
+    return ks_on >= 2 && (size_t)hd * 4 <= sizeof at_kt_zero ? 2 : 1;
+}
+
+/* scores of a decode block's 32 keys (rows_in[j] for j in [ja, jb]) for nq <= 4 queries,
+ * keys layout S[i·32 + j]; with S2/Qt2, the same for the next KV head too (its rows hd
+ * elements after rows_in's), both heads' chains interleaved (twice the independent FMA
+ * chains: one head's 4 chains of 128 dependent FMAs are the latency floor of a block) */
+static __attribute__((noinline)) void at_ks(float *S, const float *Qt, float *S2, const float *Qt2, const void *const *rows_in,
+                                            int nqp, int hd, int nq, float scale, int ja, int jb) {
+    const char *rows[32];
+    for (int j = 0; j < 32; j++) rows[j] = j < ja || j > jb ? (const char *)at_kt_zero : (const char *)rows_in[j];
+    if (nqp != 16) abort(); /* (nq <= 4: one lane vector) */
+    float *Sv[2] = {S, S2};
+    const float *Qv[2] = {Qt, Qt2};
+    size_t hoff = (size_t)hd * 2;
+    if (S2) switch (nq) {
+        case 1: at_ks_f16_n(Sv, Qv, rows, hoff, hd, scale, 1, 2); break;
+        case 2: at_ks_f16_n(Sv, Qv, rows, hoff, hd, scale, 2, 2); break;
+        case 3: at_ks_f16_n(Sv, Qv, rows, hoff, hd, scale, 3, 2); break;
+        case 4: at_ks_f16_n(Sv, Qv, rows, hoff, hd, scale, 4, 2); break;
+        }
+    else switch (nq) {
+        case 1: at_ks_f16_n(Sv, Qv, rows, hoff, hd, scale, 1, 1); break;
+        case 2: at_ks_f16_n(Sv, Qv, rows, hoff, hd, scale, 2, 1); break;
+        case 3: at_ks_f16_n(Sv, Qv, rows, hoff, hd, scale, 3, 1); break;
+        case 4: at_ks_f16_n(Sv, Qv, rows, hoff, hd, scale, 4, 1); break;
+        }
+}
+
 #define AT_KT at_kt_block
+#define AT_KS at_ks
+#define AT_KS_OK at_ks_ok
 #define AT_NAME attn_tile_avx512
 #define AT_VW 16
 #define AT_CB 8

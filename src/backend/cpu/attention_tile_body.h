@@ -307,11 +307,12 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _rowsums)(floa
 
 static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const float *Kb, float *m, float *l, float *corr,
                                              const int32_t *lo, const int32_t *hi, int nq, int nqp, int hdp, int hd, int b0,
-                                             int ja, int jb, float scale, int kt) {
+                                             int ja, int jb, float scale, int kt, int scored) {
     float mnv[AT_VW] __attribute__((aligned(64))), lbv[AT_VW] __attribute__((aligned(64)));
     int qa_[AT_DQ], qb_[AT_DQ];
     AT_V ninf = AT_SET1(-INFINITY);
-    AT_CAT(AT_NAME, _scores_few)(Sk, Qt, Kb, nqp, hdp, hd, nq, scale, kt, 1);
+    if (!scored) /* (scored: Sk holds the scores already, AT_KS: the same bits) */
+        AT_CAT(AT_NAME, _scores_few)(Sk, Qt, Kb, nqp, hdp, hd, nq, scale, kt, 1);
     AT_STORE(mnv, AT_LOAD(m));
     AT_STORE(lbv, AT_ZERO());
     for (int i = 0; i < nq; i++) {
@@ -422,7 +423,15 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
      * (dk): Sk[i·AT_KB + j] */
 #ifdef AT_LOADH
     int dk = vh && !(a->softcap > 0);
-    float Sk[AT_DQ * AT_KB] __attribute__((aligned(64)));
+    float Sk[2 * AT_DQ * AT_KB] __attribute__((aligned(64))); /* (AT_KS: two heads') */
+#endif
+    /* ... and the family scores those blocks from the f16 K rows themselves (AT_KS): no Kᵀ;
+     * ks == 2: a pair of KV heads at a time (the first of the pair scores both) */
+#ifdef AT_KS
+    int ks = dk ? AT_KS_OK(kv->dtype, hd) : 0;
+#else
+    const int ks = 0;
+    (void)ks;
 #endif
 
     /* lanes: the queries' ranges; padding lanes get an empty range */
@@ -556,7 +565,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 }
             }
 #ifdef AT_KT
-            if (kt) AT_KT(Kb, krow, kv->dtype, hd, ja, jb);
+            if (kt && !ks) AT_KT(Kb, krow, kv->dtype, hd, ja, jb);
 #endif
             /* scores of the lane vectors from the first one with a lane in this block on (a
              * vector with none is skipped below) */
@@ -567,8 +576,14 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 v0++;
             }
 #ifdef AT_LOADH
+            float *Skh = Sk; /* this head's decode scores */
             if (dk) {
-                AT_CAT(AT_NAME, _decode_softmax)(Sk, Qt, Kb, m, l, corr, lo, hi, nq, nqp, hdp, hd, b0, ja, jb, a->scale, kt);
+#ifdef AT_KS
+                if (ks == 2 && (kvh - h0) % 2) Skh = Sk + AT_DQ * AT_KB; /* scored with the pair's first head */
+                else if (ks == 2 && kvh + 1 < h1) AT_KS(Sk, Qt, Sk + AT_DQ * AT_KB, AT_HQT(kvh + 1), krow, nqp, hd, nq, a->scale, ja, jb);
+                else if (ks) AT_KS(Sk, Qt, NULL, NULL, krow, nqp, hd, nq, a->scale, ja, jb);
+#endif
+                AT_CAT(AT_NAME, _decode_softmax)(Skh, Qt, Kb, m, l, corr, lo, hi, nq, nqp, hdp, hd, b0, ja, jb, a->scale, kt, ks);
                 goto pv;
             }
 #endif
@@ -628,7 +643,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 if (i2 >= 0 && c2 != 1.0f)
                     for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
 #ifdef AT_LOADH
-                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Sk, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz);
+                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Skh, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz);
                 else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb, NULL, 0);
                 else
 #endif
