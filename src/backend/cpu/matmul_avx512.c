@@ -1171,7 +1171,7 @@ static int pack_dense_on(void) {
  * takes (those read the stored order). Each branch has its own KILN_PACK_* switch. */
 static int pack_layout(const weight_t *w) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return WL_ROWS;
-    if (q8ril_ok(w)) return WL_Q_RIL16; /* 8-bit, VNNI, KILN_PACK_Q8=1 (q8ril.h) */
+    if (q8ril_ok(w)) return WL_Q_RIL16; /* 8-bit, VNNI, KILN_PACK_Q8 not 0 (q8ril.h) */
     if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w) && w->rows >= 16 && pack_q4_on()) return WL_Q_RIL16;
     if (w->dtype == DT_BF16 && w->rows >= 4 && w->cols % 16 == 0 && pack_dense_on()) return WL_DENSE_T4; /* mm_t4 */
     return WL_ROWS;

@@ -218,12 +218,12 @@ static void tiles(float *y, const q8r_x_t *q, int T, const weight_t *w, int j0, 
     else (G == 32 ? gemm32 : G == 64 ? gemm64 : gemm128)(y, q, T, w, j0, j1);
 }
 
-/* KILN_PACK_Q8=1 packs 8-bit weights (default: off, see q8ril.h) */
+/* KILN_PACK_Q8=0 keeps 8-bit weights row-major (A/B, tests) */
 int q8ril_ok(const weight_t *w) {
     static int on = -1;
     if (on < 0) {
         const char *e = getenv("KILN_PACK_Q8");
-        on = __builtin_cpu_supports("avx512vnni") && e && *e == '1';
+        on = __builtin_cpu_supports("avx512vnni") && !(e && *e == '0');
     }
     int G = w->group;
     return on && weight_is_quantized(w) && w->bits == 8 && (G == 32 || G == 64 || G == 128) && w->cols % G == 0 &&
@@ -231,6 +231,7 @@ int q8ril_ok(const weight_t *w) {
 }
 
 void q8ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    if (T <= 0) return; /* llama.c asks for no logits in some engine steps */
     int nt16 = w->rows & ~15, a1 = j1 < nt16 ? j1 : nt16, b0 = j0 > nt16 ? j0 : nt16;
     if (j0 < a1) {
         q8r_x_t q;
