@@ -1156,8 +1156,10 @@ static void silu_glu(float *y, const float *gate, const float *up, size_t n) {
     }
 }
 
-/* KILN_PACK_DENSE=0: dense weights stay row-major (A/B); else bf16 ones take WL_DENSE_T4
- * (f16/f32 could, mm_t4 reads them, but were not measured). */
+/* KILN_PACK_DENSE=0: dense weights stay row-major (A/B); else bf16 and f16 ones take
+ * WL_DENSE_T4 (ab_probe qwen3-0.6b decode: bf16 +7-17 %, f16 +27 %). f32 is read by mm_t4
+ * but not packed: its rows already stream a whole line per 16 columns, and the A/B was
+ * B ahead in 1 of 3 pairs (bench/cpu/RESULTS.md, session 9, helper-60). */
 static int pack_dense_on(void) {
     static int on = -1;
     if (on < 0) {
@@ -1173,7 +1175,7 @@ static int pack_layout(const weight_t *w) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return WL_ROWS;
     if (q8ril_ok(w)) return WL_Q_RIL16; /* 8-bit, VNNI, KILN_PACK_Q8 not 0 (q8ril.h) */
     if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w) && w->rows >= 16 && pack_q4_on()) return WL_Q_RIL16;
-    if (w->dtype == DT_BF16 && w->rows >= 4 && w->cols % 16 == 0 && pack_dense_on()) return WL_DENSE_T4; /* mm_t4 */
+    if ((w->dtype == DT_BF16 || w->dtype == DT_F16) && w->rows >= 4 && w->cols % 16 == 0 && pack_dense_on()) return WL_DENSE_T4; /* mm_t4 */
     return WL_ROWS;
 }
 
