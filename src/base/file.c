@@ -41,21 +41,23 @@ int file_map(mapped_file_t *mf, const char *path, err_t *e) {
 }
 
 void file_unmap(mapped_file_t *mf) {
-    if (mf->data) munmap(mf->data, mf->anon_size ? mf->anon_size : mf->size);
+    if (mf->data) munmap((char *)mf->data - mf->anon_shift, mf->anon_size ? mf->anon_size : mf->size);
     free(mf->path);
     memset(mf, 0, sizeof *mf);
 }
 
-int file_copy_anon(mapped_file_t *mf, const void **old_base, file_progress_fn progress, void *ctx) {
-    const size_t H = (size_t)2 << 20;
+int file_copy_anon(mapped_file_t *mf, size_t align_at, const void **old_base, file_progress_fn progress, void *ctx) {
+    const size_t H = (size_t)2 << 20, shift = (64 - align_at % 64) % 64;
     if (!mf->data || mf->anon_size) return -1;
-    size_t n = (mf->size + H - 1) & ~(H - 1);
+    size_t n = (mf->size + shift + H - 1) & ~(H - 1);
     unsigned char *raw = mmap(NULL, n + H, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return -1;
     unsigned char *p = (unsigned char *)(((uintptr_t)raw + H - 1) & ~(uintptr_t)(H - 1));
     if (p > raw) munmap(raw, (size_t)(p - raw)); /* keep [p, p + n) */
     if (raw + n + H > p + n) munmap(p + n, (size_t)(raw + n + H - (p + n)));
     madvise(p, n, MADV_HUGEPAGE);
+    unsigned char *base = p;
+    p += shift;
     /* pread from the page cache: no page-table entries for the file map to fault in */
     int fd = mf->path ? open(mf->path, O_RDONLY | O_CLOEXEC) : -1;
     size_t off = 0;
@@ -78,6 +80,7 @@ int file_copy_anon(mapped_file_t *mf, const void **old_base, file_progress_fn pr
     *old_base = mf->data;
     mf->data = p;
     mf->anon_size = n;
+    mf->anon_shift = (size_t)(p - base);
     return 0;
 }
 

@@ -183,11 +183,20 @@ static void copy_progress(size_t done, void *ctx) {
 
 size_t st_copy_to_anon(st_archive_t *ar, size_t min_bytes, size_t max_bytes, file_progress_fn progress, void *ctx) {
     size_t copied = 0;
+    /* the data region (after the 8-byte length and the header, which the format pads only to
+     * 8 bytes) starts on a cache line in the copy: the tensors' offsets in it are multiples of
+     * 64 in practice, so the kernels' 64-byte loads do not straddle two lines.
+     * KILN_ALIGN_WEIGHTS=0: the copy starts where the file does (the A/B switch) */
+    const char *al = getenv("KILN_ALIGN_WEIGHTS");
+    int align = !(al && *al == '0');
     for (int f = 0; f < ar->n_files; f++) {
         const void *old;
         copy_progress_t cp = {progress, ctx, copied};
+        const uint8_t *h = ar->files[f].data;
+        uint64_t hlen = 0;
+        for (int i = 7; align && h && ar->files[f].size >= 8 && i >= 0; i--) hlen = (hlen << 8) | h[i]; /* checked by parse_file */
         if (ar->files[f].size < min_bytes || ar->files[f].size > max_bytes - copied ||
-            file_copy_anon(&ar->files[f], &old, progress ? copy_progress : NULL, &cp))
+            file_copy_anon(&ar->files[f], align ? (size_t)(8 + hlen) : 0, &old, progress ? copy_progress : NULL, &cp))
             continue;
         copied += ar->files[f].size;
         for (int i = 0; i < ar->n_tensors; i++)

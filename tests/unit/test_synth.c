@@ -792,8 +792,9 @@ static void test_loader_reads_it(void **state) {
         const st_tensor_t *t = st_find(&ar, "model.layers.1.mlp.up_proj.weight");
         uint64_t ts = synth_tensor_seed(o.seed, "model.layers.1.mlp.up_proj.weight");
         if (!o.bits) assert_int_equal(((const uint16_t *)t->data)[5], f32_to_bf16(synth_weight(ts, 5)));
-        /* st_copy_to_anon (KILN_HUGE_WEIGHTS): every file into a 2 MB-aligned anonymous copy,
-         * every tensor pointing into it with the same bytes */
+        /* st_copy_to_anon (KILN_HUGE_WEIGHTS): every file into a 2 MB-aligned anonymous copy
+         * with its data region on a 64-byte boundary, every tensor pointing into it with the
+         * same bytes */
         unsigned char **saved = malloc(sizeof *saved * (size_t)ar.n_tensors);
         size_t total = 0;
         for (int i = 0; i < ar.n_tensors; i++) {
@@ -809,9 +810,14 @@ static void test_loader_reads_it(void **state) {
         assert_int_equal(ps.last, total); /* progress counts over all files, ends at the total */
         assert_true(ps.calls >= ar.n_files);
         assert_false(ps.backwards);
-        for (int f = 0; f < ar.n_files; f++) {
-            assert_true(ar.files[f].anon_size >= ar.files[f].size);
-            assert_int_equal((uintptr_t)ar.files[f].data & (((uintptr_t)2 << 20) - 1), 0);
+        for (int f = 0; f < ar.n_files; f++) { /* the mapping 2 MB-aligned, the data region on a cache line */
+            const unsigned char *d = ar.files[f].data;
+            uint64_t hlen = 0;
+            for (int b = 7; b >= 0; b--) hlen = (hlen << 8) | d[b];
+            assert_true(ar.files[f].anon_size >= ar.files[f].size + ar.files[f].anon_shift);
+            assert_true(ar.files[f].anon_shift < 64);
+            assert_int_equal((uintptr_t)(d - ar.files[f].anon_shift) & (((uintptr_t)2 << 20) - 1), 0);
+            assert_int_equal((uintptr_t)(d + 8 + hlen) & 63, 0);
         }
         for (int i = 0; i < ar.n_tensors; i++) {
             const mapped_file_t *f = &ar.files[ar.tensors[i].file];
