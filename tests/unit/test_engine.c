@@ -244,34 +244,47 @@ static void test_eviction(void **st) {
     kiln_engine_stop(eng);
 }
 
-/* rs[0]'s notify in test_cancel: cancel it (running) and rs[5] (still queued behind the
- * four rows) in the same instant, on the engine thread */
+/* rs[0]'s notify in test_cancel, registered before rs[1..5] exist: cancel rs[0] (running)
+ * on its first event, on the engine thread, and rs[5] (queued behind four rows) in the same
+ * instant — or, when rs[5] is not submitted yet, the test thread cancels it right after its
+ * submit. fired and r5 are seq_cst, so at least one side sees the other's store. */
+typedef struct { kiln_request_t *r0; _Atomic(kiln_request_t *) r5; atomic_int fired; } cancel_ctx_t;
 static void cancel_two_on_event(void *arg) {
-    kiln_request_t **rs = arg;
-    kiln_cancel(rs[0]);
-    kiln_cancel(rs[5]);
+    cancel_ctx_t *c = arg;
+    kiln_cancel(c->r0);
+    atomic_store(&c->fired, 1);
+    kiln_request_t *r5 = atomic_load(&c->r5);
+    if (r5) kiln_cancel(r5);
 }
 
 static void test_cancel(void **st) {
-    kiln_engine_t *eng = start(64, 16, 4, DT_F32);
+    /* four rows of 240 tokens fit the pool (and llama-tiny's 256 positions): the engine needs
+     * 240 steps before rs[0] could finish or a row could free up for rs[5], so the cancels
+     * land in time however long this thread waits for a core (with 30 tokens and a pool of
+     * one request, a starved test thread let rs[0] finish first: 6 of 30 runs once decode
+     * got faster) */
+    kiln_engine_t *eng = start(1024, 16, 4, DT_F32);
     spec_t s;
     uint64_t rng = 3;
     make_spec(&s, &rng, 0);
-    s.max_tokens = 30;
+    s.max_tokens = 240;
     kiln_request_t *rs[6];
-    for (int i = 0; i < 6; i++) rs[i] = submit(eng, &s);
-    /* cancel a running one after its first token and a queued one at once, both from
-     * rs[0]'s notify callback, on the engine thread as rs[0]'s first event is queued.
-     * Cancelling from this thread raced the engine: on a loaded machine the running one
-     * could make all 30 tokens first, and rs[5] could be admitted (when rs[0]'s row freed
-     * and rs[1..3] finished) and finish before this thread got to cancel it (finish:
-     * length; seen 2 in 16 runs under load). */
-    kiln_request_set_notify(rs[0], cancel_two_on_event, rs);
+    /* cancel a running one after its first token and a queued one at once, from rs[0]'s
+     * notify callback on the engine thread as rs[0]'s first event is queued. The callback is
+     * set right after rs[0]'s submit, before the other five exist. */
+    static cancel_ctx_t cc;
+    cc.r0 = rs[0] = submit(eng, &s);
+    atomic_store(&cc.r5, NULL);
+    atomic_store(&cc.fired, 0);
+    kiln_request_set_notify(rs[0], cancel_two_on_event, &cc);
+    for (int i = 1; i < 6; i++) rs[i] = submit(eng, &s);
+    atomic_store(&cc.r5, rs[5]);
+    if (atomic_load(&cc.fired)) kiln_cancel(rs[5]);
     kiln_event_t ev;
     assert_true(kiln_request_next(rs[0], &ev, 20000));
     assert_int_equal(ev.finish, KILN_NOT_FINISHED);
     kiln_event_clear(&ev);
-    int32_t got[64];
+    int32_t got[256];
     int n;
     assert_int_equal(collect(rs[0], got, &n), KILN_FINISH_CANCELLED);
     assert_int_equal(collect(rs[5], got, &n), KILN_FINISH_CANCELLED);
