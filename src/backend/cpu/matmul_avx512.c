@@ -972,18 +972,6 @@ static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0,
     }
     if (j1 > nr) mm_q4(y, x, T, w, j0 > nr ? j0 : nr, j1);
 }
-/* 4-bit weights are packed (WL_Q_RIL16) by default; KILN_PACK_Q4=0 keeps them row-major (A/B).
- * Zen 5, ab_probe at 4e6956e: prefill +45 % (qwen3-0.6b-q4) / +57 % (llama-3.2-1b-q4), decode
- * +7 % / -0.4 % (not resolved; bench/cpu/RESULTS.md, session 9 helper-59). */
-static int pack_q4_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("KILN_PACK_Q4");
-        on = e && *e ? *e != '0' : 1;
-    }
-    return on;
-}
-
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (amx_q8_ok(w)) amx_matmul_q8(y, x, T, w, j0, j1, NULL);
     else if (amx_q4_ok(w)) amx_matmul_q4(y, x, T, w, j0, j1, NULL);
@@ -1156,26 +1144,25 @@ static void silu_glu(float *y, const float *gate, const float *up, size_t n) {
     }
 }
 
-/* KILN_PACK_DENSE=0: dense weights stay row-major (A/B); else bf16 and f16 ones take
- * WL_DENSE_T4 (ab_probe qwen3-0.6b decode: bf16 +7-17 %, f16 +27 %). f32 is read by mm_t4
- * but not packed: its rows already stream a whole line per 16 columns, and the A/B was
- * B ahead in 1 of 3 pairs (bench/cpu/RESULTS.md, session 9, helper-60). */
-static int pack_dense_on(void) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("KILN_PACK_DENSE");
-        on = e && *e ? *e != '0' : 1;
-    }
-    return on;
+/* The packed layout each weight kind's kernels want (cpu_pack.h); never one an AMX kernel
+ * takes (those read the stored order). Asked once per weight at load, so the switches are
+ * read here, uncached. Each kind has its own: KILN_PACK_<kind>=0 keeps it row-major (A/B).
+ *   Q8    8-bit, VNNI (q8ril.h): decode +16-40 % (qwen3-0.6b), prefill +50-71 %
+ *   Q4    4-bit, VNNI: prefill +42-57 %, decode +9 % (qwen3-0.6b) / within noise (llama-3.2-1b)
+ *   DENSE bf16 and f16: decode bf16 +7-52 %, f16 +27 %, bitwise; f32 is read by mm_t4 but not
+ *         packed (its rows already stream a whole line per 16 columns; A/B B ahead 1 of 3)
+ * (bench/cpu/RESULTS.md, session 9: helpers 58/59/60 and the lead's same-binary A/B) */
+static int pack_kind_on(const char *name) {
+    const char *e = getenv(name);
+    return !(e && *e == '0');
 }
 
-/* The packed layout each weight kind's kernels want (cpu_pack.h); never one an AMX kernel
- * takes (those read the stored order). Each branch has its own KILN_PACK_* switch. */
 static int pack_layout(const weight_t *w) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return WL_ROWS;
-    if (q8ril_ok(w)) return WL_Q_RIL16; /* 8-bit, VNNI, KILN_PACK_Q8 not 0 (q8ril.h) */
-    if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w) && w->rows >= 16 && pack_q4_on()) return WL_Q_RIL16;
-    if ((w->dtype == DT_BF16 || w->dtype == DT_F16) && w->rows >= 4 && w->cols % 16 == 0 && pack_dense_on()) return WL_DENSE_T4; /* mm_t4 */
+    if (q8ril_ok(w) && pack_kind_on("KILN_PACK_Q8")) return WL_Q_RIL16;
+    if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w) && w->rows >= 16 && pack_kind_on("KILN_PACK_Q4")) return WL_Q_RIL16;
+    if ((w->dtype == DT_BF16 || w->dtype == DT_F16) && w->rows >= 4 && w->cols % 16 == 0 && pack_kind_on("KILN_PACK_DENSE"))
+        return WL_DENSE_T4; /* mm_t4 */
     return WL_ROWS;
 }
 

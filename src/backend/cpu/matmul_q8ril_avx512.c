@@ -218,15 +218,12 @@ static void tiles(float *y, const q8r_x_t *q, int T, const weight_t *w, int j0, 
     else (G == 32 ? gemm32 : G == 64 ? gemm64 : gemm128)(y, q, T, w, j0, j1);
 }
 
-/* KILN_PACK_Q8=0 keeps 8-bit weights row-major (A/B, tests) */
+/* Whether these kernels take w (a CPU with AVX512-VNNI; pack_layout adds KILN_PACK_Q8) */
 int q8ril_ok(const weight_t *w) {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("KILN_PACK_Q8");
-        on = __builtin_cpu_supports("avx512vnni") && !(e && *e == '0');
-    }
+    static int vnni = -1;
+    if (vnni < 0) vnni = __builtin_cpu_supports("avx512vnni");
     int G = w->group;
-    return on && weight_is_quantized(w) && w->bits == 8 && (G == 32 || G == 64 || G == 128) && w->cols % G == 0 &&
+    return vnni && weight_is_quantized(w) && w->bits == 8 && (G == 32 || G == 64 || G == 128) && w->cols % G == 0 &&
            w->rows >= 16;
 }
 

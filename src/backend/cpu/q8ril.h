@@ -7,8 +7,8 @@
 #include "backend/cpu/cpu_kernels.h"
 
 /* 1: w (8-bit MLX affine) can run here once packed: a CPU with AVX512-VNNI, group 32/64/128
- * dividing K, at least 16 rows, and KILN_PACK_Q8 not 0 (the A/B switch). The packer's
- * question (pack_layout); the AMX check is the caller's. */
+ * dividing K, at least 16 rows. The packer's question (pack_layout, which also reads the
+ * KILN_PACK_Q8 switch); the AMX check is the caller's. */
 int q8ril_ok(const weight_t *w);
 /* y[T, N] columns [j0, j1) = x[T, K] · Wᵀ for w in WL_Q_RIL16 (any j0, j1: a tile cut by the
  * slice is computed whole and stored masked). Rows of the N % 16 tail: avx512_q8_rows. */
