@@ -963,6 +963,7 @@ static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, 
  * row-major) through mm_q4 (q4i) — the same code at any T for every row. */
 static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     int nr = w->rows & ~15;
+    if (T <= 0) return; /* llama.c asks for no logits in some engine steps (as q8ril_matmul, mm_t4) */
     if (j0 < nr) {
         void *q = q4ril_prepare(x, T, w);
         if (!q) abort();
