@@ -33,10 +33,9 @@ int pack_fits(const weight_t *w, int layout) {
 static void ril16_tile(char *base, size_t n, size_t esz, char *tmp, int pack) {
     for (size_t r = 0; r < 16; r++)
         for (size_t i = 0; i < n; i++) {
-            const char *rowmaj = base + (r * n + i) * esz;
-            char *lanes = tmp + (i * 16 + r) * esz;
-            if (pack) memcpy(lanes, rowmaj, esz);
-            else memcpy(tmp + (r * n + i) * esz, base + (i * 16 + r) * esz, esz);
+            size_t rowmaj = (r * n + i) * esz, lanes = (i * 16 + r) * esz;
+            if (pack) memcpy(tmp + lanes, base + rowmaj, esz);
+            else memcpy(tmp + rowmaj, base + lanes, esz);
         }
     memcpy(base, tmp, 16 * n * esz);
 }
