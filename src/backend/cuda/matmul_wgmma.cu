@@ -30,6 +30,7 @@
  * a token's outputs are bitwise the same in any batch the kernel takes (tested across NP = 8..64
  * with KILN_CUDA_QWG=2). */
 #include "backend/cuda/mma_util.cuh"
+#include <cooperative_groups.h>
 
 #define WG_ROWS 128 /* rows per block: two warpgroups of 64 */
 #define WG_KC 64    /* columns per chunk: four k-steps of 16 */
@@ -150,11 +151,29 @@ __global__ void __launch_bounds__(256) wg_xprep_kernel(__half *xo, float *inv, c
     }
 }
 
+/* cp.async with an L2 prefetch size (pf 0/64/128/256 bytes; KILN_CUDA_QWG_PF): a chunk reads 32
+ * (4-bit) or 64 (8-bit) bytes of each of 128 rows 2..8 KB apart, so without the hint every row's
+ * piece is its own DRAM access; with it the next chunks' bytes of the row come with it into L2 */
+__device__ __forceinline__ void wg_cp16(void *dst, const void *src, int pf) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if (pf == 256) asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+    else if (pf == 128) asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+    else if (pf == 64) asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+    else asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+__device__ __forceinline__ void wg_cp4(void *dst, const void *src, int pf) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if (pf == 256) asm volatile("cp.async.ca.shared.global.L2::256B [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+    else if (pf == 128) asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+    else if (pf == 64) asm volatile("cp.async.ca.shared.global.L2::64B [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+
 /* one chunk into a stage: the x tile, 128 rows' codes, their scale and bias words (the aligned
  * 32-bit word holding each value; two per row when the group is 32 columns) */
 template <int BITS, int NP>
 __device__ __forceinline__ void wg_issue(unsigned char *dst, const dweight_t &w, const unsigned char *xg, int r0, int ch, int tid, int wpr,
-                                         int ng, int bulk, uint32_t mb) {
+                                         int ng, int bulk, uint32_t mb, int pf) {
     using P = wgs<BITS, NP>;
     constexpr int PPR = P::RB / 16;
     const unsigned char *xs = xg + (size_t)ch * P::XB;
@@ -168,7 +187,7 @@ __device__ __forceinline__ void wg_issue(unsigned char *dst, const dweight_t &w,
 #pragma unroll
     for (int c = tid; c < WG_ROWS * PPR; c += 256) {
         const int row = c / PPR, part = c % PPR, r = min(r0 + row, N - 1);
-        cp_async16(dst + P::XB + row * P::RBP + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)ch * P::RB + part * 16);
+        wg_cp16(dst + P::XB + row * P::RBP + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)ch * P::RB + part * 16, pf);
     }
     const int row = tid & (WG_ROWS - 1), r = min(r0 + row, N - 1), gpc = w.group == 32 ? 2 : 1;
     const unsigned char *base = (const unsigned char *)(tid < WG_ROWS ? w.scales : w.biases);
@@ -176,7 +195,7 @@ __device__ __forceinline__ void wg_issue(unsigned char *dst, const dweight_t &w,
     for (int j = 0; j < gpc; j++) {
         const size_t idx = (size_t)r * ng + (size_t)ch * WG_KC / w.group + j;
         const uintptr_t a = w.sb_dtype == DT_F32 ? (uintptr_t)(base + idx * 4) : (uintptr_t)(base + idx * 2) & ~(uintptr_t)3;
-        cp_async4(d + j * 4, (const void *)a);
+        wg_cp4(d + j * 4, (const void *)a, pf);
     }
 }
 
@@ -198,7 +217,7 @@ __device__ __forceinline__ uint32_t wg_cvt8(uint32_t v, int b, float sc, float b
 
 template <int BITS, int NP>
 __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv,
-                                                    int T, dweight_t w, int KS, int swap, int bulk) {
+                                                    int T, dweight_t w, int KS, int swap, int bulk, int pf) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t mbar[8];
     using P = wgs<BITS, NP>;
@@ -218,7 +237,7 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
     }
 #pragma unroll
     for (int i = 0; i < S - 1; i++) {
-        if (i < n) wg_issue<BITS, NP>(smem + i * P::STG, w, xg, r0, c0 + i, tid, wpr, ng, bulk, mb0 + 8 * i);
+        if (i < n) wg_issue<BITS, NP>(smem + i * P::STG, w, xg, r0, c0 + i, tid, wpr, ng, bulk, mb0 + 8 * i, pf);
         cp_commit();
     }
     /* 2^s per row over this split's groups: lanes q take every fourth group */
@@ -254,7 +273,7 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
         else wg_proxy_fence(); /* x by cp.async: generic proxy → wgmma's async proxy */
         __syncthreads(); /* chunk it landed for every thread; chunk it-1's wgmmas are done in both warpgroups */
         if (it + S - 1 < n)
-            wg_issue<BITS, NP>(smem + ((it + S - 1) % S) * P::STG, w, xg, r0, c0 + it + S - 1, tid, wpr, ng, bulk, mb0 + 8 * ((it + S - 1) % S));
+            wg_issue<BITS, NP>(smem + ((it + S - 1) % S) * P::STG, w, xg, r0, c0 + it + S - 1, tid, wpr, ng, bulk, mb0 + 8 * ((it + S - 1) % S), pf);
         cp_commit();
         uint32_t af[4][4];
         const unsigned char *st = smem + (it % S) * P::STG, *cd = st + P::XB;
@@ -309,8 +328,275 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
 #pragma unroll
     for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
     cp_wait<0>();
-    float *o = out + (size_t)split * T * N;
     const int ya = r0 + lr, yb = ya + 8;
+    float *o = out + (size_t)split * T * N;
+#pragma unroll
+    for (int i = 0; i < NP / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int t = 8 * i + 2 * q + e;
+            if (t >= T) continue;
+            const float xi = xinv[t];
+            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
+            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
+        }
+}
+
+/* ---- v2 (default; KILN_CUDA_QWG_V=1: wg_kernel above): the same operands, splits, chunk order and
+ * accumulators, with fewer instructions and one barrier per two chunks:
+ *  - SBT (the scale dtype) is a template parameter, the copy addresses are computed once;
+ *  - a warp whose rows' scale·2^s (and scale·2^(s-4) at 4-bit) and bias·2^s are all f16 numbers
+ *    (0 or normal: a 16-bit scale times 2^s below 2^15 is then exact) converts a code pair with
+ *    PRMT + LOP3 (f16 1024 + c), HADD2 −1024 (exact) and one HFMA2: f16(sc·c + bi) rounded once —
+ *    the old path rounds the same exact value to f32 first, so they differ only where that f32
+ *    rounding lands on an f16 tie (|bi| below 2^-24 of sc·c); both are within the documented bound
+ *    (test_qwg). Otherwise (f32 scales, subnormal or huge values) the warp takes wg_cvt4/wg_cvt8;
+ *  - an iteration waits for two chunks, then one __syncthreads, converts both and issues their
+ *    eight wgmmas before one wait (ring lookahead S−2 chunks). */
+template <int SBT> __device__ __forceinline__ float wg_sbv(uint32_t v, int odd) {
+    if constexpr (SBT == 2) return __uint_as_float(v);
+    const unsigned short h = (unsigned short)(odd ? v >> 16 : v & 0xffffu);
+    if constexpr (SBT == 0) return __half2float(__ushort_as_half(h));
+    else return __uint_as_float((uint32_t)h << 16);
+}
+/* f is an f16 number (0, or normal and below 65504; f came from a 16-bit value times a power of 2) */
+__device__ __forceinline__ bool wg_h_ok(float f) { const float a = fabsf(f); return a == 0.f || (a >= 6.103515625e-05f && a <= 65504.f); }
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2 *>(&u); }
+/* 4-bit: byte q of v (sel = 0x4q4q: [bq, 0, bq, 0]) → (c_lo, 16·c_hi) exact → f16(m·c + a) */
+__device__ __forceinline__ uint32_t wg_f4(uint32_t v, uint32_t sel, __half2 m, __half2 a) {
+    const uint32_t x = (__byte_perm(v, 0u, sel) & 0x00F0000Fu) | 0x64006400u;
+    const __half2 c = __hadd2(bits_h2(x), __float2half2_rn(-1024.f));
+    return h2_bits(__hfma2(c, m, a));
+}
+/* 8-bit: bytes b, b+1 of v (sel = [b, 4, b+1, 4] over (v, 0x64)) → f16 1024 + code → exact code */
+__device__ __forceinline__ uint32_t wg_f8(uint32_t v, uint32_t sel, __half2 m, __half2 a) {
+    const __half2 c = __hadd2(bits_h2(__byte_perm(v, 0x64u, sel)), __float2half2_rn(-1024.f));
+    return h2_bits(__hfma2(c, m, a));
+}
+
+/* one chunk's A fragments (16 registers) from its stage */
+template <int BITS, int NP, int SBT>
+__device__ __forceinline__ void wg2_frag(uint32_t (&af)[4][4], const unsigned char *st, int lr, int q, int gi0, int gpc, float pa, float pb, int psa,
+                                         int psb, int pba, int pbb, int slow) {
+    using P = wgs<BITS, NP>;
+    const unsigned char *cd = st + P::XB;
+    const uint32_t *sbw = (const uint32_t *)(cd + WG_ROWS * P::RBP);
+    float sA[2], bA[2], sB[2], bB[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        if (j >= gpc) { sA[j] = sA[0]; bA[j] = bA[0]; sB[j] = sB[0]; bB[j] = bB[0]; break; }
+        const int od = (gi0 + j) & 1;
+        sA[j] = wg_sbv<SBT>(sbw[lr * 2 + j], psa ^ od) * pa;
+        sB[j] = wg_sbv<SBT>(sbw[(lr + 8) * 2 + j], psb ^ od) * pb;
+        bA[j] = wg_sbv<SBT>(sbw[2 * WG_ROWS + lr * 2 + j], pba ^ od) * pa;
+        bB[j] = wg_sbv<SBT>(sbw[2 * WG_ROWS + (lr + 8) * 2 + j], pbb ^ od) * pb;
+    }
+    const unsigned char *ca = cd + lr * P::RBP, *cb = ca + 8 * P::RBP;
+    bool fast = SBT != 2 && !slow; /* slow: KILN_CUDA_QWG_V=3, the old conversion everywhere (a test: bitwise wg_kernel) */
+    if constexpr (SBT != 2) {
+        const float d = BITS == 4 ? 0.0625f : 1.f;
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            fast = fast && wg_h_ok(sA[j]) && wg_h_ok(sB[j]) && wg_h_ok(bA[j]) && wg_h_ok(bB[j]) && wg_h_ok(sA[j] * d) && wg_h_ok(sB[j] * d);
+        fast = __all_sync(0xffffffffu, fast);
+    }
+    if (fast) {
+        __half2 mA[2], mB[2], aA[2], aB[2];
+        const float d = BITS == 4 ? 0.0625f : 1.f;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            mA[j] = __floats2half2_rn(sA[j], sA[j] * d); mB[j] = __floats2half2_rn(sB[j], sB[j] * d);
+            aA[j] = __floats2half2_rn(bA[j], bA[j]); aB[j] = __floats2half2_rn(bB[j], bB[j]);
+        }
+        if constexpr (BITS == 4) {
+            const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
+            const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            const uint32_t sel = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                const int j = s >> 1;
+                af[s][0] = wg_f4(wa[2 * s], sel, mA[j], aA[j]);
+                af[s][1] = wg_f4(wb[2 * s], sel, mB[j], aB[j]);
+                af[s][2] = wg_f4(wa[2 * s + 1], sel, mA[j], aA[j]);
+                af[s][3] = wg_f4(wb[2 * s + 1], sel, mB[j], aB[j]);
+            }
+        } else {
+            const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
+            const int wo = q >> 1, b = 2 * (q & 1);
+            const uint32_t sel = 0x4040u | (uint32_t)b | ((uint32_t)(b + 1) << 8);
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                const int j = s >> 1;
+                af[s][0] = wg_f8(pa32[4 * s + wo], sel, mA[j], aA[j]);
+                af[s][1] = wg_f8(pb32[4 * s + wo], sel, mB[j], aB[j]);
+                af[s][2] = wg_f8(pa32[4 * s + 2 + wo], sel, mA[j], aA[j]);
+                af[s][3] = wg_f8(pb32[4 * s + 2 + wo], sel, mB[j], aB[j]);
+            }
+        }
+    } else {
+        if constexpr (BITS == 4) {
+            const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
+            const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            const int sh = 8 * q;
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                const int j = s >> 1;
+                af[s][0] = wg_cvt4(wa[2 * s], sh, sA[j], bA[j]);
+                af[s][1] = wg_cvt4(wb[2 * s], sh, sB[j], bB[j]);
+                af[s][2] = wg_cvt4(wa[2 * s + 1], sh, sA[j], bA[j]);
+                af[s][3] = wg_cvt4(wb[2 * s + 1], sh, sB[j], bB[j]);
+            }
+        } else {
+            const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
+            const int wo = q >> 1, b = 2 * (q & 1);
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                const int j = s >> 1;
+                af[s][0] = wg_cvt8(pa32[4 * s + wo], b, sA[j], bA[j]);
+                af[s][1] = wg_cvt8(pb32[4 * s + wo], b, sB[j], bB[j]);
+                af[s][2] = wg_cvt8(pa32[4 * s + 2 + wo], b, sA[j], bA[j]);
+                af[s][3] = wg_cvt8(pb32[4 * s + 2 + wo], b, sB[j], bB[j]);
+            }
+        }
+    }
+}
+
+template <int BITS, int NP, int SBT>
+__global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv,
+                                                     int T, dweight_t w, int KS, int gsh, int slow, int clu) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t mbar[8];
+    using P = wgs<BITS, NP>;
+    constexpr int S = P::S, NR = NP / 2, PPR = P::RB / 16, CPT = WG_ROWS * PPR / 256, EB = SBT == 2 ? 4 : 2;
+    static_assert(S >= 4, "two chunks per iteration need S >= 4");
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+    const int N = w.rows, K = w.cols, r0 = blockIdx.x * WG_ROWS, split = blockIdx.y;
+    const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
+    const int wpr = K / 32 * BITS, ng = K / w.group, gpc = w.group == 32 ? 2 : 1;
+    const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g;
+    const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
+    const uint32_t mb0 = (unsigned)__cvta_generic_to_shared(mbar);
+    /* this thread's copies: CPT 16-byte pieces of codes, gpc scale or bias words */
+    const unsigned char *csrc[CPT];
+    int cdst[CPT];
+#pragma unroll
+    for (int m = 0; m < CPT; m++) {
+        const int c = tid + 256 * m, row = c / PPR, part = c % PPR, r = min(r0 + row, N - 1);
+        csrc[m] = (const unsigned char *)w.data + (size_t)r * wpr * 4 + part * 16;
+        cdst[m] = P::XB + row * P::RBP + part * 16;
+    }
+    const int srow = tid & (WG_ROWS - 1);
+    const unsigned char *sbase = (const unsigned char *)(tid < WG_ROWS ? w.scales : w.biases) + (size_t)min(r0 + srow, N - 1) * ng * EB;
+    const int sdst = P::XB + WG_ROWS * P::RBP + (tid < WG_ROWS ? 0 : WG_ROWS * 2 * 4) + srow * 8;
+    auto issue = [&](int i) { /* chunk i (0-based in the split) into stage i % S */
+        unsigned char *dst = smem + (i % S) * P::STG;
+        const int ch = c0 + i;
+        if (tid == 0) bulk_x(dst, xg + (size_t)ch * P::XB, P::XB, mb0 + 8 * (i % S));
+#pragma unroll
+        for (int m = 0; m < CPT; m++) cp_async16(dst + cdst[m], csrc[m] + (size_t)ch * P::RB);
+        const int gi = gsh < 0 ? 2 * ch : ch >> gsh;
+        for (int j = 0; j < gpc; j++) {
+            const unsigned char *a = sbase + (size_t)(gi + j) * EB;
+            if (EB == 2) a = (const unsigned char *)((uintptr_t)a & ~(uintptr_t)3);
+            cp_async4(dst + sdst + j * 4, a);
+        }
+    };
+    if (tid == 0)
+        for (int i = 0; i < S; i++) mb_init(mb0 + 8 * i);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < S - 2; i++) {
+        if (i < n) issue(i);
+        cp_commit();
+    }
+    float pa, pb, ia, ib;
+    {
+        const int gb = c0 * WG_KC / w.group, ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
+        const float cmax = (float)((1 << BITS) - 1);
+        float ma = 0.f, mb = 0.f;
+#pragma unroll 8
+        for (int gi = gb + q; gi < ge; gi += 4) {
+            const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
+            ma = fmaxf(ma, fabsf(ld_f(w.scales, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xa)) * cmax +
+                               fabsf(ld_f(w.biases, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xa)));
+            mb = fmaxf(mb, fabsf(ld_f(w.scales, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xb)) * cmax +
+                               fabsf(ld_f(w.biases, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xb)));
+        }
+#pragma unroll
+        for (int o = 1; o <= 2; o <<= 1) {
+            ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
+            mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
+        }
+        const int sa = wg_exp(ma), sb = wg_exp(mb);
+        pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+    }
+    const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
+    const int pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
+    float acc[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) acc[i] = 0.f;
+    for (int it = 0; it < n; it += 2) {
+        const bool two = it + 1 < n;
+        cp_wait<S - 4>();
+        mb_wait(mb0 + 8 * (it % S), (it / S) & 1);
+        if (two) mb_wait(mb0 + 8 * ((it + 1) % S), ((it + 1) / S) & 1);
+        __syncthreads(); /* chunks it, it+1 landed for every thread; chunks it-2, it-1 done in both warpgroups */
+        if (it + S - 2 < n) issue(it + S - 2);
+        cp_commit();
+        if (it + S - 1 < n) issue(it + S - 1);
+        cp_commit();
+        uint32_t af0[4][4], af1[4][4];
+        const unsigned char *st0 = smem + (it % S) * P::STG, *st1 = smem + ((it + 1) % S) * P::STG;
+        const int g0 = gsh < 0 ? 2 * (c0 + it) : (c0 + it) >> gsh, g1 = gsh < 0 ? 2 * (c0 + it + 1) : (c0 + it + 1) >> gsh;
+        wg2_frag<BITS, NP, SBT>(af0, st0, lr, q, g0, gpc, pa, pb, psa, psb, pba, pbb, slow);
+        if (two) wg2_frag<BITS, NP, SBT>(af1, st1, lr, q, g1, gpc, pa, pb, psa, psb, pba, pbb, slow);
+        wg_fence();
+#pragma unroll
+        for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af0[s], wg_desc(st0 + s * 32 * NP, 0));
+        if (two) {
+#pragma unroll
+            for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af1[s], wg_desc(st1 + s * 32 * NP, 0));
+        }
+        wg_commit();
+        wg_wait<0>();
+    }
+#pragma unroll
+    for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
+    cp_wait<0>();
+    const int ya = r0 + lr, yb = ya + 8;
+    if (clu) {
+        /* the KS splits of these 128 rows are one cluster (clu: KILN_CUDA_QWG_CLUSTER): each block
+         * puts its partial sums [t][128 rows] in its own shared memory (the ring is done: every
+         * wgmma waited for, every copy landed), one cluster barrier, then block k adds elements
+         * k·E/KS.. of all KS blocks in split order (v = p0, v += p1, ...: wg_reduce_kernel's sums,
+         * bitwise) and stores y; a second barrier keeps each block's memory until all have read it */
+        float *red = (float *)smem;
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < NP / 8; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int t = 8 * i + 2 * q + e;
+                if (t >= T) continue;
+                const float xi = xinv[t];
+                red[t * WG_ROWS + lr] = (acc[4 * i + e] * ia) * xi;
+                red[t * WG_ROWS + lr + 8] = (acc[4 * i + 2 + e] * ib) * xi;
+            }
+        cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+        cl.sync();
+        const int E = T * WG_ROWS, k = (int)cl.block_rank(), e0 = (int)((long)k * E / KS), e1 = (int)((long)(k + 1) * E / KS);
+        for (int e = e0 + tid; e < e1; e += 256) {
+            float v = *cl.map_shared_rank(red + e, 0);
+            for (int j = 1; j < KS; j++) v = __fadd_rn(v, *cl.map_shared_rank(red + e, j));
+            const int t = e / WG_ROWS, r = r0 + e % WG_ROWS;
+            if (r < N) out[(size_t)t * N + r] = v;
+        }
+        cl.sync();
+        return;
+    }
+    float *o = out + (size_t)split * T * N;
 #pragma unroll
     for (int i = 0; i < NP / 8; i++)
 #pragma unroll
@@ -344,20 +630,64 @@ static int wg_ks(const cuda_impl_t *c, const dweight_t *w) {
     return ks < 1 ? 1 : ks;
 }
 
+template <int BITS, int NP, int SBT>
+static void wg2_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh, int slow,
+                       int clu) {
+    using P = wgs<BITS, NP>;
+    static_assert(NP * WG_ROWS * 4 <= P::SMEM, "the cluster sums reuse the ring");
+    static int attr;
+    if (!attr) {
+        cudaCheck(cudaFuncSetAttribute(wg2_kernel<BITS, NP, SBT>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+        attr = 1;
+    }
+    if (clu) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(cdiv(w->rows, WG_ROWS), KS);
+        cfg.blockDim = dim3(256);
+        cfg.dynamicSmemBytes = P::SMEM;
+        cfg.stream = c->stream;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 1; at[0].val.clusterDim.y = KS; at[0].val.clusterDim.z = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        cudaCheck(cudaLaunchKernelEx(&cfg, wg2_kernel<BITS, NP, SBT>, out, xg, inv, T, *w, KS, gsh, slow, 1));
+        return;
+    }
+    wg2_kernel<BITS, NP, SBT><<<dim3(cdiv(w->rows, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(out, xg, inv, T, *w, KS, gsh, slow, 0);
+    cudaLaunchCheck();
+}
+
 template <int BITS, int NP>
 static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const float *inv, float *part, int T, const dweight_t *w) {
     using P = wgs<BITS, NP>;
     static int swap = -1;
     if (swap < 0) swap = getenv("KILN_CUDA_QWG_DESC") && !strcmp(getenv("KILN_CUDA_QWG_DESC"), "swap");
     const int KS = wg_ks(c, w), N = w->rows;
-    static int attr, bulk = -1;
+    static int attr, bulk = -1, pf = -1;
     if (bulk < 0) bulk = !(getenv("KILN_CUDA_QWG_X") && !strcmp(getenv("KILN_CUDA_QWG_X"), "cp"));
+    if (pf < 0) pf = getenv("KILN_CUDA_QWG_PF") ? atoi(getenv("KILN_CUDA_QWG_PF")) : 0;
     if (!attr) {
         cudaCheck(cudaFuncSetAttribute(wg_kernel<BITS, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
         attr = 1;
     }
-    wg_kernel<BITS, NP><<<dim3(cdiv(N, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(KS > 1 ? part : y, xg, inv, T, *w, KS, swap, bulk);
-    cudaLaunchCheck();
+    const char *ve = getenv("KILN_CUDA_QWG_V"); /* read per matmul (test_qwg switches it) */
+    const int v = ve ? atoi(ve) : 2;
+    const int gsh = w->group == 32 ? -1 : w->group == 64 ? 0 : w->group == 128 ? 1 : -2;
+    /* KILN_CUDA_QWG_CLUSTER=1: the split sums inside a cluster of the KS blocks (≤ 8), no
+     * [KS][T][N] scratch or wg_reduce_kernel; read per matmul */
+    const char *ce = getenv("KILN_CUDA_QWG_CLUSTER");
+    const int clu = v != 1 && KS > 1 && KS <= 8 && ce && atoi(ce) == 1;
+    if (v != 1 && gsh > -2 && !swap && bulk && pf == 0) {
+        float *o = clu ? y : KS > 1 ? part : y;
+        if (w->sb_dtype == DT_F16) wg2_launch<BITS, NP, 0>(c, o, xg, inv, T, w, KS, gsh, v == 3, clu);
+        else if (w->sb_dtype == DT_BF16) wg2_launch<BITS, NP, 1>(c, o, xg, inv, T, w, KS, gsh, v == 3, clu);
+        else wg2_launch<BITS, NP, 2>(c, o, xg, inv, T, w, KS, gsh, v == 3, clu);
+        if (clu) return;
+    } else {
+        wg_kernel<BITS, NP><<<dim3(cdiv(N, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(KS > 1 ? part : y, xg, inv, T, *w, KS, swap, bulk, pf);
+        cudaLaunchCheck();
+    }
     if (KS > 1) {
         const size_t n = (size_t)T * N;
         wg_reduce_kernel<<<(int)(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, c->stream>>>(y, part, KS, n);
