@@ -20,10 +20,13 @@
  * head, rope q and k, the cache write at the tokens' slots (the last positions), attention, as
  * separate ops; --pre 2: the same through norm_rope_kv_attention (one op). q and k are
  * restored before each call (not timed), so every call sees the same inputs.
+ * --kt 0|1: K rows, or K transposed per block (kv_view_t.k_t); default: what the backend's
+ * pool would choose (the CPU backend: transposed; KILN_KV_KT=0: rows). The same values either
+ * way (check is equal).
  *
  * Usage: kiln-attn-bench [--T T] [--pos P] [--threads N] [--kv f16|bf16|f32] [--heads H]
  *                        [--kv-heads K] [--head-dim D] [--window W] [--iters I] [--backend cpu|cpu-ref]
- *                        [--cold MIB] [--huge 0|1] [--pre 0|1|2] */
+ *                        [--cold MIB] [--huge 0|1] [--pre 0|1|2] [--kt 0|1] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +42,7 @@ static double now(clockid_t c) {
 }
 
 int main(int argc, char **argv) {
-    int T = 160, P = 1888, nt = 1, nh = 16, nkv = 8, hd = 128, window = 0, iters = 5, bs = 16, cold = 0, huge = 0, pre = 0;
+    int T = 160, P = 1888, nt = 1, nh = 16, nkv = 8, hd = 128, window = 0, iters = 5, bs = 16, cold = 0, huge = 0, pre = 0, kt = -1;
     dtype_t dt = DT_F16;
     const char *bname = "cpu";
     for (int i = 1; i < argc; i++) {
@@ -56,6 +59,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--iters")) iters = atoi(v);
         else if (!strcmp(a, "--cold")) cold = atoi(v);
         else if (!strcmp(a, "--huge")) huge = atoi(v);
+        else if (!strcmp(a, "--kt")) kt = atoi(v);
         else if (!strcmp(a, "--pre")) pre = atoi(v);
         else if (!strcmp(a, "--backend")) bname = v;
         else if (!strcmp(a, "--kv")) {
@@ -84,15 +88,17 @@ int main(int argc, char **argv) {
     int32_t *table = malloc(sizeof(int32_t) * nb), *pos = malloc(sizeof(int32_t) * T), rs[2] = {0, T};
     float *q = malloc(sizeof(float) * qn), *out = malloc(sizeof(float) * qn);
     if (!K || !V || !table || !pos || !q || !out) { fprintf(stderr, "attn_bench: out of memory\n"); return 1; }
+    if (kt < 0) kt = be->ops->kv_k_transposed ? be->ops->kv_k_transposed(be, bs, hd, dt) : 0;
+    kv_view_t kview = {K, V, dt, bs, nkv, hd, kt};
     for (size_t i = 0; i < n; i++) {
-        store_from_f32(K, dt, i, sinf((float)i * 0.37f));
+        store_from_f32(K, dt, kv_k_at(&kview, i / per, i % per), sinf((float)i * 0.37f));
         store_from_f32(V, dt, i, cosf((float)i * 0.11f));
     }
     for (int i = 0; i < nb; i++) table[i] = i;
     for (int i = 0; i < T; i++) pos[i] = P + i;
     for (size_t i = 0; i < qn; i++) q[i] = sinf((float)i) * 0.5f;
     const int32_t *tables[1] = {table};
-    attn_args_t a = {1, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, window, {K, V, dt, bs, nkv, hd}};
+    attn_args_t a = {1, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, window, kview};
     /* --pre: the new tokens' k and v, norm weights, rope frequencies, slots */
     float *q0 = malloc(sizeof(float) * qn), *k0 = malloc(sizeof(float) * T * per), *kx = malloc(sizeof(float) * T * per);
     float *vx = malloc(sizeof(float) * T * per), *nw = malloc(sizeof(float) * hd), *inv = malloc(sizeof(float) * hd);
@@ -129,8 +135,8 @@ int main(int argc, char **argv) {
         pairs += pos[i] - lo + 1;
     }
     printf("{\"backend\": \"%s\", \"simd\": \"%s\", \"threads\": %d, \"T\": %d, \"pos\": %d, \"kv\": \"%s\", \"heads\": %d, "
-           "\"kv_heads\": %d, \"head_dim\": %d, \"ms\": %.3f, \"mean_ms\": %.3f, \"gflop_s\": %.1f, \"check\": %.6f}\n",
-           bname, backend_simd_name(be), nt, T, P, dtype_name(dt), nh, nkv, hd, best * 1e3, total / iters * 1e3, pairs * 4.0 * hd * nh / best / 1e9,
+           "\"kv_heads\": %d, \"head_dim\": %d, \"kt\": %d, \"ms\": %.3f, \"mean_ms\": %.3f, \"gflop_s\": %.1f, \"check\": %.6f}\n",
+           bname, backend_simd_name(be), nt, T, P, dtype_name(dt), nh, nkv, hd, kt, best * 1e3, total / iters * 1e3, pairs * 4.0 * hd * nh / best / 1e9,
            out[qn / 2]);
     free(q0); free(k0); free(kx); free(vx); free(nw); free(inv); free(slots);
     free(cb); free(K); free(V); free(table); free(pos); free(q); free(out);

@@ -34,7 +34,18 @@ typedef struct kv_view {
     void *k, *v;          /* [n_blocks][block_size][n_kv_heads][head_dim] */
     dtype_t dtype;
     int block_size, n_kv_heads, head_dim;
+    /* 1: K is stored transposed per block, [n_blocks][n_kv_heads][head_dim][block_size] (the
+     * pool asks backend_ops.kv_k_transposed; only the CPU backend says yes), so a block's keys
+     * of one (head, d) are contiguous; V keeps the row layout. 0 (zero-initialized views):
+     * rows. kv_k_at gives an element's index in either layout. */
+    int k_t;
 } kv_view_t;
+
+/* Index (in elements) of K element e = kvh·head_dim + d of cache slot `slot`. */
+static inline size_t kv_k_at(const kv_view_t *kv, size_t slot, size_t e) {
+    size_t per = (size_t)kv->n_kv_heads * kv->head_dim, bs = (size_t)kv->block_size;
+    return kv->k_t ? slot / bs * bs * per + e * bs + slot % bs : slot * per + e;
+}
 
 typedef struct attn_args {
     int n_rows;
@@ -226,6 +237,9 @@ typedef struct backend_ops {
                             const weight_t *const *w);
     int (*rms_matmul_glu)(backend_t *, float *y, const float *x, const float *nw, float w_offset, float eps, int T, const weight_t *wg,
                           const weight_t *wu, act_t act);
+    /* Optional (NULL: 0): 1 where the backend wants K stored transposed per block (kv_view_t.k_t)
+     * in a pool of this block size and dtype. */
+    int (*kv_k_transposed)(backend_t *, int block_size, int head_dim, dtype_t dtype);
 } backend_ops_t;
 
 struct backend {

@@ -19,6 +19,7 @@ int kv_pool_init(kv_pool_t *p, backend_t *be, int n_layers, int n_blocks, int bl
     p->n_kv_heads = n_kv_heads;
     p->head_dim = head_dim;
     p->dtype = dtype;
+    p->k_t = be->ops->kv_k_transposed ? be->ops->kv_k_transposed(be, block_size, head_dim, dtype) : 0;
     p->k = calloc((size_t)n_layers, sizeof(void *));
     p->v = calloc((size_t)n_layers, sizeof(void *));
     size_t layer_bytes = (size_t)n_blocks * block_size * n_kv_heads * head_dim * dtype_size(dtype);
@@ -68,7 +69,7 @@ void kv_pool_free(kv_pool_t *p) {
 }
 
 kv_view_t kv_pool_view(const kv_pool_t *p, int layer) {
-    kv_view_t v = {p->k[layer], p->v[layer], p->dtype, p->block_size, p->n_kv_heads, p->head_dim};
+    kv_view_t v = {p->k[layer], p->v[layer], p->dtype, p->block_size, p->n_kv_heads, p->head_dim, p->k_t};
     return v;
 }
 

@@ -2,7 +2,8 @@
  * sequences that hold block tables into it (DESIGN §5).
  *
  * Storage: for each attention layer, K and V arrays of [n_blocks][block_size][n_kv][hd]
- * in the cache dtype, allocated through the backend (host or device memory). The pool
+ * in the cache dtype (K transposed per block, [n_blocks][n_kv][hd][block_size], where the
+ * backend asks for it: k_t), allocated through the backend (host or device memory). The pool
  * only does bookkeeping on the host: reference counts and a free list. A sequence owns
  * one reference to each block in its table; kv_seq_free gives them back. Blocks are
  * handed out lowest-id first so runs are reproducible.
@@ -23,6 +24,7 @@ typedef struct kv_pool {
     backend_t *be;
     int n_layers, n_blocks, block_size, n_kv_heads, head_dim;
     dtype_t dtype;
+    int k_t;                  /* K transposed per block (kv_view_t.k_t; the backend's choice) */
     void **k, **v;            /* [n_layers] */
     int32_t *refcount;        /* [n_blocks] */
     int32_t *free_list;       /* stack of free block ids, lowest on top */

@@ -6,7 +6,10 @@
  * 1 and 3 rows (positions across block edges), a prefill row, a step with an empty row and a
  * two-token row (the same row count as tokens, not all decode), a window, the split decode
  * (KILN_ATTN_SEG-style segments: the pre-work then runs first, on the caller); 1, 2 and 3
- * threads, and cpu-ref. */
+ * threads, and cpu-ref. Each step also runs on a cache with K transposed per block
+ * (kv_view_t.k_t, the layout the CPU backend's pool asks for; also with 32-position blocks)
+ * holding the same values: the separate ops and the fused op there must give bitwise the
+ * row-layout out, q and k, and the same cache element by element. */
 #include <math.h>
 #include "../common/test_util.h"
 #include "backend/backend.h"
@@ -15,11 +18,12 @@
 typedef struct { int nh, nkv, hd, rot, norm; } shape_t;
 
 static float rope_base = 10000.f; /* changed between calls at the same position: the cos/sin kept per thread must follow */
+static int g_bs = 16;              /* the cache block size */
 
 /* one step: rows of n[r] tokens, the last at position last[r] (tokens last - n + 1 .. last) */
 static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, const int *n, const int *last, int window,
                        const char *what) {
-    const int bs = 16;
+    const int bs = g_bs;
     int nh = s->nh, nkv = s->nkv, hd = s->hd, T = 0, nb = 0;
     int32_t rs[8], pos[64], slots[64];
     const int32_t *tables[8];
@@ -38,8 +42,9 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
     }
     size_t per = (size_t)nkv * hd, cache_n = (size_t)nb * bs * per, esz = dtype_size(dt);
     uint64_t seed = 77 + (uint64_t)T * 13 + (uint64_t)hd;
-    void *kc[2], *vc[2];
-    for (int i = 0; i < 2; i++) {
+    /* 0, 1: rows (separate ops, fused op); 2, 3: the same with K transposed per block */
+    void *kc[4], *vc[4];
+    for (int i = 0; i < 4; i++) {
         kc[i] = malloc(cache_n * esz);
         vc[i] = malloc(cache_n * esz);
     }
@@ -47,11 +52,15 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
         store_from_f32(kc[0], dt, i, tu_rand(&seed));
         store_from_f32(vc[0], dt, i, tu_rand(&seed));
     }
+    kv_view_t kvt = {kc[2], vc[2], dt, bs, nkv, hd, 1};
+    for (size_t sl = 0; sl < (size_t)nb * bs; sl++)
+        for (size_t e = 0; e < per; e++) memcpy((char *)kc[2] + kv_k_at(&kvt, sl, e) * esz, (char *)kc[0] + (sl * per + e) * esz, esz);
     memcpy(kc[1], kc[0], cache_n * esz);
-    memcpy(vc[1], vc[0], cache_n * esz);
+    memcpy(kc[3], kc[2], cache_n * esz);
+    for (int i = 1; i < 4; i++) memcpy(vc[i], vc[0], cache_n * esz);
     size_t qn_ = (size_t)T * nh * hd, kn_ = (size_t)T * per;
-    float *q[2], *k[2], *out[2], *v = malloc(sizeof(float) * kn_), *qw = malloc(sizeof(float) * hd), *kw = malloc(sizeof(float) * hd);
-    for (int i = 0; i < 2; i++) {
+    float *q[4], *k[4], *out[4], *v = malloc(sizeof(float) * kn_), *qw = malloc(sizeof(float) * hd), *kw = malloc(sizeof(float) * hd);
+    for (int i = 0; i < 4; i++) {
         q[i] = malloc(sizeof(float) * qn_);
         k[i] = malloc(sizeof(float) * kn_);
         out[i] = malloc(sizeof(float) * qn_);
@@ -59,25 +68,40 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
     for (size_t i = 0; i < qn_; i++) q[0][i] = 3.0f * tu_rand(&seed);
     for (size_t i = 0; i < kn_; i++) k[0][i] = 3.0f * tu_rand(&seed), v[i] = tu_rand(&seed);
     for (int i = 0; i < hd; i++) qw[i] = 1.0f + 0.5f * tu_rand(&seed), kw[i] = 1.0f + 0.5f * tu_rand(&seed);
-    memcpy(q[1], q[0], sizeof(float) * qn_);
-    memcpy(k[1], k[0], sizeof(float) * kn_);
+    for (int i = 1; i < 4; i++) {
+        memcpy(q[i], q[0], sizeof(float) * qn_);
+        memcpy(k[i], k[0], sizeof(float) * kn_);
+    }
     float inv[128];
     for (int i = 0; i < s->rot / 2; i++) inv[i] = powf(rope_base, -2.0f * i / s->rot);
     const float eps = 1e-6f, ms = 1.0f;
-    for (int i = 0; i < 2; i++) {
-        attn_args_t a = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, window, {kc[i], vc[i], dt, bs, nkv, hd}};
-        if (i == 0) { /* the separate ops */
+    for (int i = 0; i < 4; i++) {
+        attn_args_t a = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, window, {kc[i], vc[i], dt, bs, nkv, hd, i >= 2}};
+        if (i % 2 == 0) { /* the separate ops */
             if (s->norm) {
-                be->ops->rms_norm(be, q[0], q[0], qw, 0.f, T * nh, hd, eps);
-                be->ops->rms_norm(be, k[0], k[0], kw, 0.f, T * nkv, hd, eps);
+                be->ops->rms_norm(be, q[i], q[i], qw, 0.f, T * nh, hd, eps);
+                be->ops->rms_norm(be, k[i], k[i], kw, 0.f, T * nkv, hd, eps);
             }
-            be->ops->rope(be, q[0], pos, T, nh, hd, s->rot, inv, ms);
-            be->ops->rope(be, k[0], pos, T, nkv, hd, s->rot, inv, ms);
-            be->ops->kv_write(be, &a.kv, k[0], v, slots, T);
-            be->ops->attention(be, out[0], q[0], T, &a);
+            be->ops->rope(be, q[i], pos, T, nh, hd, s->rot, inv, ms);
+            be->ops->rope(be, k[i], pos, T, nkv, hd, s->rot, inv, ms);
+            be->ops->kv_write(be, &a.kv, k[i], v, slots, T);
+            be->ops->attention(be, out[i], q[i], T, &a);
         } else
-            be->ops->norm_rope_kv_attention(be, out[1], q[1], k[1], v, s->norm ? qw : NULL, s->norm ? kw : NULL, eps, s->rot, inv, ms,
+            be->ops->norm_rope_kv_attention(be, out[i], q[i], k[i], v, s->norm ? qw : NULL, s->norm ? kw : NULL, eps, s->rot, inv, ms,
                                             slots, T, &a);
+    }
+    /* the transposed caches: the same out, q, k, V cache and K values as the rows' */
+    for (int i = 2; i < 4; i++) {
+        const char *bt = memcmp(out[0], out[i], sizeof(float) * qn_) ? "out"
+                       : memcmp(q[0], q[i], sizeof(float) * qn_) ? "q"
+                       : memcmp(k[0], k[i], sizeof(float) * kn_) ? "k"
+                       : memcmp(vc[0], vc[i], cache_n * esz) ? "V cache" : NULL;
+        for (size_t sl = 0; !bt && sl < (size_t)nb * bs; sl++)
+            for (size_t e = 0; !bt && e < per; e++)
+                if (memcmp((char *)kc[i] + kv_k_at(&kvt, sl, e) * esz, (char *)kc[0] + (sl * per + e) * esz, esz)) bt = "K cache";
+        if (bt)
+            fail_msg("%s (%s, %d threads, %s KV, block %d, heads %d/%d, hd %d, T %d, rows %d, window %d): %s with K transposed (%s) differs from rows",
+                     what, be->ops->name, be->n_threads, dtype_name(dt), bs, nh, nkv, hd, T, n_rows, window, bt, i == 2 ? "separate ops" : "fused");
     }
     const char *bad = memcmp(out[0], out[1], sizeof(float) * qn_) ? "out"
                     : memcmp(q[0], q[1], sizeof(float) * qn_) ? "q"
@@ -87,7 +111,7 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
     if (bad)
         fail_msg("%s (%s, %d threads, %s KV, heads %d/%d, hd %d, rot %d, norm %d, T %d, rows %d, window %d): %s differs from the separate ops",
                  what, be->ops->name, be->n_threads, dtype_name(dt), nh, nkv, hd, s->rot, s->norm, T, n_rows, window, bad);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 4; i++) {
         free(kc[i]); free(vc[i]); free(q[i]); free(k[i]); free(out[i]);
     }
     free(v); free(qw); free(kw);
@@ -119,6 +143,16 @@ static void run_all(backend_t *be) {
         check_step(be, &shapes[si], DT_F16, 3, n3, l3, 0, "split decode");
     }
     simd_attention_set_seg(-1);
+    /* 32-position blocks (the transposed K's runs of 16 keys start inside a block) */
+    g_bs = 32;
+    for (size_t si = 0; si < 3; si++)
+        for (int d = 0; d < 3; d += 2) {
+            int n1[] = {1}, l1[] = {543}, n3[] = {1, 1, 1}, l3[] = {0, 47, 300}, np[] = {5}, lp[] = {36};
+            check_step(be, &shapes[si], dts[d], 1, n1, l1, 0, "decode, 1 row, block 32");
+            check_step(be, &shapes[si], dts[d], 3, n3, l3, 40, "decode, 3 rows, window, block 32");
+            check_step(be, &shapes[si], dts[d], 1, np, lp, 0, "prefill row, block 32");
+        }
+    g_bs = 16;
 }
 
 static void test_fused_attn(void **st) {

@@ -76,12 +76,14 @@ static inline void AT_CAT(AT_NAME, _emit)(float *o, const float *ACC, float L, i
 
 /* Scores of keys j0..j0+NJ-1 of the converted block against lane vectors v..v+NV-1:
  * S[j][lanes] = (Σ_d Qt[d][lanes] · Kb[j][d]) · scale. Every (j, lane) is its own FMA chain
- * in d order whatever NJ and NV are (always inlined with constants: registers only). */
+ * in d order whatever NJ and NV are (always inlined with constants: registers only).
+ * KTL: Kb holds the block transposed, Kb[d·AT_KB + j] (a transposed cache, kv_view_t.k_t):
+ * the same values, read from other places. */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_nj)(float *S, const float *Qt, const float *Kb, int nqp,
                                                                               int hdp, int hd, int j0, int v, float scale,
-                                                                              const int NJ, const int NV) {
+                                                                              const int NJ, const int NV, const int KTL) {
     AT_V acc[2][4];
-    const float *k0 = Kb + (size_t)j0 * hdp, *qv = Qt + (size_t)v * AT_VW;
+    const float *k0 = KTL ? Kb + j0 : Kb + (size_t)j0 * hdp, *qv = Qt + (size_t)v * AT_VW;
 #pragma GCC unroll 4
     for (int u = 0; u < NV; u++)
 #pragma GCC unroll 4
@@ -92,7 +94,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_nj)(fl
         for (int u = 0; u < NV; u++) qd[u] = AT_LOAD(qv + (size_t)d * nqp + u * AT_VW);
 #pragma GCC unroll 4
         for (int j = 0; j < NJ; j++) {
-            AT_V kj = AT_SET1(k0[(size_t)j * hdp + d]);
+            AT_V kj = AT_SET1(KTL ? k0[(size_t)d * AT_KB + j] : k0[(size_t)j * hdp + d]);
 #pragma GCC unroll 2
             for (int u = 0; u < NV; u++) acc[u][j] = AT_FMA(qd[u], kj, acc[u][j]);
         }
@@ -105,18 +107,25 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_nj)(fl
 }
 
 /* Scores of keys [ja, jb] for lane vectors [v0, v1): pairs of lane vectors × 4 keys. */
-static void AT_CAT(AT_NAME, _scores)(float *S, const float *Qt, const float *Kb, int nqp, int hdp, int hd, int ja, int jb,
-                                     int v0, int v1, float scale) {
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_k)(float *S, const float *Qt, const float *Kb, int nqp,
+                                                                             int hdp, int hd, int ja, int jb, int v0, int v1,
+                                                                             float scale, const int KTL) {
     for (int v = v0; v < v1; v += 2) {
         int j = ja;
         if (v + 1 < v1) {
-            for (; j + 4 <= jb + 1; j += 4) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 4, 2);
-            for (; j <= jb; j++) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 1, 2);
+            for (; j + 4 <= jb + 1; j += 4) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 4, 2, KTL);
+            for (; j <= jb; j++) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 1, 2, KTL);
         } else {
-            for (; j + 4 <= jb + 1; j += 4) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 4, 1);
-            for (; j <= jb; j++) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 1, 1);
+            for (; j + 4 <= jb + 1; j += 4) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 4, 1, KTL);
+            for (; j <= jb; j++) AT_CAT(AT_NAME, _scores_nj)(S, Qt, Kb, nqp, hdp, hd, j, v, scale, 1, 1, KTL);
         }
     }
+}
+
+static void AT_CAT(AT_NAME, _scores)(float *S, const float *Qt, const float *Kb, int nqp, int hdp, int hd, int ja, int jb,
+                                     int v0, int v1, float scale, int ktl) {
+    if (ktl) AT_CAT(AT_NAME, _scores_k)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, v1, scale, 1);
+    else AT_CAT(AT_NAME, _scores_k)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, v1, scale, 0);
 }
 
 /* Few queries (a decode step: one token's GQA group, nq <= AT_DQ): the lanes of the layout
@@ -182,6 +191,58 @@ static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float 
     }
 #undef AT_FEW
 }
+
+#ifdef AT_LOADH
+/* Decode scores straight from an f16 cache with K transposed per block (kv_view_t.k_t): the
+ * block's keys u·AT_VW.. (a run inside one cache block) of dim d are AT_VW halves at kr[u] +
+ * d·ds, widened in the load (exact) and fed to the FMA chains: the operands and order of
+ * _scores_few_n with KT (q[d] × K[j][d] from d = 0, then × scale) — the same bits, without
+ * the transpose into Kb and its reload. Sk[i·AT_KB + j] (kl); runs with no key of the block
+ * point at another run and are masked by the caller like any key outside [ja, jb]. */
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)(float *S, const float *Qt,
+                                                                                const uint16_t *const *kr, size_t ds, int nqp,
+                                                                                int hd, float scale, const int NQ) {
+    AT_V acc[4][AT_KB / AT_VW];
+    const uint16_t *p[AT_KB / AT_VW];
+#pragma GCC unroll 4
+    for (int u = 0; u < AT_KB / AT_VW; u++) p[u] = kr[u];
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+        for (int u = 0; u < AT_KB / AT_VW; u++) acc[i][u] = AT_ZERO();
+    for (int d = 0; d < hd; d++) {
+        AT_V kd[AT_KB / AT_VW];
+#pragma GCC unroll 4
+        for (int u = 0; u < AT_KB / AT_VW; u++) {
+            kd[u] = AT_LOADH(p[u]);
+            p[u] += ds;
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) {
+            AT_V qd = AT_SET1(Qt[(size_t)d * nqp + i]);
+#pragma GCC unroll 4
+            for (int u = 0; u < AT_KB / AT_VW; u++) acc[i][u] = AT_FMA(qd, kd[u], acc[i][u]);
+        }
+    }
+    AT_V sc = AT_SET1(scale);
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+        for (int u = 0; u < AT_KB / AT_VW; u++) AT_STORE(S + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[i][u], sc));
+}
+
+static void AT_CAT(AT_NAME, _scores_kth)(float *S, const float *Qt, const uint16_t *const *kr, size_t ds, int nqp, int hd, int nq,
+                                         float scale) {
+    switch (nq) {
+    case 1: AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, 1); break;
+    case 2: AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, 2); break;
+#if AT_DQ >= 4
+    case 3: AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, 3); break;
+    case 4: AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, 4); break;
+#endif
+    }
+}
+#endif
 
 /* acc (+)= Σ_{j in [ja, jb]} P[j][i] · Vb[j] over NC vectors of head dim from column c0,
  * for query i, or i and i2 (same key range) sharing each V load; j in position order.
@@ -424,15 +485,29 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #ifdef AT_LOADH
     int dk = vh && !(a->softcap > 0);
     float Sk[2 * AT_DQ * AT_KB] __attribute__((aligned(64))); /* (AT_KS: two heads') */
+#else
+    const int dk = 0;
 #endif
     /* ... and the family scores those blocks from the f16 K rows themselves (AT_KS): no Kᵀ;
      * ks == 2: a pair of KV heads at a time (the first of the pair scores both) */
 #ifdef AT_KS
-    int ks = dk ? AT_KS_OK(kv->dtype, hd) : 0;
+    int ks = dk && !kv->k_t ? AT_KS_OK(kv->dtype, hd) : 0;
 #else
     const int ks = 0;
     (void)ks;
 #endif
+
+    /* K transposed per block in the cache (kv_view_t.k_t): Kb is filled transposed too,
+     * Kb[d·AT_KB + j], run by run of a block's positions (the scores read it as such: the same
+     * values); decode tiles with f16 K (kd) score from the cache runs themselves */
+    int ktl = kv->k_t;
+#ifdef AT_LOADH
+    int kd = ktl && dk && bs % AT_VW == 0;
+#else
+    const int kd = 0;
+    (void)kd;
+#endif
+    size_t ktbs = (size_t)bs * per_tok; /* a transposed block's K elements */
 
     /* lanes: the queries' ranges; padding lanes get an empty range */
     int klo = INT32_MAX, khi = -1;
@@ -473,6 +548,9 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
      * next block's [AT_KB, 2·AT_KB), -1 past khi: one division per position per block,
      * not per position and head */
     size_t poff[2 * AT_KB];
+    /* ktl: the element offset of position j's transposed block (kpo) and its slot there (kbo) */
+    size_t kpo[2 * AT_KB];
+    int kbo[2 * AT_KB];
     /* part: only segments [s0, s1) of the row's keys, each segment's state written to part
      * (record (kvh, segment − klo/seg) of 2·nqp + nq·hdp floats: m[nqp], l[nqp], acc[nq][hdp]) */
     int seg = attn_seg(), kseg0 = seg ? klo / seg : 0, nseg = (seg ? khi / seg : 0) - kseg0 + 1, cs = -1;
@@ -504,6 +582,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
          * the next table entry (an idiv per position was 3% of a decode tile's samples) */
         for (int j = 0, pj = b0, bi = b0 / bs, bo = b0 % bs; j < 2 * AT_KB; j++, pj++) {
             poff[j] = pj <= klast ? ((size_t)bt[bi] * bs + bo) * per_tok : (size_t)-1;
+            if (ktl) kpo[j] = pj <= klast ? (size_t)bt[bi] * ktbs : (size_t)-1, kbo[j] = bo;
             if (++bo == bs) bo = 0, bi++;
         }
         for (int kvh = h0; kvh < h1; kvh++) {
@@ -518,21 +597,26 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
              * alias kv->k / kv->v, which were reloaded per position (with spills: ~9% of a
              * decode tile's samples on these loops) */
             const char *kbase = (const char *)kv->k + (size_t)kvh * hd * esz, *vbase = (const char *)kv->v + (size_t)kvh * hd * esz;
-            if (dk) {
+            if (dk)
                 for (int j = 0; j < AT_KB; j++) {
                     size_t po = poff[AT_KB + j];
                     pfr[j] = po == (size_t)-1 ? NULL : kbase + po * esz;
                     pfr[AT_KB + j] = po == (size_t)-1 ? NULL : vbase + po * esz;
+                    /* ktl: the head's K of a transposed block is hd·bs contiguous elements;
+                     * its positions' hd-element shares of them, in turn */
+                    if (ktl && po != (size_t)-1)
+                        pfr[j] = (const char *)kv->k + (kpo[AT_KB + j] + ((size_t)kvh * bs + (size_t)kbo[AT_KB + j]) * hd) * esz;
                 }
-            } else
 #endif
-            for (int pj = b0 + AT_KB; pj <= klast && pj < b0 + 2 * AT_KB; pj++) {
-                size_t off = (poff[pj - b0] + (size_t)kvh * hd) * esz;
-                for (size_t o = 0; o < (size_t)hd * esz; o += 64) {
-                    __builtin_prefetch((const char *)kv->k + off + o, 0, AT_PF);
-                    __builtin_prefetch((const char *)kv->v + off + o, 0, AT_PF);
+            if (!dk)
+                for (int pj = b0 + AT_KB; pj <= klast && pj < b0 + 2 * AT_KB; pj++) {
+                    size_t off = (poff[pj - b0] + (size_t)kvh * hd) * esz;
+                    size_t ko = ktl ? (kpo[pj - b0] + ((size_t)kvh * bs + (size_t)kbo[pj - b0]) * hd) * esz : off;
+                    for (size_t o = 0; o < (size_t)hd * esz; o += 64) {
+                        __builtin_prefetch((const char *)kv->k + ko + o, 0, AT_PF);
+                        __builtin_prefetch((const char *)kv->v + off + o, 0, AT_PF);
+                    }
                 }
-            }
 #ifdef AT_KT
             const void *krow[AT_KB];
 #endif
@@ -557,16 +641,50 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #endif
                 if (vh) continue; /* K transposed below, V read by _pvh */
                 if (kv->dtype == DT_F32) {
-                    if (!kt) memcpy(Kb + (size_t)j * hdp, (const float *)kv->k + off, sizeof(float) * hd);
+                    if (!kt && !ktl) memcpy(Kb + (size_t)j * hdp, (const float *)kv->k + off, sizeof(float) * hd);
                     memcpy(Vb + (size_t)j * hdp, (const float *)kv->v + off, sizeof(float) * hd);
                 } else {
-                    if (!kt) AT_TO_F32(Kb + (size_t)j * hdp, (const char *)kv->k + off * esz, kv->dtype, hd);
+                    if (!kt && !ktl) AT_TO_F32(Kb + (size_t)j * hdp, (const char *)kv->k + off * esz, kv->dtype, hd);
                     AT_TO_F32(Vb + (size_t)j * hdp, (const char *)kv->v + off * esz, kv->dtype, hd);
                 }
             }
 #ifdef AT_KT
-            if (kt && !ks) AT_KT(Kb, krow, kv->dtype, hd, ja, jb);
+            if (kt && !ks && !ktl) AT_KT(Kb, krow, kv->dtype, hd, ja, jb);
 #endif
+#ifdef AT_LOADH
+            const uint16_t *kr[AT_KB / AT_VW]; /* kd: the block's AT_VW-key runs of this head, d = 0 */
+            if (kd) {
+                /* a run is inside one cache block: based from its first key in [ja, jb]; runs
+                 * without one read the first run that has (their scores are masked) */
+                int uf = -1;
+                for (int u = 0; u < AT_KB / AT_VW; u++) {
+                    int j0 = u * AT_VW, j = j0 > ja ? j0 : ja;
+                    if (j > jb || j0 + AT_VW - 1 < ja) continue;
+                    kr[u] = (const uint16_t *)kv->k + kpo[j] + (size_t)kvh * hd * bs + (size_t)(kbo[j] - (j - j0));
+                    if (uf < 0) uf = u;
+                }
+                for (int u = 0; u < AT_KB / AT_VW; u++) {
+                    int j0 = u * AT_VW, j = j0 > ja ? j0 : ja;
+                    if (j > jb || j0 + AT_VW - 1 < ja) kr[u] = kr[uf];
+                }
+            } else
+#endif
+            if (ktl) /* Kb[d·AT_KB + j] from the runs of [ja, jb] inside one cache block each */
+                for (int j = ja, n; j <= jb; j += n) {
+                    n = bs - kbo[j] < jb - j + 1 ? bs - kbo[j] : jb - j + 1;
+                    const char *src = (const char *)kv->k + (kpo[j] + (size_t)kvh * hd * bs + (size_t)kbo[j]) * esz;
+#ifdef AT_LOADH
+                    if (kv->dtype == DT_F16 && n % AT_VW == 0) /* (whole runs: the converts inline) */
+                        for (int d = 0; d < hd; d++, src += (size_t)bs * esz)
+                            for (int c = 0; c < n; c += AT_VW)
+                                AT_STORE(Kb + (size_t)d * AT_KB + j + c, AT_LOADH((const uint16_t *)src + c));
+                    else
+#endif
+                    for (int d = 0; d < hd; d++, src += (size_t)bs * esz) {
+                        if (kv->dtype == DT_F32) memcpy(Kb + (size_t)d * AT_KB + j, src, sizeof(float) * n);
+                        else AT_TO_F32(Kb + (size_t)d * AT_KB + j, src, kv->dtype, n);
+                    }
+                }
             /* scores of the lane vectors from the first one with a lane in this block on (a
              * vector with none is skipped below) */
             int nv = nqp / AT_VW, v0 = 0;
@@ -583,12 +701,14 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 else if (ks == 2 && kvh + 1 < h1) AT_KS(Sk, Qt, Sk + AT_DQ * AT_KB, AT_HQT(kvh + 1), krow, nqp, hd, nq, a->scale, ja, jb);
                 else if (ks) AT_KS(Sk, Qt, NULL, NULL, krow, nqp, hd, nq, a->scale, ja, jb);
 #endif
-                AT_CAT(AT_NAME, _decode_softmax)(Skh, Qt, Kb, m, l, corr, lo, hi, nq, nqp, hdp, hd, b0, ja, jb, a->scale, kt, ks);
+                if (kd) AT_CAT(AT_NAME, _scores_kth)(Sk, Qt, kr, (size_t)bs, nqp, hd, nq, a->scale);
+                AT_CAT(AT_NAME, _decode_softmax)(Skh, Qt, Kb, m, l, corr, lo, hi, nq, nqp, hdp, hd, b0, ja, jb, a->scale, kt || ktl,
+                                                 ks || kd);
                 goto pv;
             }
 #endif
-            if (nq <= AT_DQ) AT_CAT(AT_NAME, _scores_few)(S, Qt, Kb, nqp, hdp, hd, nq, a->scale, kt, 0);
-            else AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, nv, a->scale);
+            if (nq <= AT_DQ) AT_CAT(AT_NAME, _scores_few)(S, Qt, Kb, nqp, hdp, hd, nq, a->scale, kt || ktl, 0);
+            else AT_CAT(AT_NAME, _scores)(S, Qt, Kb, nqp, hdp, hd, ja, jb, v0, nv, a->scale, ktl);
             for (int v = 0; v < nv; v++) {
                 AT_VI vlo = AT_LOADI(lo + v * AT_VW), vhi = AT_LOADI(hi + v * AT_VW);
                 /* lanes whose range meets this block */

@@ -263,6 +263,29 @@ static void cpu_matmul_multi(backend_t *be, int n, float *const *y, const float 
     for (int k = 0; k < n; k++) free(atomic_load(&m.job[k].sh.buf));
 }
 
+/* K[slot][e0, e0 + n) = k[0, n) in the cache dtype — the bits of ref_kv_write (f16 through
+ * the SIMD converter, which rounds as store_from_f32) — in either K layout (kv_view_t.k_t:
+ * element e of the slot bs apart, from the slot's offset in its transposed block). */
+static void kv_put_k(const simd_kernels_t *simd, const kv_view_t *kv, size_t slot, size_t e0, const float *k, size_t n) {
+    if (!kv->k_t) {
+        size_t base = slot * kv->n_kv_heads * kv->head_dim + e0;
+        if (kv->dtype == DT_F16 && simd && simd->from_f32) simd->from_f32((uint16_t *)kv->k + base, DT_F16, k, (int)n);
+        else
+            for (size_t i = 0; i < n; i++) store_from_f32(kv->k, kv->dtype, base + i, k[i]);
+        return;
+    }
+    size_t bs = (size_t)kv->block_size, base = kv_k_at(kv, slot, e0);
+    if (kv->dtype == DT_F16 && simd && simd->from_f32) {
+        uint16_t h[256], *dst = (uint16_t *)kv->k + base;
+        for (size_t c = 0; c < n; c += 256) {
+            size_t m = n - c < 256 ? n - c : 256;
+            simd->from_f32(h, DT_F16, k + c, (int)m);
+            for (size_t i = 0; i < m; i++) dst[(c + i) * bs] = h[i];
+        }
+    } else
+        for (size_t i = 0; i < n; i++) store_from_f32(kv->k, kv->dtype, base + i * bs, k[i]);
+}
+
 /* --- per-row ops over the pool: rows [0, n) cut into one contiguous range per thread.
  * Each row (or element) is computed by the same reference code whichever thread runs it,
  * so results do not depend on the split; small ops stay on the caller (a wake-up costs
@@ -304,7 +327,7 @@ static void rows_task(void *ctx, int i, int nt) {
         if (kv->dtype == DT_F16 && j->simd && j->simd->from_f32) /* the same bits as ref_kv_write */
             for (size_t t = r0; t < r1; t++) {
                 size_t base = (size_t)slots[t] * w;
-                j->simd->from_f32((uint16_t *)kv->k + base, DT_F16, k + t * w, (int)w);
+                kv_put_k(j->simd, kv, (size_t)slots[t], 0, k + t * w, w);
                 j->simd->from_f32((uint16_t *)kv->v + base, DT_F16, v + t * w, (int)w);
             }
         else ref_kv_write(kv, k + r0 * w, v + r0 * w, slots + r0, cnt);
@@ -476,14 +499,11 @@ static void nrka_pre(void *ctx, int t, int h0, int h1) {
     const kv_view_t *kv = &a->kv;
     size_t base = (size_t)c->slots[t] * nkv * hd + (size_t)h0 * hd, n = (size_t)nk * hd;
     const float *vt = c->v + ((size_t)t * nkv + h0) * hd;
-    if (kv->dtype == DT_F16 && c->impl->simd && c->impl->simd->from_f32) { /* as cpu_kv_write */
-        c->impl->simd->from_f32((uint16_t *)kv->k + base, DT_F16, kt, (int)n);
+    kv_put_k(c->impl->simd, kv, (size_t)c->slots[t], (size_t)h0 * hd, kt, n); /* as cpu_kv_write */
+    if (kv->dtype == DT_F16 && c->impl->simd && c->impl->simd->from_f32)
         c->impl->simd->from_f32((uint16_t *)kv->v + base, DT_F16, vt, (int)n);
-    } else
-        for (size_t i = 0; i < n; i++) { /* as ref_kv_write */
-            store_from_f32(kv->k, kv->dtype, base + i, kt[i]);
-            store_from_f32(kv->v, kv->dtype, base + i, vt[i]);
-        }
+    else
+        for (size_t i = 0; i < n; i++) store_from_f32(kv->v, kv->dtype, base + i, vt[i]); /* as ref_kv_write */
 }
 
 static void cpu_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn,
@@ -555,13 +575,22 @@ static void cpu_add_rows_scaled(backend_t *be, float *y, const float *x, const i
     ref_add_rows_scaled(y, x, idx, wt, n, width);
 }
 
+/* K transposed per block (kv_view_t.k_t) for the SIMD families' attention tiles: a decode
+ * score then reads each 16-key run of a (head, d) as one load, with no transpose. Blocks of a
+ * multiple of 16 positions; cpu-ref keeps rows. KILN_KV_KT=0: rows (the A/B switch). */
+static int cpu_kv_k_transposed(backend_t *be, int block_size, int head_dim, dtype_t dtype) {
+    (void)head_dim, (void)dtype;
+    const char *e = getenv("KILN_KV_KT");
+    return ((cpu_impl_t *)be->impl)->simd && block_size % 16 == 0 && !(e && *e == '0');
+}
+
 static const backend_ops_t cpu_ops = {
     .name = "cpu", .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_upload, .download = cpu_download,
     .prepare_weight = cpu_prepare_weight, .release_weight = cpu_release_weight, .matmul = cpu_matmul, .matmul_multi = cpu_matmul_multi, .rms_norm = cpu_rms_norm, .rope = cpu_rope,
     .glu = cpu_glu, .add = cpu_add, .add_bias = cpu_add_bias, .gather_rows = cpu_gather_rows, .embed = cpu_embed,
     .kv_write = cpu_kv_write, .attention = cpu_attention, .norm_rope_kv_attention = cpu_norm_rope_kv_attention,
     .conv1d_causal = cpu_conv1d_causal, .gated_delta = cpu_gated_delta, .sigmoid_mul = cpu_sigmoid_mul,
-    .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled,
+    .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled, .kv_k_transposed = cpu_kv_k_transposed,
 };
 
 #ifdef KILN_HAVE_CUDA

@@ -74,7 +74,7 @@ void ref_kv_write(const kv_view_t *kv, const float *k, const float *v, const int
     for (int t = 0; t < T; t++) {
         size_t base = (size_t)slots[t] * per;
         for (size_t i = 0; i < per; i++) {
-            store_from_f32(kv->k, kv->dtype, base + i, k[(size_t)t * per + i]);
+            store_from_f32(kv->k, kv->dtype, kv_k_at(kv, (size_t)slots[t], i), k[(size_t)t * per + i]);
             store_from_f32(kv->v, kv->dtype, base + i, v[(size_t)t * per + i]);
         }
     }
@@ -100,9 +100,9 @@ void ref_attention(float *out, const float *q, int t0, int t1, const attn_args_t
             const float *qh = q + ((size_t)t * a->n_heads + h) * hd;
             float mx = -INFINITY;
             for (int j = lo; j <= p; j++) {
-                size_t base = ((size_t)bt[j / bs] * bs + j % bs) * per_tok + (size_t)kvh * hd;
+                size_t slot = (size_t)bt[j / bs] * bs + j % bs;
                 float s = 0.f;
-                for (int d = 0; d < hd; d++) s += qh[d] * load_as_f32(kv->k, kv->dtype, base + d);
+                for (int d = 0; d < hd; d++) s += qh[d] * load_as_f32(kv->k, kv->dtype, kv_k_at(kv, slot, (size_t)kvh * hd + d));
                 s *= a->scale;
                 if (a->softcap > 0) s = a->softcap * tanhf(s / a->softcap);
                 scratch[j - lo] = s;
