@@ -418,6 +418,7 @@ static void test_pdl_chain(void) {
     hw_t hg = make_quant(I, H, 4, 64, DT_BF16, 71), hu = make_quant(I, H, 4, 64, DT_BF16, 72), hd = make_quant(H, I, 8, 32, DT_F16, 73),
          ho = make_quant(V, H, 4, 64, DT_BF16, 74);
     pdl_chain_run("pdl chain", &hg, &hu, &hd, &ho, 0, 80);
+    pdl_chain_run("pdl chain tc glu", &hg, &hu, &hd, &ho, 1, 90); /* matmul_glu on MLX weights: matmul_gemv_tc.cu's GLU epilogue */
     /* hg, hu, hd, ho stay allocated: a later malloc reusing their addresses would make
      * prepare_weight take that weight for a view of these device copies */
 }
@@ -618,17 +619,146 @@ static void test_fused_gemv(void) {
     }
 }
 
+
+/* The fused ops on MLX 4/8-bit weights at one token (matmul_gemv_tc.cu: rms_norm in the GEMV's prologue,
+ * y += in its stores, the GLU of each gate/up row pair in its epilogue) against the separate ops on the
+ * same backend, bitwise: matmul + add, rms_norm + matmul_multi (+ glu), matmul_multi + glu; and the fused
+ * GLU ops within 1e-4 (the kernel's tolerance) of ref_rms_norm + ref_matmul + ref_glu. Awkward shapes:
+ * partial last tiles, 17-row weights, K from 384 to 14336 (8 warps a tile from 8192), q4/q8, groups
+ * 32/64/128, bf16/f16 scales, norm weight / none / offset 1, silu and gelu. "cuda" must run them at
+ * T = 1 (KILN_CUDA_TC_FUSE_MIN_K=0 here) and leave other T to the bf16 functions (which decline MLX
+ * weights: rc != 0 and y untouched; matmul_glu then runs matmul_multi + glu, also compared). */
+static void test_fused_gemv_tc(void) {
+    err_t be_e = {0};
+    backend_t *be = backend_create("cuda", 0, &be_e); /* its own: see test_matmul_glu */
+    if (!be) { CHECK(0, "fused tc: backend_create: %s", be_e.msg); return; }
+    const int Ts[] = {1, 2};
+    struct { int N, K, bits, group; dtype_t sbt; } as[] = {{4096, 4096, 4, 64, DT_BF16}, {4111, 14336, 4, 64, DT_BF16}, {4103, 1024, 8, 32, DT_F16},
+                                                           {300, 8192, 8, 128, DT_BF16}, {17, 384, 4, 32, DT_BF16}};
+    for (size_t si = 0; si < sizeof as / sizeof as[0]; si++) { /* matmul_add */
+        const int N = as[si].N, K = as[si].K;
+        hw_t hw = make_quant(N, K, as[si].bits, as[si].group, as[si].sbt, 1800 + si);
+        weight_t w = hw.w;
+        err_t e = {0};
+        if (be->ops->prepare_weight(be, &w, &e)) { CHECK(0, "tc matmul_add: prepare_weight: %s", e.msg); free_hw(&hw); continue; }
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+            const int T = Ts[ti];
+            const size_t ny = (size_t)T * N;
+            float *x = rand_vec((size_t)T * K, 1810 + si + T, 1.f), *y0 = rand_vec(ny, 1820 + si + T, 2.f);
+            float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny);
+            float *dx = dev_from(be, x, (size_t)T * K), *dy = dev_from(be, y0, ny), *dt = be->ops->alloc(be, sizeof(float) * ny);
+            be->ops->matmul(be, dt, dx, T, &w);
+            be->ops->add(be, dy, dt, ny);
+            to_host(be, a, dy, ny);
+            be->ops->free(be, dy);
+            dy = dev_from(be, y0, ny);
+            const int rc = be->ops->matmul_add(be, dy, dx, T, &w);
+            to_host(be, b, dy, ny);
+            CHECK((rc == 0) == (T == 1), "tc matmul_add %dx%d q%d T=%d: returned %d", N, K, as[si].bits, T, rc);
+            if (rc == 0) CHECK(!memcmp(a, b, sizeof(float) * ny), "tc matmul_add %dx%d q%d g%d T=%d: differs from matmul + add", N, K, as[si].bits, as[si].group, T);
+            else CHECK(!memcmp(y0, b, sizeof(float) * ny), "tc matmul_add %dx%d T=%d: declined but changed y", N, K, T);
+            be->ops->free(be, dx); be->ops->free(be, dy); be->ops->free(be, dt);
+            free(x); free(y0); free(a); free(b);
+        }
+        release(be, &w);
+        free_hw(&hw);
+    }
+    /* rms_matmul_multi (n weights), rms_matmul_glu and matmul_glu (n = 2: gate, up) */
+    struct { int n, rows[3], K, bits, group; dtype_t sbt; int glu; } ms[] = {
+        {3, {4096, 1024, 1024}, 4096, 4, 64, DT_BF16, 0}, /* llama-3-8b q/k/v */
+        {2, {14336, 14336}, 4096, 4, 64, DT_BF16, 1},     /* llama-3-8b gate/up */
+        {2, {1000, 1000}, 1152, 8, 64, DT_F16, 1},
+        {2, {17, 17}, 384, 4, 32, DT_BF16, 1},
+        {2, {3001, 3001}, 8192, 8, 128, DT_BF16, 1},       /* 8 warps a tile */
+        {3, {2500, 17, 4401}, 1152, 8, 32, DT_F16, 0},
+        {1, {300}, 8192, 4, 128, DT_BF16, 0},
+    };
+    for (size_t si = 0; si < sizeof ms / sizeof ms[0]; si++) {
+        const int n = ms[si].n, K = ms[si].K, R0 = ms[si].rows[0];
+        hw_t hw[3];
+        weight_t w[3];
+        const weight_t *wp[3];
+        err_t e = {0};
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            hw[i] = make_quant(ms[si].rows[i], K, ms[si].bits, ms[si].group, ms[si].sbt, 1830 + 3 * si + i);
+            w[i] = hw[i].w;
+            wp[i] = &w[i];
+            if (be->ops->prepare_weight(be, &w[i], &e)) { CHECK(0, "tc rms_matmul: prepare_weight: %s", e.msg); ok = 0; }
+        }
+        for (size_t ti = 0; ok && ti < sizeof Ts / sizeof Ts[0]; ti++)
+            for (int nv = 0; nv < 3; nv++) /* norm weight, none, weight with offset 1 */
+                for (int act = 0; act < (ms[si].glu ? 2 : 1); act++) {
+                    const int T = Ts[ti];
+                    float *x = rand_vec((size_t)T * K, 1840 + si + T, 3.f), *nwh = rand_vec(K, 1850 + si, 1.f);
+                    float *dx = dev_from(be, x, (size_t)T * K), *dnw = dev_from(be, nwh, K), *dh = be->ops->alloc(be, sizeof(float) * T * K);
+                    const float *nw = nv == 1 ? NULL : dnw, off = nv == 2 ? 1.f : 0.f;
+                    float *da[3], *db[3], *dc = be->ops->alloc(be, sizeof(float) * T * R0);
+                    for (int i = 0; i < n; i++) {
+                        da[i] = be->ops->alloc(be, sizeof(float) * T * ms[si].rows[i]);
+                        db[i] = be->ops->alloc(be, sizeof(float) * T * ms[si].rows[i]);
+                    }
+                    be->ops->rms_norm(be, dh, dx, nw, off, T, K, 1e-6f);
+                    int rc;
+                    if (ms[si].glu) {
+                        be->ops->matmul_multi(be, 2, da, dh, T, wp);
+                        be->ops->glu(be, da[0], da[0], da[1], (size_t)T * R0, (act_t)act);
+                        rc = be->ops->rms_matmul_glu(be, db[0], dx, nw, off, 1e-6f, T, wp[0], wp[1], (act_t)act);
+                        be->ops->matmul_glu(be, dc, dc, db[1], dh, T, wp[0], wp[1], (act_t)act); /* y = g, as llama calls it */
+                    } else {
+                        be->ops->matmul_multi(be, n, da, dh, T, wp);
+                        rc = be->ops->rms_matmul_multi(be, n, db, dx, nw, off, 1e-6f, T, wp);
+                    }
+                    CHECK((rc == 0) == (T == 1), "tc rms_matmul set %zu T=%d: returned %d", si, T, rc);
+                    for (int i = 0; i < (ms[si].glu ? 1 : n); i++) {
+                        const size_t ny = (size_t)T * ms[si].rows[i];
+                        float *ha = malloc(sizeof(float) * ny), *hb = malloc(sizeof(float) * ny);
+                        to_host(be, ha, da[i], ny);
+                        if (rc == 0) {
+                            to_host(be, hb, db[i], ny);
+                            CHECK(!memcmp(ha, hb, sizeof(float) * ny), "tc rms_matmul%s set %zu weight %d T=%d norm %d act %d: differs from rms_norm + matmul_multi%s",
+                                  ms[si].glu ? "_glu" : "_multi", si, i, T, nv, act, ms[si].glu ? " + glu" : "");
+                        }
+                        if (ms[si].glu) {
+                            to_host(be, hb, dc, ny);
+                            CHECK(!memcmp(ha, hb, sizeof(float) * ny), "tc matmul_glu set %zu T=%d act %d: differs from matmul_multi + glu", si, T, act);
+                        }
+                        if (ms[si].glu && T == 1 && nv == act) { /* and the reference: ref_rms_norm, ref_matmul, ref_glu (two of the six variants: CPU time) */
+                            float *h = malloc(sizeof(float) * T * K), *gr = malloc(sizeof(float) * ny), *ur = malloc(sizeof(float) * ny), *want = malloc(sizeof(float) * ny);
+                            ref_rms_norm(h, x, nv == 1 ? NULL : nwh, off, T, K, 1e-6f);
+                            ref_matmul(gr, h, T, &hw[0].w, 0, R0);
+                            ref_matmul(ur, h, T, &hw[1].w, 0, R0);
+                            ref_glu(want, gr, ur, ny, (act_t)act);
+                            const double err = ct_rel_err(hb, want, ny);
+                            CHECK(err < 1e-4, "tc matmul_glu set %zu T=%d norm %d act %d: rel err %.3g vs the reference (tol 1e-4)", si, T, nv, act, err);
+                            free(h); free(gr); free(ur); free(want);
+                        }
+                        free(ha); free(hb);
+                    }
+                    for (int i = 0; i < n; i++) { be->ops->free(be, da[i]); be->ops->free(be, db[i]); }
+                    be->ops->free(be, dc); be->ops->free(be, dx); be->ops->free(be, dnw); be->ops->free(be, dh);
+                    free(x); free(nwh);
+                }
+        for (int i = 0; i < n; i++) { release(be, &w[i]); free_hw(&hw[i]); }
+    }
+    backend_destroy(be);
+}
+
 /* A decode-like chain on "cuda" through the norm fusions, with no host synchronization between the
  * ops: per layer a = rms_matmul_multi(x) (q-like), x += a·Woᵀ (matmul_add), g = rms_matmul_glu(x),
  * x += g·Wdᵀ (matmul_add), then an "lm_head" of rms_matmul_multi(x). Run op by op synchronized,
  * eagerly and captured (PDL: a misplaced wait shows as a race), and against the same chain of
  * separate ops (rms_norm, matmul_multi, matmul, add, matmul_glu): all bitwise equal. */
-static void test_pdl_chain_norm(void) {
+/* quant (matmul_gemv_tc.cu's fused ops): MLX weights (q4 g64, down q8 g32 f16 scales) instead of bf16, and
+ * the separate chain with matmul_multi + glu */
+static void pdl_chain_norm_run(int quant) {
     backend_t *be = befast;
     if (!be->ops->matmul_add || !be->ops->rms_matmul_multi || !be->ops->rms_matmul_glu) return;
     const int H = 2048, I = 5632, V = 3000, L = 5;
-    hw_t hq = make_dense(H, H, DT_BF16, 271), ho = make_dense(H, H, DT_BF16, 272), hg = make_dense(I, H, DT_BF16, 273),
-         hu = make_dense(I, H, DT_BF16, 274), hd = make_dense(H, I, DT_BF16, 275), hl = make_dense(V, H, DT_BF16, 276);
+#define PCW(r, c, s) (quant ? make_quant(r, c, 4, 64, DT_BF16, (s) + 1000) : make_dense(r, c, DT_BF16, s))
+    hw_t hq = PCW(H, H, 271), ho = PCW(H, H, 272), hg = PCW(I, H, 273), hu = PCW(I, H, 274),
+         hd = quant ? make_quant(H, I, 8, 32, DT_F16, 1275) : make_dense(H, I, DT_BF16, 275), hl = PCW(V, H, 276);
+#undef PCW
     weight_t wq = hq.w, wo = ho.w, wg = hg.w, wu = hu.w, wd = hd.w, wl = hl.w;
     err_t e = {0};
     if (be->ops->prepare_weight(be, &wq, &e) || be->ops->prepare_weight(be, &wo, &e) || be->ops->prepare_weight(be, &wg, &e) ||
@@ -659,7 +789,12 @@ static void test_pdl_chain_norm(void) {
                 be->ops->matmul(be, dh, da, 1, &wo);
                 be->ops->add(be, dx, dh, H);
                 be->ops->rms_norm(be, dh, dx, dl2, 0.f, 1, H, 1e-5f);
-                be->ops->matmul_glu(be, dg, dg, du, dh, 1, &wg, &wu, ACT_SILU);
+                if (quant) {
+                    float *const yy[2] = {dg, du};
+                    const weight_t *const wgu[2] = {&wg, &wu};
+                    be->ops->matmul_multi(be, 2, yy, dh, 1, wgu);
+                    be->ops->glu(be, dg, dg, du, I, ACT_SILU);
+                } else be->ops->matmul_glu(be, dg, dg, du, dh, 1, &wg, &wu, ACT_SILU);
                 be->ops->matmul(be, dh, dg, 1, &wd);
                 be->ops->add(be, dx, dh, H);
             }
@@ -670,7 +805,7 @@ static void test_pdl_chain_norm(void) {
             be->ops->matmul_multi(be, 1, &dl, dh, 1, wlp);
         }
 #undef PDL_SYNC
-        CHECK(rc == 0, "pdl chain norm mode %d: a fused op declined", mode);
+        CHECK(rc == 0, "pdl chain norm%s mode %d: a fused op declined", quant ? " (MLX)" : "", mode);
         res[mode][0] = malloc(sizeof(float) * H);
         res[mode][1] = malloc(sizeof(float) * V);
         to_host(be, res[mode][1], dl, V);
@@ -681,13 +816,17 @@ static void test_pdl_chain_norm(void) {
     }
     int finite = 1;
     for (int i = 0; i < V; i++) finite &= isfinite(res[0][1][i]) && res[0][1][i] != 0.f;
-    CHECK(finite, "pdl chain norm: synchronized run gives non-finite or zero logits");
+    CHECK(finite, "pdl chain norm%s: synchronized run gives non-finite or zero logits", quant ? " (MLX)" : "");
     for (int mode = 1; mode < 4; mode++)
         CHECK(!memcmp(res[0][0], res[mode][0], sizeof(float) * H) && !memcmp(res[0][1], res[mode][1], sizeof(float) * V),
-              "pdl chain norm (%s): differs from the op-by-op synchronized run", mode == 1 ? "eager" : mode == 2 ? "captured step" : "separate ops");
+              "pdl chain norm%s (%s): differs from the op-by-op synchronized run", quant ? " (MLX)" : "", mode == 1 ? "eager" : mode == 2 ? "captured step" : "separate ops");
     for (int mode = 0; mode < 4; mode++) { free(res[mode][0]); free(res[mode][1]); }
     free(x0); free(ln1); free(ln2);
     /* the host weights stay allocated (see test_pdl_chain) */
+}
+static void test_pdl_chain_norm(void) {
+    pdl_chain_norm_run(0);
+    pdl_chain_norm_run(1);
 }
 
 /* qmma's two kernels (matmul_qmma.cu): steps of 9..64 tokens take qmma_wide_kernel (x split once
@@ -1988,6 +2127,7 @@ int main(void) {
     /* the GEMV norm fusion (matmul_gemv.cu) at every size its kernel takes, not only the default's
      * K >= 4096: test_fused_gemv and test_pdl_chain_norm expect it to run */
     setenv("KILN_CUDA_FUSE_NORM_MIN_K", "0", 1);
+    setenv("KILN_CUDA_TC_FUSE_MIN_K", "0", 1); /* the same for the MLX GEMV's fused ops (test_fused_gemv_tc) */
     be32 = backend_create("cuda-f32", 0, &e);
     befast = backend_create("cuda", 0, &e);
     if (getenv("KILN_CUDA_QMMA_MAX_T") && atoi(getenv("KILN_CUDA_QMMA_MAX_T")) > 0) qmma_max_t = atoi(getenv("KILN_CUDA_QMMA_MAX_T"));
@@ -2028,6 +2168,7 @@ int main(void) {
     if (getenv("KILN_CUDA_TEST_FUSED_GEMV_ONLY")) { /* the bf16 GEMV fusions alone (GLU, norm, residual add): a short device call */
         test_matmul_glu();
         test_fused_gemv();
+        test_fused_gemv_tc();
         test_pdl_chain_glu();
         test_pdl_chain_norm();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
@@ -2038,6 +2179,7 @@ int main(void) {
         test_matmul_multi();
         test_matmul_glu();
         test_fused_gemv();
+        test_fused_gemv_tc();
         test_pdl_chain();
         test_pdl_chain_glu();
         test_pdl_chain_norm();
@@ -2066,6 +2208,7 @@ int main(void) {
     test_matmul_multi();
     test_matmul_glu();
     test_fused_gemv();
+    test_fused_gemv_tc();
     test_pdl_chain();
     test_pdl_chain_glu();
     test_pdl_chain_norm();

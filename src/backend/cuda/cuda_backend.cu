@@ -314,6 +314,13 @@ int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x,
                           const weight_t *const *w);
 int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
                         const weight_t *wu, act_t act);
+/* matmul_gemv_tc.cu: the same four ops for MLX 4/8-bit weights at one token (else the ones above) */
+int cuda_tc_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
+int cuda_tc_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                             const weight_t *const *w);
+int cuda_tc_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
+                           const weight_t *wu, act_t act);
+void cuda_tc_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
 /* sample.cu: sampling on the device (backend.h, op sample) */
 void cuda_sample(backend_t *be, int32_t *tokens, float *logits, const sample_args_t *a);
 
@@ -349,10 +356,10 @@ static const backend_ops_t cuda_ops = {
     .matmul_multi = cuda_matmul_multi,
     .moe_route = cuda_moe_route,
     .moe_experts = cuda_moe_experts,
-    .matmul_glu = cuda_matmul_glu,
-    .matmul_add = cuda_matmul_add,
-    .rms_matmul_multi = cuda_rms_matmul_multi,
-    .rms_matmul_glu = cuda_rms_matmul_glu,
+    .matmul_glu = cuda_tc_matmul_glu,
+    .matmul_add = cuda_tc_matmul_add,
+    .rms_matmul_multi = cuda_tc_rms_matmul_multi,
+    .rms_matmul_glu = cuda_tc_rms_matmul_glu,
 };
 
 

@@ -50,12 +50,24 @@
  * - Per unit (a group, or the span when the group is larger): p = d2-sum·2^16 + d1-sum·2^8 +
  *   d0-sum in f32, acc += scale · p·2^-e + bias · Σx (Σx in f32 from x itself, column order).
  *
+ * - Fused decode ops (backend.h matmul_add, rms_matmul_multi, rms_matmul_glu, matmul_glu; the
+ *   cuda_tc_* entries at the end, tc_args.mode): TC_NORM x is the residual stream, normalized in the
+ *   prologue in rms_norm4_kernel's order (bitwise rms_norm); TC_ACC y += the row sums in the store
+ *   (bitwise the add op); TC_GLU a tile group computes gate tile t, then up tile t, and stores
+ *   glu_act of the two sums (bitwise glu_kernel). llama's batch-1 layer loses add_rms_norm twice and
+ *   glu: llama-3-8b q4 decode 344-352 -> 366-381 tok/s (bench/cuda/RESULTS.md, session 10, helper-62).
+ *   KILN_CUDA_TC_FUSE=0: the separate kernels; KILN_CUDA_TC_FUSE_MIN_K (default 4096) as the bf16 ones.
+ * - KILN_CUDA_GEMV_TC_PREP=1 (opt-in, measured no faster): each warp prepares only the spans it
+ *   computes, with an exponent per span (x' to 2^-23 of the span's max), and no block barrier
+ *   after the PDL wait. KILN_CUDA_GEMV_TC_TRACE=FILE: per-block %globaltimer stamps (below).
+ *
  * Numerics: beyond f32, x's rounding to 2^-23 of max|x| (the integer products and sums are
  * exact), within 1e-4 of ref_matmul (test_cuda_kernels). A row's result depends on K and the
  * weight's own data only: bitwise the same alone or inside a matmul_multi launch
  * (test_cuda_kernels test_matmul_multi). T = 1 only (one token: batch invariance on "cuda"
  * is the switch between kernels, docs/cuda.md). */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/glu_act.cuh"
 
 #define TC_MAXW 8    /* the K split of a tile: S warps (4, or 8 from K = 8192) */
 #define TC_MAXT 512  /* threads per block: G tile groups of S warps */
@@ -75,8 +87,21 @@ struct tc_args {
                * preparation; 3: item 1 right after x's cp.async into shared memory (1 and 3 measured
                * slower: llama-3-8b q4 334 / 331 vs 345 tok/s, bench/cuda/RESULTS.md) */
     int xf; /* x read once into shared memory, digits by PRMT (KILN_CUDA_GEMV_TC_XF=0: three reads from L2, digit by digit) */
+    int prep; /* 0: the block prepares all of x with one exponent (default); 1 (KILN_CUDA_GEMV_TC_PREP=1, opt-in:
+               * llama-3-8b q4 345 vs 344-348 tok/s, bench/cuda/RESULTS.md session 10): each warp prepares the spans
+               * it computes, an exponent per span, no block barrier */
     const float *x;
+    /* the fused ops (backend.h; one token, MLX weights): TC_NORM x is the residual stream,
+     * normalized in the prologue exactly as rms_norm4_kernel does it (rms_matmul_multi /
+     * rms_matmul_glu); TC_ACC y += the row sums (matmul_add: the add op's f32 sum); TC_GLU two
+     * weights of equal rows (gate, up) whose tile t and tile P + t one group computes in a row,
+     * storing glu_act(gate, up) to seg[0].y (matmul_glu / rms_matmul_glu) */
+    int mode, gelu;
+    const float *nw; /* TC_NORM: the norm weight (NULL: none), offset and eps */
+    float off, eps;
+    unsigned long long *trace; /* KILN_CUDA_GEMV_TC_TRACE: 8 words a block, else null */
 };
+enum { TC_NORM = 1, TC_ACC = 2, TC_GLU = 4 };
 
 template <int BITS> struct tc_geo {
     static constexpr int SPAN = 512 / BITS;       /* columns of a lane span (64 bytes of codes) */
@@ -213,45 +238,229 @@ __device__ __forceinline__ void tc_bar(int grp, int S) {
     }
 }
 
+/* KILN_CUDA_GEMV_TC_TRACE=FILE (diagnostic; eager only: KILN_CUDA_GRAPH=0): thread 0 of every
+ * block writes %globaltimer at 0 entry, 1 its first loads issued, 2 after the PDL wait, 3 x
+ * prepared, 4 its first item computed, 5 its last item done, then 6 %smid and 7 its item count
+ * (helper-51's side branch 33bfb2a, adapted) */
+#define TC_STAMP(k)                                                                                 \
+    do {                                                                                            \
+        if (a.trace && threadIdx.x == 0) {                                                          \
+            unsigned long long t_;                                                                  \
+            asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t_));                               \
+            a.trace[(size_t)blockIdx.x * 8 + (k)] = t_;                                             \
+        }                                                                                           \
+    } while (0)
+
+/* barrier of the G warps with warp index w in their groups (a.prep: they share the spans of the same
+ * chunks; named barrier 5 + w) */
+__device__ __forceinline__ void tc_wbar(int w, int G) {
+    if (G == 1) { __syncwarp(); return; }
+    switch (w) {
+    case 0: asm volatile("bar.sync 5, %0;\n" ::"r"(G * 32) : "memory"); break;
+    case 1: asm volatile("bar.sync 6, %0;\n" ::"r"(G * 32) : "memory"); break;
+    case 2: asm volatile("bar.sync 7, %0;\n" ::"r"(G * 32) : "memory"); break;
+    case 3: asm volatile("bar.sync 8, %0;\n" ::"r"(G * 32) : "memory"); break;
+    case 4: asm volatile("bar.sync 9, %0;\n" ::"r"(G * 32) : "memory"); break;
+    case 5: asm volatile("bar.sync 10, %0;\n" ::"r"(G * 32) : "memory"); break;
+    case 6: asm volatile("bar.sync 11, %0;\n" ::"r"(G * 32) : "memory"); break;
+    default: asm volatile("bar.sync 12, %0;\n" ::"r"(G * 32) : "memory"); break;
+    }
+}
+
 template <int BITS, int NU, int SBF>
 __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant__ tc_args a) {
+    TC_STAMP(0);
     using G = tc_geo<BITS>;
     extern __shared__ __align__(16) char tc_sh[];
     const int K = a.K, nchunks = (K + G::CHUNK - 1) / G::CHUNK, nspans = nchunks * 4;
     const int S = a.S, NW = blockDim.x >> 5;                        /* warps splitting a tile's K; warps of the block */
     constexpr int U = G::SPAN / NU;                                 /* columns of a unit (Σx)     */
     char *xsh = tc_sh;                                              /* (nspans + 1 zero span) × SPAN_B */
-    float *xf = (float *)(tc_sh + (size_t)(nspans + 1) * G::SPAN_B); /* a.xf: x, U + 4 floats a unit */
-    float *xsum = xf + (a.xf ? K + 4 * (K / U) : 0);                /* K / unit                   */
-    float *red = xsum + K / U;                                      /* G × S × 16                 */
+    float *xf = (float *)(tc_sh + (size_t)(nspans + 1) * G::SPAN_B); /* a.xf: x, U + 4 floats a unit (a.prep: K floats, plain) */
+    float *wst = xf + (a.prep ? K : a.xf ? K + 4 * (K / U) : 0);     /* a.prep && TC_NORM: the norm weight, K floats */
+    float *xsum = wst + (a.prep && (a.mode & TC_NORM) ? K : 0);     /* K / unit                   */
+    float *xinv = xsum + K / U;                                     /* nspans: 2^-e of each span's x' */
+    float *red = xinv + nspans;                                     /* G × S × 16                 */
     __shared__ float smax[TC_MAXT / 32];
+    __shared__ float nws[8]; /* TC_NORM: rms_norm4_kernel's 8 warp sums */
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int grp = (threadIdx.x >> 5) / S, warp = (threadIdx.x >> 5) % S; /* tile group, warp in it */
     const int gi = blockIdx.x * a.G + grp, NG = gridDim.x * a.G;         /* group index, groups in the grid */
     const int ipt = (nchunks + S - 1) / S; /* items per warp per tile */
-    const int ntb = a.ntiles > gi ? (a.ntiles - 1 - gi) / NG + 1 : 0;
+    /* the group's k-th tile: gi + k·NG; TC_GLU: pair gi + (k/2)·NG, its gate tile (k even) then its
+     * up tile P later (k odd) */
+    const bool glu = a.mode & TC_GLU;
+    const int P = glu ? a.seg[1].tile0 : 0;
+    const int ntb = glu ? (P > gi ? 2 * ((P - 1 - gi) / NG + 1) : 0) : a.ntiles > gi ? (a.ntiles - 1 - gi) / NG + 1 : 0;
+    auto tile_at = [&](int k) { return glu ? gi + (k >> 1) * NG + (k & 1) * P : gi + k * NG; };
     const int n = ntb * ipt;
     pdl_trigger(); /* the next kernel (if PDL-launched) may start: it waits for this one's end */
     tc_buf A, Bf;
-    int ct = gi, cj = 0, lt = gi, lj = 0; /* compute / load cursors: tile, item in tile */
+    int ck = 0, cj = 0, lk = 0, lj = 0; /* compute / load cursors: tile (its index k in the group's walk), item in tile */
     auto load = [&](tc_buf &B) { /* the item after the last one loaded */
-        if (++lj == ipt) { lj = 0; lt += NG; }
+        if (++lj == ipt) { lj = 0; ++lk; }
         const int chunk = warp + lj * S;
-        if (chunk < nchunks) tc_load<BITS, NU>(B, a, lt, chunk, g, q);
+        if (chunk < nchunks) tc_load<BITS, NU>(B, a, tile_at(lk), chunk, g, q);
     };
     /* the first two items in flight before x exists: weights do not depend on the kernel before
      * (launched with PDL, this overlaps that kernel's tail and this one's launch), then wait for x */
     if (n > 0) tc_load<BITS, NU>(A, a, gi, warp, g, q);
     if (n > 1 && a.pre == 2) load(Bf);
+    /* a.prep: the spans this warp prepares — of its chunks warp + j·S, spans [s_lo, s_hi) (the block's G
+     * warps of this index split the 4 spans of each chunk); listed as li = j·nsp + (s - s_lo) */
+    const int Gb = a.G, s_lo = (grp * 4 + Gb - 1) / Gb, s_hi = ((grp + 1) * 4 + Gb - 1) / Gb, nsp = s_hi - s_lo;
+    const int nL = (warp < nchunks ? (nchunks - 1 - warp) / S + 1 : 0) * nsp;
+    auto span_of = [&](int li) { return (warp + (li / nsp) * S) * 4 + s_lo + li % nsp; };
+    if (a.prep) { /* before the wait (nothing here depends on the kernel before): the zero span, and the norm
+                   * weight of this warp's spans by cp.async */
+        for (int i = threadIdx.x; i < G::SPAN_B / 4; i += blockDim.x) ((uint32_t *)(xsh + (size_t)nspans * G::SPAN_B))[i] = 0u;
+        if ((a.mode & TC_NORM) && a.nw)
+            for (int i = lane; i < nL * (G::SPAN / 4); i += 32) {
+                const int c4 = span_of(i / (G::SPAN / 4)) * (G::SPAN / 4) + i % (G::SPAN / 4);
+                if (c4 < K / 4)
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(wst + 4 * c4)),
+                                 "l"(a.nw + 4 * c4) : "memory");
+            }
+        __syncthreads(); /* the zero span, for every warp */
+    }
+    TC_STAMP(1);
     pdl_wait();
+    TC_STAMP(2);
 
     /* x → shared: max |x| → e; x' = round(x·2^e) (|x'| < 2^22) as three signed byte planes per
      * octet in IMMA order; Σx per unit (x 16-byte aligned, K % 128 == 0: float4 loads) */
     const float4 *x4 = (const float4 *)a.x;
     float4 *xf4 = (float4 *)xf; /* a.xf: x read from L2 once, kept here for the digits and Σx */
+    if (a.prep) {
+        /* Each warp prepares only the spans it computes (its chunks; of each chunk its share of the 4
+         * spans when G warps of the block compute the same chunks): x by cp.async into xf, then per
+         * span — NOCT lanes, an octet each — max |x| by shuffles, its own exponent e (|x'| < 2^22:
+         * x to 2^-23 of the span's max, never coarser than the whole vector's exponent of prep = 0),
+         * the digit planes by PRMT, Σx per unit by a shuffle tree; 2^-e per span in xinv. The only
+         * barrier after the PDL wait: the G warps of this index (TC_NORM: one block barrier more,
+         * for rms_norm4_kernel's sum of squares, read from L2 while x's copy is in flight). */
+        for (int i = lane; i < nL * (G::SPAN / 4); i += 32) {
+            const int c4 = span_of(i / (G::SPAN / 4)) * (G::SPAN / 4) + i % (G::SPAN / 4);
+            if (c4 < K / 4)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(xf4 + c4)), "l"(x4 + c4)
+                             : "memory");
+        }
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        float ninv = 1.f;
+        if (a.mode & TC_NORM) { /* as the prep = 0 path below: rms_norm4_kernel's order, here from L2 */
+            for (int vt = threadIdx.x; vt - (int)(threadIdx.x & 31) < 256; vt += blockDim.x) { /* warp-uniform */
+                float ss = 0.f;
+                for (int i = vt; i < K / 4; i += 256) {
+                    const float4 v = __ldcg(x4 + i);
+                    ss = fmaf(v.x, v.x, ss); ss = fmaf(v.y, v.y, ss); ss = fmaf(v.z, v.z, ss); ss = fmaf(v.w, v.w, ss);
+                }
+                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                if (lane == 0) nws[vt >> 5] = ss;
+            }
+            __syncthreads();
+            float tot = 0.f;
+            for (int i = 0; i < 8; i++) tot += nws[i];
+            ninv = 1.0f / sqrtf(tot / (float)K + a.eps);
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncwarp();
+        constexpr int SPP = 32 / G::NOCT, UO = U / 8; /* spans a pass (NOCT lanes each), octets a unit */
+        for (int p0 = 0; p0 < nL; p0 += SPP) {
+            const int li = p0 + lane / G::NOCT, o = lane % G::NOCT;
+            const bool have = li < nL;
+            const int sp = have ? span_of(li) : 0, col = sp * G::SPAN + o * 8;
+            const bool in = have && col < K;
+            float xv[8];
+            if (in) {
+                const float4 v0 = xf4[col / 4], v1 = xf4[col / 4 + 1];
+                xv[0] = v0.x; xv[1] = v0.y; xv[2] = v0.z; xv[3] = v0.w; xv[4] = v1.x; xv[5] = v1.y; xv[6] = v1.z; xv[7] = v1.w;
+                if (a.mode & TC_NORM) { /* h = rms_norm(x): rms_norm4_kernel's (x·inv)·(off + w) */
+                    if (a.nw) {
+                        const float4 w0 = *(const float4 *)(wst + col), w1 = *(const float4 *)(wst + col + 4);
+                        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+                        for (int j = 0; j < 8; j++) xv[j] = (xv[j] * ninv) * (a.off + wv[j]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 8; j++) xv[j] *= ninv;
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++) xv[j] = 0.f;
+            }
+            float m = 0.f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(xv[j]));
+#pragma unroll
+            for (int d = G::NOCT / 2; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+            int ex = 0;
+            if (m > 0.f && m <= 3.0e38f) { frexpf(m, &ex); ex = 22 - ex; ex = ex > 120 ? 120 : ex < -120 ? -120 : ex; }
+            const float up = __int_as_float((127 + ex) << 23);
+            uint32_t vb[8], pl[3][2];
+#pragma unroll
+            for (int j = 0; j < 8; j++) vb[j] = (uint32_t)__float2int_rn(__fmul_rn(xv[j], up)) + 0x808080u;
+#pragma unroll
+            for (int w = 0; w < 2; w++) { /* as the prep = 0 path's PRMT gather below */
+                const int c0 = BITS == 4 ? w : 4 * w, st = BITS == 4 ? 2 : 1;
+#pragma unroll
+                for (int pp = 0; pp < 3; pp++) {
+                    const uint32_t sel = pp | ((pp + 4) << 4);
+                    const uint32_t lo = __byte_perm(vb[c0], vb[c0 + st], sel), hi = __byte_perm(vb[c0 + 2 * st], vb[c0 + 3 * st], sel);
+                    pl[pp][w] = __byte_perm(lo, hi, 0x5410) ^ 0x80808080u;
+                }
+            }
+            float s8 = 0.f; /* Σx of the unit: the octet's 8 in order, then a xor tree over its UO lanes */
+#pragma unroll
+            for (int j = 0; j < 8; j++) s8 = __fadd_rn(s8, xv[j]);
+#pragma unroll
+            for (int d = 1; d < UO; d <<= 1) s8 = __fadd_rn(s8, __shfl_xor_sync(0xffffffffu, s8, d));
+            if (have) {
+                uint2 *dst = (uint2 *)(xsh + (size_t)sp * G::SPAN_B + o * 24);
+#pragma unroll
+                for (int pp = 0; pp < 3; pp++) dst[pp] = make_uint2(pl[pp][0], pl[pp][1]);
+                if (o == 0) xinv[sp] = __int_as_float((127 - ex) << 23);
+                if (in && o % UO == 0) xsum[col / U] = s8;
+            }
+        }
+        tc_wbar(warp, Gb); /* the G warps of this index: each has the others' spans */
+    } else {
     float m = 0.f;
-    const bool xa = a.pre == 3 && a.xf; /* x by cp.async into xf4, then item 1's loads, then the max pass over shared memory */
-    if (xa) {
+    const bool xa = a.pre == 3 && a.xf && !(a.mode & TC_NORM); /* x by cp.async into xf4, then item 1's loads, then the max pass over shared memory */
+    if (a.mode & TC_NORM) {
+        /* h = rms_norm(x) as rmsnorm.cu's rms_norm4_kernel computes it (256 < K <= 8192; a.xf): there
+         * 256 threads, thread t summing the squares of float4s t, t + 256, ... (fmaf in x, y, z, w
+         * order), an xor tree per warp, the 8 warp sums added in warp order, then (x·inv)·(off + w);
+         * here x is read once into xf, each of those 256 sums is taken by thread t mod NW·32 from
+         * there, and h replaces x in xf (the max pass below runs over h) */
+        for (int i = threadIdx.x; i < K / 4; i += blockDim.x) xf4[i + (i / (U / 4))] = __ldcg(x4 + i);
+        __syncthreads();
+        for (int vt = threadIdx.x; vt - (int)(threadIdx.x & 31) < 256; vt += blockDim.x) { /* warp-uniform */
+            float ss = 0.f;
+            for (int i = vt; i < K / 4; i += 256) {
+                const float4 v = xf4[i + (i / (U / 4))];
+                ss = fmaf(v.x, v.x, ss); ss = fmaf(v.y, v.y, ss); ss = fmaf(v.z, v.z, ss); ss = fmaf(v.w, v.w, ss);
+            }
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            if (lane == 0) nws[vt >> 5] = ss;
+        }
+        __syncthreads();
+        float tot = 0.f;
+        for (int i = 0; i < 8; i++) tot += nws[i];
+        const float inv = 1.0f / sqrtf(tot / (float)K + a.eps);
+        for (int i = threadIdx.x; i < K / 4; i += blockDim.x) {
+            float4 o = xf4[i + (i / (U / 4))];
+            if (a.nw) {
+                const float4 wv = ((const float4 *)a.nw)[i];
+                o.x = (o.x * inv) * (a.off + wv.x); o.y = (o.y * inv) * (a.off + wv.y);
+                o.z = (o.z * inv) * (a.off + wv.z); o.w = (o.w * inv) * (a.off + wv.w);
+            } else {
+                o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
+            }
+            xf4[i + (i / (U / 4))] = o;
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
+        }
+    } else if (xa) {
         for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(xf4 + i + (i / (U / 4)))), "l"(x4 + i)
                          : "memory");
@@ -260,7 +469,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     }
 #pragma unroll 8
-    for (int i = threadIdx.x; i < K / 4; i += blockDim.x) {
+    for (int i = (a.mode & TC_NORM) ? K : threadIdx.x; i < K / 4; i += blockDim.x) {
         const float4 v = xa ? xf4[i + (i / (U / 4))] : __ldcg(x4 + i); /* xa: this thread's own cp.async data */
         m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         if (a.xf && !xa) xf4[i + (i / (U / 4))] = v; /* a float4 of padding per unit: Σx's reads avoid bank conflicts */
@@ -326,8 +535,11 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         for (int j = 0; j < U / 4; j++) s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v[j].x), v[j].y), v[j].z), v[j].w);
         xsum[u] = s;
     }
+    for (int i = threadIdx.x; i < nspans; i += blockDim.x) xinv[i] = inv_scale;
     __syncthreads();
+    }
     if (n > 1 && (a.pre == 1 || (a.pre == 3 && !a.xf))) load(Bf);
+    TC_STAMP(3);
 
     /* B columns: 2q'+p of the plane-0/1 MMA = lane q' span's plane p (lane g = 2q'+p supplies it),
      * 2q' of the plane-2 MMA = its plane 2 (lane g = 2q'); every other lane reads the zero span */
@@ -335,12 +547,13 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
     const bool act1 = (g >> 1) == q, act2 = g == 2 * q;
     const int off1 = act1 ? 8 * (g & 1) : 0, off2 = act2 ? 16 : 0;
     float acc[2] = {0.f, 0.f};
+    float gv = 0.f; /* TC_GLU: the gate row's sum (warp 0, lanes < 16) until its up row's */
     auto item = [&](tc_buf &B) {
         const int chunk = warp + cj * S;
         if (chunk < nchunks) {
             const int span = chunk * 4 + q, col0 = span * G::SPAN;
             const char *sp = xsh + (size_t)span * G::SPAN_B;
-            tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum, inv_scale);
+            tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum, xinv[span]);
         }
         if (++cj == ipt) { /* the tile's last item: add lanes q, then warps in order */
 #pragma unroll
@@ -353,25 +566,93 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
             acc[0] = acc[1] = 0.f;
             tc_bar(grp, S);
             if (warp == 0 && lane < 16) {
+                const int ct = tile_at(ck);
                 float v = rg[lane];
                 for (int w = 1; w < S; w++) v = __fadd_rn(v, rg[w * 16 + lane]);
                 const tc_seg &sg = a.seg[tc_seg_of(a, ct)];
                 const int row = (ct - sg.tile0) * 16 + lane;
-                if (row < sg.rows) sg.y[row] = v;
+                if (glu) {
+                    if (!(ck & 1)) gv = v;
+                    else if (row < sg.rows) a.seg[0].y[row] = glu_act(gv, v, a.gelu); /* bitwise glu_kernel's */
+                } else if (row < sg.rows) sg.y[row] = (a.mode & TC_ACC) ? __fadd_rn(__ldcg(sg.y + row), v) : v; /* TC_ACC: the add op's x + d */
             }
             tc_bar(grp, S);
             cj = 0;
-            ct += NG;
+            ck++;
         }
     };
     for (int it = 0; it < n; it += 2) { /* computing item it, it + 1 is in flight */
         item(A);
+        if (it == 0) TC_STAMP(4);
         if (it + 2 < n) load(A);
         if (it + 1 < n) {
             item(Bf);
             if (it + 3 < n) load(Bf);
         }
     }
+    TC_STAMP(5);
+    if (a.trace && threadIdx.x == 0) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+        a.trace[(size_t)blockIdx.x * 8 + 6] = sm;
+        a.trace[(size_t)blockIdx.x * 8 + 7] = (unsigned long long)n;
+    }
+}
+
+/* the trace buffer (KILN_CUDA_GEMV_TC_TRACE=FILE; KILN_CUDA_GEMV_TC_TRACE_SKIP launches skipped, then
+ * KILN_CUDA_GEMV_TC_TRACE_N recorded, default 600): then the stream is synchronized, FILE written (one
+ * line a block: launch K ntiles nseg rows0 grid G S mode block t0..t5 smid items) and tracing stops.
+ * bench/cuda/gemv_tc_trace.py summarizes it. */
+static struct {
+    int on, n, max, skip;
+    unsigned long long *dev;
+    size_t used, cap;
+    struct { size_t off; int grid, K, ntiles, nseg, rows0, G, S, mode; } rec[4096];
+} tc_tr = {-1};
+static unsigned long long *tc_trace_slot(cudaStream_t st, int grid) {
+    if (tc_tr.on < 0) {
+        tc_tr.on = getenv("KILN_CUDA_GEMV_TC_TRACE") != NULL;
+        const char *e = getenv("KILN_CUDA_GEMV_TC_TRACE_N"), *k = getenv("KILN_CUDA_GEMV_TC_TRACE_SKIP");
+        tc_tr.max = e && atoi(e) > 0 ? atoi(e) : 600;
+        if (tc_tr.max > 4096) tc_tr.max = 4096;
+        tc_tr.skip = k ? atoi(k) : 0;
+        tc_tr.cap = (size_t)1 << 22; /* 4M words: 32 MB */
+        if (tc_tr.on && cudaMalloc((void **)&tc_tr.dev, tc_tr.cap * 8) != cudaSuccess) tc_tr.on = 0;
+    }
+    if (!tc_tr.on || tc_tr.n >= tc_tr.max || tc_tr.used + (size_t)grid * 8 > tc_tr.cap) return NULL;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        fprintf(stderr, "kiln: KILN_CUDA_GEMV_TC_TRACE needs KILN_CUDA_GRAPH=0; tracing off\n");
+        tc_tr.on = 0;
+        return NULL;
+    }
+    if (tc_tr.skip > 0) { tc_tr.skip--; return NULL; }
+    return tc_tr.dev + tc_tr.used;
+}
+static void tc_trace_done(cudaStream_t st, const tc_args &a, int grid) {
+    if (!a.trace) return;
+    const int i = tc_tr.n++;
+    tc_tr.rec[i].off = tc_tr.used; tc_tr.rec[i].grid = grid; tc_tr.rec[i].K = a.K; tc_tr.rec[i].ntiles = a.ntiles;
+    tc_tr.rec[i].nseg = a.nseg; tc_tr.rec[i].rows0 = a.seg[0].rows; tc_tr.rec[i].G = a.G; tc_tr.rec[i].S = a.S; tc_tr.rec[i].mode = a.mode;
+    tc_tr.used += (size_t)grid * 8;
+    if (tc_tr.n < tc_tr.max && tc_tr.used + 132 * 8 * 4 <= tc_tr.cap) return;
+    cudaCheck(cudaStreamSynchronize(st));
+    unsigned long long *h = (unsigned long long *)malloc(tc_tr.used * 8);
+    FILE *f = fopen(getenv("KILN_CUDA_GEMV_TC_TRACE"), "w");
+    if (h && f && cudaMemcpy(h, tc_tr.dev, tc_tr.used * 8, cudaMemcpyDeviceToHost) == cudaSuccess) {
+        for (int l = 0; l < tc_tr.n; l++)
+            for (int b = 0; b < tc_tr.rec[l].grid; b++) {
+                const unsigned long long *t = h + tc_tr.rec[l].off + (size_t)b * 8;
+                fprintf(f, "%d %d %d %d %d %d %d %d %d %d", l, tc_tr.rec[l].K, tc_tr.rec[l].ntiles, tc_tr.rec[l].nseg, tc_tr.rec[l].rows0,
+                        tc_tr.rec[l].grid, tc_tr.rec[l].G, tc_tr.rec[l].S, tc_tr.rec[l].mode, b);
+                for (int k = 0; k < 8; k++) fprintf(f, " %llu", t[k]);
+                fputc('\n', f);
+            }
+        fprintf(stderr, "kiln: gemv_tc trace of %d launches written to %s\n", tc_tr.n, getenv("KILN_CUDA_GEMV_TC_TRACE"));
+    }
+    if (f) fclose(f);
+    free(h);
+    tc_tr.on = 0;
 }
 
 static int gemv_tc_enabled(void) {
@@ -394,9 +675,17 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     const int S = a.K >= 8192 ? 8 : 4;
     const int nchunks = (a.K + G::CHUNK - 1) / G::CHUNK;
     constexpr int U = G::SPAN / NU;
-    size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / U); /* + G·S·16 floats of red */
+    /* digits (+ the zero span), Σx per unit, 2^-e per span; + G·S·16 floats of red */
+    size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / U + nchunks * 4);
     if (smem + sizeof(float) * S * 16 > c->smem_optin) return -1;
-    if (a.xf && smem + sizeof(float) * (S * 16 + a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
+    if (a.prep) { /* x staged as K floats (and the norm weight, K more) */
+        const size_t need = sizeof(float) * a.K * ((a.mode & TC_NORM) ? 2 : 1);
+        if (smem + sizeof(float) * S * 16 + need <= c->smem_optin) { smem += need; a.xf = 1; }
+        else a.prep = 0;
+    }
+    if (a.prep) {
+    } else if (a.xf && smem + sizeof(float) * (S * 16 + a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
+    else if (a.mode & TC_NORM) return -1; /* the norm needs x in shared memory */
     else a.xf = 0;
     static size_t attr_set;
     static struct { size_t smem; int thr, blocks; } occ[16];
@@ -435,16 +724,20 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     const int grid = nblk < sms * per_sm ? nblk : sms * per_sm;
     a.S = S;
     a.G = Gn;
+    a.trace = tc_trace_slot(c->stream, grid);
     cuda_launch_pdl(c->stream, kern, grid, Gn * S * 32, smem, a);
+    tc_trace_done(c->stream, a, grid);
     return 0;
 }
 
 /* y[i] = x · w[i]ᵀ for n ≤ TC_MAXSEG weights of the same K, bits, group and scale dtype, one
- * token, in one launch. Returns -1 (nothing launched) when they do not suit the kernel. */
-int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w) {
+ * token, in one launch. Returns -1 (nothing launched) when they do not suit the kernel.
+ * ext (NULL: plain): the fused ops' mode, norm and activation (tc_args). */
+static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w, const tc_args *ext) {
     if (!gemv_tc_enabled() || n < 1 || n > TC_MAXSEG || ((uintptr_t)x & 15)) return -1;
     tc_args a;
     memset(&a, 0, sizeof a);
+    if (ext) { a.mode = ext->mode; a.gelu = ext->gelu; a.nw = ext->nw; a.off = ext->off; a.eps = ext->eps; }
     const dweight_t *w0 = w[0];
     if (!tc_ok(w0)) return -1;
     const int bits = w0->bits, group = w0->group, sbf = w0->sb_dtype == DT_F16;
@@ -463,6 +756,8 @@ int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const d
     }
     a.nseg = n;
     a.K = w0->cols;
+    if ((a.mode & TC_GLU) && (n != 2 || w[1]->rows != w0->rows)) return -1;
+    if ((a.mode & TC_NORM) && (a.K <= 256 || a.K > 8192 || ((uintptr_t)a.nw & 15))) return -1; /* rms_norm4_kernel's sizes */
     a.ng = w0->cols / group;
     a.lg_group = group == 32 ? 5 : group == 64 ? 6 : 7;
     a.x = x;
@@ -471,9 +766,79 @@ int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const d
     a.xf = xf;
     static int pre = -1;
     if (pre < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_PRE"); pre = e && (*e == '1' || *e == '3') ? *e - '0' : 2; }
-    a.pre = pre;
+    a.pre = pre == 3 && (a.mode & TC_NORM) ? 2 : pre; /* PRE=3's cp.async of x is not the norm's read */
+    static int prep = -1;
+    if (prep < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_PREP"); prep = e && atoi(e) > 0; } /* opt-in: measured no faster */
+    a.prep = prep;
+    if (a.prep) a.pre = 2; /* PRE=1/3: experiments of the block preparation */
 #define TC_L(B, N) (sbf ? tc_launch<B, N, 1>(c, a) : tc_launch<B, N, 0>(c, a))
     if (bits == 4) return nu == 4 ? TC_L(4, 4) : nu == 2 ? TC_L(4, 2) : TC_L(4, 1);
     return nu == 2 ? TC_L(8, 2) : TC_L(8, 1);
 #undef TC_L
+}
+
+int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w) { return gemv_tc_run(c, n, y, x, w, NULL); }
+
+/* --- the fused decode ops (backend.h) for MLX 4/8-bit weights at one token on "cuda": the kernel
+ * above with the rms_norm in its prologue (TC_NORM), y += in its stores (TC_ACC), the GLU of each
+ * gate/up row pair in its epilogue (TC_GLU) — each bitwise the separate ops (rms_norm4_kernel,
+ * matmul_multi, glu_kernel, add; test_cuda_kernels test_fused_gemv_tc). Per layer of llama the
+ * add_rms_norm (twice) and glu launches go, and with them three PDL hops. Where these decline, the
+ * bf16/f16 versions of matmul_gemv.cu get the call (they decline for MLX weights in turn).
+ * KILN_CUDA_TC_FUSE=0: never (A/B: the separate kernels); KILN_CUDA_TC_FUSE_MIN_K=N: only where K
+ * (norm, GLU) / the residual's rows (add) >= N, default 4096 like the bf16 fusions (qwen3-0.6b's
+ * small GEMVs unchanged). */
+int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
+int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                          const weight_t *const *w);
+int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
+                        const weight_t *wu, act_t act);
+void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
+
+static int tc_fuse_min_k(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KILN_CUDA_TC_FUSE"), *k = getenv("KILN_CUDA_TC_FUSE_MIN_K");
+        v = e && !strcmp(e, "0") ? 1 << 30 : k ? atoi(k) : 4096;
+    }
+    return v;
+}
+static int tc_fuse(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *wt, int size, int mode,
+                   const float *nw, float off, float eps, int gelu) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (T != 1 || c->qmma < 2 || n < 1 || n > TC_MAXSEG || size < tc_fuse_min_k()) return -1;
+    const dweight_t *w[TC_MAXSEG];
+    for (int i = 0; i < n; i++) {
+        w[i] = (const dweight_t *)wt[i]->device;
+        if (w[i]->dtype != DT_U32) return -1;
+    }
+    tc_args e;
+    memset(&e, 0, sizeof e);
+    e.mode = mode; e.nw = nw; e.off = off; e.eps = eps; e.gelu = gelu;
+    if (gemv_tc_run(c, n, y, x, w, &e)) return -1;
+    cuda_capture_tick(c);
+    return 0;
+}
+int cuda_tc_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
+    const weight_t *const wp[1] = {w};
+    if (tc_fuse(be, 1, &y, x, T, wp, ((const dweight_t *)w->device)->rows, TC_ACC, NULL, 0.f, 0.f, 0) == 0) return 0;
+    return cuda_matmul_add(be, y, x, T, w);
+}
+int cuda_tc_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                             const weight_t *const *w) {
+    if (n >= 1 && tc_fuse(be, n, y, x, T, w, ((const dweight_t *)w[0]->device)->cols, TC_NORM, nw, off, eps, 0) == 0) return 0;
+    return cuda_rms_matmul_multi(be, n, y, x, nw, off, eps, T, w);
+}
+int cuda_tc_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
+                           const weight_t *wu, act_t act) {
+    const weight_t *const wp[2] = {wg, wu};
+    float *const yy[2] = {y, y}; /* only seg 0's y is written (the GLU) */
+    if (tc_fuse(be, 2, yy, x, T, wp, ((const dweight_t *)wg->device)->cols, TC_NORM | TC_GLU, nw, off, eps, act == ACT_GELU_TANH) == 0) return 0;
+    return cuda_rms_matmul_glu(be, y, x, nw, off, eps, T, wg, wu, act);
+}
+void cuda_tc_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
+    const weight_t *const wp[2] = {wg, wu};
+    float *const yy[2] = {y, y};
+    if (T > 0 && tc_fuse(be, 2, yy, x, T, wp, ((const dweight_t *)wg->device)->cols, TC_GLU, NULL, 0.f, 0.f, act == ACT_GELU_TANH) == 0) return;
+    cuda_matmul_glu(be, y, g, u, x, T, wg, wu, act);
 }
