@@ -435,7 +435,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restric
 /* gemvh_body's variants (MODE bits): GM_GLU (matmul_glu: the warp's rows are R/2 gate/up pairs, y =
  * the GLU), GM_NORM (rms_matmul_multi / rms_matmul_glu: x is first normalized into shared memory by
  * norm_x_smem), GM_ACC (matmul_add: y += the sums). */
-enum { GM_GLU = 1, GM_NORM = 2, GM_ACC = 4 };
+enum { GM_GLU = 1, GM_NORM = 2, GM_ACC = 4, GM_R4 = 8 /* gemvp_multi_kernel: every weight at R = 4 with its own KS (below) */ };
 typedef struct gemv_ext {
     const void *wu;   /* GM_GLU: the up weight (wdata is the gate)               */
     int gelu;         /* GM_GLU: the activation (0 silu, 1 gelu-tanh)             */
@@ -532,12 +532,27 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
     if (!NORM && dead) return;
     const size_t K = (size_t)cols;
     const int units = (int)(K / 8), step = 32 * KS;
-    const uint4 *rowp[R];
+    /* GM_R4 (gemvp_multi_kernel, four rows per group): one base pointer and 32-bit row offsets (fewer
+     * registers: with four 64-bit row pointers that kernel spilled); the same rows as below */
+    constexpr bool LIN = (MODE & GM_R4) && !GLU;
+    const uint4 *rowp[LIN ? 1 : R];
+    uint32_t roff[LIN ? R : 1];
+    if constexpr (LIN) {
+        const int nb = min(n0, rows - 1), rl = rows - 1 - n0;
+        rowp[0] = (const uint4 *)((const uint16_t *)wdata + (size_t)nb * K);
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int rr = r % RN, n = n0 + rr < rows ? n0 + rr : rows - 1;
-        rowp[r] = (const uint4 *)((const uint16_t *)(GLU && r >= RN ? e.wu : wdata) + (size_t)n * K);
+        for (int r = 0; r < R; r++) roff[r] = (uint32_t)max(0, min(r, rl)) * (uint32_t)(K / 8);
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int rr = r % RN, n = n0 + rr < rows ? n0 + rr : rows - 1;
+            rowp[r] = (const uint4 *)((const uint16_t *)(GLU && r >= RN ? e.wu : wdata) + (size_t)n * K);
+        }
     }
+    auto row = [&](int r) -> const uint4 * {
+        if constexpr (LIN) return rowp[0] + roff[r];
+        else return rowp[r];
+    };
     float acc[R][TT];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -548,7 +563,7 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
 #pragma unroll
     for (int j = 0; j < U; j++)
 #pragma unroll
-        for (int r = 0; r < R; r++) cur[j][r] = u + j * step < units ? __ldg(rowp[r] + u + j * step) : make_uint4(0u, 0u, 0u, 0u);
+        for (int r = 0; r < R; r++) cur[j][r] = u + j * step < units ? __ldg(row(r) + u + j * step) : make_uint4(0u, 0u, 0u, 0u);
     pdl_wait(); /* x (and y) belong to the previous kernels */
     if constexpr (NORM) {
         norm_x_smem((float *)gemv_xs, x, T, cols, e);
@@ -560,7 +575,7 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
         for (int j = 0; j < U; j++) {
             const int un = u + (U + j) * step;
 #pragma unroll
-            for (int r = 0; r < R; r++) nxt[j][r] = un < units ? __ldg(rowp[r] + un) : make_uint4(0u, 0u, 0u, 0u);
+            for (int r = 0; r < R; r++) nxt[j][r] = un < units ? __ldg(row(r) + un) : make_uint4(0u, 0u, 0u, 0u);
         }
 #pragma unroll
         for (int j = 0; j < U; j++) {
@@ -667,6 +682,14 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_multi_kernel
     const int rows = i == 0 ? m.rows[0] : i == 1 ? m.rows[1] : i == 2 ? m.rows[2] : m.rows[3];
     const int cfg = i == 0 ? m.cfg[0] : i == 1 ? m.cfg[1] : i == 2 ? m.cfg[2] : m.cfg[3];
     const int bx = b - (i == 0 ? m.b0[0] : i == 1 ? m.b0[1] : i == 2 ? m.b0[2] : m.b0[3]);
+    if constexpr (MODE & GM_R4) { /* four rows per row group, the K split (KS) of the weight's own configuration */
+        switch (cfg) {
+        case CFG_R2K2: gemvh_body<KIND, TT, 4, 2, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
+        case CFG_R1K4: gemvh_body<KIND, TT, 4, GEMV_WARPS, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
+        default: gemvh_body<KIND, TT, 4, 1, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
+        }
+        return;
+    }
     switch (cfg) {
     case CFG_R4: gemvh_body<KIND, TT, 4, 1, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
     case CFG_R2K2: gemvh_body<KIND, TT, 2, 2, MODE>(y, x, T, d, rows, m.cols, bx, m.e); break;
@@ -697,6 +720,20 @@ static int fuse_norm_min_k(void) {
     }
     return v;
 }
+/* rms_matmul_multi (GM_NORM) with four rows per row group for every weight (GM_R4), each weight keeping
+ * its configuration's K split KS: a row's sum depends on KS alone (lane l of warp k adds units
+ * k·32 + l, + 32·KS, ... in order, the xor tree, the KS warps' sums in warp order), so the outputs are
+ * bitwise those of the weight's own configuration (R = 1/2/4). The point is the block count: every
+ * block normalizes x in its prologue (16 KB read from L2, two barriers), and llama-3-8b's q/k/v ran
+ * 1024 + 1024 + 1024 blocks (q R = 2 KS = 2, k/v R = 1 KS = 4, each k/v block streaming one 8 KB row):
+ * 24.6 us for 50.4 MB alone (2.0 TB/s, ncu), against 3.9 TB/s for gate/up. With R = 4: 512 + 256 + 256
+ * blocks, one wave: 25.1/26.5 -> 18.7/21.9 us alone, llama-3-8b bf16 decode 216.3 -> 226.0 tok/s (same
+ * binary, bench/cuda/RESULTS.md session 10). KILN_CUDA_GEMV_NORM_R4=0: each weight's own R, as before. */
+static int norm_r4_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV_NORM_R4"); v = !(e && !strcmp(e, "0")); }
+    return v;
+}
 static int norm_ok(const float *x, const float *nw, int n, int T) {
     return n >= fuse_norm_min_k() && n % 4 == 0 && n > 256 && n <= 8192 && !((uintptr_t)x & 15) && !((uintptr_t)nw & 15) &&
            (size_t)T * n * 4 <= 48 * 1024;
@@ -711,6 +748,7 @@ static int gemv_multi_launch(cuda_impl_t *c, int n, float *const *y, const float
     gemv_multi_t m = {};
     m.n = n;
     m.cols = w[0]->cols;
+    const bool r4 = ne && T == 1 && norm_r4_on(); /* T = 2: R = 4 spilled (48 bytes at 64 registers) */
     int nb = 0;
     for (int i = 0; i < 4; i++) {
         m.b0[i] = nb;
@@ -719,14 +757,17 @@ static int gemv_multi_launch(cuda_impl_t *c, int n, float *const *y, const float
         m.d[i] = w[i]->data;
         m.rows[i] = w[i]->rows;
         m.cfg[i] = gemv_cfg(c, w[i], T);
-        nb += cfg_blocks(m.cfg[i], w[i]->rows);
+        nb += r4 ? cdiv(w[i]->rows, GEMV_WARPS / cfg_KS[m.cfg[i]] * 4) : cfg_blocks(m.cfg[i], w[i]->rows);
     }
     m.b0[4] = nb;
     const dim3 grid(nb), block(GEMV_WARPS * 32);
     if (ne) {
         m.e = *ne;
         const size_t sm = (size_t)T * m.cols * 4;
-        if (w[0]->dtype == DT_BF16) {
+        if (r4) {
+            if (w[0]->dtype == DT_BF16) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 1, GM_NORM | GM_R4>, grid, block, sm, x, T, m);
+            else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_F16, 1, GM_NORM | GM_R4>, grid, block, sm, x, T, m);
+        } else if (w[0]->dtype == DT_BF16) {
             if (T == 1) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 1, GM_NORM>, grid, block, sm, x, T, m);
             else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 2, GM_NORM>, grid, block, sm, x, T, m);
         } else {
