@@ -17,6 +17,7 @@
 static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KILN_CUDA_GEMM_MIN_T_DEFAULT) */
 static int qmma_min_t = KILN_CUDA_QMMA_MIN_T_DEFAULT, qmma_max_t = 64; /* KILN_CUDA_QMMA(_MAX_T) as the backend reads them */
 static int gemv_tc = 1; /* batch-1 MLX 4/8-bit through matmul_gemv_tc.cu (KILN_CUDA_GEMV_TC=0: the f32 GEMV) */
+static int tc_fuse; /* KILN_CUDA_TC_FUSE=1: matmul_gemv_tc.cu's fused ops (opt-in) run, and are tested to run */
 static backend_t *be16;           /* "cuda" with KILN_CUDA_ACT=bf16: x rounded once to bf16 for bf16 weights */
 /* MLX 4/8-bit at 9..64 tokens on "cuda" through matmul_wgmma.cu (KILN_CUDA_QWG=N: from N tokens,
  * 0: never): weights dequantized to f16 in registers, x to f16 per token — the prefill f16 path's
@@ -625,8 +626,9 @@ static void test_fused_gemv(void) {
  * same backend, bitwise: matmul + add, rms_norm + matmul_multi (+ glu), matmul_multi + glu; and the fused
  * GLU ops within 1e-4 (the kernel's tolerance) of ref_rms_norm + ref_matmul + ref_glu. Awkward shapes:
  * partial last tiles, 17-row weights, K from 384 to 14336 (8 warps a tile from 8192), q4/q8, groups
- * 32/64/128, bf16/f16 scales, norm weight / none / offset 1, silu and gelu. "cuda" must run them at
- * T = 1 (KILN_CUDA_TC_FUSE_MIN_K=0 here) and leave other T to the bf16 functions (which decline MLX
+ * 32/64/128, bf16/f16 scales, norm weight / none / offset 1, silu and gelu. With KILN_CUDA_TC_FUSE=1 (opt-in)
+ * "cuda" must run them at T = 1 (KILN_CUDA_TC_FUSE_MIN_K=0 here; without it they all decline) and leave
+ * other T to the bf16 functions (which decline MLX
  * weights: rc != 0 and y untouched; matmul_glu then runs matmul_multi + glu, also compared). */
 static void test_fused_gemv_tc(void) {
     err_t be_e = {0};
@@ -654,7 +656,7 @@ static void test_fused_gemv_tc(void) {
             dy = dev_from(be, y0, ny);
             const int rc = be->ops->matmul_add(be, dy, dx, T, &w);
             to_host(be, b, dy, ny);
-            CHECK((rc == 0) == (T == 1), "tc matmul_add %dx%d q%d T=%d: returned %d", N, K, as[si].bits, T, rc);
+            CHECK((rc == 0) == (tc_fuse && T == 1), "tc matmul_add %dx%d q%d T=%d: returned %d", N, K, as[si].bits, T, rc);
             if (rc == 0) CHECK(!memcmp(a, b, sizeof(float) * ny), "tc matmul_add %dx%d q%d g%d T=%d: differs from matmul + add", N, K, as[si].bits, as[si].group, T);
             else CHECK(!memcmp(y0, b, sizeof(float) * ny), "tc matmul_add %dx%d T=%d: declined but changed y", N, K, T);
             be->ops->free(be, dx); be->ops->free(be, dy); be->ops->free(be, dt);
@@ -709,7 +711,7 @@ static void test_fused_gemv_tc(void) {
                         be->ops->matmul_multi(be, n, da, dh, T, wp);
                         rc = be->ops->rms_matmul_multi(be, n, db, dx, nw, off, 1e-6f, T, wp);
                     }
-                    CHECK((rc == 0) == (T == 1), "tc rms_matmul set %zu T=%d: returned %d", si, T, rc);
+                    CHECK((rc == 0) == (tc_fuse && T == 1), "tc rms_matmul set %zu T=%d: returned %d", si, T, rc);
                     for (int i = 0; i < (ms[si].glu ? 1 : n); i++) {
                         const size_t ny = (size_t)T * ms[si].rows[i];
                         float *ha = malloc(sizeof(float) * ny), *hb = malloc(sizeof(float) * ny);
@@ -753,7 +755,7 @@ static void test_fused_gemv_tc(void) {
  * the separate chain with matmul_multi + glu */
 static void pdl_chain_norm_run(int quant) {
     backend_t *be = befast;
-    if (!be->ops->matmul_add || !be->ops->rms_matmul_multi || !be->ops->rms_matmul_glu) return;
+    if (!be->ops->matmul_add || !be->ops->rms_matmul_multi || !be->ops->rms_matmul_glu || (quant && !tc_fuse)) return;
     const int H = 2048, I = 5632, V = 3000, L = 5;
 #define PCW(r, c, s) (quant ? make_quant(r, c, 4, 64, DT_BF16, (s) + 1000) : make_dense(r, c, DT_BF16, s))
     hw_t hq = PCW(H, H, 271), ho = PCW(H, H, 272), hg = PCW(I, H, 273), hu = PCW(I, H, 274),
@@ -2127,7 +2129,8 @@ int main(void) {
     /* the GEMV norm fusion (matmul_gemv.cu) at every size its kernel takes, not only the default's
      * K >= 4096: test_fused_gemv and test_pdl_chain_norm expect it to run */
     setenv("KILN_CUDA_FUSE_NORM_MIN_K", "0", 1);
-    setenv("KILN_CUDA_TC_FUSE_MIN_K", "0", 1); /* the same for the MLX GEMV's fused ops (test_fused_gemv_tc) */
+    tc_fuse = getenv("KILN_CUDA_TC_FUSE") && atoi(getenv("KILN_CUDA_TC_FUSE")) > 0;
+    setenv("KILN_CUDA_TC_FUSE_MIN_K", "0", 1); /* the MLX GEMV's fused ops (opt-in, KILN_CUDA_TC_FUSE=1) at every size */
     be32 = backend_create("cuda-f32", 0, &e);
     befast = backend_create("cuda", 0, &e);
     if (getenv("KILN_CUDA_QMMA_MAX_T") && atoi(getenv("KILN_CUDA_QMMA_MAX_T")) > 0) qmma_max_t = atoi(getenv("KILN_CUDA_QMMA_MAX_T"));

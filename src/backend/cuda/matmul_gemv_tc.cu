@@ -51,15 +51,12 @@
  *   d0-sum in f32, acc += scale · p·2^-e + bias · Σx (Σx in f32 from x itself, column order).
  *
  * - Fused decode ops (backend.h matmul_add, rms_matmul_multi, rms_matmul_glu, matmul_glu; the
- *   cuda_tc_* entries at the end, tc_args.mode): TC_NORM x is the residual stream, normalized in the
- *   prologue in rms_norm4_kernel's order (bitwise rms_norm); TC_ACC y += the row sums in the store
- *   (bitwise the add op); TC_GLU a tile group computes gate tile t, then up tile t, and stores
- *   glu_act of the two sums (bitwise glu_kernel). llama's batch-1 layer loses add_rms_norm twice and
- *   glu: llama-3-8b q4 decode 344-352 -> 366-381 tok/s (bench/cuda/RESULTS.md, session 10, helper-62).
- *   KILN_CUDA_TC_FUSE=0: the separate kernels; KILN_CUDA_TC_FUSE_MIN_K (default 4096) as the bf16 ones.
- * - KILN_CUDA_GEMV_TC_PREP=1 (opt-in, measured no faster): each warp prepares only the spans it
- *   computes, with an exponent per span (x' to 2^-23 of the span's max), and no block barrier
- *   after the PDL wait. KILN_CUDA_GEMV_TC_TRACE=FILE: per-block %globaltimer stamps (below).
+ *   cuda_tc_* entries at the end; the kernel's MODE template bits): TC_NORM x is the residual
+ *   stream, normalized in the prologue in rms_norm4_kernel's order (bitwise rms_norm); TC_ACC y +=
+ *   the row sums in the store (bitwise the add op); TC_GLU a tile group computes gate tile t, then
+ *   up tile t, and stores glu_act of the two sums (bitwise glu_kernel). llama's batch-1 layer then
+ *   loses add_rms_norm twice and glu. Opt-in, KILN_CUDA_TC_FUSE=1 (see the entries below).
+ *   KILN_CUDA_GEMV_TC_TRACE=FILE: per-block %globaltimer stamps (TC_TRACE, below).
  *
  * Numerics: beyond f32, x's rounding to 2^-23 of max|x| (the integer products and sums are
  * exact), within 1e-4 of ref_matmul (test_cuda_kernels). A row's result depends on K and the
@@ -87,21 +84,20 @@ struct tc_args {
                * preparation; 3: item 1 right after x's cp.async into shared memory (1 and 3 measured
                * slower: llama-3-8b q4 334 / 331 vs 345 tok/s, bench/cuda/RESULTS.md) */
     int xf; /* x read once into shared memory, digits by PRMT (KILN_CUDA_GEMV_TC_XF=0: three reads from L2, digit by digit) */
-    int prep; /* 0: the block prepares all of x with one exponent (default); 1 (KILN_CUDA_GEMV_TC_PREP=1, opt-in:
-               * llama-3-8b q4 345 vs 344-348 tok/s, bench/cuda/RESULTS.md session 10): each warp prepares the spans
-               * it computes, an exponent per span, no block barrier */
     const float *x;
-    /* the fused ops (backend.h; one token, MLX weights): TC_NORM x is the residual stream,
-     * normalized in the prologue exactly as rms_norm4_kernel does it (rms_matmul_multi /
-     * rms_matmul_glu); TC_ACC y += the row sums (matmul_add: the add op's f32 sum); TC_GLU two
-     * weights of equal rows (gate, up) whose tile t and tile P + t one group computes in a row,
-     * storing glu_act(gate, up) to seg[0].y (matmul_glu / rms_matmul_glu) */
+    /* the fused ops (backend.h, one token; the kernel's MODE bits, below): TC_NORM x is the residual
+     * stream, normalized in the prologue exactly as rms_norm4_kernel does it (rms_matmul_multi /
+     * rms_matmul_glu); TC_ACC y += the row sums (matmul_add: the add op's f32 sum); TC_GLU two weights
+     * of equal rows (gate, up) whose tile t and tile P + t one group computes in a row, storing
+     * glu_act(gate, up) to seg[0].y (matmul_glu / rms_matmul_glu) */
     int mode, gelu;
     const float *nw; /* TC_NORM: the norm weight (NULL: none), offset and eps */
     float off, eps;
-    unsigned long long *trace; /* KILN_CUDA_GEMV_TC_TRACE: 8 words a block, else null */
+    unsigned long long *trace; /* TC_TRACE (KILN_CUDA_GEMV_TC_TRACE): 8 words a block */
 };
-enum { TC_NORM = 1, TC_ACC = 2, TC_GLU = 4 };
+/* MODE bits of gemv_tc_kernel (template: MODE = 0 is the plain kernel, compiled exactly as before
+ * these existed — an earlier version with runtime mode branches ran the plain GEMV ~8 % slower) */
+enum { TC_NORM = 1, TC_ACC = 2, TC_GLU = 4, TC_TRACE = 8 };
 
 template <int BITS> struct tc_geo {
     static constexpr int SPAN = 512 / BITS;       /* columns of a lane span (64 bytes of codes) */
@@ -238,36 +234,21 @@ __device__ __forceinline__ void tc_bar(int grp, int S) {
     }
 }
 
-/* KILN_CUDA_GEMV_TC_TRACE=FILE (diagnostic; eager only: KILN_CUDA_GRAPH=0): thread 0 of every
- * block writes %globaltimer at 0 entry, 1 its first loads issued, 2 after the PDL wait, 3 x
+/* TC_TRACE (KILN_CUDA_GEMV_TC_TRACE=FILE; diagnostic, eager only: KILN_CUDA_GRAPH=0): thread 0 of
+ * every block writes %globaltimer at 0 entry, 1 its first loads issued, 2 after the PDL wait, 3 x
  * prepared, 4 its first item computed, 5 its last item done, then 6 %smid and 7 its item count
  * (helper-51's side branch 33bfb2a, adapted) */
 #define TC_STAMP(k)                                                                                 \
     do {                                                                                            \
-        if (a.trace && threadIdx.x == 0) {                                                          \
-            unsigned long long t_;                                                                  \
-            asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t_));                               \
-            a.trace[(size_t)blockIdx.x * 8 + (k)] = t_;                                             \
-        }                                                                                           \
+        if constexpr ((MODE & TC_TRACE) != 0)                                                       \
+            if (threadIdx.x == 0) {                                                                 \
+                unsigned long long t_;                                                              \
+                asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t_));                           \
+                a.trace[(size_t)blockIdx.x * 8 + (k)] = t_;                                         \
+            }                                                                                       \
     } while (0)
 
-/* barrier of the G warps with warp index w in their groups (a.prep: they share the spans of the same
- * chunks; named barrier 5 + w) */
-__device__ __forceinline__ void tc_wbar(int w, int G) {
-    if (G == 1) { __syncwarp(); return; }
-    switch (w) {
-    case 0: asm volatile("bar.sync 5, %0;\n" ::"r"(G * 32) : "memory"); break;
-    case 1: asm volatile("bar.sync 6, %0;\n" ::"r"(G * 32) : "memory"); break;
-    case 2: asm volatile("bar.sync 7, %0;\n" ::"r"(G * 32) : "memory"); break;
-    case 3: asm volatile("bar.sync 8, %0;\n" ::"r"(G * 32) : "memory"); break;
-    case 4: asm volatile("bar.sync 9, %0;\n" ::"r"(G * 32) : "memory"); break;
-    case 5: asm volatile("bar.sync 10, %0;\n" ::"r"(G * 32) : "memory"); break;
-    case 6: asm volatile("bar.sync 11, %0;\n" ::"r"(G * 32) : "memory"); break;
-    default: asm volatile("bar.sync 12, %0;\n" ::"r"(G * 32) : "memory"); break;
-    }
-}
-
-template <int BITS, int NU, int SBF>
+template <int BITS, int NU, int SBF, int MODE>
 __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant__ tc_args a) {
     TC_STAMP(0);
     using G = tc_geo<BITS>;
@@ -276,53 +257,36 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
     const int S = a.S, NW = blockDim.x >> 5;                        /* warps splitting a tile's K; warps of the block */
     constexpr int U = G::SPAN / NU;                                 /* columns of a unit (Σx)     */
     char *xsh = tc_sh;                                              /* (nspans + 1 zero span) × SPAN_B */
-    float *xf = (float *)(tc_sh + (size_t)(nspans + 1) * G::SPAN_B); /* a.xf: x, U + 4 floats a unit (a.prep: K floats, plain) */
-    float *wst = xf + (a.prep ? K : a.xf ? K + 4 * (K / U) : 0);     /* a.prep && TC_NORM: the norm weight, K floats */
-    float *xsum = wst + (a.prep && (a.mode & TC_NORM) ? K : 0);     /* K / unit                   */
-    float *xinv = xsum + K / U;                                     /* nspans: 2^-e of each span's x' */
-    float *red = xinv + nspans;                                     /* G × S × 16                 */
+    float *xf = (float *)(tc_sh + (size_t)(nspans + 1) * G::SPAN_B); /* a.xf: x, U + 4 floats a unit */
+    float *xsum = xf + (a.xf ? K + 4 * (K / U) : 0);                /* K / unit                   */
+    float *red = xsum + K / U;                                      /* G × S × 16                 */
     __shared__ float smax[TC_MAXT / 32];
-    __shared__ float nws[8]; /* TC_NORM: rms_norm4_kernel's 8 warp sums */
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int grp = (threadIdx.x >> 5) / S, warp = (threadIdx.x >> 5) % S; /* tile group, warp in it */
     const int gi = blockIdx.x * a.G + grp, NG = gridDim.x * a.G;         /* group index, groups in the grid */
     const int ipt = (nchunks + S - 1) / S; /* items per warp per tile */
-    /* the group's k-th tile: gi + k·NG; TC_GLU: pair gi + (k/2)·NG, its gate tile (k even) then its
-     * up tile P later (k odd) */
-    const bool glu = a.mode & TC_GLU;
+    /* TC_GLU: the group's k-th tile is pair gi + (k/2)·NG's gate tile (k even) or up tile (P later) */
+    constexpr bool glu = (MODE & TC_GLU) != 0;
     const int P = glu ? a.seg[1].tile0 : 0;
     const int ntb = glu ? (P > gi ? 2 * ((P - 1 - gi) / NG + 1) : 0) : a.ntiles > gi ? (a.ntiles - 1 - gi) / NG + 1 : 0;
-    auto tile_at = [&](int k) { return glu ? gi + (k >> 1) * NG + (k & 1) * P : gi + k * NG; };
     const int n = ntb * ipt;
     pdl_trigger(); /* the next kernel (if PDL-launched) may start: it waits for this one's end */
     tc_buf A, Bf;
-    int ck = 0, cj = 0, lk = 0, lj = 0; /* compute / load cursors: tile (its index k in the group's walk), item in tile */
+    int ct = gi, cj = 0, lt = gi, lj = 0; /* compute / load cursors: tile, item in tile */
+    int ck = 0, lk = 0;                  /* TC_GLU: the tiles' indices k in the group's walk */
     auto load = [&](tc_buf &B) { /* the item after the last one loaded */
-        if (++lj == ipt) { lj = 0; ++lk; }
+        if (++lj == ipt) {
+            lj = 0;
+            if constexpr (glu) { ++lk; lt = gi + (lk >> 1) * NG + (lk & 1) * P; }
+            else lt += NG;
+        }
         const int chunk = warp + lj * S;
-        if (chunk < nchunks) tc_load<BITS, NU>(B, a, tile_at(lk), chunk, g, q);
+        if (chunk < nchunks) tc_load<BITS, NU>(B, a, lt, chunk, g, q);
     };
     /* the first two items in flight before x exists: weights do not depend on the kernel before
      * (launched with PDL, this overlaps that kernel's tail and this one's launch), then wait for x */
     if (n > 0) tc_load<BITS, NU>(A, a, gi, warp, g, q);
     if (n > 1 && a.pre == 2) load(Bf);
-    /* a.prep: the spans this warp prepares — of its chunks warp + j·S, spans [s_lo, s_hi) (the block's G
-     * warps of this index split the 4 spans of each chunk); listed as li = j·nsp + (s - s_lo) */
-    const int Gb = a.G, s_lo = (grp * 4 + Gb - 1) / Gb, s_hi = ((grp + 1) * 4 + Gb - 1) / Gb, nsp = s_hi - s_lo;
-    const int nL = (warp < nchunks ? (nchunks - 1 - warp) / S + 1 : 0) * nsp;
-    auto span_of = [&](int li) { return (warp + (li / nsp) * S) * 4 + s_lo + li % nsp; };
-    if (a.prep) { /* before the wait (nothing here depends on the kernel before): the zero span, and the norm
-                   * weight of this warp's spans by cp.async */
-        for (int i = threadIdx.x; i < G::SPAN_B / 4; i += blockDim.x) ((uint32_t *)(xsh + (size_t)nspans * G::SPAN_B))[i] = 0u;
-        if ((a.mode & TC_NORM) && a.nw)
-            for (int i = lane; i < nL * (G::SPAN / 4); i += 32) {
-                const int c4 = span_of(i / (G::SPAN / 4)) * (G::SPAN / 4) + i % (G::SPAN / 4);
-                if (c4 < K / 4)
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(wst + 4 * c4)),
-                                 "l"(a.nw + 4 * c4) : "memory");
-            }
-        __syncthreads(); /* the zero span, for every warp */
-    }
     TC_STAMP(1);
     pdl_wait();
     TC_STAMP(2);
@@ -331,108 +295,15 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
      * octet in IMMA order; Σx per unit (x 16-byte aligned, K % 128 == 0: float4 loads) */
     const float4 *x4 = (const float4 *)a.x;
     float4 *xf4 = (float4 *)xf; /* a.xf: x read from L2 once, kept here for the digits and Σx */
-    if (a.prep) {
-        /* Each warp prepares only the spans it computes (its chunks; of each chunk its share of the 4
-         * spans when G warps of the block compute the same chunks): x by cp.async into xf, then per
-         * span — NOCT lanes, an octet each — max |x| by shuffles, its own exponent e (|x'| < 2^22:
-         * x to 2^-23 of the span's max, never coarser than the whole vector's exponent of prep = 0),
-         * the digit planes by PRMT, Σx per unit by a shuffle tree; 2^-e per span in xinv. The only
-         * barrier after the PDL wait: the G warps of this index (TC_NORM: one block barrier more,
-         * for rms_norm4_kernel's sum of squares, read from L2 while x's copy is in flight). */
-        for (int i = lane; i < nL * (G::SPAN / 4); i += 32) {
-            const int c4 = span_of(i / (G::SPAN / 4)) * (G::SPAN / 4) + i % (G::SPAN / 4);
-            if (c4 < K / 4)
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(xf4 + c4)), "l"(x4 + c4)
-                             : "memory");
-        }
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
-        float ninv = 1.f;
-        if (a.mode & TC_NORM) { /* as the prep = 0 path below: rms_norm4_kernel's order, here from L2 */
-            for (int vt = threadIdx.x; vt - (int)(threadIdx.x & 31) < 256; vt += blockDim.x) { /* warp-uniform */
-                float ss = 0.f;
-                for (int i = vt; i < K / 4; i += 256) {
-                    const float4 v = __ldcg(x4 + i);
-                    ss = fmaf(v.x, v.x, ss); ss = fmaf(v.y, v.y, ss); ss = fmaf(v.z, v.z, ss); ss = fmaf(v.w, v.w, ss);
-                }
-                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-                if (lane == 0) nws[vt >> 5] = ss;
-            }
-            __syncthreads();
-            float tot = 0.f;
-            for (int i = 0; i < 8; i++) tot += nws[i];
-            ninv = 1.0f / sqrtf(tot / (float)K + a.eps);
-        }
-        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-        __syncwarp();
-        constexpr int SPP = 32 / G::NOCT, UO = U / 8; /* spans a pass (NOCT lanes each), octets a unit */
-        for (int p0 = 0; p0 < nL; p0 += SPP) {
-            const int li = p0 + lane / G::NOCT, o = lane % G::NOCT;
-            const bool have = li < nL;
-            const int sp = have ? span_of(li) : 0, col = sp * G::SPAN + o * 8;
-            const bool in = have && col < K;
-            float xv[8];
-            if (in) {
-                const float4 v0 = xf4[col / 4], v1 = xf4[col / 4 + 1];
-                xv[0] = v0.x; xv[1] = v0.y; xv[2] = v0.z; xv[3] = v0.w; xv[4] = v1.x; xv[5] = v1.y; xv[6] = v1.z; xv[7] = v1.w;
-                if (a.mode & TC_NORM) { /* h = rms_norm(x): rms_norm4_kernel's (x·inv)·(off + w) */
-                    if (a.nw) {
-                        const float4 w0 = *(const float4 *)(wst + col), w1 = *(const float4 *)(wst + col + 4);
-                        const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-#pragma unroll
-                        for (int j = 0; j < 8; j++) xv[j] = (xv[j] * ninv) * (a.off + wv[j]);
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < 8; j++) xv[j] *= ninv;
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int j = 0; j < 8; j++) xv[j] = 0.f;
-            }
-            float m = 0.f;
-#pragma unroll
-            for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(xv[j]));
-#pragma unroll
-            for (int d = G::NOCT / 2; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
-            int ex = 0;
-            if (m > 0.f && m <= 3.0e38f) { frexpf(m, &ex); ex = 22 - ex; ex = ex > 120 ? 120 : ex < -120 ? -120 : ex; }
-            const float up = __int_as_float((127 + ex) << 23);
-            uint32_t vb[8], pl[3][2];
-#pragma unroll
-            for (int j = 0; j < 8; j++) vb[j] = (uint32_t)__float2int_rn(__fmul_rn(xv[j], up)) + 0x808080u;
-#pragma unroll
-            for (int w = 0; w < 2; w++) { /* as the prep = 0 path's PRMT gather below */
-                const int c0 = BITS == 4 ? w : 4 * w, st = BITS == 4 ? 2 : 1;
-#pragma unroll
-                for (int pp = 0; pp < 3; pp++) {
-                    const uint32_t sel = pp | ((pp + 4) << 4);
-                    const uint32_t lo = __byte_perm(vb[c0], vb[c0 + st], sel), hi = __byte_perm(vb[c0 + 2 * st], vb[c0 + 3 * st], sel);
-                    pl[pp][w] = __byte_perm(lo, hi, 0x5410) ^ 0x80808080u;
-                }
-            }
-            float s8 = 0.f; /* Σx of the unit: the octet's 8 in order, then a xor tree over its UO lanes */
-#pragma unroll
-            for (int j = 0; j < 8; j++) s8 = __fadd_rn(s8, xv[j]);
-#pragma unroll
-            for (int d = 1; d < UO; d <<= 1) s8 = __fadd_rn(s8, __shfl_xor_sync(0xffffffffu, s8, d));
-            if (have) {
-                uint2 *dst = (uint2 *)(xsh + (size_t)sp * G::SPAN_B + o * 24);
-#pragma unroll
-                for (int pp = 0; pp < 3; pp++) dst[pp] = make_uint2(pl[pp][0], pl[pp][1]);
-                if (o == 0) xinv[sp] = __int_as_float((127 - ex) << 23);
-                if (in && o % UO == 0) xsum[col / U] = s8;
-            }
-        }
-        tc_wbar(warp, Gb); /* the G warps of this index: each has the others' spans */
-    } else {
     float m = 0.f;
-    const bool xa = a.pre == 3 && a.xf && !(a.mode & TC_NORM); /* x by cp.async into xf4, then item 1's loads, then the max pass over shared memory */
-    if (a.mode & TC_NORM) {
+    const bool xa = a.pre == 3 && a.xf && !(MODE & TC_NORM); /* x by cp.async into xf4, then item 1's loads, then the max pass over shared memory */
+    if constexpr ((MODE & TC_NORM) != 0) {
         /* h = rms_norm(x) as rmsnorm.cu's rms_norm4_kernel computes it (256 < K <= 8192; a.xf): there
          * 256 threads, thread t summing the squares of float4s t, t + 256, ... (fmaf in x, y, z, w
          * order), an xor tree per warp, the 8 warp sums added in warp order, then (x·inv)·(off + w);
          * here x is read once into xf, each of those 256 sums is taken by thread t mod NW·32 from
          * there, and h replaces x in xf (the max pass below runs over h) */
+        __shared__ float nws[8];
         for (int i = threadIdx.x; i < K / 4; i += blockDim.x) xf4[i + (i / (U / 4))] = __ldcg(x4 + i);
         __syncthreads();
         for (int vt = threadIdx.x; vt - (int)(threadIdx.x & 31) < 256; vt += blockDim.x) { /* warp-uniform */
@@ -460,7 +331,8 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
             xf4[i + (i / (U / 4))] = o;
             m = fmaxf(m, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
         }
-    } else if (xa) {
+    }
+    if (xa) {
         for (int i = threadIdx.x; i < K / 4; i += blockDim.x)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(xf4 + i + (i / (U / 4)))), "l"(x4 + i)
                          : "memory");
@@ -469,7 +341,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     }
 #pragma unroll 8
-    for (int i = (a.mode & TC_NORM) ? K : threadIdx.x; i < K / 4; i += blockDim.x) {
+    for (int i = (MODE & TC_NORM) ? K : threadIdx.x; i < K / 4; i += blockDim.x) {
         const float4 v = xa ? xf4[i + (i / (U / 4))] : __ldcg(x4 + i); /* xa: this thread's own cp.async data */
         m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         if (a.xf && !xa) xf4[i + (i / (U / 4))] = v; /* a float4 of padding per unit: Σx's reads avoid bank conflicts */
@@ -535,9 +407,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         for (int j = 0; j < U / 4; j++) s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v[j].x), v[j].y), v[j].z), v[j].w);
         xsum[u] = s;
     }
-    for (int i = threadIdx.x; i < nspans; i += blockDim.x) xinv[i] = inv_scale;
     __syncthreads();
-    }
     if (n > 1 && (a.pre == 1 || (a.pre == 3 && !a.xf))) load(Bf);
     TC_STAMP(3);
 
@@ -553,7 +423,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         if (chunk < nchunks) {
             const int span = chunk * 4 + q, col0 = span * G::SPAN;
             const char *sp = xsh + (size_t)span * G::SPAN_B;
-            tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum, xinv[span]);
+            tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum, inv_scale);
         }
         if (++cj == ipt) { /* the tile's last item: add lanes q, then warps in order */
 #pragma unroll
@@ -566,19 +436,21 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
             acc[0] = acc[1] = 0.f;
             tc_bar(grp, S);
             if (warp == 0 && lane < 16) {
-                const int ct = tile_at(ck);
                 float v = rg[lane];
                 for (int w = 1; w < S; w++) v = __fadd_rn(v, rg[w * 16 + lane]);
                 const tc_seg &sg = a.seg[tc_seg_of(a, ct)];
                 const int row = (ct - sg.tile0) * 16 + lane;
-                if (glu) {
+                if constexpr (glu) {
                     if (!(ck & 1)) gv = v;
                     else if (row < sg.rows) a.seg[0].y[row] = glu_act(gv, v, a.gelu); /* bitwise glu_kernel's */
-                } else if (row < sg.rows) sg.y[row] = (a.mode & TC_ACC) ? __fadd_rn(__ldcg(sg.y + row), v) : v; /* TC_ACC: the add op's x + d */
+                } else if constexpr ((MODE & TC_ACC) != 0) {
+                    if (row < sg.rows) sg.y[row] = __fadd_rn(__ldcg(sg.y + row), v); /* the add op's x + d */
+                } else if (row < sg.rows) sg.y[row] = v;
             }
             tc_bar(grp, S);
             cj = 0;
-            ck++;
+            if constexpr (glu) { ++ck; ct = gi + (ck >> 1) * NG + (ck & 1) * P; }
+            else ct += NG;
         }
     };
     for (int it = 0; it < n; it += 2) { /* computing item it, it + 1 is in flight */
@@ -591,12 +463,13 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         }
     }
     TC_STAMP(5);
-    if (a.trace && threadIdx.x == 0) {
-        unsigned sm;
-        asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-        a.trace[(size_t)blockIdx.x * 8 + 6] = sm;
-        a.trace[(size_t)blockIdx.x * 8 + 7] = (unsigned long long)n;
-    }
+    if constexpr ((MODE & TC_TRACE) != 0)
+        if (threadIdx.x == 0) {
+            unsigned sm;
+            asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+            a.trace[(size_t)blockIdx.x * 8 + 6] = sm;
+            a.trace[(size_t)blockIdx.x * 8 + 7] = (unsigned long long)n;
+        }
 }
 
 /* the trace buffer (KILN_CUDA_GEMV_TC_TRACE=FILE; KILN_CUDA_GEMV_TC_TRACE_SKIP launches skipped, then
@@ -609,7 +482,7 @@ static struct {
     size_t used, cap;
     struct { size_t off; int grid, K, ntiles, nseg, rows0, G, S, mode; } rec[4096];
 } tc_tr = {-1};
-static unsigned long long *tc_trace_slot(cudaStream_t st, int grid) {
+static void tc_trace_init(void) {
     if (tc_tr.on < 0) {
         tc_tr.on = getenv("KILN_CUDA_GEMV_TC_TRACE") != NULL;
         const char *e = getenv("KILN_CUDA_GEMV_TC_TRACE_N"), *k = getenv("KILN_CUDA_GEMV_TC_TRACE_SKIP");
@@ -619,6 +492,9 @@ static unsigned long long *tc_trace_slot(cudaStream_t st, int grid) {
         tc_tr.cap = (size_t)1 << 22; /* 4M words: 32 MB */
         if (tc_tr.on && cudaMalloc((void **)&tc_tr.dev, tc_tr.cap * 8) != cudaSuccess) tc_tr.on = 0;
     }
+}
+static unsigned long long *tc_trace_slot(cudaStream_t st, int grid) {
+    tc_trace_init();
     if (!tc_tr.on || tc_tr.n >= tc_tr.max || tc_tr.used + (size_t)grid * 8 > tc_tr.cap) return NULL;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(st, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
@@ -667,7 +543,7 @@ static int tc_ok(const dweight_t *w) {
            (w->sb_dtype == DT_BF16 || w->sb_dtype == DT_F16) && w->rows > 0 && !((uintptr_t)w->data & 15);
 }
 
-template <int BITS, int NU, int SBF>
+template <int BITS, int NU, int SBF, int MODE>
 static int tc_launch(cuda_impl_t *c, tc_args a) {
     using G = tc_geo<BITS>;
     /* warps per tile by K only (a row's sum order must not depend on the launch): 8 from
@@ -675,22 +551,15 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     const int S = a.K >= 8192 ? 8 : 4;
     const int nchunks = (a.K + G::CHUNK - 1) / G::CHUNK;
     constexpr int U = G::SPAN / NU;
-    /* digits (+ the zero span), Σx per unit, 2^-e per span; + G·S·16 floats of red */
-    size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / U + nchunks * 4);
+    size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / U); /* + G·S·16 floats of red */
     if (smem + sizeof(float) * S * 16 > c->smem_optin) return -1;
-    if (a.prep) { /* x staged as K floats (and the norm weight, K more) */
-        const size_t need = sizeof(float) * a.K * ((a.mode & TC_NORM) ? 2 : 1);
-        if (smem + sizeof(float) * S * 16 + need <= c->smem_optin) { smem += need; a.xf = 1; }
-        else a.prep = 0;
-    }
-    if (a.prep) {
-    } else if (a.xf && smem + sizeof(float) * (S * 16 + a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
-    else if (a.mode & TC_NORM) return -1; /* the norm needs x in shared memory */
+    if (a.xf && smem + sizeof(float) * (S * 16 + a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
+    else if (MODE & TC_NORM) return -1; /* the norm needs x in shared memory */
     else a.xf = 0;
     static size_t attr_set;
     static struct { size_t smem; int thr, blocks; } occ[16];
     static int n_occ;
-    auto kern = gemv_tc_kernel<BITS, NU, SBF>;
+    auto kern = gemv_tc_kernel<BITS, NU, SBF, MODE>;
     auto per_sm_of = [&](int thr, size_t sm) {
         if (sm > 48 * 1024 && sm > attr_set) {
             cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
@@ -724,10 +593,37 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     const int grid = nblk < sms * per_sm ? nblk : sms * per_sm;
     a.S = S;
     a.G = Gn;
-    a.trace = tc_trace_slot(c->stream, grid);
+    if constexpr ((MODE & TC_TRACE) != 0) {
+        a.trace = tc_trace_slot(c->stream, grid);
+        if (!a.trace) return -2; /* tracing over: the untraced kernel */
+    }
     cuda_launch_pdl(c->stream, kern, grid, Gn * S * 32, smem, a);
-    tc_trace_done(c->stream, a, grid);
+    if constexpr ((MODE & TC_TRACE) != 0) tc_trace_done(c->stream, a, grid);
     return 0;
+}
+/* the kernel of a.mode (TC_TRACE while KILN_CUDA_GEMV_TC_TRACE records) */
+template <int BITS, int NU, int SBF>
+static int tc_launch_m(cuda_impl_t *c, const tc_args &a) {
+    if (tc_tr.on != 0) {
+        int r = -2;
+        switch (a.mode) {
+        case 0: r = tc_launch<BITS, NU, SBF, TC_TRACE>(c, a); break;
+        case TC_NORM: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_NORM>(c, a); break;
+        case TC_ACC: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_ACC>(c, a); break;
+        case TC_GLU: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_GLU>(c, a); break;
+        case TC_NORM | TC_GLU: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_NORM | TC_GLU>(c, a); break;
+        default: return -1;
+        }
+        if (r != -2) return r;
+    }
+    switch (a.mode) {
+    case 0: return tc_launch<BITS, NU, SBF, 0>(c, a);
+    case TC_NORM: return tc_launch<BITS, NU, SBF, TC_NORM>(c, a);
+    case TC_ACC: return tc_launch<BITS, NU, SBF, TC_ACC>(c, a);
+    case TC_GLU: return tc_launch<BITS, NU, SBF, TC_GLU>(c, a);
+    case TC_NORM | TC_GLU: return tc_launch<BITS, NU, SBF, TC_NORM | TC_GLU>(c, a);
+    default: return -1;
+    }
 }
 
 /* y[i] = x · w[i]ᵀ for n ≤ TC_MAXSEG weights of the same K, bits, group and scale dtype, one
@@ -767,11 +663,8 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, c
     static int pre = -1;
     if (pre < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_PRE"); pre = e && (*e == '1' || *e == '3') ? *e - '0' : 2; }
     a.pre = pre == 3 && (a.mode & TC_NORM) ? 2 : pre; /* PRE=3's cp.async of x is not the norm's read */
-    static int prep = -1;
-    if (prep < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_PREP"); prep = e && atoi(e) > 0; } /* opt-in: measured no faster */
-    a.prep = prep;
-    if (a.prep) a.pre = 2; /* PRE=1/3: experiments of the block preparation */
-#define TC_L(B, N) (sbf ? tc_launch<B, N, 1>(c, a) : tc_launch<B, N, 0>(c, a))
+    tc_trace_init(); /* reads KILN_CUDA_GEMV_TC_TRACE once */
+#define TC_L(B, N) (sbf ? tc_launch_m<B, N, 1>(c, a) : tc_launch_m<B, N, 0>(c, a))
     if (bits == 4) return nu == 4 ? TC_L(4, 4) : nu == 2 ? TC_L(4, 2) : TC_L(4, 1);
     return nu == 2 ? TC_L(8, 2) : TC_L(8, 1);
 #undef TC_L
@@ -785,9 +678,12 @@ int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const d
  * matmul_multi, glu_kernel, add; test_cuda_kernels test_fused_gemv_tc). Per layer of llama the
  * add_rms_norm (twice) and glu launches go, and with them three PDL hops. Where these decline, the
  * bf16/f16 versions of matmul_gemv.cu get the call (they decline for MLX weights in turn).
- * KILN_CUDA_TC_FUSE=0: never (A/B: the separate kernels); KILN_CUDA_TC_FUSE_MIN_K=N: only where K
- * (norm, GLU) / the residual's rows (add) >= N, default 4096 like the bf16 fusions (qwen3-0.6b's
- * small GEMVs unchanged). */
+ * Opt-in, KILN_CUDA_TC_FUSE=1 (default 0: the separate kernels): +6-8 % llama-3-8b q4 decode against
+ * the same binary without it, but that binary's kernel (runtime mode branches then) ran the plain
+ * GEMV ~8 % slower than the session-8 one; with the modes as template parameters (this code) the
+ * plain kernel is the old one and the fused variants are not yet measured against it
+ * (bench/cuda/RESULTS.md, session 10, helper-62). KILN_CUDA_TC_FUSE_MIN_K=N: only where K (norm,
+ * GLU) / the residual's rows (add) >= N, default 4096 like the bf16 fusions. */
 int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
 int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
                           const weight_t *const *w);
@@ -799,7 +695,7 @@ static int tc_fuse_min_k(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("KILN_CUDA_TC_FUSE"), *k = getenv("KILN_CUDA_TC_FUSE_MIN_K");
-        v = e && !strcmp(e, "0") ? 1 << 30 : k ? atoi(k) : 4096;
+        v = !(e && atoi(e) > 0) ? 1 << 30 : k ? atoi(k) : 4096;
     }
     return v;
 }
