@@ -69,6 +69,26 @@ static double g_temp, g_top_p = 1; /* --temperature, --top-p (0, 1: greedy) */
 static long g_top_k;                /* --top-k */
 static long g_warm = 8;             /* --warmup-tokens: tokens per request of each level's untimed pass */
 
+/* Submits request i of a level: its prompt (the first `shared` tokens common to every request of
+ * every level, the rest drawn from seed_base + i), max_tokens to generate, the bench's sampling. */
+static kiln_request_t *submit_one(kiln_engine_t *eng, int32_t *prompt, long np, long shared, uint64_t seed_base, long i,
+                                  long max_tokens, int V, err_t *e) {
+    for (long t = 0; t < np; t++)
+        prompt[t] = (int32_t)(rng_uniform(t < shared ? 99 : seed_base + (uint64_t)i, (uint64_t)t) * V);
+    kiln_request_params_t rp = {0};
+    rp.prompt = prompt;
+    rp.n_prompt = (int)np;
+    rp.max_tokens = (int)max_tokens;
+    sampling_defaults(&rp.sampling);
+    rp.sampling.temperature = (float)g_temp;
+    rp.sampling.top_k = (int)g_top_k;
+    rp.sampling.top_p = (float)g_top_p;
+    rp.sampling.seed = (uint64_t)i;
+    rp.ignore_eos = 1;
+    int code;
+    return kiln_submit(eng, &rp, &code, e);
+}
+
 /* Each level first runs once untimed: the same c requests (prompts of their own, so nothing
  * of the timed pass is cached by it except a --shared-prefix) generating g_warm tokens each.
  * Whatever a level pays the first time it runs — a CUDA graph captured per batch-size bucket,
@@ -81,20 +101,7 @@ static int warm_level(kiln_engine_t *eng, long c, long np, long shared, int32_t 
     int rc = 0;
     if (!rs) return 1;
     for (long i = 0; i < c; i++) {
-        for (long t = 0; t < np; t++)
-            prompt[t] = (int32_t)(rng_uniform(t < shared ? 99 : 1000 + (uint64_t)level_no * 100000 + 50000 + (uint64_t)i, (uint64_t)t) * V);
-        kiln_request_params_t rp = {0};
-        rp.prompt = prompt;
-        rp.n_prompt = (int)np;
-        rp.max_tokens = (int)g_warm;
-        sampling_defaults(&rp.sampling);
-        rp.sampling.temperature = (float)g_temp;
-        rp.sampling.top_k = (int)g_top_k;
-        rp.sampling.top_p = (float)g_top_p;
-        rp.sampling.seed = (uint64_t)i;
-        rp.ignore_eos = 1;
-        int code;
-        rs[i] = kiln_submit(eng, &rp, &code, &e);
+        rs[i] = submit_one(eng, prompt, np, shared, 1000 + (uint64_t)level_no * 100000 + 50000, i, g_warm, V, &e);
         if (!rs[i]) { fprintf(stderr, "kiln bench: warm-up: %s\n", e.msg); rc = 1; break; }
     }
     for (long i = 0; i < c; i++) {
@@ -150,21 +157,8 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
         long n_tok_t = 0;
         kiln_stats_t st0, st1;
         kiln_stats(eng, &st0);
-        for (long i = 0; i < c; i++) {
-            for (long t = 0; t < np; t++) /* shared prefix, then a part unique to this request */
-                prompt[t] = (int32_t)(rng_uniform(t < shared ? 99 : 1000 + (uint64_t)level_no * 100000 + (uint64_t)i, (uint64_t)t) * V);
-            kiln_request_params_t rp = {0};
-            rp.prompt = prompt;
-            rp.n_prompt = (int)np;
-            rp.max_tokens = (int)ng;
-            sampling_defaults(&rp.sampling);
-            rp.sampling.temperature = (float)g_temp;
-            rp.sampling.top_k = (int)g_top_k;
-            rp.sampling.top_p = (float)g_top_p;
-            rp.sampling.seed = (uint64_t)i;
-            rp.ignore_eos = 1;
-            int code;
-            rs[i] = kiln_submit(eng, &rp, &code, &e);
+        for (long i = 0; i < c; i++) { /* prompts: the shared prefix, then a part unique to this request */
+            rs[i] = submit_one(eng, prompt, np, shared, 1000 + (uint64_t)level_no * 100000, i, ng, V, &e);
             if (!rs[i]) { fprintf(stderr, "kiln bench: %s\n", e.msg); rc = 1; break; }
         }
         for (long i = 0; rc == 0 && i < c; i++) {
