@@ -306,24 +306,6 @@ static void cu_release_weight(backend_t *be, weight_t *w) {
     w->device = NULL;
 }
 
-/* matmul_gemv.cu: gate/up GEMV with the GLU in its epilogue (backend.h, op matmul_glu) */
-void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
-/* matmul_gemv.cu: the GEMV with y += (matmul_add) or x's rms_norm in its prologue (rms_matmul_multi, rms_matmul_glu) */
-int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
-int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
-                          const weight_t *const *w);
-int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
-                        const weight_t *wu, act_t act);
-/* matmul_gemv_tc.cu: the same four ops for MLX 4/8-bit weights at one token (else the ones above) */
-int cuda_tc_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
-int cuda_tc_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
-                             const weight_t *const *w);
-int cuda_tc_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
-                           const weight_t *wu, act_t act);
-void cuda_tc_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
-/* sample.cu: sampling on the device (backend.h, op sample) */
-void cuda_sample(backend_t *be, int32_t *tokens, float *logits, const sample_args_t *a);
-
 static const backend_ops_t cuda_ops = {
     .name = "cuda",
     .alloc = cu_alloc,

@@ -681,15 +681,9 @@ int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const d
  * Opt-in, KILN_CUDA_TC_FUSE=1 (default 0: the separate kernels): +6-8 % llama-3-8b q4 decode against
  * the same binary without it, but that binary's kernel (runtime mode branches then) ran the plain
  * GEMV ~8 % slower than the session-8 one; with the modes as template parameters (this code) the
- * plain kernel is the old one and the fused variants are not yet measured against it
- * (bench/cuda/RESULTS.md, session 10, helper-62). KILN_CUDA_TC_FUSE_MIN_K=N: only where K (norm,
+ * plain kernel is the old one, and against it the fused variants measured +1.0 % (375.5 vs 371.7
+ * tok/s, one pair: within run-to-run noise; bench/cuda/RESULTS.md, session 10, helper-62 and lead). KILN_CUDA_TC_FUSE_MIN_K=N: only where K (norm,
  * GLU) / the residual's rows (add) >= N, default 4096 like the bf16 fusions. */
-int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
-int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
-                          const weight_t *const *w);
-int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
-                        const weight_t *wu, act_t act);
-void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
 
 static int tc_fuse_min_k(void) {
     static int v = -1;
