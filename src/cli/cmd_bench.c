@@ -69,6 +69,17 @@ static double g_temp, g_top_p = 1; /* --temperature, --top-p (0, 1: greedy) */
 static long g_top_k;                /* --top-k */
 static long g_warm = 8;             /* --warmup-tokens: tokens per request of each level's untimed pass */
 
+/* The engine's stats once it has published its last step (its times land after the step's
+ * events do): up to a second of 1 ms polls until nothing runs or waits. */
+static void wait_idle(kiln_engine_t *eng, kiln_stats_t *st) {
+    kiln_stats(eng, st);
+    for (int w = 0; w < 1000 && (st->running || st->waiting); w++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        kiln_stats(eng, st);
+    }
+}
+
 /* Submits request i of a level: its prompt (the first `shared` tokens common to every request of
  * every level, the rest drawn from seed_base + i), max_tokens to generate, the bench's sampling. */
 static kiln_request_t *submit_one(kiln_engine_t *eng, int32_t *prompt, long np, long shared, uint64_t seed_base, long i,
@@ -115,6 +126,8 @@ static int warm_level(kiln_engine_t *eng, long c, long np, long shared, int32_t 
         kiln_request_free(rs[i]);
     }
     free(rs);
+    kiln_stats_t st; /* the warm-up's last step published before the level's first snapshot */
+    wait_idle(eng, &st);
     return rc;
 }
 
@@ -179,13 +192,7 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
             if (info.t_first_token > win_lo) win_lo = info.t_first_token;
             if (info.t_done < win_hi) win_hi = info.t_done;
         }
-        /* the last step's times land when the engine publishes its stats after it */
-        kiln_stats(eng, &st1);
-        for (int w = 0; w < 1000 && (st1.running || st1.waiting); w++) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-            kiln_stats(eng, &st1);
-        }
+        wait_idle(eng, &st1);
         /* the engine thread's time per step over the level, by phase (kiln_stats_t) */
         double n_steps = (double)(st1.steps - st0.steps), per = n_steps > 0 ? 1e3 / n_steps : 0;
         double h_sched = (st1.time_schedule_s - st0.time_schedule_s) * per, h_fwd = (st1.time_forward_s - st0.time_forward_s) * per,

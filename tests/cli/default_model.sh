@@ -3,7 +3,8 @@
 # text out. Checks: greedy output equals PyTorch's (tools/train-default/reference), the
 # chat command answers two turns on a pipe, and at temperature 0.7 at least 70% of the
 # generated words are dictionary words (issue 4's quality bar; the word list is the one
-# the training report used, tools/train-default/words/).
+# the training report used, tools/train-default/words/); and that `kiln bench --concurrency`
+# counts each level's timed pass only.
 set -u
 KILN=${1:?usage: default_model.sh path/to/kiln}
 fail=0; pass=0
@@ -35,5 +36,12 @@ hits = sum(1 for t in toks if t.lower() in words or t.lower().split("'"'"'")[0] 
 print(f"{hits / max(1, len(toks)):.3f} {len(toks)}")')
 echo "dictionary-word share at T=0.7: $share (share, words)"
 python3 -c "import sys; sys.exit(0 if float('${share% *}') >= 0.70 and int('${share#* }') >= 300 else 1)" && ok || bad "quality bar: $share"
+# 4. kiln bench --concurrency: each level's numbers are its timed pass alone — the untimed
+#    warm-up before it (--warmup-tokens, default 8) adds no step, row or cached token to them
+for w in 8 0; do
+  got=$("$KILN" bench --concurrency 1,2,1 --prompt-tokens 40 --gen-tokens 8 --warmup-tokens $w --json 2>/dev/null |
+        python3 -c 'import json,sys; print(" ".join("%d:%d:%.2f:%.1f" % (r["concurrency"], r["steps"], r["rows_per_step"], r["cached_tokens_mean"]) for r in json.load(sys.stdin)))')
+  [ "$got" = "1:8:1.00:0.0 2:8:2.00:0.0 1:8:1.00:0.0" ] && ok || bad "bench --concurrency with --warmup-tokens $w: got '$got' (level:steps:rows/step:cached)"
+done
 echo "default_model: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
