@@ -1,0 +1,56 @@
+#!/bin/bash
+# combined.sh — one device call for a whole tree: the CUDA tests at default settings, the
+# ceilings, batch-1 decode/prefill and engine concurrency, all in one run on the GPU machine.
+# Tracked (the `run` tool carries the working tree, not git-ignored folders), so a call is
+#   run: bash bench/cuda/combined.sh PKG/kiln-cuda.tar.xz     (carry: the package's folder)
+# with PKG from bench/cuda/pack.sh. Results go to $OUT (at most 8 files come back):
+# summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, bench.err.
+#   MODELS="l8q4 l8bf16"      batch-1 checkpoints (l8 = llama-3-8b, q06 = qwen3-0.6b; + bf16/q8/q4)
+#   CONC="l8q4:1,64,1"        concurrency runs (model:levels; a repeated c=1 shows run-to-run spread)
+#   VARIANTS="KILN_X=0:l8bf16" extra batch-1 runs with an environment (VAR=V[,VAR=V]:model)
+#   TESTS="test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample" (those in the package)
+# The tests run at once in two chains while the checkpoints are written (test_cuda_kernels ~150 s
+# on the H200 alone; the rest ~10 s), then the probe and the benches run alone on the GPU.
+P=${1:?usage: combined.sh PKG.tar.xz}
+OUT=${OUT:?set by the run tool}
+MODELS=${MODELS:-"l8q4 l8bf16"}
+CONC=${CONC:-"l8q4:1,64,1"}
+VARIANTS=${VARIANTS:-}
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+mkdir -p /tmp/k /tmp/s && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
+TESTS=${TESTS:-$(cd /tmp/k && ls test_cuda_* 2>/dev/null | tr '\n' ' ')}
+nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/summary.txt" 2>&1
+preset() { case $1 in l8*) echo llama-3-8b;; q06*) echo qwen3-0.6b;; esac; }
+dtype() { echo "${1#l8}" | sed 's/^q06//'; }
+need=""   # every checkpoint some run reads, once
+for m in $MODELS $(for v in $VARIANTS; do echo "${v##*:}"; done) $(for c in $CONC; do echo "${c%%:*}"; done); do
+  case " $need " in *" $m "*) ;; *) need="$need $m";; esac
+done
+for m in $need; do
+  ( /tmp/k/kiln synth --preset "$(preset $m)" --dtype "$(dtype $m)" --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
+done
+runt() { local t=$1 s=$(date +%s); /tmp/k/$t > /tmp/$t.log 2>&1; local rc=$?
+  echo "$t rc=$rc $(( $(date +%s) - s )) s (at $(el) s): $(tail -1 /tmp/$t.log)" >> "$OUT/summary.txt"
+  { echo "=== $t rc=$rc"; grep -i -E "fail|error" /tmp/$t.log | head -40; tail -3 /tmp/$t.log; } > "/tmp/tests_$t.log"; }
+pids=""
+for t in $TESTS; do [ "$t" = test_cuda_kernels ] && { runt $t & pids="$pids $!"; }; done
+( for t in $TESTS; do [ "$t" != test_cuda_kernels ] && runt $t; done ) & pids="$pids $!"
+wait $pids
+cat /tmp/tests_*.log > "$OUT/tests.log" 2>/dev/null
+/tmp/k/kiln-cuda-probe > "$OUT/probe.jsonl" 2>&1; echo "probe at $(el) s" >> "$OUT/summary.txt"
+for m in $need; do while [ ! -f /tmp/s/$m.done ]; do sleep 1; done; done
+echo "checkpoints ready at $(el) s" >> "$OUT/summary.txt"
+bench1() { # env (VAR=V,VAR=V or -) model
+  echo "{\"run\": \"$1 $2\"}" >> "$OUT/bench.jsonl"
+  local e=""; [ "$1" != - ] && e=$(echo "$1" | tr , ' ')
+  env $e /tmp/k/kiln bench /tmp/s/$2 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err"
+  echo "bench $1 $2 at $(el) s" >> "$OUT/summary.txt"; }
+for m in $MODELS; do bench1 - $m; done
+for v in $VARIANTS; do bench1 "${v%:*}" "${v##*:}"; done
+for c in $CONC; do
+  echo "{\"model\": \"${c%%:*}\"}" >> "$OUT/conc.jsonl"
+  /tmp/k/kiln bench /tmp/s/${c%%:*} --backend cuda --concurrency ${c#*:} --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 --json >> "$OUT/conc.jsonl" 2>> "$OUT/bench.err"
+  echo "conc $c at $(el) s" >> "$OUT/summary.txt"
+done
+tail -c 2000 "$OUT/bench.err" > /tmp/be 2>/dev/null && mv /tmp/be "$OUT/bench.err"
+cat "$OUT/summary.txt"
