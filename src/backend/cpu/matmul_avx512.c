@@ -923,13 +923,13 @@ AI void t4tile(float *y, const float *x, const weight_t *w, int t, int j, const 
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) y[(size_t)(t + a) * N + j + r] = _mm512_reduce_add_ps(acc[a][r]);
 }
-/* A few tokens (2..MM_SMALL_T: a decode batch of a few requests) on dense weights: tile()'s
- * register blocks of up to 4 tokens x 4 rows straight from the weights, one pass over them
- * per 4 tokens, instead of gemm_fk, whose f32 panels cost more than their FMAs when so few
- * tokens share them (kiln-tiny bf16, 2 requests: 0.5 ms a step alone, 3.5-4.2 ms for the two).
- * The chain per element is gemm_fk's and the decode tiles' (acc = 0, fma(x, w, acc) per 16
- * columns in order, the masked tail, one horizontal sum), so a token's outputs are the same
- * bits whichever path, and alone or in any batch. KILN_MM_SMALL_T=0: always gemm_fk. */
+/* A few tokens (2..MM_SMALL_T: a decode batch of a few requests) on dense weights run the
+ * decode tiles — run(), and mm_t4's tiles for up to 4 tokens — one pass over the weights,
+ * instead of gemm_fk, whose f32 panels cost more than their FMAs when so few tokens share them
+ * (kiln-tiny bf16, 2 requests: 0.5 ms a step alone, 3.5-4.2 ms for the two). The chain per
+ * element is gemm_fk's and decode's (acc = 0, fma(x, w, acc) per 16 columns in order, the
+ * masked tail, one horizontal sum), so a token's outputs are the same bits whichever path, and
+ * alone or in any batch. KILN_MM_SMALL_T=0: always gemm_fk. */
 #define MM_SMALL_T 8
 static atomic_int mm_small_on = -1;
 static int mm_small(int T) {
@@ -940,52 +940,28 @@ static int mm_small(int T) {
     }
     return on && T >= 2 && T <= MM_SMALL_T;
 }
-#define MM_FEW_ROWS(NT)                                                         \
-    do {                                                                        \
-        int j = j0;                                                             \
-        for (; j + 4 <= j1; j += 4) tile(y, x, w, t, j, NT, 4, ld);             \
-        for (; j < j1; j++) tile(y, x, w, t, j, NT, 1, ld);                     \
-    } while (0)
-AI void mm_few(float *y, const float *x, int T, const weight_t *w, int j0, int j1, ldw_fn ld) {
-    for (int t = 0; t < T; t += 4) {
-        switch (T - t < 4 ? T - t : 4) {
-        case 1: MM_FEW_ROWS(1); break;
-        case 2: MM_FEW_ROWS(2); break;
-        case 3: MM_FEW_ROWS(3); break;
-        default: MM_FEW_ROWS(4); break;
-        }
-    }
-}
-#undef MM_FEW_ROWS
 AI void mm_t4(float *y, const float *x, int T, const weight_t *w, int j0, int j1, ldw_fn ld, const int DT) {
-    if (T != 1) { /* T == 0 too (a step with no logits wanted): nothing, as gemm_fk does */
-        if (!mm_small(T)) {
-            gemm_fk(y, x, T, w, j0, j1, ld, 0, NULL, 0);
-            return;
-        }
-        int nr = w->rows & ~3, a = (j0 + 3) & ~3;
-        for (int t = 0; t < T; t += 4) { /* as T == 1 below, per 4 tokens (mm_few's chain) */
-            int nt = T - t < 4 ? T - t : 4, j = j0;
-#define T4_FEW(NT)                                                                           \
-    do {                                                                                     \
-        for (; j < j1 && j < a; j++) tile(y, x, w, t, j, NT, 1, ld);                         \
-        for (; j + 4 <= j1 && j + 4 <= nr; j += 4) t4tile(y, x, w, t, j, NT, DT);           \
-        for (; j < j1; j++) tile(y, x, w, t, j, NT, 1, ld);                                  \
-    } while (0)
-            switch (nt) {
-            case 1: T4_FEW(1); break;
-            case 2: T4_FEW(2); break;
-            case 3: T4_FEW(3); break;
-            default: T4_FEW(4); break;
-            }
-#undef T4_FEW
-        }
+    if (T != 1 && !mm_small(T)) { /* T == 0 too (a step with no logits wanted): nothing, as gemm_fk does */
+        gemm_fk(y, x, T, w, j0, j1, ld, 0, NULL, 0);
         return;
     }
-    int nr = w->rows & ~3, j = j0, a = (j0 + 3) & ~3;
-    for (; j < j1 && j < a; j++) tile(y, x, w, 0, j, 1, 1, ld); /* a range starting inside a tile */
-    for (; j + 4 <= j1 && j + 4 <= nr; j += 4) t4tile(y, x, w, 0, j, 1, DT);
-    for (; j < j1; j++) tile(y, x, w, 0, j, 1, 1, ld);
+    int nr = w->rows & ~3, a = (j0 + 3) & ~3;
+    for (int t = 0; t < T; t += 4) { /* up to 4 tokens per pass over the tiles */
+        int j = j0;
+#define T4_PASS(NT)                                                                                         \
+    do {                                                                                                    \
+        for (; j < j1 && j < a; j++) tile(y, x, w, t, j, NT, 1, ld); /* a range starting inside a tile */   \
+        for (; j + 4 <= j1 && j + 4 <= nr; j += 4) t4tile(y, x, w, t, j, NT, DT);                          \
+        for (; j < j1; j++) tile(y, x, w, t, j, NT, 1, ld);                                                 \
+    } while (0)
+        switch (T - t < 4 ? T - t : 4) {
+        case 1: T4_PASS(1); break;
+        case 2: T4_PASS(2); break;
+        case 3: T4_PASS(3); break;
+        default: T4_PASS(4); break;
+        }
+#undef T4_PASS
+    }
 }
 
 /* q8ril.h: rows [j0, j1) through q8tile token by token (the N % 16 tail of a WL_Q_RIL16
@@ -1005,20 +981,17 @@ void avx512_q8_rows(float *y, const float *x, int T, const weight_t *w, int j0, 
  * blocked GEMM (same chain per element: acc = 0, fma per 16 columns, masked tail). */
 static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (w->layout == WL_DENSE_T4) mm_t4(y, x, T, w, j0, j1, ld_f32_t4, DT_F32);
-    else if (T == 1) run(y, x, T, w, j0, j1, ld_f32);
-    else if (mm_small(T)) mm_few(y, x, T, w, j0, j1, ld_f32);
+    else if (T == 1 || mm_small(T)) run(y, x, T, w, j0, j1, ld_f32);
     else gemm_fk(y, x, T, w, j0, j1, ld_f32, 0, NULL, 0);
 }
 static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (w->layout == WL_DENSE_T4) mm_t4(y, x, T, w, j0, j1, ld_bf16_t4, DT_BF16);
-    else if (T == 1) run(y, x, T, w, j0, j1, ld_bf16);
-    else if (mm_small(T)) mm_few(y, x, T, w, j0, j1, ld_bf16);
+    else if (T == 1 || mm_small(T)) run(y, x, T, w, j0, j1, ld_bf16);
     else gemm_fk(y, x, T, w, j0, j1, ld_bf16, 0, NULL, 0);
 }
 static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (w->layout == WL_DENSE_T4) mm_t4(y, x, T, w, j0, j1, ld_f16_t4, DT_F16);
-    else if (T == 1) run(y, x, T, w, j0, j1, ld_f16);
-    else if (mm_small(T)) mm_few(y, x, T, w, j0, j1, ld_f16);
+    else if (T == 1 || mm_small(T)) run(y, x, T, w, j0, j1, ld_f16);
     else gemm_fk(y, x, T, w, j0, j1, ld_f16, 0, NULL, 0);
 }
 static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
