@@ -7,7 +7,14 @@
  * probe of bench/probe.c (base/bwprobe.c, best of 5 passes over 1 GiB). On a shared VM the
  * ceiling itself moves by 2x within minutes, so each run gets its own ratio — decode GB/s
  * over the higher of its two readings — and the median, best and worst of them are
- * printed, with the load average at each run. */
+ * printed, with the load average at each run.
+ *
+ * Besides the weights, a decode token reads the K/V of every position it attends to: the
+ * JSON's kv_bytes_per_token is that stream at the mean decode context (prompt + half the
+ * generated tokens; sliding layers capped at their window; hybrid models' recurrent state
+ * not counted), and decode_read_gb_s counts weights + K/V. The roofline ratios stay
+ * weight-only, as issue 2 defines them; the K/V figure says how much of the gap to the
+ * roofline is attention's own traffic. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +52,19 @@ static void usage(FILE *f) {
                "  untimed (its c requests with prompts of their own, W tokens each; default 8, 0: no\n"
                "  warm-up), so one-time costs such as CUDA graph capture are not in the numbers.\n%s",
             model_args_help());
+}
+
+/* K/V bytes attention reads for one decode token at context ctx (see the top comment). */
+static double kv_bytes_per_token(const model_t *m, double ctx) {
+    const kv_pool_t *kv = &m->kv, *sw = &m->kv_swa;
+    double row = 2.0 * kv->n_kv_heads * kv->head_dim * (double)dtype_size(kv->dtype);
+    double win = m->cfg.sliding_window > 0 && m->cfg.sliding_window < ctx ? m->cfg.sliding_window : ctx;
+    if (sw->n_layers > 0)
+        return kv->n_layers * row * ctx + sw->n_layers * 2.0 * sw->n_kv_heads * sw->head_dim * (double)dtype_size(sw->dtype) * win;
+    int sliding = 0;
+    for (int i = 0; i < m->cfg.n_layers && i < CFG_MAX_LAYERS; i++) sliding += m->cfg.layer_type[i] == LAYER_SLIDING;
+    if (sliding > kv->n_layers) sliding = kv->n_layers;
+    return (kv->n_layers - sliding) * row * ctx + sliding * row * win;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -341,6 +361,7 @@ int cmd_bench(int argc, char **argv) {
     {
         double pf = T / best_pf, dc = ng ? ng / best_dc : 0;
         double gbs = dc * (double)m->weight_bytes / 1e9;
+        double kvb = ng ? kv_bytes_per_token(m, np + (ng + 1) / 2.0) : 0, rgbs = dc * ((double)m->weight_bytes + kvb) / 1e9;
         double sr[100];
         for (long r = 0; r < runs; r++) sr[r] = ratio[r];
         qsort(sr, (size_t)runs, sizeof(double), cmp_double);
@@ -348,9 +369,9 @@ int cmd_bench(int argc, char **argv) {
         if (json) {
             printf("{\"model\": \"%s\", \"backend\": \"%s\", \"simd\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld, "
                    "\"gen_tokens\": %ld, \"greedy_pick\": \"%s\", \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, \"weight_bytes\": %zu, "
-                   "\"decode_weight_gb_s\": %.2f, \"params\": %lld",
+                   "\"decode_weight_gb_s\": %.2f, \"kv_bytes_per_token\": %.0f, \"decode_read_gb_s\": %.2f, \"params\": %lld",
                    dir, ma.backend, backend_simd_name(m->be), m->be->n_threads, np, ng, dev ? "device" : "host", pf, dc, m->weight_bytes, gbs,
-                   (long long)m->n_params);
+                   kvb, rgbs, (long long)m->n_params);
             if (bw) {
                 printf(", \"roofline_median\": %.4f, \"roofline_best\": %.4f, \"roofline_worst\": %.4f, \"probe_runs\": [", med,
                        sr[runs - 1], sr[0]);
@@ -364,8 +385,8 @@ int cmd_bench(int argc, char **argv) {
         else {
             printf("model %s (%s, %s kernels, %d threads)\n", dir, ma.backend, backend_simd_name(m->be), m->be->n_threads);
             printf("prefill: %ld tokens in %.3f s = %.1f tok/s\n", np, best_pf, pf);
-            if (ng) printf("decode:  %ld tokens in %.3f s = %.2f tok/s (%.1f MB weights/token -> %.2f GB/s)\n", ng, best_dc, dc,
-                           m->weight_bytes / 1e6, gbs);
+            if (ng) printf("decode:  %ld tokens in %.3f s = %.2f tok/s (%.1f MB weights/token -> %.2f GB/s; + %.1f MB K/V -> %.2f GB/s)\n",
+                           ng, best_dc, dc, m->weight_bytes / 1e6, gbs, kvb / 1e6, rgbs);
             for (long r = 0; bw && r < runs; r++)
                 printf("run %ld: decode %.2f tok/s = %.2f GB/s, probe %.2f GB/s before, %.2f after: %.1f%% of the roofline (load %.2f)\n",
                        r + 1, pr_dc[r], pr_dc[r] * m->weight_bytes / 1e9, pr_b[r], pr_a[r], 100 * ratio[r], pr_ld[r]);

@@ -4,7 +4,7 @@
 # chat command answers two turns on a pipe, and at temperature 0.7 at least 70% of the
 # generated words are dictionary words (issue 4's quality bar; the word list is the one
 # the training report used, tools/train-default/words/); and that `kiln bench --concurrency`
-# counts each level's timed pass only.
+# counts each level's timed pass only and counts the K/V a decode token reads.
 set -u
 KILN=${1:?usage: default_model.sh path/to/kiln}
 fail=0; pass=0
@@ -45,5 +45,10 @@ for w in 8 0; do
         python3 -c 'import json,sys; print(" ".join("%d:%d:%.1f" % (r["concurrency"], round(r["steps"] * r["rows_per_step"]), r["cached_tokens_mean"]) for r in json.load(sys.stdin)))')
   [ "$got" = "1:8:0.0 2:16:0.0 1:8:0.0" ] && ok || bad "bench --concurrency with --warmup-tokens $w: got '$got' (level:rows:cached)"
 done
+# 5. kiln bench's K/V stream: 8 layers x K and V x 2 KV heads x 64 dims x 2 bytes (f16 cache) at
+#    the mean decode context, 40 prompt tokens + (6 + 1) / 2 = 43.5 positions -> 178176 bytes
+got=$("$KILN" bench --prompt-tokens 40 --gen-tokens 6 --runs 1 --json 2>/dev/null |
+      python3 -c 'import json,sys; r = json.load(sys.stdin); print(r["kv_bytes_per_token"], r["decode_read_gb_s"] > r["decode_weight_gb_s"] > 0)')
+[ "$got" = "178176 True" ] && ok || bad "bench kv_bytes_per_token: got '$got', want '178176 True'"
 echo "default_model: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
