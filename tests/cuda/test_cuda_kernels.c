@@ -1402,6 +1402,8 @@ static void attn_case(int n_rows, const int *p0, const int *len, int nh, int nkv
  * other cached position before it waits for that kernel and row p and q after. The cache first
  * holds stale values at p. Reference: ref_attention on the rotated q and the cache as the GPU
  * left it (downloaded), so a stale row p or q read before the wait shows as an error. */
+extern int kiln_cuda_attn_rope_calls; /* attention.cu: launches of the fused rope + decode attention kernel */
+static int chain_fused; /* 1: norm_rope_kv_attention without norms (on "cuda": rope in the decode kernel; checked to run) */
 static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, dtype_t dt, int bs, int window, float softcap, uint64_t seed) {
     backend_t *be = attn_be ? attn_be : be32;
     const int T = n_rows;
@@ -1431,8 +1433,14 @@ static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, 
     da.kv.k = be->ops->upload(be, hk, es * cells);
     da.kv.v = be->ops->upload(be, hv, es * cells);
     float *dq = dev_from(be, q, nq), *dk = dev_from(be, k, T * per), *dv = dev_from(be, v, T * per), *dout = be->ops->alloc(be, sizeof(float) * nq);
-    be->ops->rope_kv_write(be, dq, dk, dv, pos, T, nh, nkv, hd, hd, inv, 1.0f, &da.kv, slots);
-    be->ops->attention(be, dout, dq, T, &da);
+    const int calls0 = kiln_cuda_attn_rope_calls;
+    if (chain_fused) {
+        be->ops->norm_rope_kv_attention(be, dout, dq, dk, dv, NULL, NULL, 1e-6f, hd, inv, 1.0f, slots, T, &da);
+        CHECK(kiln_cuda_attn_rope_calls == calls0 + 1, "fused rope + decode attention not taken: rows=%d nh=%d nkv=%d hd=%d", n_rows, nh, nkv, hd);
+    } else {
+        be->ops->rope_kv_write(be, dq, dk, dv, pos, T, nh, nkv, hd, hd, inv, 1.0f, &da.kv, slots);
+        be->ops->attention(be, dout, dq, T, &da);
+    }
     to_host(be, got, dout, nq);
     to_host(be, qr, dq, nq);
     be->ops->download(be, hk, da.kv.k, es * cells);
@@ -1440,7 +1448,7 @@ static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, 
     ref_attention(want, qr, 0, T, &a, scratch);
     double err = ct_rel_err(got, want, nq);
     if (err > attn_worst) attn_worst = err;
-    CHECK(err < attn_tol, "attention after rope_kv_write rows=%d nh=%d nkv=%d hd=%d %s bs=%d window=%d softcap=%g: rel err %.3g (tol %g)", n_rows, nh,
+    CHECK(err < attn_tol, "attention after rope_kv_write (fused %d) rows=%d nh=%d nkv=%d hd=%d %s bs=%d window=%d softcap=%g: rel err %.3g (tol %g)", chain_fused, n_rows, nh,
           nkv, hd, dtype_name(dt), bs, window, softcap, err, attn_tol);
     be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v); be->ops->free(be, dq); be->ops->free(be, dk); be->ops->free(be, dv);
     be->ops->free(be, dout);
@@ -1452,9 +1460,11 @@ static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, 
  * attention) against the separate ops on the same backend — rms_norm q, rms_norm k,
  * rope_kv_write, attention: bitwise equal out, q, k and both caches. Rows of one decode token
  * and a prefill-chunk row of 5; norm weights and none (llama: the op runs the separate ops). */
+static int nra_bs = 16, nra_window, nra_fused; /* nra_fused: the fused rope + decode attention must run (checked) */
+static float nra_softcap;
 static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, int nh, int nkv, int hd, int rot, dtype_t dt, int with_norm,
                      uint64_t seed) {
-    const int bs = 16;
+    const int bs = nra_bs;
     int T = 0, max_end = 0;
     for (int r = 0; r < n_rows; r++) { T += len[r]; if (p0[r] + len[r] > max_end) max_end = p0[r] + len[r]; }
     const int per_row_blocks = (max_end + bs - 1) / bs, nblk = per_row_blocks * n_rows + 3;
@@ -1480,7 +1490,7 @@ static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, i
     float *o[2], *qo[2], *ko[2];
     void *ck[2], *cv[2];
     for (int pass = 0; pass < 2; pass++) {
-        attn_args_t da = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {NULL, NULL, dt, bs, nkv, hd}};
+        attn_args_t da = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), nra_softcap, nra_window, {NULL, NULL, dt, bs, nkv, hd}};
         da.kv.k = be->ops->upload(be, hk, es * cells);
         da.kv.v = be->ops->upload(be, hv, es * cells);
         float *dq = dev_from(be, q, nq), *dk = dev_from(be, k, T * per), *dv = dev_from(be, v, T * per), *dout = be->ops->alloc(be, sizeof(float) * nq);
@@ -1490,9 +1500,15 @@ static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, i
                 be->ops->rms_norm(be, dq, dq, dqn, 0.f, T * nh, hd, 1e-6f);
                 be->ops->rms_norm(be, dk, dk, dkn, 0.f, T * nkv, hd, 1e-6f);
             }
-            be->ops->rope_kv_write(be, dq, dk, dv, pos, T, nh, nkv, hd, rot, inv, 1.0f, &da.kv, slots);
+            be->ops->rope_kv_write(be, dq, dk, dv, pos, T, nh, nkv, hd, rot, inv, nra_fused ? 0.75f : 1.0f, &da.kv, slots);
             be->ops->attention(be, dout, dq, T, &da);
-        } else be->ops->norm_rope_kv_attention(be, dout, dq, dk, dv, dqn, dkn, 1e-6f, rot, inv, 1.0f, slots, T, &da);
+        } else {
+            const int calls0 = kiln_cuda_attn_rope_calls;
+            be->ops->norm_rope_kv_attention(be, dout, dq, dk, dv, dqn, dkn, 1e-6f, rot, inv, nra_fused ? 0.75f : 1.0f, slots, T, &da);
+            if (nra_fused)
+                CHECK(kiln_cuda_attn_rope_calls == calls0 + 1, "fused rope + decode attention not taken: rows=%d nh=%d nkv=%d hd=%d rot=%d",
+                      n_rows, nh, nkv, hd, rot);
+        }
         o[pass] = malloc(sizeof(float) * nq); qo[pass] = malloc(sizeof(float) * nq); ko[pass] = malloc(sizeof(float) * T * per);
         ck[pass] = malloc(es * cells); cv[pass] = malloc(es * cells);
         to_host(be, o[pass], dout, nq); to_host(be, qo[pass], dq, nq); to_host(be, ko[pass], dk, T * per);
@@ -1523,6 +1539,72 @@ static void test_norm_rope_attention(void) {
                     nra_case(bes[bi], 3, three, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 1);
                     nra_case(bes[bi], 2, chunk, lc, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 2);
                 }
+}
+
+/* llama's decode step on "cuda": norm_rope_kv_attention without norms runs rope, the cache write
+ * and the tensor-core decode attention in one kernel (attention.cu cuda_rope_attention_decode) —
+ * bitwise the rope_kv_write + attention it replaces (out, q, k, both caches: nra_case), and
+ * checked to have run. Decode rows at 0, 1, 15-17, 100, 2047, 2048, 4000 (row p in a warp's
+ * first or a later tile, 1..16 splits), GQA 1..8, head_dim 64/128, partial rotation, f16/bf16,
+ * block sizes 16/7/5, windows + soft-cap, forced cluster sizes (attn_chain_case checks the
+ * same path against ref_attention). */
+static void test_rope_attention_decode(void) {
+    const int cfg[][4] = {{32, 8, 128, 128}, {32, 8, 128, 64}, {8, 8, 64, 64}, {40, 8, 128, 128}, {16, 2, 64, 64}, {24, 8, 128, 32},
+                          {12, 4, 64, 48}, {8, 1, 128, 128}}; /* nh nkv hd rot */
+    const dtype_t dts[] = {DT_F16, DT_BF16};
+    const int ps[] = {0, 1, 15, 16, 17, 100, 2047, 2048, 4000}, l1[1] = {1}, three[3] = {0, 130, 4000}, l3[3] = {1, 1, 1};
+    const int bss[] = {16, 7, 5};
+    nra_fused = 1;
+    uint64_t seed = 5100;
+    for (int ci = 0; ci < 8; ci++)
+        for (int di = 0; di < 2; di++) {
+            for (int pi = 0; pi < 9; pi++) {
+                nra_bs = bss[(ci + pi) % 3];
+                nra_case(befast, 1, &ps[pi], l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 0, seed++);
+            }
+            nra_bs = 16;
+            nra_case(befast, 3, three, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 0, seed++);
+        }
+    nra_window = 100; nra_softcap = 30.f;
+    int w5[5] = {0, 5, 64, 1000, 3001}, l5[5] = {1, 1, 1, 1, 1};
+    nra_case(befast, 5, w5, l5, 32, 8, 128, 128, DT_BF16, 0, seed++);
+    nra_case(befast, 5, w5, l5, 12, 4, 64, 64, DT_F16, 0, seed++);
+    nra_window = 1000; nra_softcap = 0.f;
+    nra_case(befast, 5, w5, l5, 32, 8, 128, 64, DT_F16, 0, seed++);
+    nra_window = 0;
+    const char *cl[] = {"8", "4", "2", "1", "16"};
+    for (int i = 0; i < 5; i++) {
+        setenv("KILN_CUDA_ATTN_CLUSTER", cl[i], 1);
+        int p1[1] = {4000};
+        nra_case(befast, 1, p1, l1, 32, 8, 128, 128, DT_BF16, 0, seed++);
+        nra_case(befast, 3, three, l3, 16, 2, 64, 64, DT_F16, 0, seed++);
+    }
+    unsetenv("KILN_CUDA_ATTN_CLUSTER");
+    setenv("KILN_CUDA_ATTN_DEC", "all", 1); /* 47 rows x 8 KV heads >= SMs: one split per block */
+    int many[47], lm[47];
+    for (int i = 0; i < 47; i++) { many[i] = (i * 97) % 2100; lm[i] = 1; }
+    nra_case(befast, 47, many, lm, 32, 8, 128, 128, DT_BF16, 0, seed++);
+    unsetenv("KILN_CUDA_ATTN_DEC");
+    nra_fused = 0;
+    /* against the CPU reference: the decode test's chains through the fused op */
+    int one[1] = {2047}, odd[1] = {2048}, five[5] = {0, 5, 1000, 3001, 64}, two[2] = {4000, 17}, z[1] = {0}, o1[1] = {1}, f15[1] = {15},
+        f17[1] = {17};
+    attn_be = befast;
+    attn_tol = 1e-4;
+    chain_fused = 1;
+    attn_chain_case(1, one, 32, 8, 128, DT_BF16, 16, 0, 0.f, seed++);
+    attn_chain_case(1, odd, 32, 8, 128, DT_F16, 7, 0, 0.f, seed++);
+    attn_chain_case(1, z, 32, 8, 128, DT_F16, 16, 0, 0.f, seed++);
+    attn_chain_case(1, o1, 16, 8, 64, DT_BF16, 5, 0, 0.f, seed++);
+    attn_chain_case(1, f15, 32, 8, 128, DT_BF16, 16, 0, 0.f, seed++);
+    attn_chain_case(1, f17, 32, 8, 128, DT_F16, 16, 0, 0.f, seed++);
+    attn_chain_case(5, five, 32, 8, 128, DT_BF16, 16, 0, 0.f, seed++);
+    attn_chain_case(5, five, 12, 4, 64, DT_F16, 7, 100, 0.f, seed++);
+    attn_chain_case(2, two, 8, 1, 128, DT_BF16, 16, 0, 30.f, seed++);
+    attn_chain_case(2, two, 16, 16, 64, DT_F16, 16, 0, 0.f, seed++);
+    chain_fused = 0;
+    attn_be = NULL;
+    attn_tol = 1e-5;
 }
 
 static void test_attention_chain(void) {
@@ -2158,6 +2240,7 @@ int main(void) {
         if (all) test_attention();
         if (all) test_attention_chain();
         test_attention_decode_mma();
+        test_rope_attention_decode();
         if (all) test_attention_mma();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY)");
@@ -2165,6 +2248,7 @@ int main(void) {
     if (getenv("KILN_CUDA_TEST_NORM_ROPE_ONLY")) { /* norm_rope_kv_attention and the fused ops it builds on: a short device call */
         test_fused();
         test_norm_rope_attention();
+        test_rope_attention_decode();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_NORM_ROPE_ONLY)");
     }
@@ -2223,6 +2307,7 @@ int main(void) {
     test_attention_chain();
     test_norm_rope_attention();
     test_attention_decode_mma();
+    test_rope_attention_decode();
     test_attention_mma();
     test_hybrid_elementwise();
     test_hybrid_recurrent();

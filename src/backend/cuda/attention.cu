@@ -24,6 +24,7 @@
 #include <cooperative_groups.h>
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma_util.cuh"
+#include "backend/cuda/rope_pair.cuh"
 
 #define KT 32  /* keys per shared-memory tile */
 #define QPW 4  /* query vectors per warp      */
@@ -39,6 +40,12 @@ typedef struct attn_dev {
     int T, n_heads, n_kv_heads, hd, group, hc, n_chunks, n_splits, window;
     int vec;                   /* head rows are whole 16-byte pieces: vector loads    */
     float scale, softcap;
+    /* attn_dec_mma_kernel<.., ROPE = true> (cuda_rope_attention_decode): q, k, v as the QKV
+     * matmul left them (q = rq), rotated here by rope_pair with inv[half] and ms */
+    float *rq, *rk;
+    const float *rv, *inv;
+    float ms;
+    int half;
 } attn_dev_t;
 
 template <int DPL>
@@ -557,6 +564,9 @@ __device__ __forceinline__ void dm_ld_row(uint32_t *w, const void *base, size_t 
         w[4 * i] = v.x; w[4 * i + 1] = v.y; w[4 * i + 2] = v.z; w[4 * i + 3] = v.w;
     }
 }
+template <typename T16> __device__ __forceinline__ T16 dm_cvt(float x);
+template <> __device__ __forceinline__ __half dm_cvt<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 dm_cvt<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 /* rows kb + g and kb + g + 8 of K (KV & 1) and V (KV & 2); zero at or past end. mode 0: skip
  * row p (before pdl_wait: the kernel before writes it); 1: every row, row p coherent (.cg);
  * 2: row p only (.cg), the rest left as they are */
@@ -587,7 +597,7 @@ __device__ __forceinline__ void dm_ld_tile(uint32_t (*kr)[HD / 8], uint32_t (*vr
     }
 }
 
-template <int HD, typename T16>
+template <int HD, typename T16, bool ROPE>
 __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t a) {
     constexpr int NW = HD / 8;  /* words of a lane's quarter row            */
     constexpr int KB = HD / 16; /* k-steps of S^T = m-tiles of O^T          */
@@ -596,10 +606,12 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
      * at 2 blocks per SM, ncu) */
     constexpr int CS = HD / 4 + 2, RS = 4 * CS + (12 - (4 * CS) % 16 + 16) % 16;
     __shared__ uint4 qs[KB][32]; /* Q B fragments: hi b0, hi b1, lo b0, lo b1 */
-    __shared__ float wo[MWARPS][MQ * RS], wm[MWARPS][MQ], wl[MWARPS][MQ];
+    __shared__ __align__(16) float wo[MWARPS][MQ * RS];
+    __shared__ float wm[MWARPS][MQ], wl[MWARPS][MQ];
     /* split merge: rank r owns outputs e ≡ r (mod S); every block stores its partial of each
      * output into the owner's ro[src][e / S] and its (max, sum) into every rank's rm/rl[src] */
     __shared__ float ro[MQ * HD + MSMAX], rm[MSMAX][MQ], rl[MSMAX][MQ];
+    __shared__ float rcs[ROPE ? HD : 1]; /* ROPE: cos and sin of pair i's angle at [i], [HD/2 + i] */
     const int S = a.n_splits;
     const int ti = blockIdx.x / S, split = blockIdx.x % S;
     const int n_qc = (a.group + MQ - 1) / MQ, kvh = blockIdx.y / n_qc, qc = blockIdx.y % n_qc;
@@ -622,12 +634,64 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
     uint32_t kr[2][NW], vr[2][NW];
     int kb = s_lo + warp * MTK;
     if (kb < s_hi) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0);
+    if (ROPE && threadIdx.x < a.half) rope_cs(threadIdx.x, p, a.inv, a.ms, rcs[threadIdx.x], rcs[HD / 2 + threadIdx.x]);
     pdl_wait();
-    if (kb < s_hi) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 2);
+    /* ROPE: rope_kv_write's work for this block, before the wait on nothing but the QKV matmul:
+     * the block's q heads rotated in shared memory (wo, free until the warp merge); the block
+     * whose range holds row p (one per row and KV head: the launcher takes group <= MQ) rotates
+     * k in place, stores k and v in the cache (the bits rope_kv_kernel stores) and hands row p to
+     * the warp whose first tile holds it from shared memory (a later tile reads the cache, which
+     * this block wrote before a barrier). q is rotated in place at the end (the cluster's other
+     * blocks read it until their merge). */
+    float *const qsc = &wo[0][0];
+    const bool own = ROPE && p >= s_lo && p < s_hi;
+    if (ROPE) {
+        uint32_t *const kvs = (uint32_t *)(qsc + MQ * HD); /* row p: K's HD 16-bit values, then V's */
+        for (int e = threadIdx.x; e < nqh * (HD / 4); e += blockDim.x) {
+            const int n = e / (HD / 4), d4 = e % (HD / 4);
+            *(float4 *)(qsc + n * HD + 4 * d4) = __ldcg((const float4 *)(a.rq + ((size_t)t * a.n_heads + h0 + n) * HD) + d4);
+        }
+        if (own && threadIdx.x < HD) {
+            const int d = threadIdx.x, half = a.half;
+            const size_t ho = ((size_t)t * a.n_kv_heads + kvh) * HD;
+            const size_t dst = ((size_t)bt[p / a.block_size] * a.block_size + p % a.block_size) * per_tok + (size_t)kvh * HD;
+            T16 *const k16 = (T16 *)kvs, *const kc = (T16 *)a.k, *const vc = (T16 *)a.v;
+            if (d < half) {
+                float ra, rb;
+                rope_rot(a.rk + ho, d, half, rcs[d], rcs[HD / 2 + d], ra, rb); /* rcs: its own thread wrote [d] */
+                const T16 x0 = dm_cvt<T16>(ra), x1 = dm_cvt<T16>(rb);
+                k16[d] = x0; k16[d + half] = x1;
+                kc[dst + d] = x0; kc[dst + d + half] = x1;
+            } else if (d >= 2 * half) {
+                const T16 x0 = dm_cvt<T16>(a.rk[ho + d]); /* not rotated */
+                k16[d] = x0; kc[dst + d] = x0;
+            }
+            const T16 y = dm_cvt<T16>(__ldcg(a.rv + ho + d));
+            k16[HD + d] = y; vc[dst + d] = y;
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < nqh * a.half; e += blockDim.x) {
+            float ra, rb;
+            rope_rot(qsc + (e / a.half) * HD, e % a.half, a.half, rcs[e % a.half], rcs[HD / 2 + e % a.half], ra, rb);
+        }
+        if (kb < s_hi && p >= kb && p < kb + MTK) {
+            const int r = p - kb;
+            if (r == g) {
+#pragma unroll
+                for (int i = 0; i < NW; i++) { kr[0][i] = kvs[c * NW + i]; vr[0][i] = kvs[HD / 2 + c * NW + i]; }
+            } else if (r == g + 8) {
+#pragma unroll
+                for (int i = 0; i < NW; i++) { kr[1][i] = kvs[c * NW + i]; vr[1][i] = kvs[HD / 2 + c * NW + i]; }
+            }
+        }
+        __syncthreads();
+    } else if (kb < s_hi) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 2);
     for (int e = threadIdx.x; e < KB * 32; e += blockDim.x) {
         const int j = e >> 5, l = e & 31, gg = l >> 2, cc = l & 3;
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (gg < nqh) v = __ldcg((const float4 *)(a.q + ((size_t)t * a.n_heads + h0 + gg) * HD + cc * (HD / 4) + 4 * j));
+        if (gg < nqh)
+            v = ROPE ? *(const float4 *)(qsc + gg * HD + cc * (HD / 4) + 4 * j)
+                     : __ldcg((const float4 *)(a.q + ((size_t)t * a.n_heads + h0 + gg) * HD + cc * (HD / 4) + 4 * j));
         uint4 u;
         mma16_split2<T16>(v.x * a.scale, v.y * a.scale, u.x, u.z);
         mma16_split2<T16>(v.z * a.scale, v.w * a.scale, u.y, u.w);
@@ -700,13 +764,19 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
         l[h] += __shfl_xor_sync(0xffffffffu, l[h], 16);
         if (g == 0) { wm[warp][2 * c + h] = m[h]; wl[warp][2 * c + h] = l[h]; }
     }
+    /* ROPE: query columns past nqh (padding of the n8) are never merged: not stored (the
+     * kernel without ROPE is left as it was: the A of KILN_CUDA_ATTN_ROPE=0) */
 #pragma unroll
     for (int i = 0; i < KB; i++) {
         const int da = (g >> 1) * CS + 4 * i + (g & 1), db = da + 2;
-        wo[warp][2 * c * RS + da] = o[i][0];
-        wo[warp][(2 * c + 1) * RS + da] = o[i][1];
-        wo[warp][2 * c * RS + db] = o[i][2];
-        wo[warp][(2 * c + 1) * RS + db] = o[i][3];
+        if (!ROPE || 2 * c < nqh) {
+            wo[warp][2 * c * RS + da] = o[i][0];
+            wo[warp][2 * c * RS + db] = o[i][2];
+        }
+        if (!ROPE || 2 * c + 1 < nqh) {
+            wo[warp][(2 * c + 1) * RS + da] = o[i][1];
+            wo[warp][(2 * c + 1) * RS + db] = o[i][3];
+        }
     }
     __syncthreads();
     if (S > 1) asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
@@ -758,25 +828,38 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
             a.out[((size_t)t * a.n_heads + h0 + n) * HD + d] = acc / L;
         }
     }
+    if (own) /* ROPE: q as rope_kv_write leaves it (every block of the cluster has read it: past the cluster barrier) */
+        for (int e = threadIdx.x; e < nqh * a.half; e += blockDim.x) {
+            float ra, rb;
+            rope_rot(a.rq + ((size_t)t * a.n_heads + h0 + e / a.half) * HD, e % a.half, a.half, rcs[e % a.half], rcs[HD / 2 + e % a.half], ra, rb);
+        }
 }
 
+extern "C" int kiln_cuda_attn_rope_calls; /* fused rope + attention launches (the tests check the path ran) */
+int kiln_cuda_attn_rope_calls;
+
 /* Decode steps on tensor cores: true if handled here. */
-static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int max_len) {
+static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int max_len, bool rope = false) {
     /* 1: default; 0: KILN_CUDA_ATTN_DEC=old; 2: =all (read per call: the tests change it) */
     const char *de = getenv("KILN_CUDA_ATTN_DEC");
     const int mode = de && !strcmp(de, "old") ? 0 : de && !strcmp(de, "all") ? 2 : 1;
     const int hd = a.hd;
     if (!mode || c->gemm_min_t == 0x7fffffff || (a.kv_dtype != DT_F16 && a.kv_dtype != DT_BF16) || (hd != 64 && hd != 128)) return false;
     const bool f16 = a.kv_dtype == DT_F16;
-    void (*kern)(attn_dev_t) = hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half> : attn_dec_mma_kernel<64, __nv_bfloat16>)
-                                        : (f16 ? attn_dec_mma_kernel<128, __half> : attn_dec_mma_kernel<128, __nv_bfloat16>);
+    void (*kern)(attn_dev_t) =
+        rope ? (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, true> : attn_dec_mma_kernel<64, __nv_bfloat16, true>)
+                         : (f16 ? attn_dec_mma_kernel<128, __half, true> : attn_dec_mma_kernel<128, __nv_bfloat16, true>))
+             : (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, false> : attn_dec_mma_kernel<64, __nv_bfloat16, false>)
+                         : (f16 ? attn_dec_mma_kernel<128, __half, false> : attn_dec_mma_kernel<128, __nv_bfloat16, false>));
     /* the largest cluster: 16 (non-portable) where clusters of 16 can cover >= 3/4 of the SMs,
      * else 8; KILN_CUDA_ATTN_CLUSTER=N forces N (1..16) */
     static int cauto = 0;
     if (!cauto) {
-        void (*ks[4])(attn_dev_t) = {attn_dec_mma_kernel<64, __half>, attn_dec_mma_kernel<64, __nv_bfloat16>,
-                                     attn_dec_mma_kernel<128, __half>, attn_dec_mma_kernel<128, __nv_bfloat16>};
-        for (int i = 0; i < 4; i++) cudaFuncSetAttribute(ks[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        void (*ks[8])(attn_dev_t) = {attn_dec_mma_kernel<64, __half, false>, attn_dec_mma_kernel<64, __nv_bfloat16, false>,
+                                     attn_dec_mma_kernel<128, __half, false>, attn_dec_mma_kernel<128, __nv_bfloat16, false>,
+                                     attn_dec_mma_kernel<64, __half, true>, attn_dec_mma_kernel<64, __nv_bfloat16, true>,
+                                     attn_dec_mma_kernel<128, __half, true>, attn_dec_mma_kernel<128, __nv_bfloat16, true>};
+        for (int i = 0; i < 8; i++) cudaFuncSetAttribute(ks[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
         {
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute at[1];
@@ -784,7 +867,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
             at[0].val.clusterDim.x = 16; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
             cfg.gridDim = dim3(16 * 16, 1); cfg.blockDim = dim3(32 * MWARPS); cfg.attrs = at; cfg.numAttrs = 1;
             int n16 = 0;
-            if (cudaOccupancyMaxActiveClusters(&n16, (void *)attn_dec_mma_kernel<128, __nv_bfloat16>, &cfg) != cudaSuccess) {
+            if (cudaOccupancyMaxActiveClusters(&n16, (void *)attn_dec_mma_kernel<128, __nv_bfloat16, false>, &cfg) != cudaSuccess) {
                 cudaGetLastError();
                 n16 = 0;
             }
@@ -832,6 +915,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     cfg.attrs = at;
     cfg.numAttrs = na;
     cudaCheck(cudaLaunchKernelEx(&cfg, kern, a));
+    if (rope) kiln_cuda_attn_rope_calls++;
     return true;
 }
 
@@ -1022,4 +1106,46 @@ void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn
         attn_combine_kernel<<<T * aa->n_heads, hd < 32 ? 32 : hd < 128 ? hd : 128, 0, c->stream>>>(out, a.part, splits, (size_t)T * aa->n_heads, hd);
         cudaLaunchCheck();
     }
+}
+
+/* norm_rope_kv_attention without head norms (llama) at a decode step that attn_dec_mma_kernel
+ * takes: rope_kv_write's rotation, cache write and the attention in that one kernel (its ROPE
+ * variant) — one PDL hop less after the QKV matmul, and bitwise the two ops (the same rope_pair,
+ * roundings, tiles and splits). Taken for rows of one token whose slot is the block table's
+ * (so the kernel finds row p where rope_kv_write would have put it), group <= MQ (one block of
+ * a split rotates k), a rotation within the head. KILN_CUDA_ATTN_ROPE=0 (read per call): the
+ * two ops, for A/B. */
+int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, const float *v, int rot, const float *inv, float ms,
+                               const int32_t *slots, int T, const attn_args_t *aa) {
+    const char *re = getenv("KILN_CUDA_ATTN_ROPE");
+    if (re && !strcmp(re, "0")) return 0;
+    cuda_impl_t *c = cuda_impl(be);
+    const kv_view_t *kv = &aa->kv;
+    const int nh = aa->n_heads, nkv = aa->n_kv_heads, hd = aa->head_dim, half = rot / 2, bs = kv->block_size;
+    if (c->attn_tiled || T <= 0 || aa->n_rows != T || half <= 0 || 2 * half > hd || (hd != 64 && hd != 128) || nkv <= 0 || nh % nkv ||
+        nh / nkv > MQ || kv->n_kv_heads != nkv || kv->head_dim != hd || (kv->dtype != DT_F16 && kv->dtype != DT_BF16))
+        return 0;
+    for (int r = 0; r < T; r++) {
+        if (aa->row_start[r] != r || aa->row_start[r + 1] != r + 1) return 0;
+        const int p = aa->pos[r];
+        if (p < 0 || slots[r] != aa->block_tables[r][p / bs] * bs + p % bs) return 0;
+    }
+    const int G = nh / nkv, hc = G < QMAX ? G : QMAX, n_chunks = (G + hc - 1) / hc, TQ = QMAX / hc;
+    attn_tiles_t tl;
+    attn_tiles_count(aa, TQ, &tl);
+    if (tl.n_tiles != T || tl.max_n != 1) return 0;
+    attn_tiles_upload(c, aa, T, TQ, &tl);
+    attn_dev_t a;
+    a.q = q; a.out = out; a.part = NULL;
+    a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
+    a.k = kv->k; a.v = kv->v; a.kv_dtype = kv->dtype; a.block_size = bs; a.max_blocks = tl.max_blocks;
+    a.T = T; a.n_heads = nh; a.n_kv_heads = nkv; a.hd = hd; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
+    a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
+    a.vec = (hd * (int)dtype_size(kv->dtype)) % 16 == 0;
+    a.rq = q; a.rk = k; a.rv = v; a.ms = ms; a.half = half;
+    const size_t ib = sizeof(float) * half;
+    char *hb = (char *)cuda_host_buf(c, 1, ib); /* as rope_kv_write uploads it */
+    memcpy(hb, inv, ib);
+    a.inv = (const float *)cuda_host_to_dev(c, hb, ib);
+    return attention_decode_mma(c, a, T, tl.max_len, true) ? 1 : 0;
 }

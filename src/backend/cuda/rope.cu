@@ -5,19 +5,12 @@
  * (i, i + rot/2) in every head. The frequencies come from the host (the model recomputes
  * them per row for dynamic NTK scaling), so they travel like the positions do. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/rope_pair.cuh"
 
 /* A thread per (token, head, rotated pair): at batch-1 decode the old thread-per-pair loop
  * over heads was a chain of dependent loads (~10 us per call for 32 heads). */
-/* Rotates pair (i, i + half) of head vector v by position p; the one formula both kernels use. */
-__device__ __forceinline__ void rope_pair(float *v, int i, int half, int p, const float *inv, float ms, float &ra, float &rb) {
-    const float ang = (float)p * inv[i];
-    const float c = cosf(ang) * ms, s = sinf(ang) * ms;
-    const float a = v[i], b = v[i + half];
-    ra = a * c - b * s;
-    rb = b * c + a * s;
-    v[i] = ra;
-    v[i + half] = rb;
-}
+/* rope_pair (rope_pair.cuh) rotates pair (i, i + half) of a head vector: the one formula
+ * these kernels and attention.cu's fused decode kernel use. */
 
 __global__ void rope_kernel(float *x, const int32_t *pos, int T, int nh, int hd, int half, const float *inv, float ms) {
     const size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -165,6 +158,9 @@ void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, 
                                  int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a) {
     const int nh = a->n_heads, nkv = a->n_kv_heads, hd = a->head_dim, half = rot / 2;
     if (T <= 0) return;
+    /* llama (no head norms) at a decode step the tensor-core decode kernel takes: rope, the cache
+     * write and the attention in that one kernel (attention.cu; KILN_CUDA_ATTN_ROPE=0: not) */
+    if (!qn && !kn && cuda_rope_attention_decode(be, out, q, k, v, rot, inv, ms, slots, T, a)) return;
     if (!qn || !kn || half <= 0 || hd > 256 || a->kv.n_kv_heads != nkv || a->kv.head_dim != hd || !norm_rope_on()) {
         if (qn) cuda_rms_norm(be, q, q, qn, 0.f, T * nh, hd, eps);
         if (kn) cuda_rms_norm(be, k, k, kn, 0.f, T * nkv, hd, eps);
