@@ -72,6 +72,20 @@ int file_copy_anon(mapped_file_t *mf, size_t align_at, const void **old_base, fi
     if (fd >= 0) close(fd);
     if (off < mf->size) memcpy(p + off, (const unsigned char *)mf->data + off, mf->size - off);
     if (progress) progress(mf->size, ctx);
+    /* MADV_HUGEPAGE asks for 2 MB pages at fault time, but a fault that finds no free 2 MB
+     * block (fragmented memory, page cache filling it) falls back to 4 KB pages for good, and
+     * 4 KB pages cost decode's stream 15-25 % (bench/cpu/RESULTS.md, session 7). So check what
+     * the copy got and, where it fell short, MADV_COLLAPSE (Linux 6.1) the range: a
+     * synchronous collapse that compacts memory for it, whatever THP's defrag setting says.
+     * KILN_THP_COLLAPSE=0: no collapse (the A/B switch). */
+    const char *cv = getenv("KILN_THP_COLLAPSE");
+    size_t huge = 0, rss = 0;
+    if (!(cv && *cv == '0') && mem_huge_bytes(base, n, &huge, &rss) == 0 && huge < n) {
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+        madvise(base, n, MADV_COLLAPSE); /* EINVAL before 6.1, EAGAIN/ENOMEM when memory is short: best effort */
+    }
     /* left writable: the CPU backend rewrites weights in place into its kernels' order
      * (backend/cpu/cpu_pack.h), and an mprotect of part of a transparent huge page splits
      * it into 4 KB pages (qwen3-0.6b packed per weight: 1165 -> 760 MB AnonHugePages, decode
@@ -82,6 +96,32 @@ int file_copy_anon(mapped_file_t *mf, size_t align_at, const void **old_base, fi
     mf->anon_size = n;
     mf->anon_shift = (size_t)(p - base);
     return 0;
+}
+
+int mem_huge_bytes(const void *p, size_t n, size_t *huge, size_t *rss) {
+    *huge = *rss = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    uintptr_t lo = (uintptr_t)p, hi = lo + n, a, b;
+    size_t ov = 0, kb;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) { /* a mapping's header */
+            ov = a < hi && b > lo ? (b < hi ? b : hi) - (a > lo ? a : lo) : 0;
+            continue;
+        }
+        if (!ov) continue;
+        if (sscanf(line, "Rss: %zu kB", &kb) == 1) *rss += kb * 1024 < ov ? kb * 1024 : ov;
+        else if (sscanf(line, "AnonHugePages: %zu kB", &kb) == 1) *huge += kb * 1024 < ov ? kb * 1024 : ov;
+    }
+    fclose(f);
+    return 0;
+}
+
+size_t file_anon_huge_bytes(const mapped_file_t *mf) {
+    size_t huge = 0, rss = 0;
+    if (!mf->anon_size || mem_huge_bytes((const char *)mf->data - mf->anon_shift, mf->anon_size, &huge, &rss)) return 0;
+    return huge;
 }
 
 char *file_read(const char *path, size_t max_bytes, size_t *len_out, err_t *e) {

@@ -24,6 +24,13 @@ void file_unmap(mapped_file_t *mf);
  * so far, every 64 MB and at the end. */
 typedef void (*file_progress_fn)(size_t done, void *ctx);
 int file_copy_anon(mapped_file_t *mf, size_t align_at, const void **old_base, file_progress_fn progress, void *ctx);
+/* How much of [p, p + n) the kernel maps with 2 MB pages: *huge gets the AnonHugePages and
+ * *rss the Rss of /proc/self/smaps, summed over the mappings that overlap the range (each
+ * mapping's figure clamped to its overlap). -1 when smaps cannot be read (not Linux). */
+int mem_huge_bytes(const void *p, size_t n, size_t *huge, size_t *rss);
+/* The huge-page coverage of a file_copy_anon copy (its whole mapping), measured now; 0 for a
+ * file map. */
+size_t file_anon_huge_bytes(const mapped_file_t *mf);
 /* Reads the whole file, NUL-terminated; refuses files over max_bytes. Caller frees. */
 char *file_read(const char *path, size_t max_bytes, size_t *len_out, err_t *e);
 int file_exists(const char *path);

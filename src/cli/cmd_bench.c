@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <sys/time.h>
 #include "cli/cli.h"
 #include "cli/model_args.h"
 #include "base/bwprobe.h"
@@ -257,6 +259,8 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
     return rc;
 }
 
+static double tv_s(struct timeval t) { return t.tv_sec + t.tv_usec * 1e-6; }
+
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL;
     long np = 512, ng = 128, runs = 1, shared = 0, step_tokens = 512, max_batch = 64;
@@ -317,6 +321,10 @@ int cmd_bench(int argc, char **argv) {
     double *pr_b = calloc((size_t)runs, sizeof(double)), *pr_a = calloc((size_t)runs, sizeof(double)),
            *pr_dc = calloc((size_t)runs, sizeof(double)), *pr_ld = calloc((size_t)runs, sizeof(double)),
            *ratio = calloc((size_t)runs, sizeof(double));
+    /* every decode token's own time (all runs): a slow run that is slow throughout (a state of
+     * the machine or of the process) reads differently from one with a few stalls */
+    double *tok_ms = calloc((size_t)(runs * ng + 1), sizeof(double)), *cpu_wall = calloc((size_t)runs, sizeof(double));
+    long *nivcsw = calloc((size_t)runs, sizeof(long));
     if (probe && ng > 0 && !(bw = bwprobe_create(1024))) { fprintf(stderr, "kiln bench: --probe: cannot allocate 1 GiB\n"); goto done; }
     kv_seq_t seq;
     kv_seq_t *seqp = &seq;
@@ -336,6 +344,9 @@ int cmd_bench(int argc, char **argv) {
             pr_b[run] = bwprobe_read_gbs(bw, m->be->n_threads, 5);
             t1 = now_s();
         }
+        double tprev = t1;
+        struct rusage ru0, ru1;
+        getrusage(RUSAGE_SELF, &ru0);
         for (int g = 0; g < ng; g++) {
             /* greedy, as the engine and kiln generate pick it: on the device where the engine
              * samples there (only the token id comes back), else argmax_first on the host */
@@ -345,8 +356,18 @@ int cmd_bench(int argc, char **argv) {
             if (model_forward(m, &d, dev ? NULL : logits, &e)) goto fail;
             /* on the device the step's pick waits for it (the host path's download did) */
             if (dev) m->be->ops->sample(m->be, &tok[T + g + 1], m->dev_logits, &sa);
+            double tg = now_s();
+            tok_ms[run * ng + g] = (tg - tprev) * 1e3;
+            tprev = tg;
         }
         double t2 = now_s();
+        getrusage(RUSAGE_SELF, &ru1);
+        /* the process's CPU time over the decode window per second of it (about the thread
+         * count when every thread ran throughout: the workers spin between matmuls) and the
+         * times a thread was preempted: a slow run with fewer CPUs than threads was not
+         * memory-bound */
+        cpu_wall[run] = (tv_s(ru1.ru_utime) + tv_s(ru1.ru_stime) - tv_s(ru0.ru_utime) - tv_s(ru0.ru_stime)) / (t2 - t1);
+        nivcsw[run] = ru1.ru_nivcsw - ru0.ru_nivcsw;
         if (bw) {
             pr_a[run] = bwprobe_read_gbs(bw, m->be->n_threads, 5);
             pr_dc[run] = ng / (t2 - t1);
@@ -366,12 +387,25 @@ int cmd_bench(int argc, char **argv) {
         for (long r = 0; r < runs; r++) sr[r] = ratio[r];
         qsort(sr, (size_t)runs, sizeof(double), cmp_double);
         double med = runs % 2 ? sr[runs / 2] : (sr[runs / 2 - 1] + sr[runs / 2]) / 2;
+        size_t nt = (size_t)(runs * ng), huge_end = model_weight_huge_bytes(m, NULL);
+        qsort(tok_ms, nt, sizeof(double), cmp_double);
+#define TOK_PCT(q) (nt ? tok_ms[(size_t)((nt - 1) * (q) + 0.5)] : 0.0)
         if (json) {
             printf("{\"model\": \"%s\", \"backend\": \"%s\", \"simd\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld, "
                    "\"gen_tokens\": %ld, \"greedy_pick\": \"%s\", \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, \"weight_bytes\": %zu, "
                    "\"decode_weight_gb_s\": %.2f, \"kv_bytes_per_token\": %.0f, \"decode_read_gb_s\": %.2f, \"params\": %lld",
                    dir, ma.backend, backend_simd_name(m->be), m->be->n_threads, np, ng, dev ? "device" : "host", pf, dc, m->weight_bytes, gbs,
                    kvb, rgbs, (long long)m->n_params);
+            printf(", \"weight_copy_bytes\": %zu, \"weight_huge_bytes\": %zu, \"weight_huge_bytes_end\": %zu", m->weight_copy_bytes,
+                   m->weight_huge_bytes, huge_end);
+            if (nt)
+                printf(", \"decode_token_ms\": {\"min\": %.3f, \"p10\": %.3f, \"p50\": %.3f, \"p90\": %.3f, \"max\": %.3f}", TOK_PCT(0),
+                       TOK_PCT(0.1), TOK_PCT(0.5), TOK_PCT(0.9), TOK_PCT(1));
+            if (nt) {
+                printf(", \"decode_runs\": [");
+                for (long r = 0; r < runs; r++) printf("%s{\"cpu_per_wall\": %.2f, \"preempted\": %ld}", r ? ", " : "", cpu_wall[r], nivcsw[r]);
+                printf("]");
+            }
             if (bw) {
                 printf(", \"roofline_median\": %.4f, \"roofline_best\": %.4f, \"roofline_worst\": %.4f, \"probe_runs\": [", med,
                        sr[runs - 1], sr[0]);
@@ -387,6 +421,13 @@ int cmd_bench(int argc, char **argv) {
             printf("prefill: %ld tokens in %.3f s = %.1f tok/s\n", np, best_pf, pf);
             if (ng) printf("decode:  %ld tokens in %.3f s = %.2f tok/s (%.1f MB weights/token -> %.2f GB/s; + %.1f MB K/V -> %.2f GB/s)\n",
                            ng, best_dc, dc, m->weight_bytes / 1e6, gbs, kvb / 1e6, rgbs);
+            if (nt) printf("decode token ms over %ld runs: min %.2f, p10 %.2f, median %.2f, p90 %.2f, max %.2f\n", runs, TOK_PCT(0), TOK_PCT(0.1),
+                           TOK_PCT(0.5), TOK_PCT(0.9), TOK_PCT(1));
+            for (long r = 0; nt && r < runs; r++)
+                printf("run %ld: decode CPU time %.2f s per second, %ld preemptions\n", r + 1, cpu_wall[r], nivcsw[r]);
+            if (m->weight_copy_bytes)
+                printf("weights: %.0f of %.0f MB of the copy in 2 MB pages at load, %.0f MB at the end\n", m->weight_huge_bytes / 1e6,
+                       m->weight_copy_bytes / 1e6, huge_end / 1e6);
             for (long r = 0; bw && r < runs; r++)
                 printf("run %ld: decode %.2f tok/s = %.2f GB/s, probe %.2f GB/s before, %.2f after: %.1f%% of the roofline (load %.2f)\n",
                        r + 1, pr_dc[r], pr_dc[r] * m->weight_bytes / 1e9, pr_b[r], pr_a[r], 100 * ratio[r], pr_ld[r]);
@@ -401,7 +442,7 @@ fail:
     kv_seq_free(&seq, &m->kv);
 done:
     bwprobe_free(bw);
-    free(pr_b); free(pr_a); free(pr_dc); free(pr_ld); free(ratio);
+    free(pr_b); free(pr_a); free(pr_dc); free(pr_ld); free(ratio); free(tok_ms); free(cpu_wall); free(nivcsw);
     free(tok); free(pos); free(logits);
     model_free(m);
     return rc;

@@ -60,6 +60,10 @@ struct model {
     char *dir;
     void *impl;
     size_t weight_bytes;     /* bytes read by one full pass over the weights */
+    /* the checkpoint bytes copied into anonymous memory at load (KILN_HUGE_WEIGHTS) and how
+     * many of them sat in 2 MB pages once the family had built (packed) its weights
+     * (model_weight_huge_bytes measures it again later) */
+    size_t weight_copy_bytes, weight_huge_bytes;
     int64_t n_params;
     rec_pool_t *rec;         /* recurrent state slots (hybrid families), else NULL */
     /* Device sampling: a family that can leave its logits in backend memory sets
@@ -78,6 +82,9 @@ typedef struct model_opts {
 } model_opts_t;
 
 model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e);
+/* The bytes of the weights' anonymous copy that are in 2 MB pages now (/proc/self/smaps);
+ * *copy (may be NULL) gets the copy's size. */
+size_t model_weight_huge_bytes(const model_t *m, size_t *copy);
 void model_free(model_t *m);
 /* Creates the KV pool: n_blocks of block_size tokens in dtype. */
 int model_init_kv(model_t *m, int n_blocks, int block_size, dtype_t dtype, err_t *e);
