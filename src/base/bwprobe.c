@@ -5,12 +5,16 @@
 #include "base/bwprobe.h"
 #include <immintrin.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 
 struct bwprobe {
     float *buf;
     size_t n; /* floats */
+    void *map; /* KILN_PROBE_HUGE=1: the 2 MB-page mapping buf lies in */
+    size_t map_bytes;
 };
 
 typedef struct { const float *p; size_t n; double out; } bw_job_t;
@@ -50,7 +54,18 @@ bwprobe_t *bwprobe_create(size_t mib) {
     bwprobe_t *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = mib * 1024 * 1024 / 4;
-    p->buf = aligned_alloc(64, p->n * 4);
+    /* KILN_PROBE_HUGE=1: the buffer in 2 MB pages (MADV_HUGEPAGE), as the weights' copy is
+     * (model.c); default: malloc'd memory, 4 KB pages where THP is "madvise" (the A/B switch,
+     * bench/cpu/RESULTS.md session 11 helper-72) */
+    const char *hv = getenv("KILN_PROBE_HUGE");
+    if (hv && *hv == '1') {
+        const size_t H = (size_t)2 << 20;
+        p->map_bytes = p->n * 4 + H;
+        p->map = mmap(NULL, p->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p->map == MAP_FAILED) { free(p); return NULL; }
+        p->buf = (float *)(((uintptr_t)p->map + H - 1) & ~(uintptr_t)(H - 1));
+        madvise(p->buf, p->n * 4, MADV_HUGEPAGE);
+    } else p->buf = aligned_alloc(64, p->n * 4);
     if (!p->buf) { free(p); return NULL; }
     for (size_t i = 0; i < p->n; i++) p->buf[i] = (float)(i & 1023);
     return p;
@@ -85,6 +100,7 @@ double bwprobe_read_gbs(bwprobe_t *p, int threads, int passes) {
 
 void bwprobe_free(bwprobe_t *p) {
     if (!p) return;
-    free(p->buf);
+    if (p->map) munmap(p->map, p->map_bytes);
+    else free(p->buf);
     free(p);
 }
