@@ -9,7 +9,10 @@
 #     ROUNDS times (default 3) × 2 runs, and the median, best and worst ratio are given.
 #   prefill share = achieved matmul+attention FLOP/s / f32 FMA peak (kiln-probe at start).
 # Also printed: the K/V bytes decode reads per token at this context (f16 cache), which
-# the weight-only roofline leaves out, and the 1-minute load average of each run.
+# the weight-only roofline leaves out, and the 1-minute load average of each run; per run the
+# process's CPU seconds per second of decode and its preemptions, the decode tokens' min/p50/p90
+# time and the weights' huge-page coverage (kiln bench --json): a slow run says whether its
+# threads lost their CPUs or its weights their 2 MB pages.
 # Usage: bench/run_cpu.sh BUILD_DIR SYNTH_DIR [names...]   (names default: the six below)
 # Checkpoints: build/kiln synth --arch qwen3 --preset qwen3-0.6b --dtype q8 --out SYNTH_DIR/qwen3-0.6b-q8 ...
 # KILN_BENCH_PRIO=N (e.g. -15): run each kiln / kiln-probe in a session of its own whose
@@ -29,7 +32,9 @@ for r in $(seq "$R"); do
   for n in $names; do
     j=$(prio "$B/kiln" bench "$S/$n" --prompt-tokens 512 --gen-tokens 64 --runs 2 --probe --json)
     echo "$n $j" >> "$tmp"
-    echo "round $r $n: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(" ".join("%.2f tok/s %.1f/%.1f GB/s %.0f%% (load %.2f)" % (x["decode_tok_s"], x["probe_before_gb_s"], x["probe_after_gb_s"], 100*x["ratio"], x["load1"]) for x in d["probe_runs"]))' "$j")"
+    echo "round $r $n: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); dr=d.get("decode_runs") or [{}]*len(d["probe_runs"]); t=d.get("decode_token_ms")
+print(" ".join("%.2f tok/s %.1f/%.1f GB/s %.0f%% (load %.2f, CPU %.2f/s, %s preempted)" % (x["decode_tok_s"], x["probe_before_gb_s"], x["probe_after_gb_s"], 100*x["ratio"], x["load1"], r.get("cpu_per_wall", 0), r.get("preempted", "?")) for x, r in zip(d["probe_runs"], dr))
+      + ("; token ms min/p50/p90 %.1f/%.1f/%.1f" % (t["min"], t["p50"], t["p90"]) if t else "") + ("; weights in 2 MB pages %.0f of %.0f MB" % (d["weight_huge_bytes"] / 1e6, d["weight_copy_bytes"] / 1e6) if "weight_copy_bytes" in d else ""))' "$j")"
   done
 done
 echo "uptime: $(uptime)"
