@@ -1226,10 +1226,11 @@ static void test_norm_rope_glu(void) {
 
 static void test_embed(void) {
     backend_t *be = be32;
-    hw_t hs[4] = {make_dense(50, 96, DT_BF16, 3), make_dense(50, 33, DT_F16, 4), make_quant(50, 256, 4, 64, DT_BF16, 5),
-                  make_quant(50, 96, 3, 32, DT_F16, 6)};
+    /* 1000 / 4096 columns: several 128-column blocks per token (embed_cols_kernel), a tail */
+    hw_t hs[6] = {make_dense(50, 96, DT_BF16, 3), make_dense(50, 33, DT_F16, 4), make_quant(50, 256, 4, 64, DT_BF16, 5),
+                  make_quant(50, 96, 3, 32, DT_F16, 6), make_dense(50, 1000, DT_BF16, 7), make_quant(50, 4096, 4, 64, DT_BF16, 8)};
     int32_t ids[6] = {49, 0, 7, 7, 23, 1};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         weight_t w = hs[i].w;
         err_t e = {0};
         CHECK(be->ops->prepare_weight(be, &w, &e) == 0, "embed prepare: %s", e.msg);
@@ -2222,6 +2223,11 @@ int main(void) {
     be16 = backend_create("cuda", 0, &e);
     unsetenv("KILN_CUDA_ACT");
     if (!be32 || !befast || !be16) { printf("cannot create the CUDA backend: %s\n", e.msg); return 1; }
+    if (getenv("KILN_CUDA_TEST_EMBED_ONLY")) { /* embeddings alone (KILN_CUDA_EMBED_V=1: the one-block kernel) */
+        test_embed();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_EMBED_ONLY)");
+    }
     if (getenv("KILN_CUDA_TEST_MOE_ONLY")) { /* the MoE tests alone: a short device call */
         test_hybrid_elementwise();
         test_moe();

@@ -16,7 +16,7 @@
  * ordered path sorts NaN with an inconsistent comparator, so there only "vocab-1" (the
  * device's documented answer) is checked.
  *
- * Also times a 64-row step at vocab 151936: the device op against downloading the logits
+ * Also times a 64-, 8- and 1-row step at vocab 151936: the device op against downloading the logits
  * and sampling them on the host (one thread). Needs a GPU: run by `make test-cuda`. */
 #include <time.h>
 #include "cuda_test.h"
@@ -236,14 +236,27 @@ static void test_agreement(void) {
         printf("# vocab %6d: %d checks, %d failed so far (%d exact rows, %d near a boundary, %d of them differ)\n", V, ct_checks,
                ct_failures, n_exact, n_near, n_near_diff);
     }
+    /* one row per launch: at batch 1 the device spreads a row over many blocks (sample.cu's
+     * multi-block kernel: up to 64 blocks at 151936), every parameter mix and logit shape */
+    static const int vocab1[] = {32000, 151936};
+    for (int vi = 0; vi < 2; vi++) {
+        const int V = vocab1[vi];
+        for (int kind = LG_WIDE; kind <= LG_PEAKED; kind++)
+            for (int r = 0; r < 13; r++) {
+                tcase_t tc = make_case(V, r + kind * 7);
+                run_batch(V, 1, &tc, kind);
+            }
+        printf("# vocab %6d, one row per launch: %d checks, %d failed so far (%d exact rows, %d near a boundary, %d of them differ)\n", V,
+               ct_checks, ct_failures, n_exact, n_near, n_near_diff);
+    }
     /* near-boundary rows are rare by construction; too many would mean a real mismatch */
     CHECK(n_near * 20 <= n_exact, "%d near-boundary rows of %d", n_near, n_exact);
 }
 
-/* Device op vs download + host sampling, 64 rows of 151936 (no penalties: the logits are
+/* Device op vs download + host sampling, `rows` rows of 151936 (no penalties: the logits are
  * not changed, so each iteration sees the same input). */
-static void time_step(float temp, int top_k, float top_p, const char *what) {
-    const int V = 151936, rows = 64, it = 20;
+static void time_step(float temp, int top_k, float top_p, const char *what, int rows) {
+    const int V = 151936, it = 20;
     float *lg = malloc(sizeof(float) * (size_t)rows * V), *hl = malloc(sizeof(float) * (size_t)rows * V);
     for (int r = 0; r < rows; r++) fill_logits(lg + (size_t)r * V, V, LG_WIDE);
     float *dl = be->ops->upload(be, lg, sizeof(float) * (size_t)rows * V);
@@ -274,8 +287,8 @@ static void time_step(float temp, int top_k, float top_p, const char *what) {
         for (int r = 0; r < rows; r++) diff += sample_token(&rq[r].p.sampling, hl + (size_t)r * V, V, NULL, 0, 0, 0, &ss) != dtok[r];
     }
     double t_host = (now_s() - t0) / 3;
-    printf("# time, 64 rows x 151936, %-26s: device %8.3f ms/step, download + host sampling (1 thread) %8.3f ms/step (%d tokens differ)\n",
-           what, t_dev * 1e3, t_host * 1e3, diff / 3);
+    printf("# time, %2d rows x 151936, %-26s: device %8.3f ms/step, download + host sampling (1 thread) %8.3f ms/step (%d tokens differ)\n",
+           rows, what, t_dev * 1e3, t_host * 1e3, diff / 3);
     sample_dev_free(sd);
     sampler_scratch_free(&ss);
     be->ops->free(be, dl);
@@ -288,11 +301,15 @@ int main(void) {
     be = backend_create("cuda", 0, &e);
     if (!be) { printf("cannot create the CUDA backend: %s\n", e.msg); return 1; }
     CHECK(be->ops->sample != NULL, "the CUDA backend has the op sample");
-    test_agreement();
-    time_step(0, 0, 1, "greedy");
-    time_step(0.8f, 0, 1, "temperature 0.8");
-    time_step(0.7f, 20, 0.8f, "T 0.7, top-k 20, top-p 0.8");
-    time_step(1.0f, 0, 0.95f, "T 1, top-p 0.95");
+    /* KILN_CUDA_TEST_SAMPLE=agree / time: one part alone (a short device call) */
+    const char *part = getenv("KILN_CUDA_TEST_SAMPLE");
+    if (!part || strcmp(part, "time")) test_agreement();
+    for (int rows = 64; rows >= 1 && (!part || strcmp(part, "agree")); rows = rows == 64 ? 8 : rows / 8) {
+        time_step(0, 0, 1, "greedy", rows);
+        time_step(0.8f, 0, 1, "temperature 0.8", rows);
+        time_step(0.7f, 20, 0.8f, "T 0.7, top-k 20, top-p 0.8", rows);
+        time_step(1.0f, 0, 0.95f, "T 1, top-p 0.95", rows);
+    }
     backend_destroy(be);
     return ct_done("test_cuda_sample");
 }

@@ -643,8 +643,32 @@ static int gemv_pipe(int cfg) {
     return v == 4 ? cfg == CFG_R4 : v;
 }
 
+/* Small matrices at one token: the K-split shapes (R1K4, R2K2: qwen3-0.6b's q/k/v, o, gate/up, down)
+ * at four rows per row group with the KS of their own configuration — the GM_R4 argument of
+ * rms_matmul_multi (a row's sum depends on KS alone, so every output is bitwise that of R = 1 / 2),
+ * a quarter / half the blocks, and each x piece loaded once for four rows. qwen3-0.6b bf16 (ncu, one
+ * layer alone): q/k/v 8.2 -> 5.2 us, o 4.2 -> 3.9, gate/up 7.0 -> 6.0, down 4.8 -> 4.5; decode
+ * 867-889 -> 987-999 tok/s (bench/cuda/RESULTS.md, session 11, helper-69). llama-3-8b's o/down
+ * (R2K2, 4096 rows) measured slower at R = 4 (220 -> 204 tok/s), so single weights take it at R1K4
+ * only. KILN_CUDA_GEMV_R4S=MASK: 1 matmul_multi without the norm, 2 matmul_glu (two gate/up pairs
+ * per warp), 4 single weights (matmul, matmul_add) at R1K4 and R2K2, 8 single weights at R1K4;
+ * default 11 (1 | 2 | 8), 0: R = 1 / 2 as before. */
+static int r4s_on(int bit) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV_R4S"); v = e ? atoi(e) : 1 | 2 | 8; }
+    return v & bit;
+}
+
 template <int KIND, int TT, int MODE = 0>
 static void launch_p(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w) {
+    if constexpr (TT == 1) {
+        if ((cfg == CFG_R2K2 || cfg == CFG_R1K4) && (r4s_on(4) || (cfg == CFG_R1K4 && r4s_on(8)))) {
+            const dim3 grid(cdiv(w->rows, GEMV_WARPS / cfg_KS[cfg] * 4)), block(GEMV_WARPS * 32);
+            if (cfg == CFG_R2K2) cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 2, MODE | GM_R4>, grid, block, 0, y, x, T, w->data, w->rows, w->cols);
+            else cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, GEMV_WARPS, MODE | GM_R4>, grid, block, 0, y, x, T, w->data, w->rows, w->cols);
+            return;
+        }
+    }
     const dim3 grid(cfg_blocks(cfg, w->rows)), block(GEMV_WARPS * 32);
     const void *d = w->data;
     const int rows = w->rows, cols = w->cols;
@@ -748,7 +772,7 @@ static int gemv_multi_launch(cuda_impl_t *c, int n, float *const *y, const float
     gemv_multi_t m = {};
     m.n = n;
     m.cols = w[0]->cols;
-    const bool r4 = ne && T == 1 && norm_r4_on(); /* T = 2: R = 4 spilled (48 bytes at 64 registers) */
+    const bool r4 = T == 1 && (ne ? norm_r4_on() : r4s_on(1)); /* T = 2: R = 4 spilled (48 bytes at 64 registers) */
     int nb = 0;
     for (int i = 0; i < 4; i++) {
         m.b0[i] = nb;
@@ -776,7 +800,10 @@ static int gemv_multi_launch(cuda_impl_t *c, int n, float *const *y, const float
         }
         return 0;
     }
-    if (w[0]->dtype == DT_BF16) {
+    if (r4) {
+        if (w[0]->dtype == DT_BF16) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 1, GM_R4>, grid, block, 0, x, T, m);
+        else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_F16, 1, GM_R4>, grid, block, 0, x, T, m);
+    } else if (w[0]->dtype == DT_BF16) {
         if (T == 1) cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 1>, grid, block, 0, x, T, m);
         else cuda_launch_pdl(c->stream, gemvp_multi_kernel<K_BF16, 2>, grid, block, 0, x, T, m);
     } else {
@@ -801,8 +828,16 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_glu_kernel(f
 template <int KIND, int TT, int MODE>
 static void launch_glu(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const void *wg, int rows, int cols, const gemv_ext_t &e) {
     const int KS = cfg_KS[cfg], pairs = cfg == CFG_R4 ? 2 : 1; /* R = 4: two pairs per warp; R = 2 or 1: one */
-    const dim3 grid(cdiv(rows, GEMV_WARPS / KS * pairs)), block(GEMV_WARPS * 32);
     const size_t sm = MODE & GM_NORM ? (size_t)T * cols * 4 : 0;
+    if constexpr (TT == 1) {
+        if ((cfg == CFG_R2K2 || cfg == CFG_R1K4) && r4s_on(2)) { /* two pairs per warp, the KS of cfg */
+            const dim3 grid(cdiv(rows, GEMV_WARPS / KS * 2)), block(GEMV_WARPS * 32);
+            if (cfg == CFG_R2K2) cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 4, 2, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e);
+            else cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 4, GEMV_WARPS, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e);
+            return;
+        }
+    }
+    const dim3 grid(cdiv(rows, GEMV_WARPS / KS * pairs)), block(GEMV_WARPS * 32);
     switch (cfg) {
     case CFG_R4: cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 4, 1, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e); break;
     case CFG_R2K2: cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 2, 2, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e); break;
