@@ -424,6 +424,131 @@ static void test_pdl_chain(void) {
      * prepare_weight take that weight for a view of these device copies */
 }
 
+/* x prepared by its producer for the q4/q8 GEMV (xprep.cu, KILN_CUDA_XPREP): a decode-like chain (per
+ * layer add_rms_norm → q/k/v-like matmul_multi of h → add_rms_norm → gate/up matmul_multi → glu →
+ * down; a final rms_norm and lm_head) on backends created with XPREP = 0 (every GEMV block prepares
+ * x), 1 (the norms prepare it), 5 (also the GLU in one block, one exponent) — bitwise equal — and 2
+ * (the GLU with an exponent per span), 3 (norms + that GLU): within 1e-4 of XPREP=0 — the GEMV's own
+ * tolerance — x' keeps at least its bits. chk = 1 puts an op that writes x between each producer and
+ * its GEMV (scale of h, add into g): the record must be dropped (bitwise XPREP=0, no prepared launch).
+ * Shapes: llama-like q4 g64 / q8 g32 down, and K off whole chunks (padding spans: 640 q4 g32, 1152 q8
+ * g32), f16 and bf16 scales; eager and captured. */
+static void xprep_chain(backend_t *be, const weight_t *wq, const weight_t *wg, const weight_t *wu, const weight_t *wd, const weight_t *wo,
+                        int chk, int captured, uint64_t seed, float *out_x, float *out_l) {
+    const int H = wg->cols, I = wg->rows, V = wo->rows, Q = wq->rows, L = 3;
+    float *x0 = rand_vec(H, seed + 1, 1.f), *h0 = rand_vec(H, seed + 2, 0.5f), *ln = rand_vec(H, seed + 3, 1.f);
+    float *dx = dev_from(be, x0, H), *dh = dev_from(be, h0, H), *dln = dev_from(be, ln, H);
+    float *dq = be->ops->alloc(be, sizeof(float) * Q), *dq2 = be->ops->alloc(be, sizeof(float) * Q);
+    float *dg = be->ops->alloc(be, sizeof(float) * I), *du = be->ops->alloc(be, sizeof(float) * I), *dl = be->ops->alloc(be, sizeof(float) * V);
+    if (captured && be->ops->step_begin) be->ops->step_begin(be, 1, 1);
+    for (int l = 0; l < L; l++) {
+        be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, 1, H, 1e-5f);
+        if (chk) be->ops->scale(be, dh, 1.5f, H);
+        {
+            float *const y[2] = {dq, dq2};
+            const weight_t *const w[2] = {wq, wq};
+            be->ops->matmul_multi(be, 2, y, dh, 1, w);
+        }
+        be->ops->add(be, dx, dq, H < Q ? H : Q);
+        be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, 1, H, 1e-5f);
+        {
+            float *const y[2] = {dg, du};
+            const weight_t *const w[2] = {wg, wu};
+            be->ops->matmul_multi(be, 2, y, dh, 1, w);
+        }
+        be->ops->glu(be, dg, dg, du, I, ACT_SILU);
+        if (chk) be->ops->add(be, dg, du, I);
+        be->ops->matmul(be, dh, dg, 1, wd);
+    }
+    be->ops->rms_norm(be, dh, dx, dln, 0.f, 1, H, 1e-5f);
+    be->ops->matmul(be, dl, dh, 1, wo);
+    to_host(be, out_l, dl, V);
+    if (captured && be->ops->step_end) be->ops->step_end(be);
+    to_host(be, out_x, dh, H);
+    be->ops->free(be, dx); be->ops->free(be, dh); be->ops->free(be, dln); be->ops->free(be, dq); be->ops->free(be, dq2);
+    be->ops->free(be, dg); be->ops->free(be, du); be->ops->free(be, dl);
+    free(x0); free(h0); free(ln);
+}
+
+static void test_xprep(void) {
+    if (!gemv_tc) return;
+    struct { int H, I, V, bq, gq, bd, gd; dtype_t sbt; } sets[] = {
+        {2048, 5632, 3000, 4, 64, 8, 32, DT_BF16},  /* pdl chain's shapes: q4 g64 (U 64), q8 g32 down */
+        {640, 1152, 700, 4, 32, 8, 32, DT_F16},     /* padding spans: 640 = 1.25 q4 chunks, 1152 = 4.5 q8 chunks */
+        {1024, 3072, 1500, 8, 64, 4, 128, DT_BF16}, /* qwen3-0.6b-like, q8 g64 (U 64) and q4 g128 (U 128) down */
+    };
+#define NXM 5
+    static const int modes[NXM] = {0, 1, 2, 3, 5};
+    backend_t *bx[NXM];
+    err_t e = {0};
+    const char *old = getenv("KILN_CUDA_XPREP");
+    for (int m = 0; m < NXM; m++) {
+        char v[4];
+        snprintf(v, sizeof v, "%d", modes[m]);
+        setenv("KILN_CUDA_XPREP", v, 1);
+        bx[m] = backend_create("cuda", 0, &e);
+        CHECK(bx[m] != NULL, "xprep: backend_create with KILN_CUDA_XPREP=%d: %s", modes[m], e.msg);
+        if (!bx[m]) return;
+    }
+    if (old) setenv("KILN_CUDA_XPREP", old, 1);
+    else unsetenv("KILN_CUDA_XPREP");
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int H = sets[si].H, I = sets[si].I, V = sets[si].V;
+        hw_t hq = make_quant(H + 64, H, sets[si].bq, sets[si].gq, sets[si].sbt, 300 + si), hg = make_quant(I, H, sets[si].bq, sets[si].gq, sets[si].sbt, 310 + si),
+             hu = make_quant(I, H, sets[si].bq, sets[si].gq, sets[si].sbt, 320 + si), hd = make_quant(H, I, sets[si].bd, sets[si].gd, sets[si].sbt, 330 + si),
+             ho = make_quant(V, H, sets[si].bq, sets[si].gq, sets[si].sbt, 340 + si);
+        weight_t w[NXM][5];
+        for (int m = 0; m < NXM; m++) {
+            w[m][0] = hq.w; w[m][1] = hg.w; w[m][2] = hu.w; w[m][3] = hd.w; w[m][4] = ho.w;
+            for (int i = 0; i < 5; i++)
+                if (bx[m]->ops->prepare_weight(bx[m], &w[m][i], &e)) CHECK(0, "xprep: prepare_weight: %s", e.msg);
+        }
+        { /* a first chain teaches each backend the GEMVs' formats for these K (the producers' hint) */
+            float *tx = malloc(sizeof(float) * H), *tl = malloc(sizeof(float) * V);
+            for (int m = 0; m < NXM; m++) xprep_chain(bx[m], &w[m][0], &w[m][1], &w[m][2], &w[m][3], &w[m][4], 0, 0, 990 + si, tx, tl);
+            free(tx); free(tl);
+        }
+        for (int chk = 0; chk < 2; chk++)
+            for (int cap = 0; cap < 2; cap++) {
+                float *rx[NXM], *rl[NXM];
+                long used[NXM];
+                for (int m = 0; m < NXM; m++) {
+                    rx[m] = malloc(sizeof(float) * H);
+                    rl[m] = malloc(sizeof(float) * V);
+                    const long u0 = cuda_xprep_uses(bx[m]);
+                    xprep_chain(bx[m], &w[m][0], &w[m][1], &w[m][2], &w[m][3], &w[m][4], chk, cap, 1000 + 10 * si, rx[m], rl[m]);
+                    used[m] = cuda_xprep_uses(bx[m]) - u0;
+                }
+                /* prepared launches per chain: 3 layers × (q/k/v + gate/up from the norms, down from the GLU)
+                 * + lm_head from the final norm; chk: only gate/up and lm_head (from the norms) */
+                for (int m = 1; m < NXM; m++) {
+                    const int nrm = modes[m] & 1, glu = (modes[m] & 6) != 0;
+                    const long want = chk ? 4 * nrm : 7 * nrm + 3 * glu;
+                    CHECK(used[m] == want, "xprep set %zu chk %d cap %d: XPREP=%d took %ld prepared launches, want %ld", si, chk, cap, modes[m], used[m], want);
+                }
+                int fin = 1;
+                for (int i = 0; i < V; i++) fin &= isfinite(rl[0][i]) && rl[0][i] != 0.f;
+                CHECK(fin, "xprep set %zu: XPREP=0 logits not finite or zero", si);
+                for (int m = 1; m < NXM; m++) {
+                    const int bitwise = !(modes[m] & 2) || chk; /* chk: nothing prepared by the GLU is used */
+                    if (bitwise)
+                        CHECK(!memcmp(rx[0], rx[m], sizeof(float) * H) && !memcmp(rl[0], rl[m], sizeof(float) * V),
+                              "xprep set %zu chk %d cap %d: XPREP=%d differs from XPREP=0", si, chk, cap, modes[m]);
+                    else {
+                        const double ex = ct_rel_err(rx[m], rx[0], H), el = ct_rel_err(rl[m], rl[0], V);
+                        CHECK(ex < 1e-4 && el < 1e-4, "xprep set %zu cap %d: XPREP=%d vs 0: rel err %.3g / %.3g (tol 1e-4)", si, cap, modes[m], ex, el);
+                        if (cap == 0) printf("# xprep set %zu: XPREP=%d (GLU exponent per span) vs 0: rel err x %.3g, logits %.3g\n", si, modes[m], ex, el);
+                    }
+                }
+                for (int m = 0; m < NXM; m++) { free(rx[m]); free(rl[m]); }
+            }
+        for (int m = 0; m < NXM; m++)
+            for (int i = 0; i < 5; i++) release(bx[m], &w[m][i]);
+        free_hw(&hq); free_hw(&hg); free_hw(&hu); free_hw(&hd); free_hw(&ho);
+    }
+    for (int m = 0; m < NXM; m++) backend_destroy(bx[m]);
+}
+
 /* matmul_glu (backend.h): y bitwise what matmul_multi into g and u followed by glu gives on the
  * same backend (also with y aliasing g, as llama calls it), and within the path's tolerance of
  * ref_matmul + ref_glu. Gate/up shapes of each GEMV configuration the fused kernel takes over:
@@ -2268,6 +2393,7 @@ int main(void) {
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_FUSED_GEMV_ONLY)");
     }
     if (getenv("KILN_CUDA_TEST_GEMV_ONLY")) { /* the batch-1 q4/q8 GEMV tests alone: a short device call */
+        test_xprep();
         test_gemv_tc_shapes();
         test_matmul_multi();
         test_matmul_glu();
@@ -2305,6 +2431,7 @@ int main(void) {
     test_pdl_chain();
     test_pdl_chain_glu();
     test_pdl_chain_norm();
+    test_xprep();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_norm_rope_glu();
     test_embed();

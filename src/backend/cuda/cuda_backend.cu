@@ -14,6 +14,7 @@
 #include <time.h>
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/xprep.cuh"
 
 void cuda_fail(cudaError_t err, const char *what, const char *file, int line) {
     const char *hint = "";
@@ -466,6 +467,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->qmma = f32 ? 0 : qenv ? atoi(qenv) : KILN_CUDA_QMMA_MIN_T_DEFAULT; /* the fewest tokens that take it; 0: never */
     const char *qmenv = getenv("KILN_CUDA_QMMA_MAX_T");
     c->qmma_max_t = qmenv && atoi(qmenv) > 0 ? atoi(qmenv) : 64;
+    if (!f32) cuda_xp_init(be); /* x prepared by its producer for the q4/q8 GEMV (xprep.cu, KILN_CUDA_XPREP) */
     return be;
 }
 
@@ -481,7 +483,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
         free(c->weights[i]);
     }
     for (int i = 0; i < c->n_gx; i++) cudaGraphExecDestroy(c->gx[i].exec);
-    if (be->ops == &cuda_prof_ops) {
+    if (cuda_xp_base(be) == &cuda_prof_ops) {
         for (int i = 0; i < P_N; i++)
             if (prof_n[i]) fprintf(stderr, "kiln cuda profile: %-12s %8ld calls %10.3f ms  %7.2f us/call\n", prof_names[i], prof_n[i], prof_ms[i], 1e3 * prof_ms[i] / prof_n[i]);
         memset(prof_ms, 0, sizeof prof_ms);
@@ -494,6 +496,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
         fprintf(stderr, "kiln cuda: %ld graph launches, %ld instantiations\n", c->graph_launches, c->graph_instantiations);
     free(c->weights);
     cuda_moe_free(c);
+    cuda_xp_free(c);
     cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFreeHost(c->pin);
     free(c->host_scratch[0]);

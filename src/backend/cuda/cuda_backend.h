@@ -30,6 +30,8 @@ extern "C" {
 backend_t *cuda_backend_create(const char *name, int n_threads, err_t *e);
 void cuda_backend_destroy(backend_t *be);
 const char *cuda_backend_kernel_name(const backend_t *be);
+/* GEMV launches that took x as its producer prepared it (KILN_CUDA_XPREP; tests) */
+long cuda_xprep_uses(const backend_t *be);
 #ifdef __cplusplus
 }
 #endif

@@ -7,11 +7,49 @@
  * overlap (the CPU's memmove allows it; no model relies on it). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/glu_act.cuh"
+#include "backend/cuda/xprep.cuh"
 
 __global__ void glu_kernel(float *y, const float *g, const float *u, size_t n, int gelu) {
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; g, u read after the wait */
     pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) y[i] = glu_act(g[i], u[i], gelu);
+}
+
+/* glu at one token, y also written in the q4/q8 GEMV's prepared form (KILN_CUDA_XPREP, xprep.cuh).
+ * ONE = false (XPREP bit 2): a block per 256 columns, an exponent per span from the span's own max (not
+ * bitwise the GEMV's own preparation: each x' keeps at least its bits); ONE = true (XPREP bit 4): one
+ * block of 1024 threads over the whole row, one exponent (bitwise). Same glu_act values in y. */
+template <bool ONE>
+__global__ void __launch_bounds__(1024) glu_xp_kernel(float *y, const float *g, const float *u, int n, int gelu, xp_dst xp) {
+    extern __shared__ float4 glu_h4[];
+    __shared__ float wmax[32];
+    float *hs = (float *)glu_h4;
+    pdl_trigger();
+    pdl_wait();
+    if (!ONE) {
+        const int i = blockIdx.x * 256 + threadIdx.x;
+        float v = 0.f;
+        if (i < n) { v = glu_act(g[i], u[i], gelu); y[i] = v; }
+        hs[threadIdx.x] = v;
+        __syncthreads();
+        xp_emit_any(xp, hs, blockIdx.x * 256, 256, XP_SPAN_EXP);
+    } else {
+        const int nc = xp_ncols(xp);
+        float m = 0.f;
+        for (int i = threadIdx.x; i < nc; i += blockDim.x) {
+            float v = 0.f;
+            if (i < n) { v = glu_act(g[i], u[i], gelu); y[i] = v; }
+            hs[i] = v;
+            m = fmaxf(m, fabsf(v));
+        }
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if ((threadIdx.x & 31) == 0) wmax[threadIdx.x >> 5] = m;
+        __syncthreads();
+        m = wmax[0];
+        for (int i = 1; i < (int)(blockDim.x >> 5); i++) m = fmaxf(m, wmax[i]);
+        xp_emit_any(xp, hs, 0, nc, xp_exp(m));
+    }
+    if (blockIdx.x == 0) xp_zero_span(xp);
 }
 
 __global__ void add_kernel(float *y, const float *x, size_t n) {
@@ -35,6 +73,27 @@ static int grid_for(size_t n) {
 
 void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act) {
     if (!n) return;
+    cuda_impl_t *c = cuda_impl(be);
+    xp_dst xp;
+    if (n < (1u << 30) && cuda_xp_want(c, 1, (int)n, 1, &xp)) { /* the GEMV after this one takes y prepared (xprep.cu) */
+        const int nc = xp_ncols(xp), gelu = act == ACT_GELU_TANH;
+        if (cuda_xp_mode(c) & 2) {
+            cuda_launch_pdl(c->stream, glu_xp_kernel<false>, nc / 256, 256, sizeof(float) * 256, y, g, u, (int)n, gelu, xp);
+            cuda_xp_set(c, y, &xp);
+            return;
+        }
+        const size_t sm = sizeof(float) * nc;
+        static size_t attr;
+        if (sm > 48 * 1024 && sm > attr && sm <= c->smem_optin) {
+            cudaCheck(cudaFuncSetAttribute(glu_xp_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+            attr = sm;
+        }
+        if (sm <= 48 * 1024 || sm <= attr) {
+            cuda_launch_pdl(c->stream, glu_xp_kernel<true>, 1, 1024, sm, y, g, u, (int)n, gelu, xp);
+            cuda_xp_set(c, y, &xp);
+            return;
+        }
+    }
     cuda_launch_pdl(cuda_impl(be)->stream, glu_kernel, grid_for(n), 256, 0, y, g, u, n, (int)(act == ACT_GELU_TANH));
 }
 

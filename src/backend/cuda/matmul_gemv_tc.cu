@@ -65,6 +65,7 @@
  * is the switch between kernels, docs/cuda.md). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/glu_act.cuh"
+#include "backend/cuda/xprep.cuh"
 
 #define TC_MAXW 8    /* the K split of a tile: S warps (4, or 8 from K = 8192) */
 #define TC_MAXT 512  /* threads per block: G tile groups of S warps */
@@ -94,10 +95,11 @@ struct tc_args {
     const float *nw; /* TC_NORM: the norm weight (NULL: none), offset and eps */
     float off, eps;
     unsigned long long *trace; /* TC_TRACE (KILN_CUDA_GEMV_TC_TRACE): 8 words a block */
+    const char *xp; /* TC_PREP: x as its producer prepared it (xprep.cuh: this kernel's shared-memory image) */
 };
 /* MODE bits of gemv_tc_kernel (template: MODE = 0 is the plain kernel, compiled exactly as before
  * these existed — an earlier version with runtime mode branches ran the plain GEMV ~8 % slower) */
-enum { TC_NORM = 1, TC_ACC = 2, TC_GLU = 4, TC_TRACE = 8 };
+enum { TC_NORM = 1, TC_ACC = 2, TC_GLU = 4, TC_TRACE = 8, TC_PREP = 16 };
 
 template <int BITS> struct tc_geo {
     static constexpr int SPAN = 512 / BITS;       /* columns of a lane span (64 bytes of codes) */
@@ -259,7 +261,9 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
     char *xsh = tc_sh;                                              /* (nspans + 1 zero span) × SPAN_B */
     float *xf = (float *)(tc_sh + (size_t)(nspans + 1) * G::SPAN_B); /* a.xf: x, U + 4 floats a unit */
     float *xsum = xf + (a.xf ? K + 4 * (K / U) : 0);                /* K / unit                   */
-    float *red = xsum + K / U;                                      /* G × S × 16                 */
+    constexpr bool prep = (MODE & TC_PREP) != 0;                    /* then 2^-e per span after Σx */
+    const float *xinv = xsum + K / U;
+    float *red = xsum + K / U + (prep ? nspans : 0);                /* G × S × 16                 */
     __shared__ float smax[TC_MAXT / 32];
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int grp = (threadIdx.x >> 5) / S, warp = (threadIdx.x >> 5) % S; /* tile group, warp in it */
@@ -291,6 +295,19 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
     pdl_wait();
     TC_STAMP(2);
 
+    float inv_scale = 1.f;
+    if constexpr (prep) {
+        /* TC_PREP: the producer wrote this block's shared-memory image of x (digit planes, the zero
+         * span, Σx, 2^-e per span: xprep.cuh); copied, nothing computed */
+        const int n16 = (int)(((size_t)(nspans + 1) * G::SPAN_B + sizeof(float) * (K / U + nspans)) >> 4);
+        for (int i = threadIdx.x; i < n16; i += blockDim.x)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(tc_sh + 16 * (size_t)i)),
+                         "l"(a.xp + 16 * (size_t)i)
+                         : "memory");
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncthreads();
+    } else {
     /* x → shared: max |x| → e; x' = round(x·2^e) (|x'| < 2^22) as three signed byte planes per
      * octet in IMMA order; Σx per unit (x 16-byte aligned, K % 128 == 0: float4 loads) */
     const float4 *x4 = (const float4 *)a.x;
@@ -354,7 +371,8 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
     for (int i = 1; i < NW; i++) m = fmaxf(m, smax[i]);
     int ex = 0;
     if (m > 0.f && m <= 3.0e38f) { frexpf(m, &ex); ex = 22 - ex; ex = ex > 120 ? 120 : ex < -120 ? -120 : ex; }
-    const float up = __int_as_float((127 + ex) << 23), inv_scale = __int_as_float((127 - ex) << 23);
+    const float up = __int_as_float((127 + ex) << 23);
+    inv_scale = __int_as_float((127 - ex) << 23);
 #pragma unroll 4
     for (int ob = threadIdx.x; ob < (nspans + 1) * G::NOCT; ob += blockDim.x) {
         float xv[8];
@@ -408,6 +426,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         xsum[u] = s;
     }
     __syncthreads();
+    }
     if (n > 1 && (a.pre == 1 || (a.pre == 3 && !a.xf))) load(Bf);
     TC_STAMP(3);
 
@@ -423,7 +442,8 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         if (chunk < nchunks) {
             const int span = chunk * 4 + q, col0 = span * G::SPAN;
             const char *sp = xsh + (size_t)span * G::SPAN_B;
-            tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum, inv_scale);
+            tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum,
+                                      prep ? xinv[span] : inv_scale);
         }
         if (++cj == ipt) { /* the tile's last item: add lanes q, then warps in order */
 #pragma unroll
@@ -552,8 +572,10 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     const int nchunks = (a.K + G::CHUNK - 1) / G::CHUNK;
     constexpr int U = G::SPAN / NU;
     size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / U); /* + G·S·16 floats of red */
+    if constexpr ((MODE & TC_PREP) != 0) { smem += sizeof(float) * nchunks * 4; a.xf = 0; } /* 2^-e per span, no f32 x */
     if (smem + sizeof(float) * S * 16 > c->smem_optin) return -1;
-    if (a.xf && smem + sizeof(float) * (S * 16 + a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
+    if (MODE & TC_PREP) {
+    } else if (a.xf && smem + sizeof(float) * (S * 16 + a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
     else if (MODE & TC_NORM) return -1; /* the norm needs x in shared memory */
     else a.xf = 0;
     static size_t attr_set;
@@ -612,6 +634,7 @@ static int tc_launch_m(cuda_impl_t *c, const tc_args &a) {
         case TC_ACC: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_ACC>(c, a); break;
         case TC_GLU: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_GLU>(c, a); break;
         case TC_NORM | TC_GLU: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_NORM | TC_GLU>(c, a); break;
+        case TC_PREP: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_PREP>(c, a); break;
         default: return -1;
         }
         if (r != -2) return r;
@@ -622,6 +645,7 @@ static int tc_launch_m(cuda_impl_t *c, const tc_args &a) {
     case TC_ACC: return tc_launch<BITS, NU, SBF, TC_ACC>(c, a);
     case TC_GLU: return tc_launch<BITS, NU, SBF, TC_GLU>(c, a);
     case TC_NORM | TC_GLU: return tc_launch<BITS, NU, SBF, TC_NORM | TC_GLU>(c, a);
+    case TC_PREP: return tc_launch<BITS, NU, SBF, TC_PREP>(c, a);
     default: return -1;
     }
 }
@@ -657,6 +681,10 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, c
     a.ng = w0->cols / group;
     a.lg_group = group == 32 ? 5 : group == 64 ? 6 : 7;
     a.x = x;
+    /* x prepared by the kernel that wrote it (xprep.cu, KILN_CUDA_XPREP): this K's format noted for
+     * the producers, and taken where the record is x's own (plain launches only) */
+    cuda_xp_note(c, a.K, bits, nu);
+    if (a.mode == 0 && (a.xp = cuda_xp_get(c, x, a.K, bits, nu)) != NULL) a.mode = TC_PREP;
     static int xf = -1;
     if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
     a.xf = xf;

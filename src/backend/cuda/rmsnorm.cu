@@ -5,6 +5,7 @@
  * on T, so a row's result is the same in any batch. In place (y == x) is safe: a thread
  * writes exactly the elements it read. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/xprep.cuh"
 
 template <int NT>
 __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float off, int n, float eps) {
@@ -27,10 +28,13 @@ __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float 
  * ADD (add_rms_norm): x += d first (the add op's f32 sum), x written back, then the same
  * norm of the new x into y; y may be d (each thread reads its d before the barrier and
  * writes y after it). */
-template <int RV, bool ADD = false>
+/* PREP (one row, KILN_CUDA_XPREP, xprep.cuh): y also written in the q4/q8 GEMV's prepared form
+ * to xp, with one exponent from max|y| over the row (bitwise what the GEMV computes from y) */
+template <int RV, bool ADD = false, bool PREP = false>
 __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x, const float *w, float off, int n, float eps,
-                                                        const float *d = nullptr) {
+                                                        const float *d, xp_dst xp) {
     __shared__ float warp_sums[8];
+    extern __shared__ float4 xp_h4[]; /* PREP: y, then zeros to whole chunks */
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; x is read after the wait */
     pdl_wait();
     const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * n);
@@ -56,6 +60,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
     float tot = 0.f;
     for (int i = 0; i < 8; i++) tot += warp_sums[i];
     const float inv = 1.0f / sqrtf(tot / (float)n + eps);
+    float mx = 0.f;
 #pragma unroll
     for (int r = 0; r < RV; r++) {
         const int i = threadIdx.x + r * 256;
@@ -69,15 +74,46 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
             o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
         }
         yr[i] = o;
+        if constexpr (PREP) {
+            xp_h4[i] = o;
+            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
+        }
     }
+    if constexpr (PREP) {
+        const int nc4 = xp_ncols(xp) / 4;
+        for (int i = n4 + threadIdx.x; i < nc4; i += 256) xp_h4[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        __syncthreads(); /* warp_sums are read above: reused for the maxima */
+        if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = mx;
+        __syncthreads();
+        float m = warp_sums[0];
+        for (int i = 1; i < 8; i++) m = fmaxf(m, warp_sums[i]);
+        xp_emit_any(xp, (const float *)xp_h4, 0, xp_ncols(xp), xp_exp(m));
+        xp_zero_span(xp);
+    }
+}
+
+/* the PREP variants where the GEMV after this one will want y prepared (cuda_xp_want); 0: not taken */
+template <bool ADD>
+static int rms_norm4_prep(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d) {
+    xp_dst xp;
+    if (n <= 256 || n > 8192 || !cuda_xp_want(c, T, n, 0, &xp)) return 0;
+    const size_t sm = sizeof(float) * xp_ncols(xp);
+    if (sm > 48 * 1024) return 0;
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp);
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp);
+    cuda_xp_set(c, y, &xp);
+    return 1;
 }
 
 void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps) {
     if (T <= 0) return;
     cudaStream_t s = cuda_impl(be)->stream;
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15);
-    if (al && n > 256 && n <= 4096) cuda_launch_pdl(s, rms_norm4_kernel<4>, T, 256, 0, y, x, w, off, n, eps, (const float *)nullptr);
-    else if (al && n > 4096 && n <= 8192) cuda_launch_pdl(s, rms_norm4_kernel<8>, T, 256, 0, y, x, w, off, n, eps, (const float *)nullptr);
+    const xp_dst no = {};
+    if (al && rms_norm4_prep<false>(cuda_impl(be), y, x, w, off, T, n, eps, (const float *)nullptr)) {
+    } else if (al && n > 256 && n <= 4096) cuda_launch_pdl(s, rms_norm4_kernel<4>, T, 256, 0, y, x, w, off, n, eps, (const float *)nullptr, no);
+    else if (al && n > 4096 && n <= 8192) cuda_launch_pdl(s, rms_norm4_kernel<8>, T, 256, 0, y, x, w, off, n, eps, (const float *)nullptr, no);
     else if (n <= 256) rms_norm_kernel<64><<<T, 64, 0, s>>>(y, x, w, off, n, eps);
     else rms_norm_kernel<256><<<T, 256, 0, s>>>(y, x, w, off, n, eps);
     cudaLaunchCheck();
@@ -89,8 +125,10 @@ void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const 
     if (T <= 0) return;
     cudaStream_t s = cuda_impl(be)->stream;
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15) && !((uintptr_t)d & 15);
-    if (al && n > 256 && n <= 4096) cuda_launch_pdl(s, rms_norm4_kernel<4, true>, T, 256, 0, y, x, w, off, n, eps, d);
-    else if (al && n > 4096 && n <= 8192) cuda_launch_pdl(s, rms_norm4_kernel<8, true>, T, 256, 0, y, x, w, off, n, eps, d);
+    const xp_dst no = {};
+    if (al && rms_norm4_prep<true>(cuda_impl(be), y, x, w, off, T, n, eps, d)) {
+    } else if (al && n > 256 && n <= 4096) cuda_launch_pdl(s, rms_norm4_kernel<4, true>, T, 256, 0, y, x, w, off, n, eps, d, no);
+    else if (al && n > 4096 && n <= 8192) cuda_launch_pdl(s, rms_norm4_kernel<8, true>, T, 256, 0, y, x, w, off, n, eps, d, no);
     else {
         cuda_add(be, x, d, (size_t)T * n);
         cuda_rms_norm(be, y, x, w, off, T, n, eps);

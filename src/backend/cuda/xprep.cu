@@ -1,0 +1,236 @@
+/* xprep.cu — the host side of x prepared by its producer for the batch-1 q4/q8 GEMV (xprep.cuh has
+ * the format and the device code; the producers are rms_norm4_kernel in rmsnorm.cu and the GLU in
+ * elementwise.cu, the consumer matmul_gemv_tc.cu's TC_PREP mode).
+ *
+ * KILN_CUDA_XPREP (read when a backend is created), bits: 1 the norms (rms_norm, add_rms_norm at one
+ * token) prepare their output — bitwise the GEMV's own preparation; 2 the GLU prepares its output
+ * with an exponent per span (its blocks cannot see the whole of x: each x' keeps at least as many
+ * bits, not bitwise); 4 (without 2) the GLU in one block with one exponent (bitwise). 0 (default):
+ * off, every GEMV block prepares x itself as before. Opt-in: measured (bench/cuda/RESULTS.md, session
+ * 11, helper-68) llama-3-8b q4 decode 367.8 tok/s off, 353.6 with 1 (the one-block norm's extra
+ * latency ate the GEMVs' saving), 324.5 with 5 (one GLU block: +14 µs), 375.2 with 3 (one run).
+ *
+ * Which format (bits, unit) a producer writes: the one the last GEMV with that K used (a hint
+ * table filled by matmul_gemv_tc.cu); a GEMV takes the prepared x only where the record names its
+ * own x, K and format. The record must not outlive x's contents: the backend's op table is wrapped
+ * so that every op other than the producers and the matmuls forgets it before it runs, and the
+ * matmuls forget it after they run where their outputs overlap x. So a model that writes x between
+ * its producer and its GEMV gets the GEMV's own preparation, never a stale one. */
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/xprep.cuh"
+
+#define XP_CAP (1u << 20) /* the prepared x: ~3.3 bytes a column, K up to ~300k */
+
+/* the state of one backend (cuda_impl_t stays as it is: kept here, found by the backend's impl) */
+typedef struct {
+    cuda_impl_t *c;
+    int mode;
+    const backend_ops_t *base; /* the table the wrappers call */
+    char *buf;
+    struct { const float *x; int K, bits, nu; long seq; } rec; /* x NULL: none */
+    struct { int K, bits, nu; } fmt[8];
+    int nfmt, next;
+    long seq, used;
+} xp_state_t;
+static xp_state_t xps[16];
+static xp_state_t *xs(const cuda_impl_t *c) {
+    for (int i = 0; i < 16; i++)
+        if (xps[i].c == c) return &xps[i];
+    return NULL;
+}
+
+int cuda_xp_mode(cuda_impl_t *c) {
+    const xp_state_t *s = xs(c);
+    return s ? s->mode : 0;
+}
+
+int cuda_xp_want(cuda_impl_t *c, int T, int K, int glu, xp_dst *d) {
+    xp_state_t *s = T == 1 ? xs(c) : NULL;
+    if (!s || K <= 0 || !(s->mode & (glu ? 6 : 1))) return 0;
+    for (int i = 0; i < s->nfmt; i++) {
+        if (s->fmt[i].K != K) continue;
+        const int bits = s->fmt[i].bits, nu = s->fmt[i].nu, U = xp_span(bits) / nu;
+        if (K % U || (K / U) % 4 || xp_bytes(bits, nu, K) > XP_CAP) return 0;
+        d->p = s->buf; d->bits = bits; d->nu = nu; d->K = K;
+        return 1;
+    }
+    return 0;
+}
+
+void cuda_xp_set(cuda_impl_t *c, const float *y, const xp_dst *d) {
+    xp_state_t *s = xs(c);
+    if (!s) return;
+    s->rec.x = y; s->rec.K = d->K; s->rec.bits = d->bits; s->rec.nu = d->nu; s->rec.seq = ++s->seq;
+}
+
+void cuda_xp_note(cuda_impl_t *c, int K, int bits, int nu) {
+    xp_state_t *s = xs(c);
+    if (!s) return;
+    int i = 0;
+    while (i < s->nfmt && s->fmt[i].K != K) i++;
+    if (i == 8) { i = s->next; s->next = (s->next + 1) % 8; } /* full: replace the oldest entry */
+    else if (i == s->nfmt) s->nfmt++;
+    s->fmt[i].K = K; s->fmt[i].bits = bits; s->fmt[i].nu = nu;
+}
+
+const char *cuda_xp_get(cuda_impl_t *c, const float *x, int K, int bits, int nu) {
+    xp_state_t *s = xs(c);
+    if (!s || !x || s->rec.x != x || s->rec.K != K || s->rec.bits != bits || s->rec.nu != nu) return NULL;
+    s->used++;
+    return s->buf;
+}
+
+extern "C" long cuda_xprep_uses(const backend_t *be) {
+    const xp_state_t *s = xs((const cuda_impl_t *)be->impl);
+    return s ? s->used : 0;
+}
+
+/* --- the op wrappers --- */
+/* the wrappers are installed only for backends with a state (which they keep until destroy) */
+static inline xp_state_t *XS(backend_t *be) { return xs((const cuda_impl_t *)be->impl); }
+static inline const backend_ops_t *XB(backend_t *be) { return XS(be)->base; }
+static inline void xp_drop(backend_t *be) { XS(be)->rec.x = NULL; }
+static inline long xp_seq(backend_t *be) { return XS(be)->rec.seq; }
+/* after a matmul: forget the record if it is older than the call and [y, y + n) overlaps x */
+static inline void xp_after(backend_t *be, long seq, const float *y, size_t n) {
+    xp_state_t *s = XS(be);
+    if (s->rec.x && s->rec.seq == seq && y < s->rec.x + s->rec.K && s->rec.x < y + n) s->rec.x = NULL;
+}
+
+/* every other op: forget, then run */
+#define XW(name, params, args)                     \
+    static void xw_##name params {                 \
+        xp_drop(be);                               \
+        XB(be)->name args;                         \
+    }
+#define XWR(rt, name, params, args)                \
+    static rt xw_##name params {                   \
+        xp_drop(be);                               \
+        return XB(be)->name args;                  \
+    }
+XWR(void *, alloc, (backend_t *be, size_t n), (be, n))
+XW(free, (backend_t *be, void *p), (be, p))
+XWR(void *, upload, (backend_t *be, const void *h, size_t n), (be, h, n))
+XW(rms_norm, (backend_t *be, float *y, const float *x, const float *w, float o, int T, int n, float eps), (be, y, x, w, o, T, n, eps))
+XW(rope, (backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms), (be, x, pos, T, nh, hd, rot, inv, ms))
+XW(glu, (backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act), (be, y, g, u, n, act))
+XW(add, (backend_t *be, float *y, const float *x, size_t n), (be, y, x, n))
+XW(add_bias, (backend_t *be, float *y, const float *b, int T, int n), (be, y, b, T, n))
+XW(gather_rows, (backend_t *be, float *y, const float *x, const int32_t *idx, int n, int w), (be, y, x, idx, n, w))
+XW(embed, (backend_t *be, float *y, const int32_t *ids, int T, const weight_t *w, float s), (be, y, ids, T, w, s))
+XW(kv_write, (backend_t *be, const kv_view_t *kv, const float *k, const float *v, const int32_t *sl, int T), (be, kv, k, v, sl, T))
+XW(attention, (backend_t *be, float *out, const float *q, int T, const attn_args_t *a), (be, out, q, T, a))
+XW(conv1d_causal, (backend_t *be, float *y, const float *x, int nr, const int32_t *rs, float *const *st, const float *w, int C, int K, act_t act),
+   (be, y, x, nr, rs, st, w, C, K, act))
+XW(gated_delta, (backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *d),
+   (be, out, qkv, a, b, T, d))
+XW(sigmoid_mul, (backend_t *be, float *y, const float *g, int T, int n, int gw), (be, y, g, T, n, gw))
+XW(scale, (backend_t *be, float *y, float s, size_t n), (be, y, s, n))
+XW(add_rows_scaled, (backend_t *be, float *y, const float *x, const int32_t *idx, const float *wt, int n, int width), (be, y, x, idx, wt, n, width))
+XW(step_begin, (backend_t *be, int nt, int nr), (be, nt, nr))
+XW(step_end, (backend_t *be), (be))
+XW(sample, (backend_t *be, int32_t *tokens, float *logits, const sample_args_t *a), (be, tokens, logits, a))
+XW(add_rms_norm, (backend_t *be, float *x, float *y, const float *d, const float *w, float o, int T, int n, float eps), (be, x, y, d, w, o, T, n, eps))
+XW(rope_kv_write,
+   (backend_t *be, float *q, float *k, const float *v, const int32_t *pos, int T, int nh, int nkv, int hd, int rot, const float *inv, float ms,
+    const kv_view_t *kv, const int32_t *slots),
+   (be, q, k, v, pos, T, nh, nkv, hd, rot, inv, ms, kv, slots))
+XW(norm_rope_kv_attention,
+   (backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps, int rot, const float *inv, float ms,
+    const int32_t *slots, int T, const attn_args_t *a),
+   (be, out, q, k, v, qn, kn, eps, rot, inv, ms, slots, T, a))
+XWR(int, moe_route, (backend_t *be, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale),
+    (be, ids, wts, logits, T, E, k, renorm, escale))
+XW(moe_experts,
+   (backend_t *be, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts, const weight_t *gate, const weight_t *up,
+    const weight_t *down, int E, act_t act),
+   (be, out, x, T, k, ids, wts, gate, up, down, E, act))
+
+/* the matmuls: run (taking the prepared x if it is theirs), then forget it where they wrote over x */
+static void xw_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
+    const long s = xp_seq(be);
+    XB(be)->matmul(be, y, x, T, w);
+    xp_after(be, s, y, (size_t)(T > 0 ? T : 0) * w->rows);
+}
+static void xw_matmul_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w) {
+    const long s = xp_seq(be);
+    XB(be)->matmul_multi(be, n, y, x, T, w);
+    for (int i = 0; i < n; i++) xp_after(be, s, y[i], (size_t)(T > 0 ? T : 0) * w[i]->rows);
+}
+static void xw_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
+    const long s = xp_seq(be); /* a GLU inside records its own output (a newer record): kept */
+    XB(be)->matmul_glu(be, y, g, u, x, T, wg, wu, act);
+    const size_t n = (size_t)(T > 0 ? T : 0) * wg->rows;
+    xp_after(be, s, y, n); xp_after(be, s, g, n); xp_after(be, s, u, n);
+}
+static int xw_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
+    const long s = xp_seq(be);
+    const int r = XB(be)->matmul_add(be, y, x, T, w);
+    xp_after(be, s, y, (size_t)(T > 0 ? T : 0) * w->rows);
+    return r;
+}
+static int xw_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float o, float eps, int T,
+                               const weight_t *const *w) {
+    const long s = xp_seq(be);
+    const int r = XB(be)->rms_matmul_multi(be, n, y, x, nw, o, eps, T, w);
+    for (int i = 0; i < n; i++) xp_after(be, s, y[i], (size_t)(T > 0 ? T : 0) * w[i]->rows);
+    return r;
+}
+static int xw_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float o, float eps, int T, const weight_t *wg,
+                             const weight_t *wu, act_t act) {
+    const long s = xp_seq(be);
+    const int r = XB(be)->rms_matmul_glu(be, y, x, nw, o, eps, T, wg, wu, act);
+    xp_after(be, s, y, (size_t)(T > 0 ? T : 0) * wg->rows);
+    return r;
+}
+
+void cuda_xp_init(backend_t *be) {
+    cuda_impl_t *c = (cuda_impl_t *)be->impl;
+    const char *e = getenv("KILN_CUDA_XPREP");
+    int mode = e ? atoi(e) : 0;
+    if (mode < 0 || mode > 7) mode = 0;
+    if (!mode) return;
+    xp_state_t *s = xs(NULL); /* a free slot */
+    if (!s) return;
+    char *buf = NULL;
+    if (cudaMalloc((void **)&buf, XP_CAP) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    /* one wrapped table per base table (the base is static: cuda_ops, or the profile / no-fusion copy) */
+    static struct { const backend_ops_t *base; backend_ops_t w; } tabs[4];
+    static int ntabs;
+    const backend_ops_t *b = be->ops;
+    backend_ops_t *w = NULL;
+    for (int i = 0; i < ntabs; i++)
+        if (tabs[i].base == b) w = &tabs[i].w;
+    if (!w && ntabs == 4) { cudaFree(buf); return; }
+    if (!w) {
+        w = &tabs[ntabs].w;
+        tabs[ntabs++].base = b;
+        *w = *b;
+#define XSET(f) if (b->f) w->f = xw_##f
+        XSET(alloc); XSET(free); XSET(upload); XSET(matmul); XSET(rms_norm); XSET(rope); XSET(glu); XSET(add); XSET(add_bias);
+        XSET(gather_rows); XSET(embed); XSET(kv_write); XSET(attention); XSET(conv1d_causal); XSET(gated_delta); XSET(sigmoid_mul);
+        XSET(scale); XSET(add_rows_scaled); XSET(step_begin); XSET(step_end); XSET(sample); XSET(add_rms_norm); XSET(rope_kv_write);
+        XSET(norm_rope_kv_attention); XSET(matmul_multi); XSET(moe_route); XSET(moe_experts); XSET(matmul_glu); XSET(matmul_add);
+        XSET(rms_matmul_multi); XSET(rms_matmul_glu);
+#undef XSET
+    }
+    memset(s, 0, sizeof *s);
+    s->c = c; s->mode = mode; s->base = b; s->buf = buf;
+    be->ops = w;
+}
+
+const void *cuda_xp_base(const backend_t *be) {
+    const xp_state_t *s = xs((const cuda_impl_t *)be->impl);
+    return s ? (const void *)s->base : (const void *)be->ops;
+}
+
+void cuda_xp_free(cuda_impl_t *c) {
+    xp_state_t *s = xs(c);
+    if (!s) return;
+    cudaFree(s->buf);
+    memset(s, 0, sizeof *s);
+}
