@@ -5,7 +5,8 @@
  * bitwise), 2 read-only of the committed pattern, 3 read-only of the interleaved bytes in
  * order, 4 probe-like. Build as below with -o q4il bench/cpu/q4ril_il_harness.c (against a
  * build's libkilncore.a). Env: LLAMA=1 the llama-3.2-1b sequence instead of qwen3-0.6b's;
- * SBFIRST=1 per group [scales][biases][codes] instead of [codes][scales][biases].
+ * SBFIRST=1 per group [scales][biases][codes] instead of [codes][scales][biases]; ONLY=k only
+ * weight k (0 q, 1 k, 2 v, 3 o, 4 gate, 5 up, 6 down) of each layer, no lm_head.
  * Results: bench/cpu/RESULTS.md session 11 (helper-75).
  * Original comment: is the packed q4 decode GEMV (q4ril_rows) bound by its ops or by the
  * memory stream? The qwen3-0.6b decode sequence (28 x q,k,v,o,gate,up,down + the 151936-row
@@ -222,10 +223,14 @@ int main(int argc, char **argv) {
         int l[7][2] = {{H, H}, {512, H}, {512, H}, {H, H}, {I, H}, {I, H}, {H, I}};
         memcpy(shp, l, sizeof l);
     }
-    nw = nl * 7 + 1;
+    const char *only = getenv("ONLY"); /* ONLY=k: only weight k (0 q .. 6 down) of each layer, no lm_head */
+    nw = only ? nl : nl * 7 + 1;
     ws = calloc(nw, sizeof *ws);
-    for (int l = 0; l < nl; l++) for (int k = 0; k < 7; k++) ws[l * 7 + k] = mk(shp[k][0], shp[k][1], 64);
-    ws[nw - 1] = mk(V, H, 64);
+    if (only) for (int l = 0; l < nl; l++) ws[l] = mk(shp[atoi(only)][0], shp[atoi(only)][1], 64);
+    else {
+        for (int l = 0; l < nl; l++) for (int k = 0; k < 7; k++) ws[l * 7 + k] = mk(shp[k][0], shp[k][1], 64);
+        ws[nw - 1] = mk(V, H, 64);
+    }
     SBF = getenv("SBFIRST") != NULL;
     ilb = calloc(nw, sizeof *ilb);
     for (int i = 0; i < nw; i++) ilb[i] = mk_il(&ws[i], halloc);
