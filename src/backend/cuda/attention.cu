@@ -1113,12 +1113,13 @@ void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn
  * variant) — one PDL hop less after the QKV matmul, and bitwise the two ops (the same rope_pair,
  * roundings, tiles and splits). Taken for rows of one token whose slot is the block table's
  * (so the kernel finds row p where rope_kv_write would have put it), group <= MQ (one block of
- * a split rotates k), a rotation within the head. KILN_CUDA_ATTN_ROPE=0 (read per call): the
+ * a split rotates k), a rotation within the head. KILN_CUDA_ATTN_ROPE=0 (read once): the
  * two ops, for A/B. */
 int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, const float *v, int rot, const float *inv, float ms,
                                const int32_t *slots, int T, const attn_args_t *aa) {
-    const char *re = getenv("KILN_CUDA_ATTN_ROPE");
-    if (re && !strcmp(re, "0")) return 0;
+    static int off = -1; /* read once: this runs per layer and step while the host records the graph */
+    if (off < 0) { const char *re = getenv("KILN_CUDA_ATTN_ROPE"); off = re && !strcmp(re, "0"); }
+    if (off) return 0;
     cuda_impl_t *c = cuda_impl(be);
     const kv_view_t *kv = &aa->kv;
     const int nh = aa->n_heads, nkv = aa->n_kv_heads, hd = aa->head_dim, half = rot / 2, bs = kv->block_size;
