@@ -132,7 +132,14 @@ void cuda_capture_tick(cuda_impl_t *c) {
 /* The step's ops are all issued: whatever is still captured runs now. */
 static void cu_step_end(backend_t *be) { cuda_capture_flush(cuda_impl(be)); }
 
+/* After a synchronization: the other ring becomes current (its last uploads were read by
+ * work that has completed) and the current one keeps its bytes for the pointers already
+ * handed out (see cuda_impl_t). */
 static void ring_reset(cuda_impl_t *c) {
+    char *p = c->pin, *d = c->dring;
+    size_t cap = c->ring_cap;
+    c->pin = c->pin_alt, c->dring = c->dring_alt, c->ring_cap = c->ring_cap_alt;
+    c->pin_alt = p, c->dring_alt = d, c->ring_cap_alt = cap;
     c->ring_off = 0;
     c->n_recent = 0;
     c->next_recent = 0;
@@ -145,10 +152,12 @@ const void *cuda_host_to_dev(cuda_impl_t *c, const void *host, size_t bytes) {
             return c->dring + c->recent[i].off;
     size_t need = (bytes + 255) & ~(size_t)255;
     if (c->ring_off + need > c->ring_cap) {
-        /* everything sent so far must have landed before the ring is reused */
+        /* everything sent so far must have landed before the other ring is reused; the
+         * current one keeps this op's earlier uploads (once was: on growth the ring they
+         * were in was freed, and a wrap could overwrite them, before their kernel ran) */
         cuda_sync(c);
         ring_reset(c);
-        if (need > c->ring_cap) {
+        if (need > c->ring_cap) { /* the ring now current holds nothing still needed */
             cudaCheck(cudaFreeHost(c->pin));
             cudaCheck(cudaFree(c->dring));
             c->ring_cap = need * 2;
@@ -438,9 +447,11 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     cublasCheck(cublasLtCreate(&c->lt));
     c->lt_workspace_bytes = 64u << 20;
     cudaCheck(cudaMalloc(&c->lt_workspace, c->lt_workspace_bytes));
-    c->ring_cap = 4u << 20;
+    c->ring_cap = c->ring_cap_alt = 4u << 20;
     cudaCheck(cudaMallocHost((void **)&c->pin, c->ring_cap));
     cudaCheck(cudaMalloc((void **)&c->dring, c->ring_cap));
+    cudaCheck(cudaMallocHost((void **)&c->pin_alt, c->ring_cap_alt));
+    cudaCheck(cudaMalloc((void **)&c->dring_alt, c->ring_cap_alt));
     c->gemm_min_t = f32 ? 0x7fffffff : KILN_CUDA_GEMM_MIN_T_DEFAULT;
     const char *genv = getenv("KILN_CUDA_GRAPH");
     c->graphs = !(genv && !strcmp(genv, "0")) && !profile;
@@ -498,7 +509,9 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     cuda_moe_free(c);
     cuda_xp_free(c);
     cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->lt_workspace); cudaFree(c->dring);
+    cudaFree(c->dring_alt);
     cudaFreeHost(c->pin);
+    cudaFreeHost(c->pin_alt);
     free(c->host_scratch[0]);
     free(c->host_scratch[1]);
     cublasLtDestroy(c->lt);

@@ -47,10 +47,15 @@ typedef struct cuda_impl {
     cublasLtHandle_t lt;
     void *lt_workspace;
     size_t lt_workspace_bytes;
-    /* host arrays (ints, rope frequencies) go through a pinned ring into a device ring;
-     * the ring restarts after each synchronizing download */
-    char *pin, *dring;
-    size_t ring_cap, ring_off;
+    /* host arrays (ints, rope frequencies) go through a pinned ring into a device ring.
+     * Two rings take turns: after a synchronization (a full ring, a download) uploads go to
+     * the other one, so a pointer an op got before it (not yet read by a kernel: attention's
+     * tables, then its rope frequencies) still holds its bytes. Trade-off: twice the ring
+     * memory (2 x 4 MB pinned + device) for not making each op upload everything at once.
+     * An op must not see two restarts (its uploads fit one ring: it grows to twice the
+     * largest single upload). */
+    char *pin, *dring, *pin_alt, *dring_alt;
+    size_t ring_cap, ring_off, ring_cap_alt;
     struct { const void *host; size_t bytes, off; } recent[16];
     int n_recent, next_recent;
     /* scratch: activations converted for cuBLASLt, dequantized weights, split-K partials */
