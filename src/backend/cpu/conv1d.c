@@ -28,7 +28,7 @@ static float act_apply(float v, act_t act) {
     return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+KILN_TARGET_CLONES
 void ref_conv1d_causal_cols(float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
                             const float *w, int C, int K, act_t act, int c0, int c1) {
     int H = K - 1, n_c = c1 - c0; /* history length; channels of this call */

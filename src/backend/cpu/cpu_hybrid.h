@@ -10,6 +10,13 @@
 #ifndef KILN_CPU_HYBRID_H
 #define KILN_CPU_HYBRID_H
 
+/* Per-ISA clones of the scalar hybrid loops (gcc's target_clones; clang 14 emits the clones
+ * without the plain symbol, so clang builds — the fuzz builds — get the one default copy). */
+#if defined(__clang__)
+#define KILN_TARGET_CLONES
+#else
+#define KILN_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 #include "backend/backend.h"
 
 void ref_conv1d_causal(float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,

@@ -36,7 +36,7 @@ static float softplus(float x) { return x > 20.f ? x : log1pf(expf(x)); }
  * kv[j] and o[j] sees the same multiplies and adds in the same order (no FMA contraction:
  * -ffp-contract=off) — and the cpu-ref backend, which calls the same function, agrees
  * bitwise. The baseline build is SSE2 only; AVX-512 makes decode's recurrence ~4× cheaper. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
+KILN_TARGET_CLONES
 void ref_gated_delta_tokens(float *out, const float *qkv, const float *a, const float *b, const delta_args_t *d,
                             float *state, int t0, int t1, int h0, int h1) {
     int dk = d->dk, dv = d->dv, nv = d->n_v_heads, group = d->n_v_heads / d->n_k_heads;
