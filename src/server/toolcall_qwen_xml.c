@@ -52,10 +52,11 @@ static void emit_pvalue(tc_parser_t *p, const tc_sink_t *k, const char *s, size_
     sbuf_free(&esc);
 }
 
+/* <tool_call> not followed by <function=...>: the opening tag was text. What follows it is
+ * scanned again as text (it may hold the real call: giving all that was buffered back at
+ * once made a later call's fate depend on how the tokens had split the output). */
 static void give_back(tc_parser_t *p, const tc_sink_t *k) {
     tc_emit_text(p, k, OPEN, strlen(OPEN));
-    tc_emit_text(p, k, p->buf.p ? p->buf.p : "", p->buf.len);
-    sbuf_clear(&p->buf);
     p->state = S_TEXT;
 }
 
@@ -82,12 +83,17 @@ void tc_step_qwen_xml(tc_parser_t *p, const tc_sink_t *k, int final) {
             const char *s = b->p + w;
             size_t n = b->len - w;
             if (n < strlen(FUNC) && tc_prefix_of(s, n, FUNC)) {
-                if (final) give_back(p, k);
-                return;
+                if (!final) return;
+                give_back(p, k);
+                continue;
             }
-            char *gt = n >= strlen(FUNC) && !memcmp(s, FUNC, strlen(FUNC)) ? memchr(s, '>', n) : NULL;
+            /* the name ends at a '>' within 256 bytes; a longer one is no name (looked for in
+             * those 256 bytes only, however many have arrived: the same answer in any chunking) */
+            int fn = n >= strlen(FUNC) && !memcmp(s, FUNC, strlen(FUNC));
+            size_t lim = strlen(FUNC) + 256;
+            char *gt = fn ? memchr(s, '>', n < lim ? n : lim) : NULL;
             if (!gt) {
-                if (n >= strlen(FUNC) && !memcmp(s, FUNC, strlen(FUNC)) && !final && n < 256 + strlen(FUNC)) return;
+                if (fn && !final && n < lim) return;
                 give_back(p, k);
                 continue;
             }
@@ -186,17 +192,17 @@ void tc_step_qwen_xml(tc_parser_t *p, const tc_sink_t *k, int final) {
             p->state = S_FUNC;
             continue;
         }
-        case S_AFTER:
-            at = tc_find(b->p, b->len, CLOSE, &safe);
-            if (at < 0) {
-                w = tc_skip_ws(b->p, b->len);
-                if (w < b->len && !tc_prefix_of(b->p + w, b->len - w, CLOSE)) { p->state = S_TEXT; continue; }
-                if (final) { sbuf_clear(b); p->state = S_TEXT; }
-                return;
+        case S_AFTER: /* </tool_call> after whitespace only; anything else is text again (a
+                       * search of the whole buffer for it once swallowed the text between) */
+            w = tc_skip_ws(b->p, b->len);
+            if (b->len - w >= strlen(CLOSE) && !memcmp(b->p + w, CLOSE, strlen(CLOSE))) {
+                sbuf_consume(b, w + strlen(CLOSE));
+                p->state = S_TEXT;
+                continue;
             }
-            sbuf_consume(b, (size_t)at + strlen(CLOSE));
-            p->state = S_TEXT;
-            continue;
+            if (w < b->len && !tc_prefix_of(b->p + w, b->len - w, CLOSE)) { p->state = S_TEXT; continue; }
+            if (final) { sbuf_clear(b); p->state = S_TEXT; }
+            return;
         }
     }
 }

@@ -118,6 +118,8 @@ static void test_hermes(void **st) {
     run_all(cases, sizeof cases / sizeof cases[0], NULL);
 }
 
+#define X10 "xxxxxxxxxx"
+#define LONG300 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10 X10
 static void test_qwen_xml(void **st) {
     json_error_t je;
     json_t *tools = json_loads("[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
@@ -135,6 +137,13 @@ static void test_qwen_xml(void **st) {
         {TC_QWEN_XML, "<tool_call><function=get_weather><parameter=days>three</parameter></function></tool_call>", "", 1, {"get_weather"}, {"{\"days\": \"three\"}"}},
         {TC_QWEN_XML, "<tool_call>oops</tool_call>", "<tool_call>oops</tool_call>", 0, {0}, {0}},
         {TC_QWEN_XML, "plain < text", "plain < text", 0, {0}, {0}},
+        /* found by fuzz_toolcall (the three once differed between whole and split replies): a
+         * <tool_call> that is not a call gives back only itself, so a real call after it is seen */
+        {TC_QWEN_XML, "<tool_call> oops <tool_call>\n<function=f>\n</function>\n</tool_call>", "<tool_call> oops", 1, {"f"}, {"{}"}},
+        /* text between </function> and a later </tool_call> is text, not swallowed */
+        {TC_QWEN_XML, "<tool_call><function=f></function> note </tool_call>", " note </tool_call>", 1, {"f"}, {"{}"}},
+        /* a name is at most 256 bytes, however the reply is split */
+        {TC_QWEN_XML, "<tool_call><function=" LONG300 "></function></tool_call>", "<tool_call><function=" LONG300 "></function></tool_call>", 0, {0}, {0}},
     };
     run_all(cases, sizeof cases / sizeof cases[0], tools);
     json_decref(tools);
