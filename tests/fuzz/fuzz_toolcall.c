@@ -67,6 +67,14 @@ static const char TOOLS[] =
     "{\"n\":{\"type\":\"integer\"},\"x\":{\"type\":\"number\"},\"s\":{\"type\":\"string\"},\"b\":{\"type\":\"boolean\"},"
     "\"o\":{\"type\":\"object\"},\"a\":{\"type\":\"array\"}}}}}]";
 
+/* The next piece's length: all that is left, or (chunked) 1..8 bytes of it. */
+static size_t piece(uint32_t *rng, size_t left, int chunked) {
+    if (!chunked) return left;
+    *rng = *rng * 1664525u + 1013904223u;
+    size_t w = 1 + (*rng >> 24) % 8;
+    return w < left ? w : left;
+}
+
 /* One run; chunk 0: the whole text at once. The log's text is returned (malloc'd). */
 static char *run(int which, int inside, const char *text, size_t n, unsigned chunk_seed, int chunked) {
     log_t l = {0};
@@ -79,16 +87,7 @@ static char *run(int which, int inside, const char *text, size_t n, unsigned chu
         tc_parser_t *p = tc_parser_new(fmts[which], tools);
         json_decref(tools);
         tc_sink_t k = {&l, on_text, on_begin, on_args, on_end};
-        for (size_t i = 0; i < n;) {
-            size_t c = n - i;
-            if (chunked) {
-                rng = rng * 1664525u + 1013904223u;
-                size_t w = 1 + (rng >> 24) % 8;
-                if (w < c) c = w;
-            }
-            tc_push(p, text + i, c, &k);
-            i += c;
-        }
+        for (size_t i = 0, c; i < n; i += c) tc_push(p, text + i, c = piece(&rng, n - i, chunked), &k);
         tc_finish(p, &k);
         if (l.open >= 0) abort(); /* finish leaves no call open */
         if (tc_calls(p) != l.next) abort();
@@ -97,16 +96,7 @@ static char *run(int which, int inside, const char *text, size_t n, unsigned chu
         reasoning_split_t r;
         rs_init(&r, which == 4 ? &RS_THINK : &RS_GEMMA4, inside);
         rs_sink_t k = {&l, on_reason, on_content};
-        for (size_t i = 0; i < n;) {
-            size_t c = n - i;
-            if (chunked) {
-                rng = rng * 1664525u + 1013904223u;
-                size_t w = 1 + (rng >> 24) % 8;
-                if (w < c) c = w;
-            }
-            rs_push(&r, text + i, c, &k);
-            i += c;
-        }
+        for (size_t i = 0, c; i < n; i += c) rs_push(&r, text + i, c = piece(&rng, n - i, chunked), &k);
         rs_finish(&r, &k);
         rs_free(&r);
     }
