@@ -203,6 +203,7 @@ typedef struct jr {
     jbuf *out;
     uint64_t steps;
     int depth;
+    uintptr_t stack_floor; /* enter() fails below this stack address (see jinja_render) */
     jscope *sc;
     jdict *globals;       /* render variables, then built-in globals */
     int line, col;        /* position of the node being evaluated, for error messages */

@@ -17,6 +17,7 @@
  */
 #include "chat/jinja_int.h"
 #include <inttypes.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,29 @@ static void at(jr *r, const jnode *n) {
 static int enter(jr *r) {
     if (++r->depth > r->lim.max_depth * FRAMES_PER_DEPTH)
         return jr_fail(r, "LimitError", "maximum recursion depth exceeded");
+    /* and the stack itself: how many bytes a level takes depends on the build (an -O0
+     * sanitizer build's frames are several times a release build's), the thread's stack on
+     * who called us; the frame count alone let a self-calling macro overflow an ASan build */
+    if ((uintptr_t)__builtin_frame_address(0) < r->stack_floor)
+        return jr_fail(r, "LimitError", "maximum recursion depth exceeded (the thread's stack is nearly used up)");
     return 0;
+}
+
+/* The lowest stack address a render may reach: the calling thread's stack bottom plus a
+ * margin for what runs below the deepest eval (printf, jansson, the arena; a quarter of the
+ * stack, at most 256 KiB), or, when the stack's extent is unknown, 1 MiB below the caller. */
+static uintptr_t stack_floor(void) {
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    pthread_attr_t at;
+    void *lo = NULL;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &at) == 0) {
+        if (pthread_attr_getstack(&at, &lo, &size)) lo = NULL;
+        pthread_attr_destroy(&at);
+    }
+    size_t margin = size / 4 < ((size_t)256 << 10) ? size / 4 : (size_t)256 << 10;
+    if (lo && here > (uintptr_t)lo + margin) return (uintptr_t)lo + margin;
+    return here > (1u << 20) ? here - (1u << 20) : 0;
 }
 
 /* ---------------------------------------------------------------- scopes */
@@ -1039,6 +1062,7 @@ int jinja_render(const jinja_template_t *t, const json_t *vars, const jinja_opti
     *out = NULL;
     if (out_len) *out_len = 0;
     r->e = e;
+    r->stack_floor = stack_floor();
     if (lim) r->lim = *lim;
     else jinja_limits_default(&r->lim);
     if (opts) r->opt = *opts;

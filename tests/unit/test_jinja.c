@@ -247,6 +247,33 @@ static void test_threads_share_a_template(void **s) {
     jinja_free(shared_t);
 }
 
+/* Unbounded recursion on a thread with a small stack (512 KiB: a library user's thread,
+ * or musl's default 128 KiB rounded up): the render fails with LimitError instead of running
+ * off the stack. The frame count alone (max_depth) allows more frames than fit there, and
+ * fuzz_jinja_render's -O0 ASan build overflowed even the main thread's 8 MiB with it. */
+static void *render_deep(void *arg) {
+    err_t *e = arg;
+    const char *src = "{% macro m(x) %}[{{ m(x) }}]{% endmacro %}{{ m(1) }}";
+    char *out = render(src, NULL, e);
+    free(out);
+    return out ? (void *)1 : NULL;
+}
+
+static void test_recursion_on_a_small_stack(void **s) {
+    (void)s;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    assert_int_equal(pthread_attr_setstacksize(&at, 512u << 10), 0);
+    err_t e = {{0}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, &at, render_deep, &e), 0);
+    void *rv;
+    pthread_join(th, &rv);
+    pthread_attr_destroy(&at);
+    assert_null(rv); /* it failed ... */
+    if (!strstr(e.msg, "LimitError") || !strstr(e.msg, "recursion")) fail_msg("expected a LimitError, got: %s", e.msg);
+}
+
 /* Inputs the fuzzers found; each once crashed or misbehaved. */
 static void test_fuzz_regressions(void **s) {
     (void)s;
@@ -320,6 +347,7 @@ int main(void) {
         cmocka_unit_test(test_mutation_option),
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_threads_share_a_template),
+        cmocka_unit_test(test_recursion_on_a_small_stack),
         cmocka_unit_test(test_fuzz_regressions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
