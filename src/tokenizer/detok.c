@@ -15,8 +15,9 @@
  * group turns into one U+FFFD per byte, so a later stray byte can retroactively spoil a
  * character that was complete. With such a decoder, text is held while the newest id is a
  * byte token (one token of latency inside byte runs), however long the run: nothing in it is
- * final until it ends. (Found by fuzz_tokenizer_encode: a forced emission inside a long run
- * was later contradicted.)
+ * final until it ends — and ids the decode skips (special tokens under skip_special, holes in
+ * the id space) do not end it. (Found by fuzz_tokenizer_encode: a forced emission inside a
+ * long run was later contradicted; by fuzz_detok: a skipped <bos> between two byte tokens.)
  *
  * Trade-off: a stream that keeps ending in U+FFFD (a model emitting invalid bytes, or the
  * literal character U+FFFD) grows the window and makes each push O(window). After HOLD_MAX
@@ -87,6 +88,19 @@ static int ends_with_fffd(const char *s, size_t n) {
     return n >= 3 && !memcmp(s + n - 3, "\xEF\xBF\xBD", 3);
 }
 
+/* Whether the newest id the decode sees is a byte token. The ids it skips — special tokens
+ * under skip_special, holes in the id space — do not end a byte run: the bytes on either side
+ * of them join (found by fuzz_detok: <0x01> <bos> <0x80> sent "\x01" at <bos>, then the
+ * decode turned both bytes into U+FFFD). */
+static int newest_is_byte(const detok_t *d) {
+    for (int i = d->ids.n - 1; i >= 0; i--) {
+        const char *tk = tokenizer_id_to_token(d->t, d->ids.v[i]);
+        if (!tk || (d->skip && tokenizer_is_special(d->t, d->ids.v[i]))) continue;
+        return is_byte_tok(tk);
+    }
+    return 0;
+}
+
 int detok_push(detok_t *d, int32_t id, char **out, err_t *e) {
     *out = NULL;
     if (!d) return err_set(e, "detok_push: no detokenizer");
@@ -106,7 +120,7 @@ int detok_push(detok_t *d, int32_t id, char **out, err_t *e) {
     }
     size_t upto = n; /* how much of now is final */
     int clean = 1;
-    if (d->byte_fallback && is_byte_tok(tokenizer_id_to_token(d->t, id))) {
+    if (d->byte_fallback && newest_is_byte(d)) {
         upto = d->prefix_len; /* inside a byte run nothing is final yet (no cap: see above) */
         clean = 0;
     } else if (ends_with_fffd(now, n)) {

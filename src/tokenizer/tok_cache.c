@@ -86,8 +86,8 @@ void tk_wc_put(struct word_cache *c, const char *s, size_t n, const int32_t *ids
     uint64_t h = tk_tok_hash(s, n) | 1;
     char *blob = malloc(ids_off((uint32_t)n) + sizeof(int32_t) * (n_ids ? n_ids : 1));
     if (!blob) return; /* a cache miss next time, nothing worse */
-    memcpy(blob, s, n);
-    memcpy(blob + ids_off((uint32_t)n), ids, sizeof(int32_t) * n_ids);
+    if (n) memcpy(blob, s, n);
+    if (n_ids) memcpy(blob + ids_off((uint32_t)n), ids, sizeof(int32_t) * n_ids); /* (ids may be NULL when a word has none) */
     shard_t *sh = &c->sh[h >> 60];
     pthread_mutex_lock(&sh->mu);
     if (sh->used >= SHARD_CAP * 3 / 4) shard_clear(sh);
