@@ -312,6 +312,20 @@ static void test_stream_long_byte_runs(void **s) {
     free(d);
 }
 
+/* A token the decode skips between two byte tokens does not end the byte run (fuzz_detok:
+ * Gemma 3 with skip_special, <0x01> <bos> <0x80> — "\x01" went out at <bos>, then the joined
+ * bytes decoded to two U+FFFD and detok_push failed). Also a special token kept in the text. */
+static void test_stream_skipped_token_in_byte_run(void **s) {
+    (void)s;
+    int32_t b01 = tokenizer_token_to_id(TOK[1], "<0x01>"), b80 = tokenizer_token_to_id(TOK[1], "<0x80>");
+    int32_t bos = tokenizer_token_to_id(TOK[1], "<bos>"), x = tokenizer_token_to_id(TOK[1], "x");
+    assert_true(b01 >= 0 && b80 >= 0 && bos >= 0 && x >= 0);
+    int32_t ids[] = {b01, bos, b80, x, bos, b01, bos, bos, x};
+    int n = (int)(sizeof ids / sizeof ids[0]);
+    for (int skip = 0; skip < 2; skip++)
+        for (int k = 1; k <= n; k++) stream_equals_decode(TOK[1], ids, k, skip);
+}
+
 /* ---- edge cases -------------------------------------------------------------------- */
 static void test_invalid_utf8(void **s) {
     (void)s;
@@ -478,6 +492,7 @@ int main(void) {
         cmocka_unit_test(test_stream_random_ids), cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_empty_and_nul),  cmocka_unit_test(test_bad_ids),
         cmocka_unit_test(test_fuzz_nul_regression), cmocka_unit_test(test_stream_long_byte_runs),
+        cmocka_unit_test(test_stream_skipped_token_in_byte_run),
         cmocka_unit_test(test_long_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
