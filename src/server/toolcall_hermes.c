@@ -77,6 +77,25 @@ static int parse_head(const char *s, size_t n, char *name, size_t cap, size_t *u
     return 1;
 }
 
+/* Whether </tool_call> occurs in s outside JSON strings. An incomplete head waits while the
+ * marker is inside a string (`{"name": "f</tool_call>"` may still become a head): looking
+ * for it anywhere made the call depend on whether the head had arrived whole (fuzz_toolcall). */
+static int close_outside_strings(const char *s, size_t n) {
+    int in = 0, esc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in) {
+            if (esc) esc = 0;
+            else if (s[i] == '\\') esc = 1;
+            else if (s[i] == '"') in = 0;
+        } else if (s[i] == '"') {
+            in = 1;
+        } else if (s[i] == '<' && n - i >= strlen(CLOSE) && !memcmp(s + i, CLOSE, strlen(CLOSE))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Gives the raw call back as text: the model wrote something that is not a call. */
 static void give_back(tc_parser_t *p, const tc_sink_t *k) {
     tc_emit_text(p, k, OPEN, strlen(OPEN));
@@ -130,7 +149,7 @@ void tc_step_hermes(tc_parser_t *p, const tc_sink_t *k, int final) {
                 p->state = S_ARGS;
                 continue;
             }
-            if (r < 0 || tc_find(b->p, b->len, CLOSE, &safe) >= 0) { p->state = S_WHOLE; continue; }
+            if (r < 0 || close_outside_strings(b->p, b->len)) { p->state = S_WHOLE; continue; }
             if (final) { whole(p, k, b->p, b->len, 0); sbuf_clear(b); p->state = S_TEXT; }
             return;
         }

@@ -114,6 +114,9 @@ static void test_hermes(void **st) {
         {TC_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {\"k\": 1}", "", 1, {"f"}, {"{\"k\": 1}"}},
         {TC_HERMES, "<tool_call>{\"name\": \"f\", \"parameters\": {\"k\": \"v\"}}</tool_call>", "", 1, {"f"}, {"{\"k\": \"v\"}"}},
         {TC_HERMES, "é ünïcode ✓ <tool_call>{\"name\":\"f\",\"arguments\":{\"s\":\"日本\"}}</tool_call>", "é ünïcode ✓", 1, {"f"}, {"{\"s\":\"日本\"}"}},
+        /* fuzz_toolcall: the closing marker inside the name string does not end a head that has
+         * not fully arrived (it did when the reply came in pieces, not when whole) */
+        {TC_HERMES, "<tool_call>\n{\"name\": \"f</tool_call>\", \"arguments\": {\"a\": 1}}\n</tool_call>", "", 1, {"f</tool_call>"}, {"{\"a\": 1}"}},
     };
     run_all(cases, sizeof cases / sizeof cases[0], NULL);
 }
