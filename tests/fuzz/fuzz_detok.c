@@ -17,34 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tokenizer.h"
-
-static tokenizer_t *tok[3];
-static int vocab[3];
-
-static void load_all(void) {
-    static const char *names[3] = {"qwen3", "gemma3", "llama3"};
-    const char *dir = getenv("KILN_TOKENIZER_DIR");
-    if (!dir) dir = "tests/.cache/tokenizers";
-    for (int i = 0; i < 3; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        err_t e = {0};
-        tok[i] = tokenizer_load(path, &e);
-        if (!tok[i]) {
-            fprintf(stderr, "fuzz_detok: %s\n", e.msg);
-            abort();
-        }
-        vocab[i] = tokenizer_vocab_size(tok[i]);
-    }
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    load_all();
-    return 0;
-}
+#include "real_tokenizers.h"
 
 /* Well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 static int utf8_ok(const unsigned char *s, size_t n) {
@@ -68,6 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     int which = data[0] % 3, sp = (data[0] >> 2) & 1;
     tokenizer_t *t = tok[which];
+    int vocab = tokenizer_vocab_size(t);
     int n = (int)((size - 1) / 3);
     int32_t *ids = malloc(sizeof(int32_t) * (n ? n : 1));
     for (int k = 0; k < n; k++) {
@@ -78,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             snprintf(bt, sizeof bt, "<0x%02X>", p[0]);
             id = tokenizer_token_to_id(t, bt);
         }
-        ids[k] = id >= 0 ? id : (int32_t)((p[0] | p[1] << 8 | (uint32_t)(p[2] & 0x7F) << 16) % (uint32_t)vocab[which]);
+        ids[k] = id >= 0 ? id : (int32_t)((p[0] | p[1] << 8 | (uint32_t)(p[2] & 0x7F) << 16) % (uint32_t)vocab);
     }
     err_t e = {0};
     size_t dlen = 0;
@@ -96,15 +70,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         size_t l = strlen(p);
         if (!utf8_ok((const unsigned char *)p, l)) { fprintf(stderr, "piece %d is not valid UTF-8\n", k); abort(); }
-        if (got + l + 1 > cap) { cap = 2 * (got + l) + 16; acc = realloc(acc, cap); }
-        memcpy(acc + got, p, l);
-        got += l;
+        acc = acc_add(acc, &got, &cap, p, l);
         free(p);
     }
-    size_t m = 0;
-    for (size_t i = 0; i < dlen; i++)
-        if (d[i]) d[m++] = d[i];
-    if (got != m || memcmp(acc, d, got)) { fprintf(stderr, "stream != decode (%zu vs %zu bytes)\n", got, m); abort(); }
+    expect_stream_is_decode(acc, got, d, dlen);
     free(acc);
     free(d);
     free(ids);

@@ -18,33 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer/tokenizer.h"
-
-static tokenizer_t *tok[3];
-
-static void load_all(void) {
-    static const char *names[3] = {"qwen3", "gemma3", "llama3"};
-    const char *dir = getenv("KILN_TOKENIZER_DIR");
-    if (!dir) dir = "tests/.cache/tokenizers";
-    for (int i = 0; i < 3; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        err_t e = {0};
-        tok[i] = tokenizer_load(path, &e);
-        if (!tok[i]) {
-            fprintf(stderr, "fuzz_tokenizer_encode: %s\n", e.msg);
-            abort();
-        }
-    }
-}
-
-/* Loading takes seconds under ASan: do it once, outside the per-input timeout. */
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc;
-    (void)argv;
-    load_all();
-    return 0;
-}
+#include "real_tokenizers.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!tok[0]) load_all();
@@ -74,23 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < n; k++) {
         char *p = NULL;
         if (detok_push(dt, ids[k], &p, &e)) { fprintf(stderr, "%s\n", e.msg); abort(); }
-        size_t l = strlen(p);
-        if (got + l + 1 > cap) { cap = 2 * (got + l) + 16; acc = realloc(acc, cap); }
-        memcpy(acc + got, p, l);
-        got += l;
+        acc = acc_add(acc, &got, &cap, p, strlen(p));
         free(p);
     }
     char *rest = detok_flush(dt);
-    size_t l = strlen(rest);
-    if (got + l + 1 > cap) { cap = got + l + 1; acc = realloc(acc, cap); }
-    memcpy(acc + got, rest, l);
-    got += l;
+    acc = acc_add(acc, &got, &cap, rest, strlen(rest));
     free(rest);
-    /* detok pieces are C strings: a decoded NUL byte cannot be sent, all else must be */
-    size_t k = 0;
-    for (size_t i = 0; i < dlen; i++)
-        if (d[i]) d[k++] = d[i];
-    if (got != k || memcmp(acc, d, got)) { fprintf(stderr, "stream != decode\n"); abort(); }
+    expect_stream_is_decode(acc, got, d, dlen);
     free(acc);
     detok_free(dt);
     free(d);
