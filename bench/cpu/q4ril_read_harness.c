@@ -11,30 +11,10 @@
  *       -o q4rh bench/cpu/q4ril_read_harness.c build/libkilncore.a -lpthread -lm
  *   ./q4rh [tokens=20] [prefetch bytes=8192] [threads=2] */
 #include "q4ril_harness.h"
-static double now_s(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
-static uint64_t rng = 88172645463325252ull;
-static uint32_t nxt(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }
-static void *halloc(size_t n) { size_t H = 2u << 20, m = (n + H - 1) & ~(H - 1); void *p = aligned_alloc(H, m); madvise(p, m, MADV_HUGEPAGE); memset(p, 0, m); return p; }
-static weight_t mk(int N, int K, int G) {
-    weight_t w = {N, K, DT_U32};
-    size_t words = (size_t)N * K / 8; uint32_t *c = halloc(words * 4 + 64);
-    for (size_t i = 0; i < words; i++) c[i] = nxt() ^ (nxt() << 16);
-    int ng = K / G; uint16_t *sc = halloc((size_t)N * ng * 2), *bi = halloc((size_t)N * ng * 2);
-    for (size_t i = 0; i < (size_t)N * ng; i++) { sc[i] = f32_to_bf16(0.001f + (float)(nxt() % 1000) * 1e-5f); bi[i] = f32_to_bf16(-0.01f * (float)(nxt() % 100) / 100.f); }
-    w.data = c; w.bits = 4; w.group = G; w.scales = sc; w.biases = bi; w.sb_dtype = DT_BF16;
-    if (pack_weight(&w, WL_Q_RIL16)) { fprintf(stderr, "pack\n"); exit(1); }
-    return w;
-}
-static int NTH = 2, ITERS = 20, NMODE = 4, nw;
+static int ITERS = 20, NMODE = 4, nw;
 static char *big; static size_t bigN;
 static weight_t *ws;
 static float *x, *y[3];
-static volatile int bar_cnt, bar_gen;
-static void barrier(void) {
-    int g = bar_gen;
-    if (__sync_add_and_fetch(&bar_cnt, 1) == NTH) { bar_cnt = 0; __sync_synchronize(); bar_gen = g + 1; }
-    else while (bar_gen == g) __builtin_ia32_pause();
-}
 static double msum[4], mbest[4] = {1e9, 1e9, 1e9, 1e9}, tb;
 static void *run(void *arg) {
     int id = (int)(long)arg;
