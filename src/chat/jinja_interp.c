@@ -50,7 +50,7 @@ static int enter(jr *r) {
 /* The lowest stack address a render may reach: the calling thread's stack bottom plus a
  * margin for what runs below the deepest eval (printf, jansson, the arena; a quarter of the
  * stack, at most 256 KiB), or, when the stack's extent is unknown, 1 MiB below the caller. */
-static uintptr_t stack_floor(void) {
+static uintptr_t stack_floor_find(int *known) {
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     pthread_attr_t at;
     void *lo = NULL;
@@ -60,8 +60,21 @@ static uintptr_t stack_floor(void) {
         pthread_attr_destroy(&at);
     }
     size_t margin = size / 4 < ((size_t)256 << 10) ? size / 4 : (size_t)256 << 10;
-    if (lo && here > (uintptr_t)lo + margin) return (uintptr_t)lo + margin;
+    *known = lo && here > (uintptr_t)lo + margin;
+    if (*known) return (uintptr_t)lo + margin;
     return here > (1u << 20) ? here - (1u << 20) : 0;
+}
+
+/* Once per thread: a thread's stack does not move, and pthread_getattr_np reads
+ * /proc/self/maps for the main thread (the unknown-extent fallback is per call: it depends on
+ * where the caller stands). */
+static uintptr_t stack_floor(void) {
+    static __thread uintptr_t lowest;
+    static __thread int known;
+    if (known) return lowest;
+    uintptr_t f = stack_floor_find(&known);
+    if (known) lowest = f;
+    return f;
 }
 
 /* ---------------------------------------------------------------- scopes */
