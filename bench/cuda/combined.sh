@@ -4,11 +4,14 @@
 # Tracked (the `run` tool carries the working tree, not git-ignored folders), so a call is
 #   run: bash bench/cuda/combined.sh PKG/kiln-cuda.tar.xz     (carry: the package's folder)
 # with PKG from bench/cuda/pack.sh. Results go to $OUT (at most 8 files come back):
-# summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, bench.err.
+# summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, peer.jsonl, bench.err.
 #   MODELS="l8q4 l8bf16"      batch-1 checkpoints (l8 = llama-3-8b, q06 = qwen3-0.6b; + bf16/q8/q4)
 #   CONC="l8q4:1,64,1"        concurrency runs (model:levels; a repeated c=1 shows run-to-run spread)
 #   VARIANTS="KILN_X=0:l8bf16" extra batch-1 runs with an environment (VAR=V[,VAR=V]:model)
 #   TESTS="test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample" (those in the package)
+#   STRESS=N                  test_cuda_hybrid N more times while test_cuda_kernels runs (a load-dependent
+#                             failure was seen once that way; summary.txt counts the failures)
+#   PEER="l8bf16"             bench/cuda/peer_torch.py (transformers on the same checkpoint) after the benches
 # The tests run at once in two chains while the checkpoints are written (test_cuda_kernels ~150 s
 # on the H200 alone; the rest ~10 s), then the probe and the benches run alone on the GPU.
 P=${1:?usage: combined.sh PKG.tar.xz}
@@ -23,7 +26,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/summary.txt" 2>&1
 preset() { case $1 in l8*) echo llama-3-8b;; q06*) echo qwen3-0.6b;; esac; }
 dtype() { echo "${1#l8}" | sed 's/^q06//'; }
 need=""   # every checkpoint some run reads, once
-for m in $MODELS $(for v in $VARIANTS; do echo "${v##*:}"; done) $(for c in $CONC; do echo "${c%%:*}"; done); do
+for m in $MODELS $(for v in $VARIANTS; do echo "${v##*:}"; done) $(for c in $CONC; do echo "${c%%:*}"; done) ${PEER:-}; do
   case " $need " in *" $m "*) ;; *) need="$need $m";; esac
 done
 for m in $need; do
@@ -35,6 +38,11 @@ runt() { local t=$1 s=$(date +%s); /tmp/k/$t > /tmp/$t.log 2>&1; local rc=$?
 pids=""
 for t in $TESTS; do [ "$t" = test_cuda_kernels ] && { runt $t & pids="$pids $!"; }; done
 ( for t in $TESTS; do [ "$t" != test_cuda_kernels ] && runt $t; done ) & pids="$pids $!"
+if [ "${STRESS:-0}" -gt 0 ]; then
+  ( f=0; for i in $(seq "$STRESS"); do /tmp/k/test_cuda_hybrid > /tmp/stress_$i.log 2>&1 || { f=$((f+1)); grep -i fail /tmp/stress_$i.log | head -5 >> /tmp/stress_fail.log; }; done
+    echo "stress: test_cuda_hybrid $STRESS runs beside test_cuda_kernels, $f failed (at $(el) s)" >> "$OUT/summary.txt"
+    cat /tmp/stress_fail.log >> "$OUT/summary.txt" 2>/dev/null ) & pids="$pids $!"
+fi
 wait $pids
 cat /tmp/tests_*.log > "$OUT/tests.log" 2>/dev/null
 /tmp/k/kiln-cuda-probe > "$OUT/probe.jsonl" 2>&1; echo "probe at $(el) s" >> "$OUT/summary.txt"
@@ -51,6 +59,10 @@ for c in $CONC; do
   echo "{\"model\": \"${c%%:*}\"}" >> "$OUT/conc.jsonl"
   /tmp/k/kiln bench /tmp/s/${c%%:*} --backend cuda --concurrency ${c#*:} --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 --json >> "$OUT/conc.jsonl" 2>> "$OUT/bench.err"
   echo "conc $c at $(el) s" >> "$OUT/summary.txt"
+done
+for m in ${PEER:-}; do
+  timeout ${PEER_TIMEOUT:-240} python3 bench/cuda/peer_torch.py /tmp/s/$m --modes ${PEER_MODES:-compile,eager} >> "$OUT/peer.jsonl" 2>> /tmp/peer.err
+  echo "peer $m rc=$? at $(el) s" >> "$OUT/summary.txt"; tail -c 1500 /tmp/peer.err >> "$OUT/bench.err" 2>/dev/null
 done
 tail -c 2000 "$OUT/bench.err" > /tmp/be 2>/dev/null && mv /tmp/be "$OUT/bench.err"
 cat "$OUT/summary.txt"
