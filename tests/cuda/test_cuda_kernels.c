@@ -1587,6 +1587,7 @@ static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, 
  * rope_kv_write, attention: bitwise equal out, q, k and both caches. Rows of one decode token
  * and a prefill-chunk row of 5; norm weights and none (llama: the op runs the separate ops). */
 static int nra_bs = 16, nra_window, nra_fused; /* nra_fused: the fused rope + decode attention must run (checked) */
+static int nra_tab0; /* the separate ops (pass 0) with KILN_CUDA_ATTN_TAB=0: positions and block tables from device memory */
 static float nra_softcap;
 static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, int nh, int nkv, int hd, int rot, dtype_t dt, int with_norm,
                      uint64_t seed) {
@@ -1627,7 +1628,9 @@ static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, i
                 be->ops->rms_norm(be, dk, dk, dkn, 0.f, T * nkv, hd, 1e-6f);
             }
             be->ops->rope_kv_write(be, dq, dk, dv, pos, T, nh, nkv, hd, rot, inv, nra_fused ? 0.75f : 1.0f, &da.kv, slots);
+            if (nra_tab0) setenv("KILN_CUDA_ATTN_TAB", "0", 1);
             be->ops->attention(be, dout, dq, T, &da);
+            if (nra_tab0) unsetenv("KILN_CUDA_ATTN_TAB");
         } else {
             const int calls0 = kiln_cuda_attn_rope_calls;
             be->ops->norm_rope_kv_attention(be, dout, dq, dk, dv, dqn, dkn, 1e-6f, rot, inv, nra_fused ? 0.75f : 1.0f, slots, T, &da);
@@ -1711,6 +1714,20 @@ static void test_rope_attention_decode(void) {
     for (int i = 0; i < 47; i++) { many[i] = (i * 97) % 2100; lm[i] = 1; }
     nra_case(befast, 47, many, lm, 32, 8, 128, 128, DT_BF16, 0, seed++);
     unsetenv("KILN_CUDA_ATTN_DEC");
+    /* the positions and block tables as a kernel parameter (the fused op, default) against the
+     * uploaded copies (the separate ops with KILN_CUDA_ATTN_TAB=0): bitwise; 3 rows at 0/130/4000
+     * with block size 16 (753 entries) and 5 and 7 exceed the parameter and take the copies */
+    nra_tab0 = 1;
+    for (int pi = 0; pi < 9; pi++) {
+        nra_bs = pi % 3 == 2 ? 7 : 16;
+        nra_case(befast, 1, &ps[pi], l1, 32, 8, 128, 128, pi & 1 ? DT_F16 : DT_BF16, 0, seed++);
+        nra_case(befast, 1, &ps[pi], l1, 16, 2, 64, 64, pi & 1 ? DT_BF16 : DT_F16, 0, seed++);
+    }
+    nra_bs = 16;
+    int two2[2] = {2047, 130}, l2[2] = {1, 1};
+    nra_case(befast, 2, two2, l2, 32, 8, 128, 128, DT_BF16, 0, seed++);
+    nra_case(befast, 3, three, l3, 32, 8, 128, 128, DT_BF16, 0, seed++);
+    nra_tab0 = 0;
     nra_fused = 0;
     /* against the CPU reference: the decode test's chains through the fused op */
     int one[1] = {2047}, odd[1] = {2048}, five[5] = {0, 5, 1000, 3001, 64}, two[2] = {4000, 17}, z[1] = {0}, o1[1] = {1}, f15[1] = {15},

@@ -547,6 +547,12 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
 #define MTK 16 /* keys per warp tile: the m16 of S^T */
 #define MQ 8   /* query heads per block: the n8       */
 #define MSMAX 16
+/* TAB (KILN_CUDA_ATTN_TAB, default on): the step's positions and block tables as a kernel parameter
+ * (pos[T], then tables[T][max_blocks]) where they fit, instead of the uploaded copies in device
+ * memory — read through the constant cache, so the first K/V tile's addresses do not wait on two
+ * dependent loads from DRAM (between two layers' attentions ~0.5 GB of weights pass through L2) */
+#define DM_TAB 520
+template <bool TAB> struct dm_tab { int v[TAB ? DM_TAB : 1]; };
 
 /* the transpose of an 8×8 16-bit matrix held one 32-bit word per lane (row lane/4, cols 2(lane%4)..) */
 __device__ __forceinline__ uint32_t dm_trans(uint32_t x) {
@@ -597,8 +603,8 @@ __device__ __forceinline__ void dm_ld_tile(uint32_t (*kr)[HD / 8], uint32_t (*vr
     }
 }
 
-template <int HD, typename T16, bool ROPE>
-__global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t a) {
+template <int HD, typename T16, bool ROPE, bool TAB = false>
+__global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t a, const __grid_constant__ dm_tab<TAB> tb) {
     constexpr int NW = HD / 8;  /* words of a lane's quarter row            */
     constexpr int KB = HD / 16; /* k-steps of S^T = m-tiles of O^T          */
     /* the warps' o: query n, dim d = ch·HD/4 + r at n·RS + ch·CS + r — CS ≡ 2 and RS ≡ 12 (mod 16)
@@ -618,7 +624,7 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
     const int h0 = kvh * a.group + qc * MQ, nqh = min(MQ, a.group - qc * MQ);
     /* decode (the launcher's shape check): row r is token r and tile r, no tile list to read */
     const int t = ti, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    const int *bt = a.tables + (size_t)ti * a.max_blocks;
+    const int *bt = TAB ? tb.v + a.T + (size_t)ti * a.max_blocks : a.tables + (size_t)ti * a.max_blocks;
     const size_t per_tok = (size_t)a.n_kv_heads * HD, hoff = (size_t)kvh * HD + c * (HD / 4);
     pdl_trigger(); /* the o-projection GEMV (PDL) may start loading its weights */
     /* every block of the cluster has started before any stores into another's shared memory
@@ -627,7 +633,7 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
 
     /* before pdl_wait: host uploads (positions, block tables) and the warp's first tile
      * but row p (written by rope_kv_write, the kernel before); q and row p after */
-    const int p = a.pos[t], lo = a.window > 0 ? max(0, p - a.window + 1) : 0, hi = p + 1;
+    const int p = TAB ? tb.v[t] : a.pos[t], lo = a.window > 0 ? max(0, p - a.window + 1) : 0, hi = p + 1;
     int span = (hi - lo + S - 1) / S;
     span = (span + MTK - 1) / MTK * MTK;
     const int s_lo = lo + split * span, s_hi = min(hi, s_lo + span);
@@ -838,28 +844,33 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
 extern "C" int kiln_cuda_attn_rope_calls; /* fused rope + attention launches (the tests check the path ran) */
 int kiln_cuda_attn_rope_calls;
 
-/* Decode steps on tensor cores: true if handled here. */
-static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int max_len, bool rope = false) {
+template <bool TAB> using dm_kern_t = void (*)(attn_dev_t, dm_tab<TAB>);
+template <bool TAB> static dm_kern_t<TAB> dm_pick(int hd, bool f16, bool rope) {
+    return rope ? (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, true, TAB> : attn_dec_mma_kernel<64, __nv_bfloat16, true, TAB>)
+                            : (f16 ? attn_dec_mma_kernel<128, __half, true, TAB> : attn_dec_mma_kernel<128, __nv_bfloat16, true, TAB>))
+                : (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, false, TAB> : attn_dec_mma_kernel<64, __nv_bfloat16, false, TAB>)
+                            : (f16 ? attn_dec_mma_kernel<128, __half, false, TAB> : attn_dec_mma_kernel<128, __nv_bfloat16, false, TAB>));
+}
+/* matmul_gemv.cu: the next bf16 GEMV that reads x (the o-projection) prefetches its weight into L2 */
+void cuda_gemv_prefetch_hint(cuda_impl_t *c, const float *x);
+
+/* Decode steps on tensor cores: true if handled here. aa: the step's host-side positions and
+ * block tables (the TAB parameter; NULL: the uploaded copies only). */
+static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int max_len, bool rope = false, const attn_args_t *aa = NULL) {
     /* 1: default; 0: KILN_CUDA_ATTN_DEC=old; 2: =all (read per call: the tests change it) */
     const char *de = getenv("KILN_CUDA_ATTN_DEC");
     const int mode = de && !strcmp(de, "old") ? 0 : de && !strcmp(de, "all") ? 2 : 1;
     const int hd = a.hd;
     if (!mode || c->gemm_min_t == 0x7fffffff || (a.kv_dtype != DT_F16 && a.kv_dtype != DT_BF16) || (hd != 64 && hd != 128)) return false;
     const bool f16 = a.kv_dtype == DT_F16;
-    void (*kern)(attn_dev_t) =
-        rope ? (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, true> : attn_dec_mma_kernel<64, __nv_bfloat16, true>)
-                         : (f16 ? attn_dec_mma_kernel<128, __half, true> : attn_dec_mma_kernel<128, __nv_bfloat16, true>))
-             : (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, false> : attn_dec_mma_kernel<64, __nv_bfloat16, false>)
-                         : (f16 ? attn_dec_mma_kernel<128, __half, false> : attn_dec_mma_kernel<128, __nv_bfloat16, false>));
     /* the largest cluster: 16 (non-portable) where clusters of 16 can cover >= 3/4 of the SMs,
      * else 8; KILN_CUDA_ATTN_CLUSTER=N forces N (1..16) */
     static int cauto = 0;
     if (!cauto) {
-        void (*ks[8])(attn_dev_t) = {attn_dec_mma_kernel<64, __half, false>, attn_dec_mma_kernel<64, __nv_bfloat16, false>,
-                                     attn_dec_mma_kernel<128, __half, false>, attn_dec_mma_kernel<128, __nv_bfloat16, false>,
-                                     attn_dec_mma_kernel<64, __half, true>, attn_dec_mma_kernel<64, __nv_bfloat16, true>,
-                                     attn_dec_mma_kernel<128, __half, true>, attn_dec_mma_kernel<128, __nv_bfloat16, true>};
-        for (int i = 0; i < 8; i++) cudaFuncSetAttribute(ks[i], cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        for (int i = 0; i < 8; i++) {
+            cudaFuncSetAttribute(dm_pick<false>(i & 1 ? 128 : 64, i & 2, i & 4), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            cudaFuncSetAttribute(dm_pick<true>(i & 1 ? 128 : 64, i & 2, i & 4), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        }
         {
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute at[1];
@@ -867,7 +878,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
             at[0].val.clusterDim.x = 16; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
             cfg.gridDim = dim3(16 * 16, 1); cfg.blockDim = dim3(32 * MWARPS); cfg.attrs = at; cfg.numAttrs = 1;
             int n16 = 0;
-            if (cudaOccupancyMaxActiveClusters(&n16, (void *)attn_dec_mma_kernel<128, __nv_bfloat16, false>, &cfg) != cudaSuccess) {
+            if (cudaOccupancyMaxActiveClusters(&n16, (void *)attn_dec_mma_kernel<128, __nv_bfloat16, false, false>, &cfg) != cudaSuccess) {
                 cudaGetLastError();
                 n16 = 0;
             }
@@ -914,16 +925,30 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     cfg.stream = c->stream;
     cfg.attrs = at;
     cfg.numAttrs = na;
-    cudaCheck(cudaLaunchKernelEx(&cfg, kern, a));
+    const char *te = getenv("KILN_CUDA_ATTN_TAB"); /* =0: positions and tables from device memory only (A/B; read per call: the tests change it) */
+    if (!(te && !strcmp(te, "0")) && aa && a.T == n_rows && (size_t)n_rows * (1 + a.max_blocks) <= DM_TAB) {
+        dm_tab<true> tb;
+        memset(&tb, 0, sizeof tb); /* as attn_tiles_upload: zero past a row's table */
+        for (int r = 0; r < n_rows; r++) {
+            tb.v[r] = aa->pos[r];
+            const int nb = aa->pos[r] / a.block_size + 1;
+            memcpy(tb.v + n_rows + (size_t)r * a.max_blocks, aa->block_tables[r], sizeof(int32_t) * (nb < a.max_blocks ? nb : a.max_blocks));
+        }
+        cudaCheck(cudaLaunchKernelEx(&cfg, dm_pick<true>(hd, f16, rope), a, tb));
+    } else {
+        dm_tab<false> tb = {};
+        cudaCheck(cudaLaunchKernelEx(&cfg, dm_pick<false>(hd, f16, rope), a, tb));
+    }
+    if (na && at[0].id == cudaLaunchAttributeProgrammaticStreamSerialization && n_rows == 1) cuda_gemv_prefetch_hint(c, a.out);
     if (rope) kiln_cuda_attn_rope_calls++;
     return true;
 }
 
 /* Decode steps with head_dim 64/128/256: true if handled here. */
-static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_tiles, int max_n, int max_len) {
+static bool attention_decode(cuda_impl_t *c, attn_dev_t &a, int n_rows, int n_tiles, int max_n, int max_len, const attn_args_t *aa) {
     const int hd = a.hd;
     if (a.T != n_rows || n_tiles != n_rows || max_n != 1 || (hd != 64 && hd != 128 && hd != 256)) return false;
-    if (attention_decode_mma(c, a, n_rows, max_len)) return true;
+    if (attention_decode_mma(c, a, n_rows, max_len, false, aa)) return true;
     const int n_qc = (a.group + DQB - 1) / DQB;
     /* split-K so the GPU is busy (~2 blocks per SM), each warp keeping >= 16 keys */
     int base = n_rows * a.n_kv_heads * n_qc, want = c->attn_want * c->sm_count;
@@ -1077,7 +1102,7 @@ void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn
     a.T = T; a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.hd = hd; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
     a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
     a.vec = (hd * (int)dtype_size(kv->dtype)) % 16 == 0;
-    if (!c->attn_tiled && attention_decode(c, a, aa->n_rows, n_tiles, max_n, max_len)) return;
+    if (!c->attn_tiled && attention_decode(c, a, aa->n_rows, n_tiles, max_n, max_len, aa)) return;
     /* split-K when the tiles alone leave SMs idle; keep >= 64 keys per split */
     int base = n_tiles * aa->n_kv_heads * n_chunks, want = 2 * c->sm_count;
     int splits = base >= want ? 1 : (want + base - 1) / base;
@@ -1148,5 +1173,5 @@ int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, co
     char *hb = (char *)cuda_host_buf(c, 1, ib); /* as rope_kv_write uploads it */
     memcpy(hb, inv, ib);
     a.inv = (const float *)cuda_host_to_dev(c, hb, ib);
-    return attention_decode_mma(c, a, T, tl.max_len, true) ? 1 : 0;
+    return attention_decode_mma(c, a, T, tl.max_len, true, aa) ? 1 : 0;
 }

@@ -435,7 +435,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemvh_kernel(float *__restric
 /* gemvh_body's variants (MODE bits): GM_GLU (matmul_glu: the warp's rows are R/2 gate/up pairs, y =
  * the GLU), GM_NORM (rms_matmul_multi / rms_matmul_glu: x is first normalized into shared memory by
  * norm_x_smem), GM_ACC (matmul_add: y += the sums). */
-enum { GM_GLU = 1, GM_NORM = 2, GM_ACC = 4, GM_R4 = 8 /* gemvp_multi_kernel: every weight at R = 4 with its own KS (below) */ };
+enum { GM_GLU = 1, GM_NORM = 2, GM_ACC = 4, GM_R4 = 8 /* gemvp_multi_kernel: every weight at R = 4 with its own KS (below) */,
+       GM_PF = 16 /* gemvp_kernel after the decode attention: weight bytes prefetched into L2 before the wait (below) */ };
 typedef struct gemv_ext {
     const void *wu;   /* GM_GLU: the up weight (wdata is the gate)               */
     int gelu;         /* GM_GLU: the activation (0 silu, 1 gelu-tanh)             */
@@ -519,7 +520,7 @@ __device__ __forceinline__ void ld_x8_s(float (&xv)[TT][8], size_t K, int T, siz
 
 template <int KIND, int TT, int R, int KS, int MODE = 0>
 __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *__restrict__ x, int T, const void *wdata, int rows, int cols,
-                                           int bx, const gemv_ext_t &e = gemv_ext_t()) {
+                                           int bx, const gemv_ext_t &e = gemv_ext_t(), unsigned pf = 0) {
     constexpr bool GLU = MODE & GM_GLU, NORM = MODE & GM_NORM, ACC = MODE & GM_ACC;
     constexpr int U = GEMV_PIPE / R; /* units per round: U·R pieces in flight per lane */
     constexpr int RN = GLU ? R / 2 : R; /* output rows per warp (GLU: R/2 gate rows, then the same R/2 up rows) */
@@ -564,6 +565,19 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
     for (int j = 0; j < U; j++)
 #pragma unroll
         for (int r = 0; r < R; r++) cur[j][r] = u + j * step < units ? __ldg(row(r) + u + j * step) : make_uint4(0u, 0u, 0u, 0u);
+    if constexpr ((MODE & GM_PF) != 0) {
+        /* GM_PF (launched right after the batch-1 decode attention, which leaves DRAM mostly idle
+         * while its latency chain runs): warp 0 of each of the first pf % 4096 blocks asks L2 for
+         * bytes [bx·B, (bx + 1)·B) of the weight (contiguous, rows·cols 16-bit values; B = pf rounded
+         * down to 4096) by bulk prefetches, so after the wait the rows stream from L2. Only a
+         * cache hint: nothing here changes what is read or computed. */
+        const size_t B = pf & ~4095u, tot = (size_t)rows * K * 2, b0 = (size_t)bx * B, b1 = min(b0 + B, tot);
+        if (threadIdx.x < 32 && bx < (int)(pf & 4095u))
+            for (size_t o = b0 + (size_t)lane * 4096; o < b1; o += 32 * 4096) {
+                const uint32_t n = (uint32_t)min((size_t)4096, b1 - o);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"((const char *)wdata + o), "r"(n) : "memory");
+            }
+    }
     pdl_wait(); /* x (and y) belong to the previous kernels */
     if constexpr (NORM) {
         norm_x_smem((float *)gemv_xs, x, T, cols, e);
@@ -598,8 +612,8 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
 
 template <int KIND, int TT, int R, int KS, int MODE = 0>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB) gemvp_kernel(float *__restrict__ y, const float *__restrict__ x, int T, const void *wdata,
-                                                                int rows, int cols) {
-    gemvh_body<KIND, TT, R, KS, MODE>(y, x, T, wdata, rows, cols, blockIdx.x);
+                                                                int rows, int cols, unsigned pf) {
+    gemvh_body<KIND, TT, R, KS, MODE>(y, x, T, wdata, rows, cols, blockIdx.x, gemv_ext_t(), pf);
 }
 
 /* The (R, KS) of a weight (rows per warp, warps per row group), by shape and dtype only, for
@@ -659,13 +673,48 @@ static int r4s_on(int bit) {
     return v & bit;
 }
 
+/* L2 prefetch of the weight of the GEMV that reads the batch-1 decode attention's output (the
+ * o-projection): attention.cu names that output by cuda_gemv_prefetch_hint when it launches
+ * attn_dec_mma_kernel on PDL; the next pipelined single-weight bf16 launch with that x at one token
+ * (launch_p) takes gemvp_kernel<.., GM_PF>, whose first blocks, resident beside the attention's,
+ * ask L2 for the weight's first KILN_CUDA_GEMV_L2PF MB (default 16: llama-3-8b bf16 +0.5 %, its whole
+ * 32 MiB o −0.2 %, same H200 call, bench/cuda/RESULTS.md session 13 helper-80; 0: off, the plain
+ * kernel) before their PDL wait, while the attention's latency chain runs.
+ * Per thread: the hint is the recording thread's. */
+static thread_local const cuda_impl_t *pf_c;
+static thread_local const float *pf_x;
+void cuda_gemv_prefetch_hint(cuda_impl_t *c, const float *x) { pf_c = c; pf_x = x; }
+static size_t l2pf_budget(void) {
+    static long v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV_L2PF"); v = e ? atol(e) : 16; if (v < 0) v = 0; }
+    return (size_t)v << 20;
+}
+/* gemvp_kernel's pf (0: none): bytes per prefetching block (a multiple of 4096: the budget over the
+ * first 2·SMs blocks, resident beside the attention's one block per SM) + the number of such blocks */
+static unsigned take_prefetch(cuda_impl_t *c, const float *x, const dweight_t *w, int blocks) {
+    if (pf_c != c || pf_x != x || !x) return 0;
+    pf_c = NULL; pf_x = NULL;
+    const size_t tot = (size_t)w->rows * w->cols * 2, bud = l2pf_budget() < tot ? l2pf_budget() : tot;
+    const int sms = c->sm_count > 0 ? c->sm_count : 132, pb = blocks < 2 * sms ? blocks : 2 * sms;
+    if (!bud || pb <= 0) return 0;
+    const size_t per = ((bud + pb - 1) / pb + 4095) / 4096 * 4096;
+    return per > 0xfffff000u || pb > 4095 ? 0 : (unsigned)per | (unsigned)pb;
+}
+
 template <int KIND, int TT, int MODE = 0>
-static void launch_p(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w) {
+static void launch_p(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w, unsigned pf = 0) {
+    if constexpr (TT == 1 && KIND == K_BF16 && !(MODE & GM_PF) && (MODE == 0 || MODE == GM_ACC)) {
+        if (pf_x == x && pf_x) {
+            const bool r4 = (cfg == CFG_R2K2 || cfg == CFG_R1K4) && (r4s_on(4) || (cfg == CFG_R1K4 && r4s_on(8)));
+            const unsigned b = take_prefetch(c, x, w, r4 ? cdiv(w->rows, GEMV_WARPS / cfg_KS[cfg] * 4) : cfg_blocks(cfg, w->rows));
+            if (b) { launch_p<KIND, TT, MODE | GM_PF>(c, cfg, y, x, T, w, b); return; }
+        }
+    }
     if constexpr (TT == 1) {
         if ((cfg == CFG_R2K2 || cfg == CFG_R1K4) && (r4s_on(4) || (cfg == CFG_R1K4 && r4s_on(8)))) {
             const dim3 grid(cdiv(w->rows, GEMV_WARPS / cfg_KS[cfg] * 4)), block(GEMV_WARPS * 32);
-            if (cfg == CFG_R2K2) cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 2, MODE | GM_R4>, grid, block, 0, y, x, T, w->data, w->rows, w->cols);
-            else cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, GEMV_WARPS, MODE | GM_R4>, grid, block, 0, y, x, T, w->data, w->rows, w->cols);
+            if (cfg == CFG_R2K2) cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 2, MODE | GM_R4>, grid, block, 0, y, x, T, w->data, w->rows, w->cols, pf);
+            else cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, GEMV_WARPS, MODE | GM_R4>, grid, block, 0, y, x, T, w->data, w->rows, w->cols, pf);
             return;
         }
     }
@@ -673,11 +722,11 @@ static void launch_p(cuda_impl_t *c, int cfg, float *y, const float *x, int T, c
     const void *d = w->data;
     const int rows = w->rows, cols = w->cols;
     switch (cfg) {
-    case CFG_R4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
-    case CFG_R2K2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 2, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
-    case CFG_R2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
-    case CFG_R1K4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, GEMV_WARPS, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
-    default: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols); break;
+    case CFG_R4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols, pf); break;
+    case CFG_R2K2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 2, MODE>, grid, block, 0, y, x, T, d, rows, cols, pf); break;
+    case CFG_R2: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 2, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols, pf); break;
+    case CFG_R1K4: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, GEMV_WARPS, MODE>, grid, block, 0, y, x, T, d, rows, cols, pf); break;
+    default: cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 1, 1, MODE>, grid, block, 0, y, x, T, d, rows, cols, pf); break;
     }
 }
 template <int KIND, int MODE = 0>
