@@ -123,16 +123,23 @@ static void check_ragged(const char *name) {
         sched_fn scheds[] = {alone_all, chunk1, chunk5, chunk16, random_mix, random_mix, random_mix};
         const char *names[] = {"alone", "chunks of 1", "chunks of 5", "chunks of 16", "random mix 1", "random mix 2", "random mix 3"};
         double worst_all = 0;
-        for (int k = 0; k < 7; k++) {
-            if (run(gpu, toks, len, got, scheds[k], 1000 + k)) break;
+        /* KILN_TEST_HYBRID_REPEAT=N: the seven schedules N times on the same model (a failure
+         * seen once under load was always the first "alone" run) */
+        const char *rep_env = getenv("KILN_TEST_HYBRID_REPEAT");
+        int reps = rep_env && atoi(rep_env) > 1 ? atoi(rep_env) : 1;
+        for (int k = 0; k < 7 * reps; k++) {
+            if (run(gpu, toks, len, got, scheds[k % 7], 1000 + k % 7)) break;
             double worst = 0;
+            int bad = 0, bad_s = -1, bad_p = -1;
             for (int s = 0; s < NSEQ; s++)
                 for (int p = 0; p < len[s]; p++) {
                     /* per token, relative to that token's largest reference logit */
                     double err = ct_rel_err(got[s] + (size_t)p * V, ref[s] + (size_t)p * V, V);
                     if (err > worst) worst = err;
+                    if (err >= 1e-4 && !bad++) bad_s = s, bad_p = p;
                 }
-            CHECK(worst < 1e-4, "%s: cuda-f32 %s vs cpu-ref alone: worst token rel err %.3g", name, names[k], worst);
+            CHECK(worst < 1e-4, "%s: cuda-f32 %s (round %d) vs cpu-ref alone: worst token rel err %.3g; %d tokens over 1e-4, the first at sequence %d (%d tokens) position %d",
+                  name, names[k % 7], k / 7, worst, bad, bad_s, bad_s >= 0 ? len[bad_s] : 0, bad_p);
             if (worst > worst_all) worst_all = worst;
         }
         printf("# %-22s cuda-f32: alone, chunks of 1/5/16, 3 random mixes vs cpu-ref alone: worst token rel err %.3g\n", name, worst_all);
@@ -201,7 +208,10 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *fix[] = {"qwen3_5-tiny", "qwen3_5-tiny-mlx-q4", "qwen3_5_moe-tiny", "qwen3_next-tiny",
                          "gemma3-tiny", "gemma4-tiny-ple", "gemma4-tiny-moe"};
-    for (size_t i = 0; i < sizeof fix / sizeof fix[0]; i++) check_ragged(fix[i]);
+    const char *only = getenv("KILN_TEST_HYBRID_ONLY"); /* one fixture's ragged check alone */
+    for (size_t i = 0; i < sizeof fix / sizeof fix[0]; i++)
+        if (!only || !strcmp(only, fix[i])) check_ragged(fix[i]);
+    if (only) return ct_done("test_cuda_hybrid");
     check_snapshot("qwen3_5-tiny");
     check_snapshot("qwen3_5_moe-tiny");
     check_snapshot("qwen3_next-tiny");
