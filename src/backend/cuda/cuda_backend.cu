@@ -224,14 +224,19 @@ static void cu_download(backend_t *be, void *host, const void *src, size_t n) {
     }
 }
 
-static void *dev_copy(const void *host, size_t n, err_t *e, const char *what) {
+/* A weight's bytes to new device memory, on the backend's stream. Not cudaMemcpy: from pageable
+ * memory it returns once the bytes are staged, before the DMA has landed, and on the legacy
+ * stream, which the backend's non-blocking stream does not wait for — a kernel could read the
+ * weight before it arrived (seen as a rare wrong result under load, test_cuda_hybrid). */
+static void *dev_copy(cuda_impl_t *c, const void *host, size_t n, err_t *e, const char *what) {
     void *p = NULL;
     if (cudaMalloc(&p, n) != cudaSuccess) {
         cudaGetLastError();
         err_set(e, "cuda: out of device memory uploading %s (%.1f MB)", what, n / 1e6);
         return NULL;
     }
-    cudaCheck(cudaMemcpy(p, host, n, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(p, host, n, cudaMemcpyHostToDevice, c->stream));
+    cudaCheck(cudaStreamSynchronize(c->stream));
     return p;
 }
 
@@ -276,12 +281,12 @@ static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
     }
     if (q) {
         size_t codes = d->data_bytes, sb = d->sb_bytes;
-        if (!(d->data = dev_copy(w->data, codes, e, "quantized codes")) || !(d->scales = dev_copy(w->scales, sb, e, "scales")) ||
-            !(d->biases = dev_copy(w->biases, sb, e, "biases"))) {
+        if (!(d->data = dev_copy(c, w->data, codes, e, "quantized codes")) || !(d->scales = dev_copy(c, w->scales, sb, e, "scales")) ||
+            !(d->biases = dev_copy(c, w->biases, sb, e, "biases"))) {
             cudaFree((void *)d->data); cudaFree((void *)d->scales); free(d);
             return -1;
         }
-    } else if (!(d->data = dev_copy(w->data, d->data_bytes, e, "a dense weight"))) {
+    } else if (!(d->data = dev_copy(c, w->data, d->data_bytes, e, "a dense weight"))) {
         free(d);
         return -1;
     }

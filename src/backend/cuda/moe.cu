@@ -260,7 +260,10 @@ static const dweight_t *moe_table(cuda_impl_t *c, const weight_t *g, const weigh
         }
     }
     cudaCheck(cudaMalloc((void **)&tb->dev, sizeof(dweight_t) * 3 * E));
-    cudaCheck(cudaMemcpy(tb->dev, h, sizeof(dweight_t) * 3 * E, cudaMemcpyHostToDevice));
+    /* on the backend's stream, waited for: cudaMemcpy goes on the legacy stream, which the
+     * non-blocking stream does not follow, and returns before a pageable copy lands */
+    cudaCheck(cudaMemcpyAsync(tb->dev, h, sizeof(dweight_t) * 3 * E, cudaMemcpyHostToDevice, c->stream));
+    cudaCheck(cudaStreamSynchronize(c->stream));
     free(h);
     return tb->dev;
 }
