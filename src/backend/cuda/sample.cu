@@ -180,6 +180,64 @@ __device__ static int block_count(samp_smem &s, const srow &c) {
 
 enum { SEL_RANK, SEL_TOPP, SEL_DRAW };
 
+/* One element into a select pass's shared histogram (block_select, m_select): a candidate
+ * whose key still matches prefix above bit hi lands in digit (key >> sh) & dmask with weight
+ * 1, or with its fixed-point probability on the mass passes (zero mass: skipped). */
+__device__ __forceinline__ void hist_add(samp_smem &s, const srow &c, float v, int i, u64 prefix, int sh, int hi, u64 dmask,
+                                         bool mass) {
+    if (v < c.cut) return;
+    const u64 k = skey(v, i);
+    if (k < c.bound || (hi < 64 && (k >> hi) != (prefix >> hi))) return;
+    u64 w = 1;
+    if (mass || c.minp) {
+        const float p = sprob(c, v);
+        if (c.minp && !(p >= c.thr)) return;
+        if (mass && !(w = sfix(c, p))) return;
+    }
+    const int d = (int)((k >> sh) & dmask);
+    atomicAdd(&s.hw[d], w);
+    atomicAdd(&s.hc[d], 1u);
+    atomicMax(&s.hk[d], k);
+}
+
+/* A select pass's scan of the finished histogram by warp 0: lane l holds bins top-down
+ * (SNBIN-1-64l-j for j < 64); the lane where the running weight passes T walks its bins to
+ * the digit, extends s.prefix by it and says whether the element is known (s.done, s.key).
+ * Pass 0 turns frac into T from the total for the mass kinds. */
+__device__ __forceinline__ void hist_pick(samp_smem &s, int lane, int pass, int kind, double frac, u64 &T, u64 prefix, int sh) {
+    u64 loc = 0;
+    for (int j = 0; j < SNBIN / 32; j++) loc += s.hw[SNBIN - 1 - lane * (SNBIN / 32) - j];
+    u64 inc = loc;
+    for (int o = 1; o < 32; o <<= 1) {
+        u64 t = __shfl_up_sync(~0u, inc, o);
+        if (lane >= o) inc += t;
+    }
+    if (pass == 0) {
+        const u64 tot = __shfl_sync(~0u, inc, 31);
+        if (kind == SEL_TOPP) { double t = ceil(frac * (double)tot); T = t >= 1 ? (u64)t - 1 : 0; }
+        else if (kind == SEL_DRAW) T = (u64)(frac * (double)tot);
+        if (!lane) s.base = 0;
+    }
+    __syncwarp();
+    const u64 base = s.base;
+    const unsigned hit = __ballot_sync(~0u, base + inc > T);
+    if (!hit) {
+        if (!lane) { s.found = 0; s.done = 1; }
+    } else if (lane == __ffs(hit) - 1) {
+        u64 cum = base + inc - loc;
+        int d = SNBIN - 1 - lane * (SNBIN / 32);
+        for (int j = 0; j < SNBIN / 32; j++, d--) {
+            if (cum + s.hw[d] > T) break;
+            cum += s.hw[d];
+        }
+        s.prefix = prefix | ((u64)d << sh);
+        s.base = cum;
+        s.found = 1;
+        s.done = s.hc[d] == 1 || sh == 0;
+        s.key = s.hc[d] == 1 ? s.hk[d] : s.prefix;
+    }
+}
+
 /* The first candidate, in key order (logit desc, id asc), at which the running weight
  * exceeds T: weight 1 per element (SEL_RANK: T = rank, the element of that rank) or its
  * fixed-point probability (SEL_TOPP: T = ceil(frac·total) - 1, i.e. cum >= frac·total;
@@ -198,55 +256,10 @@ __device__ static int block_select(samp_smem &s, const srow &c, int kind, u64 ra
         for (int b = tid; b < SNBIN; b += SNT) { s.hw[b] = 0; s.hk[b] = 0; s.hc[b] = 0; }
         __syncthreads();
         for_row(c.x, c.n, [&](float v, int i) {
-            if (v < c.cut) return;
-            const u64 k = skey(v, i);
-            if (k < c.bound || (hi < 64 && (k >> hi) != (prefix >> hi))) return;
-            u64 w = 1;
-            if (mass || c.minp) {
-                const float p = sprob(c, v);
-                if (c.minp && !(p >= c.thr)) return;
-                if (mass && !(w = sfix(c, p))) return;
-            }
-            const int d = (int)((k >> sh) & dmask);
-            atomicAdd(&s.hw[d], w);
-            atomicAdd(&s.hc[d], 1u);
-            atomicMax(&s.hk[d], k);
+            hist_add(s, c, v, i, prefix, sh, hi, dmask, mass);
         });
         __syncthreads();
-        if (tid < 32) {
-            /* lane l holds bins top-down: SNBIN-1-64l-j for j < 64 */
-            u64 loc = 0;
-            for (int j = 0; j < SNBIN / 32; j++) loc += s.hw[SNBIN - 1 - lane * (SNBIN / 32) - j];
-            u64 inc = loc;
-            for (int o = 1; o < 32; o <<= 1) {
-                u64 t = __shfl_up_sync(~0u, inc, o);
-                if (lane >= o) inc += t;
-            }
-            if (pass == 0) {
-                const u64 tot = __shfl_sync(~0u, inc, 31);
-                if (kind == SEL_TOPP) { double t = ceil(frac * (double)tot); T = t >= 1 ? (u64)t - 1 : 0; }
-                else if (kind == SEL_DRAW) T = (u64)(frac * (double)tot);
-                if (!lane) s.base = 0;
-            }
-            __syncwarp();
-            const u64 base = s.base;
-            const unsigned hit = __ballot_sync(~0u, base + inc > T);
-            if (!hit) {
-                if (!lane) { s.found = 0; s.done = 1; }
-            } else if (lane == __ffs(hit) - 1) {
-                u64 cum = base + inc - loc;
-                int d = SNBIN - 1 - lane * (SNBIN / 32);
-                for (int j = 0; j < SNBIN / 32; j++, d--) {
-                    if (cum + s.hw[d] > T) break;
-                    cum += s.hw[d];
-                }
-                s.prefix = prefix | ((u64)d << sh);
-                s.base = cum;
-                s.found = 1;
-                s.done = s.hc[d] == 1 || sh == 0;
-                s.key = s.hc[d] == 1 ? s.hk[d] : s.prefix;
-            }
-        }
+        if (tid < 32) hist_pick(s, lane, pass, kind, frac, T, prefix, sh);
         __syncthreads();
         prefix = s.prefix;
         const int done = s.done;
@@ -597,19 +610,7 @@ __device__ static int m_select(samp_smem &s, rctx &r, const srow &c, int kind, u
         for (int b = tid; b < SNBIN; b += SNT) { s.hw[b] = 0; s.hk[b] = 0; s.hc[b] = 0; }
         __syncthreads();
         for_range(c.x, r.lo, r.hi, [&](float v, int i) {
-            if (v < c.cut) return;
-            const u64 k = skey(v, i);
-            if (k < c.bound || (hi < 64 && (k >> hi) != (prefix >> hi))) return;
-            u64 w = 1;
-            if (mass || c.minp) {
-                const float p = sprob(c, v);
-                if (c.minp && !(p >= c.thr)) return;
-                if (mass && !(w = sfix(c, p))) return;
-            }
-            const int d = (int)((k >> sh) & dmask);
-            atomicAdd(&s.hw[d], w);
-            atomicAdd(&s.hc[d], 1u);
-            atomicMax(&s.hk[d], k);
+            hist_add(s, c, v, i, prefix, sh, hi, dmask, mass);
         });
         __syncthreads();
         u64 *gw = g_hw(r, r.n), *gk = g_hk(r, r.n);
@@ -621,39 +622,7 @@ __device__ static int m_select(samp_smem &s, rctx &r, const srow &c, int kind, u
         row_sync(r);
         for (int b = tid; b < SNBIN; b += SNT) { s.hw[b] = __ldcg(gw + b); s.hc[b] = __ldcg(gc + b); s.hk[b] = __ldcg(gk + b); }
         __syncthreads();
-        if (tid < 32) {
-            u64 loc = 0;
-            for (int j = 0; j < SNBIN / 32; j++) loc += s.hw[SNBIN - 1 - lane * (SNBIN / 32) - j];
-            u64 inc = loc;
-            for (int o = 1; o < 32; o <<= 1) {
-                u64 t = __shfl_up_sync(~0u, inc, o);
-                if (lane >= o) inc += t;
-            }
-            if (pass == 0) {
-                const u64 tot = __shfl_sync(~0u, inc, 31);
-                if (kind == SEL_TOPP) { double t = ceil(frac * (double)tot); T = t >= 1 ? (u64)t - 1 : 0; }
-                else if (kind == SEL_DRAW) T = (u64)(frac * (double)tot);
-                if (!lane) s.base = 0;
-            }
-            __syncwarp();
-            const u64 base = s.base;
-            const unsigned hit = __ballot_sync(~0u, base + inc > T);
-            if (!hit) {
-                if (!lane) { s.found = 0; s.done = 1; }
-            } else if (lane == __ffs(hit) - 1) {
-                u64 cum = base + inc - loc;
-                int d = SNBIN - 1 - lane * (SNBIN / 32);
-                for (int j = 0; j < SNBIN / 32; j++, d--) {
-                    if (cum + s.hw[d] > T) break;
-                    cum += s.hw[d];
-                }
-                s.prefix = prefix | ((u64)d << sh);
-                s.base = cum;
-                s.found = 1;
-                s.done = s.hc[d] == 1 || sh == 0;
-                s.key = s.hc[d] == 1 ? s.hk[d] : s.prefix;
-            }
-        }
+        if (tid < 32) hist_pick(s, lane, pass, kind, frac, T, prefix, sh);
         __syncthreads();
         prefix = s.prefix;
         const int done = s.done;
