@@ -677,16 +677,17 @@ static int r4s_on(int bit) {
  * o-projection): attention.cu names that output by cuda_gemv_prefetch_hint when it launches
  * attn_dec_mma_kernel on PDL; the next pipelined single-weight bf16 launch with that x at one token
  * (launch_p) takes gemvp_kernel<.., GM_PF>, whose first blocks, resident beside the attention's,
- * ask L2 for the weight's first KILN_CUDA_GEMV_L2PF MB (default 16: llama-3-8b bf16 +0.5 %, its whole
- * 32 MiB o −0.2 %, same H200 call, bench/cuda/RESULTS.md session 13 helper-80; 0: off, the plain
- * kernel) before their PDL wait, while the attention's latency chain runs.
+ * ask L2 for the weight's first KILN_CUDA_GEMV_L2PF MB (default 12; llama-3-8b bf16 (o: 32 MiB), two
+ * H200 calls, bench/cuda/RESULTS.md session 13 helper-80: 8 and 12 MB 79.5 % of copy, 16 MB 79.1-79.3,
+ * 24 MB 79.0, 32 MB 78.7, none 78.9 / 77.7; 0: off, the plain kernel) before their PDL wait, while
+ * the attention's latency chain runs (more competes with the attention's own K/V reads and L2).
  * Per thread: the hint is the recording thread's. */
 static thread_local const cuda_impl_t *pf_c;
 static thread_local const float *pf_x;
 void cuda_gemv_prefetch_hint(cuda_impl_t *c, const float *x) { pf_c = c; pf_x = x; }
 static size_t l2pf_budget(void) {
     static long v = -1;
-    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV_L2PF"); v = e ? atol(e) : 16; if (v < 0) v = 0; }
+    if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV_L2PF"); v = e ? atol(e) : 12; if (v < 0) v = 0; }
     return (size_t)v << 20;
 }
 /* gemvp_kernel's pf (0: none): bytes per prefetching block (a multiple of 4096: the budget over the
