@@ -298,13 +298,14 @@ static int fmt_one(jr *r, jbuf *b, char conv, const char *flags, int width, int 
             snprintf(tmp, sizeof tmp, spec, width, (long long)x);
         return jb_puts(r, b, tmp);
     }
-    if (strchr("eEfFgG", conv)) {
+    if (conv && strchr("eEfFgG", conv)) { /* conv 0: strchr would find the terminator */
         double f = jv_num(v);
         snprintf(spec, sizeof spec, "%%%s*.*%c", flags, conv);
         snprintf(tmp, sizeof tmp, spec, width, prec < 0 ? 6 : prec, f);
         return jb_puts(r, b, tmp);
     }
-    return jr_fail(r, "ValueError", "unsupported format character '%c'", conv);
+    if (conv > 32 && conv < 127) return jr_fail(r, "ValueError", "unsupported format character '%c' (0x%x)", conv, conv);
+    return jr_fail(r, "ValueError", "unsupported format character (0x%x)", (unsigned char)conv);
 }
 
 int jm_percent_format(jr *r, jv fmt, jv args, jv *out) {
@@ -332,7 +333,7 @@ int jm_percent_format(jr *r, jv fmt, jv args, jv *out) {
         }
         char flags[8] = "";
         int nf = 0;
-        while (i < n && strchr("-+ #0", p[i]) && nf < 6) flags[nf++] = p[i++];
+        while (i < n && p[i] && strchr("-+ #0", p[i]) && nf < 6) flags[nf++] = p[i++];
         flags[nf] = 0;
         int width = 0, prec = -1;
         /* digits saturate at 10^7 rather than overflow; widths that large fail on output size */
@@ -719,8 +720,8 @@ static int m_format(jr *r, jv self, const jargs *a, jv *out) {
         int width = 0, prec = -1;
         if (spec) {
             size_t k = 0;
-            if (sl >= 2 && strchr("<>^", spec[1])) { fill = spec[0]; align = spec[1]; k = 2; }
-            else if (sl >= 1 && strchr("<>^", spec[0])) { align = spec[0]; k = 1; }
+            if (sl >= 2 && spec[1] && strchr("<>^", spec[1])) { fill = spec[0]; align = spec[1]; k = 2; }
+            else if (sl >= 1 && spec[0] && strchr("<>^", spec[0])) { align = spec[0]; k = 1; }
             if (k < sl && spec[k] == '0') { fill = '0'; if (!align) align = '='; k++; }
             while (k < sl && spec[k] >= '0' && spec[k] <= '9') { width = width < 10000000 ? width * 10 + (spec[k] - '0') : width; k++; }
             if (k < sl && spec[k] == '.') {

@@ -102,6 +102,10 @@ static void test_runtime_errors_are_clean(void **s) {
     expect_err("{{ raise_exception() }}", NULL, "TypeError", NULL);
     expect_err("{{ range(1, 2, 0) }}", NULL, "ValueError", NULL);
     expect_err("{{ '%d' % 'x' }}", NULL, "TypeError", NULL);
+    /* a NUL byte is no conversion and no flag (strchr finds the terminator: it was taken for
+     * %f with a format that ended early — fuzz_jinja_render, session 13) */
+    expect_err("{{ f % 1.5 }}", "{\"f\": \"%\\u0000\"}", "ValueError", "unsupported format character (0x0)", NULL);
+    expect_err("{{ f % 1.5 }}", "{\"f\": \"%\\u00003.5f\"}", "ValueError", "unsupported format character (0x0)", NULL);
     expect_err("{{ '{0}'.format() }}", NULL, "IndexError", NULL);
     expect_err("{{ loop() }}", NULL, "UndefinedError", NULL);
     expect_err("{% for x in [1] %}{{ loop([1]) }}{% endfor %}", NULL, "recursive", NULL);
