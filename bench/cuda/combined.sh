@@ -16,8 +16,8 @@
 # on the H200 alone; the rest ~10 s), then the probe and the benches run alone on the GPU.
 P=${1:?usage: combined.sh PKG.tar.xz}
 OUT=${OUT:?set by the run tool}
-MODELS=${MODELS:-"l8q4 l8bf16"}
-CONC=${CONC:-"l8q4:1,64,1"}
+MODELS=${MODELS-"l8q4 l8bf16"}   # set but empty: none
+CONC=${CONC-"l8q4:1,64,1"}
 VARIANTS=${VARIANTS:-}
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 mkdir -p /tmp/k /tmp/s && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
