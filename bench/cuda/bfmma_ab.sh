@@ -18,9 +18,9 @@ syn q06l2 --arch qwen3 --preset qwen3-0.6b --dtype bf16 --layers 2
 echo "synth at $(el)" >> $S
 envof() { case $1 in A) echo KILN_CUDA_BFMMA=0;; B) echo KILN_NOOP=1;; C) echo KILN_CUDA_BFMMA_ROWS=128;; esac; }
 # 1. the new kernel's tests, both block shapes
-timeout 100 env KILN_CUDA_TEST_BFMMA_ONLY=1 $KD/test_cuda_kernels > /tmp/tk.log 2>&1; echo "tk rc=$? $(tail -1 /tmp/tk.log) at $(el)" >> $S
+timeout ${TKT:-100} env KILN_CUDA_TEST_BFMMA_ONLY=1 $KD/test_cuda_kernels > /tmp/tk.log 2>&1; echo "tk rc=$? $(tail -1 /tmp/tk.log) at $(el)" >> $S
 grep -i "fail" /tmp/tk.log | head -20 >> $S
-timeout 60 env KILN_CUDA_TEST_BFMMA_ONLY=quick KILN_CUDA_BFMMA_ROWS=128 $KD/test_cuda_kernels > /tmp/tk2.log 2>&1; echo "tk rows128 rc=$? $(tail -1 /tmp/tk2.log) at $(el)" >> $S
+timeout ${TKQ:-60} env KILN_CUDA_TEST_BFMMA_ONLY=quick KILN_CUDA_BFMMA_ROWS=128 $KD/test_cuda_kernels > /tmp/tk2.log 2>&1; echo "tk rows128 rc=$? $(tail -1 /tmp/tk2.log) at $(el)" >> $S
 grep -i "fail" /tmp/tk2.log | head -20 >> $S
 # 2. concurrency A/B/C, qwen3-0.6b bf16
 C="--backend cuda --concurrency 1,64,1 --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 --json"
