@@ -259,6 +259,157 @@ static void test_matmul(void) {
     test_gemv_tc_shapes();
 }
 
+/* matmul_bfmma.cu (bf16 weights at 3..64 tokens on mma.sync; KILN_CUDA_BFMMA=0 turns it off and this
+ * test with it): against ref_matmul with x split into hi + lo ("cuda" without the precision policy,
+ * 1e-4) and against ref_matmul of bf16(x) with x rounded once (KILN_CUDA_ACT=bf16, 1e-4: the products
+ * are exact, only f32 sums differ); a token's outputs bitwise the same at every T (the K split is by
+ * shape only); matmul_multi bitwise each weight alone; matmul_glu bitwise matmul_multi + glu; and a
+ * decode-like chain at 64 tokens (q/k/v multi → o → add_rms_norm → gate/up GLU → down, split-K
+ * counters and PDL) eager and captured bitwise the op-by-op synchronized run. */
+static void test_bfmma(void) {
+    const char *env = getenv("KILN_CUDA_BFMMA");
+    if (env && atoi(env) < 64) { printf("# test_bfmma skipped (KILN_CUDA_BFMMA=%s)\n", env); return; }
+    err_t be_e = {0};
+    backend_t *bs = backend_create("cuda", 0, &be_e);
+    setenv("KILN_CUDA_ACT", "bf16", 1);
+    backend_t *b1 = backend_create("cuda", 0, &be_e);
+    unsetenv("KILN_CUDA_ACT");
+    if (!bs || !b1) { CHECK(0, "bfmma: backend_create: %s", be_e.msg); return; }
+    backend_t *bes[2] = {bs, b1};
+    /* rows × K: qwen3-0.6b's k/v/o/down/gate shapes, one row, ragged row tiles, one stage, many splits */
+    const int shapes[][2] = {{1024, 1024}, {1024, 2048}, {1024, 3072}, {3072, 1024}, {1, 64}, {65, 128}, {4401, 256}, {100, 640}, {2048, 4096}, {8192, 1024}};
+    const int Ts[] = {64, 3, 5, 8, 9, 16, 17, 33, 63};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int N = shapes[si][0], K = shapes[si][1];
+        hw_t h = make_dense(N, K, DT_BF16, 1300 + si);
+        float *x = rand_vec((size_t)64 * K, 1400 + si, 1.0f);
+        x[5] = 300.f; x[K + 7] = -1e-3f; /* an outlier and a tiny value */
+        float *want = malloc(sizeof(float) * 64 * N), *got = malloc(sizeof(float) * 64 * N), *full = malloc(sizeof(float) * 64 * N);
+        float *want1 = ref_bf16x(x, 64, &h.w);
+        ref_matmul(want, x, 64, &h.w, 0, N);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            weight_t w = h.w;
+            err_t e = {0};
+            if (be->ops->prepare_weight(be, &w, &e)) { CHECK(0, "bfmma: prepare_weight: %s", e.msg); continue; }
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const int T = Ts[ti];
+                float *dx = dev_from(be, x, (size_t)T * K), *dy = be->ops->alloc(be, sizeof(float) * T * N);
+                be->ops->matmul(be, dy, dx, T, &w);
+                to_host(be, got, dy, (size_t)T * N);
+                if (T == 64) memcpy(full, got, sizeof(float) * 64 * N);
+                const double err = ct_rel_err(got, bi ? want1 : want, (size_t)T * N);
+                CHECK(err < 1e-4, "bfmma %s %dx%d T=%d: rel err %.3g (tol 1e-4)", bi ? "single" : "split", N, K, T, err);
+                CHECK(!memcmp(got, full, sizeof(float) * T * N), "bfmma %s %dx%d T=%d: differs from the same tokens at T=64", bi ? "single" : "split", N, K, T);
+                be->ops->free(be, dx); be->ops->free(be, dy);
+            }
+            be->ops->release_weight(be, &w);
+        }
+        free(want1); free(want); free(got); free(full); free(x);
+        /* h stays allocated (a later malloc at its address would be taken for a view) */
+    }
+    /* multi (q/k/v of qwen3-0.6b, llama-like ragged) and GLU (qwen3-0.6b gate/up, ragged), bitwise */
+    const int T = 64;
+    struct { int n, rows[3], K; } sets[] = {{3, {2048, 1024, 1024}, 1024}, {3, {4096, 1024, 1024}, 4096}, {2, {3072, 3072}, 1024}, {2, {4401, 4401}, 256}, {2, {1000, 1000}, 3072}};
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int n = sets[si].n, K = sets[si].K;
+        hw_t h[3];
+        for (int i = 0; i < n; i++) h[i] = make_dense(sets[si].rows[i], K, DT_BF16, 1500 + 7 * si + i);
+        float *x = rand_vec((size_t)T * K, 1600 + si, 1.0f);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            weight_t w[3];
+            const weight_t *wp[3];
+            err_t e = {0};
+            for (int i = 0; i < n; i++) {
+                w[i] = h[i].w;
+                wp[i] = &w[i];
+                if (be->ops->prepare_weight(be, &w[i], &e)) CHECK(0, "bfmma: prepare_weight: %s", e.msg);
+            }
+            float *dx = dev_from(be, x, (size_t)T * K), *dy[3], *dz[3];
+            for (int i = 0; i < n; i++) {
+                dy[i] = be->ops->alloc(be, sizeof(float) * T * sets[si].rows[i]);
+                dz[i] = be->ops->alloc(be, sizeof(float) * T * sets[si].rows[i]);
+                be->ops->matmul(be, dz[i], dx, T, wp[i]);
+            }
+            be->ops->matmul_multi(be, n, dy, dx, T, wp);
+            const size_t n0 = (size_t)T * sets[si].rows[0];
+            float *a = malloc(sizeof(float) * n0 * 2), *b = malloc(sizeof(float) * n0 * 2);
+            for (int i = 0; i < n; i++) {
+                const size_t ny = (size_t)T * sets[si].rows[i];
+                to_host(be, a, dy[i], ny);
+                to_host(be, b, dz[i], ny);
+                CHECK(!memcmp(a, b, sizeof(float) * ny), "bfmma %s multi set %zu weight %d: differs from its matmul", bi ? "single" : "split", si, i);
+            }
+            if (n == 2) {
+                for (int act = 0; act < 2; act++) {
+                    be->ops->glu(be, dz[0], dz[0], dz[1], n0, (act_t)act); /* dz[0] = glu of the single matmuls */
+                    to_host(be, a, dz[0], n0);
+                    be->ops->matmul_glu(be, dy[0], dy[0], dy[1], dx, T, wp[0], wp[1], (act_t)act);
+                    to_host(be, b, dy[0], n0);
+                    CHECK(!memcmp(a, b, sizeof(float) * n0), "bfmma %s glu set %zu act %d: differs from matmul + matmul + glu", bi ? "single" : "split", si, act);
+                    be->ops->matmul(be, dz[0], dx, T, wp[0]);
+                }
+            }
+            free(a); free(b);
+            for (int i = 0; i < n; i++) { be->ops->free(be, dy[i]); be->ops->free(be, dz[i]); be->ops->release_weight(be, &w[i]); }
+            be->ops->free(be, dx);
+        }
+        free(x);
+    }
+    /* a decode-like chain at 64 tokens: synchronized after every op, eager, captured (step_begin) */
+    {
+        const int H = 1024, Q = 2048, I = 3072, L = 3;
+        hw_t hq = make_dense(Q, H, DT_BF16, 1701), hk = make_dense(H, H, DT_BF16, 1702), hv = make_dense(H, H, DT_BF16, 1703), ho = make_dense(H, Q, DT_BF16, 1704),
+             hg = make_dense(I, H, DT_BF16, 1705), hu = make_dense(I, H, DT_BF16, 1706), hd = make_dense(H, I, DT_BF16, 1707);
+        backend_t *be = b1;
+        weight_t w7[7] = {hq.w, hk.w, hv.w, ho.w, hg.w, hu.w, hd.w};
+        err_t e = {0};
+        for (int i = 0; i < 7; i++)
+            if (be->ops->prepare_weight(be, &w7[i], &e)) CHECK(0, "bfmma chain: prepare_weight: %s", e.msg);
+        float *x0 = rand_vec((size_t)T * H, 1801, 1.f), *ln = rand_vec(H, 1802, 1.f);
+        float *res[3];
+        for (int mode = 0; mode < 3; mode++) {
+            float *dx = dev_from(be, x0, (size_t)T * H), *dln = dev_from(be, ln, H), *dh = be->ops->alloc(be, sizeof(float) * T * I);
+            float *dq = be->ops->alloc(be, sizeof(float) * T * Q), *dk = be->ops->alloc(be, sizeof(float) * T * H), *dv = be->ops->alloc(be, sizeof(float) * T * H);
+            float *dg = be->ops->alloc(be, sizeof(float) * T * I), *du = be->ops->alloc(be, sizeof(float) * T * I);
+            float probe;
+#define BFM_SYNC() do { if (mode == 0) to_host(be, &probe, dx, 1); } while (0)
+            if (mode == 2 && be->ops->step_begin) be->ops->step_begin(be, T, T);
+            be->ops->rms_norm(be, dh, dx, dln, 0.f, T, H, 1e-5f); BFM_SYNC();
+            for (int l = 0; l < L; l++) {
+                float *const y3[3] = {dq, dk, dv};
+                const weight_t *const w3[3] = {&w7[0], &w7[1], &w7[2]};
+                be->ops->matmul_multi(be, 3, y3, dh, T, w3); BFM_SYNC();
+                be->ops->add(be, dq, dq, (size_t)T * H); BFM_SYNC(); /* something of k/v into q's first half */
+                be->ops->add(be, dq, dk, (size_t)T * H); BFM_SYNC();
+                be->ops->add(be, dq + (size_t)T * H, dv, (size_t)T * H); BFM_SYNC();
+                be->ops->matmul(be, dh, dq, T, &w7[3]); BFM_SYNC();
+                be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, T, H, 1e-5f); BFM_SYNC();
+                be->ops->matmul_glu(be, dg, dg, du, dh, T, &w7[4], &w7[5], ACT_SILU); BFM_SYNC();
+                be->ops->matmul(be, dh, dg, T, &w7[6]); BFM_SYNC();
+                be->ops->add_rms_norm(be, dx, dh, dh, dln, 0.f, T, H, 1e-5f); BFM_SYNC();
+            }
+#undef BFM_SYNC
+            res[mode] = malloc(sizeof(float) * T * H);
+            to_host(be, res[mode], dh, (size_t)T * H);
+            if (mode == 2 && be->ops->step_end) be->ops->step_end(be);
+            be->ops->free(be, dx); be->ops->free(be, dln); be->ops->free(be, dh); be->ops->free(be, dq); be->ops->free(be, dk);
+            be->ops->free(be, dv); be->ops->free(be, dg); be->ops->free(be, du);
+        }
+        int finite = 1;
+        for (int i = 0; i < T * H; i++) finite &= isfinite(res[0][i]);
+        CHECK(finite, "bfmma chain: non-finite values");
+        for (int mode = 1; mode < 3; mode++)
+            CHECK(!memcmp(res[0], res[mode], sizeof(float) * T * H), "bfmma chain (%s): differs from the op-by-op synchronized run", mode == 1 ? "eager" : "captured step");
+        for (int mode = 0; mode < 3; mode++) free(res[mode]);
+        for (int i = 0; i < 7; i++) be->ops->release_weight(be, &w7[i]);
+        free(x0); free(ln);
+    }
+    backend_destroy(bs);
+    backend_destroy(b1);
+}
+
 /* one token on the tensor-core decode GEMV (matmul_gemv_tc.cu): more row tiles than
  * resident blocks (blocks loop over tiles, several items per warp), a partial last tile,
  * K = 14336 (llama-3-8b down_proj: x's split takes more than 48 KB of shared memory), K not
@@ -2422,6 +2573,16 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_GEMV_ONLY)");
     }
+    if (getenv("KILN_CUDA_TEST_BFMMA_ONLY")) { /* matmul_bfmma.cu's test and the matmul tests that reach it (=quick: its own only) */
+        test_bfmma();
+        if (strcmp(getenv("KILN_CUDA_TEST_BFMMA_ONLY"), "quick")) {
+            test_matmul_multi();
+            test_matmul_glu();
+            test_matmul();
+        }
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_BFMMA_ONLY)");
+    }
     if (getenv("KILN_CUDA_TEST_QWG_ONLY")) { /* matmul_wgmma.cu's test alone */
         test_qwg();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
@@ -2443,6 +2604,7 @@ int main(void) {
     test_qgemm();
     test_matmul_multi();
     test_matmul_glu();
+    test_bfmma();
     test_fused_gemv();
     test_fused_gemv_tc();
     test_pdl_chain();

@@ -41,6 +41,7 @@ int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int 
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
 int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qdeq_f16_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
+int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu);
 
 #define TB_M 64 /* tokens per tile     */
 #define TB_N 64 /* weight rows per tile */
@@ -271,6 +272,9 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * tensor cores on the codes, x rounded once (single) or split into hi + lo, never
      * dequantized (matmul_qgemm.cu; measured slower than the TF32 path below) */
     if (w->dtype == DT_U32 && c->deq_bf16 != 1 && cuda_qgemm(c, y, x, T, w, !single) == 0) return;
+    /* bf16 weights at 3..64 tokens: matmul_bfmma.cu (x rounded or split in registers, the weight
+     * read once; KILN_CUDA_BFMMA=0: cuBLASLt below) */
+    if (w->dtype == DT_BF16 && cuda_bfmma(c, 1, &y, x, T, &w, !single, 0, 0) == 0) return;
     if (w->dtype == DT_BF16 && single) {
         void *x16 = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 2);
         to_16bit_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>(x16, x, nx, 1);
@@ -384,6 +388,17 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
             if (w[i]->dtype == DT_BF16 && T >= c->gemm_min_t_bf16) ok = 0;
         }
         if (ok && cuda_gemv_multi(c, n, y, x, T, w) == 0) {
+            cuda_capture_tick(c);
+            return;
+        }
+    }
+    /* bf16 weights of one K at 3..64 tokens: one launch of matmul_bfmma.cu over all of them (each
+     * y bitwise its own matmul's) */
+    if (!off && n >= 2 && n <= 4 && T >= c->gemm_min_t_bf16) {
+        const dweight_t *w[4];
+        for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
+        const int single = c->act_bf16 >= 0 ? c->act_bf16 : be->act_bf16_ok;
+        if (cuda_bfmma(c, n, y, x, T, w, !single, 0, 0) == 0) {
             cuda_capture_tick(c);
             return;
         }

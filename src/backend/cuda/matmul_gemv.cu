@@ -946,10 +946,19 @@ static int cuda_gemv_glu(cuda_impl_t *c, float *y, const float *x, int T, const 
 
 /* backend.h matmul_glu: the fused GEMV above where matmul_multi would take the bf16/f16 GEMV,
  * else matmul_multi into g and u, then glu. */
+int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu);
 void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
     if (T <= 0) return;
     cuda_impl_t *c = cuda_impl(be);
     if (cuda_gemv_glu(c, y, x, T, (const dweight_t *)wg->device, (const dweight_t *)wu->device, act == ACT_GELU_TANH, NULL) == 0) return;
+    /* bf16 at 3..64 tokens: matmul_bfmma.cu's GLU tiles (bitwise matmul_multi + glu) */
+    const dweight_t *wgu[2] = {(const dweight_t *)wg->device, (const dweight_t *)wu->device};
+    float *const yy1[2] = {y, y};
+    const int single = c->act_bf16 >= 0 ? c->act_bf16 : be->act_bf16_ok;
+    if (T >= c->gemm_min_t_bf16 && cuda_bfmma(c, 2, yy1, x, T, wgu, !single, 1, act == ACT_GELU_TANH) == 0) {
+        cuda_capture_tick(c);
+        return;
+    }
     float *const yy[2] = {g, u};
     const weight_t *const ww[2] = {wg, wu};
     cuda_matmul_multi(be, 2, yy, x, T, ww);
