@@ -1,6 +1,6 @@
 #!/bin/bash
-# bfmma_ab.sh — one device call for bench/cuda/bfmma_cluster.patch (helper-81, session 13; NOT run yet):
-#   build HEAD + the patch (ccache), bench/cuda/pack.sh, then run: bash bench/cuda/bfmma_ab.sh PKG/kiln-cuda.tar.xz
+# bfmma_ab.sh — one device call for matmul_bfmma (helper-81, session 13; the patch it was written for is on main since ff9f91e):
+#   build HEAD (ccache), bench/cuda/pack.sh, then run: bash bench/cuda/bfmma_ab.sh PKG/kiln-cuda.tar.xz
 #   (carry the package's folder; ~130 s of command + the cold start). Results in $OUT: summary.txt, conc.jsonl, ncu.tsv, tk.log
 # A = KILN_CUDA_BFMMA=0 (cuBLASLt), B = default (64-row blocks), C = KILN_CUDA_BFMMA_ROWS=128
 # QRUNS / NCURUNS / L8RUNS: which of A B C run (defaults "B A C B A C" / "B C A" / "B A C"; NCURUNS="" skips ncu)
