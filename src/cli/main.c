@@ -1,5 +1,7 @@
 /* main.c — `kiln SUBCOMMAND ...`: dispatches to the subcommands listed in cli.h. */
 #include "cli/cli.h"
+#include "backend/backend.h"
+#include "build_info.h" /* KILN_GIT_REV, written into the build directory at every build */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,8 +19,25 @@ static const cli_command_t commands[] = {
     {"template", cmd_template, "render a model's chat template for a JSON conversation (as transformers does)"},
 };
 
+/* `kiln --version`: what a bug report needs — version, commit, the backends this binary has and
+ * the CPU kernels it picks on this machine. */
+static int version(void) {
+    err_t e = {0};
+    backend_t *be = backend_create("cpu", 1, &e);
+    printf("kiln %s (commit %s)\nbackends: cpu (%s kernels here), cpu-ref%s\n", KILN_VERSION, KILN_GIT_REV,
+           be ? backend_simd_name(be) : "?",
+#ifdef KILN_HAVE_CUDA
+           ", cuda, cuda-f32"
+#else
+           "; no cuda (make cuda builds it)"
+#endif
+    );
+    backend_destroy(be);
+    return 0;
+}
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: kiln COMMAND [ARGS]   (kiln COMMAND --help for details)\n\ncommands:\n");
+    fprintf(f, "usage: kiln COMMAND [ARGS]   (kiln COMMAND --help for details; kiln --version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
 }
@@ -28,6 +47,7 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) return version();
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "kiln: unknown command '%s' (kiln --help lists them)\n", argv[1]);
