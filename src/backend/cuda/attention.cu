@@ -908,17 +908,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     if (apdl < 0) { const char *e = getenv("KILN_CUDA_ATTN_PDL"); apdl = !(e && !strcmp(e, "0")); }
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
-    int na = 0;
-    if (apdl && cuda_pdl_on()) {
-        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[na].val.programmaticStreamSerializationAllowed = 1;
-        na++;
-    }
-    if (splits > 1) {
-        at[na].id = cudaLaunchAttributeClusterDimension;
-        at[na].val.clusterDim.x = splits; at[na].val.clusterDim.y = 1; at[na].val.clusterDim.z = 1;
-        na++;
-    }
+    const int na = cuda_pdl_cluster_attrs(at, apdl, splits);
     cfg.gridDim = dim3(n_rows * splits, a.n_kv_heads * n_qc);
     cfg.blockDim = dim3(32 * MWARPS);
     cfg.dynamicSmemBytes = 0;

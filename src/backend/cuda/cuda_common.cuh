@@ -214,6 +214,23 @@ static inline void cuda_launch_pdl(cudaStream_t s, void (*kern)(P...), dim3 grid
     cudaCheck(cudaLaunchKernelEx(&cfg, kern, static_cast<A &&>(args)...));
 }
 
+/* Launch attributes for cudaLaunchKernelEx: PDL (when pdl and KILN_CUDA_PDL allow it) and clusters of
+ * `cluster` blocks along x (1: none); fills at[0..2) and returns how many are set. */
+static inline int cuda_pdl_cluster_attrs(cudaLaunchAttribute at[2], bool pdl, int cluster) {
+    int na = 0;
+    if (pdl && cuda_pdl_on()) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    if (cluster > 1) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = cluster; at[na].val.clusterDim.y = 1; at[na].val.clusterDim.z = 1;
+        na++;
+    }
+    return na;
+}
+
 static inline int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
 
 /* --- kernel families (one file each) --- */

@@ -265,17 +265,7 @@ template <int NT, int SPLIT, int RW> static void bfm_launch(cuda_impl_t *c, cons
     }
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
-    int na = 0;
-    if (cuda_pdl_on()) {
-        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[na].val.programmaticStreamSerializationAllowed = 1;
-        na++;
-    }
-    if (S > 1) {
-        at[na].id = cudaLaunchAttributeClusterDimension;
-        at[na].val.clusterDim.x = S; at[na].val.clusterDim.y = 1; at[na].val.clusterDim.z = 1;
-        na++;
-    }
+    const int na = cuda_pdl_cluster_attrs(at, true, S);
     cfg.gridDim = dim3(blocks); cfg.blockDim = dim3(128 * RW); cfg.dynamicSmemBytes = sm; cfg.stream = c->stream;
     cfg.attrs = at; cfg.numAttrs = na;
     cudaCheck(cudaLaunchKernelEx(&cfg, bfm_kernel<NT, SPLIT, RW>, a));
