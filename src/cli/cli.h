@@ -31,5 +31,7 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int **ids, i
 /* The model directory to use: the argument if given, else $KILN_MODEL, else
  * models/kiln-tiny next to the executable (../models/kiln-tiny from build/). */
 const char *cli_default_model(void);
+/* "0.1.0 (commit 0123456789ab)": the version and the commit this binary was built from (main.c) */
+const char *cli_version(void);
 
 #endif

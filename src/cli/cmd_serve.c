@@ -109,6 +109,7 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     err_t e = {0};
+    log_info("kiln serve: kiln %s, model %s, backend %s", cli_version(), dir, eo.backend ? eo.backend : "cpu");
     kiln_engine_t *eng = kiln_engine_start(&eo, &e);
     if (!eng) { fprintf(stderr, "kiln serve: %s\n", e.msg); return 1; }
     server_t *srv = server_start(eng, &so, &e);

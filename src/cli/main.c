@@ -19,12 +19,14 @@ static const cli_command_t commands[] = {
     {"template", cmd_template, "render a model's chat template for a JSON conversation (as transformers does)"},
 };
 
+const char *cli_version(void) { return KILN_VERSION " (commit " KILN_GIT_REV ")"; }
+
 /* `kiln --version`: what a bug report needs — version, commit, the backends this binary has and
  * the CPU kernels it picks on this machine. */
 static int version(void) {
     err_t e = {0};
     backend_t *be = backend_create("cpu", 1, &e);
-    printf("kiln %s (commit %s)\nbackends: cpu (%s kernels here), cpu-ref%s\n", KILN_VERSION, KILN_GIT_REV,
+    printf("kiln %s\nbackends: cpu (%s kernels here), cpu-ref%s\n", cli_version(),
            be ? backend_simd_name(be) : "?",
 #ifdef KILN_HAVE_CUDA
            ", cuda, cuda-f32"
