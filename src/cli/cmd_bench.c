@@ -393,9 +393,9 @@ int cmd_bench(int argc, char **argv) {
         if (json) {
             printf("{\"model\": \"%s\", \"backend\": \"%s\", \"simd\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld, "
                    "\"gen_tokens\": %ld, \"greedy_pick\": \"%s\", \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, \"weight_bytes\": %zu, "
-                   "\"decode_weight_gb_s\": %.6g, \"kv_bytes_per_token\": %.0f, \"decode_read_gb_s\": %.6g, \"params\": %lld",
+                   "\"decode_weight_gb_s\": %.6g, \"kv_bytes_per_token\": %.0f, \"decode_read_gb_s\": %.6g, \"params\": %lld, \"kiln\": \"%s\"",
                    dir, ma.backend, backend_simd_name(m->be), m->be->n_threads, np, ng, dev ? "device" : "host", pf, dc, m->weight_bytes, gbs,
-                   kvb, rgbs, (long long)m->n_params);
+                   kvb, rgbs, (long long)m->n_params, cli_version());
             printf(", \"weight_copy_bytes\": %zu, \"weight_huge_bytes\": %zu, \"weight_huge_bytes_end\": %zu", m->weight_copy_bytes,
                    m->weight_huge_bytes, huge_end);
             if (nt)
