@@ -69,10 +69,11 @@ typedef struct gemma {
     int n_full_layers, n_swa_layers, full_width, swa_width; /* the two KV groups             */
     /* run state */
     hyb_arena_t arena;
+    hyb_arena_t larena; /* the logit rows: xl [n, hidden], logits [n, vocab], grown to the most rows a step asked for */
     float *x, *r, *h, *h2, *q, *k, *v, *att, *g, *u, *rl, *xe, *ge, *ue, *ye, *ple, *plt, *pll, *pg;
     float *mids, *mwts;                /* [T, k] expert ids (int32) and weights of moe_route */
     float *xl, *logits;
-    int cap_logits, cap_rows, cap_idx;
+    int cap_rows, cap_idx;
     int32_t *slots, *idx, *tok_e, *slots_swa;
     float *wt_e, *rl_host;
     const int32_t **tables, **tables_swa;
@@ -249,6 +250,8 @@ static int gemma_load(model_t *m, err_t *e) {
     hyb_note_towers(m);
     /* step buffers */
     hyb_arena_t *A = &G->arena;
+    hyb_arena_add(&G->larena, &G->xl, c->hidden_size);
+    hyb_arena_add(&G->larena, &G->logits, c->vocab_size);
     size_t qd = (size_t)nh * G->max_hd, kd = (size_t)G->max_kv_width, Im = (size_t)c->intermediate_size * 2;
     if (moe && (size_t)Ie > Im) Im = Ie;
     hyb_arena_add(A, &G->x, H); hyb_arena_add(A, &G->r, H); hyb_arena_add(A, &G->h, H); hyb_arena_add(A, &G->h2, H);
@@ -304,8 +307,7 @@ static void gemma_destroy(model_t *m) {
     free(G->layers);
     be->ops->free(be, G->norm);
     be->ops->free(be, G->pl_norm);
-    be->ops->free(be, G->xl);
-    be->ops->free(be, G->logits);
+    hyb_arena_free(&G->larena, be);
     hyb_arena_free(&G->arena, be);
     free(G->inv_local); free(G->inv_global);
     free(G->slots); free(G->idx); free(G->tok_e); free(G->wt_e); free(G->rl_host); free(G->tables);
@@ -319,14 +321,7 @@ static int ensure(model_t *m, const batch_t *b, err_t *e) {
     const model_config_t *c = &m->cfg;
     int T = b->n_tokens;
     if (hyb_arena_ensure(&G->arena, m->be, T, e)) return -1;
-    if (b->n_logits > G->cap_logits) {
-        m->be->ops->free(m->be, G->xl);
-        m->be->ops->free(m->be, G->logits);
-        G->xl = m->be->ops->alloc(m->be, sizeof(float) * b->n_logits * c->hidden_size);
-        G->logits = m->be->ops->alloc(m->be, sizeof(float) * b->n_logits * c->vocab_size);
-        if (!G->xl || !G->logits) return err_set(e, "out of memory for %d rows of logits", b->n_logits);
-        G->cap_logits = b->n_logits;
-    }
+    if (hyb_arena_ensure(&G->larena, m->be, b->n_logits, e)) return -1;
     if (T > G->cap_idx) {
         free(G->slots); free(G->idx); free(G->tok_e); free(G->wt_e); free(G->rl_host); free(G->slots_swa);
         int k = c->n_experts_per_tok > 0 ? c->n_experts_per_tok : 1, E = c->n_experts > 0 ? c->n_experts : 1;

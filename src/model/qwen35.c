@@ -72,10 +72,11 @@ typedef struct q35 {
     int fused, unit;                   /* some layer has fused projections; gather width   */
     /* run state: one arena, host index arrays sized on demand */
     hyb_arena_t arena;
+    hyb_arena_t larena; /* the logit rows: xl [n, hidden], logits [n, vocab], grown to the most rows a step asked for */
     float *x, *h, *h2, *qkv, *conv, *z, *a, *b, *core, *qkvz, *ba;
     float *qg, *q, *gate, *k, *v, *att, *g, *u, *rl, *xe, *ge, *ue, *ye, *sgate, *xl, *logits;
     float *mids, *mwts;                /* [T, k] expert ids (int32) and weights of moe_route */
-    int cap_logits, cap_rows, cap_idx;
+    int cap_rows, cap_idx;
     int32_t *slots, *idx, *tok_e, *fidx;  /* fidx: fused-projection gathers (qkv, z, b, a) */
     float *wt_e, *rl_host;
     const int32_t **tables;
@@ -220,6 +221,8 @@ static int q35_load(model_t *m, err_t *e) {
     rec_pool_init(m->rec, m->be, slot_floats ? slot_floats : 1);
     /* step buffers */
     hyb_arena_t *A = &Q->arena;
+    hyb_arena_add(&Q->larena, &Q->xl, c->hidden_size);
+    hyb_arena_add(&Q->larena, &Q->logits, c->vocab_size);
     size_t qd = (size_t)nh * hd, kd = (size_t)nkv * hd;
     size_t Im = I, Hm = H;
     if (Q->moe) { /* g, u serve the dense MLPs (I) and the shared expert (Is) */
@@ -266,8 +269,7 @@ static void q35_destroy(model_t *m) {
         }
     free(Q->layers);
     be->ops->free(be, Q->norm);
-    be->ops->free(be, Q->xl);
-    be->ops->free(be, Q->logits);
+    hyb_arena_free(&Q->larena, be);
     hyb_arena_free(&Q->arena, be);
     free(Q->inv_freq);
     free(Q->slots); free(Q->idx); free(Q->tok_e); free(Q->wt_e); free(Q->rl_host); free(Q->fidx);
@@ -324,14 +326,7 @@ static int ensure(model_t *m, const batch_t *b, err_t *e) {
     const model_config_t *c = &m->cfg;
     int T = b->n_tokens;
     if (hyb_arena_ensure(&Q->arena, m->be, T, e)) return -1;
-    if (b->n_logits > Q->cap_logits) {
-        m->be->ops->free(m->be, Q->xl);
-        m->be->ops->free(m->be, Q->logits);
-        Q->xl = m->be->ops->alloc(m->be, sizeof(float) * b->n_logits * c->hidden_size);
-        Q->logits = m->be->ops->alloc(m->be, sizeof(float) * b->n_logits * c->vocab_size);
-        if (!Q->xl || !Q->logits) return err_set(e, "out of memory for %d rows of logits", b->n_logits);
-        Q->cap_logits = b->n_logits;
-    }
+    if (hyb_arena_ensure(&Q->larena, m->be, b->n_logits, e)) return -1;
     if (T > Q->cap_idx) {
         free(Q->slots); free(Q->idx); free(Q->tok_e); free(Q->wt_e); free(Q->rl_host); free(Q->fidx);
         int k = c->n_experts_per_tok > 0 ? c->n_experts_per_tok : 1, E = c->n_experts > 0 ? c->n_experts : 1;
