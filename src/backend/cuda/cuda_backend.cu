@@ -121,7 +121,10 @@ static void cu_step_begin(backend_t *be, int n_tokens, int n_rows) {
  * rest. Trade-off: one graph launch and one exec update per segment instead of per step,
  * against a GPU that otherwise idles until the whole step is recorded. */
 void cuda_capture_tick(cuda_impl_t *c) {
-    if (!c->capturing || c->seg_len <= 0 || ++c->seg_ops < c->seg_len) return;
+    if (!c->capturing || c->seg_len <= 0) return;
+    int len = c->seg_len;
+    if (c->seg_first > 0 && c->seg < 16 && ((long)c->seg_first << c->seg) < len) len = c->seg_first << c->seg;
+    if (++c->seg_ops < len) return;
     cuda_capture_flush(c);
     cudaCheck(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
     c->capturing = 1;
@@ -464,6 +467,8 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->graph_gemm = !(ggenv && !strcmp(ggenv, "0"));
     const char *senv = getenv("KILN_CUDA_GRAPH_SEG");
     c->seg_len = senv ? atoi(senv) : 16;
+    const char *sfenv = getenv("KILN_CUDA_GRAPH_SEG_FIRST");
+    c->seg_first = sfenv ? atoi(sfenv) : 0;
     const char *stenv = getenv("KILN_CUDA_STEP_STATS");
     c->stats_T = stenv ? atoi(stenv) : 0;
     const char *aenv = getenv("KILN_CUDA_ATTN");

@@ -88,8 +88,10 @@ typedef struct cuda_impl {
     int step_T;             /* tokens of the step in progress (step_begin)              */
     /* segments: every seg_len matmuls the capture so far is launched and a new one starts,
      * so the GPU runs the first layers while the host records the next (KILN_CUDA_GRAPH_SEG,
-     * 0 = the whole step as one graph) */
-    int seg, seg_ops, seg_len;
+     * 0 = the whole step as one graph). seg_first > 0: the first segment closes after
+     * seg_first matmuls and each next one is twice as long, up to seg_len (KILN_CUDA_GRAPH_SEG_FIRST),
+     * so the GPU starts the step sooner instead of idling while the host records 16 matmuls */
+    int seg, seg_ops, seg_len, seg_first;
     struct { cudaGraphExec_t exec; int T, seg; size_t nodes; } gx[64];
     int n_gx, next_gx;
     long graph_launches, graph_instantiations;
@@ -138,8 +140,8 @@ void attn_tiles_upload(cuda_impl_t *c, const attn_args_t *aa, int T, int TQ, att
 void cuda_sync(cuda_impl_t *c);
 /* Ends a capture in progress (if any) and launches it, without waiting. */
 void cuda_capture_flush(cuda_impl_t *c);
-/* Called once per matmul: after seg_len of them, launches the captured segment and starts
- * capturing the next. */
+/* Called once per matmul: after seg_len of them (seg_first, 2·seg_first, ... at the start of a
+ * step), launches the captured segment and starts capturing the next. */
 void cuda_capture_tick(cuda_impl_t *c);
 /* Grows a device scratch buffer (contents are not kept). */
 void *cuda_scratch(cuda_impl_t *c, void **buf, size_t *have, size_t need);
