@@ -7,7 +7,9 @@
 # summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, peer.jsonl, bench.err.
 #   MODELS="l8q4 l8bf16"      batch-1 checkpoints (l8 = llama-3-8b, q06 = qwen3-0.6b; + bf16/q8/q4)
 #   CONC="l8q4:1,64,1"        concurrency runs (model:levels; a repeated c=1 shows run-to-run spread)
-#   VARIANTS="KILN_X=0:l8bf16" extra batch-1 runs with an environment (VAR=V[,VAR=V]:model)
+#   CONC_ENV="KILN_CUDA_STEP_STATS=64"  an environment for the concurrency runs (space-separated VAR=V)
+#   VARIANTS="KILN_X=0:l8bf16" extra batch-1 runs with an environment (VAR=V[,VAR=V]:model); the
+#                             `KILN_CUDA_STEP_STATS` lines a run prints go to summary.txt
 #   TESTS="test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample" (those in the package)
 #   STRESS=N                  test_cuda_hybrid N more times while test_cuda_kernels runs (a load-dependent
 #                             failure was seen once that way; summary.txt counts the failures)
@@ -51,14 +53,16 @@ echo "checkpoints ready at $(el) s" >> "$OUT/summary.txt"
 bench1() { # env (VAR=V,VAR=V or -) model
   echo "{\"run\": \"$1 $2\"}" >> "$OUT/bench.jsonl"
   local e=""; [ "$1" != - ] && e=$(echo "$1" | tr , ' ')
-  env $e /tmp/k/kiln bench /tmp/s/$2 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err"
-  echo "bench $1 $2 at $(el) s" >> "$OUT/summary.txt"; }
+  env $e /tmp/k/kiln bench /tmp/s/$2 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json >> "$OUT/bench.jsonl" 2> /tmp/bench1.err
+  echo "bench $1 $2 at $(el) s" >> "$OUT/summary.txt"
+  grep "steps of" /tmp/bench1.err >> "$OUT/summary.txt"; grep -v "steps of" /tmp/bench1.err >> "$OUT/bench.err"; }
 for m in $MODELS; do bench1 - $m; done
 for v in $VARIANTS; do bench1 "${v%:*}" "${v##*:}"; done
 for c in $CONC; do
   echo "{\"model\": \"${c%%:*}\"}" >> "$OUT/conc.jsonl"
-  /tmp/k/kiln bench /tmp/s/${c%%:*} --backend cuda --concurrency ${c#*:} --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 --json >> "$OUT/conc.jsonl" 2>> "$OUT/bench.err"
+  env ${CONC_ENV:-} /tmp/k/kiln bench /tmp/s/${c%%:*} --backend cuda --concurrency ${c#*:} --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 --json >> "$OUT/conc.jsonl" 2> /tmp/conc1.err
   echo "conc $c at $(el) s" >> "$OUT/summary.txt"
+  grep "steps of" /tmp/conc1.err >> "$OUT/summary.txt"; grep -v "steps of" /tmp/conc1.err >> "$OUT/bench.err"
 done
 for m in ${PEER:-}; do
   timeout ${PEER_TIMEOUT:-240} python3 bench/cuda/peer_torch.py /tmp/s/$m --modes ${PEER_MODES:-eager} >> "$OUT/peer.jsonl" 2>> /tmp/peer.err
