@@ -9,6 +9,7 @@
  * order than the CPU's, nothing else differs); cuBLASLt with bf16 activations 1e-2 (the
  * issue's bf16 bound). Needs a GPU: run by `make test-cuda`. */
 #include "cuda_test.h"
+#include <time.h>
 #include "../common/mlx_codes.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_hybrid.h"
@@ -1271,6 +1272,30 @@ static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, floa
         free(keep);
         CHECK(!memcmp(g1, g3, sizeof(float) * T * N), "qwg q%d g%d %s %dx%d T=%d: v2 with the f32 conversion differs from the old kernel", bits,
               group, dtype_name(sbt), N, K, T);
+        /* the warp-specialized kernel (=5, the default at 4-bit) runs v2's sums: bitwise v2 (=2) */
+        float *g2 = malloc(sizeof(float) * T * N), *g5 = malloc(sizeof(float) * T * N);
+        const char *old2 = getenv("KILN_CUDA_QWG_V");
+        char *keep2 = old2 ? strdup(old2) : NULL;
+        setenv("KILN_CUDA_QWG_V", "2", 1);
+        befast->ops->matmul(befast, dy, dx, T, &w);
+        to_host(befast, g2, dy, (size_t)T * N);
+        for (int v = 5; v <= 5; v++) {
+            char vs[4];
+            snprintf(vs, sizeof vs, "%d", v);
+            setenv("KILN_CUDA_QWG_V", vs, 1);
+            for (size_t i = 0; i < (size_t)T * N; i++) g5[i] = NAN;
+            float *dyv = dev_from(befast, g5, (size_t)T * N); /* NaN: an output the kernel does not write shows */
+            befast->ops->matmul(befast, dyv, dx, T, &w);
+            to_host(befast, g5, dyv, (size_t)T * N);
+            befast->ops->free(befast, dyv);
+            size_t nd = 0;
+            for (size_t i = 0; i < (size_t)T * N; i++) nd += memcmp(&g5[i], &g2[i], sizeof(float)) != 0;
+            CHECK(nd == 0, "qwg q%d g%d %s %dx%d T=%d: KILN_CUDA_QWG_V=%d differs from v2 in %zu of %d outputs", bits, group, dtype_name(sbt), N,
+                  K, T, v, nd, T * N);
+        }
+        if (keep2) setenv("KILN_CUDA_QWG_V", keep2, 1);
+        else unsetenv("KILN_CUDA_QWG_V");
+        free(keep2); free(g2); free(g5);
         size_t ndiff = 0;
         for (size_t i = 0; i < (size_t)T * N; i++) ndiff += got[i] != g1[i];
         if (ndiff) printf("# qwg q%d g%d %s %dx%d T=%d: %zu of %d outputs not bitwise the old kernel (within the bound above)\n", bits, group,
@@ -1283,6 +1308,57 @@ static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, floa
 out:
     free(x); free(wd); free(yr); free(bnd);
     free_hw(&h);
+}
+
+/* KILN_CUDA_TEST_QWG_BENCH=1 (a measurement, no checks): llama-3-8b's q4 matmuls (group 64, bf16
+ * scales) at 64 tokens through matmul (x prep + kernel + split sums), per KILN_CUDA_QWG_V 2/5 and
+ * the copies-only probes (KILN_CUDA_QWG_PROBE=1; wrong results), QWG_BENCH_REPS times each (default
+ * 20, after 2 warm-ups; 1: one launch, for ncu), wall time per matmul and the weight bytes over it.
+ * Under ncu the kernels carry the variant in their names (wg2_kernel<4, 64, 1, 1> = v2's probe,
+ * wg3_kernel<4, 64, 1, 1> = v5's). */
+static void test_qwg_bench(void) {
+    const struct { const char *name; int N, K; } sh[] = {{"q/o", 4096, 4096}, {"k/v", 1024, 4096}, {"gate/up", 14336, 4096},
+                                                        {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
+    const int T = 64, reps = getenv("QWG_BENCH_REPS") ? atoi(getenv("QWG_BENCH_REPS")) : 20;
+    const char *vars[][2] = {{"2", "0"}, {"5", "0"}, {"2", "1"}, {"5", "1"}};
+    for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
+        const int N = sh[si].N, K = sh[si].K, ng = K / 64;
+        const size_t words = (size_t)N * K / 8;
+        uint32_t *codes = malloc(words * 4);
+        uint16_t *sc = malloc((size_t)N * ng * 2), *bi = malloc((size_t)N * ng * 2);
+        uint64_t seed = 77 + si;
+        for (size_t i = 0; i < words; i++) { seed = seed * 6364136223846793005ull + 1442695040888963407ull; codes[i] = (uint32_t)(seed >> 32); }
+        for (size_t i = 0; i < (size_t)N * ng; i++) {
+            sc[i] = f32_to_bf16(0.01f + 0.05f * fabsf(ct_rand(&seed)));
+            bi[i] = f32_to_bf16(0.2f * ct_rand(&seed));
+        }
+        weight_t w = {N, K, DT_U32};
+        w.data = codes; w.bits = 4; w.group = 64; w.scales = sc; w.biases = bi; w.sb_dtype = DT_BF16;
+        err_t e = {0};
+        if (befast->ops->prepare_weight(befast, &w, &e)) { printf("# qwg bench: prepare_weight: %s\n", e.msg); return; }
+        float *x = rand_vec((size_t)T * K, 5 + si, 1.f), one;
+        float *dx = dev_from(befast, x, (size_t)T * K), *dy = befast->ops->alloc(befast, sizeof(float) * T * N);
+        const double bytes = words * 4.0 + (double)N * ng * 4;
+        for (size_t vi = 0; vi < sizeof vars / sizeof vars[0]; vi++) {
+            setenv("KILN_CUDA_QWG_V", vars[vi][0], 1);
+            setenv("KILN_CUDA_QWG_PROBE", vars[vi][1], 1);
+            for (int r = 0; r < (reps > 1 ? 2 : 0); r++) befast->ops->matmul(befast, dy, dx, T, &w);
+            to_host(befast, &one, dy, 1);
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            for (int r = 0; r < reps; r++) befast->ops->matmul(befast, dy, dx, T, &w);
+            to_host(befast, &one, dy, 1);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            const double us = ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) * 1e-3) / (reps > 0 ? reps : 1);
+            printf("# qwg bench %-8s %6dx%-5d T=%d v%s probe=%s: %8.1f us/matmul (x prep + kernel + sums), %.1f MB weights, %.3f TB/s\n", sh[si].name, N, K,
+                   T, vars[vi][0], vars[vi][1], us, bytes / 1e6, bytes / us * 1e-6);
+        }
+        unsetenv("KILN_CUDA_QWG_V");
+        unsetenv("KILN_CUDA_QWG_PROBE");
+        befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+        release(befast, &w);
+        free(x); free(codes); free(sc); free(bi);
+    }
 }
 
 static void test_qwg(void) {
@@ -2582,6 +2658,11 @@ int main(void) {
         }
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_BFMMA_ONLY)");
+    }
+    if (getenv("KILN_CUDA_TEST_QWG_BENCH")) { /* matmul_wgmma.cu's variants timed (no checks) */
+        test_qwg_bench();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QWG_BENCH)");
     }
     if (getenv("KILN_CUDA_TEST_QWG_ONLY")) { /* matmul_wgmma.cu's test alone */
         test_qwg();

@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
         }
 }
 
-/* ---- v2 (default; KILN_CUDA_QWG_V=1: wg_kernel above): the same operands, splits, chunk order and
+/* ---- v2 (the default at 8-bit, KILN_CUDA_QWG_V=2; =1: wg_kernel above): the same operands, splits, chunk order and
  * accumulators, with fewer instructions and one barrier per two chunks:
  *  - SBT (the scale dtype) is a template parameter, the copy addresses are computed once;
  *  - a warp whose rows' scale·2^s (and scale·2^(s-4) at 4-bit) and bias·2^s are all f16 numbers
@@ -376,12 +376,12 @@ __device__ __forceinline__ uint32_t wg_f8(uint32_t v, uint32_t sel, __half2 m, _
 }
 
 /* one chunk's A fragments (16 registers) from its stage */
-template <int BITS, int NP, int SBT>
+template <int BITS, int NP, int SBT, int ROWS = WG_ROWS>
 __device__ __forceinline__ void wg2_frag(uint32_t (&af)[4][4], const unsigned char *st, int lr, int q, int gi0, int gpc, float pa, float pb, int psa,
                                          int psb, int pba, int pbb, int slow) {
     using P = wgs<BITS, NP>;
     const unsigned char *cd = st + P::XB;
-    const uint32_t *sbw = (const uint32_t *)(cd + WG_ROWS * P::RBP);
+    const uint32_t *sbw = (const uint32_t *)(cd + ROWS * P::RBP);
     float sA[2], bA[2], sB[2], bB[2];
 #pragma unroll
     for (int j = 0; j < 2; j++) {
@@ -389,8 +389,8 @@ __device__ __forceinline__ void wg2_frag(uint32_t (&af)[4][4], const unsigned ch
         const int od = (gi0 + j) & 1;
         sA[j] = wg_sbv<SBT>(sbw[lr * 2 + j], psa ^ od) * pa;
         sB[j] = wg_sbv<SBT>(sbw[(lr + 8) * 2 + j], psb ^ od) * pb;
-        bA[j] = wg_sbv<SBT>(sbw[2 * WG_ROWS + lr * 2 + j], pba ^ od) * pa;
-        bB[j] = wg_sbv<SBT>(sbw[2 * WG_ROWS + (lr + 8) * 2 + j], pbb ^ od) * pb;
+        bA[j] = wg_sbv<SBT>(sbw[2 * ROWS + lr * 2 + j], pba ^ od) * pa;
+        bB[j] = wg_sbv<SBT>(sbw[2 * ROWS + (lr + 8) * 2 + j], pbb ^ od) * pb;
     }
     const unsigned char *ca = cd + lr * P::RBP, *cb = ca + 8 * P::RBP;
     bool fast = SBT != 2 && !slow; /* slow: KILN_CUDA_QWG_V=3, the old conversion everywhere (a test: bitwise wg_kernel) */
@@ -462,7 +462,7 @@ __device__ __forceinline__ void wg2_frag(uint32_t (&af)[4][4], const unsigned ch
     }
 }
 
-template <int BITS, int NP, int SBT>
+template <int BITS, int NP, int SBT, int PRB = 0>
 __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv,
                                                      int T, dweight_t w, int KS, int gsh, int slow, int clu) {
     extern __shared__ __align__(128) unsigned char smem[];
@@ -547,6 +547,7 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
         cp_commit();
         if (it + S - 1 < n) issue(it + S - 1);
         cp_commit();
+        if constexpr (PRB) continue; /* KILN_CUDA_QWG_PROBE: the copies and barriers alone */
         uint32_t af0[4][4], af1[4][4];
         const unsigned char *st0 = smem + (it % S) * P::STG, *st1 = smem + ((it + 1) % S) * P::STG;
         const int g0 = gsh < 0 ? 2 * (c0 + it) : (c0 + it) >> gsh, g1 = gsh < 0 ? 2 * (c0 + it + 1) : (c0 + it + 1) >> gsh;
@@ -630,14 +631,14 @@ static int wg_ks(const cuda_impl_t *c, const dweight_t *w) {
     return ks < 1 ? 1 : ks;
 }
 
-template <int BITS, int NP, int SBT>
+template <int BITS, int NP, int SBT, int PRB = 0>
 static void wg2_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh, int slow,
                        int clu) {
     using P = wgs<BITS, NP>;
     static_assert(NP * WG_ROWS * 4 <= P::SMEM, "the cluster sums reuse the ring");
     static int attr;
     if (!attr) {
-        cudaCheck(cudaFuncSetAttribute(wg2_kernel<BITS, NP, SBT>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+        cudaCheck(cudaFuncSetAttribute(wg2_kernel<BITS, NP, SBT, PRB>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
         attr = 1;
     }
     if (clu) {
@@ -651,11 +652,196 @@ static void wg2_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
         at[0].val.clusterDim.x = 1; at[0].val.clusterDim.y = KS; at[0].val.clusterDim.z = 1;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        cudaCheck(cudaLaunchKernelEx(&cfg, wg2_kernel<BITS, NP, SBT>, out, xg, inv, T, *w, KS, gsh, slow, 1));
+        cudaCheck(cudaLaunchKernelEx(&cfg, wg2_kernel<BITS, NP, SBT, PRB>, out, xg, inv, T, *w, KS, gsh, slow, 1));
         return;
     }
-    wg2_kernel<BITS, NP, SBT><<<dim3(cdiv(w->rows, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(out, xg, inv, T, *w, KS, gsh, slow, 0);
+    wg2_kernel<BITS, NP, SBT, PRB><<<dim3(cdiv(w->rows, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(out, xg, inv, T, *w, KS, gsh, slow, 0);
     cudaLaunchCheck();
+}
+
+/* ---- v5 (the default at 4-bit; KILN_CUDA_QWG_V=5 / =2 choose): warp-specialized. One producer
+ * warp fills an S-stage ring (x tile by bulk copy, codes and scale/bias words by cp.async, each
+ * lane's copies signalled with cp.async.mbarrier.arrive.noinc on the stage's "full" mbarrier);
+ * WGN consumer warpgroups (64 rows each) wait on "full", convert and run the wgmmas as v2 does
+ * (two chunks per wait, the same conversions, wgmmas, order and accumulators: bitwise v2 where
+ * the K splits are the same — they are: wg_ks of the 128-row count) and release the stage on its
+ * "empty" mbarrier (one arrive per consumer warp). No block barrier in the loop: the warpgroups are
+ * coupled only through the ring, and the producer refills a stage as soon as both released it. */
+template <int BITS, int NP, int WGN> struct wgs3 {
+    static constexpr int ROWS = WGN * 64;
+    static constexpr int XB = NP * 128, RB = WG_KC * BITS / 8, RBP = RB + 16;
+    static constexpr int STG = XB + ROWS * RBP + 2 * ROWS * 2 * 4;
+    /* two blocks a SM (v2's ring; WGN = 4 — 256 rows, one block a SM, 9 stages — and a seventh
+     * stage at WGN = 2 were measured slower: bench/cuda/wg3_variants.patch) */
+    static constexpr int BUDGET = WGN == 2 ? 112640 : 225280;
+    static constexpr int S = BUDGET / STG > 16 ? 16 : BUDGET / STG;
+    static constexpr int SMEM = S * STG;
+};
+__device__ __forceinline__ void mb_init_n(uint32_t a, int n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(n) : "memory"); }
+__device__ __forceinline__ void mb_arrive(uint32_t a) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(a) : "memory"); }
+__device__ __forceinline__ void cp_mb_arrive(uint32_t a) { asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(a) : "memory"); }
+
+template <int BITS, int NP, int SBT, int WGN, int PRB>
+__device__ __forceinline__ void wg3_body(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
+                                         const dweight_t &w, int KS, int gsh) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t mbar[32];
+    using P = wgs3<BITS, NP, WGN>;
+    using PF = wgs<BITS, NP>; /* wg2_frag's offsets: XB and RBP are the same */
+    static_assert(P::XB == PF::XB && P::RBP == PF::RBP, "stage layout");
+    constexpr int S = P::S, NR = NP / 2, ROWS = P::ROWS, PPR = P::RB / 16, EB = SBT == 2 ? 4 : 2;
+    static_assert(S >= 2 && S <= 16, "ring");
+    /* the warp index through a shuffle: provably warp-uniform, so the role branch below is not a
+     * divergent path for the wgmmas (else ptxas serializes them, C7520) */
+    const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
+    const int N = w.rows, K = w.cols, r0 = blockIdx.x * ROWS, split = blockIdx.y;
+    const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
+    const int ng = K / w.group, gpc = w.group == 32 ? 2 : 1;
+    const uint32_t full = (unsigned)__cvta_generic_to_shared(mbar), empty = full + 8 * S;
+    if (tid == 0) {
+        for (int i = 0; i < S; i++) {
+            mb_init_n(full + 8 * i, 33);         /* 32 lanes' cp.async arrivals + the x tile's expect_tx */
+            mb_init_n(empty + 8 * i, WGN * 4); /* one per consumer warp */
+        }
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    __syncthreads();
+    if (warp == WGN * 4) { /* the producer warp */
+        const int wpr = K / 32 * BITS;
+        for (int i = 0; i < n; i++) {
+            const int s = i % S, ch = c0 + i;
+            if (i >= S) mb_wait(empty + 8 * s, ((i / S) - 1) & 1);
+            unsigned char *dst = smem + s * P::STG;
+            if (lane == 0) bulk_x(dst, xg + (size_t)ch * P::XB, P::XB, full + 8 * s);
+#pragma unroll
+            for (int m = 0; m < ROWS * PPR / 32; m++) {
+                const int c = lane + 32 * m, row = c / PPR, part = c % PPR, r = min(r0 + row, N - 1);
+                cp_async16(dst + P::XB + row * P::RBP + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)ch * P::RB + part * 16);
+            }
+            const int gi = gsh < 0 ? 2 * ch : ch >> gsh;
+#pragma unroll
+            for (int m = 0; m < 2 * ROWS / 32; m++) {
+                const int c = lane + 32 * m, srow = c % ROWS, isb = c / ROWS, r = min(r0 + srow, N - 1);
+                const unsigned char *base = (const unsigned char *)(isb ? w.biases : w.scales) + (size_t)r * ng * EB;
+                for (int j = 0; j < gpc; j++) {
+                    const unsigned char *a = base + (size_t)(gi + j) * EB;
+                    if (EB == 2) a = (const unsigned char *)((uintptr_t)a & ~(uintptr_t)3);
+                    cp_async4(dst + P::XB + ROWS * P::RBP + isb * ROWS * 8 + srow * 8 + j * 4, a);
+                }
+            }
+            cp_mb_arrive(full + 8 * s);
+        }
+        cp_commit();
+        cp_wait<0>();
+        return;
+    }
+    const int g = lane >> 2, q = lane & 3;
+    const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g;
+    const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
+    float pa, pb, ia, ib;
+    {
+        const int gb = c0 * WG_KC / w.group, ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
+        const float cmax = (float)((1 << BITS) - 1);
+        float ma = 0.f, mb = 0.f;
+#pragma unroll 8
+        for (int gi = gb + q; gi < ge; gi += 4) {
+            const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
+            ma = fmaxf(ma, fabsf(ld_f(w.scales, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xa)) * cmax +
+                               fabsf(ld_f(w.biases, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xa)));
+            mb = fmaxf(mb, fabsf(ld_f(w.scales, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xb)) * cmax +
+                               fabsf(ld_f(w.biases, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xb)));
+        }
+#pragma unroll
+        for (int o = 1; o <= 2; o <<= 1) {
+            ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
+            mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
+        }
+        const int sa = wg_exp(ma), sb = wg_exp(mb);
+        pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+    }
+    const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
+    const int pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
+    float acc[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) acc[i] = 0.f;
+    for (int it = 0; it < n; it += 2) {
+        const bool two = it + 1 < n;
+        const int s0 = it % S, s1 = (it + 1) % S;
+        mb_wait(full + 8 * s0, (it / S) & 1);
+        if (two) mb_wait(full + 8 * s1, ((it + 1) / S) & 1);
+        if constexpr (!PRB) {
+            uint32_t af0[4][4], af1[4][4];
+            const unsigned char *st0 = smem + s0 * P::STG, *st1 = smem + s1 * P::STG;
+            const int g0 = gsh < 0 ? 2 * (c0 + it) : (c0 + it) >> gsh, g1 = gsh < 0 ? 2 * (c0 + it + 1) : (c0 + it + 1) >> gsh;
+            wg2_frag<BITS, NP, SBT, ROWS>(af0, st0, lr, q, g0, gpc, pa, pb, psa, psb, pba, pbb, 0);
+            if (two) wg2_frag<BITS, NP, SBT, ROWS>(af1, st1, lr, q, g1, gpc, pa, pb, psa, psb, pba, pbb, 0);
+            wg_fence();
+#pragma unroll
+            for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af0[s], wg_desc(st0 + s * 32 * NP, 0));
+            if (two) {
+#pragma unroll
+                for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af1[s], wg_desc(st1 + s * 32 * NP, 0));
+            }
+            wg_commit();
+            wg_wait<0>();
+        }
+        __syncwarp();
+        if (lane == 0) {
+            mb_arrive(empty + 8 * s0);
+            if (two) mb_arrive(empty + 8 * s1);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
+    const int ya = r0 + lr, yb = ya + 8;
+    float *o = out + (size_t)split * T * N;
+#pragma unroll
+    for (int i = 0; i < NP / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int t = 8 * i + 2 * q + e;
+            if (t >= T) continue;
+            const float xi = xinv[t];
+            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
+            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
+        }
+}
+
+/* registers: the register file is per SM sub-partition (16384 each, four a SM) and a block's
+ * warps are spread over the four: two blocks of 9 warps put 5 warps on some sub-partition, so
+ * ≤ 102 registers a thread — 96, what __launch_bounds__(288, 2) gives (8 bytes spilled at 4-bit,
+ * n64; a cap of 112 left one block a SM, measured 1.1 ms slower a c=64 step) */
+template <int BITS, int NP, int SBT, int PRB>
+__global__ void __launch_bounds__(288, 2)
+    wg3_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T, dweight_t w, int KS, int gsh) {
+    wg3_body<BITS, NP, SBT, 2, PRB>(out, xg, xinv, T, w, KS, gsh);
+}
+
+template <int BITS, int NP, int SBT, int PRB>
+static void wg3_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
+    constexpr int WGN = 2;
+    using P = wgs3<BITS, NP, WGN>;
+    static int attr;
+    auto kern = wg3_kernel<BITS, NP, SBT, PRB>;
+    if (!attr) {
+        cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+        attr = 1;
+        if (getenv("KILN_CUDA_QWG_DEBUG")) {
+            int nb = 0;
+            cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, WGN * 128 + 32, P::SMEM));
+            fprintf(stderr, "qwg v5 q%d n%d sbt%d probe%d: %d stages of %d B, %d blocks/SM\n", BITS, NP, SBT, PRB, P::S, P::STG, nb);
+        }
+    }
+    kern<<<dim3(cdiv(w->rows, P::ROWS), KS), WGN * 128 + 32, P::SMEM, c->stream>>>(out, xg, inv, T, *w, KS, gsh);
+    cudaLaunchCheck();
+}
+template <int BITS, int NP, int SBT>
+static void wg3_pick(cuda_impl_t *c, int prb, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
+    /* the copies-only probe (KILN_CUDA_QWG_PROBE=1) exists for the benchmark's case alone: 4-bit, 64 tokens, bf16 scales */
+    if constexpr (BITS == 4 && NP == 64 && SBT == 1) {
+        if (prb) { wg3_launch<BITS, NP, SBT, 1>(c, out, xg, inv, T, w, KS, gsh); return; }
+    }
+    wg3_launch<BITS, NP, SBT, 0>(c, out, xg, inv, T, w, KS, gsh);
 }
 
 template <int BITS, int NP>
@@ -671,16 +857,30 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
         cudaCheck(cudaFuncSetAttribute(wg_kernel<BITS, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
         attr = 1;
     }
-    const char *ve = getenv("KILN_CUDA_QWG_V"); /* read per matmul (test_qwg switches it) */
-    const int v = ve ? atoi(ve) : 2;
+    /* read per matmul (test_qwg switches it); default 5 (the warp-specialized wg3_kernel) at 4-bit,
+     * 2 at 8-bit (v5 not measured on q8 yet) */
+    const char *ve = getenv("KILN_CUDA_QWG_V");
+    const int v = ve ? atoi(ve) : BITS == 4 ? 5 : 2;
     const int gsh = w->group == 32 ? -1 : w->group == 64 ? 0 : w->group == 128 ? 1 : -2;
     /* KILN_CUDA_QWG_CLUSTER=1: the split sums inside a cluster of the KS blocks (≤ 8), no
      * [KS][T][N] scratch or wg_reduce_kernel; read per matmul */
     const char *ce = getenv("KILN_CUDA_QWG_CLUSTER");
     const int clu = v != 1 && KS > 1 && KS <= 8 && ce && atoi(ce) == 1;
-    if (v != 1 && gsh > -2 && !swap && bulk && pf == 0) {
+    const char *pe = getenv("KILN_CUDA_QWG_PROBE"); /* 1: copies and barriers only (wrong results; a measurement) */
+    const int prb = pe && atoi(pe) == 1;
+    if (v == 5 && gsh > -2 && !swap && bulk && pf == 0) {
+        float *o = KS > 1 ? part : y;
+        if (w->sb_dtype == DT_F16) wg3_pick<BITS, NP, 0>(c, prb, o, xg, inv, T, w, KS, gsh);
+        else if (w->sb_dtype == DT_BF16) wg3_pick<BITS, NP, 1>(c, prb, o, xg, inv, T, w, KS, gsh);
+        else wg3_pick<BITS, NP, 2>(c, prb, o, xg, inv, T, w, KS, gsh);
+    } else if (v != 1 && gsh > -2 && !swap && bulk && pf == 0) {
         float *o = clu ? y : KS > 1 ? part : y;
-        if (w->sb_dtype == DT_F16) wg2_launch<BITS, NP, 0>(c, o, xg, inv, T, w, KS, gsh, v == 3, clu);
+        bool done = false;
+        if constexpr (BITS == 4 && NP == 64) {
+            if (w->sb_dtype == DT_BF16 && prb && !clu) { wg2_launch<BITS, NP, 1, 1>(c, o, xg, inv, T, w, KS, gsh, 0, 0); done = true; }
+        }
+        if (done) {
+        } else if (w->sb_dtype == DT_F16) wg2_launch<BITS, NP, 0>(c, o, xg, inv, T, w, KS, gsh, v == 3, clu);
         else if (w->sb_dtype == DT_BF16) wg2_launch<BITS, NP, 1>(c, o, xg, inv, T, w, KS, gsh, v == 3, clu);
         else wg2_launch<BITS, NP, 2>(c, o, xg, inv, T, w, KS, gsh, v == 3, clu);
         if (clu) return;
