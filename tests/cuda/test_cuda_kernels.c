@@ -260,6 +260,245 @@ static void test_matmul(void) {
     test_gemv_tc_shapes();
 }
 
+/* whether "cuda" (befast) runs a fused decode op at T tokens on matmul_bfmma.cu (its conditions:
+ * bfm_ok, and for the norm rms_norm4_kernel's order within the K splits) */
+static int bfm_fuse_expect(backend_t *be, int T, dtype_t dt, int rows, int K, int norm) {
+    const char *b = getenv("KILN_CUDA_BFMMA"), *f = getenv("KILN_CUDA_BFMMA_FUSE");
+    const int maxt = b ? atoi(b) : 64;
+    if (be != befast || T < 3 || T > maxt || !f || (strcmp(f, "1") && strcmp(f, "2")) || dt != DT_BF16 || K % 64 || rows > 8192 ||
+        (size_t)rows * K > ((size_t)8 << 20))
+        return 0;
+    int S = K / 256;
+    if (S > 8) S = 8;
+    if (S < 1) S = 1;
+    while (S & (S - 1)) S &= S - 1;
+    return !norm || (K > 256 && K <= 1024 && K % 128 == 0 && S >= 2 && (K / S) % 128 == 0 && K / S <= 256);
+}
+
+/* matmul_bfmma.cu's fused decode ops (KILN_CUDA_BFMMA_FUSE=1|2, opt-in; main() sets 1 unless told) at 3..64 tokens:
+ * rms_matmul_multi / rms_matmul_glu (the norm in the prologue, rms_norm4_kernel's order: K <= 1024,
+ * else they decline) bitwise rms_norm + matmul_multi (+ glu), and matmul_add (y += in the stores)
+ * bitwise matmul + add; each also against the CPU: ref_rms_norm + ref_matmul (+ ref_glu) with x
+ * split (1e-4), and with x rounded once ref_matmul of bf16(the GPU's rms_norm) (1e-4, as above);
+ * declined calls leave y untouched; and a qwen3-0.6b-shaped 3-layer chain of the fused ops (eager
+ * and captured in a step) bitwise the chain of the separate ops (add_rms_norm carrying the norm). */
+static void test_bfmma_fused(backend_t *const *bes) {
+    const int Ts[] = {64, 3, 17, 40};
+    /* KILN_CUDA_BFMMA_FUSE=2: x·(off + w) rounded, the sums scaled by 1/rms — the same precision class
+     * against the CPU (1e-4 against the reference of that computation), not bitwise the separate ops */
+    const int late = getenv("KILN_CUDA_BFMMA_FUSE") && !strcmp(getenv("KILN_CUDA_BFMMA_FUSE"), "2");
+    if (late) printf("# test_bfmma_fused: KILN_CUDA_BFMMA_FUSE=2 (1/rms on the sums)\n");
+    const float eps = 1e-6f;
+    struct { int n, rows[3], K, glu; } ms[] = {
+        {3, {2048, 1024, 1024}, 1024, 0}, /* qwen3-0.6b q/k/v */
+        {2, {3072, 3072}, 1024, 1},       /* qwen3-0.6b gate/up */
+        {1, {700}, 512, 0},               /* two splits, ragged row tile */
+        {2, {100, 100}, 512, 1},
+        {2, {200, 64}, 2048, 0},          /* K 2048: two float4s per thread in rms_norm4_kernel: declines */
+    };
+    for (size_t si = 0; si < sizeof ms / sizeof ms[0]; si++) {
+        const int n = ms[si].n, K = ms[si].K, glu = ms[si].glu;
+        hw_t hw[3];
+        for (int i = 0; i < n; i++) hw[i] = make_dense(ms[si].rows[i], K, DT_BF16, 2300 + 3 * si + i);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            weight_t w[3];
+            const weight_t *wp[3];
+            err_t e = {0};
+            for (int i = 0; i < n; i++) {
+                w[i] = hw[i].w;
+                wp[i] = &w[i];
+                if (be->ops->prepare_weight(be, &w[i], &e)) CHECK(0, "bfmma fused: prepare_weight: %s", e.msg);
+            }
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+                for (int nv = 0; nv < 3; nv++) { /* norm weight, none, weight with offset 1 */
+                    const int T = Ts[ti];
+                    float *x = rand_vec((size_t)T * K, 2400 + si + T, 3.f), *nwh = rand_vec(K, 2450 + si, 1.f);
+                    x[3] = 200.f;
+                    float *dx = dev_from(be, x, (size_t)T * K), *dnw = dev_from(be, nwh, K), *dh = be->ops->alloc(be, sizeof(float) * T * K);
+                    const float *nw = nv == 1 ? NULL : dnw, off = nv == 2 ? 1.f : 0.f;
+                    float *da[3], *db[3];
+                    const size_t ny0 = (size_t)T * ms[si].rows[0];
+                    float *sent = malloc(sizeof(float) * ny0);
+                    for (size_t j = 0; j < ny0; j++) sent[j] = -7.f;
+                    for (int i = 0; i < n; i++) {
+                        da[i] = be->ops->alloc(be, sizeof(float) * T * ms[si].rows[i]);
+                        db[i] = i == 0 ? dev_from(be, sent, ny0) : be->ops->alloc(be, sizeof(float) * T * ms[si].rows[i]);
+                    }
+                    be->ops->rms_norm(be, dh, dx, nw, off, T, K, eps);
+                    int rc;
+                    if (glu) {
+                        be->ops->matmul_glu(be, da[0], da[0], da[1], dh, T, wp[0], wp[1], ACT_SILU);
+                        rc = be->ops->rms_matmul_glu(be, db[0], dx, nw, off, eps, T, wp[0], wp[1], ACT_SILU);
+                    } else {
+                        be->ops->matmul_multi(be, n, da, dh, T, wp);
+                        rc = be->ops->rms_matmul_multi(be, n, db, dx, nw, off, eps, T, wp);
+                    }
+                    const int want_rc = K <= 1024;
+                    CHECK((rc == 0) == want_rc, "bfmma fused %s rms_matmul set %zu T=%d: returned %d", bi ? "single" : "split", si, T, rc);
+                    /* the CPU: the norm (split) or the GPU's norm rounded to bf16 (single), the matmuls, the GLU */
+                    float *hn = malloc(sizeof(float) * T * K), *inv = malloc(sizeof(float) * T);
+                    for (int t = 0; t < T; t++) inv[t] = 1.f;
+                    if (late) { /* hn = x·(off + w) (rounded to bf16 with one rounding), the sums · 1/rms below */
+                        for (int t = 0; t < T; t++) {
+                            double ss = 0;
+                            for (int k = 0; k < K; k++) ss += (double)x[(size_t)t * K + k] * x[(size_t)t * K + k];
+                            inv[t] = 1.0f / sqrtf((float)(ss / K) + eps);
+                            for (int k = 0; k < K; k++) {
+                                const float f = nv == 1 ? 1.f : off + nwh[k], v = x[(size_t)t * K + k] * f;
+                                hn[(size_t)t * K + k] = bi ? bf16_to_f32(f32_to_bf16(v)) : v;
+                            }
+                        }
+                    } else if (bi == 0) ref_rms_norm(hn, x, nv == 1 ? NULL : nwh, off, T, K, eps);
+                    else {
+                        to_host(be, hn, dh, (size_t)T * K);
+                        for (size_t j = 0; j < (size_t)T * K; j++) hn[j] = bf16_to_f32(f32_to_bf16(hn[j]));
+                    }
+                    for (int i = 0; rc == 0 && i < (glu ? 1 : n); i++) {
+                        const size_t ny = (size_t)T * ms[si].rows[i];
+                        float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny), *r = malloc(sizeof(float) * ny);
+                        to_host(be, a, da[i], ny);
+                        to_host(be, b, db[i], ny);
+                        if (!late)
+                            CHECK(!memcmp(a, b, sizeof(float) * ny), "bfmma fused %s rms_matmul%s set %zu weight %d T=%d norm %d: differs from rms_norm + %s",
+                                  bi ? "single" : "split", glu ? "_glu" : "_multi", si, i, T, nv, glu ? "matmul_glu" : "matmul_multi");
+                        const int R = ms[si].rows[i];
+                        if (glu) {
+                            float *r2 = malloc(sizeof(float) * ny);
+                            ref_matmul(r, hn, T, &hw[0].w, 0, ms[si].rows[0]);
+                            ref_matmul(r2, hn, T, &hw[1].w, 0, ms[si].rows[1]);
+                            for (size_t j = 0; j < ny; j++) { r[j] *= inv[j / R]; r2[j] *= inv[j / R]; }
+                            ref_glu(r, r, r2, ny, ACT_SILU);
+                            free(r2);
+                        } else {
+                            ref_matmul(r, hn, T, &hw[i].w, 0, R);
+                            for (size_t j = 0; j < ny; j++) r[j] *= inv[j / R];
+                        }
+                        const double err = ct_rel_err(b, r, ny);
+                        CHECK(err < 1e-4, "bfmma fused %s rms_matmul set %zu weight %d T=%d norm %d: rel err %.3g vs the CPU (tol 1e-4)", bi ? "single" : "split",
+                              si, i, T, nv, err);
+                        free(a); free(b); free(r);
+                    }
+                    if (rc != 0) {
+                        float *b = malloc(sizeof(float) * ny0);
+                        to_host(be, b, db[0], ny0);
+                        CHECK(!memcmp(b, sent, sizeof(float) * ny0), "bfmma fused rms_matmul set %zu T=%d: declined but changed y", si, T);
+                        free(b);
+                    }
+                    free(hn); free(inv);
+                    for (int i = 0; i < n; i++) { be->ops->free(be, da[i]); be->ops->free(be, db[i]); }
+                    be->ops->free(be, dx); be->ops->free(be, dnw); be->ops->free(be, dh);
+                    free(x); free(nwh); free(sent);
+                }
+            for (int i = 0; i < n; i++) be->ops->release_weight(be, &w[i]);
+        }
+    }
+    /* matmul_add: qwen3-0.6b's o and down, a ragged one, and 4096 x 4096 (past bfm_ok's 8 M elements: declines) */
+    const int as[][2] = {{1024, 2048}, {1024, 3072}, {300, 640}, {4096, 4096}};
+    for (size_t si = 0; si < sizeof as / sizeof as[0]; si++) {
+        const int N = as[si][0], K = as[si][1];
+        hw_t hw = make_dense(N, K, DT_BF16, 2500 + si);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            weight_t w = hw.w;
+            err_t e = {0};
+            if (be->ops->prepare_weight(be, &w, &e)) { CHECK(0, "bfmma fused: prepare_weight: %s", e.msg); continue; }
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const int T = Ts[ti];
+                const size_t ny = (size_t)T * N;
+                float *x = rand_vec((size_t)T * K, 2510 + si + T, 1.f), *y0 = rand_vec(ny, 2520 + si + T, 30.f);
+                float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny);
+                float *dx = dev_from(be, x, (size_t)T * K), *dy = dev_from(be, y0, ny), *dt = be->ops->alloc(be, sizeof(float) * ny);
+                be->ops->matmul(be, dt, dx, T, &w);
+                be->ops->add(be, dy, dt, ny);
+                to_host(be, a, dy, ny);
+                be->ops->free(be, dy);
+                dy = dev_from(be, y0, ny);
+                const int rc = be->ops->matmul_add(be, dy, dx, T, &w);
+                to_host(be, b, dy, ny);
+                const int want_rc = (size_t)N * K <= ((size_t)8 << 20);
+                CHECK((rc == 0) == want_rc, "bfmma fused %s matmul_add %dx%d T=%d: returned %d", bi ? "single" : "split", N, K, T, rc);
+                if (rc == 0) {
+                    CHECK(!memcmp(a, b, sizeof(float) * ny), "bfmma fused %s matmul_add %dx%d T=%d: differs from matmul + add", bi ? "single" : "split", N, K, T);
+                    float *r = bi ? ref_bf16x(x, T, &hw.w) : malloc(sizeof(float) * ny);
+                    if (!bi) ref_matmul(r, x, T, &hw.w, 0, N);
+                    for (size_t j = 0; j < ny; j++) r[j] += y0[j];
+                    const double err = ct_rel_err(b, r, ny);
+                    CHECK(err < 1e-4, "bfmma fused %s matmul_add %dx%d T=%d: rel err %.3g vs the CPU (tol 1e-4)", bi ? "single" : "split", N, K, T, err);
+                    free(r);
+                } else CHECK(!memcmp(y0, b, sizeof(float) * ny), "bfmma fused matmul_add %dx%d T=%d: declined but changed y", N, K, T);
+                be->ops->free(be, dx); be->ops->free(be, dy); be->ops->free(be, dt);
+                free(x); free(y0); free(a); free(b);
+            }
+            be->ops->release_weight(be, &w);
+        }
+        /* hw stays allocated (a later malloc at its address would be taken for a view) */
+    }
+    /* the chain: qwen3-0.6b shapes, 3 layers at 64 tokens, x rounded once (bes[1]); mode 0 the separate
+     * ops as llama.c issues them without the fusions, 1 the fused ops eager, 2 the fused ops captured */
+    {
+        const int H = 1024, Q = 2048, I = 3072, L = 3, T = 64;
+        hw_t hq = make_dense(Q, H, DT_BF16, 2601), hk = make_dense(H, H, DT_BF16, 2602), hv = make_dense(H, H, DT_BF16, 2603), ho = make_dense(H, Q, DT_BF16, 2604),
+             hg = make_dense(I, H, DT_BF16, 2605), hu = make_dense(I, H, DT_BF16, 2606), hd = make_dense(H, I, DT_BF16, 2607);
+        backend_t *be = bes[1];
+        weight_t w7[7] = {hq.w, hk.w, hv.w, ho.w, hg.w, hu.w, hd.w};
+        err_t e = {0};
+        for (int i = 0; i < 7; i++)
+            if (be->ops->prepare_weight(be, &w7[i], &e)) CHECK(0, "bfmma fused chain: prepare_weight: %s", e.msg);
+        float *x0 = rand_vec((size_t)T * H, 2701, 1.f), *l1 = rand_vec(H, 2702, 1.f), *l2 = rand_vec(H, 2703, 1.f);
+        float *res[3];
+        int rcs = 0;
+        for (int mode = 0; mode < 3; mode++) {
+            float *dx = dev_from(be, x0, (size_t)T * H), *dl1 = dev_from(be, l1, H), *dl2 = dev_from(be, l2, H), *dh = be->ops->alloc(be, sizeof(float) * T * H);
+            float *dq = be->ops->alloc(be, sizeof(float) * T * Q), *dk = be->ops->alloc(be, sizeof(float) * T * H), *dv = be->ops->alloc(be, sizeof(float) * T * H);
+            float *dg = be->ops->alloc(be, sizeof(float) * T * I), *du = be->ops->alloc(be, sizeof(float) * T * I);
+            float *const y3[3] = {dq, dk, dv};
+            const weight_t *const w3[3] = {&w7[0], &w7[1], &w7[2]};
+            if (mode == 2 && be->ops->step_begin) be->ops->step_begin(be, T, T);
+            if (mode == 0) be->ops->rms_norm(be, dh, dx, dl1, 0.f, T, H, eps);
+            for (int l = 0; l < L; l++) {
+                if (mode == 0) {
+                    be->ops->matmul_multi(be, 3, y3, dh, T, w3);
+                    be->ops->add(be, dq, dk, (size_t)T * H); /* something of k/v into q */
+                    be->ops->add(be, dq + (size_t)T * H, dv, (size_t)T * H);
+                    be->ops->matmul(be, dh, dq, T, &w7[3]);
+                    be->ops->add_rms_norm(be, dx, dh, dh, dl2, 0.f, T, H, eps);
+                    be->ops->matmul_glu(be, dg, dg, du, dh, T, &w7[4], &w7[5], ACT_SILU);
+                    be->ops->matmul(be, dh, dg, T, &w7[6]);
+                    be->ops->add_rms_norm(be, dx, dh, dh, dl1, 0.f, T, H, eps);
+                } else {
+                    rcs |= be->ops->rms_matmul_multi(be, 3, y3, dx, dl1, 0.f, eps, T, w3);
+                    be->ops->add(be, dq, dk, (size_t)T * H);
+                    be->ops->add(be, dq + (size_t)T * H, dv, (size_t)T * H);
+                    rcs |= be->ops->matmul_add(be, dx, dq, T, &w7[3]);
+                    rcs |= be->ops->rms_matmul_glu(be, dg, dx, dl2, 0.f, eps, T, &w7[4], &w7[5], ACT_SILU);
+                    rcs |= be->ops->matmul_add(be, dx, dg, T, &w7[6]);
+                }
+            }
+            res[mode] = malloc(sizeof(float) * T * H);
+            to_host(be, res[mode], dx, (size_t)T * H);
+            if (mode == 2 && be->ops->step_end) be->ops->step_end(be);
+            be->ops->free(be, dx); be->ops->free(be, dl1); be->ops->free(be, dl2); be->ops->free(be, dh); be->ops->free(be, dq);
+            be->ops->free(be, dk); be->ops->free(be, dv); be->ops->free(be, dg); be->ops->free(be, du);
+        }
+        CHECK(rcs == 0, "bfmma fused chain: a fused op declined");
+        int finite = 1;
+        for (int i = 0; i < T * H; i++) finite &= isfinite(res[0][i]);
+        CHECK(finite, "bfmma fused chain: non-finite values");
+        if (late) {
+            CHECK(!memcmp(res[1], res[2], sizeof(float) * T * H), "bfmma fused chain: captured differs from eager");
+            const double err = ct_rel_err(res[1], res[0], (size_t)T * H);
+            printf("# bfmma fused chain (KILN_CUDA_BFMMA_FUSE=2): rel err %.3g against the separate ops\n", err);
+            CHECK(err < 1e-2, "bfmma fused chain (KILN_CUDA_BFMMA_FUSE=2): rel err %.3g against the separate ops (bf16 bound 1e-2)", err);
+        } else
+            for (int mode = 1; mode < 3; mode++)
+                CHECK(!memcmp(res[0], res[mode], sizeof(float) * T * H), "bfmma fused chain (%s): differs from the separate ops", mode == 1 ? "eager" : "captured step");
+        for (int mode = 0; mode < 3; mode++) free(res[mode]);
+        for (int i = 0; i < 7; i++) be->ops->release_weight(be, &w7[i]);
+        free(x0); free(l1); free(l2);
+    }
+}
+
 /* matmul_bfmma.cu (bf16 weights at 3..64 tokens on mma.sync; KILN_CUDA_BFMMA=0 turns it off and this
  * test with it): against ref_matmul with x split into hi + lo ("cuda" without the precision policy,
  * 1e-4) and against ref_matmul of bf16(x) with x rounded once (KILN_CUDA_ACT=bf16, 1e-4: the products
@@ -407,6 +646,9 @@ static void test_bfmma(void) {
         for (int i = 0; i < 7; i++) be->ops->release_weight(be, &w7[i]);
         free(x0); free(ln);
     }
+    const char *fe = getenv("KILN_CUDA_BFMMA_FUSE");
+    if (fe && (!strcmp(fe, "1") || !strcmp(fe, "2"))) test_bfmma_fused(bes);
+    else printf("# test_bfmma_fused skipped (KILN_CUDA_BFMMA_FUSE=%s)\n", fe ? fe : "unset");
     backend_destroy(bs);
     backend_destroy(b1);
 }
@@ -817,7 +1059,7 @@ static void test_fused_gemv(void) {
                 dy = dev_from(be, y0, ny);
                 const int rc = be->ops->matmul_add(be, dy, dx, T, &w);
                 to_host(be, b, dy, ny);
-                CHECK((rc == 0) == (T <= 2), "%s matmul_add %dx%d T=%d: returned %d", be->ops->name, N, K, T, rc);
+                CHECK((rc == 0) == (T <= 2 || bfm_fuse_expect(be, T, as[si].dt, N, K, 0)), "%s matmul_add %dx%d T=%d: returned %d", be->ops->name, N, K, T, rc);
                 if (rc == 0) CHECK(!memcmp(a, b, sizeof(float) * ny), "%s matmul_add %dx%d %s T=%d: differs from matmul + add", be->ops->name, N, K,
                                    dtype_name(as[si].dt), T);
                 else CHECK(!memcmp(y0, b, sizeof(float) * ny), "%s matmul_add %dx%d T=%d: declined but changed y", be->ops->name, N, K, T);
@@ -875,13 +1117,19 @@ static void test_fused_gemv(void) {
                         be->ops->matmul_multi(be, n, da, dh, T, wp);
                         rc = be->ops->rms_matmul_multi(be, n, db, dx, nw, off, 1e-6f, T, wp);
                     }
-                    const int want_rc = T <= 2 && (size_t)T * K * 4 <= 48 * 1024;
+                    int want_rc = T <= 2 && (size_t)T * K * 4 <= 48 * 1024, fx = 1;
+                    for (int i = 0; i < n; i++) fx &= bfm_fuse_expect(be, T, ms[si].dt, ms[si].rows[i], K, 1);
+                    want_rc |= fx; /* 3..64 tokens: matmul_bfmma.cu's fused ops */
                     CHECK((rc == 0) == want_rc, "%s rms_matmul set %zu T=%d: returned %d", be->ops->name, si, T, rc);
                     for (int i = 0; rc == 0 && i < (ms[si].glu ? 1 : n); i++) {
                         const size_t ny = (size_t)T * ms[si].rows[i];
                         float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny);
                         to_host(be, a, da[i], ny);
                         to_host(be, b, db[i], ny);
+                        if (T >= 3 && getenv("KILN_CUDA_BFMMA_FUSE") && !strcmp(getenv("KILN_CUDA_BFMMA_FUSE"), "2")) /* 1/rms on the sums: not bitwise */
+                            CHECK(ct_rel_err(b, a, ny) < 1e-4, "%s rms_matmul set %zu weight %d T=%d norm %d (KILN_CUDA_BFMMA_FUSE=2): rel err %.3g", be->ops->name, si, i,
+                                  T, nv, ct_rel_err(b, a, ny));
+                        else
                         CHECK(!memcmp(a, b, sizeof(float) * ny), "%s rms_matmul%s set %zu weight %d T=%d norm %d: differs from rms_norm + matmul_multi%s",
                               be->ops->name, ms[si].glu ? "_glu" : "_multi", si, i, T, nv, ms[si].glu ? " + glu" : "");
                         free(a); free(b);
@@ -2025,7 +2273,7 @@ static void test_attention_decode_mma(void) {
     attn_case(5, w_p0, w_len, 32, 8, 128, DT_BF16, 16, 1000, 0.f, seed++);
     int many_p0[64], many_len[64];
     for (int i = 0; i < 64; i++) { many_p0[i] = (i * 97) % 2100; many_len[i] = 1; }
-    setenv("KILN_CUDA_ATTN_DEC", "all", 1); /* by default steps of >= SMs (row, KV head) blocks keep the CUDA-core kernel */
+    setenv("KILN_CUDA_ATTN_DEC", "all", 1); /* steps of >= SMs (row, KV head) blocks: one split per block (the default since session 14; =split: the CUDA-core kernel) */
     attn_case(64, many_p0, many_len, 32, 8, 128, DT_F16, 16, 0, 0.f, seed++);
     attn_case(47, many_p0, many_len, 32, 8, 128, DT_BF16, 16, 0, 0.f, seed++);
     unsetenv("KILN_CUDA_ATTN_DEC");
@@ -2581,6 +2829,9 @@ int main(void) {
     /* the GEMV norm fusion (matmul_gemv.cu) at every size its kernel takes, not only the default's
      * K >= 4096: test_fused_gemv and test_pdl_chain_norm expect it to run */
     setenv("KILN_CUDA_FUSE_NORM_MIN_K", "0", 1);
+    /* matmul_bfmma.cu's fused decode ops (opt-in, KILN_CUDA_BFMMA_FUSE=1|2) are tested unless the
+     * environment says otherwise (=0: they decline, test_bfmma_fused is skipped) */
+    setenv("KILN_CUDA_BFMMA_FUSE", "1", 0);
     tc_fuse = getenv("KILN_CUDA_TC_FUSE") && atoi(getenv("KILN_CUDA_TC_FUSE")) > 0;
     setenv("KILN_CUDA_TC_FUSE_MIN_K", "0", 1); /* the MLX GEMV's fused ops (opt-in, KILN_CUDA_TC_FUSE=1) at every size */
     be32 = backend_create("cuda-f32", 0, &e);

@@ -540,9 +540,12 @@ __global__ void __launch_bounds__(32 * DWARPS) attn_decode_kernel(attn_dev_t a) 
  *    merges its outputs from its own shared memory.
  * Precision: the class of attention_mma.cu's split path (bound 1e-4 relative in the tests),
  * not the CUDA-core kernels' 1e-5; "cuda-f32" keeps attn_decode_kernel. Split count and
- * cluster size by shape (and device) only. Taken where rows × KV heads × query chunks < SMs
- * (split steps: batch-1 decode); KILN_CUDA_ATTN_DEC=all: every decode step, =old: never
- * (attn_decode_kernel + attn_combine_kernel, A/B); KILN_CUDA_ATTN_CLUSTER=N: at most N splits. */
+ * cluster size by shape (and device) only. Taken at every decode step (session 14: also where
+ * rows × KV heads × query chunks >= SMs, one split per block — qwen3-0.6b bf16 at 64 rows, ~190
+ * positions, ~1.1 ms less GPU time per step than attn_decode_kernel, bench/cuda/RESULTS.md);
+ * KILN_CUDA_ATTN_DEC=split: only the split steps (batch-1 decode; the default before), =old: never
+ * (attn_decode_kernel + attn_combine_kernel, A/B); =all: every step (the default; the tests set it);
+ * KILN_CUDA_ATTN_CLUSTER=N: at most N splits. */
 #define MWARPS 8
 #define MTK 16 /* keys per warp tile: the m16 of S^T */
 #define MQ 8   /* query heads per block: the n8       */
@@ -857,9 +860,9 @@ void cuda_gemv_prefetch_hint(cuda_impl_t *c, const float *x);
 /* Decode steps on tensor cores: true if handled here. aa: the step's host-side positions and
  * block tables (the TAB parameter; NULL: the uploaded copies only). */
 static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int max_len, bool rope = false, const attn_args_t *aa = NULL) {
-    /* 1: default; 0: KILN_CUDA_ATTN_DEC=old; 2: =all (read per call: the tests change it) */
+    /* 2: every decode step (default, =all); 1: KILN_CUDA_ATTN_DEC=split; 0: =old (read per call: the tests change it) */
     const char *de = getenv("KILN_CUDA_ATTN_DEC");
-    const int mode = de && !strcmp(de, "old") ? 0 : de && !strcmp(de, "all") ? 2 : 1;
+    const int mode = de && !strcmp(de, "old") ? 0 : de && !strcmp(de, "split") ? 1 : 2;
     const int hd = a.hd;
     if (!mode || c->gemm_min_t == 0x7fffffff || (a.kv_dtype != DT_F16 && a.kv_dtype != DT_BF16) || (hd != 64 && hd != 128)) return false;
     const bool f16 = a.kv_dtype == DT_F16;
@@ -891,9 +894,9 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     const int cmax = ce && atoi(ce) > 0 ? (atoi(ce) > MSMAX ? MSMAX : atoi(ce)) : cauto;
     const int n_qc = (a.group + MQ - 1) / MQ, sms = c->sm_count > 0 ? c->sm_count : 132;
     const int base = n_rows * a.n_kv_heads * n_qc;
-    /* by default only steps whose (row, KV head) blocks alone would not fill the GPU (split
-     * decode, where it was measured: batch 1); bigger batches keep attn_decode_kernel until
-     * measured (KILN_CUDA_ATTN_DEC=all: here too; tested) */
+    /* KILN_CUDA_ATTN_DEC=split: only steps whose (row, KV head) blocks alone would not fill the
+     * GPU (split decode: batch 1); by default bigger batches too (one split per block; tested with
+     * =all at 47 and 64 rows) */
     if (mode == 1 && base >= sms) return false;
     int splits = base >= sms ? 1 : (sms + base - 1) / base;
     const int max_splits = (max_len + MTK * MWARPS - 1) / (MTK * MWARPS);

@@ -21,7 +21,11 @@
  * L2 round trips.) Nothing depends on T or on the other weights of a launch, so a token's outputs
  * are bitwise the same at any T in 3..64 and in a multi launch as alone, and the GLU tile (32 gate
  * rows + the same 32 up rows) gives bitwise matmul_multi + glu.
- * PDL: the first stages' weight tiles are issued before griddepcontrol.wait, x after it. */
+ * PDL: the first stages' weight tiles are issued before griddepcontrol.wait, x after it.
+ * Fusions (KILN_CUDA_BFMMA_FUSE=1|2, opt-in: measured slower, below): NORM — the matmul's input is
+ * rms_norm(x) of the residual stream x (rms_matmul_multi / rms_matmul_glu; K <= 1024), acc — y += the
+ * sums (matmul_add), so a qwen3-0.6b layer is 6 launches instead of 8. */
+#include "backend/cuda/bfmma.cuh"
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/glu_act.cuh"
 #include <cooperative_groups.h>
@@ -42,6 +46,13 @@ typedef struct bfm_args {
     bfm_slot_t s[BFM_MAXW];
     const float *x;
     int n, T, K, glu, gelu;
+    /* fusions (KILN_CUDA_BFMMA_FUSE): norm — x is the residual stream and the matmul's input is
+     * rms_norm(x)·(off + nw) (nw NULL: no weight); 1: in the prologue, bitwise as rmsnorm.cu's
+     * rms_norm4_kernel computes it; 2: x·(off + nw) rounded, the sums scaled by 1/rms; acc — y += the
+     * sums (the residual add) instead of y = */
+    const float *nw;
+    float off, eps;
+    int norm, acc;
 } bfm_args_t;
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
@@ -50,13 +61,47 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
                  : "r"((unsigned)__cvta_generic_to_shared(p)));
 }
 
+/* the ring, then (norm) the row partials [8·NT][2] and the rows' 1/rms [8·NT] */
 template <int NT, int RW> static constexpr size_t bfm_smem() {
-    return (size_t)BFM_NS * (RW * BFM_ROWS * BFM_KC * 2 + 8 * NT * BFM_XP * 4);
+    return (size_t)BFM_NS * (RW * BFM_ROWS * BFM_KC * 2 + 8 * NT * BFM_XP * 4) + 8 * NT * 3 * 4;
+}
+
+/* The norm's statistics (NORM 1 and 2): for each (token, 128-column chunk) of the split's range
+ * (whole in the ring: nst <= BFM_NS) one thread replays rms_norm4_kernel's warp for that chunk —
+ * lane l's fmaf of the float4 at column 4l in x, y, z, w order, then the xor tree's pairs level by
+ * level (lane 0's value) — into pss[t][c]; then 1/rms of token t from the chunks of all splits
+ * (distributed shared memory) added in chunk order (rms_norm4_kernel's 8 warp sums, zero past K) */
+__device__ __forceinline__ void bfm_chunk_sums(float *pss, const unsigned char *smem, int stb, int wst, int T, int nch, int tid, int nth) {
+    for (int it = tid; it < T * nch; it += nth) {
+        const int t = it / nch, c = it - t * nch;
+        float v[32];
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const float4 q4 = *(const float4 *)((const float *)(smem + (2 * c + (l >> 4)) * stb + wst) + t * BFM_XP + 4 * (l & 15));
+            float ss = 0.f;
+            ss = fmaf(q4.x, q4.x, ss); ss = fmaf(q4.y, q4.y, ss); ss = fmaf(q4.z, q4.z, ss); ss = fmaf(q4.w, q4.w, ss);
+            v[l] = ss;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int l = 0; l < o; l++) v[l] = v[l] + v[l + o];
+        pss[t * 2 + c] = v[0];
+    }
+}
+__device__ __forceinline__ float bfm_inv(cooperative_groups::cluster_group &cl, float *pss, int t, int nch, int K, float eps) {
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = i < K / 128 ? cl.map_shared_rank(pss, i / nch)[t * 2 + i % nch] : 0.f;
+    float tot = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) tot += v[i];
+    return 1.0f / sqrtf(tot / (float)K + eps);
 }
 
 /* RW = 1: 64 rows, 4 warps; RW = 2: 128 rows, 8 warps (warp w: k-step w % 4, rows 64·(w / 4)..),
  * x read once per 128 rows instead of 64 */
-template <int NT, int SPLIT, int RW>
+template <int NT, int SPLIT, int RW, int NORM = 0>
 __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int XR = 8 * NT, ROWS = BFM_ROWS * RW, NTH = 128 * RW, RP = ROWS + 4;
@@ -98,14 +143,38 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
         float *xs = (float *)(smem + s * STB + WST);
         for (int i = T * BFM_XP + tid; i < XR * BFM_XP; i += NTH) xs[i] = 0.f;
     }
-#pragma unroll
-    for (int s = 0; s < BFM_NS - 1; s++)
-        if (s < nst) load_w(s);
-    pdl_wait(); /* x (and y) belong to earlier kernels */
-#pragma unroll
-    for (int s = 0; s < BFM_NS - 1; s++) {
-        if (s < nst) load_x(s);
+    float invt[NT]; /* NORM 1: 1/rms of tokens 8j + g */
+    float *pss = (float *)(smem + BFM_NS * STB), *sinv = pss + XR * 2; /* NORM: past the ring */
+    const int nch = nst / 2;
+    if (NORM == 1) {
+        /* bitwise rms_norm4_kernel + this matmul (host: S >= 2, nst <= BFM_NS, 128-column chunks
+         * whole in every split, K <= 1024): the split's whole range of W and x in the ring at once,
+         * the statistics (bfm_chunk_sums, one cluster barrier, bfm_inv), then x scaled as it is
+         * converted in the loop below, (x·inv)·(off + nw) as rms_norm4_kernel scales it */
+        for (int s = 0; s < nst; s++) load_w(s);
+        pdl_wait();
+        for (int s = 0; s < nst; s++) load_x(s);
         cp_commit();
+        cp_wait<0>();
+        __syncthreads();
+        bfm_chunk_sums(pss, smem, STB, WST, T, nch, tid, NTH);
+        cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+        cl.sync();
+        if (tid < T) sinv[tid] = bfm_inv(cl, pss, tid, nch, K, a.eps);
+        else if (tid < XR) sinv[tid] = 0.f; /* tokens past T: x is zero there */
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < NT; j++) invt[j] = sinv[j * 8 + (lane >> 2)];
+    } else {
+#pragma unroll
+        for (int s = 0; s < BFM_NS - 1; s++)
+            if (s < nst) load_w(s);
+        pdl_wait(); /* x (and y) belong to earlier kernels */
+#pragma unroll
+        for (int s = 0; s < BFM_NS - 1; s++) {
+            if (s < nst) load_x(s);
+            cp_commit();
+        }
     }
     float acc[4][NT][4];
 #pragma unroll
@@ -118,7 +187,7 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
     for (int i = 0; i < nst; i++) {
         cp_wait<BFM_NS - 2>();
         __syncthreads();
-        if (i + BFM_NS - 1 < nst) { load_w(i + BFM_NS - 1); load_x(i + BFM_NS - 1); }
+        if (NORM != 1 && i + BFM_NS - 1 < nst) { load_w(i + BFM_NS - 1); load_x(i + BFM_NS - 1); }
         cp_commit();
         const unsigned char *ws = smem + (i % BFM_NS) * STB;
         const float *xs = (const float *)(ws + WST);
@@ -128,10 +197,22 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
             const int r = half * 64 + m * 16 + (lane & 15), ch = 2 * ks + (lane >> 4);
             ldsm_x4(af[m], ws + r * 128 + ((ch ^ (r & 7)) << 4));
         }
+        float f0 = 1.f, f1 = 1.f, f2 = 1.f, f3 = 1.f; /* NORM 1/2: off + nw of this thread's four columns */
+        if (NORM && a.nw) {
+            const float *wp = a.nw + (size_t)(st0 + i) * BFM_KC + 16 * ks + 2 * q;
+            const float2 w0 = __ldg((const float2 *)wp), w1 = __ldg((const float2 *)(wp + 8));
+            f0 = a.off + w0.x; f1 = a.off + w0.y; f2 = a.off + w1.x; f3 = a.off + w1.y;
+        }
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             const float *xp = xs + (j * 8 + g) * BFM_XP + 16 * ks + 2 * q;
-            const float2 v0 = *(const float2 *)xp, v1 = *(const float2 *)(xp + 8);
+            float2 v0 = *(const float2 *)xp, v1 = *(const float2 *)(xp + 8);
+            if (NORM == 1) { /* rms_norm4_kernel's (x·inv)·(off + w); · 1.0f without a weight is exact */
+                v0.x = (v0.x * invt[j]) * f0; v0.y = (v0.y * invt[j]) * f1;
+                v1.x = (v1.x * invt[j]) * f2; v1.y = (v1.y * invt[j]) * f3;
+            } else if (NORM == 2 && a.nw) { /* x·(off + w) rounded; 1/rms applied to the sums */
+                v0.x *= f0; v0.y *= f1; v1.x *= f2; v1.y *= f3;
+            }
             const __nv_bfloat162 h0 = __floats2bfloat162_rn(v0.x, v0.y), h1 = __floats2bfloat162_rn(v1.x, v1.y);
             const uint32_t b0 = bf2_bits(h0), b1 = bf2_bits(h1);
 #pragma unroll
@@ -148,6 +229,10 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
     cp_wait<0>();
     __syncthreads();
     pdl_trigger();
+    if (NORM == 2) { /* the statistics from x still in the ring (nst <= BFM_NS), before red covers it */
+        bfm_chunk_sums(pss, smem, STB, WST, T, nch, tid, NTH);
+        __syncthreads();
+    }
     /* the four k-step warps' sums of a row, added in k-step order: red[ks][token][row] */
     float *red = (float *)smem;
 #pragma unroll
@@ -175,7 +260,11 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
             for (int e = tid; e < T * ROWS; e += NTH) {
                 const int t = e / ROWS, r = e % ROWS, n = tile * ROWS + r;
                 const float *p = red + t * RP + r;
-                if (n < N) sl.y[(size_t)t * N + n] = ((p[0] + p[WS]) + p[2 * WS]) + p[3 * WS];
+                if (n < N) {
+                    const float v = ((p[0] + p[WS]) + p[2 * WS]) + p[3 * WS];
+                    float *yp = sl.y + (size_t)t * N + n;
+                    *yp = a.acc ? __fadd_rn(*yp, v) : v;
+                }
             }
         }
         return;
@@ -202,6 +291,10 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
 #pragma unroll
     for (int s = 0; s < 8; s++) rem[s] = s < S ? cl.map_shared_rank(own, s) : own;
     const int t0 = split * T / S, t1 = (split + 1) * T / S;
+    if (NORM == 2) { /* 1/rms of this block's tokens (every block's chunk sums are in before cl.sync) */
+        if (tid < t1 - t0) sinv[tid] = bfm_inv(cl, pss, t0 + tid, nch, K, a.eps);
+        __syncthreads();
+    }
     if (glu) {
         for (int e = t0 * (ROWS / 2) + tid; e < t1 * (ROWS / 2); e += NTH) {
             const int t = e / (ROWS / 2), r = e % (ROWS / 2), n = tile * (ROWS / 2) + r, i = t * ROWS + r;
@@ -213,20 +306,37 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
 #pragma unroll
             for (int s = 1; s < 8; s++)
                 if (s < S) { vg += gg[s]; vu += uu[s]; }
+            if (NORM == 2) { vg *= sinv[t - t0]; vu *= sinv[t - t0]; }
             if (n < N) sl.y[(size_t)t * N + n] = glu_act(vg, vu, a.gelu);
         }
     } else {
-        for (int e = t0 * ROWS + tid; e < t1 * ROWS; e += NTH) {
-            const int t = e / ROWS, r = e % ROWS, n = tile * ROWS + r;
-            float v[8];
+        /* four outputs per thread at a time: their partials and (acc) their y loaded together */
+        const int e1 = t1 * ROWS;
+        for (int eb = t0 * ROWS + tid; eb < e1; eb += 4 * NTH) {
+            float sum[4], yo[4];
 #pragma unroll
-            for (int s = 0; s < 8; s++)
-                if (s < S) v[s] = rem[s][e];
-            float sum = v[0];
+            for (int u = 0; u < 4; u++) {
+                const int e = eb + u * NTH, t = e / ROWS, n = tile * ROWS + e % ROWS;
+                sum[u] = 0.f;
+                yo[u] = 0.f;
+                if (e < e1) {
+                    float v[8];
 #pragma unroll
-            for (int s = 1; s < 8; s++)
-                if (s < S) sum += v[s];
-            if (n < N) sl.y[(size_t)t * N + n] = sum;
+                    for (int s = 0; s < 8; s++)
+                        if (s < S) v[s] = rem[s][e];
+                    sum[u] = v[0];
+#pragma unroll
+                    for (int s = 1; s < 8; s++)
+                        if (s < S) sum[u] += v[s];
+                    if (NORM == 2) sum[u] *= sinv[t - t0];
+                    if (a.acc && n < N) yo[u] = sl.y[(size_t)t * N + n];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int e = eb + u * NTH, t = e / ROWS, n = tile * ROWS + e % ROWS;
+                if (e < e1 && n < N) sl.y[(size_t)t * N + n] = a.acc ? __fadd_rn(yo[u], sum[u]) : sum[u];
+            }
         }
     }
     cl.sync(); /* the other blocks may still read this one's partial */
@@ -256,11 +366,11 @@ static int bfm_splits(int K) {
     return S;
 }
 
-template <int NT, int SPLIT, int RW> static void bfm_launch(cuda_impl_t *c, const bfm_args_t &a, int blocks, int S) {
+template <int NT, int SPLIT, int RW, int NORM = 0> static void bfm_launch(cuda_impl_t *c, const bfm_args_t &a, int blocks, int S) {
     static int attr;
     const size_t sm = bfm_smem<NT, RW>();
     if (!attr) {
-        cudaCheck(cudaFuncSetAttribute(bfm_kernel<NT, SPLIT, RW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        cudaCheck(cudaFuncSetAttribute(bfm_kernel<NT, SPLIT, RW, NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
         attr = 1;
     }
     cudaLaunchConfig_t cfg = {};
@@ -268,11 +378,37 @@ template <int NT, int SPLIT, int RW> static void bfm_launch(cuda_impl_t *c, cons
     const int na = cuda_pdl_cluster_attrs(at, true, S);
     cfg.gridDim = dim3(blocks); cfg.blockDim = dim3(128 * RW); cfg.dynamicSmemBytes = sm; cfg.stream = c->stream;
     cfg.attrs = at; cfg.numAttrs = na;
-    cudaCheck(cudaLaunchKernelEx(&cfg, bfm_kernel<NT, SPLIT, RW>, a));
+    cudaCheck(cudaLaunchKernelEx(&cfg, bfm_kernel<NT, SPLIT, RW, NORM>, a));
 }
 
 template <int RW> static void bfm_launch_t(cuda_impl_t *c, const bfm_args_t &a, int blocks, int S, int T, int split) {
     const int NT = T <= 8 ? 1 : T <= 16 ? 2 : T <= 32 ? 4 : 8;
+    if (RW == 1 && a.norm == 1) { /* the norm in the prologue: 64-row blocks only */
+        switch (NT * 2 + (split ? 1 : 0)) {
+        case 2: bfm_launch<1, 0, 1, 1>(c, a, blocks, S); break;
+        case 3: bfm_launch<1, 1, 1, 1>(c, a, blocks, S); break;
+        case 4: bfm_launch<2, 0, 1, 1>(c, a, blocks, S); break;
+        case 5: bfm_launch<2, 1, 1, 1>(c, a, blocks, S); break;
+        case 8: bfm_launch<4, 0, 1, 1>(c, a, blocks, S); break;
+        case 9: bfm_launch<4, 1, 1, 1>(c, a, blocks, S); break;
+        case 16: bfm_launch<8, 0, 1, 1>(c, a, blocks, S); break;
+        default: bfm_launch<8, 1, 1, 1>(c, a, blocks, S); break;
+        }
+        return;
+    }
+    if (RW == 1 && a.norm == 2) { /* 1/rms applied to the sums */
+        switch (NT * 2 + (split ? 1 : 0)) {
+        case 2: bfm_launch<1, 0, 1, 2>(c, a, blocks, S); break;
+        case 3: bfm_launch<1, 1, 1, 2>(c, a, blocks, S); break;
+        case 4: bfm_launch<2, 0, 1, 2>(c, a, blocks, S); break;
+        case 5: bfm_launch<2, 1, 1, 2>(c, a, blocks, S); break;
+        case 8: bfm_launch<4, 0, 1, 2>(c, a, blocks, S); break;
+        case 9: bfm_launch<4, 1, 1, 2>(c, a, blocks, S); break;
+        case 16: bfm_launch<8, 0, 1, 2>(c, a, blocks, S); break;
+        default: bfm_launch<8, 1, 1, 2>(c, a, blocks, S); break;
+        }
+        return;
+    }
     switch (NT * 2 + (split ? 1 : 0)) {
     case 2: bfm_launch<1, 0, RW>(c, a, blocks, S); break;
     case 3: bfm_launch<1, 1, RW>(c, a, blocks, S); break;
@@ -303,9 +439,27 @@ static int bfm_ok(const dweight_t *w, int K) {
            (size_t)w->rows * K <= ((size_t)8 << 20);
 }
 
+/* KILN_CUDA_BFMMA_FUSE (opt-in, read once): the fused decode ops (rms_matmul_multi, rms_matmul_glu,
+ * matmul_add) at 3..64 tokens here. 1: the norm bitwise rms_norm4_kernel's, applied before the
+ * rounding (the whole split range waits in the ring for the statistics); 2: x·(off + w) rounded and
+ * the sums scaled by 1/rms (the statistics from the ring after the loop; the same precision class,
+ * not bitwise the separate ops); 0 / unset (default): they decline, the model runs add_rms_norm +
+ * the plain launches. Measured SLOWER at 64 rows (qwen3-0.6b bf16 c=64 16.6-17.3k tok/s with 1 or 2
+ * against 19.1-19.6k without, the same binary; bench/cuda/RESULTS.md, session 14, helper-90). */
+int cuda_bfmma_fuse_on(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KILN_CUDA_BFMMA_FUSE");
+        v = !e ? 0 : !strcmp(e, "1") ? 1 : !strcmp(e, "2") ? 2 : 0;
+    }
+    return v;
+}
+
 /* y[i] = x·W[i]ᵀ for n bf16 weights of one K (glu: n = 2, y[0] = act(x·Wgᵀ) ⊙ (x·Wuᵀ)); split:
- * x as hi + lo. Returns -1 (nothing launched) where it does not apply. */
-int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu) {
+ * x as hi + lo; ex (NULL: none): the norm of x in the prologue / y += in the stores (bfm_args_t).
+ * Returns -1 (nothing launched) where it does not apply. */
+int cuda_bfmma_ex(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu,
+                  const bfm_ext_t *ex) {
     if (T < 3 || T > bfm_max_t() || n < 1 || n > BFM_MAXW || ((uintptr_t)x & 15)) return -1;
     const int K = w[0]->cols;
     for (int i = 0; i < n; i++)
@@ -314,6 +468,16 @@ int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, co
     bfm_args_t a = {};
     a.x = x; a.T = T; a.K = K; a.glu = glu; a.gelu = gelu;
     const int S = bfm_splits(K), ns = glu ? 1 : n, rw = bfm_rw(), rows = BFM_ROWS * rw;
+    if (ex && ex->norm) {
+        /* rms_norm4_kernel's order at one float4 per thread (256 < K <= 1024, K % 128 == 0), each
+         * split's range whole 128-column chunks and at most the ring (bfm_kernel's norm) */
+        if (rw != 1 || K <= 256 || K > 1024 || K % 128 || S < 2 || (K / S) % 128 || K / S > BFM_NS * BFM_KC || ((uintptr_t)ex->nw & 15)) return -1;
+        a.norm = ex->norm == 2 ? 2 : 1; a.nw = ex->nw; a.off = ex->off; a.eps = ex->eps;
+    }
+    if (ex && ex->acc) {
+        if (glu) return -1;
+        a.acc = 1;
+    }
     int blocks = 0;
     for (int i = 0; i < ns; i++) {
         bfm_slot_t &s = a.s[i];
@@ -330,4 +494,7 @@ int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, co
     if (rw == 2) bfm_launch_t<2>(c, a, blocks, S, T, split);
     else bfm_launch_t<1>(c, a, blocks, S, T, split);
     return 0;
+}
+int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu) {
+    return cuda_bfmma_ex(c, n, y, x, T, w, split, glu, gelu, NULL);
 }

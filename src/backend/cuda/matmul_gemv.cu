@@ -13,6 +13,7 @@
  * gemvq_kernel/gemvh_kernel (multi-row, below); f32 and
  * 2/3/5/6-bit through gemv_kernel. Order: lane l accumulates units l, l+32, ... in order, then a fixed xor-shuffle tree;
  * nothing depends on T, so a token's outputs are bitwise the same alone or with others. */
+#include "backend/cuda/bfmma.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/glu_act.cuh"
 
@@ -965,12 +966,29 @@ void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x
     cuda_glu(be, y, g, u, (size_t)T * wg->rows, act);
 }
 
+/* the fused ops below at 3..64 tokens on matmul_bfmma.cu (bf16 weights; it declines other shapes):
+ * where matmul / matmul_multi / matmul_glu take it, with KILN_CUDA_BFMMA_FUSE=1 or 2 (opt-in; unset:
+ * they decline there as before). =1 bitwise the separate ops: the norm as rms_norm4_kernel computes
+ * it, y += as the add op (test_bfmma_fused); =2 the norm's 1/rms on the sums (not bitwise). */
+static int bfm_fused(cuda_impl_t *c, int T) { return T >= 3 && T >= c->gemm_min_t_bf16 && cuda_bfmma_fuse_on(); }
+
 /* backend.h rms_matmul_glu: matmul_glu of rms_norm(x) with the norm in each block's prologue
  * (GM_NORM); declines (nonzero) where that kernel does not apply. */
 int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
                         const weight_t *wu, act_t act) {
     cuda_impl_t *c = cuda_impl(be);
     const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
+    if (bfm_fused(c, T)) { /* bf16 at 3..64 tokens: matmul_bfmma.cu's GLU tiles with the norm in the prologue */
+        const dweight_t *wgu[2] = {dg, du};
+        float *const yy[2] = {y, y};
+        bfm_ext_t ex = {};
+        ex.nw = nw; ex.off = off; ex.eps = eps; ex.norm = cuda_bfmma_fuse_on();
+        const int single = c->act_bf16 >= 0 ? c->act_bf16 : be->act_bf16_ok;
+        if (cuda_bfmma_ex(c, 2, yy, x, T, wgu, !single, 1, act == ACT_GELU_TANH, &ex) == 0) {
+            cuda_capture_tick(c);
+            return 0;
+        }
+    }
     if (!norm_ok(x, nw, dg->cols, T)) return -1;
     gemv_ext_t e = {};
     e.nw = nw; e.off = off; e.eps = eps;
@@ -982,12 +1000,21 @@ int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw
 int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
                           const weight_t *const *wt) {
     cuda_impl_t *c = cuda_impl(be);
-    if (n < 1 || n > 4 || !multi_on()) return -1;
+    if (n < 1 || n > 4) return -1;
     const dweight_t *w[4];
-    for (int i = 0; i < n; i++) {
-        w[i] = (const dweight_t *)wt[i]->device;
-        if (!gemvp_ok(c, w[i], x, T)) return -1;
+    for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
+    if (bfm_fused(c, T)) { /* bf16 at 3..64 tokens: one matmul_bfmma.cu launch with the norm in its prologue */
+        bfm_ext_t ex = {};
+        ex.nw = nw; ex.off = off; ex.eps = eps; ex.norm = cuda_bfmma_fuse_on();
+        const int single = c->act_bf16 >= 0 ? c->act_bf16 : be->act_bf16_ok;
+        if (cuda_bfmma_ex(c, n, y, x, T, w, !single, 0, 0, &ex) == 0) {
+            cuda_capture_tick(c);
+            return 0;
+        }
     }
+    if (!multi_on()) return -1;
+    for (int i = 0; i < n; i++)
+        if (!gemvp_ok(c, w[i], x, T)) return -1;
     if (!norm_ok(x, nw, w[0]->cols, T)) return -1;
     gemv_ext_t e = {};
     e.nw = nw; e.off = off; e.eps = eps;
@@ -1003,6 +1030,15 @@ int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x,
 int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *wt) {
     cuda_impl_t *c = cuda_impl(be);
     const dweight_t *w = (const dweight_t *)wt->device;
+    if (bfm_fused(c, T)) { /* bf16 at 3..64 tokens: matmul_bfmma.cu with y += in its stores */
+        bfm_ext_t ex = {};
+        ex.acc = 1;
+        const int single = c->act_bf16 >= 0 ? c->act_bf16 : be->act_bf16_ok;
+        if (cuda_bfmma_ex(c, 1, &y, x, T, &w, !single, 0, 0, &ex) == 0) {
+            cuda_capture_tick(c);
+            return 0;
+        }
+    }
     if (w->rows < fuse_norm_min_k() || !gemvp_ok(c, w, x, T)) return -1;
     const int cfg = gemv_cfg(c, w, T);
     if (!gemv_pipe(cfg)) return -1;
