@@ -468,7 +468,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     const char *senv = getenv("KILN_CUDA_GRAPH_SEG");
     c->seg_len = senv ? atoi(senv) : 16;
     const char *sfenv = getenv("KILN_CUDA_GRAPH_SEG_FIRST");
-    c->seg_first = sfenv ? atoi(sfenv) : 0;
+    c->seg_first = sfenv ? atoi(sfenv) : 2; /* 0: every segment seg_len long, as before session 14 */
     const char *stenv = getenv("KILN_CUDA_STEP_STATS");
     c->stats_T = stenv ? atoi(stenv) : 0;
     const char *aenv = getenv("KILN_CUDA_ATTN");

@@ -89,7 +89,7 @@ typedef struct cuda_impl {
     /* segments: every seg_len matmuls the capture so far is launched and a new one starts,
      * so the GPU runs the first layers while the host records the next (KILN_CUDA_GRAPH_SEG,
      * 0 = the whole step as one graph). seg_first > 0: the first segment closes after
-     * seg_first matmuls and each next one is twice as long, up to seg_len (KILN_CUDA_GRAPH_SEG_FIRST),
+     * seg_first matmuls (default 2) and each next one is twice as long, up to seg_len (KILN_CUDA_GRAPH_SEG_FIRST),
      * so the GPU starts the step sooner instead of idling while the host records 16 matmuls */
     int seg, seg_ops, seg_len, seg_first;
     struct { cudaGraphExec_t exec; int T, seg; size_t nodes; } gx[64];
