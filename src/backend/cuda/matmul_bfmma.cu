@@ -381,44 +381,25 @@ template <int NT, int SPLIT, int RW, int NORM = 0> static void bfm_launch(cuda_i
     cudaCheck(cudaLaunchKernelEx(&cfg, bfm_kernel<NT, SPLIT, RW, NORM>, a));
 }
 
+/* the instantiation for (NT, split): NT = 1/2/4/8 token tiles of 8 by T */
+template <int RW, int NORM> static void bfm_launch_nt(cuda_impl_t *c, const bfm_args_t &a, int blocks, int S, int NT, int split) {
+    switch (NT * 2 + (split ? 1 : 0)) {
+    case 2: bfm_launch<1, 0, RW, NORM>(c, a, blocks, S); break;
+    case 3: bfm_launch<1, 1, RW, NORM>(c, a, blocks, S); break;
+    case 4: bfm_launch<2, 0, RW, NORM>(c, a, blocks, S); break;
+    case 5: bfm_launch<2, 1, RW, NORM>(c, a, blocks, S); break;
+    case 8: bfm_launch<4, 0, RW, NORM>(c, a, blocks, S); break;
+    case 9: bfm_launch<4, 1, RW, NORM>(c, a, blocks, S); break;
+    case 16: bfm_launch<8, 0, RW, NORM>(c, a, blocks, S); break;
+    default: bfm_launch<8, 1, RW, NORM>(c, a, blocks, S); break;
+    }
+}
+
 template <int RW> static void bfm_launch_t(cuda_impl_t *c, const bfm_args_t &a, int blocks, int S, int T, int split) {
     const int NT = T <= 8 ? 1 : T <= 16 ? 2 : T <= 32 ? 4 : 8;
-    if (RW == 1 && a.norm == 1) { /* the norm in the prologue: 64-row blocks only */
-        switch (NT * 2 + (split ? 1 : 0)) {
-        case 2: bfm_launch<1, 0, 1, 1>(c, a, blocks, S); break;
-        case 3: bfm_launch<1, 1, 1, 1>(c, a, blocks, S); break;
-        case 4: bfm_launch<2, 0, 1, 1>(c, a, blocks, S); break;
-        case 5: bfm_launch<2, 1, 1, 1>(c, a, blocks, S); break;
-        case 8: bfm_launch<4, 0, 1, 1>(c, a, blocks, S); break;
-        case 9: bfm_launch<4, 1, 1, 1>(c, a, blocks, S); break;
-        case 16: bfm_launch<8, 0, 1, 1>(c, a, blocks, S); break;
-        default: bfm_launch<8, 1, 1, 1>(c, a, blocks, S); break;
-        }
-        return;
-    }
-    if (RW == 1 && a.norm == 2) { /* 1/rms applied to the sums */
-        switch (NT * 2 + (split ? 1 : 0)) {
-        case 2: bfm_launch<1, 0, 1, 2>(c, a, blocks, S); break;
-        case 3: bfm_launch<1, 1, 1, 2>(c, a, blocks, S); break;
-        case 4: bfm_launch<2, 0, 1, 2>(c, a, blocks, S); break;
-        case 5: bfm_launch<2, 1, 1, 2>(c, a, blocks, S); break;
-        case 8: bfm_launch<4, 0, 1, 2>(c, a, blocks, S); break;
-        case 9: bfm_launch<4, 1, 1, 2>(c, a, blocks, S); break;
-        case 16: bfm_launch<8, 0, 1, 2>(c, a, blocks, S); break;
-        default: bfm_launch<8, 1, 1, 2>(c, a, blocks, S); break;
-        }
-        return;
-    }
-    switch (NT * 2 + (split ? 1 : 0)) {
-    case 2: bfm_launch<1, 0, RW>(c, a, blocks, S); break;
-    case 3: bfm_launch<1, 1, RW>(c, a, blocks, S); break;
-    case 4: bfm_launch<2, 0, RW>(c, a, blocks, S); break;
-    case 5: bfm_launch<2, 1, RW>(c, a, blocks, S); break;
-    case 8: bfm_launch<4, 0, RW>(c, a, blocks, S); break;
-    case 9: bfm_launch<4, 1, RW>(c, a, blocks, S); break;
-    case 16: bfm_launch<8, 0, RW>(c, a, blocks, S); break;
-    default: bfm_launch<8, 1, RW>(c, a, blocks, S); break;
-    }
+    if (RW == 1 && a.norm == 1) bfm_launch_nt<1, 1>(c, a, blocks, S, NT, split); /* the norm in the prologue: 64-row blocks only */
+    else if (RW == 1 && a.norm == 2) bfm_launch_nt<1, 2>(c, a, blocks, S, NT, split); /* 1/rms applied to the sums */
+    else bfm_launch_nt<RW, 0>(c, a, blocks, S, NT, split);
 }
 
 /* KILN_CUDA_BFMMA_ROWS=64|128: rows per block (default 64) */

@@ -104,6 +104,29 @@ __device__ __forceinline__ int wg_exp(float m) {
 }
 __device__ __forceinline__ float wg_pow2(int e) { return __int_as_float((127 + e) << 23); }
 
+/* 2^s per row (rows ra, rb) over a split's groups [gb, ge), s from max |scale|·(2^BITS − 1) + |bias|:
+ * lanes q = 0..3 take every fourth group, then the four lanes agree by shuffles. pa, pb = 2^s;
+ * ia, ib = 2^−s. dt: the scales' dtype (a constant where the kernel has SBT). */
+template <int BITS>
+__device__ __forceinline__ void wg_row_pow2(const dweight_t &w, int dt, int ra, int rb, int ng, int gb, int ge, int q, float &pa, float &pb,
+                                            float &ia, float &ib) {
+    const float cmax = (float)((1 << BITS) - 1);
+    float ma = 0.f, mb = 0.f;
+#pragma unroll 8 /* the loads of a lane issued together: one round trip for up to 32 groups */
+    for (int gi = gb + q; gi < ge; gi += 4) {
+        const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
+        ma = fmaxf(ma, fabsf(ld_f(w.scales, dt, xa)) * cmax + fabsf(ld_f(w.biases, dt, xa)));
+        mb = fmaxf(mb, fabsf(ld_f(w.scales, dt, xb)) * cmax + fabsf(ld_f(w.biases, dt, xb)));
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+        ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
+        mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
+    }
+    const int sa = wg_exp(ma), sb = wg_exp(mb);
+    pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+}
+
 template <int BITS, int NP> struct wgs {
     static constexpr int XB = NP * 128;               /* x tile of a chunk: 4 k-steps × NP/8 × 2 core matrices */
     static constexpr int RB = WG_KC * BITS / 8;       /* code bytes per row per chunk */
@@ -240,26 +263,9 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
         if (i < n) wg_issue<BITS, NP>(smem + i * P::STG, w, xg, r0, c0 + i, tid, wpr, ng, bulk, mb0 + 8 * i, pf);
         cp_commit();
     }
-    /* 2^s per row over this split's groups: lanes q take every fourth group */
+    /* 2^s per row over this split's groups */
     float pa, pb, ia, ib;
-    {
-        const int gb = c0 * WG_KC / w.group, ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
-        const float cmax = (float)((1 << BITS) - 1);
-        float ma = 0.f, mb = 0.f;
-#pragma unroll 8 /* the loads of a lane issued together: one round trip for up to 32 groups */
-        for (int gi = gb + q; gi < ge; gi += 4) {
-            const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
-            ma = fmaxf(ma, fabsf(ld_f(w.scales, w.sb_dtype, xa)) * cmax + fabsf(ld_f(w.biases, w.sb_dtype, xa)));
-            mb = fmaxf(mb, fabsf(ld_f(w.scales, w.sb_dtype, xb)) * cmax + fabsf(ld_f(w.biases, w.sb_dtype, xb)));
-        }
-#pragma unroll
-        for (int o = 1; o <= 2; o <<= 1) {
-            ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
-            mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
-        }
-        const int sa = wg_exp(ma), sb = wg_exp(mb);
-        pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
-    }
+    wg_row_pow2<BITS>(w, w.sb_dtype, ra, rb, ng, c0 * WG_KC / w.group, ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib);
     /* a 16-bit scale/bias is the upper half of its word when its element index plus the array's
      * 2-byte offset is odd */
     const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
@@ -512,26 +518,8 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
         cp_commit();
     }
     float pa, pb, ia, ib;
-    {
-        const int gb = c0 * WG_KC / w.group, ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
-        const float cmax = (float)((1 << BITS) - 1);
-        float ma = 0.f, mb = 0.f;
-#pragma unroll 8
-        for (int gi = gb + q; gi < ge; gi += 4) {
-            const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
-            ma = fmaxf(ma, fabsf(ld_f(w.scales, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xa)) * cmax +
-                               fabsf(ld_f(w.biases, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xa)));
-            mb = fmaxf(mb, fabsf(ld_f(w.scales, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xb)) * cmax +
-                               fabsf(ld_f(w.biases, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xb)));
-        }
-#pragma unroll
-        for (int o = 1; o <= 2; o <<= 1) {
-            ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
-            mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
-        }
-        const int sa = wg_exp(ma), sb = wg_exp(mb);
-        pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
-    }
+    wg_row_pow2<BITS>(w, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, ra, rb, ng, c0 * WG_KC / w.group,
+                      ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib);
     const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
     const int pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
     float acc[NR];
@@ -739,26 +727,8 @@ __device__ __forceinline__ void wg3_body(float *__restrict__ out, const unsigned
     const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g;
     const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
     float pa, pb, ia, ib;
-    {
-        const int gb = c0 * WG_KC / w.group, ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
-        const float cmax = (float)((1 << BITS) - 1);
-        float ma = 0.f, mb = 0.f;
-#pragma unroll 8
-        for (int gi = gb + q; gi < ge; gi += 4) {
-            const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
-            ma = fmaxf(ma, fabsf(ld_f(w.scales, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xa)) * cmax +
-                               fabsf(ld_f(w.biases, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xa)));
-            mb = fmaxf(mb, fabsf(ld_f(w.scales, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xb)) * cmax +
-                               fabsf(ld_f(w.biases, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, xb)));
-        }
-#pragma unroll
-        for (int o = 1; o <= 2; o <<= 1) {
-            ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
-            mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
-        }
-        const int sa = wg_exp(ma), sb = wg_exp(mb);
-        pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
-    }
+    wg_row_pow2<BITS>(w, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, ra, rb, ng, c0 * WG_KC / w.group,
+                      ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib);
     const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
     const int pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
     float acc[NR];
