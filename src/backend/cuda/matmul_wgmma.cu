@@ -127,6 +127,23 @@ __device__ __forceinline__ void wg_row_pow2(const dweight_t &w, int dt, int ra, 
     pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
 }
 
+/* a warp's results: rows ya, yb (= ya + 8) of tokens 8i + 2q + e, acc · 2^−s (ia, ib) · the token's
+ * 1/2^e (xinv), into o[t·N + row] (rows past N are the clamped padding rows: not stored) */
+template <int NP>
+__device__ __forceinline__ void wg_store(float *o, const float *__restrict__ xinv, const float *acc, int T, int N, int ya, int yb, int q, float ia,
+                                         float ib) {
+#pragma unroll
+    for (int i = 0; i < NP / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int t = 8 * i + 2 * q + e;
+            if (t >= T) continue;
+            const float xi = xinv[t];
+            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
+            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
+        }
+}
+
 template <int BITS, int NP> struct wgs {
     static constexpr int XB = NP * 128;               /* x tile of a chunk: 4 k-steps × NP/8 × 2 core matrices */
     static constexpr int RB = WG_KC * BITS / 8;       /* code bytes per row per chunk */
@@ -335,17 +352,7 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
     for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
     cp_wait<0>();
     const int ya = r0 + lr, yb = ya + 8;
-    float *o = out + (size_t)split * T * N;
-#pragma unroll
-    for (int i = 0; i < NP / 8; i++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int t = 8 * i + 2 * q + e;
-            if (t >= T) continue;
-            const float xi = xinv[t];
-            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
-            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
-        }
+    wg_store<NP>(out + (size_t)split * T * N, xinv, acc, T, N, ya, yb, q, ia, ib);
 }
 
 /* ---- v2 (the default at 8-bit, KILN_CUDA_QWG_V=2; =1: wg_kernel above): the same operands, splits, chunk order and
@@ -585,17 +592,7 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
         cl.sync();
         return;
     }
-    float *o = out + (size_t)split * T * N;
-#pragma unroll
-    for (int i = 0; i < NP / 8; i++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int t = 8 * i + 2 * q + e;
-            if (t >= T) continue;
-            const float xi = xinv[t];
-            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
-            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
-        }
+    wg_store<NP>(out + (size_t)split * T * N, xinv, acc, T, N, ya, yb, q, ia, ib);
 }
 
 /* y = part[0] + part[1] + ... + part[KS-1], in split order */
@@ -764,17 +761,7 @@ __device__ __forceinline__ void wg3_body(float *__restrict__ out, const unsigned
 #pragma unroll
     for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
     const int ya = r0 + lr, yb = ya + 8;
-    float *o = out + (size_t)split * T * N;
-#pragma unroll
-    for (int i = 0; i < NP / 8; i++)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int t = 8 * i + 2 * q + e;
-            if (t >= T) continue;
-            const float xi = xinv[t];
-            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
-            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
-        }
+    wg_store<NP>(out + (size_t)split * T * N, xinv, acc, T, N, ya, yb, q, ia, ib);
 }
 
 /* registers: the register file is per SM sub-partition (16384 each, four a SM) and a block's
