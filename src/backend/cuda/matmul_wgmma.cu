@@ -104,12 +104,14 @@ __device__ __forceinline__ int wg_exp(float m) {
 }
 __device__ __forceinline__ float wg_pow2(int e) { return __int_as_float((127 + e) << 23); }
 
-/* 2^s per row (rows ra, rb) over a split's groups [gb, ge), s from max |scale|·(2^BITS − 1) + |bias|:
- * lanes q = 0..3 take every fourth group, then the four lanes agree by shuffles. pa, pb = 2^s;
- * ia, ib = 2^−s. dt: the scales' dtype (a constant where the kernel has SBT). */
+/* A warp's two rows (ra, rb) for a split's groups [gb, ge): 2^s per row, s from max |scale|·(2^BITS − 1) +
+ * |bias| (lanes q = 0..3 take every fourth group, then the four lanes agree by shuffles): pa, pb = 2^s;
+ * ia, ib = 2^−s. dt: the scales' dtype (a constant where the kernel has SBT). And where a row's 16-bit
+ * scales/biases sit in their 32-bit words: psa, psb (scales), pba, pbb (biases) = 1 when the row's first
+ * element is the upper half (its index plus the array's 2-byte offset is odd). */
 template <int BITS>
-__device__ __forceinline__ void wg_row_pow2(const dweight_t &w, int dt, int ra, int rb, int ng, int gb, int ge, int q, float &pa, float &pb,
-                                            float &ia, float &ib) {
+__device__ __forceinline__ void wg_row_setup(const dweight_t &w, int dt, int ra, int rb, int ng, int gb, int ge, int q, float &pa, float &pb,
+                                             float &ia, float &ib, int &psa, int &psb, int &pba, int &pbb) {
     const float cmax = (float)((1 << BITS) - 1);
     float ma = 0.f, mb = 0.f;
 #pragma unroll 8 /* the loads of a lane issued together: one round trip for up to 32 groups */
@@ -125,6 +127,8 @@ __device__ __forceinline__ void wg_row_pow2(const dweight_t &w, int dt, int ra, 
     }
     const int sa = wg_exp(ma), sb = wg_exp(mb);
     pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+    psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
+    pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
 }
 
 /* a warp's results: rows ya, yb (= ya + 8) of tokens 8i + 2q + e, acc · 2^−s (ia, ib) · the token's
@@ -280,13 +284,11 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
         if (i < n) wg_issue<BITS, NP>(smem + i * P::STG, w, xg, r0, c0 + i, tid, wpr, ng, bulk, mb0 + 8 * i, pf);
         cp_commit();
     }
-    /* 2^s per row over this split's groups */
+    /* 2^s per row over this split's groups, and the rows' 16-bit scale/bias halves */
     float pa, pb, ia, ib;
-    wg_row_pow2<BITS>(w, w.sb_dtype, ra, rb, ng, c0 * WG_KC / w.group, ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib);
-    /* a 16-bit scale/bias is the upper half of its word when its element index plus the array's
-     * 2-byte offset is odd */
-    const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
-    const int pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
+    int psa, psb, pba, pbb;
+    wg_row_setup<BITS>(w, w.sb_dtype, ra, rb, ng, c0 * WG_KC / w.group, ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib, psa, psb,
+                       pba, pbb);
     float acc[NR];
 #pragma unroll
     for (int i = 0; i < NR; i++) acc[i] = 0.f;
@@ -525,10 +527,9 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
         cp_commit();
     }
     float pa, pb, ia, ib;
-    wg_row_pow2<BITS>(w, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, ra, rb, ng, c0 * WG_KC / w.group,
-                      ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib);
-    const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
-    const int pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
+    int psa, psb, pba, pbb;
+    wg_row_setup<BITS>(w, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, ra, rb, ng, c0 * WG_KC / w.group,
+                       ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib, psa, psb, pba, pbb);
     float acc[NR];
 #pragma unroll
     for (int i = 0; i < NR; i++) acc[i] = 0.f;
@@ -724,10 +725,9 @@ __device__ __forceinline__ void wg3_body(float *__restrict__ out, const unsigned
     const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g;
     const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
     float pa, pb, ia, ib;
-    wg_row_pow2<BITS>(w, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, ra, rb, ng, c0 * WG_KC / w.group,
-                      ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib);
-    const int psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
-    const int pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
+    int psa, psb, pba, pbb;
+    wg_row_setup<BITS>(w, SBT == 2 ? DT_F32 : SBT == 0 ? DT_F16 : DT_BF16, ra, rb, ng, c0 * WG_KC / w.group,
+                       ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib, psa, psb, pba, pbb);
     float acc[NR];
 #pragma unroll
     for (int i = 0; i < NR; i++) acc[i] = 0.f;
