@@ -193,7 +193,7 @@ static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float 
 }
 
 #ifdef AT_LOADH
-/* Decode scores straight from an f16 cache with K transposed per block (kv_view_t.k_t): the
+/* Decode scores straight from an f16 or bf16 cache with K transposed per block (kv_view_t.k_t): the
  * block's keys u·AT_VW.. (a run inside one cache block) of dim d are AT_VW halves at kr[u] +
  * d·ds, widened in the load (exact) and fed to the FMA chains: the operands and order of
  * _scores_few_n with KT (q[d] × K[j][d] from d = 0, then × scale) — the same bits, without
@@ -201,7 +201,7 @@ static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float 
  * point at another run and are masked by the caller like any key outside [ja, jb]. */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)(float *S, const float *Qt,
                                                                                 const uint16_t *const *kr, size_t ds, int nqp,
-                                                                                int hd, float scale, const int NQ) {
+                                                                                int hd, float scale, const int NQ, const int BF) {
     AT_V acc[4][AT_KB / AT_VW];
     const uint16_t *p[AT_KB / AT_VW];
 #pragma GCC unroll 4
@@ -214,7 +214,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)
         AT_V kd[AT_KB / AT_VW];
 #pragma GCC unroll 4
         for (int u = 0; u < AT_KB / AT_VW; u++) {
-            kd[u] = AT_LOADH(p[u]);
+            kd[u] = AT_LOAD16(p[u], BF);
             p[u] += ds;
         }
 #pragma GCC unroll 4
@@ -232,15 +232,18 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)
 }
 
 static void AT_CAT(AT_NAME, _scores_kth)(float *S, const float *Qt, const uint16_t *const *kr, size_t ds, int nqp, int hd, int nq,
-                                         float scale) {
+                                         float scale, int bf) {
+#define AT_KTH(n) (bf ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 1) \
+                      : AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 0))
     switch (nq) {
-    case 1: AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, 1); break;
-    case 2: AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, 2); break;
+    case 1: AT_KTH(1); break;
+    case 2: AT_KTH(2); break;
 #if AT_DQ >= 4
-    case 3: AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, 3); break;
-    case 4: AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, 4); break;
+    case 3: AT_KTH(3); break;
+    case 4: AT_KTH(4); break;
 #endif
     }
+#undef AT_KTH
 }
 #endif
 
@@ -275,14 +278,14 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pv_nc)(float 
 }
 
 #ifdef AT_LOADH
-/* _pv_nc for decode tiles with f16 V: V[j] read from the cache row itself (vrow[j]) and
- * widened in the load, instead of from a converted f32 copy: f16 -> f32 is exact, so each
+/* _pv_nc for decode tiles with f16/bf16 V (BF): V[j] read from the cache row itself (vrow[j])
+ * and widened in the load, instead of from a converted f32 copy: either -> f32 is exact, so each
  * FMA sees the same operands in the same order — the same bits as _pv_nc — without the
  * copy's store and reload (a decode step uses each V row once per query pair). */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float *acc, const float *P, const void *const *vrow,
                                                                            int pj, int pi, int hdp, int c0, int i, int i2,
                                                                            int ja, int jb, const int NC, const int pair,
-                                                                           const char *const *pf, int pfn) {
+                                                                           const char *const *pf, int pfn, const int BF) {
     AT_V x[AT_CB], y[AT_CB];
     float *ai = acc + (size_t)i * hdp + c0, *bi = acc + (size_t)(pair ? i2 : i) * hdp + c0;
 #pragma GCC unroll 16
@@ -300,7 +303,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
             }
 #pragma GCC unroll 16
         for (int c = 0; c < NC; c++) {
-            AT_V vv = AT_LOADH(vj + c * AT_VW);
+            AT_V vv = AT_LOAD16(vj + c * AT_VW, BF);
             x[c] = AT_FMA(p, vv, x[c]);
             if (pair) y[c] = AT_FMA(p2, vv, y[c]);
         }
@@ -312,22 +315,29 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
     }
 }
 
-/* _pv with f16 V rows (hd == hdp, a multiple of AT_VW); P[j·pj + i·pi]. pf (or NULL): with
+/* _pv with f16 or bf16 (BF) V rows (hd == hdp, a multiple of AT_VW); P[j·pj + i·pi]. pf (or NULL): with
  * key j, prefetch pfn bytes of the K row pf[j] and the V row pf[AT_KB + j] (null: none) —
  * the next block's rows, asked for one at a time between the FMAs instead of all at once
  * (a burst of 512 prefetches stalls on the fill buffers) */
-static void AT_CAT(AT_NAME, _pvh)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
-                                  int ja, int jb, const char *const *pf, int pfn) {
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_bf)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
+                                  int ja, int jb, const char *const *pf, int pfn,
+                                                                           const int BF) {
     int c0 = 0;
     if (i2 >= 0) {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1, c0 ? NULL : pf, pfn);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1, c0 ? NULL : pf, pfn);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1, c0 ? NULL : pf, pfn);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1, c0 ? NULL : pf, pfn, BF);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1, c0 ? NULL : pf, pfn, BF);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1, c0 ? NULL : pf, pfn, BF);
     } else {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0, c0 ? NULL : pf, pfn);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0, c0 ? NULL : pf, pfn);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0, c0 ? NULL : pf, pfn);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0, c0 ? NULL : pf, pfn, BF);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0, c0 ? NULL : pf, pfn, BF);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0, c0 ? NULL : pf, pfn, BF);
     }
+}
+
+static void AT_CAT(AT_NAME, _pvh)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
+                                  int ja, int jb, const char *const *pf, int pfn, int bf) {
+    if (bf) AT_CAT(AT_NAME, _pvh_bf)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 1);
+    else AT_CAT(AT_NAME, _pvh_bf)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 0);
 }
 #endif
 
@@ -474,9 +484,11 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #else
     const int kt = 0;
 #endif
-    /* ... and with f16 K/V, P·V reads V from the cache rows (_pvh): vh */
+    /* ... and with f16 or bf16 K/V, P·V reads V from the cache rows (_pvh): vh; bfv: bf16 (a
+     * 16-bit shift widens it, where f16 takes vcvtph2ps; before, bf16 took the converted-copy
+     * path and its decode attention cost 2-3x f16's: bench/cpu/RESULTS.md, session 14) */
 #ifdef AT_LOADH
-    int vh = kt && kv->dtype == DT_F16;
+    int vh = kt && (kv->dtype == DT_F16 || kv->dtype == DT_BF16), bfv = kv->dtype == DT_BF16;
 #else
     const int vh = 0;
 #endif
@@ -677,7 +689,11 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                     if (kv->dtype == DT_F16 && n % AT_VW == 0) /* (whole runs: the converts inline) */
                         for (int d = 0; d < hd; d++, src += (size_t)bs * esz)
                             for (int c = 0; c < n; c += AT_VW)
-                                AT_STORE(Kb + (size_t)d * AT_KB + j + c, AT_LOADH((const uint16_t *)src + c));
+                                AT_STORE(Kb + (size_t)d * AT_KB + j + c, AT_LOAD16((const uint16_t *)src + c, 0));
+                    else if (kv->dtype == DT_BF16 && n % AT_VW == 0)
+                        for (int d = 0; d < hd; d++, src += (size_t)bs * esz)
+                            for (int c = 0; c < n; c += AT_VW)
+                                AT_STORE(Kb + (size_t)d * AT_KB + j + c, AT_LOAD16((const uint16_t *)src + c, 1));
                     else
 #endif
                     for (int d = 0; d < hd; d++, src += (size_t)bs * esz) {
@@ -701,7 +717,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 else if (ks == 2 && kvh + 1 < h1) AT_KS(Sk, Qt, Sk + AT_DQ * AT_KB, AT_HQT(kvh + 1), krow, nqp, hd, nq, a->scale, ja, jb);
                 else if (ks) AT_KS(Sk, Qt, NULL, NULL, krow, nqp, hd, nq, a->scale, ja, jb);
 #endif
-                if (kd) AT_CAT(AT_NAME, _scores_kth)(Sk, Qt, kr, (size_t)bs, nqp, hd, nq, a->scale);
+                if (kd) AT_CAT(AT_NAME, _scores_kth)(Sk, Qt, kr, (size_t)bs, nqp, hd, nq, a->scale, bfv);
                 AT_CAT(AT_NAME, _decode_softmax)(Skh, Qt, Kb, m, l, corr, lo, hi, nq, nqp, hdp, hd, b0, ja, jb, a->scale, kt || ktl,
                                                  ks || kd);
                 goto pv;
@@ -763,8 +779,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 if (i2 >= 0 && c2 != 1.0f)
                     for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
 #ifdef AT_LOADH
-                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Skh, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz);
-                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb, NULL, 0);
+                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Skh, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz, bfv);
+                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb, NULL, 0, bfv);
                 else
 #endif
                     AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
