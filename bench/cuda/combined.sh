@@ -6,7 +6,8 @@
 # with PKG from bench/cuda/pack.sh. Results go to $OUT (at most 8 files come back):
 # summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, peer.jsonl, bench.err.
 #   MODELS="l8q4 l8bf16"      batch-1 checkpoints (l8 = llama-3-8b, q06 = qwen3-0.6b; + bf16/q8/q4)
-#   CONC="l8q4:1,64,1"        concurrency runs (model:levels; a repeated c=1 shows run-to-run spread)
+#   CONC="l8q4:1,64,1"        concurrency runs (model:levels[:extra,args]; a repeated c=1 shows run-to-run
+#                             spread; e.g. "q06bf16:64:--step-tokens,2048" adds --step-tokens 2048)
 #   CONC_ENV="KILN_CUDA_STEP_STATS=64"  an environment for the concurrency runs (space-separated VAR=V)
 #   VARIANTS="KILN_X=0:l8bf16" extra batch-1 runs with an environment (VAR=V[,VAR=V]:model); the
 #                             `KILN_CUDA_STEP_STATS` lines a run prints go to summary.txt
@@ -59,8 +60,9 @@ bench1() { # env (VAR=V,VAR=V or -) model
 for m in $MODELS; do bench1 - $m; done
 for v in $VARIANTS; do bench1 "${v%:*}" "${v##*:}"; done
 for c in $CONC; do
-  echo "{\"model\": \"${c%%:*}\"}" >> "$OUT/conc.jsonl"
-  env ${CONC_ENV:-} /tmp/k/kiln bench /tmp/s/${c%%:*} --backend cuda --concurrency ${c#*:} --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 --json >> "$OUT/conc.jsonl" 2> /tmp/conc1.err
+  rest=${c#*:}; lv=${rest%%:*}; xa=""; [ "$rest" != "$lv" ] && xa=$(echo "${rest#*:}" | tr , ' ')
+  echo "{\"model\": \"${c%%:*}\", \"extra\": \"$xa\"}" >> "$OUT/conc.jsonl"
+  env ${CONC_ENV:-} /tmp/k/kiln bench /tmp/s/${c%%:*} --backend cuda --concurrency $lv --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 $xa --json >> "$OUT/conc.jsonl" 2> /tmp/conc1.err
   echo "conc $c at $(el) s" >> "$OUT/summary.txt"
   grep "steps of" /tmp/conc1.err >> "$OUT/summary.txt"; grep -v "steps of" /tmp/conc1.err >> "$OUT/bench.err"
 done

@@ -1,5 +1,5 @@
 /* cmd_logits.c — `kiln logits MODEL_DIR --ids 1,2,3 --out FILE.npy`: one forward over the
- * ids with an f32 KV cache, logits at every position as float32 [T, vocab]. This is the
+ * ids with an f32 KV cache (unless --kv-dtype), logits at every position as float32 [T, vocab]. This is the
  * command parity tests compare against transformers' reference logits. The file is
  * written atomically: on any error no output file exists. */
 #include <stdio.h>
@@ -12,7 +12,7 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln logits MODEL_DIR --ids 1,2,3 --out FILE.npy [--chunk N] [options]\n"
                "  One forward over the token ids; writes the logits at every position as a\n"
-               "  float32 [T, vocab] .npy. Runs with an f32 KV cache.\n"
+               "  float32 [T, vocab] .npy. Runs with an f32 KV cache unless --kv-dtype says otherwise.\n"
                "  --chunk N               prefill N tokens per step (default: all at once)\n%s",
             model_args_help());
 }
@@ -22,6 +22,7 @@ int cmd_logits(int argc, char **argv) {
     long chunk = 0;
     model_args_t ma;
     model_args_defaults(&ma);
+    ma.kv_dtype = DT_F32; /* the parity contract's cache; an explicit --kv-dtype overrides it */
     for (int i = 1; i < argc; i++) {
         int r = model_args_parse(&ma, "logits", argc, argv, &i);
         if (r < 0) return 2;
@@ -42,7 +43,6 @@ int cmd_logits(int argc, char **argv) {
     if (!ids_s || !out) { fprintf(stderr, "kiln logits: --ids and --out are required\n"); return 2; }
     int *ids, n;
     if (cli_parse_ids("logits", "--ids", ids_s, &ids, &n)) return 2;
-    ma.kv_dtype = DT_F32;
     model_t *m = model_args_load(&ma, "logits", dir, n, 1);
     if (!m) { free(ids); return 1; }
     int rc = 1, V = m->cfg.vocab_size;

@@ -263,10 +263,12 @@ static __attribute__((noinline)) void at_ks(float *S, const float *Qt, float *S2
 #define AT_TO_F32 at_to_f32
 #define AT_HMAX(x) _mm512_reduce_max_ps(x)
 #define AT_LOADH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-/* 16 halves of a 16-bit cache row widened to f32 in the load: f16 by vcvtph2ps, bf16 (BF, a
+/* 16 elements of a 16-bit cache row widened to f32 in the load: f16 by vcvtph2ps, bf16 (BF, a
  * constant where it is used) by zero-extending and shifting into the high half — both exact */
 #define AT_LOADB(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define AT_LOAD16(p, BF) ((BF) ? AT_LOADB(p) : AT_LOADH(p))
+/* a cache element run of dtype KT (0 f16, 1 bf16, 2 f32; a constant) at byte address p */
+#define AT_LOADKV(p, KT) ((KT) == 2 ? _mm512_loadu_ps((const float *)(p)) : AT_LOAD16((const uint16_t *)(p), (KT) == 1))
 #define AT_DQ 4
 #define AT_IOTA() _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 #define AT_ADD_I(a, b) _mm512_add_epi32(a, b)

@@ -193,17 +193,18 @@ static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float 
 }
 
 #ifdef AT_LOADH
-/* Decode scores straight from an f16 or bf16 cache with K transposed per block (kv_view_t.k_t): the
+/* Decode scores straight from the cache (KT: 0 f16, 1 bf16, 2 f32) with K transposed per block (kv_view_t.k_t): the
  * block's keys u·AT_VW.. (a run inside one cache block) of dim d are AT_VW halves at kr[u] +
  * d·ds, widened in the load (exact) and fed to the FMA chains: the operands and order of
  * _scores_few_n with KT (q[d] × K[j][d] from d = 0, then × scale) — the same bits, without
  * the transpose into Kb and its reload. Sk[i·AT_KB + j] (kl); runs with no key of the block
  * point at another run and are masked by the caller like any key outside [ja, jb]. */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)(float *S, const float *Qt,
-                                                                                const uint16_t *const *kr, size_t ds, int nqp,
-                                                                                int hd, float scale, const int NQ, const int BF) {
+                                                                                const char *const *kr, size_t ds, int nqp,
+                                                                                int hd, float scale, const int NQ, const int KT) {
     AT_V acc[4][AT_KB / AT_VW];
-    const uint16_t *p[AT_KB / AT_VW];
+    const char *p[AT_KB / AT_VW];
+    const size_t step = ds * (KT == 2 ? 4 : 2);
 #pragma GCC unroll 4
     for (int u = 0; u < AT_KB / AT_VW; u++) p[u] = kr[u];
 #pragma GCC unroll 4
@@ -214,8 +215,8 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)
         AT_V kd[AT_KB / AT_VW];
 #pragma GCC unroll 4
         for (int u = 0; u < AT_KB / AT_VW; u++) {
-            kd[u] = AT_LOAD16(p[u], BF);
-            p[u] += ds;
+            kd[u] = AT_LOADKV(p[u], KT);
+            p[u] += step;
         }
 #pragma GCC unroll 4
         for (int i = 0; i < NQ; i++) {
@@ -231,10 +232,11 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)
         for (int u = 0; u < AT_KB / AT_VW; u++) AT_STORE(S + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[i][u], sc));
 }
 
-static void AT_CAT(AT_NAME, _scores_kth)(float *S, const float *Qt, const uint16_t *const *kr, size_t ds, int nqp, int hd, int nq,
-                                         float scale, int bf) {
-#define AT_KTH(n) (bf ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 1) \
-                      : AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 0))
+static void AT_CAT(AT_NAME, _scores_kth)(float *S, const float *Qt, const char *const *kr, size_t ds, int nqp, int hd, int nq,
+                                         float scale, int kvt) {
+#define AT_KTH(n) (kvt == 1   ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 1) \
+                   : kvt == 2 ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 2) \
+                              : AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 0))
     switch (nq) {
     case 1: AT_KTH(1); break;
     case 2: AT_KTH(2); break;
@@ -278,14 +280,14 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pv_nc)(float 
 }
 
 #ifdef AT_LOADH
-/* _pv_nc for decode tiles with f16/bf16 V (BF): V[j] read from the cache row itself (vrow[j])
- * and widened in the load, instead of from a converted f32 copy: either -> f32 is exact, so each
+/* _pv_nc for decode tiles with f16/bf16/f32 V (KT as in _scores_kth_n): V[j] read from the cache row
+ * itself (vrow[j]), widened in the load, instead of from an f32 copy: each -> f32 is exact, so each
  * FMA sees the same operands in the same order — the same bits as _pv_nc — without the
  * copy's store and reload (a decode step uses each V row once per query pair). */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float *acc, const float *P, const void *const *vrow,
                                                                            int pj, int pi, int hdp, int c0, int i, int i2,
                                                                            int ja, int jb, const int NC, const int pair,
-                                                                           const char *const *pf, int pfn, const int BF) {
+                                                                           const char *const *pf, int pfn, const int KT) {
     AT_V x[AT_CB], y[AT_CB];
     float *ai = acc + (size_t)i * hdp + c0, *bi = acc + (size_t)(pair ? i2 : i) * hdp + c0;
 #pragma GCC unroll 16
@@ -295,7 +297,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
     }
     for (int j = ja; j <= jb; j++) {
         AT_V p = AT_SET1(P[(size_t)j * pj + (size_t)i * pi]), p2 = AT_SET1(pair ? P[(size_t)j * pj + (size_t)i2 * pi] : 0.f);
-        const uint16_t *vj = (const uint16_t *)vrow[j] + c0;
+        const char *vj = (const char *)vrow[j] + (size_t)c0 * (KT == 2 ? 4 : 2);
         if (pf && pf[j])
             for (int o = 0; o < pfn; o += 64) {
                 __builtin_prefetch(pf[j] + o, 0, AT_PF);
@@ -303,7 +305,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
             }
 #pragma GCC unroll 16
         for (int c = 0; c < NC; c++) {
-            AT_V vv = AT_LOAD16(vj + c * AT_VW, BF);
+            AT_V vv = AT_LOADKV(vj + (size_t)c * AT_VW * (KT == 2 ? 4 : 2), KT);
             x[c] = AT_FMA(p, vv, x[c]);
             if (pair) y[c] = AT_FMA(p2, vv, y[c]);
         }
@@ -315,29 +317,30 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
     }
 }
 
-/* _pv with f16 or bf16 (BF) V rows (hd == hdp, a multiple of AT_VW); P[j·pj + i·pi]. pf (or NULL): with
+/* _pv with V rows read from the cache (kvt: 0 f16, 1 bf16, 2 f32; hd == hdp, a multiple of AT_VW); P[j·pj + i·pi]. pf (or NULL): with
  * key j, prefetch pfn bytes of the K row pf[j] and the V row pf[AT_KB + j] (null: none) —
  * the next block's rows, asked for one at a time between the FMAs instead of all at once
  * (a burst of 512 prefetches stalls on the fill buffers) */
-static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_bf)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_kt)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
                                   int ja, int jb, const char *const *pf, int pfn,
-                                                                           const int BF) {
+                                                                           const int KT) {
     int c0 = 0;
     if (i2 >= 0) {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1, c0 ? NULL : pf, pfn, BF);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1, c0 ? NULL : pf, pfn, BF);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1, c0 ? NULL : pf, pfn, BF);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1, c0 ? NULL : pf, pfn, KT);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1, c0 ? NULL : pf, pfn, KT);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1, c0 ? NULL : pf, pfn, KT);
     } else {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0, c0 ? NULL : pf, pfn, BF);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0, c0 ? NULL : pf, pfn, BF);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0, c0 ? NULL : pf, pfn, BF);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0, c0 ? NULL : pf, pfn, KT);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0, c0 ? NULL : pf, pfn, KT);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0, c0 ? NULL : pf, pfn, KT);
     }
 }
 
 static void AT_CAT(AT_NAME, _pvh)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
-                                  int ja, int jb, const char *const *pf, int pfn, int bf) {
-    if (bf) AT_CAT(AT_NAME, _pvh_bf)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 1);
-    else AT_CAT(AT_NAME, _pvh_bf)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 0);
+                                  int ja, int jb, const char *const *pf, int pfn, int kvt) {
+    if (kvt == 1) AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 1);
+    else if (kvt == 2) AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 2);
+    else AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 0);
 }
 #endif
 
@@ -484,11 +487,13 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #else
     const int kt = 0;
 #endif
-    /* ... and with f16 or bf16 K/V, P·V reads V from the cache rows (_pvh): vh; bfv: bf16 (a
-     * 16-bit shift widens it, where f16 takes vcvtph2ps; before, bf16 took the converted-copy
-     * path and its decode attention cost 2-3x f16's: bench/cpu/RESULTS.md, session 14) */
+    /* ... and P·V reads V from the cache rows (_pvh): vh; kvt: the cache dtype, widened in the
+     * load (f16 by vcvtph2ps, bf16 by a 16-bit shift, f32 as is; once only f16 did, and bf16/f32
+     * copied each block to f32 scratch first: 2-3x f16's decode attention, bench/cpu/RESULTS.md,
+     * session 14) */
 #ifdef AT_LOADH
-    int vh = kt && (kv->dtype == DT_F16 || kv->dtype == DT_BF16), bfv = kv->dtype == DT_BF16;
+    int vh = kt && (kv->dtype == DT_F16 || kv->dtype == DT_BF16 || kv->dtype == DT_F32);
+    int kvt = kv->dtype == DT_BF16 ? 1 : kv->dtype == DT_F32 ? 2 : 0;
 #else
     const int vh = 0;
 #endif
@@ -664,7 +669,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
             if (kt && !ks && !ktl) AT_KT(Kb, krow, kv->dtype, hd, ja, jb);
 #endif
 #ifdef AT_LOADH
-            const uint16_t *kr[AT_KB / AT_VW]; /* kd: the block's AT_VW-key runs of this head, d = 0 */
+            const char *kr[AT_KB / AT_VW]; /* kd: the block's AT_VW-key runs of this head, d = 0 */
             if (kd) {
                 /* a run is inside one cache block: based from its first key in [ja, jb]; runs
                  * without one read the first run that has (their scores are masked) */
@@ -672,7 +677,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 for (int u = 0; u < AT_KB / AT_VW; u++) {
                     int j0 = u * AT_VW, j = j0 > ja ? j0 : ja;
                     if (j > jb || j0 + AT_VW - 1 < ja) continue;
-                    kr[u] = (const uint16_t *)kv->k + kpo[j] + (size_t)kvh * hd * bs + (size_t)(kbo[j] - (j - j0));
+                    kr[u] = (const char *)kv->k + (kpo[j] + (size_t)kvh * hd * bs + (size_t)(kbo[j] - (j - j0))) * esz;
                     if (uf < 0) uf = u;
                 }
                 for (int u = 0; u < AT_KB / AT_VW; u++) {
@@ -717,7 +722,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 else if (ks == 2 && kvh + 1 < h1) AT_KS(Sk, Qt, Sk + AT_DQ * AT_KB, AT_HQT(kvh + 1), krow, nqp, hd, nq, a->scale, ja, jb);
                 else if (ks) AT_KS(Sk, Qt, NULL, NULL, krow, nqp, hd, nq, a->scale, ja, jb);
 #endif
-                if (kd) AT_CAT(AT_NAME, _scores_kth)(Sk, Qt, kr, (size_t)bs, nqp, hd, nq, a->scale, bfv);
+                if (kd) AT_CAT(AT_NAME, _scores_kth)(Sk, Qt, kr, (size_t)bs, nqp, hd, nq, a->scale, kvt);
                 AT_CAT(AT_NAME, _decode_softmax)(Skh, Qt, Kb, m, l, corr, lo, hi, nq, nqp, hdp, hd, b0, ja, jb, a->scale, kt || ktl,
                                                  ks || kd);
                 goto pv;
@@ -779,8 +784,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 if (i2 >= 0 && c2 != 1.0f)
                     for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
 #ifdef AT_LOADH
-                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Skh, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz, bfv);
-                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb, NULL, 0, bfv);
+                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Skh, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz, kvt);
+                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb, NULL, 0, kvt);
                 else
 #endif
                     AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);
