@@ -7,7 +7,8 @@
 # summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, peer.jsonl, bench.err.
 #   MODELS="l8q4 l8bf16"      batch-1 checkpoints (l8 = llama-3-8b, q06 = qwen3-0.6b; + bf16/q8/q4)
 #   CONC="l8q4:1,64,1"        concurrency runs (model:levels[:extra,args]; a repeated c=1 shows run-to-run
-#                             spread; e.g. "q06bf16:64:--step-tokens,2048" adds --step-tokens 2048)
+#                             spread; e.g. "q06bf16:64:--step-tokens,2048,KILN_X=1" adds --step-tokens 2048
+#                             and runs that level with KILN_X=1 in its environment)
 #   CONC_ENV="KILN_CUDA_STEP_STATS=64"  an environment for the concurrency runs (space-separated VAR=V)
 #   VARIANTS="KILN_X=0:l8bf16" extra batch-1 runs with an environment (VAR=V[,VAR=V]:model); the
 #                             `KILN_CUDA_STEP_STATS` lines a run prints go to summary.txt
@@ -60,9 +61,10 @@ bench1() { # env (VAR=V,VAR=V or -) model
 for m in $MODELS; do bench1 - $m; done
 for v in $VARIANTS; do bench1 "${v%:*}" "${v##*:}"; done
 for c in $CONC; do
-  rest=${c#*:}; lv=${rest%%:*}; xa=""; [ "$rest" != "$lv" ] && xa=$(echo "${rest#*:}" | tr , ' ')
-  echo "{\"model\": \"${c%%:*}\", \"extra\": \"$xa\"}" >> "$OUT/conc.jsonl"
-  env ${CONC_ENV:-} /tmp/k/kiln bench /tmp/s/${c%%:*} --backend cuda --concurrency $lv --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 $xa --json >> "$OUT/conc.jsonl" 2> /tmp/conc1.err
+  rest=${c#*:}; lv=${rest%%:*}; xa=""; xe=""; [ "$rest" != "$lv" ] && for w in $(echo "${rest#*:}" | tr , ' '); do
+    case $w in -*) xa="$xa $w";; *=*) xe="$xe $w";; *) xa="$xa $w";; esac; done
+  echo "{\"model\": \"${c%%:*}\", \"extra\": \"$xe$xa\"}" >> "$OUT/conc.jsonl"
+  env ${CONC_ENV:-} $xe /tmp/k/kiln bench /tmp/s/${c%%:*} --backend cuda --concurrency $lv --prompt-tokens 128 --gen-tokens 128 --max-batch 128 --kv-cache-gb 16 $xa --json >> "$OUT/conc.jsonl" 2> /tmp/conc1.err
   echo "conc $c at $(el) s" >> "$OUT/summary.txt"
   grep "steps of" /tmp/conc1.err >> "$OUT/summary.txt"; grep -v "steps of" /tmp/conc1.err >> "$OUT/bench.err"
 done
