@@ -1527,10 +1527,15 @@ static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, floa
         setenv("KILN_CUDA_QWG_V", "2", 1);
         befast->ops->matmul(befast, dy, dx, T, &w);
         to_host(befast, g2, dy, (size_t)T * N);
-        for (int v = 5; v <= 5; v++) {
-            char vs[4];
-            snprintf(vs, sizeof vs, "%d", v);
-            setenv("KILN_CUDA_QWG_V", vs, 1);
+        /* and v8 (=8: the x tile multicast in clusters of KILN_CUDA_QWG_MC = 1, 2, 4 blocks, scales/biases from a
+         * shared slab): bitwise v2 too */
+        const char *vars[][2] = {{"5", NULL}, {"8", "1"}, {"8", "2"}, {"8", "4"}};
+        const char *oldmc = getenv("KILN_CUDA_QWG_MC");
+        char *keepmc = oldmc ? strdup(oldmc) : NULL;
+        for (size_t vi = 0; vi < sizeof vars / sizeof vars[0]; vi++) {
+            const int v = atoi(vars[vi][0]);
+            setenv("KILN_CUDA_QWG_V", vars[vi][0], 1);
+            if (vars[vi][1]) setenv("KILN_CUDA_QWG_MC", vars[vi][1], 1);
             for (size_t i = 0; i < (size_t)T * N; i++) g5[i] = NAN;
             float *dyv = dev_from(befast, g5, (size_t)T * N); /* NaN: an output the kernel does not write shows */
             befast->ops->matmul(befast, dyv, dx, T, &w);
@@ -1538,9 +1543,12 @@ static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, floa
             befast->ops->free(befast, dyv);
             size_t nd = 0;
             for (size_t i = 0; i < (size_t)T * N; i++) nd += memcmp(&g5[i], &g2[i], sizeof(float)) != 0;
-            CHECK(nd == 0, "qwg q%d g%d %s %dx%d T=%d: KILN_CUDA_QWG_V=%d differs from v2 in %zu of %d outputs", bits, group, dtype_name(sbt), N,
-                  K, T, v, nd, T * N);
+            CHECK(nd == 0, "qwg q%d g%d %s %dx%d T=%d: KILN_CUDA_QWG_V=%d (MC %s) differs from v2 in %zu of %d outputs", bits, group, dtype_name(sbt),
+                  N, K, T, v, vars[vi][1] ? vars[vi][1] : "-", nd, T * N);
         }
+        if (keepmc) setenv("KILN_CUDA_QWG_MC", keepmc, 1);
+        else unsetenv("KILN_CUDA_QWG_MC");
+        free(keepmc);
         if (keep2) setenv("KILN_CUDA_QWG_V", keep2, 1);
         else unsetenv("KILN_CUDA_QWG_V");
         free(keep2); free(g2); free(g5);
@@ -1559,16 +1567,17 @@ out:
 }
 
 /* KILN_CUDA_TEST_QWG_BENCH=1 (a measurement, no checks): llama-3-8b's q4 matmuls (group 64, bf16
- * scales) at 64 tokens through matmul (x prep + kernel + split sums), per KILN_CUDA_QWG_V 2/5 and
- * the copies-only probes (KILN_CUDA_QWG_PROBE=1; wrong results), QWG_BENCH_REPS times each (default
+ * scales) at 64 tokens through matmul (x prep + kernel + split sums), per KILN_CUDA_QWG_V 5/8 (8 at
+ * KILN_CUDA_QWG_MC 1/2/4) and the copies-only probes (KILN_CUDA_QWG_PROBE=1; wrong results), QWG_BENCH_REPS times each (default
  * 20, after 2 warm-ups; 1: one launch, for ncu), wall time per matmul and the weight bytes over it.
  * Under ncu the kernels carry the variant in their names (wg2_kernel<4, 64, 1, 1> = v2's probe,
- * wg3_kernel<4, 64, 1, 1> = v5's). */
+ * wg3_kernel<4, 64, 1, 1> = v5's, wgm_kernel<4, 64, 1, 1> v8's — its three clusters in launch order). */
 static void test_qwg_bench(void) {
     const struct { const char *name; int N, K; } sh[] = {{"q/o", 4096, 4096}, {"k/v", 1024, 4096}, {"gate/up", 14336, 4096},
                                                         {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
     const int T = 64, reps = getenv("QWG_BENCH_REPS") ? atoi(getenv("QWG_BENCH_REPS")) : 20;
-    const char *vars[][2] = {{"2", "0"}, {"5", "0"}, {"2", "1"}, {"5", "1"}};
+    /* {V, probe, cluster}: v5, v8 at clusters of 1/2/4 (KILN_CUDA_QWG_MC), then the probes */
+    const char *vars[][3] = {{"5", "0", "1"}, {"8", "0", "1"}, {"8", "0", "2"}, {"8", "0", "4"}, {"5", "1", "1"}, {"8", "1", "1"}, {"8", "1", "2"}, {"8", "1", "4"}};
     for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
         const int N = sh[si].N, K = sh[si].K, ng = K / 64;
         const size_t words = (size_t)N * K / 8;
@@ -1590,6 +1599,7 @@ static void test_qwg_bench(void) {
         for (size_t vi = 0; vi < sizeof vars / sizeof vars[0]; vi++) {
             setenv("KILN_CUDA_QWG_V", vars[vi][0], 1);
             setenv("KILN_CUDA_QWG_PROBE", vars[vi][1], 1);
+            setenv("KILN_CUDA_QWG_MC", vars[vi][2], 1);
             for (int r = 0; r < (reps > 1 ? 2 : 0); r++) befast->ops->matmul(befast, dy, dx, T, &w);
             to_host(befast, &one, dy, 1);
             struct timespec t0, t1;
@@ -1598,11 +1608,12 @@ static void test_qwg_bench(void) {
             to_host(befast, &one, dy, 1);
             clock_gettime(CLOCK_MONOTONIC, &t1);
             const double us = ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) * 1e-3) / (reps > 0 ? reps : 1);
-            printf("# qwg bench %-8s %6dx%-5d T=%d v%s probe=%s: %8.1f us/matmul (x prep + kernel + sums), %.1f MB weights, %.3f TB/s\n", sh[si].name, N, K,
-                   T, vars[vi][0], vars[vi][1], us, bytes / 1e6, bytes / us * 1e-6);
+            printf("# qwg bench %-8s %6dx%-5d T=%d v%s mc%s probe=%s: %8.1f us/matmul (x prep + kernel + sums), %.1f MB weights, %.3f TB/s\n", sh[si].name,
+                   N, K, T, vars[vi][0], vars[vi][2], vars[vi][1], us, bytes / 1e6, bytes / us * 1e-6);
         }
         unsetenv("KILN_CUDA_QWG_V");
         unsetenv("KILN_CUDA_QWG_PROBE");
+        unsetenv("KILN_CUDA_QWG_MC");
         befast->ops->free(befast, dx); befast->ops->free(befast, dy);
         release(befast, &w);
         free(x); free(codes); free(sc); free(bi);

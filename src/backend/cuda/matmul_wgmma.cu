@@ -390,23 +390,12 @@ __device__ __forceinline__ uint32_t wg_f8(uint32_t v, uint32_t sel, __half2 m, _
     return h2_bits(__hfma2(c, m, a));
 }
 
-/* one chunk's A fragments (16 registers) from its stage */
-template <int BITS, int NP, int SBT, int ROWS = WG_ROWS>
-__device__ __forceinline__ void wg2_frag(uint32_t (&af)[4][4], const unsigned char *st, int lr, int q, int gi0, int gpc, float pa, float pb, int psa,
-                                         int psb, int pba, int pbb, int slow) {
+/* a chunk's A fragments from its codes (cd: the stage's code rows) and the rows' scale/bias values
+ * times 2^s (sA, bA: row lr; sB, bB: row lr + 8; [j]: the chunk's j-th group) */
+template <int BITS, int NP, int SBT>
+__device__ __forceinline__ void wg2_cvt(uint32_t (&af)[4][4], const unsigned char *cd, int lr, int q, const float (&sA)[2], const float (&bA)[2],
+                                        const float (&sB)[2], const float (&bB)[2], int slow) {
     using P = wgs<BITS, NP>;
-    const unsigned char *cd = st + P::XB;
-    const uint32_t *sbw = (const uint32_t *)(cd + ROWS * P::RBP);
-    float sA[2], bA[2], sB[2], bB[2];
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-        if (j >= gpc) { sA[j] = sA[0]; bA[j] = bA[0]; sB[j] = sB[0]; bB[j] = bB[0]; break; }
-        const int od = (gi0 + j) & 1;
-        sA[j] = wg_sbv<SBT>(sbw[lr * 2 + j], psa ^ od) * pa;
-        sB[j] = wg_sbv<SBT>(sbw[(lr + 8) * 2 + j], psb ^ od) * pb;
-        bA[j] = wg_sbv<SBT>(sbw[2 * ROWS + lr * 2 + j], pba ^ od) * pa;
-        bB[j] = wg_sbv<SBT>(sbw[2 * ROWS + (lr + 8) * 2 + j], pbb ^ od) * pb;
-    }
     const unsigned char *ca = cd + lr * P::RBP, *cb = ca + 8 * P::RBP;
     bool fast = SBT != 2 && !slow; /* slow: KILN_CUDA_QWG_V=3, the old conversion everywhere (a test: bitwise wg_kernel) */
     if constexpr (SBT != 2) {
@@ -475,6 +464,26 @@ __device__ __forceinline__ void wg2_frag(uint32_t (&af)[4][4], const unsigned ch
             }
         }
     }
+}
+
+/* one chunk's A fragments (16 registers) from its stage */
+template <int BITS, int NP, int SBT, int ROWS = WG_ROWS>
+__device__ __forceinline__ void wg2_frag(uint32_t (&af)[4][4], const unsigned char *st, int lr, int q, int gi0, int gpc, float pa, float pb, int psa,
+                                         int psb, int pba, int pbb, int slow) {
+    using P = wgs<BITS, NP>;
+    const unsigned char *cd = st + P::XB;
+    const uint32_t *sbw = (const uint32_t *)(cd + ROWS * P::RBP);
+    float sA[2], bA[2], sB[2], bB[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        if (j >= gpc) { sA[j] = sA[0]; bA[j] = bA[0]; sB[j] = sB[0]; bB[j] = bB[0]; break; }
+        const int od = (gi0 + j) & 1;
+        sA[j] = wg_sbv<SBT>(sbw[lr * 2 + j], psa ^ od) * pa;
+        sB[j] = wg_sbv<SBT>(sbw[(lr + 8) * 2 + j], psb ^ od) * pb;
+        bA[j] = wg_sbv<SBT>(sbw[2 * ROWS + lr * 2 + j], pba ^ od) * pa;
+        bB[j] = wg_sbv<SBT>(sbw[2 * ROWS + (lr + 8) * 2 + j], pbb ^ od) * pb;
+    }
+    wg2_cvt<BITS, NP, SBT>(af, cd, lr, q, sA, bA, sB, bB, slow);
 }
 
 template <int BITS, int NP, int SBT, int PRB = 0>
@@ -801,6 +810,287 @@ static void wg3_pick(cuda_impl_t *c, int prb, float *out, const unsigned char *x
     wg3_launch<BITS, NP, SBT, 0>(c, out, xg, inv, T, w, KS, gsh);
 }
 
+/* ---- v8 (KILN_CUDA_QWG_V=8, 4-bit; opt-in): v5 with fewer bytes pulled from L2 per weight byte.
+ * helper-92's probe: v5's copies move 3.4–3.8× the weight bytes from L2 (per 128-row × 64-column
+ * chunk an 8-KB x tile, the same for every block of the launch, for 4 KB of codes, plus 256 scale/
+ * bias words of 4 bytes, each its own 32-byte sector), and the copies alone take half the kernel.
+ *  - the x tile (opt-in, KILN_CUDA_QWG_MC = 2 or 4; default 1: one plain bulk copy per block as in
+ *    v5 — MEASURED SLOWER, session 15: gate 41.5 → 59.9 / 81.7 µs at C = 2 / 4, and ncu's L2
+ *    bytes did not drop; the cluster-wide release of every stage, with a cluster-scope release per
+ *    remote arrive, is the suspect): the blocks of a cluster of C along the
+ *    rows (same K split) each load 1/C of it and multicast it to all C (cp.async.bulk
+ *    .multicast::cluster: one L2 read, C deliveries). A stage may be refilled only when all C
+ *    blocks released it, so every consumer warp arrives on the "empty" mbarrier of each block of
+ *    the cluster (count 8·C); each block's "full" mbarrier expects the whole tile's bytes (a
+ *    remote slice may land before the local expect_tx: the tx-count goes negative, allowed). The
+ *    grid's row blocks are rounded up to a multiple of C (the extra rows clamp to the last row
+ *    and are not stored). A producer waits for its stages' last releases before exiting, so no
+ *    block leaves while another may still arrive on its barriers.
+ *  - the scales/biases: the consumers read their rows' values for the split's groups anyway (the
+ *    2^s bound); they keep the raw 16-bit (f32: 32-bit) values in a shared slab [2][G][128 rows]
+ *    and read them from there per chunk — no scale/bias copies in the ring at all (the slab costs
+ *    2·G·128·2 bytes: gate/up 16 KB, lm_head 32 KB; the ring gets what is left of ~112 KB, ≤
+ *    KILN_CUDA_QWG_S stages (default 6), and matrices whose slab leaves < 4 stages take v5).
+ *    Measured (H200, ncu, 64 tokens, C = 1): q/o 18.4 → 15.0 µs, k/v 9.3 → 9.3, gate/up 45.3 →
+ *    41.5, down 44.1 → 39.5, lm_head 304.9 → 283.5; L2→SM bytes −12..−27 %; the copies-only probe
+ *    −5..−28 % (bench/cuda/RESULTS.md, session 15, helper-95). Not yet measured in the engine.
+ * Values, conversions, wgmmas, chunk order and accumulators are v5's (= v2's): bitwise (tested). */
+__device__ __forceinline__ unsigned wgm_rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r)); return r; }
+__device__ __forceinline__ void wgm_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* wait for a phase another block's threads may have completed (their release at cluster scope) */
+__device__ __forceinline__ void mb_wait_cl(uint32_t a, int par) {
+    asm volatile("{\n.reg .pred p;\nWGM_WAIT_%=:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n@!p bra WGM_WAIT_%=;\n}\n" ::"r"(a),
+                 "r"(par)
+                 : "memory");
+}
+/* arrive on the mbarrier at the same offset in block `rank` of the cluster */
+__device__ __forceinline__ void mb_arrive_cl(uint32_t a, unsigned rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(r) : "memory");
+}
+/* bytes [off, off + n) of the x tile into every block of the cluster (mask), completing on each one's mbarrier at mb's offset */
+__device__ __forceinline__ void bulk_x_mc(uint32_t dst, const void *src, uint32_t n, uint32_t mb, uint16_t mask) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+                 "l"(src), "r"(n), "r"(mb), "h"(mask)
+                 : "memory");
+}
+/* a raw scale/bias value (16 bits: f16 or bf16; 32 bits: f32) as wg_sbv / ld_f read it */
+template <int SBT> __device__ __forceinline__ float wgm_val(uint32_t v) {
+    if constexpr (SBT == 2) return __uint_as_float(v);
+    else if constexpr (SBT == 0) return __half2float(__ushort_as_half((unsigned short)v));
+    else return __uint_as_float(v << 16);
+}
+template <int SBT> __device__ __forceinline__ uint32_t wgm_ld(const void *p, size_t i) {
+    if constexpr (SBT == 2) return ((const uint32_t *)p)[i];
+    else return ((const unsigned short *)p)[i];
+}
+template <int SBT> __device__ __forceinline__ void wgm_st(unsigned char *sl, int i, uint32_t v) {
+    if constexpr (SBT == 2) ((uint32_t *)sl)[i] = v;
+    else ((unsigned short *)sl)[i] = (unsigned short)v;
+}
+template <int SBT> __device__ __forceinline__ uint32_t wgm_get(const unsigned char *sl, int i) {
+    if constexpr (SBT == 2) return ((const uint32_t *)sl)[i];
+    else return ((const unsigned short *)sl)[i];
+}
+/* wg_row_setup's 2^s for rows ra, rb (block rows lr, lr + 8) over groups [gb, ge), the same loads,
+ * values and maxima, and the raw values kept in the slab: scales at [g − gb][row], biases at
+ * [G + g − gb][row] (rows of 128: a warp's 8 lanes g read 8 consecutive entries) */
+template <int BITS, int SBT>
+__device__ __forceinline__ void wgm_row_setup(const dweight_t &w, unsigned char *sl, int G, int lr, int ra, int rb, int ng, int gb, int ge, int q, float &pa,
+                                              float &pb, float &ia, float &ib) {
+    const float cmax = (float)((1 << BITS) - 1);
+    float ma = 0.f, mb = 0.f;
+#pragma unroll 8
+    for (int gi = gb + q; gi < ge; gi += 4) {
+        const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
+        const uint32_t sa = wgm_ld<SBT>(w.scales, xa), ba = wgm_ld<SBT>(w.biases, xa), sb = wgm_ld<SBT>(w.scales, xb), bb = wgm_ld<SBT>(w.biases, xb);
+        const int o = (gi - gb) * WG_ROWS + lr, ob = (G + gi - gb) * WG_ROWS + lr;
+        wgm_st<SBT>(sl, o, sa); wgm_st<SBT>(sl, o + 8, sb); wgm_st<SBT>(sl, ob, ba); wgm_st<SBT>(sl, ob + 8, bb);
+        ma = fmaxf(ma, fabsf(wgm_val<SBT>(sa)) * cmax + fabsf(wgm_val<SBT>(ba)));
+        mb = fmaxf(mb, fabsf(wgm_val<SBT>(sb)) * cmax + fabsf(wgm_val<SBT>(bb)));
+    }
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+        ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
+        mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
+    }
+    const int sa = wg_exp(ma), sb = wg_exp(mb);
+    pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+}
+
+template <int BITS, int NP> struct wgsm {
+    static constexpr int XB = NP * 128, RB = WG_KC * BITS / 8, RBP = RB + 16;
+    static constexpr int STG = XB + WG_ROWS * RBP; /* x tile + codes; no scale/bias words */
+    static constexpr int BUDGET = 115200;          /* two blocks a SM: 2 × (this + 256 static + 1 KB reserved) ≤ 228 KB */
+};
+
+/* S: ring stages (runtime), G: slab groups (the most any split spans); the cluster's size from
+ * the launch (1: no cluster, the x tile by a plain bulk copy) */
+template <int BITS, int NP, int SBT, int PRB>
+__global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
+                                                     dweight_t w, int KS, int gsh, int S, int G, int C) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t mbar[32];
+    using P = wgsm<BITS, NP>;
+    using PF = wgs<BITS, NP>; /* wg2_cvt's offsets: XB and RBP are the same */
+    static_assert(P::XB == PF::XB && P::RBP == PF::RBP, "stage layout");
+    constexpr int NR = NP / 2, ROWS = WG_ROWS, PPR = P::RB / 16, EB = SBT == 2 ? 4 : 2;
+    const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
+    const int N = w.rows, K = w.cols, r0 = blockIdx.x * ROWS, split = blockIdx.y;
+    const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
+    const int ng = K / w.group, gpc = w.group == 32 ? 2 : 1;
+    const unsigned rank = C > 1 ? wgm_rank() : 0;
+    unsigned char *slab = smem + S * P::STG;
+    const uint32_t full = (unsigned)__cvta_generic_to_shared(mbar), empty = full + 8 * S;
+    if (tid == 0) {
+        for (int i = 0; i < S; i++) {
+            mb_init_n(full + 8 * i, 33);        /* 32 lanes' cp.async arrivals + the x tile's expect_tx */
+            mb_init_n(empty + 8 * i, 8 * C);   /* one per consumer warp of each block of the cluster */
+        }
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    if (C > 1) wgm_cluster_sync(); /* every block's barriers initialized before any remote arrive or multicast */
+    else __syncthreads();
+    if (warp == 8) { /* the producer warp */
+        const int wpr = K / 32 * BITS;
+        const uint32_t xs = P::XB / C, sm0 = (unsigned)__cvta_generic_to_shared(smem);
+        int s = 0, ph = 0;
+        for (int i = 0; i < n; i++) {
+            const int ch = c0 + i;
+            if (i >= S) mb_wait_cl(empty + 8 * s, ph ^ 1);
+            unsigned char *dst = smem + s * P::STG;
+            if (lane == 0) {
+                if (C > 1) {
+                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full + 8 * s), "r"((uint32_t)P::XB) : "memory");
+                    bulk_x_mc(sm0 + s * P::STG + rank * xs, xg + (size_t)ch * P::XB + rank * xs, xs, full + 8 * s, (uint16_t)((1u << C) - 1));
+                } else
+                    bulk_x(dst, xg + (size_t)ch * P::XB, P::XB, full + 8 * s);
+            }
+#pragma unroll
+            for (int m = 0; m < ROWS * PPR / 32; m++) {
+                const int c = lane + 32 * m, row = c / PPR, part = c % PPR, r = min(r0 + row, N - 1);
+                cp_async16(dst + P::XB + row * P::RBP + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)ch * P::RB + part * 16);
+            }
+            cp_mb_arrive(full + 8 * s);
+            if (++s == S) { s = 0; ph ^= 1; }
+        }
+        cp_commit();
+        cp_wait<0>();
+        /* the tail: every stage's last release (from all C blocks) has landed before this block may exit */
+        if (C > 1)
+            for (int i = n > S ? n : S; i < n + S; i++) mb_wait_cl(empty + 8 * (i % S), ((i / S) - 1) & 1);
+        return;
+    }
+    const int g = lane >> 2, q = lane & 3;
+    const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g;
+    const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
+    const int gb = c0 * WG_KC / w.group;
+    float pa, pb, ia, ib;
+    wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib);
+    __syncwarp(); /* a warp's slab rows are its own */
+    float acc[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) acc[i] = 0.f;
+    int s0 = 0, ph0 = 0;
+    for (int it = 0; it < n; it += 2) {
+        const bool two = it + 1 < n;
+        const int s1 = s0 + 1 == S ? 0 : s0 + 1, ph1 = s1 == 0 ? ph0 ^ 1 : ph0;
+        mb_wait(full + 8 * s0, ph0);
+        if (two) mb_wait(full + 8 * s1, ph1);
+        if constexpr (!PRB) {
+            uint32_t af0[4][4], af1[4][4];
+            const unsigned char *st0 = smem + s0 * P::STG, *st1 = smem + s1 * P::STG;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                if (h == 1 && !two) break;
+                const int ch = c0 + it + h, gi0 = (gsh < 0 ? 2 * ch : ch >> gsh) - gb;
+                float sA[2], bA[2], sB[2], bB[2];
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    if (j >= gpc) { sA[j] = sA[0]; bA[j] = bA[0]; sB[j] = sB[0]; bB[j] = bB[0]; break; }
+                    const int o = (gi0 + j) * ROWS + lr, ob = (G + gi0 + j) * ROWS + lr;
+                    sA[j] = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa;
+                    sB[j] = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
+                    bA[j] = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa;
+                    bB[j] = wgm_val<SBT>(wgm_get<SBT>(slab, ob + 8)) * pb;
+                }
+                if (h == 0) wg2_cvt<BITS, NP, SBT>(af0, st0 + P::XB, lr, q, sA, bA, sB, bB, 0);
+                else wg2_cvt<BITS, NP, SBT>(af1, st1 + P::XB, lr, q, sA, bA, sB, bB, 0);
+            }
+            wg_fence();
+#pragma unroll
+            for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af0[s], wg_desc(st0 + s * 32 * NP, 0));
+            if (two) {
+#pragma unroll
+                for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af1[s], wg_desc(st1 + s * 32 * NP, 0));
+            }
+            wg_commit();
+            wg_wait<0>();
+        }
+        __syncwarp();
+        if (lane == 0) {
+            if (C > 1) {
+                for (int r = 0; r < C; r++) {
+                    mb_arrive_cl(empty + 8 * s0, (unsigned)r);
+                    if (two) mb_arrive_cl(empty + 8 * s1, (unsigned)r);
+                }
+            } else {
+                mb_arrive(empty + 8 * s0);
+                if (two) mb_arrive(empty + 8 * s1);
+            }
+        }
+        s0 = s1 + 1 == S ? 0 : s1 + 1;
+        ph0 = s0 == 0 ? ph1 ^ 1 : ph1;
+    }
+#pragma unroll
+    for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
+    const int ya = r0 + lr, yb = ya + 8;
+    wg_store<NP>(out + (size_t)split * T * N, xinv, acc, T, N, ya, yb, q, ia, ib);
+    (void)EB;
+}
+
+/* v8's launch: the slab's groups G (the most any split spans), the stages S the rest of the budget
+ * holds (≤ KILN_CUDA_QWG_S, default 6), the cluster C (KILN_CUDA_QWG_MC, default 1, read per matmul); false
+ * (nothing launched) when fewer than 4 stages fit */
+template <int BITS, int NP, int SBT, int PRB>
+static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
+    using P = wgsm<BITS, NP>;
+    constexpr int EB = SBT == 2 ? 4 : 2;
+    const int nch = w->cols / WG_KC;
+    int G = 1;
+    for (int k = 0; k < KS; k++) {
+        const int a = (int)((long)k * nch / KS), b = (int)((long)(k + 1) * nch / KS);
+        const int gb = a * WG_KC / w->group, ge = (b * WG_KC + w->group - 1) / w->group;
+        if (ge - gb > G) G = ge - gb;
+    }
+    const int slab = (2 * G * WG_ROWS * EB + 127) & ~127;
+    static int smax = -1;
+    if (smax < 0) { const char *e = getenv("KILN_CUDA_QWG_S"); smax = e && atoi(e) >= 4 ? atoi(e) : 6; if (smax > 16) smax = 16; }
+    int S = (P::BUDGET - slab) / P::STG;
+    if (S > smax) S = smax;
+    if (S < 4) return false;
+    const char *me = getenv("KILN_CUDA_QWG_MC");
+    int C = me ? atoi(me) : 1;
+    C = C >= 4 ? 4 : C >= 2 ? 2 : 1;
+    auto kern = wgm_kernel<BITS, NP, SBT, PRB>;
+    static int attr;
+    if (!attr) {
+        cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, P::BUDGET));
+        if (getenv("KILN_CUDA_QWG_DEBUG")) {
+            int nb = 0;
+            cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, 288, P::BUDGET));
+            fprintf(stderr, "qwg v8 q%d n%d sbt%d probe%d: stage %d B, budget %d B, %d blocks/SM at the budget\n", BITS, NP, SBT, PRB, P::STG, P::BUDGET,
+                    nb);
+        }
+        attr = 1;
+    }
+    const int smem = S * P::STG + slab, rbk = cdiv(w->rows, WG_ROWS);
+    if (getenv("KILN_CUDA_QWG_DEBUG") && atoi(getenv("KILN_CUDA_QWG_DEBUG")) >= 2) /* every launch */
+        fprintf(stderr, "qwg v8 %dx%d KS=%d: G=%d slab %d B, %d stages, %d B, cluster %d\n", w->rows, w->cols, KS, G, slab, S, smem, C);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(cdiv(rbk, C) * C, KS);
+    cfg.blockDim = dim3(288);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = C; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = C > 1 ? 1 : 0;
+    cudaCheck(cudaLaunchKernelEx(&cfg, kern, out, xg, inv, T, *w, KS, gsh, S, G, C));
+    return true;
+}
+template <int BITS, int NP, int SBT>
+static bool wgm_pick(cuda_impl_t *c, int prb, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
+    if constexpr (BITS == 4 && NP == 64 && SBT == 1) {
+        if (prb) return wgm_launch<BITS, NP, SBT, 1>(c, out, xg, inv, T, w, KS, gsh);
+    }
+    return wgm_launch<BITS, NP, SBT, 0>(c, out, xg, inv, T, w, KS, gsh);
+}
+
 template <int BITS, int NP>
 static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const float *inv, float *part, int T, const dweight_t *w) {
     using P = wgs<BITS, NP>;
@@ -825,7 +1115,17 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
     const int clu = v != 1 && KS > 1 && KS <= 8 && ce && atoi(ce) == 1;
     const char *pe = getenv("KILN_CUDA_QWG_PROBE"); /* 1: copies and barriers only (wrong results; a measurement) */
     const int prb = pe && atoi(pe) == 1;
-    if (v == 5 && gsh > -2 && !swap && bulk && pf == 0) {
+    bool m8 = false; /* v8 (4-bit only; a matrix whose slab leaves too few stages takes v5) */
+    if constexpr (BITS == 4) {
+        if (v == 8 && gsh > -2 && !swap && bulk && pf == 0) {
+            float *o = KS > 1 ? part : y;
+            if (w->sb_dtype == DT_F16) m8 = wgm_pick<BITS, NP, 0>(c, prb, o, xg, inv, T, w, KS, gsh);
+            else if (w->sb_dtype == DT_BF16) m8 = wgm_pick<BITS, NP, 1>(c, prb, o, xg, inv, T, w, KS, gsh);
+            else m8 = wgm_pick<BITS, NP, 2>(c, prb, o, xg, inv, T, w, KS, gsh);
+        }
+    }
+    if (m8) {
+    } else if ((v == 5 || v == 8) && gsh > -2 && !swap && bulk && pf == 0) {
         float *o = KS > 1 ? part : y;
         if (w->sb_dtype == DT_F16) wg3_pick<BITS, NP, 0>(c, prb, o, xg, inv, T, w, KS, gsh);
         else if (w->sb_dtype == DT_BF16) wg3_pick<BITS, NP, 1>(c, prb, o, xg, inv, T, w, KS, gsh);
