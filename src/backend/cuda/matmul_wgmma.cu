@@ -1104,10 +1104,10 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
         cudaCheck(cudaFuncSetAttribute(wg_kernel<BITS, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
         attr = 1;
     }
-    /* read per matmul (test_qwg switches it); default 5 (the warp-specialized wg3_kernel) at 4-bit,
-     * 2 at 8-bit (v5 not measured on q8 yet) */
+    /* read per matmul (test_qwg switches it); default 8 (v5 with the scale/bias slab, bitwise v5;
+     * 5: wg3_kernel as before) at 4-bit, 2 at 8-bit (v5/v8 not measured on q8 yet) */
     const char *ve = getenv("KILN_CUDA_QWG_V");
-    const int v = ve ? atoi(ve) : BITS == 4 ? 5 : 2;
+    const int v = ve ? atoi(ve) : BITS == 4 ? 8 : 2;
     const int gsh = w->group == 32 ? -1 : w->group == 64 ? 0 : w->group == 128 ? 1 : -2;
     /* KILN_CUDA_QWG_CLUSTER=1: the split sums inside a cluster of the KS blocks (≤ 8), no
      * [KS][T][N] scratch or wg_reduce_kernel; read per matmul */
