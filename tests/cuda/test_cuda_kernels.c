@@ -864,6 +864,102 @@ static void xprep_chain(backend_t *be, const weight_t *wq, const weight_t *wg, c
     free(x0); free(h0); free(ln);
 }
 
+/* x16.cuh (KILN_CUDA_X16, default on): under single rounding (KILN_CUDA_ACT=bf16) a prefill-sized
+ * qwen3-like layer — add_rms_norm → q/k/v matmul_multi → norm_rope_kv_attention (tensor-core kernel,
+ * f16 cache) → o → add_rms_norm → matmul_glu → down — twice on one backend (the first pass notes the
+ * conversions' sizes, the second takes the producers' bf16 copies) bitwise the same backend with
+ * KILN_CUDA_X16=0 (every matmul converting its own x), the copies checked to be taken; then x written
+ * between its producer and its matmul (add, and a matmul over its producer's output) must not be read
+ * from a stale copy. */
+static void test_x16(void) {
+    const int T = 300, H = 512, nh = 4, nkv = 2, hd = 128, I = 768, bs = 16;
+    err_t e = {0};
+    setenv("KILN_CUDA_ACT", "bf16", 1);
+    backend_t *bon = backend_create("cuda", 0, &e);
+    setenv("KILN_CUDA_X16", "0", 1);
+    backend_t *boff = backend_create("cuda", 0, &e);
+    unsetenv("KILN_CUDA_X16");
+    unsetenv("KILN_CUDA_ACT");
+    if (!bon || !boff) { CHECK(0, "x16: backend_create: %s", e.msg); return; }
+    setenv("KILN_CUDA_FA_MIN", "1", 1); /* the tensor-core attention (a producer) at this size */
+    hw_t hq = make_dense(nh * hd, H, DT_BF16, 4100), hk = make_dense(nkv * hd, H, DT_BF16, 4101), hv = make_dense(nkv * hd, H, DT_BF16, 4102);
+    hw_t ho = make_dense(H, nh * hd, DT_BF16, 4103), hg = make_dense(I, H, DT_BF16, 4104), hu = make_dense(I, H, DT_BF16, 4105);
+    hw_t hdn = make_dense(H, I, DT_BF16, 4106);
+    hw_t hf = make_dense(I, H, DT_F32, 4107);
+    float *x0 = rand_vec((size_t)T * H, 4110, 1.0f), *d0 = rand_vec((size_t)T * H, 4111, 1.0f), *ln = rand_vec(H, 4112, 1.0f);
+    float *qn = rand_vec(hd, 4113, 1.0f), *kn = rand_vec(hd, 4114, 1.0f), inv[64];
+    for (int j = 0; j < hd / 2; j++) inv[j] = powf(1000000.f, -2.f * j / hd);
+    const int nblk = (T + bs - 1) / bs;
+    int32_t *pos = malloc(sizeof(int32_t) * T), *tab = malloc(sizeof(int32_t) * nblk), rs[2] = {0, T};
+    for (int t = 0; t < T; t++) pos[t] = t;
+    for (int b = 0; b < nblk; b++) tab[b] = nblk - 1 - b;
+    const int32_t *tabs[1] = {tab};
+    const size_t nout = (size_t)T * H, nq = (size_t)T * nh * hd;
+    float *res[2][3];
+    long used[2] = {0, 0};
+    backend_t *bes[2] = {bon, boff};
+    for (int bi = 0; bi < 2; bi++) {
+        backend_t *be = bes[bi];
+        weight_t w[7] = {hq.w, hk.w, hv.w, ho.w, hg.w, hu.w, hdn.w};
+        for (int i = 0; i < 7; i++)
+            if (be->ops->prepare_weight(be, &w[i], &e)) CHECK(0, "x16: prepare_weight: %s", e.msg);
+        const size_t cells = (size_t)nblk * bs * nkv * hd;
+        attn_args_t da = {1, rs, pos, tabs, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {NULL, NULL, DT_F16, bs, nkv, hd}};
+        da.kv.k = be->ops->alloc(be, 2 * cells);
+        da.kv.v = be->ops->alloc(be, 2 * cells);
+        float *x = dev_from(be, x0, nout), *d = dev_from(be, d0, nout), *dln = dev_from(be, ln, H), *dqn = dev_from(be, qn, hd), *dkn = dev_from(be, kn, hd);
+        float *h = be->ops->alloc(be, sizeof(float) * nout), *q = be->ops->alloc(be, sizeof(float) * nq), *k = be->ops->alloc(be, sizeof(float) * T * nkv * hd);
+        float *v = be->ops->alloc(be, sizeof(float) * T * nkv * hd), *att = be->ops->alloc(be, sizeof(float) * nq);
+        float *g = be->ops->alloc(be, sizeof(float) * T * I), *u = be->ops->alloc(be, sizeof(float) * T * I), *y = be->ops->alloc(be, sizeof(float) * nout);
+        const long u0 = cuda_x16_uses(be);
+        for (int pass = 0; pass < 2; pass++) {
+            float *const yqkv[3] = {q, k, v};
+            const weight_t *const wqkv[3] = {&w[0], &w[1], &w[2]};
+            be->ops->add_rms_norm(be, x, h, d, dln, 0.f, T, H, 1e-6f);
+            be->ops->matmul_multi(be, 3, yqkv, h, T, wqkv);
+            be->ops->norm_rope_kv_attention(be, att, q, k, v, dqn, dkn, 1e-6f, hd, inv, 1.0f, pos, T, &da);
+            be->ops->matmul(be, d, att, T, &w[3]);
+            be->ops->add_rms_norm(be, x, h, d, dln, 0.f, T, H, 1e-6f);
+            be->ops->matmul_glu(be, g, g, u, h, T, &w[4], &w[5], ACT_SILU);
+            be->ops->matmul(be, d, g, T, &w[6]);
+        }
+        used[bi] = cuda_x16_uses(be) - u0;
+        res[bi][0] = malloc(sizeof(float) * nout);
+        to_host(be, res[bi][0], d, nout);
+        /* stale copies: h's copy, then h changed by an add; g's copy (the GLU), then g written by a matmul */
+        be->ops->add_rms_norm(be, x, h, d, dln, 0.f, T, H, 1e-6f);
+        be->ops->add(be, h, x, nout);
+        be->ops->matmul(be, y, h, T, &w[0]); /* q's weight: [nh·hd, H] */
+        res[bi][1] = malloc(sizeof(float) * nq);
+        to_host(be, res[bi][1], y, nq);
+        /* g's copy from the GLU, then g overwritten by a matmul that converts nothing (f32 weight):
+         * the down projection must convert the new g */
+        weight_t wf = hf.w;
+        if (be->ops->prepare_weight(be, &wf, &e)) CHECK(0, "x16: prepare_weight: %s", e.msg);
+        be->ops->matmul_glu(be, g, g, u, h, T, &w[4], &w[5], ACT_SILU);
+        be->ops->matmul(be, g, h, T, &wf);
+        be->ops->matmul(be, d, g, T, &w[6]);
+        be->ops->release_weight(be, &wf);
+        res[bi][2] = malloc(sizeof(float) * nout);
+        to_host(be, res[bi][2], d, nout);
+        be->ops->free(be, x); be->ops->free(be, d); be->ops->free(be, dln); be->ops->free(be, dqn); be->ops->free(be, dkn); be->ops->free(be, h);
+        be->ops->free(be, q); be->ops->free(be, k); be->ops->free(be, v); be->ops->free(be, att); be->ops->free(be, g); be->ops->free(be, u);
+        be->ops->free(be, y); be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v);
+        for (int i = 0; i < 7; i++) be->ops->release_weight(be, &w[i]);
+    }
+    CHECK(!memcmp(res[0][0], res[1][0], sizeof(float) * nout), "x16: the layer chain differs from KILN_CUDA_X16=0");
+    CHECK(!memcmp(res[0][1], res[1][1], sizeof(float) * nq), "x16: a matmul after its x was changed by add differs from KILN_CUDA_X16=0");
+    CHECK(!memcmp(res[0][2], res[1][2], sizeof(float) * nout), "x16: down after g was rewritten differs from KILN_CUDA_X16=0");
+    /* pass 1: q/k/v's conversion taken twice (k, v); pass 2: + h (multi), att, h (glu multi), g → 2 + 2 + 1 + 1 + 1 + 1 (+ k, v, up) */
+    CHECK(used[0] >= 8 && used[1] == 0, "x16: copies taken %ld times with X16 on (want >= 8), %ld with X16=0", used[0], used[1]);
+    printf("# x16: chain bitwise equal with and without the producers' bf16 copies (%ld copies taken)\n", used[0]);
+    unsetenv("KILN_CUDA_FA_MIN");
+    for (int bi = 0; bi < 2; bi++) for (int j = 0; j < 3; j++) free(res[bi][j]);
+    free(x0); free(d0); free(ln); free(qn); free(kn); free(pos); free(tab);
+    backend_destroy(bon);
+    backend_destroy(boff);
+}
+
 static void test_xprep(void) {
     if (!gemv_tc) return;
     struct { int H, I, V, bq, gq, bd, gd; dtype_t sbt; } sets[] = {
@@ -2145,6 +2241,7 @@ static void test_norm_rope_attention(void) {
     const int cfg[][4] = {{16, 8, 128, 128}, {32, 8, 128, 128}, {6, 3, 80, 80}, {4, 4, 24, 16}, {8, 2, 256, 256}, {4, 1, 72, 36}}; /* nh nkv hd rot */
     const dtype_t dts[] = {DT_BF16, DT_F16, DT_F32};
     const int one[1] = {2047}, l1[1] = {1}, three[3] = {0, 130, 4000}, l3[3] = {1, 1, 1}, chunk[2] = {37, 5}, lc[2] = {5, 1};
+    const int big[2] = {0, 300}, lbig[2] = {130, 70}; /* 200 tokens: rope.cu's warp-per-head kernel (from 64) */
     for (int bi = 0; bi < 2; bi++)
         for (int ci = 0; ci < 6; ci++)
             for (int di = 0; di < 3; di++)
@@ -2153,6 +2250,7 @@ static void test_norm_rope_attention(void) {
                     nra_case(bes[bi], 1, one, l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd);
                     nra_case(bes[bi], 3, three, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 1);
                     nra_case(bes[bi], 2, chunk, lc, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 2);
+                    nra_case(bes[bi], 2, big, lbig, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 3);
                 }
 }
 
@@ -2882,6 +2980,15 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY)");
     }
+    if (getenv("KILN_CUDA_TEST_X16_ONLY")) { /* x16.cuh's bf16 copies and the prefill paths they touch: a short device call */
+        test_x16();
+        test_norm_rope_attention();
+        test_matmul_multi();
+        test_matmul_glu();
+        test_attention_mma();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_X16_ONLY)");
+    }
     if (getenv("KILN_CUDA_TEST_NORM_ROPE_ONLY")) { /* norm_rope_kv_attention and the fused ops it builds on: a short device call */
         test_fused();
         test_norm_rope_attention();
@@ -2954,6 +3061,7 @@ int main(void) {
     test_pdl_chain_glu();
     test_pdl_chain_norm();
     test_xprep();
+    test_x16();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_norm_rope_glu();
     test_embed();

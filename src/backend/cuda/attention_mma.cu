@@ -30,14 +30,20 @@
 #include <math.h>
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma_util.cuh"
+#include "backend/cuda/x16.cuh"
 
 #define FQ 64      /* query vectors per block: 4 warps × m16 */
 #define FK 64      /* keys per shared-memory tile            */
 #define FWARPS 4
+/* Cost (ncu, qwen3-0.6b at 2048 tokens, hd 128, Q and P rounded once): 143-149 us a layer, ~120
+ * TFLOP/s, 42 % of the prefill; 232 registers, so 2 blocks (8 warps) an SM. Neither 8 warps a block
+ * (one K/V tile for 128 query vectors) nor registers capped for 3 blocks an SM (168, 140 bytes
+ * spilled) changed that: 148-151 us, prefill -1.1 % / -2.7 % (bench/cuda/RESULTS.md, session 15). */
 
 typedef struct fa_dev {
     const float *q;
     float *out;
+    __nv_bfloat16 *out16; /* NULL, or out rounded to bf16 as well (x16.cuh: for the o projection) */
     const int32_t *pos, *tables;
     const attn_tile_t *tiles;
     const void *k, *v;
@@ -229,6 +235,11 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
         const float inv = 1.0f / l[h];
 #pragma unroll
         for (int i = 0; i < NO; i++) *(float2 *)(orow + i * 8 + 2 * c4) = make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+        if (a.out16) {
+            __nv_bfloat16 *o16 = a.out16 + ((size_t)t * a.n_heads + hh) * HD;
+#pragma unroll
+            for (int i = 0; i < NO; i++) *(__nv_bfloat162 *)(o16 + i * 8 + 2 * c4) = __floats2bfloat162_rn(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+        }
     }
 }
 
@@ -268,6 +279,7 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     const int n_tiles = tl.n_tiles, max_blocks = tl.max_blocks;
     fa_dev_t a;
     a.q = q; a.out = out;
+    a.out16 = cuda_x16_want(c, (size_t)T * aa->n_heads * hd); /* the o projection rounds out to bf16: done here */
     a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
     a.k = kv->k; a.v = kv->v; a.block_size = bs; a.max_blocks = max_blocks; a.n_tiles = n_tiles;
     a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
@@ -283,5 +295,6 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     else if (hd == 64) FA_GO(64);
     else FA_GO(128);
 #undef FA_GO
+    if (a.out16) cuda_x16_set(c, out, (size_t)T * aa->n_heads * hd);
     return 1;
 }

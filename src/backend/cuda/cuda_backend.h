@@ -32,6 +32,8 @@ void cuda_backend_destroy(backend_t *be);
 const char *cuda_backend_kernel_name(const backend_t *be);
 /* GEMV launches that took x as its producer prepared it (KILN_CUDA_XPREP; tests) */
 long cuda_xprep_uses(const backend_t *be);
+/* how many matmuls took x's bf16 copy from its producer or an earlier conversion (x16.cuh) */
+long cuda_x16_uses(const backend_t *be);
 #ifdef __cplusplus
 }
 #endif

@@ -31,6 +31,7 @@
  * Reference: ref_matmul (backend/cpu/ref.c). The tiled kernel accumulates k in order
  * for every output, so its result does not depend on which tile a token lands in. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/x16.cuh"
 
 int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int single);
@@ -90,6 +91,15 @@ __global__ void to_16bit_kernel(void *out, const float *in, size_t n, int bf) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         if (bf) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(in[i]);
         else ((__half *)out)[i] = __float2half_rn(in[i]);
+    }
+}
+
+/* the same rounding four floats a thread (16-byte loads, 8-byte stores): x16.cuh's conversions */
+__global__ void to_bf16x4_kernel(uint2 *out, const float4 *in, size_t n4) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 v = in[i];
+        __nv_bfloat162 a = __floats2bfloat162_rn(v.x, v.y), b = __floats2bfloat162_rn(v.z, v.w);
+        out[i] = make_uint2(*(const uint32_t *)&a, *(const uint32_t *)&b);
     }
 }
 
@@ -168,7 +178,7 @@ __global__ void dequant_words_bf16_kernel(__nv_bfloat16 *out, dweight_t w) {
 /* --- cuBLASLt: column-major view. W row-major [N, K] is A = K×N col-major; op(A) = Aᵀ.
  * x row-major [T, K] is B = K×T; D = y as N×T col-major (row-major [T, N]). --- */
 typedef struct lt_plan {
-    int N, K, T, type, tf32;
+    int N, K, T, type, tf32, fresh;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
@@ -187,7 +197,7 @@ static lt_plan_t *lt_plan(cuda_impl_t *c, int N, int K, int T, cudaDataType_t ty
         cublasLtMatrixLayoutDestroy(p->a); cublasLtMatrixLayoutDestroy(p->b); cublasLtMatrixLayoutDestroy(p->d);
     } else n_plans++;
     next_plan = (next_plan + 1) % LT_PLANS;
-    p->N = N; p->K = K; p->T = T; p->type = (int)type; p->tf32 = tf32;
+    p->N = N; p->K = K; p->T = T; p->type = (int)type; p->tf32 = tf32; p->fresh = 1;
     cublasCheck(cublasLtMatmulDescCreate(&p->op, tf32 == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     if (tf32 == 2) { /* alpha and beta in device memory (cuda_lt_matmul_dev) */
         cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
@@ -212,9 +222,62 @@ static lt_plan_t *lt_plan(cuda_impl_t *c, int N, int K, int T, cudaDataType_t ty
     return p;
 }
 
+/* KILN_CUDA_LT_TUNE=N (opt-in, default 0: cuBLASLt's first heuristic answer, as before): a new
+ * plan of a bf16 GEMM with beta = 0 times cuBLASLt's first N heuristic candidates on the call's own
+ * operands (y is written by the call anyway) and keeps the fastest; one line per plan on stderr.
+ * Not the default: the choice depends on timings, so two processes may pick differently, and an
+ * algorithm with another K split sums in another order (f32 accumulation either way). */
+static int lt_tune_n(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_LT_TUNE"); v = e ? atoi(e) : 0; if (v > 16) v = 16; }
+    return v;
+}
+static void lt_tune(cuda_impl_t *c, lt_plan_t *p, float *y, const void *W, const void *X) {
+    p->fresh = 0;
+    const int want = lt_tune_n();
+    if (want < 2 || c->capturing || p->type != (int)CUDA_R_16BF || p->tf32) return;
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c->lt_workspace_bytes,
+                                                     sizeof c->lt_workspace_bytes));
+    cublasLtMatmulHeuristicResult_t res[16];
+    int nres = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->d, p->d, pref, want, res, &nres));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cudaEvent_t e0, e1;
+    cudaCheck(cudaEventCreate(&e0));
+    cudaCheck(cudaEventCreate(&e1));
+    const float alpha = 1.f, beta = 0.f;
+    float best = 1e30f, first = 0.f;
+    int bi = -1;
+    for (int i = 0; i < nres; i++) {
+        if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        int ok = 1;
+        for (int r = 0; r < 7 && ok; r++) { /* 2 warm-ups, then 5 timed */
+            if (r == 2) cudaCheck(cudaEventRecord(e0, c->stream));
+            ok = cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->b, &beta, y, p->d, y, p->d, &res[i].algo, c->lt_workspace,
+                                c->lt_workspace_bytes, c->stream) == CUBLAS_STATUS_SUCCESS;
+        }
+        cudaCheck(cudaEventRecord(e1, c->stream));
+        cudaCheck(cudaEventSynchronize(e1));
+        float ms = 0.f;
+        cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+        if (!ok) continue;
+        if (i == 0) first = ms;
+        if (ms < best) { best = ms; bi = i; }
+    }
+    cudaCheck(cudaEventDestroy(e0));
+    cudaCheck(cudaEventDestroy(e1));
+    if (bi < 0) return;
+    p->algo = res[bi].algo;
+    fprintf(stderr, "kiln cuda: lt tune T=%d N=%d K=%d: candidate %d of %d, %.2f us (first %.2f us)\n", p->T, p->N, p->K, bi, nres,
+            1e3f * best / 5, 1e3f * first / 5);
+}
+
 static void lt_matmul_beta(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type, int tf32,
                            float beta) {
     lt_plan_t *p = lt_plan(c, N, K, T, type, tf32);
+    if (p->fresh && beta == 0.f) lt_tune(c, p, y, W, X);
     float alpha = 1.f;
     cublasCheck(cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->b, &beta, y, p->d, y, p->d, &p->algo, c->lt_workspace,
                                c->lt_workspace_bytes, c->stream));
@@ -222,6 +285,7 @@ static void lt_matmul_beta(cuda_impl_t *c, float *y, const void *W, const void *
 
 static void lt_matmul(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type, int tf32) {
     lt_plan_t *p = lt_plan(c, N, K, T, type, tf32);
+    if (p->fresh) lt_tune(c, p, y, W, X);
     float alpha = 1.f, beta = 0.f;
     cublasCheck(cublasLtMatmul(c->lt, p->op, &alpha, W, p->a, X, p->b, &beta, y, p->d, y, p->d, &p->algo, c->lt_workspace,
                                c->lt_workspace_bytes, c->stream));
@@ -276,9 +340,21 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * read once; KILN_CUDA_BFMMA=0: cuBLASLt below) */
     if (w->dtype == DT_BF16 && cuda_bfmma(c, 1, &y, x, T, &w, !single, 0, 0) == 0) return;
     if (w->dtype == DT_BF16 && single) {
-        void *x16 = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 2);
-        to_16bit_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>(x16, x, nx, 1);
-        cudaLaunchCheck();
+        /* x's bf16 copy from its producer or from this matmul_multi's first conversion (x16.cuh,
+         * KILN_CUDA_X16); else converted here (into x16's buffer, noted for the producers) */
+        const void *x16 = cuda_x16_get(c, x, nx);
+        if (!x16) {
+            void *b = cuda_x16_conv(c, x, nx);
+            if (b && nx % 4 == 0 && !((uintptr_t)x & 15)) {
+                const size_t n4 = nx / 4;
+                to_bf16x4_kernel<<<cdiv(n4, 256) < 4096 ? cdiv(n4, 256) : 4096, 256, 0, c->stream>>>((uint2 *)b, (const float4 *)x, n4);
+            } else {
+                if (!b) b = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 2);
+                to_16bit_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>(b, x, nx, 1);
+            }
+            cudaLaunchCheck();
+            x16 = b;
+        }
         lt_matmul(c, y, w->data, x16, T, w->rows, w->cols, CUDA_R_16BF, 0);
         return;
     }
@@ -416,5 +492,8 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
             return;
         }
     }
+    /* one by one; x16.cuh: where the first converts x to bf16 the others take that copy */
+    cuda_x16_multi(c, 1);
     for (int i = 0; i < n; i++) cuda_matmul(be, y[i], x, T, wt[i]);
+    cuda_x16_multi(c, 0);
 }

@@ -6,6 +6,7 @@
  * writes exactly the elements it read. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/xprep.cuh"
+#include "backend/cuda/x16.cuh"
 
 template <int NT>
 __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float off, int n, float eps) {
@@ -30,9 +31,10 @@ __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float 
  * writes y after it). */
 /* PREP (one row, KILN_CUDA_XPREP, xprep.cuh): y also written in the q4/q8 GEMV's prepared form
  * to xp, with one exponent from max|y| over the row (bitwise what the GEMV computes from y) */
-template <int RV, bool ADD = false, bool PREP = false>
+/* X16 (prefill, x16.cuh): y also rounded to bf16 into y16 (what the matmul's conversion writes) */
+template <int RV, bool ADD = false, bool PREP = false, bool X16 = false>
 __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x, const float *w, float off, int n, float eps,
-                                                        const float *d, xp_dst xp) {
+                                                        const float *d, xp_dst xp, __nv_bfloat16 *y16) {
     __shared__ float warp_sums[8];
     extern __shared__ float4 xp_h4[]; /* PREP: y, then zeros to whole chunks */
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; x is read after the wait */
@@ -74,6 +76,10 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
             o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
         }
         yr[i] = o;
+        if constexpr (X16) {
+            const __nv_bfloat162 a = __floats2bfloat162_rn(o.x, o.y), b = __floats2bfloat162_rn(o.z, o.w);
+            ((uint2 *)(y16 + (size_t)blockIdx.x * n))[i] = make_uint2(*(const uint32_t *)&a, *(const uint32_t *)&b);
+        }
         if constexpr (PREP) {
             xp_h4[i] = o;
             mx = fmaxf(mx, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
@@ -100,20 +106,30 @@ static int rms_norm4_prep(cuda_impl_t *c, float *y, const float *x, const float 
     if (n <= 256 || n > 8192 || !cuda_xp_want(c, T, n, 0, &xp)) return 0;
     const size_t sm = sizeof(float) * xp_ncols(xp);
     if (sm > 48 * 1024) return 0;
-    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp);
-    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp);
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr);
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr);
     cuda_xp_set(c, y, &xp);
     return 1;
+}
+
+/* the 256 < n <= 8192 launches, with y's bf16 copy where a prefill matmul will want it (x16.cuh) */
+template <bool ADD>
+static void rms_norm4_launch(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d) {
+    const xp_dst no = {};
+    __nv_bfloat16 *y16 = cuda_x16_want(c, (size_t)T * n);
+    if (y16 && n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16);
+    else if (y16) cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16);
+    else if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr);
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr);
+    if (y16) cuda_x16_set(c, y, (size_t)T * n);
 }
 
 void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps) {
     if (T <= 0) return;
     cudaStream_t s = cuda_impl(be)->stream;
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15);
-    const xp_dst no = {};
     if (al && rms_norm4_prep<false>(cuda_impl(be), y, x, w, off, T, n, eps, (const float *)nullptr)) {
-    } else if (al && n > 256 && n <= 4096) cuda_launch_pdl(s, rms_norm4_kernel<4>, T, 256, 0, y, x, w, off, n, eps, (const float *)nullptr, no);
-    else if (al && n > 4096 && n <= 8192) cuda_launch_pdl(s, rms_norm4_kernel<8>, T, 256, 0, y, x, w, off, n, eps, (const float *)nullptr, no);
+    } else if (al && n > 256 && n <= 8192) rms_norm4_launch<false>(cuda_impl(be), y, x, w, off, T, n, eps, (const float *)nullptr);
     else if (n <= 256) rms_norm_kernel<64><<<T, 64, 0, s>>>(y, x, w, off, n, eps);
     else rms_norm_kernel<256><<<T, 256, 0, s>>>(y, x, w, off, n, eps);
     cudaLaunchCheck();
@@ -125,10 +141,9 @@ void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const 
     if (T <= 0) return;
     cudaStream_t s = cuda_impl(be)->stream;
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15) && !((uintptr_t)d & 15);
-    const xp_dst no = {};
+    (void)s;
     if (al && rms_norm4_prep<true>(cuda_impl(be), y, x, w, off, T, n, eps, d)) {
-    } else if (al && n > 256 && n <= 4096) cuda_launch_pdl(s, rms_norm4_kernel<4, true>, T, 256, 0, y, x, w, off, n, eps, d, no);
-    else if (al && n > 4096 && n <= 8192) cuda_launch_pdl(s, rms_norm4_kernel<8, true>, T, 256, 0, y, x, w, off, n, eps, d, no);
+    } else if (al && n > 256 && n <= 8192) rms_norm4_launch<true>(cuda_impl(be), y, x, w, off, T, n, eps, d);
     else {
         cuda_add(be, x, d, (size_t)T * n);
         cuda_rms_norm(be, y, x, w, off, T, n, eps);

@@ -144,12 +144,89 @@ __global__ void __launch_bounds__(64) norm_rope_kv_kernel(float *q, float *k, co
     }
 }
 
-/* KILN_CUDA_NORM_ROPE=0: the separate ops (A/B) */
+/* The same (token, head) items a warp each, 8 to a 256-thread block, for prefill-sized steps (many
+ * thousands of items: the 64-thread blocks above paid three block barriers per 512-byte head and
+ * loaded x, then the norm weight, then the angles, then v, one latency after another — 63 us a
+ * qwen3-0.6b layer at 2048 tokens, 1.0 TB/s; ncu, bench/cuda/RESULTS.md session 15). Every load of
+ * the item (x, the norm weight, v, the position, slot and frequencies) is issued first, into
+ * registers (hd <= 256: 8 values a lane; rot/2 <= 128: 4 angles a lane). Bitwise the kernel
+ * above: lane l keeps the partial sums of that kernel's threads l and l + 32 (elements l + 64j
+ * and l + 32 + 64j, the same fmaf chains), reduces each with the same xor tree (every lane ends
+ * with its warp's sum) and adds them as its warp_sums loop does, (0 + warp 0) + warp 1; the same
+ * inv and scaling follow, and rope_pair's two halves (rope_cs, rope_rot) on the warp's own head in
+ * shared memory. */
+#define NRW_WARPS 8
+__global__ void __launch_bounds__(32 * NRW_WARPS) norm_rope_kv_warp_kernel(float *q, float *k, const float *v, const float *qn,
+                                                                          const float *kn, float off, float eps, const int32_t *pos,
+                                                                          const int32_t *slots, int T, int nh, int nkv, int hd, int half,
+                                                                          const float *inv, float ms, void *kc, void *vc, int dt) {
+    extern __shared__ float nrw_heads[]; /* [NRW_WARPS][hd] */
+    pdl_trigger();
+    pdl_wait();
+    const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+    const size_t item = (size_t)blockIdx.x * NRW_WARPS + wi, nq = (size_t)T * nh;
+    if (item >= nq + (size_t)T * nkv) return; /* whole warps: no block barrier below */
+    const int isq = item < nq;
+    const size_t th = isq ? item : item - nq; /* t * nh + h, or t * nkv + h */
+    float *x = (isq ? q : k) + th * hd, *head = nrw_heads + wi * hd;
+    const float *w = isq ? qn : kn;
+    const int t = (int)(th / (isq ? nh : nkv));
+    float xv[8], wv[8], vv[8], cs[4], sn[4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int i = lane + 32 * j;
+        xv[j] = i < hd ? x[i] : 0.f;
+        wv[j] = w && i < hd ? w[i] : 0.f;
+        vv[j] = !isq && i < hd ? v[th * hd + i] : 0.f;
+    }
+    const int p = pos[t];
+    const size_t dst = isq ? 0 : (size_t)slots[t] * nkv * hd + (size_t)(th % nkv) * hd;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        if (lane + 32 * j < half) rope_cs(lane + 32 * j, p, inv, ms, cs[j], sn[j]);
+    float sa = 0.f, sb = 0.f; /* threads lane and lane + 32 of the 64-thread kernel */
+#pragma unroll
+    for (int j = 0; j < 8; j += 2)
+        if (lane + 32 * j < hd) sa = fmaf(xv[j], xv[j], sa);
+#pragma unroll
+    for (int j = 1; j < 8; j += 2)
+        if (lane + 32 * j < hd) sb = fmaf(xv[j], xv[j], sb);
+    for (int o = 16; o > 0; o >>= 1) sa += __shfl_xor_sync(0xffffffffu, sa, o);
+    for (int o = 16; o > 0; o >>= 1) sb += __shfl_xor_sync(0xffffffffu, sb, o);
+    float tot = 0.f;
+    tot += sa;
+    tot += sb;
+    const float r = 1.0f / sqrtf(tot / (float)hd + eps);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if (lane + 32 * j < hd) head[lane + 32 * j] = (xv[j] * r) * (w ? (off + wv[j]) : 1.0f);
+    __syncwarp();
+    float ra, rb;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        if (lane + 32 * j < half) rope_rot(head, lane + 32 * j, half, cs[j], sn[j], ra, rb);
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int i = lane + 32 * j;
+        if (i >= hd) break;
+        const float val = head[i];
+        x[i] = val;
+        if (!isq) {
+            kv_store(kc, dt, dst + i, val);
+            kv_store(vc, dt, dst + i, vv[j]);
+        }
+    }
+}
+
+/* KILN_CUDA_NORM_ROPE=0: the separate ops (A/B); =block: the 64-thread blocks at every size (the
+ * warp kernel takes steps of 64 tokens or more by default) */
 static int norm_rope_on(void) {
     static int on = -1;
     if (on < 0) {
         const char *e = getenv("KILN_CUDA_NORM_ROPE");
         on = !(e && !strcmp(e, "0"));
+        if (on && e && !strcmp(e, "block")) on = 2;
     }
     return on;
 }
@@ -173,9 +250,14 @@ void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, 
         memcpy(hb + pb, slots, pb);
         memcpy(hb + 2 * pb, inv, ib);
         const char *d = (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
-        cuda_launch_pdl(c->stream, norm_rope_kv_kernel, T * (nh + nkv), 64, sizeof(float) * hd, q, k, v, qn, kn, 0.f, eps,
-                        (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k, a->kv.v,
-                        (int)a->kv.dtype);
+        if (T >= 64 && norm_rope_on() == 1)
+            cuda_launch_pdl(c->stream, norm_rope_kv_warp_kernel, cdiv((long)T * (nh + nkv), NRW_WARPS), 32 * NRW_WARPS,
+                            sizeof(float) * hd * NRW_WARPS, q, k, v, qn, kn, 0.f, eps, (const int32_t *)d, (const int32_t *)(d + pb), T, nh,
+                            nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k, a->kv.v, (int)a->kv.dtype);
+        else
+            cuda_launch_pdl(c->stream, norm_rope_kv_kernel, T * (nh + nkv), 64, sizeof(float) * hd, q, k, v, qn, kn, 0.f, eps,
+                            (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k,
+                            a->kv.v, (int)a->kv.dtype);
     }
     cuda_attention(be, out, q, T, a);
 }

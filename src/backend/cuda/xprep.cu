@@ -15,10 +15,15 @@
  * own x, K and format. The record must not outlive x's contents: the backend's op table is wrapped
  * so that every op other than the producers and the matmuls forgets it before it runs, and the
  * matmuls forget it after they run where their outputs overlap x. So a model that writes x between
- * its producer and its GEMV gets the GEMV's own preparation, never a stale one. */
+ * its producer and its GEMV gets the GEMV's own preparation, never a stale one.
+ *
+ * The same wrappers keep the bf16 copy of a prefill activation honest (x16.cuh, KILN_CUDA_X16,
+ * default on for "cuda"): its record {x, n} is forgotten exactly where the prepared x's is. The
+ * wrappers are installed where either is on. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/xprep.cuh"
+#include "backend/cuda/x16.cuh"
 
 #define XP_CAP (1u << 20) /* the prepared x: ~3.3 bytes a column, K up to ~300k */
 
@@ -32,6 +37,15 @@ typedef struct {
     struct { int K, bits, nu; } fmt[8];
     int nfmt, next;
     long seq, used;
+    /* x16.cuh: on, the buffer, the record (conv: made by a matmul's conversion, usable only while
+     * multi is set), the element counts conversions saw (the producers' hint) */
+    int x16_on, x16_multi;
+    __nv_bfloat16 *x16;
+    size_t x16_bytes;
+    struct { const float *x; size_t n; long seq; int conv; } x16_rec;
+    size_t x16_hint[8];
+    int x16_nh, x16_next;
+    long x16_used;
 } xp_state_t;
 static xp_state_t xps[16];
 static xp_state_t *xs(const cuda_impl_t *c) {
@@ -81,6 +95,65 @@ const char *cuda_xp_get(cuda_impl_t *c, const float *x, int K, int bits, int nu)
     return s->buf;
 }
 
+/* --- x16.cuh --- */
+static xp_state_t *x16s(cuda_impl_t *c) {
+    xp_state_t *s = xs(c);
+    return s && s->x16_on ? s : NULL;
+}
+static __nv_bfloat16 *x16_buf(cuda_impl_t *c, xp_state_t *s, size_t n) {
+    void *p = s->x16;
+    cuda_scratch(c, &p, &s->x16_bytes, n * sizeof(__nv_bfloat16)); /* growth: synchronizes first */
+    s->x16 = (__nv_bfloat16 *)p;
+    return s->x16;
+}
+__nv_bfloat16 *cuda_x16_want(cuda_impl_t *c, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (!s || !n) return NULL;
+    for (int i = 0; i < s->x16_nh; i++)
+        if (s->x16_hint[i] == n) {
+            s->x16_rec.x = NULL; /* the buffer is about to change */
+            return x16_buf(c, s, n);
+        }
+    return NULL;
+}
+void cuda_x16_set(cuda_impl_t *c, const float *y, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (!s) return;
+    s->x16_rec.x = y; s->x16_rec.n = n; s->x16_rec.seq = ++s->seq; s->x16_rec.conv = 0;
+}
+const __nv_bfloat16 *cuda_x16_get(cuda_impl_t *c, const float *x, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (!s || !x || s->x16_rec.x != x || s->x16_rec.n != n || (s->x16_rec.conv && !s->x16_multi)) return NULL;
+    s->x16_used++;
+    return s->x16;
+}
+__nv_bfloat16 *cuda_x16_conv(cuda_impl_t *c, const float *x, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (!s || !n) return NULL;
+    int i = 0;
+    while (i < s->x16_nh && s->x16_hint[i] != n) i++;
+    if (i == s->x16_nh) {
+        if (i == 8) { i = s->x16_next; s->x16_next = (s->x16_next + 1) % 8; } /* full: replace the oldest */
+        else s->x16_nh++;
+        s->x16_hint[i] = n;
+    }
+    s->x16_rec.x = NULL;
+    __nv_bfloat16 *b = x16_buf(c, s, n);
+    s->x16_rec.x = x; s->x16_rec.n = n; s->x16_rec.seq = ++s->seq; s->x16_rec.conv = 1;
+    return b;
+}
+void cuda_x16_multi(cuda_impl_t *c, int on) {
+    xp_state_t *s = x16s(c);
+    if (!s) return;
+    s->x16_multi = on;
+    if (s->x16_rec.conv) s->x16_rec.x = NULL; /* a conversion's record lives inside one call */
+}
+
+extern "C" long cuda_x16_uses(const backend_t *be) {
+    const xp_state_t *s = xs((const cuda_impl_t *)be->impl);
+    return s ? s->x16_used : 0;
+}
+
 extern "C" long cuda_xprep_uses(const backend_t *be) {
     const xp_state_t *s = xs((const cuda_impl_t *)be->impl);
     return s ? s->used : 0;
@@ -90,12 +163,15 @@ extern "C" long cuda_xprep_uses(const backend_t *be) {
 /* the wrappers are installed only for backends with a state (which they keep until destroy) */
 static inline xp_state_t *XS(backend_t *be) { return xs((const cuda_impl_t *)be->impl); }
 static inline const backend_ops_t *XB(backend_t *be) { return XS(be)->base; }
-static inline void xp_drop(backend_t *be) { XS(be)->rec.x = NULL; }
-static inline long xp_seq(backend_t *be) { return XS(be)->rec.seq; }
-/* after a matmul: forget the record if it is older than the call and [y, y + n) overlaps x */
+static inline void xp_drop(backend_t *be) { XS(be)->rec.x = NULL; XS(be)->x16_rec.x = NULL; }
+/* the records' sequence numbers before a matmul (both come from s->seq, so one number: a record
+ * made during the call has a larger one) */
+static inline long xp_seq(backend_t *be) { return XS(be)->seq; }
+/* after a matmul: forget a record if it is older than the call and [y, y + n) overlaps its x */
 static inline void xp_after(backend_t *be, long seq, const float *y, size_t n) {
     xp_state_t *s = XS(be);
-    if (s->rec.x && s->rec.seq == seq && y < s->rec.x + s->rec.K && s->rec.x < y + n) s->rec.x = NULL;
+    if (s->rec.x && s->rec.seq <= seq && y < s->rec.x + s->rec.K && s->rec.x < y + n) s->rec.x = NULL;
+    if (s->x16_rec.x && s->x16_rec.seq <= seq && y < s->x16_rec.x + s->x16_rec.n && s->x16_rec.x < y + n) s->x16_rec.x = NULL;
 }
 
 /* every other op: forget, then run */
@@ -190,11 +266,13 @@ void cuda_xp_init(backend_t *be) {
     const char *e = getenv("KILN_CUDA_XPREP");
     int mode = e ? atoi(e) : 0;
     if (mode < 0 || mode > 7) mode = 0;
-    if (!mode) return;
+    const char *e16 = getenv("KILN_CUDA_X16"); /* =0: every matmul converts its own x (A/B) */
+    const int x16 = !(e16 && !strcmp(e16, "0"));
+    if (!mode && !x16) return;
     xp_state_t *s = xs(NULL); /* a free slot */
     if (!s) return;
     char *buf = NULL;
-    if (cudaMalloc((void **)&buf, XP_CAP) != cudaSuccess) {
+    if (mode && cudaMalloc((void **)&buf, XP_CAP) != cudaSuccess) {
         cudaGetLastError();
         return;
     }
@@ -219,7 +297,7 @@ void cuda_xp_init(backend_t *be) {
 #undef XSET
     }
     memset(s, 0, sizeof *s);
-    s->c = c; s->mode = mode; s->base = b; s->buf = buf;
+    s->c = c; s->mode = mode; s->base = b; s->buf = buf; s->x16_on = x16;
     be->ops = w;
 }
 
@@ -232,5 +310,6 @@ void cuda_xp_free(cuda_impl_t *c) {
     xp_state_t *s = xs(c);
     if (!s) return;
     cudaFree(s->buf);
+    cudaFree(s->x16);
     memset(s, 0, sizeof *s);
 }
