@@ -864,6 +864,96 @@ static void xprep_chain(backend_t *be, const weight_t *wq, const weight_t *wg, c
     free(x0); free(h0); free(ln);
 }
 
+/* x16.cuh at 3..64 rows (matmul_bfmma.cu's X16): add_rms_norm / rms_norm and matmul_bfmma's GLU
+ * write bf16(y) where a matmul_bfmma launch of as many floats noted it, and the next launch reads
+ * those instead of rounding y itself. Bitwise: each chain (run once first, so the counts are noted)
+ * against the same chain with scale(·, 1.0f) between producer and matmul (exact, and an op that
+ * forgets the record, so the matmul rounds y itself); the copies taken where expected
+ * (cuda_x16_uses), none after a matmul wrote over y. Under KILN_CUDA_X16=0 only the equality. */
+static void test_bfmma_x16(void) {
+    const char *env = getenv("KILN_CUDA_X16");
+    const int on = !(env && !strcmp(env, "0"));
+    backend_t *be = be16;
+    const int H = 1024, I = 3072, rq = 2048, rk = 1024;
+    hw_t hq = make_dense(rq, H, DT_BF16, 3100), hk = make_dense(rk, H, DT_BF16, 3101), hv = make_dense(rk, H, DT_BF16, 3102);
+    hw_t hg = make_dense(I, H, DT_BF16, 3103), hu = make_dense(I, H, DT_BF16, 3104), hd = make_dense(H, I, DT_BF16, 3105);
+    weight_t w[6] = {hq.w, hk.w, hv.w, hg.w, hu.w, hd.w};
+    err_t e = {0};
+    for (int i = 0; i < 6; i++)
+        if (be->ops->prepare_weight(be, &w[i], &e)) { CHECK(0, "x16: prepare_weight: %s", e.msg); return; }
+    float *nw = rand_vec(H, 3106, 0.5f), *dnw = dev_from(be, nw, H);
+    const int Ts[] = {3, 17, 64};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        const int T = Ts[ti];
+        float *x = rand_vec((size_t)T * H, 3107 + T, 1.0f), *d = rand_vec((size_t)T * H, 3108 + T, 1.0f);
+        float *out[2][5];
+        long used[2];
+        for (int pass = -1; pass < 2; pass++) { /* -1: notes the counts, 0: with the copies, 1: scale(·, 1) between */
+            float *dx = dev_from(be, x, (size_t)T * H), *dd = dev_from(be, d, (size_t)T * H);
+            float *dh = be->ops->alloc(be, sizeof(float) * T * H), *dq = be->ops->alloc(be, sizeof(float) * T * rq);
+            float *dk = be->ops->alloc(be, sizeof(float) * T * rk), *dv = be->ops->alloc(be, sizeof(float) * T * rk);
+            float *dg = be->ops->alloc(be, sizeof(float) * T * I), *du = be->ops->alloc(be, sizeof(float) * T * I);
+            float *dy = be->ops->alloc(be, sizeof(float) * T * H);
+            float *const y3[3] = {dq, dk, dv};
+            const weight_t *w3[3] = {&w[0], &w[1], &w[2]};
+            const long u0 = cuda_x16_uses(be);
+            be->ops->add_rms_norm(be, dx, dh, dd, dnw, 0.f, T, H, 1e-6f);
+            if (pass > 0) be->ops->scale(be, dh, 1.0f, (size_t)T * H);
+            be->ops->matmul_multi(be, 3, y3, dh, T, w3);         /* q/k/v: x16 of h */
+            be->ops->rms_norm(be, dh, dx, dnw, 0.f, T, H, 1e-6f);
+            if (pass > 0) be->ops->scale(be, dh, 1.0f, (size_t)T * H);
+            be->ops->matmul_glu(be, dg, dg, du, dh, T, &w[3], &w[4], ACT_SILU); /* x16 of h; writes x16 of g */
+            if (pass > 0) be->ops->scale(be, dg, 1.0f, (size_t)T * I);
+            be->ops->matmul(be, dy, dg, T, &w[5]);                 /* down: x16 of g */
+            float *fr[] = {dx, dd, dh, dq, dk, dv, dg, du, dy};
+            if (pass < 0) { /* the warm-up: only the notes */
+                for (int i = 0; i < 9; i++) be->ops->free(be, fr[i]);
+                continue;
+            }
+            used[pass] = cuda_x16_uses(be) - u0;
+            float *got[5] = {dq, dk, dv, dg, dy};
+            const size_t ns[5] = {(size_t)T * rq, (size_t)T * rk, (size_t)T * rk, (size_t)T * I, (size_t)T * H};
+            for (int i = 0; i < 5; i++) {
+                out[pass][i] = malloc(sizeof(float) * ns[i]);
+                to_host(be, out[pass][i], got[i], ns[i]);
+            }
+            for (int i = 0; i < 5; i++)
+                if (pass) {
+                    CHECK(!memcmp(out[0][i], out[1][i], sizeof(float) * ns[i]), "x16 T=%d output %d: differs from the chain without the bf16 copies", T, i);
+                    free(out[0][i]); free(out[1][i]);
+                }
+            for (int i = 0; i < 9; i++) be->ops->free(be, fr[i]);
+        }
+        CHECK(used[1] == 0, "x16 T=%d: a record was taken after scale (%ld)", T, used[1]);
+        CHECK(used[0] == (on ? 3 : 0), "x16 T=%d: %ld records taken, want %d", T, used[0], on ? 3 : 0);
+        free(x); free(d);
+    }
+    /* a matmul that writes over y forgets y's record: norm into h, a matmul into h, then h as x */
+    {
+        const int T = 8;
+        float *x = rand_vec((size_t)T * H, 3120, 1.0f);
+        float *dx = dev_from(be, x, (size_t)T * H), *dh = be->ops->alloc(be, sizeof(float) * T * H);
+        float *dk = be->ops->alloc(be, sizeof(float) * T * rk), *dk2 = be->ops->alloc(be, sizeof(float) * T * rk);
+        be->ops->matmul(be, dk, dh, T, &w[1]);  /* notes T·H */
+        be->ops->rms_norm(be, dh, dx, dnw, 0.f, T, H, 1e-6f);
+        be->ops->matmul(be, dh, dx, T, &w[1]); /* h = x·Wkᵀ (1024 rows: h's shape) over h's record */
+        const long u0 = cuda_x16_uses(be);
+        be->ops->matmul(be, dk, dh, T, &w[1]);
+        CHECK(cuda_x16_uses(be) == u0, "x16: a record outlived a matmul writing over its y");
+        be->ops->scale(be, dh, 1.0f, (size_t)T * H);
+        be->ops->matmul(be, dk2, dh, T, &w[1]);
+        float *a = malloc(sizeof(float) * T * rk), *b = malloc(sizeof(float) * T * rk);
+        to_host(be, a, dk, (size_t)T * rk);
+        to_host(be, b, dk2, (size_t)T * rk);
+        CHECK(!memcmp(a, b, sizeof(float) * T * rk), "x16: matmul after an overwritten record differs");
+        free(a); free(b); free(x);
+        be->ops->free(be, dx); be->ops->free(be, dh); be->ops->free(be, dk); be->ops->free(be, dk2);
+    }
+    for (int i = 0; i < 6; i++) be->ops->release_weight(be, &w[i]);
+    be->ops->free(be, dnw);
+    free(nw);
+}
+
 /* x16.cuh (KILN_CUDA_X16, default on): under single rounding (KILN_CUDA_ACT=bf16) a prefill-sized
  * qwen3-like layer — add_rms_norm → q/k/v matmul_multi → norm_rope_kv_attention (tensor-core kernel,
  * f16 cache) → o → add_rms_norm → matmul_glu → down — twice on one backend (the first pass notes the
@@ -2982,6 +3072,7 @@ int main(void) {
     }
     if (getenv("KILN_CUDA_TEST_X16_ONLY")) { /* x16.cuh's bf16 copies and the prefill paths they touch: a short device call */
         test_x16();
+        test_bfmma_x16();
         test_norm_rope_attention();
         test_matmul_multi();
         test_matmul_glu();
@@ -3020,6 +3111,7 @@ int main(void) {
     }
     if (getenv("KILN_CUDA_TEST_BFMMA_ONLY")) { /* matmul_bfmma.cu's test and the matmul tests that reach it (=quick: its own only) */
         test_bfmma();
+        test_bfmma_x16();
         if (strcmp(getenv("KILN_CUDA_TEST_BFMMA_ONLY"), "quick")) {
             test_matmul_multi();
             test_matmul_glu();
@@ -3062,6 +3154,7 @@ int main(void) {
     test_pdl_chain_norm();
     test_xprep();
     test_x16();
+    test_bfmma_x16();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_norm_rope_glu();
     test_embed();

@@ -24,8 +24,16 @@
  * PDL: the first stages' weight tiles are issued before griddepcontrol.wait, x after it.
  * Fusions (KILN_CUDA_BFMMA_FUSE=1|2, opt-in: measured slower, below): NORM — the matmul's input is
  * rms_norm(x) of the residual stream x (rms_matmul_multi / rms_matmul_glu; K <= 1024), acc — y += the
- * sums (matmul_add), so a qwen3-0.6b layer is 6 launches instead of 8. */
+ * sums (matmul_add), so a qwen3-0.6b layer is 6 launches instead of 8.
+ * X16 (KILN_CUDA_X16, default on; x16.cuh): where x's producer (the norms, this kernel's GLU)
+ * also wrote bf16(x), the ring holds those 2-byte values instead of f32 — half the x bytes from L2
+ * per block (x is re-read by every 64-row tile), 70 KB of shared memory instead of 107 (the 200
+ * registers still allow two blocks an SM), no conversions — and the MMAs get the same operands:
+ * bitwise. The GLU epilogue writes bf16 of its outputs too when asked (the down projection's x).
+ * Measured: a 64-row qwen3-0.6b step 2.43 → 2.35 ms (session 15, helper-94); x's bytes are not
+ * what bounds this kernel (its time follows blocks per SM). */
 #include "backend/cuda/bfmma.cuh"
+#include "backend/cuda/x16.cuh"
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/glu_act.cuh"
 #include <cooperative_groups.h>
@@ -33,7 +41,7 @@
 #define BFM_ROWS 64
 #define BFM_KC 64 /* columns per stage */
 #define BFM_NS 4  /* ring stages */
-#define BFM_XP 72 /* x row pitch in floats */
+#define BFM_XP 72 /* x row pitch in floats (X16: in bf16, 144 bytes: rows 4 banks apart) */
 #define BFM_MAXW 4
 
 typedef struct bfm_slot {
@@ -45,6 +53,8 @@ typedef struct bfm_slot {
 typedef struct bfm_args {
     bfm_slot_t s[BFM_MAXW];
     const float *x;
+    const __nv_bfloat16 *x16; /* X16: bf16(x), written by x's producer */
+    __nv_bfloat16 *y16;       /* GLU: bf16 of the outputs as well (NULL: not) */
     int n, T, K, glu, gelu;
     /* fusions (KILN_CUDA_BFMMA_FUSE): norm — x is the residual stream and the matmul's input is
      * rms_norm(x)·(off + nw) (nw NULL: no weight); 1: in the prologue, bitwise as rmsnorm.cu's
@@ -61,9 +71,12 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
                  : "r"((unsigned)__cvta_generic_to_shared(p)));
 }
 
-/* the ring, then (norm) the row partials [8·NT][2] and the rows' 1/rms [8·NT] */
-template <int NT, int RW> static constexpr size_t bfm_smem() {
-    return (size_t)BFM_NS * (RW * BFM_ROWS * BFM_KC * 2 + 8 * NT * BFM_XP * 4) + 8 * NT * 3 * 4;
+/* the ring (or the epilogue's warp sums over it, if larger), then (norm) the row partials
+ * [8·NT][2] and the rows' 1/rms [8·NT] */
+template <int NT, int RW, bool X16 = false> static constexpr size_t bfm_smem() {
+    constexpr size_t ring = (size_t)BFM_NS * (RW * BFM_ROWS * BFM_KC * 2 + 8 * NT * BFM_XP * (X16 ? 2 : 4));
+    constexpr size_t red = (size_t)4 * 8 * NT * (RW * BFM_ROWS + 4) * 4;
+    return (ring > red ? ring : red) + 8 * NT * 3 * 4;
 }
 
 /* The norm's statistics (NORM 1 and 2): for each (token, 128-column chunk) of the split's range
@@ -101,11 +114,13 @@ __device__ __forceinline__ float bfm_inv(cooperative_groups::cluster_group &cl, 
 
 /* RW = 1: 64 rows, 4 warps; RW = 2: 128 rows, 8 warps (warp w: k-step w % 4, rows 64·(w / 4)..),
  * x read once per 128 rows instead of 64 */
-template <int NT, int SPLIT, int RW, int NORM = 0>
+template <int NT, int SPLIT, int RW, int NORM = 0, bool X16 = false>
 __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
+    static_assert(!X16 || (!SPLIT && !NORM), "X16: the single rounding, no norm");
     extern __shared__ __align__(16) unsigned char smem[];
     constexpr int XR = 8 * NT, ROWS = BFM_ROWS * RW, NTH = 128 * RW, RP = ROWS + 4;
-    constexpr int WST = ROWS * BFM_KC * 2, STB = WST + XR * BFM_XP * 4;
+    constexpr int XB = X16 ? 2 : 4; /* bytes of an x value in the ring */
+    constexpr int WST = ROWS * BFM_KC * 2, STB = WST + XR * BFM_XP * XB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, ks = warp & 3, half = warp >> 2;
     int si = 0;
     while (si + 1 < a.n && (int)blockIdx.x >= a.s[si + 1].blk0) si++;
@@ -131,7 +146,16 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
         }
     };
     const float *xg = a.x + (size_t)st0 * BFM_KC;
+    const __nv_bfloat16 *xg16 = X16 ? a.x16 + (size_t)st0 * BFM_KC : nullptr;
     auto load_x = [&](int st) {
+        if (X16) { /* 8 16-byte chunks a token */
+            __nv_bfloat16 *xs = (__nv_bfloat16 *)(smem + (st % BFM_NS) * STB + WST);
+            for (int c = tid; c < T * 8; c += NTH) {
+                const int t = c >> 3, ch = c & 7;
+                cp_async16(xs + t * BFM_XP + ch * 8, xg16 + (size_t)t * K + st * BFM_KC + ch * 8);
+            }
+            return;
+        }
         float *xs = (float *)(smem + (st % BFM_NS) * STB + WST);
         for (int c = tid; c < T * 16; c += NTH) {
             const int t = c >> 4, ch = c & 15;
@@ -140,8 +164,8 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
     };
     /* rows of x past T stay zero in every stage (cp.async never writes them) */
     for (int s = 0; s < BFM_NS; s++) {
-        float *xs = (float *)(smem + s * STB + WST);
-        for (int i = T * BFM_XP + tid; i < XR * BFM_XP; i += NTH) xs[i] = 0.f;
+        uint32_t *xs = (uint32_t *)(smem + s * STB + WST);
+        for (int i = T * BFM_XP * XB / 4 + tid; i < XR * BFM_XP * XB / 4; i += NTH) xs[i] = 0u;
     }
     float invt[NT]; /* NORM 1: 1/rms of tokens 8j + g */
     float *pss = (float *)(smem + BFM_NS * STB), *sinv = pss + XR * 2; /* NORM: past the ring */
@@ -203,26 +227,37 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
             const float2 w0 = __ldg((const float2 *)wp), w1 = __ldg((const float2 *)(wp + 8));
             f0 = a.off + w0.x; f1 = a.off + w0.y; f2 = a.off + w1.x; f3 = a.off + w1.y;
         }
+        if constexpr (X16) { /* bf16(x) as its producer rounded it: the pairs the rounding below would make */
+            const __nv_bfloat16 *xh = (const __nv_bfloat16 *)(ws + WST);
 #pragma unroll
-        for (int j = 0; j < NT; j++) {
-            const float *xp = xs + (j * 8 + g) * BFM_XP + 16 * ks + 2 * q;
-            float2 v0 = *(const float2 *)xp, v1 = *(const float2 *)(xp + 8);
-            if (NORM == 1) { /* rms_norm4_kernel's (x·inv)·(off + w); · 1.0f without a weight is exact */
-                v0.x = (v0.x * invt[j]) * f0; v0.y = (v0.y * invt[j]) * f1;
-                v1.x = (v1.x * invt[j]) * f2; v1.y = (v1.y * invt[j]) * f3;
-            } else if (NORM == 2 && a.nw) { /* x·(off + w) rounded; 1/rms applied to the sums */
-                v0.x *= f0; v0.y *= f1; v1.x *= f2; v1.y *= f3;
+            for (int j = 0; j < NT; j++) {
+                const __nv_bfloat16 *xp = xh + (j * 8 + g) * BFM_XP + 16 * ks + 2 * q;
+                const uint32_t b0 = *(const uint32_t *)xp, b1 = *(const uint32_t *)(xp + 8);
+#pragma unroll
+                for (int m = 0; m < 4; m++) mma_bf16(acc[m][j], af[m], b0, b1);
             }
-            const __nv_bfloat162 h0 = __floats2bfloat162_rn(v0.x, v0.y), h1 = __floats2bfloat162_rn(v1.x, v1.y);
-            const uint32_t b0 = bf2_bits(h0), b1 = bf2_bits(h1);
+        } else {
 #pragma unroll
-            for (int m = 0; m < 4; m++) mma_bf16(acc[m][j], af[m], b0, b1);
-            if (SPLIT) {
-                const float2 f0 = __bfloat1622float2(h0), f1 = __bfloat1622float2(h1);
-                const uint32_t l0 = bf2_bits(__floats2bfloat162_rn(v0.x - f0.x, v0.y - f0.y));
-                const uint32_t l1 = bf2_bits(__floats2bfloat162_rn(v1.x - f1.x, v1.y - f1.y));
+            for (int j = 0; j < NT; j++) {
+                const float *xp = xs + (j * 8 + g) * BFM_XP + 16 * ks + 2 * q;
+                float2 v0 = *(const float2 *)xp, v1 = *(const float2 *)(xp + 8);
+                if (NORM == 1) { /* rms_norm4_kernel's (x·inv)·(off + w); · 1.0f without a weight is exact */
+                    v0.x = (v0.x * invt[j]) * f0; v0.y = (v0.y * invt[j]) * f1;
+                    v1.x = (v1.x * invt[j]) * f2; v1.y = (v1.y * invt[j]) * f3;
+                } else if (NORM == 2 && a.nw) { /* x·(off + w) rounded; 1/rms applied to the sums */
+                    v0.x *= f0; v0.y *= f1; v1.x *= f2; v1.y *= f3;
+                }
+                const __nv_bfloat162 h0 = __floats2bfloat162_rn(v0.x, v0.y), h1 = __floats2bfloat162_rn(v1.x, v1.y);
+                const uint32_t b0 = bf2_bits(h0), b1 = bf2_bits(h1);
 #pragma unroll
-                for (int m = 0; m < 4; m++) mma_bf16(acc[m][j], af[m], l0, l1);
+                for (int m = 0; m < 4; m++) mma_bf16(acc[m][j], af[m], b0, b1);
+                if (SPLIT) {
+                    const float2 f0 = __bfloat1622float2(h0), f1 = __bfloat1622float2(h1);
+                    const uint32_t l0 = bf2_bits(__floats2bfloat162_rn(v0.x - f0.x, v0.y - f0.y));
+                    const uint32_t l1 = bf2_bits(__floats2bfloat162_rn(v1.x - f1.x, v1.y - f1.y));
+#pragma unroll
+                    for (int m = 0; m < 4; m++) mma_bf16(acc[m][j], af[m], l0, l1);
+                }
             }
         }
     }
@@ -254,7 +289,11 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
                 const float *p = red + t * RP + r;
                 const float vg = ((p[0] + p[WS]) + p[2 * WS]) + p[3 * WS];
                 const float vu = ((p[ROWS / 2] + p[WS + ROWS / 2]) + p[2 * WS + ROWS / 2]) + p[3 * WS + ROWS / 2];
-                if (n < N) sl.y[(size_t)t * N + n] = glu_act(vg, vu, a.gelu);
+                if (n < N) {
+                    const float v = glu_act(vg, vu, a.gelu);
+                    sl.y[(size_t)t * N + n] = v;
+                    if (a.y16) a.y16[(size_t)t * N + n] = __float2bfloat16_rn(v);
+                }
             }
         } else {
             for (int e = tid; e < T * ROWS; e += NTH) {
@@ -307,7 +346,11 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
             for (int s = 1; s < 8; s++)
                 if (s < S) { vg += gg[s]; vu += uu[s]; }
             if (NORM == 2) { vg *= sinv[t - t0]; vu *= sinv[t - t0]; }
-            if (n < N) sl.y[(size_t)t * N + n] = glu_act(vg, vu, a.gelu);
+            if (n < N) {
+                const float v = glu_act(vg, vu, a.gelu);
+                sl.y[(size_t)t * N + n] = v;
+                if (a.y16) a.y16[(size_t)t * N + n] = __float2bfloat16_rn(v);
+            }
         }
     } else {
         /* four outputs per thread at a time: their partials and (acc) their y loaded together */
@@ -358,19 +401,29 @@ static int bfm_max_t(void) {
 
 /* K splits (the cluster size): ~4 stages (256 columns) per split, a power of two up to 8 — by K
  * only, so every weight of a multi launch has the same and a token's sums never depend on T */
+/* KILN_CUDA_BFMMA_KSPLIT=C: ~C columns per split instead of 256 (a multiple of 64; read once; for
+ * the 64-row step's A/B: fewer splits = fewer blocks and less reduction, more stages a block) */
+static int bfm_kcols(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KILN_CUDA_BFMMA_KSPLIT");
+        v = e && atoi(e) >= 64 && atoi(e) % 64 == 0 ? atoi(e) : 256;
+    }
+    return v;
+}
 static int bfm_splits(int K) {
-    int S = K / 256;
+    int S = K / bfm_kcols();
     if (S > 8) S = 8;
     if (S < 1) S = 1;
     while (S & (S - 1)) S &= S - 1;
     return S;
 }
 
-template <int NT, int SPLIT, int RW, int NORM = 0> static void bfm_launch(cuda_impl_t *c, const bfm_args_t &a, int blocks, int S) {
+template <int NT, int SPLIT, int RW, int NORM = 0, bool X16 = false> static void bfm_launch(cuda_impl_t *c, const bfm_args_t &a, int blocks, int S) {
     static int attr;
-    const size_t sm = bfm_smem<NT, RW>();
+    const size_t sm = bfm_smem<NT, RW, X16>();
     if (!attr) {
-        cudaCheck(cudaFuncSetAttribute(bfm_kernel<NT, SPLIT, RW, NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        cudaCheck(cudaFuncSetAttribute(bfm_kernel<NT, SPLIT, RW, NORM, X16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
         attr = 1;
     }
     cudaLaunchConfig_t cfg = {};
@@ -378,7 +431,7 @@ template <int NT, int SPLIT, int RW, int NORM = 0> static void bfm_launch(cuda_i
     const int na = cuda_pdl_cluster_attrs(at, true, S);
     cfg.gridDim = dim3(blocks); cfg.blockDim = dim3(128 * RW); cfg.dynamicSmemBytes = sm; cfg.stream = c->stream;
     cfg.attrs = at; cfg.numAttrs = na;
-    cudaCheck(cudaLaunchKernelEx(&cfg, bfm_kernel<NT, SPLIT, RW, NORM>, a));
+    cudaCheck(cudaLaunchKernelEx(&cfg, bfm_kernel<NT, SPLIT, RW, NORM, X16>, a));
 }
 
 /* the instantiation for (NT, split): NT = 1/2/4/8 token tiles of 8 by T */
@@ -397,7 +450,14 @@ template <int RW, int NORM> static void bfm_launch_nt(cuda_impl_t *c, const bfm_
 
 template <int RW> static void bfm_launch_t(cuda_impl_t *c, const bfm_args_t &a, int blocks, int S, int T, int split) {
     const int NT = T <= 8 ? 1 : T <= 16 ? 2 : T <= 32 ? 4 : 8;
-    if (RW == 1 && a.norm == 1) bfm_launch_nt<1, 1>(c, a, blocks, S, NT, split); /* the norm in the prologue: 64-row blocks only */
+    if (RW == 1 && a.x16) { /* x in bf16 from its producer (host: single rounding, no norm) */
+        switch (NT) {
+        case 1: bfm_launch<1, 0, 1, 0, true>(c, a, blocks, S); break;
+        case 2: bfm_launch<2, 0, 1, 0, true>(c, a, blocks, S); break;
+        case 4: bfm_launch<4, 0, 1, 0, true>(c, a, blocks, S); break;
+        default: bfm_launch<8, 0, 1, 0, true>(c, a, blocks, S); break;
+        }
+    } else if (RW == 1 && a.norm == 1) bfm_launch_nt<1, 1>(c, a, blocks, S, NT, split); /* the norm in the prologue: 64-row blocks only */
     else if (RW == 1 && a.norm == 2) bfm_launch_nt<1, 2>(c, a, blocks, S, NT, split); /* 1/rms applied to the sums */
     else bfm_launch_nt<RW, 0>(c, a, blocks, S, NT, split);
 }
@@ -472,8 +532,17 @@ int cuda_bfmma_ex(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
         blocks += s.tiles * S;
     }
     a.n = ns;
+    /* X16: x's bf16 copy from its producer (single rounding, no norm, 64-row blocks); the GLU's
+     * outputs in bf16 too where a next matmul may want them */
+    const size_t nx = (size_t)T * K, ny = (size_t)T * a.s[0].N;
+    if (!split && !a.norm && rw == 1) {
+        a.x16 = cuda_x16_get(c, x, nx);
+        if (!a.x16) cuda_x16_note(c, nx); /* the next producer of as many floats writes the copy */
+    }
+    if (glu && !split) a.y16 = cuda_x16_want(c, ny); /* after get: another buffer than x16's */
     if (rw == 2) bfm_launch_t<2>(c, a, blocks, S, T, split);
     else bfm_launch_t<1>(c, a, blocks, S, T, split);
+    if (a.y16) cuda_x16_set(c, y[0], ny);
     return 0;
 }
 int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu) {

@@ -14,7 +14,11 @@
  *    where the record names its own x and length.
  * The f32 y is still written: other ops (and the CPU contract of every op) read it.
  *
- * Staleness: one record {x, n} per backend, one buffer. The backend's op table is wrapped
+ * matmul_bfmma.cu (3..64 tokens) reads the copy too (helper-94): where it finds none it notes n
+ * (cuda_x16_note), and its GLU epilogue is a producer for the down projection. Two buffers taken
+ * in turn (a producer never writes the buffer of the current record, which that GLU reads).
+ *
+ * Staleness: one record {x, n} per backend. The backend's op table is wrapped
  * (xprep.cu) so that every op other than the matmuls forgets the record before it runs, and the
  * matmuls forget it after they run where their outputs overlap x; a record made by a matmul's
  * own conversion is usable only inside the matmul_multi call that made it. So a model that writes
@@ -36,5 +40,8 @@ const __nv_bfloat16 *cuda_x16_get(cuda_impl_t *c, const float *x, size_t n);
 __nv_bfloat16 *cuda_x16_conv(cuda_impl_t *c, const float *x, size_t n);
 /* matmul_multi: on = 1 before its per-weight matmuls, 0 after (a conversion's record goes) */
 void cuda_x16_multi(cuda_impl_t *c, int on);
+/* matmul_bfmma.cu (3..64 tokens), which rounds x in registers: notes n for the producers without
+ * converting (the next producer of n floats writes the copy, the next launch reads it) */
+void cuda_x16_note(cuda_impl_t *c, size_t n);
 
 #endif

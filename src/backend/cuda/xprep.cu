@@ -40,10 +40,12 @@ typedef struct {
     /* x16.cuh: on, the buffer, the record (conv: made by a matmul's conversion, usable only while
      * multi is set), the element counts conversions saw (the producers' hint) */
     int x16_on, x16_multi;
-    __nv_bfloat16 *x16;
-    size_t x16_bytes;
+    __nv_bfloat16 *x16;           /* the buffer written last (the record's): one of x16b */
+    __nv_bfloat16 *x16b[2];       /* taken in turn, so a kernel that reads one record and writes the */
+    size_t x16b_bytes[2];         /* next (matmul_bfmma's GLU) never writes what it reads */
+    int x16_cur;
     struct { const float *x; size_t n; long seq; int conv; } x16_rec;
-    size_t x16_hint[8];
+    size_t x16_hint[16];
     int x16_nh, x16_next;
     long x16_used;
 } xp_state_t;
@@ -101,9 +103,12 @@ static xp_state_t *x16s(cuda_impl_t *c) {
     return s && s->x16_on ? s : NULL;
 }
 static __nv_bfloat16 *x16_buf(cuda_impl_t *c, xp_state_t *s, size_t n) {
-    void *p = s->x16;
-    cuda_scratch(c, &p, &s->x16_bytes, n * sizeof(__nv_bfloat16)); /* growth: synchronizes first */
-    s->x16 = (__nv_bfloat16 *)p;
+    const int k = s->x16_cur ^ 1; /* not the buffer the current record (if any) is in */
+    void *p = s->x16b[k];
+    cuda_scratch(c, &p, &s->x16b_bytes[k], n * sizeof(__nv_bfloat16)); /* growth: synchronizes first */
+    s->x16b[k] = (__nv_bfloat16 *)p;
+    s->x16_cur = k;
+    s->x16 = s->x16b[k];
     return s->x16;
 }
 __nv_bfloat16 *cuda_x16_want(cuda_impl_t *c, size_t n) {
@@ -127,16 +132,23 @@ const __nv_bfloat16 *cuda_x16_get(cuda_impl_t *c, const float *x, size_t n) {
     s->x16_used++;
     return s->x16;
 }
-__nv_bfloat16 *cuda_x16_conv(cuda_impl_t *c, const float *x, size_t n) {
-    xp_state_t *s = x16s(c);
-    if (!s || !n) return NULL;
+static void x16_hint(xp_state_t *s, size_t n) {
     int i = 0;
     while (i < s->x16_nh && s->x16_hint[i] != n) i++;
     if (i == s->x16_nh) {
-        if (i == 8) { i = s->x16_next; s->x16_next = (s->x16_next + 1) % 8; } /* full: replace the oldest */
+        if (i == 16) { i = s->x16_next; s->x16_next = (s->x16_next + 1) % 16; } /* full: replace the oldest */
         else s->x16_nh++;
         s->x16_hint[i] = n;
     }
+}
+void cuda_x16_note(cuda_impl_t *c, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (s && n) x16_hint(s, n);
+}
+__nv_bfloat16 *cuda_x16_conv(cuda_impl_t *c, const float *x, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (!s || !n) return NULL;
+    x16_hint(s, n);
     s->x16_rec.x = NULL;
     __nv_bfloat16 *b = x16_buf(c, s, n);
     s->x16_rec.x = x; s->x16_rec.n = n; s->x16_rec.seq = ++s->seq; s->x16_rec.conv = 1;
@@ -310,6 +322,7 @@ void cuda_xp_free(cuda_impl_t *c) {
     xp_state_t *s = xs(c);
     if (!s) return;
     cudaFree(s->buf);
-    cudaFree(s->x16);
+    cudaFree(s->x16b[0]);
+    cudaFree(s->x16b[1]);
     memset(s, 0, sizeof *s);
 }
