@@ -535,11 +535,13 @@ int cuda_bfmma_ex(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
     /* X16: x's bf16 copy from its producer (single rounding, no norm, 64-row blocks); the GLU's
      * outputs in bf16 too where a next matmul may want them */
     const size_t nx = (size_t)T * K, ny = (size_t)T * a.s[0].N;
-    if (!split && !a.norm && rw == 1) {
+    static int bx = -1; /* KILN_CUDA_BFMMA_X16=0: this kernel converts x itself (the A/B of its own X16 use) */
+    if (bx < 0) bx = !(getenv("KILN_CUDA_BFMMA_X16") && !strcmp(getenv("KILN_CUDA_BFMMA_X16"), "0"));
+    if (bx && !split && !a.norm && rw == 1) {
         a.x16 = cuda_x16_get(c, x, nx);
         if (!a.x16) cuda_x16_note(c, nx); /* the next producer of as many floats writes the copy */
     }
-    if (glu && !split) a.y16 = cuda_x16_want(c, ny); /* after get: another buffer than x16's */
+    if (bx && glu && !split) a.y16 = cuda_x16_want(c, ny); /* after get: another buffer than x16's */
     if (rw == 2) bfm_launch_t<2>(c, a, blocks, S, T, split);
     else bfm_launch_t<1>(c, a, blocks, S, T, split);
     if (a.y16) cuda_x16_set(c, y[0], ny);
