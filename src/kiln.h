@@ -30,7 +30,7 @@ typedef struct kiln_engine_opts {
     int block_size;            /* tokens per KV block (16)                                 */
     double kv_cache_gb;        /* pool size in GB (default 1.0) ...                        */
     int kv_tokens;             /* ... or in tokens, if > 0 (wins over kv_cache_gb)         */
-    int step_tokens;           /* token budget per step (default 512)                      */
+    int step_tokens;           /* token budget per step (0: 512 on the CPU, 2048 on CUDA)   */
     int max_batch;             /* rows per step (default 64)                               */
     int max_queue;             /* waiting requests before submit refuses (default 1024)   */
     int ctx_len;               /* context limit (default: the model's max_position_embeddings) */

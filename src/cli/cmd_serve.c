@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "                          localhost, 127.0.0.1 or [::1] on any port)\n"
             "  --tool-format F         hermes|qwen-xml|llama-json|gemma4 (default: from the template)\n"
             "  --kv-cache-gb X         KV cache size (default 1)\n"
-            "  --step-tokens N         token budget per engine step (default 512)\n"
+            "  --step-tokens N         token budget per engine step (default 512 on the CPU, 2048 on CUDA)\n"
             "  --max-batch N           rows per engine step (default 64)\n"
             "  --no-prefix-cache       do not reuse cached prompt prefixes\n"
             "  --snapshot-interval N   hybrid models (Qwen3.5): save the recurrent state every N\n"

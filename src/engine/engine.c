@@ -47,7 +47,7 @@ void kiln_engine_opts_default(kiln_engine_opts_t *o) {
     o->kv_dtype = DT_F16;
     o->block_size = 16;
     o->kv_cache_gb = 1.0;
-    o->step_tokens = 512;
+    o->step_tokens = 0; /* the backend's default: see kiln_engine_start */
     o->max_batch = 64;
     o->max_queue = 1024;
     o->prefix_cache = 1;
@@ -694,7 +694,12 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     kiln_engine_t *eng = calloc(1, sizeof *eng);
     eng->o = *o;
     if (eng->o.block_size <= 0) eng->o.block_size = 16;
-    if (eng->o.step_tokens <= 0) eng->o.step_tokens = 512;
+    /* The step's token budget: 512 on the CPU (a step's prefill chunk then costs about as long as a
+     * few decode steps of the rows it delays); 2048 on CUDA, where a 512-token step is host-bound
+     * (~5.8 ms of issuing for ~0.3 ms of GPU work on qwen3-0.6b) and a burst of 64 prompts took 16
+     * of them: 4 steps instead raise c=64 throughput ~20 % (bench/cuda/RESULTS.md, session 15) at
+     * the cost of decode rows waiting longer while prompts are admitted. */
+    if (eng->o.step_tokens <= 0) eng->o.step_tokens = o->backend && !strncmp(o->backend, "cuda", 4) ? 2048 : 512;
     if (eng->o.max_batch <= 0) eng->o.max_batch = 64;
     if (eng->o.max_queue <= 0) eng->o.max_queue = 1024;
     model_opts_t mo = {o->backend, o->threads, o->buffer_dtype};
