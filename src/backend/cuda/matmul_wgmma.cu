@@ -95,7 +95,7 @@ __device__ __forceinline__ uint64_t wg_desc(const void *p, int swap) {
 }
 
 /* one or two ring stages' chunks (four k-steps each, A fragments in registers, B = the stage's x
- * tile) into acc, then wait for them: the issue sequence wg3_kernel and wgm_kernel share */
+ * tile) into acc, then wait for them: the issue sequence wg2_kernel, wg3_kernel and wgm_kernel share */
 template <int NP>
 __device__ __forceinline__ void wg_mma_chunks(float (&acc)[NP / 2], const uint32_t (&af0)[4][4], const uint32_t (&af1)[4][4],
                                               const unsigned char *st0, const unsigned char *st1, bool two) {
@@ -574,15 +574,7 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
         const int g0 = gsh < 0 ? 2 * (c0 + it) : (c0 + it) >> gsh, g1 = gsh < 0 ? 2 * (c0 + it + 1) : (c0 + it + 1) >> gsh;
         wg2_frag<BITS, NP, SBT>(af0, st0, lr, q, g0, gpc, pa, pb, psa, psb, pba, pbb, slow);
         if (two) wg2_frag<BITS, NP, SBT>(af1, st1, lr, q, g1, gpc, pa, pb, psa, psb, pba, pbb, slow);
-        wg_fence();
-#pragma unroll
-        for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af0[s], wg_desc(st0 + s * 32 * NP, 0));
-        if (two) {
-#pragma unroll
-            for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af1[s], wg_desc(st1 + s * 32 * NP, 0));
-        }
-        wg_commit();
-        wg_wait<0>();
+        wg_mma_chunks<NP>(acc, af0, af1, st0, st1, two);
     }
 #pragma unroll
     for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
