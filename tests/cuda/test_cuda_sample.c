@@ -257,7 +257,8 @@ static void test_agreement(void) {
  * not changed, so each iteration sees the same input). */
 static void time_step(float temp, int top_k, float top_p, const char *what, int rows) {
     const int V = 151936, it = 20;
-    float *lg = malloc(sizeof(float) * (size_t)rows * V), *hl = malloc(sizeof(float) * (size_t)rows * V);
+    float *lg = calloc((size_t)rows * V, sizeof(float)), *hl = calloc((size_t)rows * V, sizeof(float));
+    if (!lg || !hl) { printf("time_step: out of host memory for %d rows\n", rows); abort(); }
     for (int r = 0; r < rows; r++) fill_logits(lg + (size_t)r * V, V, LG_WIDE);
     float *dl = be->ops->upload(be, lg, sizeof(float) * (size_t)rows * V);
     kiln_request_t *rq = calloc(rows, sizeof *rq);

@@ -27,6 +27,8 @@
 #ifndef AT_PF
 #define AT_PF 2 /* __builtin_prefetch locality of the next block's K/V: 2 = prefetcht1 (L2) */
 #endif
+/* bytes per cache element for the decode paths' KT (0 f16, 1 bf16, 2 f32) */
+#define AT_KV_BYTES(KT) ((KT) == 2 ? 4 : 2)
 #define AT_CAT2(a, b) a##b
 #define AT_CAT(a, b) AT_CAT2(a, b)
 
@@ -204,7 +206,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)
                                                                                 int hd, float scale, const int NQ, const int KT) {
     AT_V acc[4][AT_KB / AT_VW];
     const char *p[AT_KB / AT_VW];
-    const size_t step = ds * (KT == 2 ? 4 : 2);
+    const size_t step = ds * AT_KV_BYTES(KT);
 #pragma GCC unroll 4
     for (int u = 0; u < AT_KB / AT_VW; u++) p[u] = kr[u];
 #pragma GCC unroll 4
@@ -297,7 +299,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
     }
     for (int j = ja; j <= jb; j++) {
         AT_V p = AT_SET1(P[(size_t)j * pj + (size_t)i * pi]), p2 = AT_SET1(pair ? P[(size_t)j * pj + (size_t)i2 * pi] : 0.f);
-        const char *vj = (const char *)vrow[j] + (size_t)c0 * (KT == 2 ? 4 : 2);
+        const char *vj = (const char *)vrow[j] + (size_t)c0 * AT_KV_BYTES(KT);
         if (pf && pf[j])
             for (int o = 0; o < pfn; o += 64) {
                 __builtin_prefetch(pf[j] + o, 0, AT_PF);
@@ -305,7 +307,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
             }
 #pragma GCC unroll 16
         for (int c = 0; c < NC; c++) {
-            AT_V vv = AT_LOADKV(vj + (size_t)c * AT_VW * (KT == 2 ? 4 : 2), KT);
+            AT_V vv = AT_LOADKV(vj + (size_t)c * AT_VW * AT_KV_BYTES(KT), KT);
             x[c] = AT_FMA(p, vv, x[c]);
             if (pair) y[c] = AT_FMA(p2, vv, y[c]);
         }
