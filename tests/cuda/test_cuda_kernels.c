@@ -500,7 +500,7 @@ static void test_bfmma_fused(backend_t *const *bes) {
 }
 
 /* matmul_bfmma.cu (bf16 weights at 3..64 tokens on mma.sync; KILN_CUDA_BFMMA=0 turns it off and this
- * test with it): against ref_matmul with x split into hi + lo ("cuda" without the precision policy,
+ * test with it; single rounding on bfm2_kernel unless KILN_CUDA_BFMMA_V=1 or the fusions are on): against ref_matmul with x split into hi + lo ("cuda" without the precision policy,
  * 1e-4) and against ref_matmul of bf16(x) with x rounded once (KILN_CUDA_ACT=bf16, 1e-4: the products
  * are exact, only f32 sums differ); a token's outputs bitwise the same at every T (the K split is by
  * shape only); matmul_multi bitwise each weight alone; matmul_glu bitwise matmul_multi + glu; and a
@@ -3028,9 +3028,11 @@ int main(void) {
     /* the GEMV norm fusion (matmul_gemv.cu) at every size its kernel takes, not only the default's
      * K >= 4096: test_fused_gemv and test_pdl_chain_norm expect it to run */
     setenv("KILN_CUDA_FUSE_NORM_MIN_K", "0", 1);
-    /* matmul_bfmma.cu's fused decode ops (opt-in, KILN_CUDA_BFMMA_FUSE=1|2) are tested unless the
-     * environment says otherwise (=0: they decline, test_bfmma_fused is skipped) */
-    setenv("KILN_CUDA_BFMMA_FUSE", "1", 0);
+    /* matmul_bfmma.cu's fused decode ops (opt-in, KILN_CUDA_BFMMA_FUSE=1|2) exist only in its v1 kernel,
+     * and with them on every bfmma launch takes v1 (bitwise its separate ops): they are tested where v1
+     * is asked for (KILN_CUDA_BFMMA_V=1) unless the environment says otherwise (=0: they decline,
+     * test_bfmma_fused is skipped); the default run tests the default kernel, bfm2_kernel */
+    if (getenv("KILN_CUDA_BFMMA_V") && atoi(getenv("KILN_CUDA_BFMMA_V")) == 1) setenv("KILN_CUDA_BFMMA_FUSE", "1", 0);
     tc_fuse = getenv("KILN_CUDA_TC_FUSE") && atoi(getenv("KILN_CUDA_TC_FUSE")) > 0;
     setenv("KILN_CUDA_TC_FUSE_MIN_K", "0", 1); /* the MLX GEMV's fused ops (opt-in, KILN_CUDA_TC_FUSE=1) at every size */
     be32 = backend_create("cuda-f32", 0, &e);

@@ -1,5 +1,7 @@
 /* matmul_bfmma.cu — bf16 weights at 3..64 tokens (batched decode) on mma.sync, in place of
- * cuBLASLt (KILN_CUDA_BFMMA=0: cuBLASLt as before).
+ * cuBLASLt (KILN_CUDA_BFMMA=0: cuBLASLt as before). Two kernels: bfm_kernel (v1, described here;
+ * the hi/lo split, 128-row blocks and the fusions) and bfm2_kernel (v2, the default for the single
+ * rounding since session 16; KILN_CUDA_BFMMA_V=1: v1 everywhere — its story sits above that kernel, further down).
  *
  * Why: a 64-row qwen3-0.6b step ran each bf16 matmul as a conversion kernel (x to bf16, or to
  * hi + lo) plus a cuBLASLt GEMM, 14 launches per layer for 7 small weights (2..6 MB each), and
@@ -63,6 +65,8 @@ typedef struct bfm_args {
     const float *nw;
     float off, eps;
     int norm, acc;
+    int nsl;   /* bfm2_kernel: ring slots (stages in flight at once) */
+    int trig0; /* bfm2_kernel: pdl_trigger right after the prologue's loads (else after the main loop) */
 } bfm_args_t;
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
@@ -385,6 +389,370 @@ __global__ void __launch_bounds__(128 * RW) bfm_kernel(const bfm_args_t a) {
     cl.sync(); /* the other blocks may still read this one's partial */
 }
 
+
+/* --- v2 (default; KILN_CUDA_BFMMA_V=1: bfm_kernel above) ---
+ * Why: ncu of the 64-row step (session 15) showed bfm_kernel's time following blocks per SM, not
+ * bytes: each block is a short serial chain — 3 stages issued, the 4th only once the first landed
+ * (two DRAM round trips for 32 KB of weights), 128 accumulator registers a thread (200 in all: two
+ * blocks an SM, gate/up's 384 blocks two waves), then the four k-step warps' 64 × 64 sums added
+ * through shared memory (64 KB written and read back) before the cluster's DSMEM reduction.
+ * bfm2_kernel keeps the shape (64 weight rows × all tokens × the split's K range, the same K split
+ * over a cluster, the same DSMEM reduction in split order) and changes the inside:
+ *  - warp w owns weight rows 16w..16w+15 for every k-step (A by ldmatrix.x4 of its own rows, B =
+ *    x by ldmatrix.x4 from the bf16 ring — each x fragment read by the four warps), so a thread
+ *    holds 8·NT·... = 32 accumulators at 64 tokens, no cross-warp sum: the partial goes from
+ *    registers straight to shared memory (or, unsplit, to y);
+ *  - the whole split range in flight at once where it fits (a.nsl ring slots, up to 6 with X16:
+ *    qwen3-0.6b's q/k/v/o/gate/up 4 stages, down 6 — one DRAM round trip), refilled slot by slot
+ *    past that (K > 6·64·S: llama-3-8b's k/v);
+ *  - fewer registers (123 at 64 tokens; __launch_bounds__(128, 4)) and the ring sized per launch so
+ *    the grid is one wave where it can be (bfm2_slots: the most slots, up to the split's stages, at
+ *    which cudaOccupancyMaxActiveClusters holds every cluster): q/k/v 4 X16 stages (70 KB, three
+ *    blocks an SM, 92 clusters of 4 ≥ 64), gate/up's 384 blocks 3 slots (four an SM) — with 4 slots
+ *    they were two waves (92 clusters < 96; ncu 19.8 µs against 11.9 for q/k/v's one wave);
+ *  - pdl_trigger once the prologue's loads are out (KILN_CUDA_BFMMA_TRIG=late: after the main loop,
+ *    as v1), so the next PDL kernel's blocks start and prefetch their weights during this one;
+ *  - GLU tiles interleave gate and up by 8 rows (warp w: gate rows 8w..8w+7, then the same up
+ *    rows), so an output's gate and up sums sit in one thread's c0/c2 (c1/c3) fragments.
+ * Numerics: each output is one f32 chain over the split's k-steps in order (16 products an MMA),
+ * then the splits added in order — a different order from bfm_kernel's (k-step-strided warps), so
+ * v1 and v2 differ in the last bits; within v2 nothing depends on T, on the other weights of a
+ * launch or on X16 (f32 x rounded per fragment gives the same operands): bitwise T-invariant,
+ * multi = alone, GLU = matmul + matmul + glu, X16 = f32. Single rounding only (no hi/lo split,
+ * no fused norm/add: those stay on v1).
+ * Measured (session 16, helper-h97; ncu of a 64-row qwen3-0.6b step, µs a layer): q/k/v 18.6 -> 11.7,
+ * o 9.5 -> 10.6 (f32 x from the attention: every warp converts the whole x tile), gate/up 18.9 ->
+ * 14.7 (one wave), down 10.4 -> 11.5; the engine's 64-row step 2.36 -> 2.14 ms, steady c=64 decode
+ * +9.6 %. What still bounds it: the per-warp chain (~2400 instructions a warp at ~6 cycles each with
+ * two warps a scheduler; DRAM at < 1 TB/s) — a wgmma form would issue a stage in 4 instructions. */
+__device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+}
+/* cp.async.wait_group with a count known only at run time (uniform across the block) */
+__device__ __forceinline__ void cp_wait_dyn(int n) {
+    switch (n) {
+    case 0: cp_wait<0>(); break;
+    case 1: cp_wait<1>(); break;
+    case 2: cp_wait<2>(); break;
+    case 3: cp_wait<3>(); break;
+    case 4: cp_wait<4>(); break;
+    default: cp_wait<5>(); break;
+    }
+}
+#define BFM2_MAXSL 6 /* ring slots with X16 (f32 x: 4) */
+#define BFM2_RP 68   /* partial row pitch in floats: [token][row] stores conflict-free */
+template <int NT, bool X16> static size_t bfm2_stage() { return (size_t)BFM_ROWS * BFM_KC * 2 + 8 * NT * BFM_XP * (X16 ? 2 : 4); }
+template <int NT, bool X16> static size_t bfm2_smem(int nsl) {
+    const size_t ring = (size_t)nsl * bfm2_stage<NT, X16>(), part = (size_t)8 * NT * BFM2_RP * 4;
+    return ring > part ? ring : part;
+}
+
+/* TS = 1 (default): warp w = weight rows 16w..16w+15 × all tokens; TS = 2 (opt-in,
+ * KILN_CUDA_BFMMA_TS=2, grids of at most one block an SM: o, down): 8 warps, warp w = rows 16(w%4)..
+ * × token half w/4 — the same sums (each output still one warp's chain over the same k-steps), half
+ * the chain per warp, two warps a scheduler instead of one; measured slower (bfm2_ts_on) */
+template <int NT, bool X16, int TS>
+__global__ void __launch_bounds__(128 * TS, 4 / TS) bfm2_kernel(const bfm_args_t a) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    constexpr int XR = 8 * NT, XB = X16 ? 2 : 4, WST = BFM_ROWS * BFM_KC * 2, STB = WST + XR * BFM_XP * XB, NTH = 128 * TS;
+    constexpr int JN = NT / TS; /* token tiles of 8 a warp */
+    static_assert(JN >= 1 && JN * TS == NT, "token split");
+    const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, j0 = (tid >> 7) * JN, g = lane >> 2, q = lane & 3;
+    int si = 0;
+    while (si + 1 < a.n && (int)blockIdx.x >= a.s[si + 1].blk0) si++;
+    const __nv_bfloat16 *W = a.s[si].W, *Wu = a.s[si].Wu;
+    float *const y = a.s[si].y;
+    const int N = a.s[si].N, S = a.s[si].S, b = blockIdx.x - a.s[si].blk0, tile = b / S, split = b % S;
+    const int T = a.T, K = a.K, kst = K / BFM_KC, glu = a.glu, nsl = a.nsl;
+    const int st0 = (int)((long)split * kst / S), nst = (int)((long)(split + 1) * kst / S) - st0;
+    /* this thread's weight chunks per stage: local rows tid/8 + (NTH/8)i, 16-byte chunk tid%8; GLU:
+     * local row r is gate (r%16 < 8) or up row tile·32 + 8·(r/16) + r%8 */
+    constexpr int WCH = 4 / TS;
+    const __nv_bfloat16 *wrow[WCH];
+#pragma unroll
+    for (int i = 0; i < WCH; i++) {
+        const int r = tid / 8 + (NTH / 8) * i;
+        int n = glu ? tile * 32 + 8 * (r / 16) + (r & 7) : tile * BFM_ROWS + r;
+        if (n > N - 1) n = N - 1;
+        wrow[i] = (glu && (r & 8) ? Wu : W) + (size_t)n * K + (size_t)st0 * BFM_KC + (tid & 7) * 8;
+    }
+    auto load_w = [&](int st) {
+        unsigned char *ws = smem + (st % nsl) * STB;
+#pragma unroll
+        for (int i = 0; i < WCH; i++) {
+            const int r = tid / 8 + (NTH / 8) * i, ch = tid & 7;
+            cp_async16(ws + r * 128 + ((ch ^ (r & 7)) << 4), wrow[i] + st * BFM_KC);
+        }
+    };
+    auto load_x = [&](int st) {
+        unsigned char *xs = smem + (st % nsl) * STB + WST;
+        if (X16) {
+            const __nv_bfloat16 *xg = a.x16 + (size_t)(st0 + st) * BFM_KC;
+            for (int c = tid; c < T * 8; c += NTH) cp_async16(xs + ((c >> 3) * BFM_XP + (c & 7) * 8) * 2, xg + (size_t)(c >> 3) * K + (c & 7) * 8);
+        } else {
+            const float *xg = a.x + (size_t)(st0 + st) * BFM_KC;
+            for (int c = tid; c < T * 16; c += NTH) cp_async16(xs + ((c >> 4) * BFM_XP + (c & 15) * 4) * 4, xg + (size_t)(c >> 4) * K + (c & 15) * 4);
+        }
+    };
+    /* tokens past T: zero in every slot (never written by cp.async; their outputs are not stored) */
+    if (T < XR)
+        for (int s = 0; s < nsl; s++) {
+            uint32_t *xs = (uint32_t *)(smem + s * STB + WST);
+            for (int i = T * BFM_XP * XB / 4 + tid; i < XR * BFM_XP * XB / 4; i += NTH) xs[i] = 0u;
+        }
+    for (int s = 0; s < nsl; s++)
+        if (s < nst) load_w(s);
+    pdl_wait(); /* x (and y) belong to earlier kernels */
+    for (int s = 0; s < nsl; s++) { /* nsl groups (empty past nst): the loop's wait counts on it */
+        if (s < nst) load_x(s);
+        cp_commit();
+    }
+    if (a.trig0) pdl_trigger(); /* the next kernel's blocks may take free slots and issue their weight loads now */
+    float acc[JN][4];
+#pragma unroll
+    for (int j = 0; j < JN; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = 0.f;
+    for (int i = 0; i < nst; i++) {
+        cp_wait_dyn(nsl - 1); /* one group committed per slot, then one per iteration: stage i's is in */
+        __syncthreads();
+        const unsigned char *ws = smem + (i % nsl) * STB, *xs = ws + WST;
+#pragma unroll
+        for (int kk = 0; kk < BFM_KC / 16; kk++) {
+            uint32_t af[4];
+            {
+                const int r = warp * 16 + (lane & 15), ch = 2 * kk + (lane >> 4);
+                ldsm_x4(af, ws + r * 128 + ((ch ^ (r & 7)) << 4));
+            }
+            uint32_t bq[JN][2];
+            if constexpr (X16) {
+                if constexpr (JN == 1) {
+                    uint32_t r2[2];
+                    ldsm_x2(r2, xs + ((j0 * 8 + (lane & 7)) * BFM_XP + 16 * kk + ((lane >> 3) & 1) * 8) * 2);
+                    bq[0][0] = r2[0]; bq[0][1] = r2[1];
+                } else {
+#pragma unroll
+                    for (int jp = 0; jp < JN / 2; jp++) {
+                        uint32_t r4[4];
+                        const int t = (j0 + 2 * jp + (lane >> 4)) * 8 + (lane & 7);
+                        ldsm_x4(r4, xs + (t * BFM_XP + 16 * kk + ((lane >> 3) & 1) * 8) * 2);
+                        bq[2 * jp][0] = r4[0]; bq[2 * jp][1] = r4[1]; bq[2 * jp + 1][0] = r4[2]; bq[2 * jp + 1][1] = r4[3];
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < JN; j++) {
+                    const float *xp = (const float *)xs + ((j0 + j) * 8 + g) * BFM_XP + 16 * kk + 2 * q;
+                    const float2 v0 = *(const float2 *)xp, v1 = *(const float2 *)(xp + 8);
+                    bq[j][0] = bf2_bits(__floats2bfloat162_rn(v0.x, v0.y));
+                    bq[j][1] = bf2_bits(__floats2bfloat162_rn(v1.x, v1.y));
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < JN; j++) mma_bf16(acc[j], af, bq[j][0], bq[j][1]);
+        }
+        if (i + nsl < nst) { /* refill this slot (every warp is past it) */
+            __syncthreads();
+            load_w(i + nsl);
+            load_x(i + nsl);
+        }
+        cp_commit();
+    }
+    if (!a.trig0) pdl_trigger();
+    /* c0/c1: local row 16w + g, tokens 8(j0 + j) + 2q, +1; c2/c3: row 16w + g + 8 (GLU: gate / up of
+     * output tile·32 + 8w + g) */
+    if (S == 1) {
+#pragma unroll
+        for (int j = 0; j < JN; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int t = (j0 + j) * 8 + 2 * q + h;
+                if (t >= T) continue;
+                if (glu) {
+                    const int n = tile * 32 + warp * 8 + g;
+                    if (n < N) {
+                        const float v = glu_act(acc[j][h], acc[j][2 + h], a.gelu);
+                        y[(size_t)t * N + n] = v;
+                        if (a.y16) a.y16[(size_t)t * N + n] = __float2bfloat16_rn(v);
+                    }
+                } else {
+                    const int n = tile * BFM_ROWS + warp * 16 + g;
+                    if (n < N) y[(size_t)t * N + n] = acc[j][h];
+                    if (n + 8 < N) y[(size_t)t * N + n + 8] = acc[j][2 + h];
+                }
+            }
+        return;
+    }
+    /* K split over the S blocks of a cluster (rank = split): the partial [token][local row] over the
+     * ring's start, one cluster barrier, rank r adds tokens [rT/S, (r+1)T/S) of all S partials in
+     * split order through distributed shared memory, one more barrier before leaving */
+    __syncthreads(); /* every warp is done with the ring */
+    float *own = (float *)smem;
+#pragma unroll
+    for (int j = 0; j < JN; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float *p = own + ((j0 + j) * 8 + 2 * q + h) * BFM2_RP + warp * 16 + g;
+            p[0] = acc[j][h];
+            p[8] = acc[j][2 + h];
+        }
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync();
+    const float *rem[8];
+#pragma unroll
+    for (int s = 0; s < 8; s++) rem[s] = s < S ? cl.map_shared_rank(own, s) : own;
+    const int t0 = split * T / S, t1 = (split + 1) * T / S;
+    constexpr int U = 4; /* outputs a thread takes at once: their S remote loads in flight together */
+    if (glu) {
+        const int e0 = t0 * 32, e1 = t1 * 32;
+        for (int eb = e0 + tid; eb < e1; eb += U * NTH) {
+            float vg[U], vu[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int e = eb + u * NTH, t = e >> 5, o = e & 31, i = t * BFM2_RP + 16 * (o >> 3) + (o & 7);
+                float gg[8], uu[8];
+#pragma unroll
+                for (int s = 0; s < 8; s++)
+                    if (s < S && e < e1) { gg[s] = rem[s][i]; uu[s] = rem[s][i + 8]; }
+                vg[u] = gg[0]; vu[u] = uu[0];
+#pragma unroll
+                for (int s = 1; s < 8; s++)
+                    if (s < S) { vg[u] += gg[s]; vu[u] += uu[s]; }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int e = eb + u * NTH, t = e >> 5, n = tile * 32 + (e & 31);
+                if (e < e1 && n < N) {
+                    const float v = glu_act(vg[u], vu[u], a.gelu);
+                    y[(size_t)t * N + n] = v;
+                    if (a.y16) a.y16[(size_t)t * N + n] = __float2bfloat16_rn(v);
+                }
+            }
+        }
+    } else {
+        const int e0 = t0 * BFM_ROWS, e1 = t1 * BFM_ROWS;
+        for (int eb = e0 + tid; eb < e1; eb += U * NTH) {
+            float sum[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int e = eb + u * NTH, i = (e >> 6) * BFM2_RP + (e & 63);
+                float v[8];
+#pragma unroll
+                for (int s = 0; s < 8; s++)
+                    if (s < S && e < e1) v[s] = rem[s][i];
+                sum[u] = v[0];
+#pragma unroll
+                for (int s = 1; s < 8; s++)
+                    if (s < S) sum[u] += v[s];
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int e = eb + u * NTH, t = e >> 6, n = tile * BFM_ROWS + (e & 63);
+                if (e < e1 && n < N) y[(size_t)t * N + n] = sum[u];
+            }
+        }
+    }
+    cl.sync(); /* the other blocks may still read this one's partial */
+}
+
+template <int NT, bool X16, int TS> static void bfm2_attr(void) {
+    static int attr;
+    if (!attr) {
+        cudaCheck(cudaFuncSetAttribute(bfm2_kernel<NT, X16, TS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bfm2_smem<NT, X16>(BFM2_MAXSL)));
+        attr = 1;
+    }
+}
+/* blocks of bfm2_kernel<NT, X16, 1> with nsl ring slots in clusters of S that can be resident at
+ * once (cudaOccupancyMaxActiveClusters; S = 1: blocks an SM × SMs), cached per (NT, X16, S, nsl) */
+template <int NT, bool X16> static int bfm2_resident(cuda_impl_t *c, int S, int nsl) {
+    static int tab[4][BFM2_MAXSL + 1]; /* S = 1, 2, 4, 8 */
+    const int si = S >= 8 ? 3 : S >= 4 ? 2 : S >= 2 ? 1 : 0;
+    if (S != 1 << si) return 0; /* not a power of two (KILN_CUDA_BFMMA_KSPLIT): no fit */
+    int &v = tab[si][nsl];
+    if (!v) {
+        bfm2_attr<NT, X16, 1>();
+        const int smem = (int)bfm2_smem<NT, X16>(nsl), sms = c->sm_count > 0 ? c->sm_count : 132;
+        int n = 0;
+        if (S == 1) {
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, bfm2_kernel<NT, X16, 1>, 128, smem) != cudaSuccess) { cudaGetLastError(); n = 0; }
+            n *= sms;
+        } else {
+            cudaLaunchConfig_t cfg = {};
+            cudaLaunchAttribute at[2];
+            cfg.numAttrs = cuda_pdl_cluster_attrs(at, false, S);
+            cfg.gridDim = dim3(S * 64); cfg.blockDim = dim3(128); cfg.dynamicSmemBytes = smem; cfg.attrs = at;
+            if (cudaOccupancyMaxActiveClusters(&n, (void *)bfm2_kernel<NT, X16, 1>, &cfg) != cudaSuccess) { cudaGetLastError(); n = 0; }
+            n *= S;
+        }
+        v = n > 0 ? n : -1;
+        if (getenv("KILN_CUDA_BFMMA_SHOW"))
+            fprintf(stderr, "kiln cuda: bfm2_kernel<%d,%d> clusters of %d, %d slots (%d B): %d blocks resident\n", NT, (int)X16, S, nsl, smem, n);
+    }
+    return v > 0 ? v : 0;
+}
+/* KILN_CUDA_BFMMA_FIT=0: always the most slots (up to the split's stages), one wave or not */
+static int bfm2_fit_on(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("KILN_CUDA_BFMMA_FIT") && !strcmp(getenv("KILN_CUDA_BFMMA_FIT"), "0"));
+    return v;
+}
+/* KILN_CUDA_BFMMA_TRIG=late: pdl_trigger after the main loop (v1's place); default early */
+static int bfm2_trig0(void) {
+    static int v = -1;
+    if (v < 0) v = !(getenv("KILN_CUDA_BFMMA_TRIG") && !strcmp(getenv("KILN_CUDA_BFMMA_TRIG"), "late"));
+    return v;
+}
+/* KILN_CUDA_BFMMA_TS=2 (opt-in): the 8-warp token split where a grid is at most one block an SM (o,
+ * down). Measured SLOWER by ncu (session 16: o 10.6 -> 11.0 µs, down 11.5 -> 12.9 µs; more
+ * instructions in all, the x fragments read by twice the warps), engine within noise: default 1 */
+static int bfm2_ts_on(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("KILN_CUDA_BFMMA_TS") && !strcmp(getenv("KILN_CUDA_BFMMA_TS"), "2");
+    return v;
+}
+/* ring slots: the most (up to the split's stages, 6 with X16, 4 with f32 x) at which the whole grid
+ * is resident at once; if none down to 2, the most (more waves either way: deep rings) */
+template <int NT, bool X16> static int bfm2_slots(cuda_impl_t *c, int blocks, int S, int nst) {
+    const int top = nst < (X16 ? BFM2_MAXSL : 4) ? nst : (X16 ? BFM2_MAXSL : 4);
+    if (!bfm2_fit_on()) return top;
+    for (int n = top; n >= 2; n--)
+        if (bfm2_resident<NT, X16>(c, S, n) >= blocks) return n;
+    return top;
+}
+template <int NT, bool X16> static void bfm2_launch(cuda_impl_t *c, bfm_args_t &a, int blocks, int S, int nst) {
+    a.nsl = bfm2_slots<NT, X16>(c, blocks, S, nst);
+    const int sms = c->sm_count > 0 ? c->sm_count : 132, ts = NT >= 2 && blocks <= sms && bfm2_ts_on() ? 2 : 1;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[2];
+    const int na = cuda_pdl_cluster_attrs(at, true, S);
+    cfg.gridDim = dim3(blocks); cfg.blockDim = dim3(128 * ts); cfg.dynamicSmemBytes = bfm2_smem<NT, X16>(a.nsl); cfg.stream = c->stream;
+    cfg.attrs = at; cfg.numAttrs = na;
+    if constexpr (NT >= 2) {
+        if (ts == 2) {
+            bfm2_attr<NT, X16, 2>();
+            cudaCheck(cudaLaunchKernelEx(&cfg, bfm2_kernel<NT, X16, 2>, a));
+            return;
+        }
+    }
+    bfm2_attr<NT, X16, 1>();
+    cudaCheck(cudaLaunchKernelEx(&cfg, bfm2_kernel<NT, X16, 1>, a));
+}
+static void bfm2_launch_t(cuda_impl_t *c, bfm_args_t &a, int blocks, int S, int T) {
+    const int NT = T <= 8 ? 1 : T <= 16 ? 2 : T <= 32 ? 4 : 8;
+    const int nst = a.K / BFM_KC / S + ((a.K / BFM_KC) % S ? 1 : 0);
+    a.trig0 = bfm2_trig0();
+    switch (NT * 2 + (a.x16 ? 1 : 0)) {
+    case 2: bfm2_launch<1, false>(c, a, blocks, S, nst); break;
+    case 3: bfm2_launch<1, true>(c, a, blocks, S, nst); break;
+    case 4: bfm2_launch<2, false>(c, a, blocks, S, nst); break;
+    case 5: bfm2_launch<2, true>(c, a, blocks, S, nst); break;
+    case 8: bfm2_launch<4, false>(c, a, blocks, S, nst); break;
+    case 9: bfm2_launch<4, true>(c, a, blocks, S, nst); break;
+    case 16: bfm2_launch<8, false>(c, a, blocks, S, nst); break;
+    default: bfm2_launch<8, true>(c, a, blocks, S, nst); break;
+    }
+}
+
 /* --- host side --- */
 
 /* KILN_CUDA_BFMMA: 0 = off (cuBLASLt), N = up to N tokens (default 64, at most 64) */
@@ -460,6 +828,18 @@ template <int RW> static void bfm_launch_t(cuda_impl_t *c, const bfm_args_t &a, 
     } else if (RW == 1 && a.norm == 1) bfm_launch_nt<1, 1>(c, a, blocks, S, NT, split); /* the norm in the prologue: 64-row blocks only */
     else if (RW == 1 && a.norm == 2) bfm_launch_nt<1, 2>(c, a, blocks, S, NT, split); /* 1/rms applied to the sums */
     else bfm_launch_nt<RW, 0>(c, a, blocks, S, NT, split);
+}
+
+/* KILN_CUDA_BFMMA_V=1: bfm_kernel (v1) for every launch; default 2: bfm2_kernel where it applies
+ * (single rounding, no fused norm/add, 64-row blocks, KILN_CUDA_BFMMA_FUSE unset or 0 — the fusions
+ * exist only in v1 and must stay bitwise its separate ops, so with them on v1 runs everything) */
+static int bfm_ver(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KILN_CUDA_BFMMA_V");
+        v = e && atoi(e) == 1 ? 1 : 2;
+    }
+    return v;
 }
 
 /* KILN_CUDA_BFMMA_ROWS=64|128: rows per block (default 64) */
@@ -542,7 +922,8 @@ int cuda_bfmma_ex(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
         if (!a.x16) cuda_x16_note(c, nx); /* the next producer of as many floats writes the copy */
     }
     if (bx && glu && !split) a.y16 = cuda_x16_want(c, ny); /* after get: another buffer than x16's */
-    if (rw == 2) bfm_launch_t<2>(c, a, blocks, S, T, split);
+    if (bfm_ver() == 2 && !split && !a.norm && !a.acc && rw == 1 && !cuda_bfmma_fuse_on()) bfm2_launch_t(c, a, blocks, S, T);
+    else if (rw == 2) bfm_launch_t<2>(c, a, blocks, S, T, split);
     else bfm_launch_t<1>(c, a, blocks, S, T, split);
     if (a.y16) cuda_x16_set(c, y[0], ny);
     return 0;
