@@ -1050,6 +1050,96 @@ static void test_x16(void) {
     backend_destroy(boff);
 }
 
+/* x16.cuh at a batched decode step: the decode attention (attn_dec_mma_kernel, one split per block at
+ * these rows) as the producer of the o projection's x. Under single rounding, R decode rows (one token
+ * each, positions 40..250 over one 300-position prefill in an f16 cache) run add_rms_norm → q/k/v
+ * (matmul_bfmma) → norm_rope_kv_attention (qwen3: head norms; llama: none, the fused rope+attention
+ * kernel) → o (matmul_bfmma) twice — the first step notes the sizes, the second takes the copies —
+ * bitwise the same chain on a backend with KILN_CUDA_X16=0, and the o projection of the second step
+ * must take the attention's copy (one use inside that call). */
+static void test_x16_decode(void) {
+    const int T = 300, R = 8, H = 512, nh = 4, nkv = 2, hd = 128, bs = 16;
+    err_t e = {0};
+    char *x16_env = getenv("KILN_CUDA_X16") ? strdup(getenv("KILN_CUDA_X16")) : NULL;
+    setenv("KILN_CUDA_ACT", "bf16", 1);
+    unsetenv("KILN_CUDA_X16"); /* bon: the copies on whatever the run's environment says */
+    backend_t *bon = backend_create("cuda", 0, &e);
+    setenv("KILN_CUDA_X16", "0", 1);
+    backend_t *boff = backend_create("cuda", 0, &e);
+    if (x16_env) setenv("KILN_CUDA_X16", x16_env, 1);
+    else unsetenv("KILN_CUDA_X16");
+    free(x16_env);
+    unsetenv("KILN_CUDA_ACT");
+    if (!bon || !boff) { CHECK(0, "x16 decode: backend_create: %s", e.msg); return; }
+    hw_t hq = make_dense(nh * hd, H, DT_BF16, 4200), hk = make_dense(nkv * hd, H, DT_BF16, 4201), hv = make_dense(nkv * hd, H, DT_BF16, 4202);
+    hw_t ho = make_dense(H, nh * hd, DT_BF16, 4203);
+    float *x0 = rand_vec((size_t)T * H, 4210, 1.0f), *d0 = rand_vec((size_t)T * H, 4211, 1.0f), *ln = rand_vec(H, 4212, 1.0f);
+    float *qn = rand_vec(hd, 4213, 1.0f), *kn = rand_vec(hd, 4214, 1.0f), inv[64];
+    for (int j = 0; j < hd / 2; j++) inv[j] = powf(1000000.f, -2.f * j / hd);
+    const int nblk = (T + bs - 1) / bs;
+    int32_t *pos = malloc(sizeof(int32_t) * T), *tab = malloc(sizeof(int32_t) * nblk), rs[2] = {0, T}, dpos[R], drs[R + 1];
+    for (int t = 0; t < T; t++) pos[t] = t;
+    for (int b = 0; b < nblk; b++) tab[b] = nblk - 1 - b;
+    const int32_t *tabs[R];
+    for (int r = 0; r < R; r++) { dpos[r] = 40 + 30 * r; drs[r] = r; tabs[r] = tab; } /* distinct slots, one table */
+    drs[R] = R;
+    const size_t nout = (size_t)R * H;
+    for (int norms = 1; norms >= 0; norms--) {
+        float *res[2];
+        long used[2] = {0, 0}, o_used[2] = {0, 0};
+        backend_t *bes[2] = {bon, boff};
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            weight_t w[4] = {hq.w, hk.w, hv.w, ho.w};
+            for (int i = 0; i < 4; i++)
+                if (be->ops->prepare_weight(be, &w[i], &e)) CHECK(0, "x16 decode: prepare_weight: %s", e.msg);
+            const size_t cells = (size_t)nblk * bs * nkv * hd;
+            attn_args_t pa = {1, rs, pos, tabs, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {NULL, NULL, DT_F16, bs, nkv, hd}};
+            pa.kv.k = be->ops->alloc(be, 2 * cells);
+            pa.kv.v = be->ops->alloc(be, 2 * cells);
+            attn_args_t da = pa;
+            da.n_rows = R; da.row_start = drs; da.pos = dpos;
+            float *x = dev_from(be, x0, (size_t)T * H), *d = dev_from(be, d0, (size_t)T * H), *dln = dev_from(be, ln, H);
+            float *dqn = norms ? dev_from(be, qn, hd) : NULL, *dkn = norms ? dev_from(be, kn, hd) : NULL;
+            float *h = be->ops->alloc(be, sizeof(float) * T * H), *q = be->ops->alloc(be, sizeof(float) * T * nh * hd);
+            float *k = be->ops->alloc(be, sizeof(float) * T * nkv * hd), *v = be->ops->alloc(be, sizeof(float) * T * nkv * hd);
+            float *att = be->ops->alloc(be, sizeof(float) * T * nh * hd);
+            float *const yqkv[3] = {q, k, v};
+            const weight_t *const wqkv[3] = {&w[0], &w[1], &w[2]};
+            /* the prompt: 300 positions into the cache */
+            be->ops->add_rms_norm(be, x, h, d, dln, 0.f, T, H, 1e-6f);
+            be->ops->matmul_multi(be, 3, yqkv, h, T, wqkv);
+            be->ops->norm_rope_kv_attention(be, att, q, k, v, dqn, dkn, 1e-6f, hd, inv, 1.0f, pos, T, &pa);
+            const long u0 = cuda_x16_uses(be);
+            for (int step = 0; step < 2; step++) { /* R decode rows: x's first R rows */
+                be->ops->add_rms_norm(be, x, h, d, dln, 0.f, R, H, 1e-6f);
+                be->ops->matmul_multi(be, 3, yqkv, h, R, wqkv);
+                be->ops->norm_rope_kv_attention(be, att, q, k, v, dqn, dkn, 1e-6f, hd, inv, 1.0f, dpos, R, &da);
+                const long u1 = cuda_x16_uses(be);
+                be->ops->matmul(be, d, att, R, &w[3]);
+                if (step) o_used[bi] = cuda_x16_uses(be) - u1;
+            }
+            used[bi] = cuda_x16_uses(be) - u0;
+            res[bi] = malloc(sizeof(float) * nout);
+            to_host(be, res[bi], d, nout);
+            be->ops->free(be, x); be->ops->free(be, d); be->ops->free(be, dln); be->ops->free(be, h); be->ops->free(be, q);
+            be->ops->free(be, k); be->ops->free(be, v); be->ops->free(be, att); be->ops->free(be, pa.kv.k); be->ops->free(be, pa.kv.v);
+            if (dqn) { be->ops->free(be, dqn); be->ops->free(be, dkn); }
+            for (int i = 0; i < 4; i++) be->ops->release_weight(be, &w[i]);
+        }
+        CHECK(!memcmp(res[0], res[1], sizeof(float) * nout), "x16 decode (%s): the o projection's output differs from KILN_CUDA_X16=0",
+              norms ? "head norms" : "fused rope");
+        CHECK(o_used[0] == 1 && o_used[1] == 0, "x16 decode (%s): the o projection took %ld copies with X16 on (want 1), %ld with X16=0",
+              norms ? "head norms" : "fused rope", o_used[0], o_used[1]);
+        printf("# x16 decode (%s): %d rows bitwise equal with and without the bf16 copies (%ld copies taken, o's %ld)\n",
+               norms ? "head norms" : "fused rope", R, used[0], o_used[0]);
+        free(res[0]); free(res[1]);
+    }
+    free(x0); free(d0); free(ln); free(qn); free(kn); free(pos); free(tab);
+    backend_destroy(bon);
+    backend_destroy(boff);
+}
+
 static void test_xprep(void) {
     if (!gemv_tc) return;
     struct { int H, I, V, bq, gq, bd, gd; dtype_t sbt; } sets[] = {
@@ -3074,6 +3164,7 @@ int main(void) {
     }
     if (getenv("KILN_CUDA_TEST_X16_ONLY")) { /* x16.cuh's bf16 copies and the prefill paths they touch: a short device call */
         test_x16();
+        test_x16_decode();
         test_bfmma_x16();
         test_norm_rope_attention();
         test_matmul_multi();
@@ -3114,6 +3205,7 @@ int main(void) {
     if (getenv("KILN_CUDA_TEST_BFMMA_ONLY")) { /* matmul_bfmma.cu's test and the matmul tests that reach it (=quick: its own only) */
         test_bfmma();
         test_bfmma_x16();
+        test_x16_decode();
         if (strcmp(getenv("KILN_CUDA_TEST_BFMMA_ONLY"), "quick")) {
             test_matmul_multi();
             test_matmul_glu();
@@ -3156,6 +3248,7 @@ int main(void) {
     test_pdl_chain_norm();
     test_xprep();
     test_x16();
+    test_x16_decode();
     test_bfmma_x16();
     printf("# matmul: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_norm_rope_glu();

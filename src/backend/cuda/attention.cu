@@ -25,6 +25,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/rope_pair.cuh"
+#include "backend/cuda/x16.cuh"
 
 #define KT 32  /* keys per shared-memory tile */
 #define QPW 4  /* query vectors per warp      */
@@ -33,6 +34,7 @@
 typedef struct attn_dev {
     const float *q;
     float *out, *part;         /* part: [n_splits][T * n_heads][hd + 2] when n_splits > 1 */
+    __nv_bfloat16 *out16;      /* attn_dec_mma_kernel: NULL, or out rounded to bf16 as well (x16.cuh: the o projection's x) */
     const int32_t *pos, *tables;
     const attn_tile_t *tiles;
     const void *k, *v;
@@ -803,8 +805,11 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
                 L += wl[w][n] * f;
                 acc += wo[w][wi] * f;
             }
-        if (S == 1) a.out[((size_t)t * a.n_heads + h0 + n) * HD + d] = acc / L;
-        else {
+        if (S == 1) {
+            const size_t oi = ((size_t)t * a.n_heads + h0 + n) * HD + d;
+            a.out[oi] = acc / L;
+            if (a.out16) a.out16[oi] = __float2bfloat16_rn(acc / L);
+        } else {
             cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
             *cl.map_shared_rank(&ro[r * J + e / S], e % S) = acc;
             if (d == 0)
@@ -834,7 +839,9 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
                     L += rl[s2][n] * f;
                     acc += ro[s2 * J + jj] * f;
                 }
-            a.out[((size_t)t * a.n_heads + h0 + n) * HD + d] = acc / L;
+            const size_t oi = ((size_t)t * a.n_heads + h0 + n) * HD + d;
+            a.out[oi] = acc / L;
+            if (a.out16) a.out16[oi] = __float2bfloat16_rn(acc / L);
         }
     }
     if (own) /* ROPE: q as rope_kv_write leaves it (every block of the cluster has read it: past the cluster barrier) */
@@ -906,6 +913,11 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     while (splits & (splits - 1)) splits &= splits - 1; /* a power of two: cluster shapes as commonly used */
     a.n_splits = splits;
     a.part = NULL;
+    /* a producer of the o projection's x (x16.cuh): where a matmul of this many floats rounded its x
+     * to bf16 before (matmul_bfmma at 3..64 rows, cuBLASLt beyond), the merge stores bf16(out) too —
+     * the value that matmul's own rounding gives, so its result is bitwise the same */
+    const size_t n_out = (size_t)a.T * a.n_heads * hd;
+    a.out16 = cuda_x16_want(c, n_out);
     static int apdl = -1;
     if (apdl < 0) { const char *e = getenv("KILN_CUDA_ATTN_PDL"); apdl = !(e && !strcmp(e, "0")); }
     cudaLaunchConfig_t cfg = {};
@@ -931,6 +943,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
         dm_tab<false> tb = {};
         cudaCheck(cudaLaunchKernelEx(&cfg, dm_pick<false>(hd, f16, rope), a, tb));
     }
+    if (a.out16) cuda_x16_set(c, a.out, n_out);
     if (na && at[0].id == cudaLaunchAttributeProgrammaticStreamSerialization && n_rows == 1) cuda_gemv_prefetch_hint(c, a.out);
     if (rope) kiln_cuda_attn_rope_calls++;
     return true;
@@ -1088,7 +1101,7 @@ void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn
     attn_tiles_upload(c, aa, T, TQ, &tl);
     const int n_tiles = tl.n_tiles, max_blocks = tl.max_blocks, max_n = tl.max_n, max_len = tl.max_len;
     attn_dev_t a;
-    a.q = q; a.out = out; a.part = NULL;
+    a.q = q; a.out = out; a.part = NULL; a.out16 = NULL;
     a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
     a.k = kv->k; a.v = kv->v; a.kv_dtype = kv->dtype; a.block_size = bs; a.max_blocks = max_blocks;
     a.T = T; a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.hd = hd; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
@@ -1154,7 +1167,7 @@ int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, co
     if (tl.n_tiles != T || tl.max_n != 1) return 0;
     attn_tiles_upload(c, aa, T, TQ, &tl);
     attn_dev_t a;
-    a.q = q; a.out = out; a.part = NULL;
+    a.q = q; a.out = out; a.part = NULL; a.out16 = NULL;
     a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
     a.k = kv->k; a.v = kv->v; a.kv_dtype = kv->dtype; a.block_size = bs; a.max_blocks = tl.max_blocks;
     a.T = T; a.n_heads = nh; a.n_kv_heads = nkv; a.hd = hd; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
