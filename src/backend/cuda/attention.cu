@@ -915,9 +915,12 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     a.part = NULL;
     /* a producer of the o projection's x (x16.cuh): where a matmul of this many floats rounded its x
      * to bf16 before (matmul_bfmma at 3..64 rows, cuBLASLt beyond), the merge stores bf16(out) too —
-     * the value that matmul's own rounding gives, so its result is bitwise the same */
+     * the value that matmul's own rounding gives, so its result is bitwise the same
+     * (KILN_CUDA_ATTN_X16=0: not, for an A/B) */
+    static int ax16 = -1;
+    if (ax16 < 0) { const char *e = getenv("KILN_CUDA_ATTN_X16"); ax16 = !(e && !strcmp(e, "0")); }
     const size_t n_out = (size_t)a.T * a.n_heads * hd;
-    a.out16 = cuda_x16_want(c, n_out);
+    a.out16 = ax16 ? cuda_x16_want(c, n_out) : NULL;
     static int apdl = -1;
     if (apdl < 0) { const char *e = getenv("KILN_CUDA_ATTN_PDL"); apdl = !(e && !strcmp(e, "0")); }
     cudaLaunchConfig_t cfg = {};
