@@ -2241,6 +2241,21 @@ static void test_kv_write(void) {
 /* One attention case: rows given as (start position, n tokens). */
 static backend_t *attn_be;  /* be32 (the exact CUDA-core kernels) unless a test says otherwise */
 static double attn_tol = 1e-5, attn_worst;
+/* attn_case against several settings of the wgmma prefill kernel (attention_wgmma.cu): each
+ * "NWG:PIPE:PW" sets KILN_CUDA_FA_WG / _PIPE / _PW and reruns the step on the one reference
+ * (the CPU reference is the slow part); worst error and the steps the kernel ran, per setting */
+#define ATTN_NCFG_MAX 8
+static const char *attn_cfgs[ATTN_NCFG_MAX];
+static int attn_ncfg, attn_cfg_ran[ATTN_NCFG_MAX];
+static double attn_cfg_worst[ATTN_NCFG_MAX];
+extern int kiln_cuda_attn_wg_calls; /* attention_wgmma.cu: steps its kernel ran */
+static void attn_cfg_set(const char *cfg) {
+    char nwg[8] = "", pipe[8] = "", pw[8] = "";
+    sscanf(cfg, "%7[^:]:%7[^:]:%7s", nwg, pipe, pw);
+    setenv("KILN_CUDA_FA_WG", nwg, 1);
+    setenv("KILN_CUDA_FA_WG_PIPE", pipe, 1);
+    setenv("KILN_CUDA_FA_WG_PW", pw, 1);
+}
 static void attn_case(int n_rows, const int *p0, const int *len, int nh, int nkv, int hd, dtype_t dt, int bs, int window,
                       float softcap, uint64_t seed) {
     backend_t *be = attn_be ? attn_be : be32;
@@ -2275,12 +2290,28 @@ static void attn_case(int n_rows, const int *p0, const int *len, int nh, int nkv
     da.kv.k = be->ops->upload(be, hk, dtype_size(dt) * cells);
     da.kv.v = be->ops->upload(be, hv, dtype_size(dt) * cells);
     float *dq = dev_from(be, q, nq), *dout = be->ops->alloc(be, sizeof(float) * nq);
-    be->ops->attention(be, dout, dq, T, &da);
-    to_host(be, got, dout, nq);
-    double err = ct_rel_err(got, want, nq);
-    if (err > attn_worst) attn_worst = err;
-    CHECK(err < attn_tol, "attention rows=%d T=%d nh=%d nkv=%d hd=%d %s bs=%d window=%d softcap=%g: rel err %.3g (tol %g)", n_rows, T, nh,
-          nkv, hd, dtype_name(dt), bs, window, softcap, err, attn_tol);
+    for (int c = 0; c < (attn_ncfg ? attn_ncfg : 1); c++) {
+        if (attn_ncfg) attn_cfg_set(attn_cfgs[c]);
+        const int before = kiln_cuda_attn_wg_calls;
+        be->ops->attention(be, dout, dq, T, &da);
+        to_host(be, got, dout, nq);
+        double err = ct_rel_err(got, want, nq);
+        if (err > attn_worst) attn_worst = err;
+        if (attn_ncfg) {
+            attn_cfg_ran[c] += kiln_cuda_attn_wg_calls - before;
+            if (err > attn_cfg_worst[c]) attn_cfg_worst[c] = err;
+        }
+        if (err >= attn_tol && attn_be == befast) { /* where: token (position), head, dim of the largest difference */
+            size_t wi = 0;
+            for (size_t i = 0; i < nq; i++)
+                if (!(fabsf(got[i] - want[i]) <= fabsf(got[wi] - want[wi]))) wi = i;
+            const int wt = (int)(wi / ((size_t)nh * hd)), wh = (int)(wi / hd % nh);
+            printf("  worst at token %d (pos %d) head %d dim %d: got %g want %g\n", wt, pos[wt], wh, (int)(wi % hd), got[wi], want[wi]);
+        }
+        CHECK(err < attn_tol, "attention rows=%d T=%d nh=%d nkv=%d hd=%d %s bs=%d window=%d softcap=%g%s%s: rel err %.3g (tol %g)", n_rows, T,
+              nh, nkv, hd, dtype_name(dt), bs, window, softcap, attn_ncfg ? " KILN_CUDA_FA_WG:PIPE:PW=" : "", attn_ncfg ? attn_cfgs[c] : "", err,
+              attn_tol);
+    }
     be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v); be->ops->free(be, dq); be->ops->free(be, dout);
     free(hk); free(hv); free(perm); free(tables); free(rs); free(pos); free(q); free(want); free(got); free(scratch);
 }
@@ -2607,7 +2638,8 @@ static void test_attention_mma(void) {
     attn_tol = 1e-4;
     attn_worst = 0;
     int seed = 500;
-    for (int d = 0; d < 2; d++)
+    const int split_part = !getenv("KILN_CUDA_TEST_ATTN_ONLY") || strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "single");
+    for (int d = 0; d < 2 * split_part; d++)
         for (int h = 0; h < 7; h++)
             for (int k = 0; k < 3; k++) {
                 int nh = heads[h][0], nkv = heads[h][1], hd = hds[k];
@@ -2616,10 +2648,12 @@ static void test_attention_mma(void) {
                 if (h == 1 || h == 3 || h == 5) attn_case(3, l_p0, l_len, nh, nkv, hd, dts[d], 16, 0, 0.f, seed++);
             }
     /* windows (shorter and longer than a key tile), soft-capping, odd block sizes */
-    attn_case(3, l_p0, l_len, 16, 8, 128, DT_F16, 7, 17, 0.f, 601);
-    attn_case(3, l_p0, l_len, 32, 8, 128, DT_BF16, 5, 300, 50.f, 602);
-    attn_case(3, m_p0, m_len, 8, 2, 64, DT_F16, 16, 0, 30.f, 603);
-    attn_case(3, m_p0, m_len, 8, 4, 128, DT_BF16, 5, 33, 50.f, 604);
+    if (split_part) {
+        attn_case(3, l_p0, l_len, 16, 8, 128, DT_F16, 7, 17, 0.f, 601);
+        attn_case(3, l_p0, l_len, 32, 8, 128, DT_BF16, 5, 300, 50.f, 602);
+        attn_case(3, m_p0, m_len, 8, 2, 64, DT_F16, 16, 0, 30.f, 603);
+        attn_case(3, m_p0, m_len, 8, 4, 128, DT_BF16, 5, 33, 50.f, 604);
+    }
     printf("# attention (tensor cores, Q/P split): worst rel err %.3g (bound %g)\n", attn_worst, attn_tol);
     /* single rounding of Q and P (KILN_CUDA_FA=single; the default for llama/qwen3 under the
      * precision policy): 11 (f16) or 8 (bf16) significant bits per element, the bf16 path's
@@ -2627,6 +2661,7 @@ static void test_attention_mma(void) {
     setenv("KILN_CUDA_FA", "single", 1);
     attn_tol = 1e-2;
     attn_worst = 0;
+    const int wg_before = kiln_cuda_attn_wg_calls;
     attn_case(3, l_p0, l_len, 32, 8, 128, DT_F16, 16, 0, 0.f, 605);
     attn_case(3, l_p0, l_len, 32, 8, 128, DT_BF16, 16, 0, 0.f, 606);
     attn_case(3, m_p0, m_len, 6, 2, 64, DT_F16, 7, 0, 0.f, 607);
@@ -2634,6 +2669,75 @@ static void test_attention_mma(void) {
     attn_case(3, l_p0, l_len, 16, 8, 128, DT_F16, 5, 33, 50.f, 609);
     attn_case(3, m_p0, m_len, 8, 1, 32, DT_BF16, 16, 17, 30.f, 610);
     printf("# attention (tensor cores, KILN_CUDA_FA=single): worst rel err %.3g (bound %g)\n", attn_worst, attn_tol);
+    /* the head_dim 128 cases (605, 606, 608, 609) took the wgmma kernel, its default shape */
+    if (!getenv("KILN_CUDA_FA_WG"))
+        CHECK(kiln_cuda_attn_wg_calls - wg_before == 4, "wgmma attention (default) ran %d of 4 steps", kiln_cuda_attn_wg_calls - wg_before);
+    /* the wgmma kernel (attention_wgmma.cu: head_dim 64/128, single rounding; on by default for
+     * head_dim 128, so the cases above ran it in its default shape) in each block shape: KILN_CUDA_FA_WG=1/2/3
+     * consumer warpgroups, the pipelined loop (PIPE 1) and the one-tile loop (0), 1/2/4 producer
+     * warps; GQA 1/2/4/8, f16/bf16, odd block sizes, windows, soft-cap, rows not a multiple of 64,
+     * mixed rows (a decode row among prompts and chunks); each checked to have run, and
+     * KILN_CUDA_FA_WG=0 (attention_mma.cu) on the same cases. Every setting reruns the step on
+     * one CPU reference (attn_cfgs). */
+    {
+        static const char *cfgs[] = {"3:0:4", "3:0:2", "2:1:4", "2:0:4", "1:1:4", "1:0:1", "2:1:2", "0:1:4"};
+        const int ncfg = (int)(sizeof cfgs / sizeof *cfgs);
+        const int gq[][2] = {{8, 8}, {16, 8}, {16, 4}, {32, 4}}; /* groups 1, 2, 4, 8 */
+        int x_p0[4] = {0, 64, 300, 2000}, x_len[4] = {200, 1, 64, 77};
+        int b_p0[1] = {0}, b_len[1] = {1100};
+        for (int c = 0; c < ncfg; c++) { attn_cfgs[c] = cfgs[c]; attn_cfg_ran[c] = 0; attn_cfg_worst[c] = 0; }
+        attn_ncfg = ncfg;
+        int n = 0, sd = 620;
+        for (int g = 0; g < 4; g++)
+            for (int k = 0; k < 2; k++) {
+                const int hd = k ? 64 : 128;
+                const dtype_t dt = (g + k) & 1 ? DT_BF16 : DT_F16;
+                attn_case(4, x_p0, x_len, gq[g][0], gq[g][1], hd, dt, g == 3 ? 7 : 16, 0, 0.f, sd++);
+                attn_case(3, l_p0, l_len, gq[g][0], gq[g][1], hd, dt, 16, g == 1 ? 100 : g == 2 ? 17 : 0, g == 2 ? 30.f : 0.f, sd++);
+                n += 2;
+            }
+        attn_case(1, b_p0, b_len, 16, 8, 128, DT_F16, 16, 0, 0.f, sd++);
+        attn_case(1, b_p0, b_len, 32, 8, 128, DT_BF16, 16, 700, 0.f, sd++);
+        attn_case(2, s_p0, s_len, 16, 8, 128, DT_F16, 16, 0, 0.f, sd++);
+        attn_case(3, l_p0, l_len, 16, 8, 128, DT_F16, 5, 33, 50.f, sd++);
+        n += 4;
+        attn_ncfg = 0;
+        for (int c = 0; c < ncfg; c++) {
+            if (cfgs[c][0] != '0') CHECK(attn_cfg_ran[c] == n, "wgmma attention (KILN_CUDA_FA_WG:PIPE:PW=%s) ran %d of %d steps", cfgs[c], attn_cfg_ran[c], n);
+            else CHECK(attn_cfg_ran[c] == 0, "KILN_CUDA_FA_WG=0 still ran the wgmma kernel (%d steps)", attn_cfg_ran[c]);
+            printf("# attention (KILN_CUDA_FA_WG:PIPE:PW=%s, single rounding): worst rel err %.3g (bound %g)\n", cfgs[c], attn_cfg_worst[c], attn_tol);
+        }
+        unsetenv("KILN_CUDA_FA_WG");
+        unsetenv("KILN_CUDA_FA_WG_PIPE");
+        unsetenv("KILN_CUDA_FA_WG_PW");
+    }
+    unsetenv("KILN_CUDA_FA");
+    unsetenv("KILN_CUDA_FA_MIN");
+    attn_be = NULL;
+    attn_tol = 1e-5;
+}
+
+/* attention_wgmma.cu alone, in the block shape and loop the environment picks (KILN_CUDA_FA_WG,
+ * KILN_CUDA_FA_WG_PIPE, KILN_CUDA_FA_WG_DBG): a few cases, for a short device call */
+static void test_attention_wg_quick(void) {
+    int x_p0[4] = {0, 64, 300, 2000}, x_len[4] = {200, 1, 64, 77};
+    int l_p0[3] = {0, 1000, 5}, l_len[3] = {700, 130, 1};
+    setenv("KILN_CUDA_FA_MIN", "1", 1);
+    setenv("KILN_CUDA_FA", "single", 1);
+    const int set_wg = !getenv("KILN_CUDA_FA_WG"); /* unset: the default shape, asked for (head_dim 64 runs only when asked) */
+    if (set_wg) setenv("KILN_CUDA_FA_WG", "3", 1);
+    attn_be = befast;
+    attn_tol = 1e-2;
+    attn_worst = 0;
+    const int before = kiln_cuda_attn_wg_calls;
+    attn_case(4, x_p0, x_len, 16, 8, 128, DT_F16, 16, 0, 0.f, 801);
+    attn_case(3, l_p0, l_len, 16, 8, 64, DT_BF16, 16, 0, 0.f, 802);
+    attn_case(4, x_p0, x_len, 32, 4, 128, DT_BF16, 7, 0, 0.f, 803);
+    attn_case(3, l_p0, l_len, 16, 8, 128, DT_F16, 5, 33, 50.f, 804);
+    CHECK(kiln_cuda_attn_wg_calls - before == 4, "wgmma attention ran %d of 4 steps", kiln_cuda_attn_wg_calls - before);
+    printf("# attention quick (KILN_CUDA_FA_WG=%s PIPE=%s DBG=%s): worst rel err %.3g (bound %g)\n", getenv("KILN_CUDA_FA_WG") ?: "-",
+           getenv("KILN_CUDA_FA_WG_PIPE") ?: "-", getenv("KILN_CUDA_FA_WG_DBG") ?: "-", attn_worst, attn_tol);
+    if (set_wg) unsetenv("KILN_CUDA_FA_WG");
     unsetenv("KILN_CUDA_FA");
     unsetenv("KILN_CUDA_FA_MIN");
     attn_be = NULL;
@@ -3152,7 +3256,17 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
-    if (getenv("KILN_CUDA_TEST_ATTN_ONLY")) { /* the attention tests alone (=dec: the tensor-core decode ones): a short device call */
+    if (getenv("KILN_CUDA_TEST_ATTN_ONLY")) { /* the attention tests alone (=dec: the tensor-core decode ones; =mma: the prefill ones; =single: their single-rounding part and the wgmma kernel's settings; =wg: a quick wgmma check): a short device call */
+        if (!strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "wg")) {
+            test_attention_wg_quick();
+            backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+            return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY=wg)");
+        }
+        if (!strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "mma") || !strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "single")) {
+            test_attention_mma(); /* =single: only its single-rounding part (the wgmma kernel's cases) */
+            backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+            return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY=mma)");
+        }
         const int all = strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "dec") != 0;
         if (all) test_attention();
         if (all) test_attention_chain();

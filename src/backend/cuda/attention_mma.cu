@@ -255,6 +255,8 @@ static void fa_launch(cuda_impl_t *c, const fa_dev_t &a, dim3 grid) {
     cudaLaunchCheck();
 }
 
+int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa); /* attention_wgmma.cu */
+
 /* 1 if the step ran here; 0: not a shape for this kernel (the caller uses attention.cu's). */
 int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
     cuda_impl_t *c = cuda_impl(be);
@@ -265,6 +267,9 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
      * act_bf16_ok: llama/qwen3 round once, the rest split); KILN_CUDA_FA=single / split force one */
     const bool split = env && !strcmp(env, "single") ? false : env && !strcmp(env, "split") ? true : !be->act_bf16_ok;
     const int hd = aa->head_dim, G = aa->n_heads / aa->n_kv_heads, bs = kv->block_size;
+    /* Q and P rounded once: the wgmma kernel (attention_wgmma.cu) when the step fills the GPU
+     * with its blocks — head_dim 128 by default, 64 too with KILN_CUDA_FA_WG=1/2/3; =0 never */
+    if (c->gemm_min_t != 0x7fffffff && !split && cuda_attention_wg(be, out, q, T, aa)) return 1;
     if (c->gemm_min_t == 0x7fffffff || (kv->dtype != DT_F16 && kv->dtype != DT_BF16) || (hd != 32 && hd != 64 && hd != 128)) return 0;
     const int hc = G < FQ ? G : FQ, n_chunks = (G + hc - 1) / hc, TQ = FQ / hc;
     attn_tiles_t tl;

@@ -30,6 +30,7 @@
  * a token's outputs are bitwise the same in any batch the kernel takes (tested across NP = 8..64
  * with KILN_CUDA_QWG=2). */
 #include "backend/cuda/mma_util.cuh"
+#include "backend/cuda/wgmma_util.cuh"
 #include <cooperative_groups.h>
 
 #define WG_ROWS 128 /* rows per block: two warpgroups of 64 */
@@ -65,19 +66,8 @@ template <> __device__ __forceinline__ void wg_mma<64>(float (&d)[32], const uin
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
 
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-/* cp.async wrote the stage through the generic proxy; wgmma reads it through the async proxy */
-__device__ __forceinline__ void wg_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_reg_fence(float &v) { asm volatile("" : "+f"(v)::"memory"); }
 /* the x tile by one bulk copy (TMA engine, async proxy: wgmma reads it without a proxy fence),
  * completion counted in bytes on the stage's mbarrier */
-__device__ __forceinline__ void mb_init(uint32_t a) { asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(a) : "memory"); }
-__device__ __forceinline__ void mb_wait(uint32_t a, int par) {
-    asm volatile("{\n.reg .pred p;\nWG_WAIT_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WG_WAIT_%=;\n}\n" ::"r"(a), "r"(par)
-                 : "memory");
-}
 __device__ __forceinline__ void bulk_x(void *dst, const void *src, uint32_t bytes, uint32_t mb) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(bytes) : "memory");
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
@@ -680,9 +670,6 @@ template <int BITS, int NP, int WGN> struct wgs3 {
     static constexpr int S = BUDGET / STG > 16 ? 16 : BUDGET / STG;
     static constexpr int SMEM = S * STG;
 };
-__device__ __forceinline__ void mb_init_n(uint32_t a, int n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(n) : "memory"); }
-__device__ __forceinline__ void mb_arrive(uint32_t a) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(a) : "memory"); }
-__device__ __forceinline__ void cp_mb_arrive(uint32_t a) { asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(a) : "memory"); }
 
 template <int BITS, int NP, int SBT, int WGN, int PRB>
 __device__ __forceinline__ void wg3_body(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
