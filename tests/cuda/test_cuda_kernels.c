@@ -1050,27 +1050,34 @@ static void test_x16(void) {
     backend_destroy(boff);
 }
 
-/* x16.cuh at a batched decode step: the decode attention (attn_dec_mma_kernel, one split per block at
- * these rows) as the producer of the o projection's x. Under single rounding, R decode rows (one token
- * each, positions 40..250 over one 300-position prefill in an f16 cache) run add_rms_norm → q/k/v
- * (matmul_bfmma) → norm_rope_kv_attention (qwen3: head norms; llama: none, the fused rope+attention
- * kernel) → o (matmul_bfmma) twice — the first step notes the sizes, the second takes the copies —
- * bitwise the same chain on a backend with KILN_CUDA_X16=0, and the o projection of the second step
- * must take the attention's copy (one use inside that call). */
+/* x16.cuh at a batched decode step, with KILN_CUDA_ATTN_X16=1 (opt-in; skipped otherwise): the decode
+ * attention (attn_dec_mma_kernel) as the producer of the o projection's x. Under single rounding, R decode
+ * rows (one token each, positions 48..272 over one 300-position prompt in an f16 cache, each writing a
+ * block of its own) run add_rms_norm → q/k/v (matmul_bfmma) → norm_rope_kv_attention (qwen3: head norms;
+ * llama: none, the fused rope + attention kernel) → o (matmul_bfmma) twice — the first step notes the
+ * sizes, the second takes the copies — op by op on a backend with the copies and one with
+ * KILN_CUDA_X16=0, each op's output compared bitwise (the first difference is named), and the o
+ * projection of the second step must take the attention's copy. Session 16: the fused-rope chain was
+ * bitwise equal; the head-norm chain differed (which op first: not yet run with this form). */
 static void test_x16_decode(void) {
+    if (!(getenv("KILN_CUDA_ATTN_X16") && !strcmp(getenv("KILN_CUDA_ATTN_X16"), "1"))) {
+        printf("# x16 decode: skipped (the decode attention's copy is opt-in: KILN_CUDA_ATTN_X16=1)\n");
+        return;
+    }
     const int T = 300, R = 8, H = 512, nh = 4, nkv = 2, hd = 128, bs = 16;
     err_t e = {0};
     char *x16_env = getenv("KILN_CUDA_X16") ? strdup(getenv("KILN_CUDA_X16")) : NULL;
     setenv("KILN_CUDA_ACT", "bf16", 1);
-    unsetenv("KILN_CUDA_X16"); /* bon: the copies on whatever the run's environment says */
-    backend_t *bon = backend_create("cuda", 0, &e);
+    unsetenv("KILN_CUDA_X16"); /* bes[0]: the copies on, whatever the run's environment says */
+    backend_t *bes[2];
+    bes[0] = backend_create("cuda", 0, &e);
     setenv("KILN_CUDA_X16", "0", 1);
-    backend_t *boff = backend_create("cuda", 0, &e);
+    bes[1] = backend_create("cuda", 0, &e);
     if (x16_env) setenv("KILN_CUDA_X16", x16_env, 1);
     else unsetenv("KILN_CUDA_X16");
     free(x16_env);
     unsetenv("KILN_CUDA_ACT");
-    if (!bon || !boff) { CHECK(0, "x16 decode: backend_create: %s", e.msg); return; }
+    if (!bes[0] || !bes[1]) { CHECK(0, "x16 decode: backend_create: %s", e.msg); return; }
     hw_t hq = make_dense(nh * hd, H, DT_BF16, 4200), hk = make_dense(nkv * hd, H, DT_BF16, 4201), hv = make_dense(nkv * hd, H, DT_BF16, 4202);
     hw_t ho = make_dense(H, nh * hd, DT_BF16, 4203);
     float *x0 = rand_vec((size_t)T * H, 4210, 1.0f), *d0 = rand_vec((size_t)T * H, 4211, 1.0f), *ln = rand_vec(H, 4212, 1.0f);
@@ -1080,64 +1087,93 @@ static void test_x16_decode(void) {
     int32_t *pos = malloc(sizeof(int32_t) * T), *tab = malloc(sizeof(int32_t) * nblk), rs[2] = {0, T}, dpos[R], drs[R + 1];
     for (int t = 0; t < T; t++) pos[t] = t;
     for (int b = 0; b < nblk; b++) tab[b] = nblk - 1 - b;
-    const int32_t *tabs[R];
-    for (int r = 0; r < R; r++) { dpos[r] = 40 + 30 * r; drs[r] = r; tabs[r] = tab; } /* distinct slots, one table */
+    /* decode row r at position 48 + 32r (a block's first slot): the prompt's blocks before it, read
+     * only, and a block of its own for the position it writes — rows never write a block another row
+     * reads in the same step (the engine's invariant) */
+    int32_t dtab[R][32];
+    const int32_t *tabs[R], *ptabs[1] = {tab};
+    for (int r = 0; r < R; r++) {
+        dpos[r] = 48 + 32 * r;
+        drs[r] = r;
+        for (int b = 0; b < dpos[r] / bs; b++) dtab[r][b] = tab[b];
+        dtab[r][dpos[r] / bs] = nblk + r;
+        tabs[r] = dtab[r];
+    }
     drs[R] = R;
-    const size_t nout = (size_t)R * H;
+    const size_t nmax = (size_t)T * H;
+    float *ha = malloc(sizeof(float) * nmax), *hb = malloc(sizeof(float) * nmax);
     for (int norms = 1; norms >= 0; norms--) {
-        float *res[2];
-        long used[2] = {0, 0}, o_used[2] = {0, 0};
-        backend_t *bes[2] = {bon, boff};
+        const char *what = norms ? "head norms" : "fused rope";
+        struct { weight_t w[4]; attn_args_t pa, da; float *x, *d, *dln, *dqn, *dkn, *h, *q, *k, *v, *att; } st[2];
         for (int bi = 0; bi < 2; bi++) {
             backend_t *be = bes[bi];
-            weight_t w[4] = {hq.w, hk.w, hv.w, ho.w};
+            st[bi].w[0] = hq.w; st[bi].w[1] = hk.w; st[bi].w[2] = hv.w; st[bi].w[3] = ho.w;
             for (int i = 0; i < 4; i++)
-                if (be->ops->prepare_weight(be, &w[i], &e)) CHECK(0, "x16 decode: prepare_weight: %s", e.msg);
-            const size_t cells = (size_t)nblk * bs * nkv * hd;
-            attn_args_t pa = {1, rs, pos, tabs, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {NULL, NULL, DT_F16, bs, nkv, hd}};
+                if (be->ops->prepare_weight(be, &st[bi].w[i], &e)) CHECK(0, "x16 decode: prepare_weight: %s", e.msg);
+            const size_t cells = (size_t)(nblk + R) * bs * nkv * hd;
+            attn_args_t pa = {1, rs, pos, ptabs, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {NULL, NULL, DT_F16, bs, nkv, hd}};
             pa.kv.k = be->ops->alloc(be, 2 * cells);
             pa.kv.v = be->ops->alloc(be, 2 * cells);
-            attn_args_t da = pa;
-            da.n_rows = R; da.row_start = drs; da.pos = dpos;
-            float *x = dev_from(be, x0, (size_t)T * H), *d = dev_from(be, d0, (size_t)T * H), *dln = dev_from(be, ln, H);
-            float *dqn = norms ? dev_from(be, qn, hd) : NULL, *dkn = norms ? dev_from(be, kn, hd) : NULL;
-            float *h = be->ops->alloc(be, sizeof(float) * T * H), *q = be->ops->alloc(be, sizeof(float) * T * nh * hd);
-            float *k = be->ops->alloc(be, sizeof(float) * T * nkv * hd), *v = be->ops->alloc(be, sizeof(float) * T * nkv * hd);
-            float *att = be->ops->alloc(be, sizeof(float) * T * nh * hd);
-            float *const yqkv[3] = {q, k, v};
-            const weight_t *const wqkv[3] = {&w[0], &w[1], &w[2]};
-            /* the prompt: 300 positions into the cache */
-            be->ops->add_rms_norm(be, x, h, d, dln, 0.f, T, H, 1e-6f);
-            be->ops->matmul_multi(be, 3, yqkv, h, T, wqkv);
-            be->ops->norm_rope_kv_attention(be, att, q, k, v, dqn, dkn, 1e-6f, hd, inv, 1.0f, pos, T, &pa);
-            const long u0 = cuda_x16_uses(be);
-            for (int step = 0; step < 2; step++) { /* R decode rows: x's first R rows */
-                be->ops->add_rms_norm(be, x, h, d, dln, 0.f, R, H, 1e-6f);
-                be->ops->matmul_multi(be, 3, yqkv, h, R, wqkv);
-                be->ops->norm_rope_kv_attention(be, att, q, k, v, dqn, dkn, 1e-6f, hd, inv, 1.0f, dpos, R, &da);
-                const long u1 = cuda_x16_uses(be);
-                be->ops->matmul(be, d, att, R, &w[3]);
-                if (step) o_used[bi] = cuda_x16_uses(be) - u1;
-            }
-            used[bi] = cuda_x16_uses(be) - u0;
-            res[bi] = malloc(sizeof(float) * nout);
-            to_host(be, res[bi], d, nout);
-            be->ops->free(be, x); be->ops->free(be, d); be->ops->free(be, dln); be->ops->free(be, h); be->ops->free(be, q);
-            be->ops->free(be, k); be->ops->free(be, v); be->ops->free(be, att); be->ops->free(be, pa.kv.k); be->ops->free(be, pa.kv.v);
-            if (dqn) { be->ops->free(be, dqn); be->ops->free(be, dkn); }
-            for (int i = 0; i < 4; i++) be->ops->release_weight(be, &w[i]);
+            st[bi].pa = pa;
+            st[bi].da = pa;
+            st[bi].da.n_rows = R; st[bi].da.row_start = drs; st[bi].da.pos = dpos; st[bi].da.block_tables = tabs;
+            st[bi].x = dev_from(be, x0, nmax); st[bi].d = dev_from(be, d0, nmax); st[bi].dln = dev_from(be, ln, H);
+            st[bi].dqn = norms ? dev_from(be, qn, hd) : NULL; st[bi].dkn = norms ? dev_from(be, kn, hd) : NULL;
+            st[bi].h = be->ops->alloc(be, sizeof(float) * nmax); st[bi].q = be->ops->alloc(be, sizeof(float) * T * nh * hd);
+            st[bi].k = be->ops->alloc(be, sizeof(float) * T * nkv * hd); st[bi].v = be->ops->alloc(be, sizeof(float) * T * nkv * hd);
+            st[bi].att = be->ops->alloc(be, sizeof(float) * T * nh * hd);
         }
-        CHECK(!memcmp(res[0], res[1], sizeof(float) * nout), "x16 decode (%s): the o projection's output differs from KILN_CUDA_X16=0",
-              norms ? "head norms" : "fused rope");
+        /* op by op on both backends; after each, its output compared (the first difference named) */
+        int bad = 0;
+        long o_used[2] = {0, 0};
+#define XD_CMP(field, n, opname, step)                                                                                      \
+    do {                                                                                                                    \
+        to_host(bes[0], ha, st[0].field, (n));                                                                              \
+        to_host(bes[1], hb, st[1].field, (n));                                                                              \
+        if (!bad && memcmp(ha, hb, sizeof(float) * (n))) {                                                                  \
+            bad = 1;                                                                                                        \
+            CHECK(0, "x16 decode (%s): %s at step %d differs from KILN_CUDA_X16=0 (first of the chain)", what, opname, step); \
+        }                                                                                                                   \
+    } while (0)
+        for (int step = -1; step < 2; step++) { /* -1: the 300-position prompt; 0, 1: R decode rows (x's first R rows) */
+            const int n = step < 0 ? T : R;
+            for (int bi = 0; bi < 2; bi++) bes[bi]->ops->add_rms_norm(bes[bi], st[bi].x, st[bi].h, st[bi].d, st[bi].dln, 0.f, n, H, 1e-6f);
+            XD_CMP(h, (size_t)n * H, "add_rms_norm", step);
+            for (int bi = 0; bi < 2; bi++) {
+                float *const yqkv[3] = {st[bi].q, st[bi].k, st[bi].v};
+                const weight_t *const wqkv[3] = {&st[bi].w[0], &st[bi].w[1], &st[bi].w[2]};
+                bes[bi]->ops->matmul_multi(bes[bi], 3, yqkv, st[bi].h, n, wqkv);
+            }
+            XD_CMP(q, (size_t)n * nh * hd, "q", step);
+            XD_CMP(v, (size_t)n * nkv * hd, "v", step);
+            for (int bi = 0; bi < 2; bi++)
+                bes[bi]->ops->norm_rope_kv_attention(bes[bi], st[bi].att, st[bi].q, st[bi].k, st[bi].v, st[bi].dqn, st[bi].dkn, 1e-6f, hd, inv,
+                                                     1.0f, step < 0 ? pos : dpos, n, step < 0 ? &st[bi].pa : &st[bi].da);
+            XD_CMP(att, (size_t)n * nh * hd, "attention", step);
+            if (step < 0) continue;
+            for (int bi = 0; bi < 2; bi++) {
+                const long u1 = cuda_x16_uses(bes[bi]);
+                bes[bi]->ops->matmul(bes[bi], st[bi].d, st[bi].att, R, &st[bi].w[3]);
+                if (step) o_used[bi] = cuda_x16_uses(bes[bi]) - u1;
+            }
+            XD_CMP(d, (size_t)R * H, "o projection", step);
+        }
+#undef XD_CMP
         CHECK(o_used[0] == 1 && o_used[1] == 0, "x16 decode (%s): the o projection took %ld copies with X16 on (want 1), %ld with X16=0",
-              norms ? "head norms" : "fused rope", o_used[0], o_used[1]);
-        printf("# x16 decode (%s): %d rows bitwise equal with and without the bf16 copies (%ld copies taken, o's %ld)\n",
-               norms ? "head norms" : "fused rope", R, used[0], o_used[0]);
-        free(res[0]); free(res[1]);
+              what, o_used[0], o_used[1]);
+        printf("# x16 decode (%s): %d rows, the chain %s with and without the bf16 copies (o took %ld)\n", what, R, bad ? "DIFFERS" : "bitwise equal", o_used[0]);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            float *fr[] = {st[bi].x, st[bi].d, st[bi].dln, st[bi].h, st[bi].q, st[bi].k, st[bi].v, st[bi].att, st[bi].pa.kv.k, st[bi].pa.kv.v};
+            for (int i = 0; i < 10; i++) be->ops->free(be, fr[i]);
+            if (st[bi].dqn) { be->ops->free(be, st[bi].dqn); be->ops->free(be, st[bi].dkn); }
+            for (int i = 0; i < 4; i++) be->ops->release_weight(be, &st[bi].w[i]);
+        }
     }
+    free(ha); free(hb);
     free(x0); free(d0); free(ln); free(qn); free(kn); free(pos); free(tab);
-    backend_destroy(bon);
-    backend_destroy(boff);
+    backend_destroy(bes[0]);
+    backend_destroy(bes[1]);
 }
 
 static void test_xprep(void) {
@@ -3277,6 +3313,11 @@ int main(void) {
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY)");
     }
     if (getenv("KILN_CUDA_TEST_X16_ONLY")) { /* x16.cuh's bf16 copies and the prefill paths they touch: a short device call */
+        if (!strcmp(getenv("KILN_CUDA_TEST_X16_ONLY"), "decode")) { /* =decode: the decode attention's copy alone */
+            test_x16_decode();
+            backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+            return ct_done("test_cuda_kernels (KILN_CUDA_TEST_X16_ONLY=decode)");
+        }
         test_x16();
         test_x16_decode();
         test_bfmma_x16();

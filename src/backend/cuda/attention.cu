@@ -913,12 +913,14 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     while (splits & (splits - 1)) splits &= splits - 1; /* a power of two: cluster shapes as commonly used */
     a.n_splits = splits;
     a.part = NULL;
-    /* a producer of the o projection's x (x16.cuh): where a matmul of this many floats rounded its x
-     * to bf16 before (matmul_bfmma at 3..64 rows, cuBLASLt beyond), the merge stores bf16(out) too —
-     * the value that matmul's own rounding gives, so its result is bitwise the same
-     * (KILN_CUDA_ATTN_X16=0: not, for an A/B) */
+    /* KILN_CUDA_ATTN_X16=1 (opt-in): a producer of the o projection's x (x16.cuh) — where a matmul of
+     * this many floats rounded its x to bf16 before (matmul_bfmma at 3..64 rows, cuBLASLt beyond), the
+     * merge stores bf16(out) too, the value that matmul's own rounding gives. Off by default: in the
+     * lead's session-16 call it took the 64-row qwen3-0.6b step's forward 2.50-2.61 -> 2.45 ms, but
+     * test_x16_decode found the head-norm (qwen3) chain NOT bitwise equal to KILN_CUDA_X16=0 (the
+     * fused-rope chain was), cause not found before the device budget ran out (bench/cuda/RESULTS.md) */
     static int ax16 = -1;
-    if (ax16 < 0) { const char *e = getenv("KILN_CUDA_ATTN_X16"); ax16 = !(e && !strcmp(e, "0")); }
+    if (ax16 < 0) { const char *e = getenv("KILN_CUDA_ATTN_X16"); ax16 = e && !strcmp(e, "1"); }
     const size_t n_out = (size_t)a.T * a.n_heads * hd;
     a.out16 = ax16 ? cuda_x16_want(c, n_out) : NULL;
     static int apdl = -1;

@@ -8,8 +8,7 @@
  * five launches). Now:
  *  - matmul_multi converts x once for all its weights (the record below, scoped to the call);
  *  - the producers (rms_norm / add_rms_norm through rms_norm4_kernel, the GLU, the tensor-core
- *    attentions: prefill attention_mma.cu and, since session 16, decode attn_dec_mma_kernel for the
- *    o projection of a batched decode step) also store bf16(y) — the value to_16bit_kernel would have written, so every
+ *    prefill attentions; with KILN_CUDA_ATTN_X16=1, opt-in, the decode attn_dec_mma_kernel) also store bf16(y) — the value to_16bit_kernel would have written, so every
  *    GEMM input and output is bitwise what it was — where a matmul converted as many floats
  *    before (a hint: the element counts the conversion saw), and the matmul takes that copy
  *    where the record names its own x and length.
