@@ -30,7 +30,7 @@
 #include <math.h>
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma_util.cuh"
-#include "backend/cuda/x16.cuh"
+#include "backend/cuda/fa_args.cuh" /* fa_dev_t, fa_args_fill */
 
 #define FQ 64      /* query vectors per block: 4 warps × m16 */
 #define FK 64      /* keys per shared-memory tile            */
@@ -40,17 +40,6 @@
  * (one K/V tile for 128 query vectors) nor registers capped for 3 blocks an SM (168, 140 bytes
  * spilled) changed that: 148-151 us, prefill -1.1 % / -2.7 % (bench/cuda/RESULTS.md, session 15). */
 
-typedef struct fa_dev {
-    const float *q;
-    float *out;
-    __nv_bfloat16 *out16; /* NULL, or out rounded to bf16 as well (x16.cuh: for the o projection) */
-    const int32_t *pos, *tables;
-    const attn_tile_t *tiles;
-    const void *k, *v;
-    int block_size, max_blocks, n_tiles;
-    int n_heads, n_kv_heads, group, hc, n_chunks, window;
-    float scale, softcap;
-} fa_dev_t;
 
 __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
@@ -266,7 +255,7 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     /* Q and P as hi + lo, or rounded once: the precision policy of matmul.cu (backend_t.
      * act_bf16_ok: llama/qwen3 round once, the rest split); KILN_CUDA_FA=single / split force one */
     const bool split = env && !strcmp(env, "single") ? false : env && !strcmp(env, "split") ? true : !be->act_bf16_ok;
-    const int hd = aa->head_dim, G = aa->n_heads / aa->n_kv_heads, bs = kv->block_size;
+    const int hd = aa->head_dim, G = aa->n_heads / aa->n_kv_heads;
     /* Q and P rounded once: the wgmma kernel (attention_wgmma.cu) when the step fills the GPU
      * with its blocks — head_dim 128 by default, 64 too with KILN_CUDA_FA_WG=1/2/3; =0 never */
     if (c->gemm_min_t != 0x7fffffff && !split && cuda_attention_wg(be, out, q, T, aa)) return 1;
@@ -281,15 +270,9 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     const int min_blocks = menv && atoi(menv) > 0 ? atoi(menv) : c->sm_count / 2;
     if (!tl.multi || tl.n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return 0;
     attn_tiles_upload(c, aa, T, TQ, &tl);
-    const int n_tiles = tl.n_tiles, max_blocks = tl.max_blocks;
     fa_dev_t a;
-    a.q = q; a.out = out;
-    a.out16 = cuda_x16_want(c, (size_t)T * aa->n_heads * hd); /* the o projection rounds out to bf16: done here */
-    a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
-    a.k = kv->k; a.v = kv->v; a.block_size = bs; a.max_blocks = max_blocks; a.n_tiles = n_tiles;
-    a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
-    a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
-    dim3 grid(n_tiles, aa->n_kv_heads * n_chunks);
+    fa_args_fill(a, c, q, out, T, aa, tl, hc, n_chunks); /* out16: the o projection rounds out to bf16: done here */
+    dim3 grid(tl.n_tiles, aa->n_kv_heads * n_chunks);
     const bool f16 = kv->dtype == DT_F16;
 #define FA_GO(HD_)                                                                   \
     do {                                                                             \

@@ -65,18 +65,11 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/wgmma_util.cuh"
-#include "backend/cuda/x16.cuh"
+#include "backend/cuda/fa_args.cuh" /* fa_dev_t, fa_args_fill */
 
+/* attention_mma.cu's arguments (fa_args.cuh), then the diagnosis switches */
 typedef struct fa_wg {
-    const float *q;
-    float *out;
-    __nv_bfloat16 *out16; /* NULL, or out rounded to bf16 as well (x16.cuh) */
-    const int32_t *pos, *tables;
-    const attn_tile_t *tiles;
-    const void *k, *v;
-    int block_size, max_blocks, n_tiles;
-    int n_heads, n_kv_heads, group, hc, n_chunks, window;
-    float scale, softcap;
+    FA_ARGS_FIELDS
     int dbg; /* KILN_CUDA_FA_WG_DBG (diagnosis, one-tile loop only): bit 0: O += P·V by mma.sync, bit 1: S by mma.sync */
     int fix; /* KILN_CUDA_FA_WG_FIX (diagnosis): bit 0: consumers fence.proxy.async after each full wait; bit 1: the
               * producer completes each tile before the next (no LAG); bit 2: a warpgroup barrier after each full
@@ -540,12 +533,7 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
     if (!tl.multi || tl.n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return 0;
     attn_tiles_upload(c, aa, T, TQ, &tl);
     fa_wg_t a;
-    a.q = q; a.out = out;
-    a.out16 = cuda_x16_want(c, (size_t)T * aa->n_heads * hd);
-    a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
-    a.k = kv->k; a.v = kv->v; a.block_size = kv->block_size; a.max_blocks = tl.max_blocks; a.n_tiles = tl.n_tiles;
-    a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
-    a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
+    fa_args_fill(a, c, q, out, T, aa, tl, hc, n_chunks);
     const char *denv = getenv("KILN_CUDA_FA_WG_DBG");
     a.dbg = denv ? atoi(denv) : 0;
     const char *fenv = getenv("KILN_CUDA_FA_WG_FIX");

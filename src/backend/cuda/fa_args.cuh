@@ -1,0 +1,40 @@
+/* fa_args.cuh — the kernel arguments the two tensor-core prefill attentions share
+ * (attention_mma.cu: mma.sync; attention_wgmma.cu: wgmma, whose fa_wg_t adds its diagnosis
+ * switches), and their host-side fill from the step's attention arguments and tile list. */
+#ifndef KILN_CUDA_FA_ARGS_CUH
+#define KILN_CUDA_FA_ARGS_CUH
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/x16.cuh"
+
+/* the fields, in this order in both structs (a macro rather than a base struct: a derived
+ * struct would put fa_wg_t's own fields after the base's padding, another parameter layout) */
+#define FA_ARGS_FIELDS                                                                                \
+    const float *q;                                                                                   \
+    float *out;                                                                                       \
+    __nv_bfloat16 *out16; /* NULL, or out rounded to bf16 as well (x16.cuh: for the o projection) */ \
+    const int32_t *pos, *tables;                                                                      \
+    const attn_tile_t *tiles;                                                                         \
+    const void *k, *v;                                                                                \
+    int block_size, max_blocks, n_tiles;                                                              \
+    int n_heads, n_kv_heads, group, hc, n_chunks, window;                                             \
+    float scale, softcap;
+
+typedef struct fa_dev {
+    FA_ARGS_FIELDS
+} fa_dev_t;
+
+/* a's FA_ARGS_FIELDS for one step: tl uploaded (attn_tiles_upload), hc query heads a block of
+ * n_chunks per KV head; out16 as x16 asks (the step's output is the o projection's x) */
+template <typename A>
+static inline void fa_args_fill(A &a, cuda_impl_t *c, const float *q, float *out, int T, const attn_args_t *aa, const attn_tiles_t &tl,
+                                int hc, int n_chunks) {
+    a.q = q; a.out = out;
+    a.out16 = cuda_x16_want(c, (size_t)T * aa->n_heads * aa->head_dim);
+    a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
+    a.k = aa->kv.k; a.v = aa->kv.v; a.block_size = aa->kv.block_size; a.max_blocks = tl.max_blocks; a.n_tiles = tl.n_tiles;
+    a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.group = aa->n_heads / aa->n_kv_heads; a.hc = hc; a.n_chunks = n_chunks;
+    a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
+}
+
+#endif
