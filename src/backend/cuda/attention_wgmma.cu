@@ -420,6 +420,15 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1) attn_wg_kernel(fa_wg
          * it; the softmax of tile j runs while that P·V does; then O is rescaled */
         uint32_t pp[4][4];
         int sp = -1; /* the stage whose P·V is pending (pp), or -1 */
+        auto drain_pv = [&]() { /* the pending P·V alone, its stage released */
+            if (sp < 0) return;
+            wg_fence();
+            issue_pv(pp, sp);
+            wg_wait<0>();
+            fence_o();
+            release(sp);
+            sp = -1;
+        };
         for (int it = 0; it < nkt; it++) {
             const int s = it % NS, j0 = kv_lo + 64 * it;
             wait_full(s, (it / NS) & 1);
@@ -443,24 +452,11 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1) attn_wg_kernel(fa_wg
                 pack_p(sc, pp); /* after tile j-1's P·V has read the old pp */
                 sp = s;
             } else {
-                if (sp >= 0) {
-                    wg_fence();
-                    issue_pv(pp, sp);
-                    wg_wait<0>();
-                    fence_o();
-                    release(sp);
-                    sp = -1;
-                }
+                drain_pv();
                 release(s);
             }
         }
-        if (sp >= 0) {
-            wg_fence();
-            issue_pv(pp, sp);
-            wg_wait<0>();
-            fence_o();
-            release(sp);
-        }
+        drain_pv();
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
