@@ -109,6 +109,17 @@ __device__ __forceinline__ int wg_exp(float m) {
     return e < -60 ? -60 : e > 60 ? 60 : e;
 }
 __device__ __forceinline__ float wg_pow2(int e) { return __int_as_float((127 + e) << 23); }
+/* two rows' bounds ma, mb, each spread over the four lanes q of a quad: the quad's maxima, then
+ * pa, pb = 2^s and ia, ib = 2^−s (wg_exp) — the end of wg_row_setup and wgm_row_setup */
+__device__ __forceinline__ void wg_row_scales(float ma, float mb, float &pa, float &pb, float &ia, float &ib) {
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+        ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
+        mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
+    }
+    const int sa = wg_exp(ma), sb = wg_exp(mb);
+    pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+}
 
 /* A warp's two rows (ra, rb) for a split's groups [gb, ge): 2^s per row, s from max |scale|·(2^BITS − 1) +
  * |bias| (lanes q = 0..3 take every fourth group, then the four lanes agree by shuffles): pa, pb = 2^s;
@@ -126,13 +137,7 @@ __device__ __forceinline__ void wg_row_setup(const dweight_t &w, int dt, int ra,
         ma = fmaxf(ma, fabsf(ld_f(w.scales, dt, xa)) * cmax + fabsf(ld_f(w.biases, dt, xa)));
         mb = fmaxf(mb, fabsf(ld_f(w.scales, dt, xb)) * cmax + fabsf(ld_f(w.biases, dt, xb)));
     }
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-        ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
-        mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
-    }
-    const int sa = wg_exp(ma), sb = wg_exp(mb);
-    pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+    wg_row_scales(ma, mb, pa, pb, ia, ib);
     psa = (int)((((uintptr_t)w.scales >> 1) + (size_t)ra * ng) & 1), psb = (int)((((uintptr_t)w.scales >> 1) + (size_t)rb * ng) & 1);
     pba = (int)((((uintptr_t)w.biases >> 1) + (size_t)ra * ng) & 1), pbb = (int)((((uintptr_t)w.biases >> 1) + (size_t)rb * ng) & 1);
 }
@@ -879,13 +884,7 @@ __device__ __forceinline__ void wgm_row_setup(const dweight_t &w, unsigned char 
         ma = fmaxf(ma, fabsf(wgm_val<SBT>(sa)) * cmax + fabsf(wgm_val<SBT>(ba)));
         mb = fmaxf(mb, fabsf(wgm_val<SBT>(sb)) * cmax + fabsf(wgm_val<SBT>(bb)));
     }
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) {
-        ma = fmaxf(ma, __shfl_xor_sync(0xffffffffu, ma, o));
-        mb = fmaxf(mb, __shfl_xor_sync(0xffffffffu, mb, o));
-    }
-    const int sa = wg_exp(ma), sb = wg_exp(mb);
-    pa = wg_pow2(sa); pb = wg_pow2(sb); ia = wg_pow2(-sa); ib = wg_pow2(-sb);
+    wg_row_scales(ma, mb, pa, pb, ia, ib);
 }
 
 template <int BITS, int NP> struct wgsm {
