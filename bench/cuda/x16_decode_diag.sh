@@ -9,7 +9,11 @@
 P=${1:?usage: x16_decode_diag.sh PKG.tar.xz}
 OUT=${OUT:?set by the run tool}
 mkdir -p /tmp/k && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
-for v in "X=1" "KILN_CUDA_BFMMA_V=1" "KILN_CUDA_BFMMA=0" "KILN_CUDA_ATTN_TAB=0" "KILN_CUDA_PDL=0" "KILN_CUDA_GRAPH=0"; do
+# VARS: the switches (default: all six, op by op); session 17 found every op-by-op form bitwise equal, so
+# CHAIN=1 runs them with KILN_CUDA_TEST_X16_CHAIN=1 (one comparison at the end: no sync inside the chain)
+VARS=${VARS:-"X=1 KILN_CUDA_BFMMA_V=1 KILN_CUDA_BFMMA=0 KILN_CUDA_ATTN_TAB=0 KILN_CUDA_PDL=0 KILN_CUDA_GRAPH=0"}
+[ "${CHAIN:-0}" = 1 ] && export KILN_CUDA_TEST_X16_CHAIN=1
+for v in $VARS; do
   echo "== $v" >> "$OUT/x16dec.txt"
   env $v KILN_CUDA_ATTN_X16=1 KILN_CUDA_TEST_X16_ONLY=decode timeout 60 /tmp/k/test_cuda_kernels 2>&1 | grep -i -E "fail|x16 decode|checks" | head -8 >> "$OUT/x16dec.txt"
 done

@@ -1058,7 +1058,9 @@ static void test_x16(void) {
  * sizes, the second takes the copies — op by op on a backend with the copies and one with
  * KILN_CUDA_X16=0, each op's output compared bitwise (the first difference is named), and the o
  * projection of the second step must take the attention's copy. Session 16: the fused-rope chain was
- * bitwise equal; the head-norm chain differed (which op first: not yet run with this form). */
+ * bitwise equal; the head-norm chain differed when compared once at the end (twice, in two device calls).
+ * Session 17: op by op both chains are bitwise equal (also with bfmma v1, cuBLASLt, tables from memory,
+ * no PDL, no graphs) — so KILN_CUDA_TEST_X16_CHAIN=1 brings back the single comparison at the end. */
 static void test_x16_decode(void) {
     if (!(getenv("KILN_CUDA_ATTN_X16") && !strcmp(getenv("KILN_CUDA_ATTN_X16"), "1"))) {
         printf("# x16 decode: skipped (the decode attention's copy is opt-in: KILN_CUDA_ATTN_X16=1)\n");
@@ -1126,8 +1128,13 @@ static void test_x16_decode(void) {
         /* op by op on both backends; after each, its output compared (the first difference named) */
         int bad = 0;
         long o_used[2] = {0, 0};
+        /* KILN_CUDA_TEST_X16_CHAIN=1: compare only the last o projection, so nothing syncs inside the chain
+         * (the op-by-op reads let every kernel finish before the next starts: a race between neighbours
+         * under programmatic dependent launch would not show there) */
+        const int chain = getenv("KILN_CUDA_TEST_X16_CHAIN") && atoi(getenv("KILN_CUDA_TEST_X16_CHAIN")) == 1;
 #define XD_CMP(field, n, opname, step)                                                                                      \
     do {                                                                                                                    \
+        if (chain && !((step) == 1 && !strcmp((opname), "o projection"))) break;                                          \
         to_host(bes[0], ha, st[0].field, (n));                                                                              \
         to_host(bes[1], hb, st[1].field, (n));                                                                              \
         if (!bad && memcmp(ha, hb, sizeof(float) * (n))) {                                                                  \
@@ -1161,7 +1168,8 @@ static void test_x16_decode(void) {
 #undef XD_CMP
         CHECK(o_used[0] == 1 && o_used[1] == 0, "x16 decode (%s): the o projection took %ld copies with X16 on (want 1), %ld with X16=0",
               what, o_used[0], o_used[1]);
-        printf("# x16 decode (%s): %d rows, the chain %s with and without the bf16 copies (o took %ld)\n", what, R, bad ? "DIFFERS" : "bitwise equal", o_used[0]);
+        printf("# x16 decode (%s, %s): %d rows, the chain %s with and without the bf16 copies (o took %ld)\n", what, chain ? "whole chain, one read at the end" : "op by op", R,
+               bad ? "DIFFERS" : "bitwise equal", o_used[0]);
         for (int bi = 0; bi < 2; bi++) {
             backend_t *be = bes[bi];
             float *fr[] = {st[bi].x, st[bi].d, st[bi].dln, st[bi].h, st[bi].q, st[bi].k, st[bi].v, st[bi].att, st[bi].pa.kv.k, st[bi].pa.kv.v};
