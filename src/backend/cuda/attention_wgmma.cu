@@ -22,6 +22,15 @@
  *    (cp.async.wait_group, LAG stages behind the newest) each producer thread fences them to
  *    the async proxy and arrives on the stage's `full` mbarrier (PW·32 arrivals); consumer
  *    warps arrive on `empty` when their warpgroup's wgmmas have read it.
+ *  - Or (default where the cache allows: block_size 8-64 dividing 64, no window; session 17,
+ *    helper-h100) one producer warp has the copy engine gather them: per tile lane 0 arms the
+ *    stage's `full` with the tile's bytes and 16 lanes each issue one tensor-map bulk copy (a
+ *    page of block_size slots × 64 columns of one KV head, K or V), which also applies the
+ *    128-byte swizzle; pages past the key range are not copied (the V ring starts zeroed, so
+ *    P = 0 never meets NaN bits; K there is masked). KILN_CUDA_FA_WG_TMA=0: the cp.async warps.
+ *  - The grid runs a host-sorted piece list (fw_plan): every KV head's tiles longest key range
+ *    first, so the longest start in the first wave (KILN_CUDA_FA_WG_SPLIT=0: the old grid of
+ *    tiles × heads; =2/3 also cut long tiles in two halves merged by the later one: slower).
  *  - Shared memory in the 128-byte-swizzle layout wgmma reads: a tile of R rows × HD columns is
  *    HD/64 column blocks of R rows × 128 bytes; the 16-byte chunk c of row r sits at chunk
  *    c ^ (r % 8) (conflict-free cp.async writes of a row's chunks and conflict-free wgmma
@@ -57,19 +66,32 @@
  * 106-114. The overlapped loop is slower than one tile at a time (133-137 against 99-101 us,
  * 2 warpgroups), and the grid is 1.33 waves of one block an SM (tensor pipe 21 % busy), so
  * the longest (causal) block sets the time: splitting long key ranges across blocks, or TMA
- * page gathers, are what is left.
+ * page gathers, are what is left. Session 17 (helper-h100, same shapes, ncu, µs for the two
+ * layers): old 87-94; TMA gathers on the old grid 76-83; sorted list + TMA (default) 58-63;
+ * split halves 68-76 with cp.async, 63-72 with TMA.
  * Precision: K and V exact, Q·scale and P one rounding each (11 significant bits with the
  * f16 cache, 8 with bf16), f32 sums in another order than attention_mma.cu: not bitwise to it;
  * the single-rounding tolerance of test_attention_mma (1e-2 of max |ref|; worst 1.8e-3). */
 #include <math.h>
+#include <cuda.h> /* CUtensorMap (the TMA gathers; the encoder comes through cudaGetDriverEntryPointByVersion) */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/wgmma_util.cuh"
 #include "backend/cuda/fa_args.cuh" /* fa_dev_t, fa_args_fill */
 
 /* attention_mma.cu's arguments (fa_args.cuh), then the diagnosis switches */
+/* a block's work when the grid runs a piece list (KILN_CUDA_FA_WG_SPLIT, fw_plan): tile `tile`,
+ * key tiles [it0, it0 + n_it) of its range; pair >= 0: one of the two halves of a split tile,
+ * whose partial sums meet in the epilogue of the later half (pair: its slot among the step's split tiles) */
+typedef struct fw_piece { int tile, it0, n_it, pair; } fw_piece_t;
+
 typedef struct fa_wg {
     FA_ARGS_FIELDS
+    const fw_piece_t *pieces; /* NULL: grid (tiles, KV heads × chunks), tile n_tiles-1-x (the old order); else grid
+                               * (KV heads × chunks, pieces), piece y (sorted longest first) */
+    float4 *part;             /* split tiles: the first half's O, m and l per (pair, head block, warpgroup, thread) */
+    int *cnt;                 /* ... and its arrival counter (zeroed before the launch) */
+    int tma;                  /* KILN_CUDA_FA_WG_TMA: K/V pages by tensor-map bulk copies (fw_tma_maps), one producer warp */
     int dbg; /* KILN_CUDA_FA_WG_DBG (diagnosis, one-tile loop only): bit 0: O += P·V by mma.sync, bit 1: S by mma.sync */
     int fix; /* KILN_CUDA_FA_WG_FIX (diagnosis): bit 0: consumers fence.proxy.async after each full wait; bit 1: the
               * producer completes each tile before the next (no LAG); bit 2: a warpgroup barrier after each full
@@ -135,7 +157,8 @@ template <int HD, int NWG> struct fw_cfg {
 };
 
 template <int HD, typename T16, int NWG, bool PIPE>
-__global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1) attn_wg_kernel(fa_wg_t a) {
+__global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1)
+    attn_wg_kernel(fa_wg_t a, const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
     using C = fw_cfg<HD, NWG>;
     constexpr int NS = C::NS, LAG = C::LAG, CPR = HD / 8, NB = HD / 64;
     extern __shared__ unsigned char fw_raw[];
@@ -148,32 +171,69 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1) attn_wg_kernel(fa_wg
      * divergent path for the wgmmas (else ptxas serializes them) */
     const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
 
-    const int tile_i = a.n_tiles - 1 - blockIdx.x; /* longest key ranges first (causal prefill) */
-    const int kvh = blockIdx.y / a.n_chunks, chunk = blockIdx.y % a.n_chunks;
-    const attn_tile_t tile = a.tiles[tile_i];
+    /* the old grid: tile x from the end (longest key ranges first within a KV head); the piece list:
+     * the y-th longest piece of every KV head in a row of the grid (longest first over all heads) */
+    const fw_piece_t pc = a.pieces ? a.pieces[blockIdx.y] : fw_piece_t{a.n_tiles - 1 - (int)blockIdx.x, 0, -1, -1};
+    const int hb = a.pieces ? blockIdx.x : blockIdx.y;
+    const int kvh = hb / a.n_chunks, chunk = hb % a.n_chunks;
+    const attn_tile_t tile = a.tiles[pc.tile];
     const int h0 = kvh * a.group + chunk * a.hc;
     const int nh_here = min(a.hc, a.group - chunk * a.hc);
     const int nq = tile.n * nh_here;
     const int *bt = a.tables + (size_t)tile.row * a.max_blocks;
     const int p_first = a.pos[tile.t0], p_last = a.pos[tile.t0 + tile.n - 1];
     const int kv_lo = a.window > 0 ? max(0, p_first - a.window + 1) : 0, kv_hi = p_last + 1;
-    const int nkt = (kv_hi - kv_lo + 63) / 64;
+    const int nkt = pc.n_it < 0 ? (kv_hi - kv_lo + 63) / 64 : pc.n_it; /* key tiles of this block */
+    const int jb = kv_lo + 64 * pc.it0;                                /* its first key */
 
     const int npw = (int)(blockDim.x >> 5) - 4 * NWG, PT = 32 * npw; /* producer warps, threads */
     if (tid == 0) {
         for (int i = 0; i < NS; i++) {
-            mb_init_n(full + 8 * i, PT);        /* every producer thread */
+            mb_init_n(full + 8 * i, a.tma ? 1 : PT); /* every producer thread (TMA: lane 0's expect_tx) */
             mb_init_n(empty + 8 * i, 4 * NWG); /* one per consumer warp */
         }
+    }
+    if (a.tma) { /* V stages zeroed: pages past the key range are not copied, and P = 0 times stale NaN bits would not be 0 */
+        for (int i = tid; i < NS * C::TILE / 16; i += blockDim.x)
+            *(uint4 *)(sm + (s_kv - s_q) + (i / (C::TILE / 16)) * 2 * C::TILE + C::TILE + (i % (C::TILE / 16)) * 16) = make_uint4(0, 0, 0, 0);
+        wg_proxy_fence();
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     __syncthreads();
 
+    if (warp >= 4 * NWG && a.tma) {
+        /* TMA: one warp; per tile, lane 0 expects the bytes, then lane l < 2·pages·NB copies page
+         * (l / NB) % pages, column block l % NB, of K (l < pages·NB) or V: a box of block_size rows
+         * × 64 columns, 128-byte swizzled by the copy engine into fw_off's layout (its rows 1024-byte
+         * aligned: block_size a multiple of 8). Pages from kv_hi on are skipped (the host takes this
+         * path for window 0 only, so tiles start on pages). */
+        if (warp != 4 * NWG) return;
+        const int bs = a.block_size, pages = 64 / bs, nl = 2 * pages * NB;
+        const int kv = lane / (pages * NB), pg = (lane / NB) % pages, cb = lane % NB;
+        const uint64_t tm = (uint64_t)(kv ? &tmv : &tmk);
+        for (int it = 0; it < nkt; it++) {
+            const int s = it % NS, j0 = jb + 64 * it;
+            if (it >= NS) mb_wait(empty + 8 * s, ((it / NS) - 1) & 1);
+            const int nv = min(pages, (kv_hi - j0 + bs - 1) / bs); /* pages holding keys of the range */
+            if (lane == 0)
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full + 8 * s), "r"((uint32_t)(nv * 2 * NB * bs * 128))
+                             : "memory");
+            __syncwarp();
+            if (lane < nl && pg < nv) {
+                const int blk = bt[j0 / bs + pg];
+                const uint32_t dst = s_kv + s * 2 * C::TILE + kv * C::TILE + cb * 64 * 128 + pg * bs * 128;
+                asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+                             "l"(tm), "r"(cb * 64), "r"(kvh), "r"(blk * bs), "r"(full + 8 * s)
+                             : "memory");
+            }
+        }
+        return;
+    }
     if (warp >= 4 * NWG) { /* the producer warps: PT threads share each tile's 2 × 64 × HD/8 copies */
         const size_t per_tok = (size_t)a.n_kv_heads * HD;
         const unsigned short *kg = (const unsigned short *)a.k + (size_t)kvh * HD, *vg = (const unsigned short *)a.v + (size_t)kvh * HD;
         for (int it = 0; it < nkt; it++) {
-            const int s = it % NS, j0 = kv_lo + 64 * it, nk = min(64, kv_hi - j0);
+            const int s = it % NS, j0 = jb + 64 * it, nk = min(64, kv_hi - j0);
             if (it >= NS) mb_wait(empty + 8 * s, ((it / NS) - 1) & 1);
             /* the cache slots of keys lane and lane + 32 (clamped into the range; copies past it write zeros) */
             const int k0 = j0 + min(lane, nk - 1), k1 = j0 + min(lane + 32, nk - 1);
@@ -359,7 +419,7 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1) attn_wg_kernel(fa_wg
     if (!PIPE) {
         /* one tile at a time: S, wait, softmax, O += P·V, wait */
         for (int it = 0; it < nkt; it++) {
-            const int s = it % NS, j0 = kv_lo + 64 * it;
+            const int s = it % NS, j0 = jb + 64 * it;
             wait_full(s, (it / NS) & 1);
             if (j0 <= wpmax && j0 + 63 >= wlmin) { /* uniform over the warpgroup */
                 float sc[32], corr[2];
@@ -430,7 +490,7 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1) attn_wg_kernel(fa_wg
             sp = -1;
         };
         for (int it = 0; it < nkt; it++) {
-            const int s = it % NS, j0 = kv_lo + 64 * it;
+            const int s = it % NS, j0 = jb + 64 * it;
             wait_full(s, (it / NS) & 1);
             if (j0 <= wpmax && j0 + 63 >= wlmin) {
                 float sc[32], corr[2];
@@ -462,6 +522,70 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1) attn_wg_kernel(fa_wg
     for (int h = 0; h < 2; h++) {
         l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
         l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    /* a split tile: the warpgroup that ends first leaves its O, m, l (every thread its own
+     * registers, the same layout in both halves) and returns; the second waits for them and
+     * merges: m = max, each half scaled by exp2((m_half − m)·log2 e), the same form as the loop's
+     * corr. Only a warpgroup that has counted itself in spins, so the one it waits for runs. */
+    /* the piece's pair read again here (and the head block from blockIdx), not kept live across the
+     * loop: the 3-warpgroup kernel sits at 128 registers, and 2-3 more made ptxas serialize its
+     * wgmmas (C7512) */
+    int pair = -1;
+    if (a.pieces) asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(pair) : "l"(&a.pieces[blockIdx.y].pair));
+    if (pair >= 0) {
+        __shared__ int fw_order[NWG];
+        const size_t slot = ((size_t)pair * gridDim.x + blockIdx.x) * NWG + wg;
+        int *cnt = a.cnt + slot;
+        /* [NB·16 float2 of O: (b, i, h), as the output stores pair them][m, l float4] × 128 threads: a
+         * float4 of O (4 accumulators of two rows) instead made ptxas serialize the loop's wgmmas */
+        float2 *pp = (float2 *)(a.part + slot * 128 * (NB * 8 + 1)) + tw;
+        float4 *pml = a.part + slot * 128 * (NB * 8 + 1) + NB * 8 * 128 + tw;
+        if (tw == 0) fw_order[wg] = atomicAdd(cnt, 1);
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+        if (fw_order[wg] == 0) { /* first: leave the partial sums (unnormalized O) */
+#pragma unroll
+            for (int b = 0; b < NB; b++)
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) __stcg(pp + ((b * 8 + i) * 2 + h) * 128, make_float2(o[b][4 * i + 2 * h], o[b][4 * i + 2 * h + 1]));
+            __stcg(pml, make_float4(m[0], m[1], l[0], l[1]));
+            __threadfence();
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+            if (tw == 0) atomicAdd(cnt, 1); /* 2 before the other half counts itself, 3 after */
+            return;
+        }
+        if (tw == 0) {
+            int v;
+            do {
+                asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(cnt) : "memory");
+            } while (v < 3);
+        }
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+        const float4 ml = __ldcg(pml);
+        const float m2[2] = {ml.x, ml.y}, l2[2] = {ml.z, ml.w};
+        float f1[2], f2[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float mn = fmaxf(m[h], m2[h]), mu = (mn == -INFINITY ? 0.f : mn) * LOG2E;
+            f1[h] = exp2f(fmaf(m[h], LOG2E, -mu)); /* a half without a valid key (m = -inf): 0 */
+            f2[h] = exp2f(fmaf(m2[h], LOG2E, -mu));
+            l[h] = l[h] * f1[h] + l2[h] * f2[h];
+            m[h] = mn;
+        }
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const float2 x = __ldcg(pp + ((b * 8 + i) * 2 + h) * 128);
+                    o[b][4 * i + 2 * h] = o[b][4 * i + 2 * h] * f1[h] + x.x * f2[h];
+                    o[b][4 * i + 2 * h + 1] = o[b][4 * i + 2 * h + 1] * f1[h] + x.y * f2[h];
+                }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
         const int qi = wg * 64 + wl * 16 + g + 8 * h;
         if (qi >= nq) continue;
         const int t = tile.t0 + qi / nh_here, hh = h0 + qi % nh_here;
@@ -485,14 +609,14 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1) attn_wg_kernel(fa_wg
 }
 
 template <int HD, typename T16, int NWG, bool PIPE>
-static void fw_launch(cuda_impl_t *c, const fa_wg_t &a, dim3 grid, int pw) {
+static void fw_launch(cuda_impl_t *c, const fa_wg_t &a, dim3 grid, int pw, const CUtensorMap &tk, const CUtensorMap &tv) {
     using C = fw_cfg<HD, NWG>;
     static bool set = false;
     if (!set) {
         cudaCheck(cudaFuncSetAttribute(attn_wg_kernel<HD, T16, NWG, PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
         set = true;
     }
-    attn_wg_kernel<HD, T16, NWG, PIPE><<<grid, 128 * NWG + 32 * pw, C::SMEM, c->stream>>>(a);
+    attn_wg_kernel<HD, T16, NWG, PIPE><<<grid, 128 * NWG + 32 * pw, C::SMEM, c->stream>>>(a, tk, tv);
     cudaLaunchCheck();
 }
 
@@ -502,6 +626,104 @@ static void fw_launch(cuda_impl_t *c, const fa_wg_t &a, dim3 grid, int pw) {
 #define FW_NWG_DEFAULT 3
 #define FW_PIPE_DEFAULT false
 #define FW_PW_DEFAULT 4
+
+/* The grid's work order (KILN_CUDA_FA_WG_SPLIT). One block an SM (180 KB of shared memory), and
+ * a causal prefill's tiles cost in proportion to their key ranges (qwen3-0.6b at 2048 tokens: 22
+ * tiles of 2-32 key tiles × 8 KV heads = 176 blocks on 132 SMs). The old grid ran tile x from
+ * the end within each KV head, head after head, so the last heads' longest tiles started late;
+ * the piece list (default) sorts every head's pieces longest first (an LPT order). Opt-in (=2/3),
+ * each tile longer than half the longest is also cut in two (key tiles [0, n/2) and [n/2, n)),
+ * merged by the later half in the kernel. A greedy model of the qwen3-0.6b grid (a block costs 2
+ * + its key tiles) gave 42 → 34 (sorted) → 29 (split) key-tile times, but measured (ncu, H200,
+ * session 17) the split was slower than sorting alone: 63-72 µs against 58-63 (the halves' own
+ * fills and Q loads, the merge through L2, a counter memset a launch). */
+static int fw_piece_cmp(const void *x, const void *y) {
+    const fw_piece_t *a = (const fw_piece_t *)x, *b = (const fw_piece_t *)y;
+    if (a->n_it != b->n_it) return b->n_it - a->n_it;
+    if (a->tile != b->tile) return b->tile - a->tile; /* a causal row's later tile first, as the old grid */
+    return a->it0 - b->it0;
+}
+/* the step's pieces (host), longest first; returns their count, *n_pairs the split tiles */
+static int fw_plan(const attn_args_t *aa, int TQ, int n_tiles, int split, fw_piece_t **out, int *n_pairs) {
+    static fw_piece_t *buf;
+    static int cap;
+    if (2 * n_tiles > cap) {
+        free(buf);
+        cap = 4 * n_tiles;
+        buf = (fw_piece_t *)malloc(sizeof(fw_piece_t) * cap);
+        if (!buf) { fprintf(stderr, "kiln cuda: out of host memory (attention pieces)\n"); abort(); }
+    }
+    int *nkt = (int *)malloc(sizeof(int) * n_tiles), ti = 0, max_nkt = 1, np = 0, pairs = 0;
+    if (!nkt) { fprintf(stderr, "kiln cuda: out of host memory (attention pieces)\n"); abort(); }
+    for (int r = 0; r < aa->n_rows; r++) /* the tiles in attn_tiles_upload's order */
+        for (int tt = aa->row_start[r]; tt < aa->row_start[r + 1]; tt += TQ, ti++) {
+            const int n = aa->row_start[r + 1] - tt < TQ ? aa->row_start[r + 1] - tt : TQ;
+            const int pf = aa->pos[tt], pl = aa->pos[tt + n - 1];
+            const int lo = aa->window > 0 ? (pf - aa->window + 1 > 0 ? pf - aa->window + 1 : 0) : 0;
+            nkt[ti] = (pl + 1 - lo + 63) / 64;
+            if (nkt[ti] > max_nkt) max_nkt = nkt[ti];
+        }
+    for (int i = 0; i < n_tiles; i++) {
+        if (split && nkt[i] >= 2 && 2 * nkt[i] > max_nkt + 1) {
+            buf[np++] = (fw_piece_t){i, 0, nkt[i] / 2, pairs};
+            buf[np++] = (fw_piece_t){i, nkt[i] / 2, nkt[i] - nkt[i] / 2, pairs};
+            pairs++;
+        } else
+            buf[np++] = (fw_piece_t){i, 0, nkt[i], -1};
+    }
+    free(nkt);
+    qsort(buf, np, sizeof *buf, fw_piece_cmp);
+    *out = buf;
+    *n_pairs = pairs;
+    return np;
+}
+
+/* The K and V caches as 3-D tensors for the copy engine: (head_dim, KV heads, cache slots), 16-bit
+ * elements, boxes of 64 columns × 1 head × block_size slots (one page of one head), 128-byte
+ * swizzle; the slot extent from the allocation's range (cuMemGetAddressRange), so a stray
+ * block index reads zeros rather than past it. 0: not available (the cp.async producers run). */
+typedef CUresult (*fw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                                 const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+typedef CUresult (*fw_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+static int fw_tma_maps(const kv_view_t *kv, CUtensorMap *tk, CUtensorMap *tv) {
+    static fw_encode_fn enc;
+    static fw_range_fn range;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        cudaDriverEntryPointQueryResult q1, q2;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&enc, 12000, cudaEnableDefault, &q1) != cudaSuccess ||
+            q1 != cudaDriverEntryPointSuccess)
+            enc = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&range, 12000, cudaEnableDefault, &q2) != cudaSuccess ||
+            q2 != cudaDriverEntryPointSuccess)
+            range = NULL;
+        cudaGetLastError();
+    }
+    if (!enc || !range) return 0;
+    /* no memo of the maps: a freed cache and a new one of another size may share an address; the
+     * host work (two driver calls, two encodes) overlaps the GPU's */
+    const size_t row = (size_t)kv->n_kv_heads * kv->head_dim * 2;
+    void *ptr[2] = {kv->k, kv->v};
+    CUtensorMap *tm[2] = {tk, tv};
+    for (int i = 0; i < 2; i++) {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (range(&base, &size, (CUdeviceptr)ptr[i]) != CUDA_SUCCESS) return 0;
+        const cuuint64_t slots = (cuuint64_t)((base + size - (CUdeviceptr)ptr[i]) / row);
+        const cuuint64_t dims[3] = {(cuuint64_t)kv->head_dim, (cuuint64_t)kv->n_kv_heads, slots};
+        const cuuint64_t strides[2] = {(cuuint64_t)kv->head_dim * 2, (cuuint64_t)row};
+        const cuuint32_t box[3] = {64, 1, (cuuint32_t)kv->block_size}, es[3] = {1, 1, 1};
+        if (enc(tm[i], CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, ptr[i], dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+            static int said;
+            if (!said++) fprintf(stderr, "kiln cuda: attention K/V tensor map not encoded; cp.async gathers\n");
+            return 0;
+        }
+    }
+    return 1;
+}
 
 extern "C" int kiln_cuda_attn_wg_calls; /* steps this kernel ran (the tests check the path ran) */
 int kiln_cuda_attn_wg_calls;
@@ -534,22 +756,55 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
     a.dbg = denv ? atoi(denv) : 0;
     const char *fenv = getenv("KILN_CUDA_FA_WG_FIX");
     a.fix = fenv ? atoi(fenv) : 0;
-    const dim3 grid(tl.n_tiles, aa->n_kv_heads * n_chunks);
+    /* KILN_CUDA_FA_WG_TMA (default 1): the K/V pages by the copy engine where the cache allows it
+     * (block_size 8-64 dividing 64, no window, 16-byte-aligned rows); 0: the cp.async producers */
+    CUtensorMap tmk, tmv;
+    memset(&tmk, 0, sizeof tmk);
+    memset(&tmv, 0, sizeof tmv);
+    const char *tenv = getenv("KILN_CUDA_FA_WG_TMA");
+    const int bs = kv->block_size;
+    a.tma = !(tenv && *tenv && !strcmp(tenv, "0")) && aa->window == 0 && bs % 8 == 0 && 64 % bs == 0 && !kv->k_t &&
+            (((uintptr_t)kv->k | (uintptr_t)kv->v) & 15) == 0 && fw_tma_maps(kv, &tmk, &tmv);
+    /* KILN_CUDA_FA_WG_SPLIT: 0 the old grid; 1 (default) the sorted piece list, no tile split; 2
+     * split too where the unsplit grid is under two waves; 3 split at any size (tests). Measured
+     * (qwen3-0.6b, 2048 tokens, with TMA): 1 → 58-63 µs, 2 → 63-72, 0 → 76-83 */
+    const char *senv = getenv("KILN_CUDA_FA_WG_SPLIT");
+    const int smode = senv && *senv ? atoi(senv) : 1, hbn = aa->n_kv_heads * n_chunks;
+    a.pieces = NULL; a.part = NULL; a.cnt = NULL;
+    dim3 grid(tl.n_tiles, hbn);
+    if (smode > 0) {
+        fw_piece_t *hp;
+        int n_pairs;
+        const int split = smode >= 3 || (smode == 2 && tl.n_tiles * hbn < 2 * c->sm_count);
+        const int np = fw_plan(aa, TQ, tl.n_tiles, split, &hp, &n_pairs);
+        a.pieces = (const fw_piece_t *)cuda_host_to_dev(c, hp, sizeof(fw_piece_t) * np); /* one ring restart at most (cuda_common.cuh) */
+        grid = dim3(hbn, np);
+        if (n_pairs) {
+            /* [counters, 256-byte aligned][partials: NWG × 128 threads × (HD/8 + 1) float4 a (pair, head block)] */
+            const size_t slots = (size_t)n_pairs * hbn * nwg, cb = (sizeof(int) * slots + 255) & ~(size_t)255;
+            /* attention.cu's split-K partials' scratch (one attention a step at a time on the stream); the
+             * counters zeroed each launch since attention.cu writes there too (a ~1 KB memset) */
+            char *d = (char *)cuda_scratch(c, (void **)&c->part, &c->part_bytes, cb + slots * 128 * (hd / 8 + 1) * sizeof(float4));
+            cudaCheck(cudaMemsetAsync(d, 0, sizeof(int) * slots, c->stream));
+            a.cnt = (int *)d;
+            a.part = (float4 *)(d + cb);
+        }
+    }
     const bool f16 = kv->dtype == DT_F16;
     const char *penv = getenv("KILN_CUDA_FA_WG_PIPE");
     const bool pipe = penv && *penv ? strcmp(penv, "0") != 0 : FW_PIPE_DEFAULT; /* three warpgroups: never (128 registers) */
 #define FW_GO(HD_, NWG_)                                                                        \
     do {                                                                                        \
-        if (f16) pipe ? fw_launch<HD_, __half, NWG_, true>(c, a, grid, pw) : fw_launch<HD_, __half, NWG_, false>(c, a, grid, pw); \
-        else pipe ? fw_launch<HD_, __nv_bfloat16, NWG_, true>(c, a, grid, pw) : fw_launch<HD_, __nv_bfloat16, NWG_, false>(c, a, grid, pw); \
+        if (f16) pipe ? fw_launch<HD_, __half, NWG_, true>(c, a, grid, pw, tmk, tmv) : fw_launch<HD_, __half, NWG_, false>(c, a, grid, pw, tmk, tmv); \
+        else pipe ? fw_launch<HD_, __nv_bfloat16, NWG_, true>(c, a, grid, pw, tmk, tmv) : fw_launch<HD_, __nv_bfloat16, NWG_, false>(c, a, grid, pw, tmk, tmv); \
     } while (0)
 #define FW_NWG(HD_)                                                                             \
     do {                                                                                        \
         if (nwg == 1) FW_GO(HD_, 1);                                                            \
         else if (nwg == 2) FW_GO(HD_, 2);                                                       \
         else {                                                                                  \
-            if (f16) fw_launch<HD_, __half, 3, false>(c, a, grid, pw);                              \
-            else fw_launch<HD_, __nv_bfloat16, 3, false>(c, a, grid, pw);                           \
+            if (f16) fw_launch<HD_, __half, 3, false>(c, a, grid, pw, tmk, tmv);                              \
+            else fw_launch<HD_, __nv_bfloat16, 3, false>(c, a, grid, pw, tmk, tmv);                           \
         }                                                                                       \
     } while (0)
     if (hd == 64) FW_NWG(64);

@@ -155,41 +155,72 @@ __global__ void __launch_bounds__(64) norm_rope_kv_kernel(float *q, float *k, co
  * with its warp's sum) and adds them as its warp_sums loop does, (0 + warp 0) + warp 1; the same
  * inv and scaling follow, and rope_pair's two halves (rope_cs, rope_rot) on the warp's own head in
  * shared memory. */
+/* TOK (session 17, helper-h100; the default where nh and nkv are multiples of NRW_WARPS, so a
+ * block's 8 items are heads of one token): the block's first `half` threads take the token's
+ * angles once (rope_cs, the same function and arguments: the same bits) into shared memory, one
+ * block barrier, and the rotation reads them there, instead of every warp taking all of them —
+ * 4 cosf/sinf a lane a head, 24 heads a qwen3 token; the token and head come from 32-bit
+ * arithmetic (the 64-bit divisions cost ~100 instructions of the item); NJ = 4 values a lane where
+ * hd <= 128 (the generic 8 for hd <= 256 held 58 registers: 4 blocks an SM). ncu had the old form
+ * issue-bound (0.87 issues a cycle a scheduler, ~400 instructions an item); a bound of 6 blocks
+ * an SM gives 40 registers without spills (8 blocks: 32 registers and 72 bytes spilled). The
+ * sums, roundings and stores are the same (elements past hd were skipped anyway): bitwise.
+ * qwen3-0.6b, 2048 tokens, ncu: 34-35 → 22-23 µs a layer. KILN_CUDA_NORM_ROPE=warp: the kernel
+ * as before (TOK off, NJ 8), for the A/B. */
 #define NRW_WARPS 8
-__global__ void __launch_bounds__(32 * NRW_WARPS) norm_rope_kv_warp_kernel(float *q, float *k, const float *v, const float *qn,
+template <bool TOK, int NJ>
+__global__ void __launch_bounds__(32 * NRW_WARPS, TOK && NJ == 4 ? 6 : 1) norm_rope_kv_warp_kernel(float *q, float *k, const float *v, const float *qn,
                                                                           const float *kn, float off, float eps, const int32_t *pos,
                                                                           const int32_t *slots, int T, int nh, int nkv, int hd, int half,
                                                                           const float *inv, float ms, void *kc, void *vc, int dt) {
-    extern __shared__ float nrw_heads[]; /* [NRW_WARPS][hd] */
+    extern __shared__ float nrw_heads[]; /* [NRW_WARPS][hd], TOK: then cos[half], sin[half] */
     pdl_trigger();
     pdl_wait();
     const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
-    const size_t item = (size_t)blockIdx.x * NRW_WARPS + wi, nq = (size_t)T * nh;
-    if (item >= nq + (size_t)T * nkv) return; /* whole warps: no block barrier below */
-    const int isq = item < nq;
-    const size_t th = isq ? item : item - nq; /* t * nh + h, or t * nkv + h */
+    int isq, t, hh; /* q or k, token, head */
+    size_t th;      /* t * nh + h, or t * nkv + h */
+    if (TOK) {      /* the block's token and first head in 32-bit arithmetic (the host checks T·(nh + nkv) < 2^31): the
+                     * other branch's 64-bit divisions cost ~100 instructions of a ~400-instruction item */
+        const unsigned b8 = blockIdx.x * NRW_WARPS, nq32 = (unsigned)T * nh;
+        isq = b8 < nq32;
+        const unsigned base = isq ? b8 : b8 - nq32, nhh = isq ? nh : nkv;
+        t = (int)(base / nhh);
+        hh = (int)(base - (unsigned)t * nhh) + wi;
+        th = (size_t)t * nhh + hh;
+    } else {
+        const size_t item = (size_t)blockIdx.x * NRW_WARPS + wi, nq = (size_t)T * nh;
+        if (item >= nq + (size_t)T * nkv) return; /* whole warps: no block barrier below */
+        isq = item < nq;
+        th = isq ? item : item - nq;
+        t = (int)(th / (isq ? nh : nkv));
+        hh = isq ? 0 : (int)(th % nkv);
+    }
     float *x = (isq ? q : k) + th * hd, *head = nrw_heads + wi * hd;
     const float *w = isq ? qn : kn;
-    const int t = (int)(th / (isq ? nh : nkv));
-    float xv[8], wv[8], vv[8], cs[4], sn[4];
+    float xv[NJ], wv[NJ], vv[NJ], cs[TOK ? 1 : 4], sn[TOK ? 1 : 4];
+    const float *scs = nrw_heads + NRW_WARPS * hd, *ssn = scs + half;
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < NJ; j++) {
         const int i = lane + 32 * j;
         xv[j] = i < hd ? x[i] : 0.f;
         wv[j] = w && i < hd ? w[i] : 0.f;
         vv[j] = !isq && i < hd ? v[th * hd + i] : 0.f;
     }
     const int p = pos[t];
-    const size_t dst = isq ? 0 : (size_t)slots[t] * nkv * hd + (size_t)(th % nkv) * hd;
+    const size_t dst = isq ? 0 : (size_t)slots[t] * nkv * hd + (size_t)hh * hd;
+    if (TOK) {
+        for (int i = threadIdx.x; i < half; i += 32 * NRW_WARPS) rope_cs(i, p, inv, ms, nrw_heads[NRW_WARPS * hd + i], nrw_heads[NRW_WARPS * hd + half + i]);
+        __syncthreads();
+    } else
 #pragma unroll
-    for (int j = 0; j < 4; j++)
-        if (lane + 32 * j < half) rope_cs(lane + 32 * j, p, inv, ms, cs[j], sn[j]);
+        for (int j = 0; j < 4; j++)
+            if (lane + 32 * j < half) rope_cs(lane + 32 * j, p, inv, ms, cs[j], sn[j]);
     float sa = 0.f, sb = 0.f; /* threads lane and lane + 32 of the 64-thread kernel */
 #pragma unroll
-    for (int j = 0; j < 8; j += 2)
+    for (int j = 0; j < NJ; j += 2)
         if (lane + 32 * j < hd) sa = fmaf(xv[j], xv[j], sa);
 #pragma unroll
-    for (int j = 1; j < 8; j += 2)
+    for (int j = 1; j < NJ; j += 2)
         if (lane + 32 * j < hd) sb = fmaf(xv[j], xv[j], sb);
     for (int o = 16; o > 0; o >>= 1) sa += __shfl_xor_sync(0xffffffffu, sa, o);
     for (int o = 16; o > 0; o >>= 1) sb += __shfl_xor_sync(0xffffffffu, sb, o);
@@ -198,16 +229,21 @@ __global__ void __launch_bounds__(32 * NRW_WARPS) norm_rope_kv_warp_kernel(float
     tot += sb;
     const float r = 1.0f / sqrtf(tot / (float)hd + eps);
 #pragma unroll
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < NJ; j++)
         if (lane + 32 * j < hd) head[lane + 32 * j] = (xv[j] * r) * (w ? (off + wv[j]) : 1.0f);
     __syncwarp();
     float ra, rb;
+    if (TOK) {
 #pragma unroll
-    for (int j = 0; j < 4; j++)
-        if (lane + 32 * j < half) rope_rot(head, lane + 32 * j, half, cs[j], sn[j], ra, rb);
+        for (int j = 0; j < NJ / 2; j++)
+            if (lane + 32 * j < half) rope_rot(head, lane + 32 * j, half, scs[lane + 32 * j], ssn[lane + 32 * j], ra, rb);
+    } else
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (lane + 32 * j < half) rope_rot(head, lane + 32 * j, half, cs[j], sn[j], ra, rb);
     __syncwarp();
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < NJ; j++) {
         const int i = lane + 32 * j;
         if (i >= hd) break;
         const float val = head[i];
@@ -220,13 +256,15 @@ __global__ void __launch_bounds__(32 * NRW_WARPS) norm_rope_kv_warp_kernel(float
 }
 
 /* KILN_CUDA_NORM_ROPE=0: the separate ops (A/B); =block: the 64-thread blocks at every size (the
- * warp kernel takes steps of 64 tokens or more by default) */
+ * warp kernel takes steps of 64 tokens or more by default); =warp: the warp kernel without the
+ * block's shared angles (TOK) */
 static int norm_rope_on(void) {
     static int on = -1;
     if (on < 0) {
         const char *e = getenv("KILN_CUDA_NORM_ROPE");
         on = !(e && !strcmp(e, "0"));
         if (on && e && !strcmp(e, "block")) on = 2;
+        if (on && e && !strcmp(e, "warp")) on = 3;
     }
     return on;
 }
@@ -250,10 +288,13 @@ void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, 
         memcpy(hb + pb, slots, pb);
         memcpy(hb + 2 * pb, inv, ib);
         const char *d = (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
-        if (T >= 64 && norm_rope_on() == 1)
-            cuda_launch_pdl(c->stream, norm_rope_kv_warp_kernel, cdiv((long)T * (nh + nkv), NRW_WARPS), 32 * NRW_WARPS,
-                            sizeof(float) * hd * NRW_WARPS, q, k, v, qn, kn, 0.f, eps, (const int32_t *)d, (const int32_t *)(d + pb), T, nh,
-                            nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k, a->kv.v, (int)a->kv.dtype);
+        const int tok = nh % NRW_WARPS == 0 && nkv % NRW_WARPS == 0 && norm_rope_on() == 1 && (long)T * (nh + nkv) < (1l << 31);
+        if (T >= 64 && (norm_rope_on() == 1 || norm_rope_on() == 3))
+            cuda_launch_pdl(c->stream,
+                            !tok ? norm_rope_kv_warp_kernel<false, 8> : hd <= 128 ? norm_rope_kv_warp_kernel<true, 4> : norm_rope_kv_warp_kernel<true, 8>,
+                            cdiv((long)T * (nh + nkv), NRW_WARPS),
+                            32 * NRW_WARPS, sizeof(float) * (hd * NRW_WARPS + (tok ? 2 * half : 0)), q, k, v, qn, kn, 0.f, eps, (const int32_t *)d,
+                            (const int32_t *)(d + pb), T, nh, nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k, a->kv.v, (int)a->kv.dtype);
         else
             cuda_launch_pdl(c->stream, norm_rope_kv_kernel, T * (nh + nkv), 64, sizeof(float) * hd, q, k, v, qn, kn, 0.f, eps,
                             (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k,
