@@ -1940,6 +1940,134 @@ static void test_qwg_bench(void) {
     }
 }
 
+/* matmul_wgmma.cu's multi launch (KILN_CUDA_QWG_MULTI, default on): matmul_multi of 2..4 MLX weights at
+ * 9..64 tokens as one kernel launch over a slot table plus one split reduce, and matmul_glu with the
+ * GLU in that reduce's epilogue — bitwise the per-weight launches: each y against its own matmul, and
+ * against matmul_multi with KILN_CUDA_QWG_MULTI=0; matmul_glu (y apart and y = g) against matmul,
+ * matmul, glu. q4 (wgm_kernel) and q8 (wg2_kernel; also KILN_CUDA_QWG_V=3, its f32 conversion), groups
+ * 32/64/128, f16/bf16/f32 scales, odd T; q/k/v-like (K splits > 1, partial row tiles), K = 256 (one
+ * split: y written directly, the GLU from one partial each) and K = 4096 (16 splits). Outputs start
+ * as NaN so one never written shows. The same with KILN_CUDA_QWG_MULTI=2 (the split sums in
+ * thread-block clusters; KILN_CUDA_TEST_QWG_CLU=0 leaves that out). */
+static int qwg_clu(void) { const char *e = getenv("KILN_CUDA_TEST_QWG_CLU"); return !(e && !strcmp(e, "0")); } /* =0: not the cluster variant */
+static void qwg_multi_case(int n, const int *rows, int K, int T, int bits, int group, dtype_t sbt, uint64_t seed, int refchk) {
+    backend_t *be = befast;
+    hw_t h[4];
+    weight_t w[4];
+    const weight_t *wp[4];
+    float *dy[4], *dz[4], *a[4], *b[4];
+    for (int i = 0; i < n; i++) {
+        h[i] = make_quant(rows[i], K, bits, group, sbt, seed + i);
+        w[i] = h[i].w;
+        wp[i] = &w[i];
+        err_t e = {0};
+        if (be->ops->prepare_weight(be, &w[i], &e)) { CHECK(0, "qwg multi: prepare_weight: %s", e.msg); for (int j = 0; j <= i; j++) free_hw(&h[j]); return; }
+    }
+    float *x = rand_vec((size_t)T * K, seed * 3 + 1, 1.f);
+    float *dx = dev_from(be, x, (size_t)T * K);
+    for (int i = 0; i < n; i++) {
+        const size_t ny = (size_t)T * rows[i];
+        a[i] = malloc(sizeof(float) * ny); b[i] = malloc(sizeof(float) * ny);
+        for (size_t j = 0; j < ny; j++) a[i][j] = NAN;
+        dy[i] = dev_from(be, a[i], ny); dz[i] = dev_from(be, a[i], ny);
+    }
+    const char *vs[2] = {NULL, "3"}; /* the default kernel; 8-bit: also v2 with the f32 conversion */
+    for (int vi = 0; vi < (bits == 8 ? 2 : 1); vi++) {
+        if (vs[vi]) setenv("KILN_CUDA_QWG_V", vs[vi], 1);
+        const char *mm[3] = {NULL, "0", "2"};
+        for (int mode = 0; mode < 2 + qwg_clu(); mode++) { /* 0: the multi launch; 1: KILN_CUDA_QWG_MULTI=0; 2: =2 (clusters) */
+            for (int i = 0; i < n; i++) {
+                const size_t ny = (size_t)T * rows[i];
+                for (size_t j = 0; j < ny; j++) a[i][j] = NAN;
+                be->ops->free(be, dy[i]);
+                dy[i] = dev_from(be, a[i], ny);
+            }
+            if (mm[mode]) setenv("KILN_CUDA_QWG_MULTI", mm[mode], 1);
+            be->ops->matmul_multi(be, n, dy, dx, T, wp);
+            if (mm[mode]) unsetenv("KILN_CUDA_QWG_MULTI");
+            for (int i = 0; i < n; i++) {
+                const size_t ny = (size_t)T * rows[i];
+                be->ops->matmul(be, dz[i], dx, T, wp[i]);
+                to_host(be, a[i], dy[i], ny);
+                to_host(be, b[i], dz[i], ny);
+                size_t nd = 0;
+                for (size_t j = 0; j < ny; j++) nd += memcmp(&a[i][j], &b[i][j], sizeof(float)) != 0;
+                CHECK(nd == 0, "qwg multi q%d g%d %s v%s %s: weight %d of %d (%dx%d) T=%d: %zu of %zu outputs differ from its matmul", bits, group,
+                      dtype_name(sbt), vs[vi] ? vs[vi] : "-", mode == 0 ? "multi" : mode == 1 ? "MULTI=0" : "MULTI=2", i, n, rows[i], K, T, nd, ny);
+                if (!mode && !vi && refchk) { /* a coarse check against the reference (the per-element bound is test_qwg's) */
+                    float *want = malloc(sizeof(float) * ny);
+                    ref_matmul(want, x, T, &h[i].w, 0, rows[i]);
+                    const double err = ct_rel_err(a[i], want, ny);
+                    CHECK(err < 1e-2, "qwg multi q%d g%d weight %d T=%d: rel err %.3g", bits, group, i, T, err);
+                    free(want);
+                }
+            }
+        }
+        /* matmul_glu of the first two weights where they have one shape */
+        if (n >= 2 && rows[0] == rows[1]) {
+            const size_t ny = (size_t)T * rows[0];
+            float *dg = dy[0], *du = dy[1], *dr = dz[0], *c1 = malloc(sizeof(float) * ny), *c2 = malloc(sizeof(float) * ny);
+            for (int act = 0; act < 2; act++) {
+                be->ops->matmul(be, dg, dx, T, wp[0]);
+                be->ops->matmul(be, du, dx, T, wp[1]);
+                be->ops->glu(be, dr, dg, du, ny, (act_t)act);
+                to_host(be, b[0], dr, ny);
+                /* 0: y apart; 1: y = g; 2: y apart with KILN_CUDA_QWG_MULTI=0; 3, 4: =2 (clusters), y apart and y = g */
+                for (int mode = 0; mode < 3 + 2 * qwg_clu(); mode++) {
+                    for (size_t j = 0; j < ny; j++) c1[j] = NAN;
+                    float *dyy = dev_from(be, c1, ny);
+                    if (mode >= 2) setenv("KILN_CUDA_QWG_MULTI", mode == 2 ? "0" : "2", 1);
+                    if (mode == 1 || mode == 4) be->ops->matmul_glu(be, dg, dg, du, dx, T, wp[0], wp[1], (act_t)act);
+                    else be->ops->matmul_glu(be, dyy, dg, du, dx, T, wp[0], wp[1], (act_t)act);
+                    if (mode >= 2) unsetenv("KILN_CUDA_QWG_MULTI");
+                    to_host(be, c2, mode == 1 || mode == 4 ? dg : dyy, ny);
+                    be->ops->free(be, dyy);
+                    size_t nd = 0;
+                    for (size_t j = 0; j < ny; j++) nd += memcmp(&c2[j], &b[0][j], sizeof(float)) != 0;
+                    CHECK(nd == 0, "qwg multi q%d g%d %s v%s: matmul_glu %dx%d T=%d act %d (%s): %zu of %zu outputs differ from matmul, matmul, glu", bits,
+                          group, dtype_name(sbt), vs[vi] ? vs[vi] : "-", rows[0], K, T, act,
+                          mode == 0 ? "y apart" : mode == 1 ? "y = g" : mode == 2 ? "MULTI=0" : mode == 3 ? "MULTI=2" : "MULTI=2, y = g", nd, ny);
+                }
+            }
+            free(c1); free(c2);
+        }
+        if (vs[vi]) unsetenv("KILN_CUDA_QWG_V");
+    }
+    for (int i = 0; i < n; i++) {
+        be->ops->free(be, dy[i]); be->ops->free(be, dz[i]);
+        free(a[i]); free(b[i]);
+        release(be, &w[i]);
+        free_hw(&h[i]);
+    }
+    be->ops->free(be, dx);
+    free(x);
+}
+static void test_qwg_multi(void) {
+    if (qwg_min_t() > 9 || qmma_min_t > 9 || qmma_max_t < 64 || getenv("KILN_CUDA_QWG_V") || getenv("KILN_CUDA_QWG_MULTI")) {
+        printf("# qwg multi: skipped (KILN_CUDA_QWG / QMMA / QWG_V / QWG_MULTI settings)\n");
+        return;
+    }
+    const int before = ct_checks, fails = ct_failures;
+    const struct { int n, rows[4], K; } sh[] = {
+        {3, {640, 136, 136}, 1024},    /* q/k/v-like: 4 splits, a partial row tile */
+        {2, {3072, 3072}, 1024},       /* qwen3-0.6b gate/up */
+        {2, {200, 200}, 256},          /* one split: y written directly; the GLU from one partial each */
+        {4, {300, 1030, 17, 300}, 4096}, /* four weights, 16 splits */
+    };
+    const int Ts[] = {9, 13, 31, 33, 47, 64};
+    const int groups[] = {32, 64, 128};
+    const dtype_t sbts[] = {DT_BF16, DT_F16, DT_F32};
+    int k = 0;
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int g = 0; g < 3; g++)
+            for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++, k++)
+                for (int ti = 0; ti < 2; ti++) {
+                    const int T = Ts[(k + 3 * ti) % 6];
+                    qwg_multi_case(sh[si].n, sh[si].rows, sh[si].K, T, bits, groups[g], sbts[(k + ti) % 3], 4100 + 7 * k + ti, ti == 0);
+                }
+    printf("# qwg multi: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
+}
+
 static void test_qwg(void) {
     if (qwg_min_t() > 64 || qmma_min_t > 2 || qmma_max_t < 64) { printf("# qwg: skipped (KILN_CUDA_QWG / QMMA settings)\n"); return; }
     const int before = ct_checks, fails = ct_failures;
@@ -1957,6 +2085,7 @@ static void test_qwg(void) {
                 qwg_case(cs[i].N, cs[i].K, cs[i].T, b, groups[g], sbts[k % 3], fss[(k / 3) % 3], 2100 + k, &worst);
             }
     printf("# qwg: %d checks, %d failed; worst |y^ - y| / bound %.3f\n", ct_checks - before, ct_failures - fails, worst);
+    test_qwg_multi();
 }
 
 /* MLX 4/8-bit past qmma on "cuda" with KILN_CUDA_QGEMM=1 (matmul_qgemm.cu, opt-in): tensor
@@ -3381,6 +3510,13 @@ int main(void) {
         test_qwg_bench();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QWG_BENCH)");
+    }
+    if (getenv("KILN_CUDA_TEST_QWG_MULTI_ONLY")) { /* matmul_wgmma.cu's multi launch alone, and the matmul_multi / matmul_glu tests */
+        test_qwg_multi();
+        test_matmul_multi();
+        test_matmul_glu();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QWG_MULTI_ONLY)");
     }
     if (getenv("KILN_CUDA_TEST_QWG_ONLY")) { /* matmul_wgmma.cu's test alone */
         test_qwg();

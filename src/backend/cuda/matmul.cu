@@ -32,6 +32,7 @@
  * for every output, so its result does not depend on which tile a token lands in. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/x16.cuh"
+#include "backend/cuda/xprep.cuh"
 
 int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int single);
@@ -426,6 +427,28 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     else dequant_f32_kernel<<<(int)(nw / 256 < 16384 ? nw / 256 + 1 : 16384), 256, 0, c->stream>>>(d, *w);
     cudaLaunchCheck();
     lt_matmul(c, y, d, x, T, w->rows, w->cols, CUDA_R_32F, 1);
+}
+
+/* backend.h matmul_glu for MLX 4/8-bit at 9..64 tokens where matmul_multi takes matmul_wgmma.cu's
+ * multi launch: gate and up in that one launch, the GLU in its split reduce (bitwise matmul_multi +
+ * glu; KILN_CUDA_MULTI=0 or KILN_CUDA_QWG_MULTI=0: declines). As cuda_glu would, the GLU output's
+ * bf16 copy is written where x16.cuh asks for one; where xprep.cuh would prepare it for a GEMV
+ * (one token only) this declines. 0: done; -1: declined, nothing launched. */
+int cuda_qwg_glu_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *wg, const dweight_t *wu);
+int cuda_qwg_glu(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *wg, const dweight_t *wu, int gelu, __nv_bfloat16 *y16);
+int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
+    cuda_impl_t *c = cuda_impl(be);
+    const char *m = getenv("KILN_CUDA_MULTI");
+    if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || T > c->qmma_max_t || c->act_bf16 == 1) return -1;
+    const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
+    const size_t n = (size_t)T * dg->rows;
+    xp_dst xp;
+    if (!cuda_qwg_glu_ok(c, x, T, dg, du) || n >= (1u << 30) || cuda_xp_want(c, 1, (int)n, 1, &xp)) return -1;
+    __nv_bfloat16 *y16 = n % 4 == 0 && !(((uintptr_t)y | (uintptr_t)g | (uintptr_t)u) & 15) ? cuda_x16_want(c, n) : NULL;
+    if (cuda_qwg_glu(c, y, x, T, dg, du, act == ACT_GELU_TANH, y16)) return -1; /* not reached: _ok said yes */
+    if (y16) cuda_x16_set(c, y, n);
+    cuda_capture_tick(c);
+    return 0;
 }
 
 /* matmul_multi: one x times n weights. One token of MLX 4/8-bit weights that share K, bits,

@@ -948,6 +948,7 @@ static int cuda_gemv_glu(cuda_impl_t *c, float *y, const float *x, int T, const 
 /* backend.h matmul_glu: the fused GEMV above where matmul_multi would take the bf16/f16 GEMV,
  * else matmul_multi into g and u, then glu. */
 int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu);
+int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
 void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
     if (T <= 0) return;
     cuda_impl_t *c = cuda_impl(be);
@@ -960,6 +961,8 @@ void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x
         cuda_capture_tick(c);
         return;
     }
+    /* MLX 4/8-bit at 9..64 tokens: matmul_wgmma.cu's multi launch with the GLU in its reduce (matmul.cu) */
+    if (cuda_qwg_matmul_glu(be, y, g, u, x, T, wg, wu, act) == 0) return;
     float *const yy[2] = {g, u};
     const weight_t *const ww[2] = {wg, wu};
     cuda_matmul_multi(be, 2, yy, x, T, ww);

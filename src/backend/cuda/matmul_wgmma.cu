@@ -25,12 +25,17 @@
  * ~5 % slower); a warpgroup converts a chunk's A fragments, issues its four wgmmas and waits for
  * them (two warpgroups per block, two blocks per SM).
  *
+ * matmul_multi (q/k/v, gate/up) and matmul_glu: all weights in one launch over a slot table and one
+ * split reduce, the GLU in that reduce (the multi section below, session 17: a 64-row qwen3-0.6b
+ * layer 23 → 16 launches, bitwise the per-weight launches).
+ *
  * Batch invariance: a token's column of B, its 2^e_t, the splits and the chunk order do not
  * depend on the other tokens, and each output of an MMA is the dot product of one B column:
  * a token's outputs are bitwise the same in any batch the kernel takes (tested across NP = 8..64
  * with KILN_CUDA_QWG=2). */
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/wgmma_util.cuh"
+#include "backend/cuda/glu_act.cuh"
 #include <cooperative_groups.h>
 
 #define WG_ROWS 128 /* rows per block: two warpgroups of 64 */
@@ -497,16 +502,17 @@ __device__ __forceinline__ void wg2_frag(uint32_t (&af)[4][4], const unsigned ch
     wg2_cvt<BITS, NP, SBT>(af, cd, lr, q, sA, bA, sB, bB, slow);
 }
 
-template <int BITS, int NP, int SBT, int PRB = 0>
-__global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv,
-                                                     int T, dweight_t w, int KS, int gsh, int slow, int clu) {
+/* the block (bx: 128 rows, by: K split) of one weight: wg2_kernel's (blockIdx) and wg2_multi_kernel's (a slot's) */
+template <int BITS, int NP, int SBT, int PRB>
+__device__ __forceinline__ void wg2_body(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
+                                         const dweight_t &w, int KS, int gsh, int slow, int clu, int bx, int by) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t mbar[8];
     using P = wgs<BITS, NP>;
     constexpr int S = P::S, NR = NP / 2, PPR = P::RB / 16, CPT = WG_ROWS * PPR / 256, EB = SBT == 2 ? 4 : 2;
     static_assert(S >= 4, "two chunks per iteration need S >= 4");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-    const int N = w.rows, K = w.cols, r0 = blockIdx.x * WG_ROWS, split = blockIdx.y;
+    const int N = w.rows, K = w.cols, r0 = bx * WG_ROWS, split = by;
     const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
     const int wpr = K / 32 * BITS, ng = K / w.group, gpc = w.group == 32 ? 2 : 1;
     const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g;
@@ -606,6 +612,11 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
         return;
     }
     wg_store<NP>(out + (size_t)split * T * N, xinv, acc, T, N, ya, yb, q, ia, ib);
+}
+template <int BITS, int NP, int SBT, int PRB = 0>
+__global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv,
+                                                     int T, dweight_t w, int KS, int gsh, int slow, int clu) {
+    wg2_body<BITS, NP, SBT, PRB>(out, xg, xinv, T, w, KS, gsh, slow, clu, blockIdx.x, blockIdx.y);
 }
 
 /* y = part[0] + part[1] + ... + part[KS-1], in split order */
@@ -894,10 +905,12 @@ template <int BITS, int NP> struct wgsm {
 };
 
 /* S: ring stages (runtime), G: slab groups (the most any split spans); the cluster's size from
- * the launch (1: no cluster, the x tile by a plain bulk copy) */
+ * the launch (1: no cluster, the x tile by a plain bulk copy); bx, by: the block's 128 rows and K
+ * split (wgm_kernel: blockIdx; wgm_multi_kernel: within its slot) */
 template <int BITS, int NP, int SBT, int PRB>
-__global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
-                                                     dweight_t w, int KS, int gsh, int S, int G, int C) {
+__device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
+                                         const dweight_t &w, int KS, int gsh, int S, int G, int C, int bx, int by, int clu = 0, int gelu = 0,
+                                         __nv_bfloat16 *y16 = nullptr) {
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ __align__(8) uint64_t mbar[32];
     using P = wgsm<BITS, NP>;
@@ -905,7 +918,7 @@ __global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, co
     static_assert(P::XB == PF::XB && P::RBP == PF::RBP, "stage layout");
     constexpr int NR = NP / 2, ROWS = WG_ROWS, PPR = P::RB / 16, EB = SBT == 2 ? 4 : 2;
     const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
-    const int N = w.rows, K = w.cols, r0 = blockIdx.x * ROWS, split = blockIdx.y;
+    const int N = w.rows, K = w.cols, r0 = bx * ROWS, split = by;
     const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
     const int ng = K / w.group, gpc = w.group == 32 ? 2 : 1;
     const unsigned rank = C > 1 ? wgm_rank() : 0;
@@ -948,6 +961,7 @@ __global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, co
         /* the tail: every stage's last release (from all C blocks) has landed before this block may exit */
         if (C > 1)
             for (int i = n > S ? n : S; i < n + S; i++) mb_wait_cl(empty + 8 * (i % S), ((i / S) - 1) & 1);
+        if (clu) { wgm_cluster_sync(); wgm_cluster_sync(); } /* the consumers' two cluster barriers below */
         return;
     }
     const int g = lane >> 2, q = lane & 3;
@@ -1006,30 +1020,83 @@ __global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, co
 #pragma unroll
     for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
     const int ya = r0 + lr, yb = ya + 8;
+    if (clu) {
+        /* the multi launch's cluster reduction (KILN_CUDA_QWG_MULTI=2): the cluster is this row block's
+         * KS splits (clu 1) or gate's KS splits then up's (clu 2, the GLU). Each block puts its split
+         * sums [t][128 rows] — wg_store's values — into its ring (both warpgroups past it: the named
+         * barrier of the 256 consumer threads; the producer warp has exited its loop), one cluster
+         * barrier, then rank k adds elements k·E/CL.. of all splits in split order (wg_reduce_kernel's
+         * sums) and stores y (clu 2: glu_act of the two sums, glu_kernel's); a second barrier keeps
+         * each block's memory until every block has read it */
+        float *red = (float *)smem;
+        asm volatile("bar.sync 1, 256;\n" ::: "memory");
+#pragma unroll
+        for (int i = 0; i < NP / 8; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int t = 8 * i + 2 * q + e;
+                if (t >= T) continue;
+                const float xi = xinv[t];
+                red[t * ROWS + lr] = (acc[4 * i + e] * ia) * xi;
+                red[t * ROWS + lr + 8] = (acc[4 * i + 2 + e] * ib) * xi;
+            }
+        wgm_cluster_sync();
+        cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+        const int CL = clu == 2 ? 2 * KS : KS, E = T * ROWS, k = (int)wgm_rank();
+        const int e0 = (int)((long)k * E / CL), e1 = (int)((long)(k + 1) * E / CL);
+        for (int e = e0 + tid; e < e1; e += 256) {
+            const int t = e / ROWS, r = r0 + e % ROWS;
+            float v = *cl.map_shared_rank(red + e, 0);
+            for (int j = 1; j < KS; j++) v = __fadd_rn(v, *cl.map_shared_rank(red + e, j));
+            if (clu == 2) {
+                float u = *cl.map_shared_rank(red + e, KS);
+                for (int j = 1; j < KS; j++) u = __fadd_rn(u, *cl.map_shared_rank(red + e, KS + j));
+                v = glu_act(v, u, gelu);
+                if (y16 && r < N) y16[(size_t)t * N + r] = __float2bfloat16_rn(v);
+            }
+            if (r < N) out[(size_t)t * N + r] = v;
+        }
+        wgm_cluster_sync();
+        return;
+    }
     wg_store<NP>(out + (size_t)split * T * N, xinv, acc, T, N, ya, yb, q, ia, ib);
     (void)EB;
+}
+template <int BITS, int NP, int SBT, int PRB>
+__global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
+                                                     dweight_t w, int KS, int gsh, int S, int G, int C) {
+    wgm_body<BITS, NP, SBT, PRB>(out, xg, xinv, T, w, KS, gsh, S, G, C, blockIdx.x, blockIdx.y);
 }
 
 /* v8's launch: the slab's groups G (the most any split spans), the stages S the rest of the budget
  * holds (≤ KILN_CUDA_QWG_S, default 6), the cluster C (KILN_CUDA_QWG_MC, default 1, read per matmul); false
  * (nothing launched) when fewer than 4 stages fit */
-template <int BITS, int NP, int SBT, int PRB>
-static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
+/* v8's geometry of one weight (wgm_launch and the multi launch): G, S, the block's dynamic shared bytes
+ * (smem) and the slab's (slab); false when fewer than 4 stages fit */
+template <int BITS, int NP>
+static bool wgm_geom(const dweight_t *w, int KS, int sbt32, int &S, int &G, int &smem, int &slab) {
     using P = wgsm<BITS, NP>;
-    constexpr int EB = SBT == 2 ? 4 : 2;
+    const int EB = sbt32 ? 4 : 2;
     const int nch = w->cols / WG_KC;
-    int G = 1;
+    G = 1;
     for (int k = 0; k < KS; k++) {
         const int a = (int)((long)k * nch / KS), b = (int)((long)(k + 1) * nch / KS);
         const int gb = a * WG_KC / w->group, ge = (b * WG_KC + w->group - 1) / w->group;
         if (ge - gb > G) G = ge - gb;
     }
-    const int slab = (2 * G * WG_ROWS * EB + 127) & ~127;
+    slab = (2 * G * WG_ROWS * EB + 127) & ~127;
     static int smax = -1;
     if (smax < 0) { const char *e = getenv("KILN_CUDA_QWG_S"); smax = e && atoi(e) >= 4 ? atoi(e) : 6; if (smax > 16) smax = 16; }
-    int S = (P::BUDGET - slab) / P::STG;
+    S = (P::BUDGET - slab) / P::STG;
     if (S > smax) S = smax;
-    if (S < 4) return false;
+    smem = S * P::STG + slab;
+    return S >= 4;
+}
+template <int BITS, int NP, int SBT, int PRB>
+static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
+    using P = wgsm<BITS, NP>;
+    int S, G, smem, slab;
+    if (!wgm_geom<BITS, NP>(w, KS, SBT == 2, S, G, smem, slab)) return false;
     const char *me = getenv("KILN_CUDA_QWG_MC");
     int C = me ? atoi(me) : 1;
     C = C >= 4 ? 4 : C >= 2 ? 2 : 1;
@@ -1045,7 +1112,7 @@ static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
         }
         attr = 1;
     }
-    const int smem = S * P::STG + slab, rbk = cdiv(w->rows, WG_ROWS);
+    const int rbk = cdiv(w->rows, WG_ROWS);
     if (getenv("KILN_CUDA_QWG_DEBUG") && atoi(getenv("KILN_CUDA_QWG_DEBUG")) >= 2) /* every launch */
         fprintf(stderr, "qwg v8 %dx%d KS=%d: G=%d slab %d B, %d stages, %d B, cluster %d\n", w->rows, w->cols, KS, G, slab, S, smem, C);
     cudaLaunchConfig_t cfg = {};
@@ -1130,24 +1197,276 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
     }
 }
 
-template <int NP>
-static void wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
-    const int K = w[0]->cols, nch = K / WG_KC;
-    size_t pbytes = 0;
+/* ---- the multi launch (KILN_CUDA_QWG_MULTI, default 1; read per call; 0: a launch per weight and,
+ * for gate/up, glu_kernel after them — the A/B): the n weights of a matmul_multi (q/k/v, gate/up)
+ * in ONE wgm_kernel / wg2_kernel launch over a slot table (per slot: the weight, its output or
+ * split partials, its K splits, stages and slab, its first block), every block the block it is
+ * in its own launch (same rows, split, chunks, ring and slab sizes: wgm_body / wg2_body with the
+ * slot's coordinates), then ONE reduce launch for all slots' split sums (wg_reduce_kernel's sums in
+ * split order) — and for matmul_glu the GLU in that reduce's epilogue (glu_act of the two sums: what
+ * glu_kernel computes from them). So every output is bitwise the per-weight path's. Measured on the
+ * H200 64-row qwen3-0.6b step: bench/cuda/RESULTS.md, session 17, helper-99.
+ * Covers the defaults only: 4-bit on v8 (wgm_kernel, no x multicast: KILN_CUDA_QWG_MC ≤ 1), 8-bit
+ * on v2 (wg2_kernel, not with KILN_CUDA_QWG_CLUSTER=1), 9..64 tokens, all weights one bits and
+ * scale dtype; anything else keeps the per-weight launches (and matmul_glu its glu_kernel).
+ * KILN_CUDA_QWG_MULTI=2 (opt-in) also drops the reduce launch: the blocks that share a row block's
+ * sums form a thread-block cluster and add them through distributed shared memory in split order
+ * (wgm_body's / wg2_body's cluster epilogue; for the GLU at 4-bit, gate's and up's splits in one
+ * cluster of 2·KS ≤ 8) — bitwise too, where every slot has one split count. */
+#define WG_MAXW 4
+typedef struct wg_slot {
+    dweight_t w;
+    float *out;               /* y (KS = 1, no GLU) or the [KS][T][N] partials */
+    int KS, gsh, S, G, rbk, blk0; /* K splits, group shift, wgm ring stages and slab groups, row blocks, first block */
+} wg_slot_t;
+typedef struct wg_slots {
+    wg_slot_t s[WG_MAXW];
+    int n;
+    int clu;                  /* KILN_CUDA_QWG_MULTI=2: 1 a cluster per (slot, row block) of its KS splits; 2 (GLU) gate's and up's splits of a row block */
+    int gelu;                 /* clu 2: the activation, and y16: bf16 of the GLU too (NULL: not) */
+    __nv_bfloat16 *y16;
+} wg_slots_t;
+
+__device__ __forceinline__ int wg_slot_of(const wg_slots_t &a) {
+    int si = 0;
+    while (si + 1 < a.n && (int)blockIdx.x >= a.s[si + 1].blk0) si++;
+    return si;
+}
+/* a block's slot and (row block, split): rows fastest as in a launch of its own; with clusters the
+ * cluster's blocks consecutive (clu 1: a row block's splits; clu 2: gate's splits then up's) */
+__device__ __forceinline__ void wg_slot_block(const wg_slots_t &a, int &si, int &bx, int &by) {
+    const int x = (int)blockIdx.x;
+    if (a.clu == 2) {
+        const int KS = a.s[0].KS, r = x % (2 * KS);
+        si = r / KS; bx = x / (2 * KS); by = r % KS;
+        return;
+    }
+    si = wg_slot_of(a);
+    const int b = x - a.s[si].blk0, KS = a.s[si].KS, rbk = a.s[si].rbk;
+    if (a.clu) { bx = b / KS; by = b % KS; }
+    else { bx = b % rbk; by = b / rbk; }
+}
+template <int BITS, int NP, int SBT>
+__global__ void __launch_bounds__(288, 2) wgm_multi_kernel(const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T, const wg_slots_t a) {
+    int si, bx, by;
+    wg_slot_block(a, si, bx, by);
+    const wg_slot_t &sl = a.s[si];
+    wgm_body<BITS, NP, SBT, 0>(sl.out, xg, xinv, T, sl.w, sl.KS, sl.gsh, sl.S, sl.G, 1, bx, by, a.clu, a.gelu, a.y16);
+}
+template <int BITS, int NP, int SBT>
+__global__ void __launch_bounds__(256, 2) wg2_multi_kernel(const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T, const wg_slots_t a,
+                                                           int slow) {
+    int si, bx, by;
+    wg_slot_block(a, si, bx, by);
+    const wg_slot_t &sl = a.s[si];
+    wg2_body<BITS, NP, SBT, 0>(sl.out, xg, xinv, T, sl.w, sl.KS, sl.gsh, slow, a.clu, bx, by);
+}
+
+/* the reduce of all slots with K splits: y[s][i] = Σ_k part[s][k][i] in split order (element i of
+ * the concatenation e0[s] ≤ i < e0[s+1]); glu: one output y[0] = glu_act(Σ gate, Σ up) over e0[1]
+ * elements (part[0]: gate, part[1]: up, KS[0], KS[1] their splits; y16: bf16 of it as glu_x16_kernel
+ * writes for x16.cuh, NULL: not) */
+typedef struct wg_red {
+    float *y[WG_MAXW];
+    const float *part[WG_MAXW];
+    int KS[WG_MAXW];
+    size_t e0[WG_MAXW + 1];
+    int n, glu, gelu;
+    __nv_bfloat16 *y16;
+} wg_red_t;
+__device__ __forceinline__ float wg_sum(const float *__restrict__ p, int KS, size_t n, size_t i) {
+    float v = p[i];
+    for (int k = 1; k < KS; k++) v = __fadd_rn(v, p[(size_t)k * n + i]);
+    return v;
+}
+__global__ void wg_reduce_multi_kernel(const wg_red_t a) {
+    const size_t tot = a.e0[a.n];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
+        if (a.glu) {
+            const float v = glu_act(wg_sum(a.part[0], a.KS[0], tot, i), wg_sum(a.part[1], a.KS[1], tot, i), a.gelu);
+            a.y[0][i] = v;
+            if (a.y16) a.y16[i] = __float2bfloat16_rn(v);
+        } else {
+            int s = 0;
+            while (s + 1 < a.n && i >= a.e0[s + 1]) s++;
+            const size_t j = i - a.e0[s];
+            a.y[s][j] = wg_sum(a.part[s], a.KS[s], a.e0[s + 1] - a.e0[s], j);
+        }
+    }
+}
+
+/* which kernel the multi launch of these n weights takes, as wg_launch would pick it for each: 8
+ * (wgm_kernel), 2 or 3 (wg2_kernel; 3: the f32 conversion), 0: none (per-weight launches) */
+static int wg_multi_kind(cuda_impl_t *c, int n, const dweight_t *const *w, int T) {
+    const char *me = getenv("KILN_CUDA_QWG_MULTI");
+    if (n < 2 || n > WG_MAXW || (me && atoi(me) == 0)) return 0;
+    static int fixed = -1; /* wg_launch's read-once switches at their defaults */
+    if (fixed < 0) {
+        const char *d = getenv("KILN_CUDA_QWG_DESC"), *x = getenv("KILN_CUDA_QWG_X"), *pf = getenv("KILN_CUDA_QWG_PF");
+        fixed = !(d && !strcmp(d, "swap")) && !(x && !strcmp(x, "cp")) && !(pf && atoi(pf) != 0);
+    }
+    const char *pe = getenv("KILN_CUDA_QWG_PROBE"), *ce = getenv("KILN_CUDA_QWG_CLUSTER"), *mc = getenv("KILN_CUDA_QWG_MC"), *ve = getenv("KILN_CUDA_QWG_V");
+    if (!fixed || (pe && atoi(pe) == 1)) return 0;
+    const int bits = w[0]->bits, v = ve ? atoi(ve) : bits == 4 ? 8 : 2;
+    for (int i = 0; i < n; i++) {
+        const int g = w[i]->group;
+        if (w[i]->bits != bits || w[i]->sb_dtype != w[0]->sb_dtype || !(g == 32 || g == 64 || g == 128)) return 0;
+    }
+    if (bits == 4) {
+        if (v != 8 || (mc && atoi(mc) >= 2)) return 0;
+        for (int i = 0; i < n; i++) { /* each weight fits v8's ring (else wg_launch takes v5 for it) */
+            int S, G, sm, slab;
+            const int KS = wg_ks(c, w[i]), f = w[i]->sb_dtype == DT_F32;
+            const bool fit = T <= 16 ? wgm_geom<4, 16>(w[i], KS, f, S, G, sm, slab) : T <= 32 ? wgm_geom<4, 32>(w[i], KS, f, S, G, sm, slab)
+                                                                                               : wgm_geom<4, 64>(w[i], KS, f, S, G, sm, slab);
+            if (!fit) return 0;
+        }
+        return 8;
+    }
+    return (v == 2 || v == 3) && !(ce && atoi(ce) == 1) ? v : 0;
+}
+
+/* the multi launch and its reduce; glu: n = 2 (gate, up), y[0] gets the GLU (gelu: GELU-tanh).
+ * part: scratch for every slot's partials (wg_multi_part bytes); false: declined (nothing launched) */
+static size_t wg_multi_part(cuda_impl_t *c, int n, const dweight_t *const *w, int T, int glu) {
+    size_t b = 0;
     for (int i = 0; i < n; i++) {
         const int KS = wg_ks(c, w[i]);
-        const size_t b = KS > 1 ? sizeof(float) * (size_t)KS * T * w[i]->rows : 0;
-        if (b > pbytes) pbytes = b;
+        if (KS > 1 || glu) b += ((sizeof(float) * (size_t)KS * T * w[i]->rows + 255) & ~(size_t)255);
     }
+    return b;
+}
+/* a 1-D launch in clusters of cl blocks */
+template <typename... P, typename... A>
+static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), int blocks, int threads, int smem, int cl, A... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cl; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaCheck(cudaLaunchKernelEx(&cfg, kern, args...));
+}
+template <int BITS, int NP, int SBT>
+static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const unsigned char *xg, const float *inv, float *part, int T,
+                         const dweight_t *const *w, int glu, int gelu, __nv_bfloat16 *y16) {
+    wg_slots_t a;
+    memset(&a, 0, sizeof a);
+    wg_red_t r;
+    memset(&r, 0, sizeof r);
+    a.n = n;
+    /* KILN_CUDA_QWG_MULTI=2: the split sums inside thread-block clusters (≤ 8 blocks) instead of the
+     * reduce launch, where every slot has one K split count (≥ 2 without the GLU; the GLU: gate's
+     * and up's splits, 2·KS ≤ 8) — 8-bit (wg2_kernel's cluster sums) without the GLU only */
+    const char *me = getenv("KILN_CUDA_QWG_MULTI");
+    if (me && atoi(me) == 2) {
+        int ok = 1;
+        const int KS0 = wg_ks(c, w[0]);
+        for (int i = 1; i < n; i++) ok &= wg_ks(c, w[i]) == KS0;
+        if (ok && glu && BITS == 4 && 2 * KS0 <= 8) a.clu = 2;
+        else if (ok && !glu && KS0 >= 2 && KS0 <= 8) a.clu = 1;
+    }
+    int blk = 0, smem = 0;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        wg_slot_t &sl = a.s[i];
+        sl.w = *w[i];
+        sl.KS = wg_ks(c, w[i]);
+        sl.gsh = w[i]->group == 32 ? -1 : w[i]->group == 64 ? 0 : 1;
+        sl.rbk = cdiv(w[i]->rows, WG_ROWS);
+        sl.blk0 = blk;
+        blk += sl.rbk * sl.KS;
+        if (kind == 8) {
+            int sm, slab;
+            wgm_geom<BITS, NP>(w[i], sl.KS, SBT == 2, sl.S, sl.G, sm, slab); /* fits: wg_multi_kind checked */
+            if (sm > smem) smem = sm;
+        }
+        const size_t ne = (size_t)T * w[i]->rows;
+        if (a.clu) sl.out = y[i]; /* the cluster writes y (clu 2: y[0] = y[1], the GLU) */
+        else if (sl.KS > 1 || glu) {
+            sl.out = (float *)((unsigned char *)part + off);
+            off += (sizeof(float) * sl.KS * ne + 255) & ~(size_t)255;
+            const int k = glu ? i : r.n;
+            r.y[k] = y[i]; r.part[k] = sl.out; r.KS[k] = sl.KS;
+            if (!glu) { r.e0[r.n + 1] = r.e0[r.n] + ne; r.n++; }
+        } else sl.out = y[i];
+    }
+    if constexpr (BITS == 4) { /* kind 8 */
+        using P = wgsm<BITS, NP>;
+        static int attr;
+        if (!attr) {
+            cudaCheck(cudaFuncSetAttribute(wgm_multi_kernel<BITS, NP, SBT>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::BUDGET));
+            attr = 1;
+        }
+        if (a.clu) {
+            a.gelu = gelu; a.y16 = y16;
+            wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, a.clu == 2 ? 2 * a.s[0].KS : a.s[0].KS, xg, inv, T, a);
+        } else
+            wgm_multi_kernel<BITS, NP, SBT><<<blk, 288, smem, c->stream>>>(xg, inv, T, a);
+    } else { /* kind 2 or 3 */
+        using P = wgs<BITS, NP>;
+        static int attr;
+        if (!attr) {
+            cudaCheck(cudaFuncSetAttribute(wg2_multi_kernel<BITS, NP, SBT>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+            attr = 1;
+        }
+        if (a.clu) wg_launch_cl(c, wg2_multi_kernel<BITS, NP, SBT>, blk, 256, P::SMEM, a.s[0].KS, xg, inv, T, a, (int)(kind == 3));
+        else wg2_multi_kernel<BITS, NP, SBT><<<blk, 256, P::SMEM, c->stream>>>(xg, inv, T, a, kind == 3);
+    }
+    cudaLaunchCheck();
+    if (a.clu) return true; /* summed (and the GLU applied) in the clusters */
+    if (glu) {
+        r.n = 1; r.e0[1] = (size_t)T * w[0]->rows; r.glu = 1; r.gelu = gelu; r.y16 = y16;
+    }
+    if (r.n) {
+        const size_t tot = r.e0[r.n];
+        wg_reduce_multi_kernel<<<(int)(cdiv(tot, 256) < 4096 ? cdiv(tot, 256) : 4096), 256, 0, c->stream>>>(r);
+        cudaLaunchCheck();
+    }
+    return true;
+}
+template <int NP>
+static bool wg_multi_pick(cuda_impl_t *c, int kind, int n, float *const *y, const unsigned char *xg, const float *inv, float *part, int T,
+                          const dweight_t *const *w, int glu, int gelu, __nv_bfloat16 *y16) {
+    const int sbt = w[0]->sb_dtype == DT_F16 ? 0 : w[0]->sb_dtype == DT_BF16 ? 1 : 2;
+#define WG_MR(B, S) wg_multi_run<B, NP, S>(c, kind, n, y, xg, inv, part, T, w, glu, gelu, y16)
+    if (kind == 8) return sbt == 0 ? WG_MR(4, 0) : sbt == 1 ? WG_MR(4, 1) : WG_MR(4, 2);
+    if (w[0]->bits == 8) return sbt == 0 ? WG_MR(8, 0) : sbt == 1 ? WG_MR(8, 1) : WG_MR(8, 2);
+#undef WG_MR
+    return false;
+}
+
+/* x prepared once, then the multi launch (kind != 0) or a launch per weight; glu: the multi launch
+ * only (false: declined, nothing launched) */
+template <int NP>
+static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int kind, int glu, int gelu,
+                   __nv_bfloat16 *y16) {
+    const int K = w[0]->cols, nch = K / WG_KC;
+    size_t pbytes = 0;
+    if (kind) pbytes = wg_multi_part(c, n, w, T, glu);
+    else
+        for (int i = 0; i < n; i++) {
+            const int KS = wg_ks(c, w[i]);
+            const size_t b = KS > 1 ? sizeof(float) * (size_t)KS * T * w[i]->rows : 0;
+            if (b > pbytes) pbytes = b;
+        }
     const size_t xbytes = (size_t)nch * NP * 128, ibytes = 256;
     unsigned char *scr = (unsigned char *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, xbytes + ibytes + pbytes);
     float *inv = (float *)(scr + xbytes), *part = (float *)(scr + xbytes + ibytes);
     wg_xprep_kernel<<<dim3(NP, cdiv(K, 2048)), 256, 0, c->stream>>>((__half *)scr, inv, x, T, K, NP);
     cudaLaunchCheck();
+    if constexpr (NP >= 16) {
+        if (kind) return wg_multi_pick<NP>(c, kind, n, y, scr, inv, part, T, w, glu, gelu, y16);
+    }
     for (int i = 0; i < n; i++) {
         if (w[i]->bits == 4) wg_launch<4, NP>(c, y[i], scr, inv, part, T, w[i]);
         else wg_launch<8, NP>(c, y[i], scr, inv, part, T, w[i]);
     }
+    return true;
 }
 
 /* KILN_CUDA_QWG=N: the fewest tokens that take this kernel (default 9: at 2..8 tokens qmma_kernel
@@ -1169,16 +1488,38 @@ static int wg_ok(const float *x, int T, const dweight_t *w) {
 
 /* n weights of one x (q/k/v, gate/up; n = 1: one matmul): 0 when all suit the kernel (MLX
  * 4/8-bit, KILN_CUDA_QWG ≤ T ≤ 64, K % 64 == 0, groups of 32 or a multiple of 64 columns, x and
- * the codes 16-byte aligned, one K) and they were launched — x converted once, each y bitwise
- * what its own matmul gives; -1 otherwise (the caller takes matmul_qmma.cu). */
+ * the codes 16-byte aligned, one K) and they were launched — x converted once, from 9 tokens the
+ * multi launch where it applies (wg_multi_kind), each y bitwise what its own matmul gives; -1
+ * otherwise (the caller takes matmul_qmma.cu). */
 int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
     for (int i = 0; i < n; i++)
         if (!wg_ok(x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
-    if (T <= 8) wg_run<8>(c, n, y, x, T, w);
-    else if (T <= 16) wg_run<16>(c, n, y, x, T, w);
-    else if (T <= 32) wg_run<32>(c, n, y, x, T, w);
-    else wg_run<64>(c, n, y, x, T, w);
+    const int kind = T > 8 ? wg_multi_kind(c, n, w, T) : 0; /* 2..8 tokens (KILN_CUDA_QWG=2): a launch per weight */
+    if (T <= 8) wg_run<8>(c, n, y, x, T, w, 0, 0, 0, NULL);
+    else if (T <= 16) wg_run<16>(c, n, y, x, T, w, kind, 0, 0, NULL);
+    else if (T <= 32) wg_run<32>(c, n, y, x, T, w, kind, 0, 0, NULL);
+    else wg_run<64>(c, n, y, x, T, w, kind, 0, 0, NULL);
     return 0;
+}
+
+/* matmul_glu's gate/up (wg, wu: one shape) as one multi launch with the GLU in its reduce: 1 where it
+ * would run (cuda_qwg_glu then does; nothing launched here) */
+int cuda_qwg_glu_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *wg, const dweight_t *wu) {
+    const dweight_t *w[2] = {wg, wu};
+    return T > 8 && T <= 64 && wg_ok(x, T, wg) && wg_ok(x, T, wu) && wg->cols == wu->cols && wg->rows == wu->rows && wg_multi_kind(c, 2, w, T) != 0;
+}
+/* y[T, I] = act(x·wgᵀ) ⊙ (x·wuᵀ), bitwise cuda_qwg_multi into g and u then glu_kernel (y16: bf16(y) as
+ * glu_x16_kernel writes it, NULL: not); -1 where it declines (nothing launched) */
+int cuda_qwg_glu(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *wg, const dweight_t *wu, int gelu, __nv_bfloat16 *y16) {
+    if (!cuda_qwg_glu_ok(c, x, T, wg, wu)) return -1;
+    const dweight_t *w[2] = {wg, wu};
+    float *const yy[2] = {y, y};
+    const int kind = wg_multi_kind(c, 2, w, T);
+    bool ok;
+    if (T <= 16) ok = wg_run<16>(c, 2, yy, x, T, w, kind, 1, gelu, y16);
+    else if (T <= 32) ok = wg_run<32>(c, 2, yy, x, T, w, kind, 1, gelu, y16);
+    else ok = wg_run<64>(c, 2, yy, x, T, w, kind, 1, gelu, y16);
+    return ok ? 0 : -1;
 }
 
 int cuda_qwg(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) { return cuda_qwg_multi(c, 1, &y, x, T, &w); }
