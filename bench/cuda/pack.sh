@@ -4,13 +4,14 @@
 # pcre2, utf8proc, microhttpd and gnutls' chain), into one tar.xz under a git-ignored dir.
 #
 #   bench/cuda/pack.sh BUILD_DIR PKG_DIR       → PKG_DIR/kiln-cuda.tar.xz
+# PACK_BINS="kiln ..." packs only those binaries (the carry limit: 64 MiB with the working tree).
 # On the GPU machine: mkdir -p /tmp/k && tar xJf PKG_DIR/kiln-cuda.tar.xz -C /tmp/k &&
 #   export LD_LIBRARY_PATH=/tmp/k/lib:$LD_LIBRARY_PATH; binaries are in /tmp/k.
 set -eu
 B=${1:?build dir}; P=${2:?package dir}
 T=$(mktemp -d)
 mkdir -p "$T/lib" "$P"
-for f in kiln test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample kiln-cuda-probe; do strip -o "$T/$f" "$B/$f"; done
+for f in ${PACK_BINS:-kiln test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample kiln-cuda-probe}; do strip -o "$T/$f" "$B/$f"; done
 for l in libjansson.so.4 libpcre2-8.so.0 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libhogweed.so.6 \
          libnettle.so.8 libgmp.so.10 libidn2.so.0 libunistring.so.2 libp11-kit.so.0 libtasn1.so.6 libffi.so.8; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$T/lib/"
