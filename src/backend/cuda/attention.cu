@@ -48,6 +48,7 @@ typedef struct attn_dev {
     const float *rv, *inv;
     float ms;
     int half;
+    int kv_prewait; /* attn_dec_mma_kernel: the first K/V tile loaded before pdl_wait (KILN_CUDA_ATTN_PREWAIT=1; default 0) */
 } attn_dev_t;
 
 template <int DPL>
@@ -644,9 +645,10 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
     const int s_lo = lo + split * span, s_hi = min(hi, s_lo + span);
     uint32_t kr[2][NW], vr[2][NW];
     int kb = s_lo + warp * MTK;
-    if (kb < s_hi) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0);
+    if (kb < s_hi && a.kv_prewait) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0);
     if (ROPE && threadIdx.x < a.half) rope_cs(threadIdx.x, p, a.inv, a.ms, rcs[threadIdx.x], rcs[HD / 2 + threadIdx.x]);
     pdl_wait();
+    if (kb < s_hi && !a.kv_prewait) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0); /* the same rows, after the wait */
     /* ROPE: rope_kv_write's work for this block, before the wait on nothing but the QKV matmul:
      * the block's q heads rotated in shared memory (wo, free until the warp merge); the block
      * whose range holds row p (one per row and KV head: the launcher takes group <= MQ) rotates
@@ -912,13 +914,21 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     if (splits < 1) splits = 1;
     while (splits & (splits - 1)) splits &= splits - 1; /* a power of two: cluster shapes as commonly used */
     a.n_splits = splits;
+    { /* the first K/V tile after pdl_wait (default since session 17); KILN_CUDA_ATTN_PREWAIT=1: before it, as
+       * sessions 12-16 did — NOT deterministic: test_x16_decode's un-synced chain (two backends doing the same
+       * work, compared bitwise at the end) differed in 3-6 of 24 runs with it and 0 of 48 without; some row of
+       * the first tile is read before the kernel that writes it is done (which one: not found). Cost of the
+       * fix (H200, same call): qwen3-0.6b batch-1 decode -3.5 %, llama-3-8b (8 layers) -0.5 %. Read per call. */
+        const char *pw = getenv("KILN_CUDA_ATTN_PREWAIT");
+        a.kv_prewait = pw && !strcmp(pw, "1");
+    }
     a.part = NULL;
     /* KILN_CUDA_ATTN_X16=1 (opt-in): a producer of the o projection's x (x16.cuh) — where a matmul of
      * this many floats rounded its x to bf16 before (matmul_bfmma at 3..64 rows, cuBLASLt beyond), the
      * merge stores bf16(out) too, the value that matmul's own rounding gives. Off by default: in the
-     * lead's session-16 call it took the 64-row qwen3-0.6b step's forward 2.50-2.61 -> 2.45 ms, but
-     * test_x16_decode found the head-norm (qwen3) chain NOT bitwise equal to KILN_CUDA_X16=0 (the
-     * fused-rope chain was), cause not found before the device budget ran out (bench/cuda/RESULTS.md) */
+     * lead's session-16 call it took the 64-row qwen3-0.6b step's forward 2.50-2.61 -> 2.45 ms; session 17's
+     * engine A/B: no difference (1.62 vs 1.63 ms a step). test_x16_decode's differences were not the copy's:
+     * they came from the first K/V tile loaded before pdl_wait (kv_prewait, below; now off) */
     static int ax16 = -1;
     if (ax16 < 0) { const char *e = getenv("KILN_CUDA_ATTN_X16"); ax16 = e && !strcmp(e, "1"); }
     const size_t n_out = (size_t)a.T * a.n_heads * hd;
