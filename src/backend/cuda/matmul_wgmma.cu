@@ -589,16 +589,7 @@ __device__ __forceinline__ void wg2_body(float *__restrict__ out, const unsigned
          * bitwise) and stores y; a second barrier keeps each block's memory until all have read it */
         float *red = (float *)smem;
         __syncthreads();
-#pragma unroll
-        for (int i = 0; i < NP / 8; i++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int t = 8 * i + 2 * q + e;
-                if (t >= T) continue;
-                const float xi = xinv[t];
-                red[t * WG_ROWS + lr] = (acc[4 * i + e] * ia) * xi;
-                red[t * WG_ROWS + lr + 8] = (acc[4 * i + 2 + e] * ib) * xi;
-            }
+        wg_store<NP>(red, xinv, acc, T, WG_ROWS, lr, lr + 8, q, ia, ib); /* [t][128 rows]: every row < 128 is stored */
         cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
         cl.sync();
         const int E = T * WG_ROWS, k = (int)cl.block_rank(), e0 = (int)((long)k * E / KS), e1 = (int)((long)(k + 1) * E / KS);
@@ -1030,16 +1021,7 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
          * each block's memory until every block has read it */
         float *red = (float *)smem;
         asm volatile("bar.sync 1, 256;\n" ::: "memory");
-#pragma unroll
-        for (int i = 0; i < NP / 8; i++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int t = 8 * i + 2 * q + e;
-                if (t >= T) continue;
-                const float xi = xinv[t];
-                red[t * ROWS + lr] = (acc[4 * i + e] * ia) * xi;
-                red[t * ROWS + lr + 8] = (acc[4 * i + 2 + e] * ib) * xi;
-            }
+        wg_store<NP>(red, xinv, acc, T, ROWS, lr, lr + 8, q, ia, ib); /* [t][ROWS]: every row < ROWS is stored */
         wgm_cluster_sync();
         cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
         const int CL = clu == 2 ? 2 * KS : KS, E = T * ROWS, k = (int)wgm_rank();
