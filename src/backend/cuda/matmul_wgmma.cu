@@ -1074,6 +1074,19 @@ static bool wgm_geom(const dweight_t *w, int KS, int sbt32, int &S, int &G, int 
     smem = S * P::STG + slab;
     return S >= 4;
 }
+/* a launch in clusters of cl blocks along x (cl <= 1: no cluster attribute) */
+template <typename... P, typename... A>
+static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int threads, int smem, int cl, A... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cudaLaunchAttribute at[2];
+    cfg.attrs = at;
+    cfg.numAttrs = cuda_pdl_cluster_attrs(at, false, cl);
+    cudaCheck(cudaLaunchKernelEx(&cfg, kern, args...));
+}
 template <int BITS, int NP, int SBT, int PRB>
 static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
     using P = wgsm<BITS, NP>;
@@ -1097,17 +1110,7 @@ static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
     const int rbk = cdiv(w->rows, WG_ROWS);
     if (getenv("KILN_CUDA_QWG_DEBUG") && atoi(getenv("KILN_CUDA_QWG_DEBUG")) >= 2) /* every launch */
         fprintf(stderr, "qwg v8 %dx%d KS=%d: G=%d slab %d B, %d stages, %d B, cluster %d\n", w->rows, w->cols, KS, G, slab, S, smem, C);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(cdiv(rbk, C) * C, KS);
-    cfg.blockDim = dim3(288);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = c->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = C; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = C > 1 ? 1 : 0;
-    cudaCheck(cudaLaunchKernelEx(&cfg, kern, out, xg, inv, T, *w, KS, gsh, S, G, C));
+    wg_launch_cl(c, kern, dim3(cdiv(rbk, C) * C, KS), 288, smem, C, out, xg, inv, T, *w, KS, gsh, S, G, C);
     return true;
 }
 template <int BITS, int NP, int SBT>
@@ -1317,21 +1320,6 @@ static size_t wg_multi_part(cuda_impl_t *c, int n, const dweight_t *const *w, in
         if (KS > 1 || glu) b += ((sizeof(float) * (size_t)KS * T * w[i]->rows + 255) & ~(size_t)255);
     }
     return b;
-}
-/* a 1-D launch in clusters of cl blocks */
-template <typename... P, typename... A>
-static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), int blocks, int threads, int smem, int cl, A... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = c->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = cl; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cudaCheck(cudaLaunchKernelEx(&cfg, kern, args...));
 }
 template <int BITS, int NP, int SBT>
 static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const unsigned char *xg, const float *inv, float *part, int T,
