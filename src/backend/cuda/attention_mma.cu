@@ -255,21 +255,16 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     /* Q and P as hi + lo, or rounded once: the precision policy of matmul.cu (backend_t.
      * act_bf16_ok: llama/qwen3 round once, the rest split); KILN_CUDA_FA=single / split force one */
     const bool split = env && !strcmp(env, "single") ? false : env && !strcmp(env, "split") ? true : !be->act_bf16_ok;
-    const int hd = aa->head_dim, G = aa->n_heads / aa->n_kv_heads;
+    const int hd = aa->head_dim;
     /* Q and P rounded once: the wgmma kernel (attention_wgmma.cu) when the step fills the GPU
      * with its blocks — head_dim 128 by default, 64 too with KILN_CUDA_FA_WG=1/2/3; =0 never */
     if (c->gemm_min_t != 0x7fffffff && !split && cuda_attention_wg(be, out, q, T, aa)) return 1;
     if (c->gemm_min_t == 0x7fffffff || (kv->dtype != DT_F16 && kv->dtype != DT_BF16) || (hd != 32 && hd != 64 && hd != 128)) return 0;
-    const int hc = G < FQ ? G : FQ, n_chunks = (G + hc - 1) / hc, TQ = FQ / hc;
+    /* decode steps and steps too small to fill the GPU without a key split: attention.cu (blocks
+     * needed by default one per two SMs, so a 512-token chunk of a small model still comes here) */
     attn_tiles_t tl;
-    attn_tiles_count(aa, TQ, &tl);
-    /* decode steps and steps too small to fill the GPU without a key split: attention.cu */
-    /* blocks needed (default: one per two SMs, so a 512-token chunk of a small model still
-     * comes here); KILN_CUDA_FA_MIN=N, tests set 1 */
-    const char *menv = getenv("KILN_CUDA_FA_MIN");
-    const int min_blocks = menv && atoi(menv) > 0 ? atoi(menv) : c->sm_count / 2;
-    if (!tl.multi || tl.n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return 0;
-    attn_tiles_upload(c, aa, T, TQ, &tl);
+    int hc, n_chunks, TQ;
+    if (!fa_tiles_plan(c, aa, T, FQ, tl, hc, n_chunks, TQ)) return 0;
     fa_dev_t a;
     fa_args_fill(a, c, q, out, T, aa, tl, hc, n_chunks); /* out16: the o projection rounds out to bf16: done here */
     dim3 grid(tl.n_tiles, aa->n_kv_heads * n_chunks);

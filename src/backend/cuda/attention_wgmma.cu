@@ -741,15 +741,11 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
     const char *pwenv = getenv("KILN_CUDA_FA_WG_PW");
     int pw = pwenv && *pwenv ? atoi(pwenv) : FW_PW_DEFAULT;
     pw = pw >= 4 ? 4 : pw >= 2 ? 2 : 1;
-    const int hd = aa->head_dim, G = aa->n_heads / aa->n_kv_heads;
+    const int hd = aa->head_dim;
     if ((kv->dtype != DT_F16 && kv->dtype != DT_BF16) || (hd != 64 && hd != 128)) return 0;
-    const int FQW = 64 * nwg, hc = G < FQW ? G : FQW, n_chunks = (G + hc - 1) / hc, TQ = FQW / hc;
     attn_tiles_t tl;
-    attn_tiles_count(aa, TQ, &tl);
-    const char *menv = getenv("KILN_CUDA_FA_MIN");
-    const int min_blocks = menv && atoi(menv) > 0 ? atoi(menv) : c->sm_count / 2;
-    if (!tl.multi || tl.n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return 0;
-    attn_tiles_upload(c, aa, T, TQ, &tl);
+    int hc, n_chunks, TQ;
+    if (!fa_tiles_plan(c, aa, T, 64 * nwg, tl, hc, n_chunks, TQ)) return 0;
     fa_wg_t a;
     fa_args_fill(a, c, q, out, T, aa, tl, hc, n_chunks);
     const char *denv = getenv("KILN_CUDA_FA_WG_DBG");

@@ -24,6 +24,24 @@ typedef struct fa_dev {
     FA_ARGS_FIELDS
 } fa_dev_t;
 
+/* The step's tiles for fq query vectors a block: hc query heads of a KV head's group per block
+ * (n_chunks blocks cover the group), tq = fq / hc tokens a tile. Uploads the tile list and returns
+ * true; false (nothing uploaded) for steps of single-token rows (decode: attention.cu) and steps
+ * with fewer blocks than KILN_CUDA_FA_MIN (default one per two SMs; the tests set 1), which
+ * attention.cu's split kernels fill better. */
+static inline bool fa_tiles_plan(cuda_impl_t *c, const attn_args_t *aa, int T, int fq, attn_tiles_t &tl, int &hc, int &n_chunks, int &tq) {
+    const int G = aa->n_heads / aa->n_kv_heads;
+    hc = G < fq ? G : fq;
+    n_chunks = (G + hc - 1) / hc;
+    tq = fq / hc;
+    attn_tiles_count(aa, tq, &tl);
+    const char *menv = getenv("KILN_CUDA_FA_MIN");
+    const int min_blocks = menv && atoi(menv) > 0 ? atoi(menv) : c->sm_count / 2;
+    if (!tl.multi || tl.n_tiles * aa->n_kv_heads * n_chunks < min_blocks) return false;
+    attn_tiles_upload(c, aa, T, tq, &tl);
+    return true;
+}
+
 /* a's FA_ARGS_FIELDS for one step: tl uploaded (attn_tiles_upload), hc query heads a block of
  * n_chunks per KV head; out16 as x16 asks (the step's output is the o projection's x) */
 template <typename A>
