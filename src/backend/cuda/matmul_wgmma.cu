@@ -610,13 +610,15 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
     wg2_body<BITS, NP, SBT, PRB>(out, xg, xinv, T, w, KS, gsh, slow, clu, blockIdx.x, blockIdx.y);
 }
 
+/* element i of the KS splits' sums p[k][i] (n elements a split), added in split order */
+__device__ __forceinline__ float wg_sum(const float *__restrict__ p, int KS, size_t n, size_t i) {
+    float v = p[i];
+    for (int k = 1; k < KS; k++) v = __fadd_rn(v, p[(size_t)k * n + i]);
+    return v;
+}
 /* y = part[0] + part[1] + ... + part[KS-1], in split order */
 __global__ void wg_reduce_kernel(float *__restrict__ y, const float *__restrict__ part, int KS, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float v = part[i];
-        for (int k = 1; k < KS; k++) v = __fadd_rn(v, part[(size_t)k * n + i]);
-        y[i] = v;
-    }
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) y[i] = wg_sum(part, KS, n, i);
 }
 
 /* K splits: about KILN_CUDA_QWG_WAVE (default 2) blocks per SM, each at least 4 chunks, ≤ 32.
@@ -1259,11 +1261,6 @@ typedef struct wg_red {
     int n, glu, gelu;
     __nv_bfloat16 *y16;
 } wg_red_t;
-__device__ __forceinline__ float wg_sum(const float *__restrict__ p, int KS, size_t n, size_t i) {
-    float v = p[i];
-    for (int k = 1; k < KS; k++) v = __fadd_rn(v, p[(size_t)k * n + i]);
-    return v;
-}
 __global__ void wg_reduce_multi_kernel(const wg_red_t a) {
     const size_t tot = a.e0[a.n];
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
