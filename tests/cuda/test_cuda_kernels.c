@@ -676,6 +676,214 @@ static void test_gemv_tc_shapes(void) {
  * weights' rows on "cuda" at T = 1 for MLX 4/8-bit of one K/bits/group/scale type; one by
  * one otherwise), and within the path's tolerance of ref_matmul. Sets like q/k/v and
  * gate/up, awkward row counts, a set that cannot share a launch (mixed bits / dtypes). */
+/* matmul.cu cuda_mm_conc: bf16 weights of one x at prefill sizes (from 128 tokens, x rounded once)
+ * run side by side on the backend's stream and up to three side streams; each y must be bitwise
+ * its own matmul's and within the single rounding's 1e-2 of ref_matmul, and the concurrent path
+ * must have been taken (bc: KILN_CUDA_ACT=bf16 rounds x once; bs, the switch alone, splits x into hi + lo
+ * under the test backend's policy: it declines) */
+static void test_matmul_conc(void) {
+    err_t e0 = {0};
+    setenv("KILN_CUDA_ACT", "bf16", 1);
+    setenv("KILN_CUDA_MM_CONC", "128", 1); /* opt-in */
+    backend_t *bc = backend_create("cuda", 0, &e0);
+    unsetenv("KILN_CUDA_ACT");
+    backend_t *bs = backend_create("cuda", 0, &e0);
+    unsetenv("KILN_CUDA_MM_CONC");
+    if (!bc || !bs) { CHECK(0, "matmul_conc: backend_create: %s", e0.msg); backend_destroy(bc); backend_destroy(bs); return; }
+    struct { int n, rows[4], K; } sets[] = {
+        {3, {2048, 1024, 1024}, 1024}, /* qwen3-0.6b q/k/v */
+        {2, {3072, 3072}, 1024},       /* qwen3-0.6b gate/up */
+        {4, {100, 33, 1, 300}, 384},   /* four weights, ragged */
+        {2, {1000, 2500}, 136},        /* K not a multiple of 64 */
+    };
+    const int Ts[] = {128, 300};
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int n = sets[si].n, K = sets[si].K;
+        hw_t h[4];
+        weight_t w[4];
+        const weight_t *wp[4];
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            h[i] = make_dense(sets[si].rows[i], K, DT_BF16, 1700 + 13 * si + i);
+            w[i] = h[i].w;
+            wp[i] = &w[i];
+            err_t e = {0};
+            if (bc->ops->prepare_weight(bc, &w[i], &e)) { CHECK(0, "prepare_weight: %s", e.msg); ok = 0; }
+        }
+        for (size_t ti = 0; ok && ti < sizeof Ts / sizeof Ts[0]; ti++) {
+            const int T = Ts[ti];
+            float *x = rand_vec((size_t)T * K, 1800 + si + T, 1.0f);
+            float *dx = dev_from(bc, x, (size_t)T * K), *dy[4], *dz[4];
+            for (int i = 0; i < n; i++) {
+                dy[i] = bc->ops->alloc(bc, sizeof(float) * T * sets[si].rows[i]);
+                dz[i] = bc->ops->alloc(bc, sizeof(float) * T * sets[si].rows[i]);
+                bc->ops->matmul(bc, dz[i], dx, T, wp[i]);
+            }
+            const long before = cuda_mm_conc_uses(bc);
+            bc->ops->matmul_multi(bc, n, dy, dx, T, wp);
+            CHECK(cuda_mm_conc_uses(bc) == before + 1, "matmul_multi set %zu T=%d: the side-by-side path was not taken", si, T);
+            for (int i = 0; i < n; i++) {
+                const size_t ny = (size_t)T * sets[si].rows[i];
+                float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny), *want = malloc(sizeof(float) * ny);
+                to_host(bc, a, dy[i], ny);
+                to_host(bc, b, dz[i], ny);
+                CHECK(!memcmp(a, b, sizeof(float) * ny), "matmul_multi side by side set %zu weight %d T=%d: differs from its matmul", si, i, T);
+                ref_matmul(want, x, T, &h[i].w, 0, sets[si].rows[i]);
+                const double err = ct_rel_err(a, want, ny);
+                CHECK(err < 1e-2, "matmul_multi side by side set %zu weight %d T=%d: rel err %.3g (tol 1e-2)", si, i, T, err);
+                free(a); free(b); free(want);
+                bc->ops->free(bc, dy[i]);
+                bc->ops->free(bc, dz[i]);
+            }
+            bc->ops->free(bc, dx);
+            free(x);
+        }
+        for (int i = 0; i < n; i++) {
+            release(bc, &w[i]);
+            free_hw(&h[i]);
+        }
+    }
+    /* x split into hi + lo (bs: act_bf16_ok is 0 here) declines: the one-by-one path */
+    hw_t h[2] = {make_dense(256, 512, DT_BF16, 1790), make_dense(128, 512, DT_BF16, 1791)};
+    weight_t w[2] = {h[0].w, h[1].w};
+    const weight_t *wp[2] = {&w[0], &w[1]};
+    err_t e = {0};
+    if (!bs->ops->prepare_weight(bs, &w[0], &e) && !bs->ops->prepare_weight(bs, &w[1], &e)) {
+        float *x = rand_vec(300 * 512, 1799, 1.0f);
+        float *dx = dev_from(bs, x, 300 * 512), *dy[2] = {bs->ops->alloc(bs, sizeof(float) * 300 * 256),
+                                                             bs->ops->alloc(bs, sizeof(float) * 300 * 128)};
+        const long before = cuda_mm_conc_uses(bs);
+        bs->ops->matmul_multi(bs, 2, dy, dx, 300, wp);
+        CHECK(cuda_mm_conc_uses(bs) == before, "matmul_multi with x split into hi + lo took the side-by-side path");
+        bs->ops->free(bs, dx); bs->ops->free(bs, dy[0]); bs->ops->free(bs, dy[1]);
+        free(x);
+        release(bs, &w[0]); release(bs, &w[1]);
+    } else CHECK(0, "prepare_weight: %s", e.msg);
+    free_hw(&h[0]); free_hw(&h[1]);
+    printf("# matmul_multi side by side: %ld calls took it\n", cuda_mm_conc_uses(bc));
+    backend_destroy(bc);
+    backend_destroy(bs);
+}
+
+/* matmul.cu's fused ops at prefill sizes (matmul_add by a GEMM with beta = 1; rms_matmul_multi /
+ * rms_matmul_glu with the norm writing only h's bf16 copy): bitwise the separate ops on the same
+ * backend (rms_norm, matmul_multi, glu, matmul + add), taken from 128 tokens where x is rounded once
+ * (bc), declined where x is split into hi + lo (bs) */
+static void test_lt_fused(void) {
+    const int Ts[] = {128, 300};
+    struct { int n, rows[3], K; } msets[] = {{3, {2048, 1024, 1024}, 1024}, {2, {100, 33}, 384}, {1, {4096}, 4096}};
+    struct { int N, K; } asets[] = {{1024, 2048}, {4096, 4096}, {300, 136}};
+    struct { int I, K; act_t act; } gsets[] = {{3072, 1024, ACT_SILU}, {1000, 512, ACT_GELU_TANH}};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+        const int T = Ts[ti];
+        for (size_t si = 0; si < sizeof msets / sizeof msets[0]; si++) { /* rms_matmul_multi */
+            const int n = msets[si].n, K = msets[si].K;
+            hw_t h[3];
+            weight_t w[3];
+            const weight_t *wp[3];
+            float *dy[3], *dz[3];
+            err_t e = {0};
+            for (int i = 0; i < n; i++) {
+                h[i] = make_dense(msets[si].rows[i], K, DT_BF16, 2100 + 7 * si + i);
+                w[i] = h[i].w;
+                wp[i] = &w[i];
+                CHECK(!be16->ops->prepare_weight(be16, &w[i], &e), "prepare_weight: %s", e.msg);
+                dy[i] = be16->ops->alloc(be16, sizeof(float) * T * msets[si].rows[i]);
+                dz[i] = be16->ops->alloc(be16, sizeof(float) * T * msets[si].rows[i]);
+            }
+            float *x = rand_vec((size_t)T * K, 2200 + si + T, 2.0f), *nw = rand_vec(K, 2300 + si, 1.0f);
+            float *dx = dev_from(be16, x, (size_t)T * K), *dnw = dev_from(be16, nw, K), *dh = be16->ops->alloc(be16, sizeof(float) * T * K);
+            be16->ops->rms_norm(be16, dh, dx, dnw, 0.f, T, K, 1e-6f);
+            be16->ops->matmul_multi(be16, n, dz, dh, T, wp);
+            const long before = cuda_lt_fused_uses(be16);
+            const int r = be16->ops->rms_matmul_multi(be16, n, dy, dx, dnw, 0.f, 1e-6f, T, wp);
+            CHECK(r == 0 && cuda_lt_fused_uses(be16) == before + 1, "lt rms_matmul_multi set %zu T=%d: not taken (%d)", si, T, r);
+            for (int i = 0; r == 0 && i < n; i++) {
+                const size_t ny = (size_t)T * msets[si].rows[i];
+                float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny);
+                to_host(be16, a, dy[i], ny);
+                to_host(be16, b, dz[i], ny);
+                CHECK(!memcmp(a, b, sizeof(float) * ny), "lt rms_matmul_multi set %zu weight %d T=%d: differs from rms_norm + matmul_multi", si, i, T);
+                free(a); free(b);
+            }
+            for (int i = 0; i < n; i++) {
+                be16->ops->free(be16, dy[i]); be16->ops->free(be16, dz[i]);
+                release(be16, &w[i]); free_hw(&h[i]);
+            }
+            be16->ops->free(be16, dx); be16->ops->free(be16, dnw); be16->ops->free(be16, dh);
+            free(x); free(nw);
+        }
+        for (size_t si = 0; si < sizeof asets / sizeof asets[0]; si++) { /* matmul_add */
+            const int N = asets[si].N, K = asets[si].K;
+            hw_t h = make_dense(N, K, DT_BF16, 2400 + si);
+            weight_t w = h.w;
+            err_t e = {0};
+            CHECK(!be16->ops->prepare_weight(be16, &w, &e), "prepare_weight: %s", e.msg);
+            float *x = rand_vec((size_t)T * K, 2500 + si + T, 1.0f), *y0 = rand_vec((size_t)T * N, 2600 + si + T, 4.0f);
+            float *a = malloc(sizeof(float) * T * N), *b = malloc(sizeof(float) * T * N);
+            float *dx = dev_from(be16, x, (size_t)T * K), *dy = dev_from(be16, y0, (size_t)T * N), *dz = dev_from(be16, y0, (size_t)T * N);
+            float *dh = be16->ops->alloc(be16, sizeof(float) * T * N);
+            be16->ops->matmul(be16, dh, dx, T, &w);
+            be16->ops->add(be16, dz, dh, (size_t)T * N);
+            const long before = cuda_lt_fused_uses(be16);
+            const int r = be16->ops->matmul_add(be16, dy, dx, T, &w);
+            CHECK(r == 0 && cuda_lt_fused_uses(be16) == before + 1, "lt matmul_add %dx%d T=%d: not taken (%d)", N, K, T, r);
+            to_host(be16, a, dy, (size_t)T * N);
+            to_host(be16, b, dz, (size_t)T * N);
+            CHECK(r || !memcmp(a, b, sizeof(float) * T * N), "lt matmul_add %dx%d T=%d: differs from matmul + add", N, K, T);
+            be16->ops->free(be16, dx); be16->ops->free(be16, dy); be16->ops->free(be16, dz); be16->ops->free(be16, dh);
+            free(x); free(y0); free(a); free(b);
+            release(be16, &w); free_hw(&h);
+        }
+        for (size_t si = 0; si < sizeof gsets / sizeof gsets[0]; si++) { /* rms_matmul_glu */
+            const int I = gsets[si].I, K = gsets[si].K;
+            hw_t hg = make_dense(I, K, DT_BF16, 2700 + si), hu = make_dense(I, K, DT_BF16, 2750 + si);
+            weight_t wg = hg.w, wu = hu.w;
+            err_t e = {0};
+            CHECK(!be16->ops->prepare_weight(be16, &wg, &e) && !be16->ops->prepare_weight(be16, &wu, &e), "prepare_weight: %s", e.msg);
+            float *x = rand_vec((size_t)T * K, 2800 + si + T, 2.0f), *nw = rand_vec(K, 2850 + si, 1.0f);
+            float *a = malloc(sizeof(float) * T * I), *b = malloc(sizeof(float) * T * I);
+            float *dx = dev_from(be16, x, (size_t)T * K), *dnw = dev_from(be16, nw, K), *dh = be16->ops->alloc(be16, sizeof(float) * T * K);
+            float *dg = be16->ops->alloc(be16, sizeof(float) * T * I), *du = be16->ops->alloc(be16, sizeof(float) * T * I);
+            float *dy = be16->ops->alloc(be16, sizeof(float) * T * I);
+            be16->ops->rms_norm(be16, dh, dx, dnw, 0.f, T, K, 1e-6f);
+            float *const gu[2] = {dg, du};
+            const weight_t *const wgu[2] = {&wg, &wu};
+            be16->ops->matmul_multi(be16, 2, gu, dh, T, wgu);
+            be16->ops->glu(be16, dg, dg, du, (size_t)T * I, gsets[si].act);
+            const long before = cuda_lt_fused_uses(be16);
+            const int r = be16->ops->rms_matmul_glu(be16, dy, dx, dnw, 0.f, 1e-6f, T, &wg, &wu, gsets[si].act);
+            CHECK(r == 0 && cuda_lt_fused_uses(be16) == before + 1, "lt rms_matmul_glu %dx%d T=%d: not taken (%d)", I, K, T, r);
+            to_host(be16, a, dy, (size_t)T * I);
+            to_host(be16, b, dg, (size_t)T * I);
+            CHECK(r || !memcmp(a, b, sizeof(float) * T * I), "lt rms_matmul_glu %dx%d T=%d: differs from rms_norm + matmul_multi + glu", I, K, T);
+            be16->ops->free(be16, dx); be16->ops->free(be16, dnw); be16->ops->free(be16, dh);
+            be16->ops->free(be16, dg); be16->ops->free(be16, du); be16->ops->free(be16, dy);
+            free(x); free(nw); free(a); free(b);
+            release(be16, &wg); release(be16, &wu); free_hw(&hg); free_hw(&hu);
+        }
+    }
+    { /* x split into hi + lo: the three decline */
+        hw_t h = make_dense(512, 512, DT_BF16, 2900);
+        weight_t w = h.w;
+        err_t e = {0};
+        if (!befast->ops->prepare_weight(befast, &w, &e)) {
+            float *dx = befast->ops->alloc(befast, sizeof(float) * 300 * 512), *dy = befast->ops->alloc(befast, sizeof(float) * 300 * 512);
+            float *dnw = befast->ops->alloc(befast, sizeof(float) * 512);
+            const weight_t *wp[1] = {&w};
+            const long before = cuda_lt_fused_uses(befast);
+            const int ra = befast->ops->matmul_add(befast, dy, dx, 300, &w);
+            const int rm = befast->ops->rms_matmul_multi(befast, 1, &dy, dx, dnw, 0.f, 1e-6f, 300, wp);
+            const int rg = befast->ops->rms_matmul_glu(befast, dy, dx, dnw, 0.f, 1e-6f, 300, &w, &w, ACT_SILU);
+            CHECK(ra && rm && rg && cuda_lt_fused_uses(befast) == before, "lt fused ops with x split: taken (%d %d %d)", ra, rm, rg);
+            befast->ops->free(befast, dx); befast->ops->free(befast, dy); befast->ops->free(befast, dnw);
+            release(befast, &w);
+        } else CHECK(0, "prepare_weight: %s", e.msg);
+        free_hw(&h);
+    }
+    printf("# lt fused prefill ops: %ld taken\n", cuda_lt_fused_uses(be16));
+}
+
 static void test_matmul_multi(void) {
     struct { int n, rows[4], K, bits[4], group; dtype_t sbt; } sets[] = {
         {3, {4096, 1024, 1024}, 4096, {4, 4, 4}, 64, DT_BF16},  /* llama-3-8b q/k/v */
@@ -1040,8 +1248,10 @@ static void test_x16(void) {
     CHECK(!memcmp(res[0][0], res[1][0], sizeof(float) * nout), "x16: the layer chain differs from KILN_CUDA_X16=0");
     CHECK(!memcmp(res[0][1], res[1][1], sizeof(float) * nq), "x16: a matmul after its x was changed by add differs from KILN_CUDA_X16=0");
     CHECK(!memcmp(res[0][2], res[1][2], sizeof(float) * nout), "x16: down after g was rewritten differs from KILN_CUDA_X16=0");
-    /* pass 1: q/k/v's conversion taken twice (k, v); pass 2: + h (multi), att, h (glu multi), g → 2 + 2 + 1 + 1 + 1 + 1 (+ k, v, up) */
-    CHECK(used[0] >= 8 && used[1] == 0, "x16: copies taken %ld times with X16 on (want >= 8), %ld with X16=0", used[0], used[1]);
+    /* pass 1: q/k/v's conversion taken twice (k, v); pass 2: + h (multi), att, h (glu multi), g → 2 + 2 + 1 + 1 + 1 + 1 (+ k, v, up);
+     * with matmul_multi's GEMMs side by side (KILN_CUDA_MM_CONC, opt-in) a multi takes x once: h, att, h, g in pass 2 */
+    const int conc = getenv("KILN_CUDA_MM_CONC") && atoi(getenv("KILN_CUDA_MM_CONC")) > 0 && atoi(getenv("KILN_CUDA_MM_CONC")) <= T;
+    CHECK(used[0] >= (conc ? 4 : 8) && used[1] == 0, "x16: copies taken %ld times with X16 on (want >= 8), %ld with X16=0", used[0], used[1]);
     printf("# x16: chain bitwise equal with and without the producers' bf16 copies (%ld copies taken)\n", used[0]);
     unsetenv("KILN_CUDA_FA_MIN");
     for (int bi = 0; bi < 2; bi++) for (int j = 0; j < 3; j++) free(res[bi][j]);
@@ -3433,6 +3643,8 @@ int main(void) {
         test_prefill_matmul_variants();
         test_qdeq_f16();
         test_qgemm();
+        test_matmul_conc();
+        test_lt_fused();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
@@ -3545,6 +3757,8 @@ int main(void) {
     test_qmma_wide();
     test_qgemm();
     test_matmul_multi();
+    test_matmul_conc();
+    test_lt_fused();
     test_matmul_glu();
     test_bfmma();
     test_fused_gemv();

@@ -486,6 +486,8 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     c->deq_bf16 = dqenv && !strcmp(dqenv, "bf16") ? 1 : dqenv && !strcmp(dqenv, "f32") ? 0 : -1;
     const char *qenv = getenv("KILN_CUDA_QMMA");
     c->qmma = f32 ? 0 : qenv ? atoi(qenv) : KILN_CUDA_QMMA_MIN_T_DEFAULT; /* the fewest tokens that take it; 0: never */
+    const char *mcenv = getenv("KILN_CUDA_MM_CONC"); /* matmul_multi's GEMMs side by side from this many tokens (matmul.cu) */
+    c->mm_conc_min_t = f32 || !mcenv ? 0 : atoi(mcenv); /* opt-in: measured slower on qwen3-0.6b prefill (session 18) */
     const char *qmenv = getenv("KILN_CUDA_QMMA_MAX_T");
     c->qmma_max_t = qmenv && atoi(qmenv) > 0 ? atoi(qmenv) : 64;
     if (!f32) cuda_xp_init(be); /* x prepared by its producer for the q4/q8 GEMV (xprep.cu, KILN_CUDA_XPREP) */
@@ -518,6 +520,12 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     free(c->weights);
     cuda_moe_free(c);
     cuda_xp_free(c);
+    for (int i = 0; i < c->n_side; i++) {
+        cudaStreamDestroy(c->side[i]);
+        cudaEventDestroy(c->ev_join[i]);
+        cudaFree(c->side_ws[i]);
+    }
+    if (c->n_side) cudaEventDestroy(c->ev_fork);
     cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFree(c->dring_alt);
     cudaFreeHost(c->pin);

@@ -106,6 +106,15 @@ typedef struct cuda_impl {
     long st_n;
     double st_begin, st_end, st_issue, st_wait, st_outside;
     void *moe;              /* moe.cu's state: the layers' expert tables, scratch (cuda_moe_free) */
+    /* matmul.cu at prefill sizes: the bf16 GEMMs of one x run side by side, weight i > 0 on
+     * side[i - 1] with a cuBLASLt workspace of its own (made on first use); fork/join by events.
+     * mm_conc_min_t: the fewest tokens (KILN_CUDA_MM_CONC=N, 0: never). The uses counters are
+     * for the tests: calls side by side, and fused prefill ops taken (matmul_add, rms_matmul_*) */
+    cudaStream_t side[3];
+    cudaEvent_t ev_fork, ev_join[3];
+    void *side_ws[3];
+    int mm_conc_min_t, n_side;
+    long mm_conc_uses, lt_fused_uses;
 } cuda_impl_t;
 
 static inline cuda_impl_t *cuda_impl(backend_t *be) { return (cuda_impl_t *)be->impl; }

@@ -31,6 +31,7 @@
  * Reference: ref_matmul (backend/cpu/ref.c). The tiled kernel accumulates k in order
  * for every output, so its result does not depend on which tile a token lands in. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/x16.cuh"
 #include "backend/cuda/xprep.cuh"
 
@@ -301,6 +302,24 @@ void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, 
                                c->lt_workspace_bytes, c->stream));
 }
 
+/* x[nx] rounded once to bf16 for a cuBLASLt GEMM: the producer's copy or this matmul_multi's
+ * earlier conversion where x16.cuh's record names x, else converted now (into x16's buffer,
+ * noted for the producers; the old scratch where x16 is off) */
+static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
+    const void *x16 = cuda_x16_get(c, x, nx);
+    if (x16) return x16;
+    void *b = cuda_x16_conv(c, x, nx);
+    if (b && nx % 4 == 0 && !((uintptr_t)x & 15)) {
+        const size_t n4 = nx / 4;
+        to_bf16x4_kernel<<<cdiv(n4, 256) < 4096 ? cdiv(n4, 256) : 4096, 256, 0, c->stream>>>((uint2 *)b, (const float4 *)x, n4);
+    } else {
+        if (!b) b = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 2);
+        to_16bit_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>(b, x, nx, 1);
+    }
+    cudaLaunchCheck();
+    return b;
+}
+
 void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *wt) {
     if (T <= 0) return;
     cuda_impl_t *c = cuda_impl(be);
@@ -343,20 +362,7 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     if (w->dtype == DT_BF16 && single) {
         /* x's bf16 copy from its producer or from this matmul_multi's first conversion (x16.cuh,
          * KILN_CUDA_X16); else converted here (into x16's buffer, noted for the producers) */
-        const void *x16 = cuda_x16_get(c, x, nx);
-        if (!x16) {
-            void *b = cuda_x16_conv(c, x, nx);
-            if (b && nx % 4 == 0 && !((uintptr_t)x & 15)) {
-                const size_t n4 = nx / 4;
-                to_bf16x4_kernel<<<cdiv(n4, 256) < 4096 ? cdiv(n4, 256) : 4096, 256, 0, c->stream>>>((uint2 *)b, (const float4 *)x, n4);
-            } else {
-                if (!b) b = cuda_scratch(c, &c->act16, &c->act16_bytes, nx * 2);
-                to_16bit_kernel<<<cdiv(nx, 256) < 4096 ? cdiv(nx, 256) : 4096, 256, 0, c->stream>>>(b, x, nx, 1);
-            }
-            cudaLaunchCheck();
-            x16 = b;
-        }
-        lt_matmul(c, y, w->data, x16, T, w->rows, w->cols, CUDA_R_16BF, 0);
+        lt_matmul(c, y, w->data, x16_of(c, x, nx), T, w->rows, w->cols, CUDA_R_16BF, 0);
         return;
     }
     /* MLX 4/8-bit past qmma's sizes, opt-in only (KILN_CUDA_QDEQ=bf16, or KILN_CUDA_ACT=bf16
@@ -451,6 +457,150 @@ int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float
     return 0;
 }
 
+/* --- prefill sizes: the GEMMs of one x side by side, and the fused ops ---
+ * Where cuda_matmul takes cuBLASLt with x rounded once (bf16 weights past matmul_bfmma.cu's 64
+ * tokens, the llama/qwen3 policy), from LT_PREFILL_T tokens:
+ *  - matmul_multi: x is rounded once on the backend's stream (x16.cuh, as the first matmul of the
+ *    one-by-one loop would), then weight 0's GEMM runs there and weight i's on side stream i - 1
+ *    (fork and join by events), each with its own cuBLASLt workspace. The GEMMs are each sized
+ *    for the whole GPU, but a small one is not: qwen3-0.6b's k and v at 2048 tokens (N = K =
+ *    1024) ran at ~410 TFLOP/s against q's ~490 and the layer mix's ~530 (ncu, bench/cuda/
+ *    RESULTS.md), their last wave leaving SMs idle. Same plans, same algorithms, same operands:
+ *    every y is bitwise the one-by-one loop's. Trade-off: 64 MB of workspace per side stream
+ *    (made on first use) and two event records per side stream per call. Not while a step is
+ *    captured (decode steps stay one graph on one stream). Opt-in, KILN_CUDA_MM_CONC=N: from N
+ *    tokens (at least LT_PREFILL_T). Measured SLOWER (session 18, H200, qwen3-0.6b 2048-token
+ *    prefill: 278.2k tok/s against 283.4-284.9k one by one in one call, 286.9k against 293.1-294.3k
+ *    in the next): each of k and v already
+ *    runs 128 CTAs of 128x128 tiles, a wave of its own; side by side they only contend.
+ *  - matmul_add (y += x·Wᵀ): the GEMM with beta = 1 on y, instead of a GEMM into h and the add
+ *    (or add_rms_norm) reading h back; cuBLASLt's epilogue adds the f32 accumulator to y with one
+ *    rounding, as the add op does (test_lt_fused checks bitwise).
+ *  - rms_matmul_multi / rms_matmul_glu: the norm writes only bf16(h), the copy the GEMMs read,
+ *    never the f32 h nobody reads (backend.h: h is not written); the GLU of rms_matmul_glu takes
+ *    gate into y and up into a scratch.
+ *  A 2048-token qwen3-0.6b layer thus moves ~16 MB less (two add_rms_norm passes of 36 MB become
+ *  norms of 12 MB and GEMM epilogues that read y). Measured (session 18, H200, ncu): the norms
+ *  9.4-10.6 -> 5.9-6.1 us, but the o and down GEMMs with beta = 1 take cuBLASLt's "badd" kernels,
+ *  2.1-2.5 us longer (o 15.5 -> 18.0, down 20.6 -> 22.7); in wall time qwen3-0.6b prefill +1.4 %
+ *  (293.1-294.3k against 289.1-289.9k tok/s, same call), llama-3-8b even. Logits bitwise the same
+ *  (bench/cuda/logits_ab.sh). KILN_CUDA_LT_FUSE=0: the three decline (A/B). */
+#define LT_PREFILL_T 128
+int cuda_rms_norm_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *x, const float *w, float off, int T, int n, float eps);
+
+/* the n weights (1..4) take cuda_matmul's cuBLASLt path with x rounded once at T tokens, one K */
+static int lt_single_ok(backend_t *be, int n, const weight_t *const *wt, int T) {
+    cuda_impl_t *c = cuda_impl(be);
+    const int single = c->act_bf16 >= 0 ? c->act_bf16 : be->act_bf16_ok;
+    if (!single || T < LT_PREFILL_T || T < c->gemm_min_t_bf16 || c->capturing || n < 1 || n > 4) return 0;
+    const int K = ((const dweight_t *)wt[0]->device)->cols;
+    for (int i = 0; i < n; i++) {
+        const dweight_t *w = (const dweight_t *)wt[i]->device;
+        if (w->dtype != DT_BF16 || w->cols != K) return 0;
+    }
+    return 1;
+}
+
+static int lt_fuse_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_LT_FUSE"); v = !(e && !strcmp(e, "0")); }
+    return v;
+}
+
+/* y[i] = beta·y[i] + x16·w[i]ᵀ (beta 0 or 1), the GEMMs side by side where n >= 2 and
+ * KILN_CUDA_MM_CONC allows, else one after another on the backend's stream */
+static void lt_run(cuda_impl_t *c, int n, float *const *y, const void *x16, int T, const weight_t *const *wt, float beta) {
+    const int K = ((const dweight_t *)wt[0]->device)->cols;
+    for (int i = 0; i < n; i++) { /* plans first (a fresh one may time candidates on the backend's stream: KILN_CUDA_LT_TUNE) */
+        const dweight_t *w = (const dweight_t *)wt[i]->device;
+        lt_plan_t *p = lt_plan(c, w->rows, K, T, CUDA_R_16BF, 0);
+        if (p->fresh && beta == 0.f) lt_tune(c, p, y[i], w->data, x16);
+    }
+    const int conc = n >= 2 && c->mm_conc_min_t > 0 && T >= c->mm_conc_min_t;
+    for (int i = c->n_side; conc && i < n - 1; i++) { /* side streams, events and workspaces on first use */
+        cudaCheck(cudaStreamCreateWithFlags(&c->side[i], cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&c->ev_join[i], cudaEventDisableTiming));
+        cudaCheck(cudaMalloc(&c->side_ws[i], c->lt_workspace_bytes));
+        if (i == 0) cudaCheck(cudaEventCreateWithFlags(&c->ev_fork, cudaEventDisableTiming));
+        c->n_side = i + 1;
+    }
+    if (conc) cudaCheck(cudaEventRecord(c->ev_fork, c->stream));
+    for (int i = n - 1; i >= 0; i--) { /* the side streams' GEMMs first: they start while weight 0's is issued */
+        const dweight_t *w = (const dweight_t *)wt[i]->device;
+        cudaStream_t s = conc && i ? c->side[i - 1] : c->stream;
+        if (conc && i) cudaCheck(cudaStreamWaitEvent(s, c->ev_fork, 0));
+        lt_plan_t *p = lt_plan(c, w->rows, K, T, CUDA_R_16BF, 0);
+        const float alpha = 1.f;
+        cublasCheck(cublasLtMatmul(c->lt, p->op, &alpha, w->data, p->a, x16, p->b, &beta, y[i], p->d, y[i], p->d, &p->algo,
+                                   conc && i ? c->side_ws[i - 1] : c->lt_workspace, c->lt_workspace_bytes, s));
+        if (conc && i) cudaCheck(cudaEventRecord(c->ev_join[i - 1], s));
+    }
+    for (int i = 1; conc && i < n; i++) cudaCheck(cudaStreamWaitEvent(c->stream, c->ev_join[i - 1], 0));
+    if (conc) c->mm_conc_uses++;
+}
+
+/* matmul_multi's GEMMs side by side (above). 0: done; -1: declined, nothing launched. */
+int cuda_mm_conc(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *wt) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (n < 2 || c->mm_conc_min_t <= 0 || T < c->mm_conc_min_t || !lt_single_ok(be, n, wt, T)) return -1;
+    cuda_x16_multi(c, 1);
+    lt_run(c, n, y, x16_of(c, x, (size_t)T * ((const dweight_t *)wt[0]->device)->cols), T, wt, 0.f);
+    cuda_x16_multi(c, 0);
+    return 0;
+}
+
+/* backend.h matmul_add at prefill sizes: the GEMM with beta = 1 (above). 0: done; -1: declined. */
+int cuda_lt_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (!lt_fuse_on() || !lt_single_ok(be, 1, &w, T)) return -1;
+    lt_run(c, 1, &y, x16_of(c, x, (size_t)T * ((const dweight_t *)w->device)->cols), T, &w, 1.f);
+    c->lt_fused_uses++;
+    return 0;
+}
+
+/* bf16(rms_norm(x)) for a fused op's GEMMs, into the act16 scratch (nothing else in the op uses
+ * it); NULL where the norm kernel does not take the shape */
+static const void *lt_norm16(cuda_impl_t *c, const float *x, const float *nw, float off, float eps, int T, int K) {
+    __nv_bfloat16 *h16 = (__nv_bfloat16 *)cuda_scratch(c, &c->act16, &c->act16_bytes, (size_t)T * K * 2);
+    return cuda_rms_norm_bf16(c, h16, x, nw, off, T, K, eps) ? NULL : h16;
+}
+
+/* backend.h rms_matmul_multi at prefill sizes (above). 0: done; -1: declined, nothing launched. */
+int cuda_lt_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                             const weight_t *const *wt) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (!lt_fuse_on() || !lt_single_ok(be, n, wt, T)) return -1;
+    const void *h16 = lt_norm16(c, x, nw, off, eps, T, ((const dweight_t *)wt[0]->device)->cols);
+    if (!h16) return -1;
+    lt_run(c, n, y, h16, T, wt, 0.f);
+    c->lt_fused_uses++;
+    return 0;
+}
+
+/* backend.h rms_matmul_glu at prefill sizes: gate into y, up into a scratch (the split path's
+ * ysplit: that path never runs with x rounded once), then the GLU op in place — y's bf16 copy
+ * where x16.cuh asks for one (the down projection's x). 0: done; -1: declined. */
+void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act);
+int cuda_lt_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
+                           const weight_t *wu, act_t act) {
+    cuda_impl_t *c = cuda_impl(be);
+    const weight_t *const wt[2] = {wg, wu};
+    const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
+    if (!lt_fuse_on() || dg->rows != du->rows || !lt_single_ok(be, 2, wt, T)) return -1;
+    const size_t ny = (size_t)T * dg->rows;
+    float *u = (float *)cuda_scratch(c, &c->ysplit, &c->ysplit_bytes, ny * 4);
+    const void *h16 = lt_norm16(c, x, nw, off, eps, T, dg->cols);
+    if (!h16) return -1;
+    float *const yy[2] = {y, u};
+    lt_run(c, 2, yy, h16, T, wt, 0.f);
+    cuda_glu(be, y, y, u, ny, act);
+    c->lt_fused_uses++;
+    return 0;
+}
+
+extern "C" long cuda_mm_conc_uses(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->mm_conc_uses; }
+extern "C" long cuda_lt_fused_uses(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->lt_fused_uses; }
+
 /* matmul_multi: one x times n weights. One token of MLX 4/8-bit weights that share K, bits,
  * group and scale dtype (q/k/v, gate/up) on "cuda": one launch of the tensor-core GEMV over
  * all their row tiles (each row computed exactly as in a launch of its own weight); anything
@@ -515,6 +665,8 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
             return;
         }
     }
+    /* bf16 weights at prefill sizes, x rounded once: the GEMMs side by side */
+    if (!off && n >= 2 && n <= 4 && cuda_mm_conc(be, n, y, x, T, wt) == 0) return;
     /* one by one; x16.cuh: where the first converts x to bf16 the others take that copy */
     cuda_x16_multi(c, 1);
     for (int i = 0; i < n; i++) cuda_matmul(be, y[i], x, T, wt[i]);

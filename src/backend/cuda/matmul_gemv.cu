@@ -977,9 +977,15 @@ static int bfm_fused(cuda_impl_t *c, int T) { return T >= 3 && T >= c->gemm_min_
 
 /* backend.h rms_matmul_glu: matmul_glu of rms_norm(x) with the norm in each block's prologue
  * (GM_NORM); declines (nonzero) where that kernel does not apply. */
+int cuda_lt_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
+                           const weight_t *wu, act_t act);
+int cuda_lt_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                             const weight_t *const *wt);
+int cuda_lt_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
 int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
                         const weight_t *wu, act_t act) {
     cuda_impl_t *c = cuda_impl(be);
+    if (cuda_lt_rms_matmul_glu(be, y, x, nw, off, eps, T, wg, wu, act) == 0) return 0; /* prefill sizes: matmul.cu */
     const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
     if (bfm_fused(c, T)) { /* bf16 at 3..64 tokens: matmul_bfmma.cu's GLU tiles with the norm in the prologue */
         const dweight_t *wgu[2] = {dg, du};
@@ -1004,6 +1010,7 @@ int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x,
                           const weight_t *const *wt) {
     cuda_impl_t *c = cuda_impl(be);
     if (n < 1 || n > 4) return -1;
+    if (cuda_lt_rms_matmul_multi(be, n, y, x, nw, off, eps, T, wt) == 0) return 0; /* prefill sizes: matmul.cu */
     const dweight_t *w[4];
     for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
     if (bfm_fused(c, T)) { /* bf16 at 3..64 tokens: one matmul_bfmma.cu launch with the norm in its prologue */
@@ -1033,6 +1040,7 @@ int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x,
 int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *wt) {
     cuda_impl_t *c = cuda_impl(be);
     const dweight_t *w = (const dweight_t *)wt->device;
+    if (cuda_lt_matmul_add(be, y, x, T, wt) == 0) return 0; /* prefill sizes: matmul.cu */
     if (bfm_fused(c, T)) { /* bf16 at 3..64 tokens: matmul_bfmma.cu with y += in its stores */
         bfm_ext_t ex = {};
         ex.acc = 1;

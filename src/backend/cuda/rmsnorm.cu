@@ -31,8 +31,9 @@ __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float 
  * writes y after it). */
 /* PREP (one row, KILN_CUDA_XPREP, xprep.cuh): y also written in the q4/q8 GEMV's prepared form
  * to xp, with one exponent from max|y| over the row (bitwise what the GEMV computes from y) */
-/* X16 (prefill, x16.cuh): y also rounded to bf16 into y16 (what the matmul's conversion writes) */
-template <int RV, bool ADD = false, bool PREP = false, bool X16 = false>
+/* X16 (prefill, x16.cuh): y also rounded to bf16 into y16 (what the matmul's conversion writes);
+ * Y32 = false (with X16: matmul.cu's fused prefill ops, whose h is not written): y16 only */
+template <int RV, bool ADD = false, bool PREP = false, bool X16 = false, bool Y32 = true>
 __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x, const float *w, float off, int n, float eps,
                                                         const float *d, xp_dst xp, __nv_bfloat16 *y16) {
     __shared__ float warp_sums[8];
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
         } else {
             o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
         }
-        yr[i] = o;
+        if constexpr (Y32) yr[i] = o;
         if constexpr (X16) {
             const __nv_bfloat162 a = __floats2bfloat162_rn(o.x, o.y), b = __floats2bfloat162_rn(o.z, o.w);
             ((uint2 *)(y16 + (size_t)blockIdx.x * n))[i] = make_uint2(*(const uint32_t *)&a, *(const uint32_t *)&b);
@@ -122,6 +123,17 @@ static void rms_norm4_launch(cuda_impl_t *c, float *y, const float *x, const flo
     else if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr);
     else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr);
     if (y16) cuda_x16_set(c, y, (size_t)T * n);
+}
+
+/* y16 = bf16(rms_norm(x)) only, the f32 y not written: the copy rms_norm4_launch writes, bitwise
+ * (matmul.cu's rms_matmul_multi / rms_matmul_glu at prefill sizes). 0: launched; -1: the sizes or
+ * alignments rms_norm4_kernel does not take (nothing launched). */
+int cuda_rms_norm_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *x, const float *w, float off, int T, int n, float eps) {
+    if (T <= 0 || n % 4 || n <= 256 || n > 8192 || (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y16) & 15)) return -1;
+    const xp_dst no = {};
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16);
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16);
+    return 0;
 }
 
 void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps) {
