@@ -48,7 +48,7 @@ typedef struct attn_dev {
     const float *rv, *inv;
     float ms;
     int half;
-    int kv_prewait; /* attn_dec_mma_kernel: the first K/V tile loaded before pdl_wait (KILN_CUDA_ATTN_PREWAIT=1; default 0) */
+    int kv_prewait; /* attn_dec_mma_kernel's first K/V tile before pdl_wait: 2 prefetched into L2 (default), 1 loaded (KILN_CUDA_ATTN_PREWAIT=1: racy), 0 neither */
 } attn_dev_t;
 
 template <int DPL>
@@ -609,6 +609,22 @@ __device__ __forceinline__ void dm_ld_tile(uint32_t (*kr)[HD / 8], uint32_t (*vr
     }
 }
 
+/* the same rows as dm_ld_tile(mode 0) into L2 only (prefetch.global.L2: no data reaches a register or
+ * L1, so a row some earlier kernel still writes is read after pdl_wait as it then is — the race that
+ * kv_prewait's register loads had cannot happen); the loads after the wait then hit L2 */
+template <int HD>
+__device__ __forceinline__ void dm_pf_tile(const attn_dev_t &a, const int *bt, size_t per_tok, size_t hoff, int kb, int g, int end, int p) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int kp = kb + g + 8 * h;
+        if (kp < end && kp != p) {
+            const size_t off = ((size_t)bt[kp / a.block_size] * a.block_size + kp % a.block_size) * per_tok + hoff;
+            asm volatile("prefetch.global.L2 [%0];\n" ::"l"((const unsigned short *)a.k + off));
+            asm volatile("prefetch.global.L2 [%0];\n" ::"l"((const unsigned short *)a.v + off));
+        }
+    }
+}
+
 template <int HD, typename T16, bool ROPE, bool TAB = false>
 __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t a, const __grid_constant__ dm_tab<TAB> tb) {
     constexpr int NW = HD / 8;  /* words of a lane's quarter row            */
@@ -645,10 +661,11 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
     const int s_lo = lo + split * span, s_hi = min(hi, s_lo + span);
     uint32_t kr[2][NW], vr[2][NW];
     int kb = s_lo + warp * MTK;
-    if (kb < s_hi && a.kv_prewait) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0);
+    if (kb < s_hi && a.kv_prewait == 1) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0);
+    if (kb < s_hi && a.kv_prewait == 2) dm_pf_tile<HD>(a, bt, per_tok, hoff, kb, g, s_hi, p);
     if (ROPE && threadIdx.x < a.half) rope_cs(threadIdx.x, p, a.inv, a.ms, rcs[threadIdx.x], rcs[HD / 2 + threadIdx.x]);
     pdl_wait();
-    if (kb < s_hi && !a.kv_prewait) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0); /* the same rows, after the wait */
+    if (kb < s_hi && a.kv_prewait != 1) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0); /* the same rows, after the wait */
     /* ROPE: rope_kv_write's work for this block, before the wait on nothing but the QKV matmul:
      * the block's q heads rotated in shared memory (wo, free until the warp merge); the block
      * whose range holds row p (one per row and KV head: the launcher takes group <= MQ) rotates
@@ -914,13 +931,16 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     if (splits < 1) splits = 1;
     while (splits & (splits - 1)) splits &= splits - 1; /* a power of two: cluster shapes as commonly used */
     a.n_splits = splits;
-    { /* the first K/V tile after pdl_wait (default since session 17); KILN_CUDA_ATTN_PREWAIT=1: before it, as
-       * sessions 12-16 did — NOT deterministic: test_x16_decode's un-synced chain (two backends doing the same
-       * work, compared bitwise at the end) differed in 3-6 of 24 runs with it and 0 of 48 without; some row of
-       * the first tile is read before the kernel that writes it is done (which one: not found). Cost of the
-       * fix (H200, same call): qwen3-0.6b batch-1 decode -3.5 %, llama-3-8b (8 layers) -0.5 %. Read per call. */
+    { /* the first K/V tile: prefetched into L2 before pdl_wait and loaded after it (default, =2, since session
+       * 18); KILN_CUDA_ATTN_PREWAIT=0: loaded after the wait only (session 17); =1: loaded into registers before
+       * the wait, as sessions 12-16 did — NOT deterministic: test_x16_decode's un-synced chain (two backends
+       * doing the same work, compared bitwise at the end) differed in 3-6 of 24 runs with it (3 of 16 in
+       * session 18), 0 of 48 with =0 and 0 of 16 with =2: some row of the first tile is read before the kernel
+       * that writes it is done (which one: not found; an L2 prefetch returns no data, so it cannot read a stale
+       * row). Same call, H200, 2048 + 128 tokens, two rounds: llama-3-8b bf16 decode 225.2/224.4 (=0) ->
+       * 226.6/226.4 tok/s (=2), qwen3-0.6b bf16 968/972 -> 964/969, llama-3-8b q4 even. Read per call. */
         const char *pw = getenv("KILN_CUDA_ATTN_PREWAIT");
-        a.kv_prewait = pw && !strcmp(pw, "1");
+        a.kv_prewait = pw && !strcmp(pw, "1") ? 1 : pw && !strcmp(pw, "0") ? 0 : 2;
     }
     a.part = NULL;
     /* KILN_CUDA_ATTN_X16=1 (opt-in): a producer of the o projection's x (x16.cuh) — where a matmul of
@@ -928,7 +948,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
      * merge stores bf16(out) too, the value that matmul's own rounding gives. Off by default: in the
      * lead's session-16 call it took the 64-row qwen3-0.6b step's forward 2.50-2.61 -> 2.45 ms; session 17's
      * engine A/B: no difference (1.62 vs 1.63 ms a step). test_x16_decode's differences were not the copy's:
-     * they came from the first K/V tile loaded before pdl_wait (kv_prewait, below; now off) */
+     * they came from the first K/V tile loaded before pdl_wait (kv_prewait, above: now only prefetched) */
     static int ax16 = -1;
     if (ax16 < 0) { const char *e = getenv("KILN_CUDA_ATTN_X16"); ax16 = e && !strcmp(e, "1"); }
     const size_t n_out = (size_t)a.T * a.n_heads * hd;
