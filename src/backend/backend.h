@@ -237,6 +237,11 @@ typedef struct backend_ops {
                             const weight_t *const *w);
     int (*rms_matmul_glu)(backend_t *, float *y, const float *x, const float *nw, float w_offset, float eps, int T, const weight_t *wg,
                           const weight_t *wu, act_t act);
+    /* rms_mlp: the whole MLP block, x[T, H] += g · wdᵀ with g = act(h · wgᵀ) ⊙ (h · wuᵀ) and h =
+     * rms_norm(x, nw, w_offset, eps) (neither h nor g is written): bitwise rms_norm, matmul_glu, then
+     * matmul_add of g. Lets a backend keep g only in the form its down projection reads. */
+    int (*rms_mlp)(backend_t *, float *x, const float *nw, float w_offset, float eps, int T, const weight_t *wg, const weight_t *wu,
+                   const weight_t *wd, act_t act);
     /* Optional (NULL: 0): 1 where the backend wants K stored transposed per block (kv_view_t.k_t)
      * in a pool of this block size and dtype. */
     int (*kv_k_transposed)(backend_t *, int block_size, int head_dim, dtype_t dtype);

@@ -247,6 +247,12 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         }
         /* MLP block: x += h, h = rms_norm(x) (one op where the backend fuses them; with x done, the
          * norm inside the gate/up/GLU op where the backend has it) */
+        /* the whole MLP block in one op where the backend has it (rms_mlp) */
+        if (x_done && !l->bg && !l->bu && !l->bd && op->rms_mlp &&
+            !op->rms_mlp(be, L->x, l->ln_mlp, 0.f, eps, T, &l->wg, &l->wu, &l->wd, ACT_SILU)) {
+            h_ready = 0;
+            continue;
+        }
         int mlp_done = 0;
         if (x_done) {
             mlp_done = !l->bg && !l->bu && op->rms_matmul_glu && !op->rms_matmul_glu(be, L->g, L->x, l->ln_mlp, 0.f, eps, T, &l->wg, &l->wu, ACT_SILU);

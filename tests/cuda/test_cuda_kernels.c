@@ -766,8 +766,9 @@ static void test_matmul_conc(void) {
 }
 
 /* matmul.cu's fused ops at prefill sizes (matmul_add by a GEMM with beta = 1; rms_matmul_multi /
- * rms_matmul_glu with the norm writing only h's bf16 copy): bitwise the separate ops on the same
- * backend (rms_norm, matmul_multi, glu, matmul + add), taken from 128 tokens where x is rounded once
+ * rms_matmul_glu with the norm writing only h's bf16 copy; rms_mlp, the whole MLP block with the GLU
+ * output in bf16 only): bitwise the separate ops on the same backend (rms_norm, matmul_multi, glu,
+ * matmul + add), taken from 128 tokens where x is rounded once
  * (bc), declined where x is split into hi + lo (bs) */
 static void test_lt_fused(void) {
     const int Ts[] = {128, 300};
@@ -863,7 +864,38 @@ static void test_lt_fused(void) {
             release(be16, &wg); release(be16, &wu); free_hw(&hg); free_hw(&hu);
         }
     }
-    { /* x split into hi + lo: the three decline */
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) /* rms_mlp: x += down(glu(gate, up of rms_norm(x))) */
+        for (size_t si = 0; si < sizeof gsets / sizeof gsets[0]; si++) {
+            const int T = Ts[ti], I = gsets[si].I, H = gsets[si].K;
+            hw_t hg = make_dense(I, H, DT_BF16, 3000 + si), hu = make_dense(I, H, DT_BF16, 3050 + si), hd = make_dense(H, I, DT_BF16, 3100 + si);
+            weight_t wg = hg.w, wu = hu.w, wd = hd.w;
+            err_t e = {0};
+            CHECK(!be16->ops->prepare_weight(be16, &wg, &e) && !be16->ops->prepare_weight(be16, &wu, &e) && !be16->ops->prepare_weight(be16, &wd, &e),
+                  "prepare_weight: %s", e.msg);
+            float *x = rand_vec((size_t)T * H, 3200 + si + T, 2.0f), *nw = rand_vec(H, 3250 + si, 1.0f);
+            float *a = malloc(sizeof(float) * T * H), *b = malloc(sizeof(float) * T * H);
+            float *dx = dev_from(be16, x, (size_t)T * H), *dx2 = dev_from(be16, x, (size_t)T * H), *dnw = dev_from(be16, nw, H);
+            float *dh = be16->ops->alloc(be16, sizeof(float) * T * H), *dd = be16->ops->alloc(be16, sizeof(float) * T * H);
+            float *dg = be16->ops->alloc(be16, sizeof(float) * T * I), *du = be16->ops->alloc(be16, sizeof(float) * T * I);
+            be16->ops->rms_norm(be16, dh, dx2, dnw, 0.f, T, H, 1e-6f);
+            float *const gu[2] = {dg, du};
+            const weight_t *const wgu[2] = {&wg, &wu};
+            be16->ops->matmul_multi(be16, 2, gu, dh, T, wgu);
+            be16->ops->glu(be16, dg, dg, du, (size_t)T * I, gsets[si].act);
+            be16->ops->matmul(be16, dd, dg, T, &wd);
+            be16->ops->add(be16, dx2, dd, (size_t)T * H);
+            const long before = cuda_lt_fused_uses(be16);
+            const int r = be16->ops->rms_mlp(be16, dx, dnw, 0.f, 1e-6f, T, &wg, &wu, &wd, gsets[si].act);
+            CHECK(r == 0 && cuda_lt_fused_uses(be16) == before + 1, "lt rms_mlp %dx%d T=%d: not taken (%d)", I, H, T, r);
+            to_host(be16, a, dx, (size_t)T * H);
+            to_host(be16, b, dx2, (size_t)T * H);
+            CHECK(r || !memcmp(a, b, sizeof(float) * T * H), "lt rms_mlp %dx%d T=%d: differs from rms_norm + matmul_multi + glu + matmul + add", I, H, T);
+            be16->ops->free(be16, dx); be16->ops->free(be16, dx2); be16->ops->free(be16, dnw); be16->ops->free(be16, dh);
+            be16->ops->free(be16, dd); be16->ops->free(be16, dg); be16->ops->free(be16, du);
+            free(x); free(nw); free(a); free(b);
+            release(be16, &wg); release(be16, &wu); release(be16, &wd); free_hw(&hg); free_hw(&hu); free_hw(&hd);
+        }
+    { /* x split into hi + lo: the four decline */
         hw_t h = make_dense(512, 512, DT_BF16, 2900);
         weight_t w = h.w;
         err_t e = {0};
@@ -875,7 +907,8 @@ static void test_lt_fused(void) {
             const int ra = befast->ops->matmul_add(befast, dy, dx, 300, &w);
             const int rm = befast->ops->rms_matmul_multi(befast, 1, &dy, dx, dnw, 0.f, 1e-6f, 300, wp);
             const int rg = befast->ops->rms_matmul_glu(befast, dy, dx, dnw, 0.f, 1e-6f, 300, &w, &w, ACT_SILU);
-            CHECK(ra && rm && rg && cuda_lt_fused_uses(befast) == before, "lt fused ops with x split: taken (%d %d %d)", ra, rm, rg);
+            const int rp = befast->ops->rms_mlp(befast, dy, dnw, 0.f, 1e-6f, 300, &w, &w, &w, ACT_SILU);
+            CHECK(ra && rm && rg && rp && cuda_lt_fused_uses(befast) == before, "lt fused ops with x split: taken (%d %d %d %d)", ra, rm, rg, rp);
             befast->ops->free(befast, dx); befast->ops->free(befast, dy); befast->ops->free(befast, dnw);
             release(befast, &w);
         } else CHECK(0, "prepare_weight: %s", e.msg);

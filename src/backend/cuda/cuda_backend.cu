@@ -360,6 +360,7 @@ static const backend_ops_t cuda_ops = {
     .matmul_add = cuda_tc_matmul_add,
     .rms_matmul_multi = cuda_tc_rms_matmul_multi,
     .rms_matmul_glu = cuda_tc_rms_matmul_glu,
+    .rms_mlp = cuda_lt_rms_mlp,
 };
 
 
@@ -432,7 +433,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         cuda_prof_ops.conv1d_causal = p_conv; cuda_prof_ops.gated_delta = p_delta; cuda_prof_ops.sigmoid_mul = p_sigmul;
         cuda_prof_ops.add_rms_norm = NULL; cuda_prof_ops.rope_kv_write = NULL; cuda_prof_ops.norm_rope_kv_attention = NULL; /* timed as the separate ops */
         cuda_prof_ops.matmul_multi = NULL; cuda_prof_ops.matmul_glu = NULL;
-        cuda_prof_ops.matmul_add = NULL; cuda_prof_ops.rms_matmul_multi = NULL; cuda_prof_ops.rms_matmul_glu = NULL;
+        cuda_prof_ops.matmul_add = NULL; cuda_prof_ops.rms_matmul_multi = NULL; cuda_prof_ops.rms_matmul_glu = NULL; cuda_prof_ops.rms_mlp = NULL;
         be->ops = &cuda_prof_ops;
     }
     const char *fenv = getenv("KILN_CUDA_FUSE"); /* =0: no fused ops (the models call the separate ones; A/B) */
@@ -440,7 +441,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         static backend_ops_t nofuse;
         nofuse = cuda_ops;
         nofuse.add_rms_norm = NULL; nofuse.rope_kv_write = NULL; nofuse.matmul_glu = NULL; nofuse.norm_rope_kv_attention = NULL;
-        nofuse.matmul_add = NULL; nofuse.rms_matmul_multi = NULL; nofuse.rms_matmul_glu = NULL;
+        nofuse.matmul_add = NULL; nofuse.rms_matmul_multi = NULL; nofuse.rms_matmul_glu = NULL; nofuse.rms_mlp = NULL;
         be->ops = &nofuse;
     }
     be->impl = c;
@@ -526,6 +527,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
         cudaFree(c->side_ws[i]);
     }
     if (c->n_side) cudaEventDestroy(c->ev_fork);
+    cudaFree(c->mlp_g); cudaFree(c->mlp_u); cudaFree(c->mlp16);
     cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFree(c->dring_alt);
     cudaFreeHost(c->pin);

@@ -115,6 +115,8 @@ typedef struct cuda_impl {
     void *side_ws[3];
     int mm_conc_min_t, n_side;
     long mm_conc_uses, lt_fused_uses;
+    void *mlp_g, *mlp_u, *mlp16; /* cuda_lt_rms_mlp's gate and up outputs (f32) and the GLU's bf16 */
+    size_t mlp_g_bytes, mlp_u_bytes, mlp16_bytes;
 } cuda_impl_t;
 
 static inline cuda_impl_t *cuda_impl(backend_t *be) { return (cuda_impl_t *)be->impl; }
@@ -286,6 +288,9 @@ int cuda_tc_rms_matmul_multi(backend_t *be, int n, float *const *y, const float 
 int cuda_tc_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
                            const weight_t *wu, act_t act);
 void cuda_tc_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
+/* matmul.cu: backend.h rms_mlp at prefill sizes (cuBLASLt, x rounded once) */
+int cuda_lt_rms_mlp(backend_t *be, float *x, const float *nw, float off, float eps, int T, const weight_t *wg, const weight_t *wu,
+                    const weight_t *wd, act_t act);
 /* sample.cu: sampling on the device (backend.h, op sample) */
 void cuda_sample(backend_t *be, int32_t *tokens, float *logits, const sample_args_t *a);
 

@@ -18,14 +18,15 @@ __global__ void glu_kernel(float *y, const float *g, const float *u, size_t n, i
 
 /* glu four elements a thread (n % 4 == 0, 16-byte aligned: 20.6 against glu_kernel's 33.4 us for a
  * qwen3-0.6b layer at 2048 tokens, ncu), y also rounded to bf16 into y16 for the prefill matmul
- * after it where y16 is not NULL (x16.cuh); the same glu_act values in y */
+ * after it where y16 is not NULL (x16.cuh); the same glu_act values in y. y NULL: y16 only
+ * (matmul.cu's rms_mlp, whose GLU output only its down projection reads) */
 __global__ void glu_x16_kernel(float4 *y, const float4 *g, const float4 *u, uint2 *y16, size_t n4, int gelu) {
     pdl_trigger();
     pdl_wait();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
         const float4 a = g[i], b = u[i];
         const float4 o = make_float4(glu_act(a.x, b.x, gelu), glu_act(a.y, b.y, gelu), glu_act(a.z, b.z, gelu), glu_act(a.w, b.w, gelu));
-        y[i] = o;
+        if (y) y[i] = o;
         if (y16) {
             const __nv_bfloat162 p = __floats2bfloat162_rn(o.x, o.y), q = __floats2bfloat162_rn(o.z, o.w);
             y16[i] = make_uint2(*(const uint32_t *)&p, *(const uint32_t *)&q);
@@ -87,6 +88,13 @@ __global__ void gather_rows_kernel(float *y, const float *x, const int32_t *idx,
 static int grid_for(size_t n) {
     size_t b = (n + 255) / 256;
     return (int)(b < 65535 * 4 ? b : 65535 * 4);
+}
+
+/* bf16(glu(g, u)) into y16 only (n % 4 == 0, all 16-byte aligned; matmul.cu's rms_mlp): the copy
+ * cuda_glu writes beside y, bitwise */
+void cuda_glu_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *g, const float *u, size_t n, act_t act) {
+    cuda_launch_pdl(c->stream, glu_x16_kernel, grid_for(n / 4), 256, 0, (float4 *)nullptr, (const float4 *)g, (const float4 *)u, (uint2 *)y16,
+                    n / 4, (int)(act == ACT_GELU_TANH));
 }
 
 void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act) {

@@ -273,6 +273,14 @@ static int xw_rms_matmul_glu(backend_t *be, float *y, const float *x, const floa
     return r;
 }
 
+static int xw_rms_mlp(backend_t *be, float *x, const float *nw, float o, float eps, int T, const weight_t *wg, const weight_t *wu,
+                      const weight_t *wd, act_t act) {
+    const long s = xp_seq(be);
+    const int r = XB(be)->rms_mlp(be, x, nw, o, eps, T, wg, wu, wd, act);
+    xp_after(be, s, x, (size_t)(T > 0 ? T : 0) * wd->rows);
+    return r;
+}
+
 void cuda_xp_init(backend_t *be) {
     cuda_impl_t *c = (cuda_impl_t *)be->impl;
     const char *e = getenv("KILN_CUDA_XPREP");
@@ -305,7 +313,7 @@ void cuda_xp_init(backend_t *be) {
         XSET(gather_rows); XSET(embed); XSET(kv_write); XSET(attention); XSET(conv1d_causal); XSET(gated_delta); XSET(sigmoid_mul);
         XSET(scale); XSET(add_rows_scaled); XSET(step_begin); XSET(step_end); XSET(sample); XSET(add_rms_norm); XSET(rope_kv_write);
         XSET(norm_rope_kv_attention); XSET(matmul_multi); XSET(moe_route); XSET(moe_experts); XSET(matmul_glu); XSET(matmul_add);
-        XSET(rms_matmul_multi); XSET(rms_matmul_glu);
+        XSET(rms_matmul_multi); XSET(rms_matmul_glu); XSET(rms_mlp);
 #undef XSET
     }
     memset(s, 0, sizeof *s);
