@@ -864,6 +864,7 @@ static void test_lt_fused(void) {
             release(be16, &wg); release(be16, &wu); free_hw(&hg); free_hw(&hu);
         }
     }
+    const long batch0 = cuda_lt_batch_uses();
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) /* rms_mlp: x += down(glu(gate, up of rms_norm(x))) */
         for (size_t si = 0; si < sizeof gsets / sizeof gsets[0]; si++) {
             const int T = Ts[ti], I = gsets[si].I, H = gsets[si].K;
@@ -895,6 +896,9 @@ static void test_lt_fused(void) {
             free(x); free(nw); free(a); free(b);
             release(be16, &wg); release(be16, &wu); release(be16, &wd); free_hw(&hg); free_hw(&hu); free_hw(&hd);
         }
+    /* gate and up as one batched GEMM (KILN_CUDA_LT_BATCH, default on): rms_mlp orders its scratch so it always can */
+    const int batch_on = !(getenv("KILN_CUDA_LT_BATCH") && !strcmp(getenv("KILN_CUDA_LT_BATCH"), "0"));
+    CHECK(!batch_on || cuda_lt_batch_uses() >= batch0 + 4, "lt rms_mlp: gate and up not batched (%ld pairs)", cuda_lt_batch_uses() - batch0);
     { /* x split into hi + lo: the four decline */
         hw_t h = make_dense(512, 512, DT_BF16, 2900);
         weight_t w = h.w;

@@ -38,6 +38,8 @@ long cuda_x16_uses(const backend_t *be);
 long cuda_mm_conc_uses(const backend_t *be);
 /* how many matmul_add / rms_matmul_multi / rms_matmul_glu calls took matmul.cu's prefill path (tests) */
 long cuda_lt_fused_uses(const backend_t *be);
+/* how many pairs of prefill GEMMs ran as one batched cuBLASLt launch (matmul.cu lt_batch2; tests) */
+long cuda_lt_batch_uses(void);
 #ifdef __cplusplus
 }
 #endif

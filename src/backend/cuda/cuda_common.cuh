@@ -115,8 +115,8 @@ typedef struct cuda_impl {
     void *side_ws[3];
     int mm_conc_min_t, n_side;
     long mm_conc_uses, lt_fused_uses;
-    void *mlp_g, *mlp_u, *mlp16; /* cuda_lt_rms_mlp's gate and up outputs (f32) and the GLU's bf16 */
-    size_t mlp_g_bytes, mlp_u_bytes, mlp16_bytes;
+    void *mlp_gu, *mlp16; /* cuda_lt_rms_mlp's gate and up outputs (f32, one buffer) and the GLU's bf16 */
+    size_t mlp_gu_bytes, mlp16_bytes;
 } cuda_impl_t;
 
 static inline cuda_impl_t *cuda_impl(backend_t *be) { return (cuda_impl_t *)be->impl; }
