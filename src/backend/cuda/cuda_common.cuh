@@ -288,7 +288,13 @@ int cuda_tc_rms_matmul_multi(backend_t *be, int n, float *const *y, const float 
 int cuda_tc_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
                            const weight_t *wu, act_t act);
 void cuda_tc_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
-/* matmul.cu: backend.h rms_mlp at prefill sizes (cuBLASLt, x rounded once) */
+/* matmul.cu: matmul_add, rms_matmul_multi, rms_matmul_glu (tried first by the ones above) and
+ * rms_mlp at prefill sizes (cuBLASLt, x rounded once); 0: done, -1: declined */
+int cuda_lt_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
+int cuda_lt_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                             const weight_t *const *wt);
+int cuda_lt_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
+                           const weight_t *wu, act_t act);
 int cuda_lt_rms_mlp(backend_t *be, float *x, const float *nw, float off, float eps, int T, const weight_t *wg, const weight_t *wu,
                     const weight_t *wd, act_t act);
 /* sample.cu: sampling on the device (backend.h, op sample) */

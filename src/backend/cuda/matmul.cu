@@ -497,7 +497,7 @@ int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float
  *  9.4-10.6 -> 5.9-6.1 us, but the o and down GEMMs with beta = 1 take cuBLASLt's "badd" kernels,
  *  2.1-2.5 us longer (o 15.5 -> 18.0, down 20.6 -> 22.7); in wall time qwen3-0.6b prefill +1.4 %
  *  (293.1-294.3k against 289.1-289.9k tok/s, same call), llama-3-8b even. Logits bitwise the same
- *  (bench/cuda/logits_ab.sh). KILN_CUDA_LT_FUSE=0: the three decline (A/B). */
+ *  (bench/cuda/logits_ab.sh). KILN_CUDA_LT_FUSE=0: the four fused ops decline (A/B). */
 #define LT_PREFILL_T 128
 int cuda_rms_norm_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *x, const float *w, float off, int T, int n, float eps);
 
@@ -562,8 +562,8 @@ extern "C" long cuda_lt_batch_uses(void) { return lt_batch_n; }
  * as one batched launch: lt_batch2) */
 static void lt_run(cuda_impl_t *c, int n, float *const *y, const void *x16, int T, const weight_t *const *wt, float beta) {
     const int K = ((const dweight_t *)wt[0]->device)->cols;
-    const int conc0 = n >= 2 && c->mm_conc_min_t > 0 && T >= c->mm_conc_min_t;
-    if (!conc0 && (n == 2 || n == 3)) { /* the last two weights (k and v; gate and up) as one batched GEMM */
+    const int conc = n >= 2 && c->mm_conc_min_t > 0 && T >= c->mm_conc_min_t;
+    if (!conc && (n == 2 || n == 3)) { /* the last two weights (k and v; gate and up) as one batched GEMM */
         const dweight_t *wa = (const dweight_t *)wt[n - 2]->device, *wb = (const dweight_t *)wt[n - 1]->device;
         if (lt_batch2(c, y[n - 2], y[n - 1], wa, wb, x16, T, beta) == 0) {
             if (n == 3) lt_run(c, 1, y, x16, T, wt, beta);
@@ -575,7 +575,6 @@ static void lt_run(cuda_impl_t *c, int n, float *const *y, const void *x16, int 
         lt_plan_t *p = lt_plan(c, w->rows, K, T, CUDA_R_16BF, 0);
         if (p->fresh && beta == 0.f) lt_tune(c, p, y[i], w->data, x16);
     }
-    const int conc = n >= 2 && c->mm_conc_min_t > 0 && T >= c->mm_conc_min_t;
     for (int i = c->n_side; conc && i < n - 1; i++) { /* side streams, events and workspaces on first use */
         cudaCheck(cudaStreamCreateWithFlags(&c->side[i], cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&c->ev_join[i], cudaEventDisableTiming));
@@ -636,6 +635,17 @@ int cuda_lt_rms_matmul_multi(backend_t *be, int n, float *const *y, const float 
     return 0;
 }
 
+/* rms_matmul_glu's and rms_mlp's first half: bf16(rms_norm(x)), then gate into g and up into u.
+ * 0: done; -1: the norm does not take the shape (nothing launched). */
+static int lt_norm_gate_up(cuda_impl_t *c, float *g, float *u, const float *x, const float *nw, float off, float eps, int T,
+                           const weight_t *const *wt) {
+    const void *h16 = lt_norm16(c, x, nw, off, eps, T, ((const dweight_t *)wt[0]->device)->cols);
+    if (!h16) return -1;
+    float *const gu[2] = {g, u};
+    lt_run(c, 2, gu, h16, T, wt, 0.f);
+    return 0;
+}
+
 /* backend.h rms_matmul_glu at prefill sizes: gate into y, up into a scratch (the split path's
  * ysplit: that path never runs with x rounded once), then the GLU op in place — y's bf16 copy
  * where x16.cuh asks for one (the down projection's x). 0: done; -1: declined. */
@@ -648,10 +658,7 @@ int cuda_lt_rms_matmul_glu(backend_t *be, float *y, const float *x, const float 
     if (!lt_fuse_on() || dg->rows != du->rows || !lt_single_ok(be, 2, wt, T)) return -1;
     const size_t ny = (size_t)T * dg->rows;
     float *u = (float *)cuda_scratch(c, &c->ysplit, &c->ysplit_bytes, ny * 4);
-    const void *h16 = lt_norm16(c, x, nw, off, eps, T, dg->cols);
-    if (!h16) return -1;
-    float *const yy[2] = {y, u};
-    lt_run(c, 2, yy, h16, T, wt, 0.f);
+    if (lt_norm_gate_up(c, y, u, x, nw, off, eps, T, wt)) return -1;
     cuda_glu(be, y, y, u, ny, act);
     c->lt_fused_uses++;
     return 0;
@@ -677,10 +684,7 @@ int cuda_lt_rms_mlp(backend_t *be, float *x, const float *nw, float off, float e
     const bool up_after = (uintptr_t)du->data > (uintptr_t)dg->data;
     float *g = up_after ? gu0 : gu0 + ng, *u = up_after ? gu0 + ng : gu0;
     __nv_bfloat16 *g16 = (__nv_bfloat16 *)cuda_scratch(c, &c->mlp16, &c->mlp16_bytes, ng * 2);
-    const void *h16 = lt_norm16(c, x, nw, off, eps, T, dg->cols);
-    if (!h16) return -1;
-    float *const gu[2] = {g, u};
-    lt_run(c, 2, gu, h16, T, wt, 0.f);
+    if (lt_norm_gate_up(c, g, u, x, nw, off, eps, T, wt)) return -1;
     cuda_glu_bf16(c, g16, g, u, ng, act);
     lt_run(c, 1, &x, g16, T, &wd, 1.f);
     c->lt_fused_uses++;

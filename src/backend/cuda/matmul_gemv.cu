@@ -977,11 +977,6 @@ static int bfm_fused(cuda_impl_t *c, int T) { return T >= 3 && T >= c->gemm_min_
 
 /* backend.h rms_matmul_glu: matmul_glu of rms_norm(x) with the norm in each block's prologue
  * (GM_NORM); declines (nonzero) where that kernel does not apply. */
-int cuda_lt_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
-                           const weight_t *wu, act_t act);
-int cuda_lt_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
-                             const weight_t *const *wt);
-int cuda_lt_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
 int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
                         const weight_t *wu, act_t act) {
     cuda_impl_t *c = cuda_impl(be);
