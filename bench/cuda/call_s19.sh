@@ -13,7 +13,7 @@ for d in ${L8B1:-bf16}; do
   KILN_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
     $K bench /tmp/s/l8l2$d --backend cuda --prompt-tokens 2048 --gen-tokens 4 --runs 1 --warmup-tokens 0 > /tmp/ncu_b1_$d.csv 2> /tmp/ncu_b1_$d.err
   echo "ncu b1 $d rc=$?" >> "$OUT/summary.txt"
-  grep -E '^"' /tmp/ncu_b1_$d.csv | awk -F'","' '{print $5 "\t" $8 "\t" $9 "\t" $(NF-2) "\t" $NF}' > "$OUT/ncu_b1_$d.tsv"
+  bash bench/cuda/ncu_tsv.sh /tmp/ncu_b1_$d.csv > "$OUT/ncu_b1_$d.tsv"
   tail -3 /tmp/ncu_b1_$d.err >> "$OUT/summary.txt"
 done
 tail -30 "$OUT/summary.txt"

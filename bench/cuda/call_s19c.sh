@@ -14,6 +14,6 @@ for v in ${NCU_ENV:--}; do
   env $e KILN_CUDA_GRAPH=0 timeout 150 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv \
     $K bench /tmp/s/q06l2bf16 --backend cuda --prompt-tokens 2048 --gen-tokens 3 --runs 1 --warmup-tokens 0 > /tmp/ncu_q$i.csv 2> /tmp/ncu_q$i.err
   echo "ncu q06l2bf16 [$v] rc=$?" >> "$OUT/summary.txt"
-  { echo "# $v"; grep -E '^"' /tmp/ncu_q$i.csv | awk -F'","' '{print $5 "\t" $8 "\t" $9 "\t" $(NF-2) "\t" $NF}' | tail -60; } > "$OUT/ncu_q06_$i.tsv"
+  { echo "# $v"; bash bench/cuda/ncu_tsv.sh /tmp/ncu_q$i.csv | tail -60; } > "$OUT/ncu_q06_$i.tsv"
 done
 tail -40 "$OUT/summary.txt"

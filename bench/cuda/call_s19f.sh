@@ -3,6 +3,7 @@
 # (KILN_CUDA_ATTN_WARPS=16) against the default 8 warps / clusters of 16: the tensor-core decode attention tests
 # and test_cuda_parity under each, ncu of the attention launch per setting (2-layer qwen3-0.6b bf16, 2048-token
 # context), then combined.sh's batch-1 benches (MODELS/VARIANTS from the caller).
+# KILN_CUDA_ATTN_WARPS exists only with bench/cuda/attn_warps16.patch applied (not kept on main).
 #   run: MODELS=... VARIANTS=... bash bench/cuda/call_s19f.sh PKG
 P=${1:?package}
 mkdir -p /tmp/k /tmp/s && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
@@ -18,7 +19,7 @@ for w in 8 16; do
     --metrics gpu__time_duration.sum,sm__cycles_active.avg,gpc__cycles_elapsed.max --csv \
     $K bench /tmp/s/q06l2bf16 --backend cuda --prompt-tokens 2048 --gen-tokens 3 --runs 1 --warmup-tokens 0 > /tmp/nc_$w.csv 2>/dev/null
   echo "WARPS=$w ncu attn:" >> $S
-  grep -E '^"' /tmp/nc_$w.csv | awk -F'","' '{print $5 "\t" $8 "\t" $9 "\t" $(NF-2) "\t" $NF}' | tail -12 >> $S
+  bash bench/cuda/ncu_tsv.sh /tmp/nc_$w.csv | tail -12 >> $S
 done
 export TESTS=" "
 bash bench/cuda/combined.sh "$P" > /dev/null 2>&1

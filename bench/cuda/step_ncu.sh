@@ -26,7 +26,7 @@ ncu1() { # case env... -- kiln bench args
   local c=$1; shift
   timeout 120 env "$@" > /tmp/ncu_$c.csv 2> /tmp/ncu_$c.err
   echo "ncu $c rc=$? at $(el)" >> $S
-  grep -E '^"' /tmp/ncu_$c.csv | awk -F'","' '{print $5 "\t" $8 "\t" $9 "\t" $(NF-2) "\t" $NF}' > $OUT/ncu_$c.tsv
+  bash bench/cuda/ncu_tsv.sh /tmp/ncu_$c.csv > $OUT/ncu_$c.tsv
 }
 NCU="ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv"
 for d in ${DTYPES-q4 q8 bf16}; do
