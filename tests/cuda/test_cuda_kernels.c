@@ -2892,8 +2892,9 @@ static void test_norm_rope_attention(void) {
                 }
 }
 
-/* llama's decode step on "cuda": norm_rope_kv_attention without norms runs rope, the cache write
- * and the tensor-core decode attention in one kernel (attention.cu cuda_rope_attention_decode) —
+/* llama's and qwen3's decode step on "cuda": norm_rope_kv_attention (with or without the q/k head norms)
+ * runs the norms, rope, the cache write and the tensor-core decode attention in one kernel (attention.cu
+ * cuda_rope_attention_decode) —
  * bitwise the rope_kv_write + attention it replaces (out, q, k, both caches: nra_case), and
  * checked to have run. Decode rows at 0, 1, 15-17, 100, 2047, 2048, 4000 (row p in a warp's
  * first or a later tile, 1..16 splits), GQA 1..8, head_dim 64/128, partial rotation, f16/bf16,
@@ -2915,11 +2916,18 @@ static void test_rope_attention_decode(void) {
             }
             nra_bs = 16;
             nra_case(befast, 3, three, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 0, seed++);
+            /* qwen3's q/k head norms in the same kernel (attention.cu dm_head_norm: norm_rope_kv_kernel's bits) */
+            nra_bs = bss[(ci + di) % 3];
+            nra_case(befast, 1, &ps[(ci + 2 * di) % 9], l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 1, seed++);
+            nra_case(befast, 1, &ps[6], l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 1, seed++);
+            nra_bs = 16;
+            nra_case(befast, 3, three, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 1, seed++);
         }
     nra_window = 100; nra_softcap = 30.f;
     int w5[5] = {0, 5, 64, 1000, 3001}, l5[5] = {1, 1, 1, 1, 1};
     nra_case(befast, 5, w5, l5, 32, 8, 128, 128, DT_BF16, 0, seed++);
     nra_case(befast, 5, w5, l5, 12, 4, 64, 64, DT_F16, 0, seed++);
+    nra_case(befast, 5, w5, l5, 16, 8, 128, 128, DT_BF16, 1, seed++);
     nra_window = 1000; nra_softcap = 0.f;
     nra_case(befast, 5, w5, l5, 32, 8, 128, 64, DT_F16, 0, seed++);
     nra_window = 0;
@@ -2929,6 +2937,7 @@ static void test_rope_attention_decode(void) {
         int p1[1] = {4000};
         nra_case(befast, 1, p1, l1, 32, 8, 128, 128, DT_BF16, 0, seed++);
         nra_case(befast, 3, three, l3, 16, 2, 64, 64, DT_F16, 0, seed++);
+        nra_case(befast, 1, p1, l1, 16, 8, 128, 128, DT_F16, 1, seed++);
     }
     unsetenv("KILN_CUDA_ATTN_CLUSTER");
     setenv("KILN_CUDA_ATTN_DEC", "all", 1); /* 47 rows x 8 KV heads >= SMs: one split per block */

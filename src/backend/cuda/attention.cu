@@ -48,6 +48,10 @@ typedef struct attn_dev {
     const float *rv, *inv;
     float ms;
     int half;
+    /* ROPE with qwen3's per-head q/k RMSNorm (cuda_rope_attention_decode with norm weights): qn, kn
+     * (NULL: no head norms, llama), the norm's offset (0) and eps */
+    const float *qn, *kn;
+    float noff, neps;
     int kv_prewait; /* attn_dec_mma_kernel's first K/V tile before pdl_wait: 2 prefetched into L2 (default), 1 loaded (KILN_CUDA_ATTN_PREWAIT=1: racy), 0 neither */
 } attn_dev_t;
 
@@ -625,6 +629,30 @@ __device__ __forceinline__ void dm_pf_tile(const attn_dev_t &a, const int *bt, s
     }
 }
 
+/* One warp: head vector x[HD] (shared memory) RMS-normalized in place as rope.cu's norm_rope_kv_kernel
+ * does it (rms_norm_kernel<64>'s bits): its thread t (0..63) sums x[i]² for i = t, t + 64, ... by
+ * fmaf, each 32-thread half reduces by the xor tree and lane 0's sum is taken, tot = (0 + half 0) +
+ * half 1, then x·(1/sqrt(tot/HD + eps))·(off + w). Here lane l carries threads l and l + 32. */
+template <int HD>
+__device__ __forceinline__ void dm_head_norm(float *x, const float *w, float off, float eps, int lane) {
+    float s0 = 0.f, s1 = 0.f;
+    for (int i = lane; i < HD; i += 64) s0 = fmaf(x[i], x[i], s0);
+    for (int i = lane + 32; i < HD; i += 64) s1 = fmaf(x[i], x[i], s1);
+    for (int o = 16; o > 0; o >>= 1) {
+        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+    }
+    s0 = __shfl_sync(0xffffffffu, s0, 0);
+    s1 = __shfl_sync(0xffffffffu, s1, 0);
+    float tot = 0.f;
+    tot += s0;
+    tot += s1;
+    const float r = 1.0f / sqrtf(tot / (float)HD + eps);
+    __syncwarp();
+    for (int i = lane; i < HD; i += 32) x[i] = (x[i] * r) * (off + w[i]);
+    __syncwarp();
+}
+
 template <int HD, typename T16, bool ROPE, bool TAB = false>
 __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t a, const __grid_constant__ dm_tab<TAB> tb) {
     constexpr int NW = HD / 8;  /* words of a lane's quarter row            */
@@ -677,23 +705,40 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
     const bool own = ROPE && p >= s_lo && p < s_hi;
     if (ROPE) {
         uint32_t *const kvs = (uint32_t *)(qsc + MQ * HD); /* row p: K's HD 16-bit values, then V's */
+        float *const ksc = qsc + MQ * HD + HD;               /* head norms: the own block's k head */
+        const size_t ho = ((size_t)t * a.n_kv_heads + kvh) * HD;
+        const bool hn = a.qn != NULL; /* qwen3's head norms first (norm_rope_kv_kernel's bits) */
         for (int e = threadIdx.x; e < nqh * (HD / 4); e += blockDim.x) {
             const int n = e / (HD / 4), d4 = e % (HD / 4);
             *(float4 *)(qsc + n * HD + 4 * d4) = __ldcg((const float4 *)(a.rq + ((size_t)t * a.n_heads + h0 + n) * HD) + d4);
         }
+        if (hn) {
+            if (own)
+                for (int d = threadIdx.x; d < HD; d += blockDim.x) ksc[d] = __ldcg(a.rk + ho + d);
+            __syncthreads();
+            for (int h = warp; h < nqh + (own ? 1 : 0); h += MWARPS)
+                dm_head_norm<HD>(h < nqh ? qsc + h * HD : ksc, h < nqh ? a.qn : a.kn, a.noff, a.neps, lane);
+            __syncthreads();
+        }
         if (own && threadIdx.x < HD) {
             const int d = threadIdx.x, half = a.half;
-            const size_t ho = ((size_t)t * a.n_kv_heads + kvh) * HD;
             const size_t dst = ((size_t)bt[p / a.block_size] * a.block_size + p % a.block_size) * per_tok + (size_t)kvh * HD;
             T16 *const k16 = (T16 *)kvs, *const kc = (T16 *)a.k, *const vc = (T16 *)a.v;
             if (d < half) {
                 float ra, rb;
-                rope_rot(a.rk + ho, d, half, rcs[d], rcs[HD / 2 + d], ra, rb); /* rcs: its own thread wrote [d] */
+                if (hn) { /* the normalized head rotated in shared memory, k as norm_rope_kv_kernel leaves it */
+                    rope_rot(ksc, d, half, rcs[d], rcs[HD / 2 + d], ra, rb);
+                    a.rk[ho + d] = ra;
+                    a.rk[ho + d + half] = rb;
+                } else
+                    rope_rot(a.rk + ho, d, half, rcs[d], rcs[HD / 2 + d], ra, rb); /* rcs: its own thread wrote [d] */
                 const T16 x0 = dm_cvt<T16>(ra), x1 = dm_cvt<T16>(rb);
                 k16[d] = x0; k16[d + half] = x1;
                 kc[dst + d] = x0; kc[dst + d + half] = x1;
             } else if (d >= 2 * half) {
-                const T16 x0 = dm_cvt<T16>(a.rk[ho + d]); /* not rotated */
+                const float kx = hn ? ksc[d] : a.rk[ho + d]; /* not rotated */
+                if (hn) a.rk[ho + d] = kx;
+                const T16 x0 = dm_cvt<T16>(kx);
                 k16[d] = x0; kc[dst + d] = x0;
             }
             const T16 y = dm_cvt<T16>(__ldcg(a.rv + ho + d));
@@ -863,11 +908,31 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
             if (a.out16) a.out16[oi] = __float2bfloat16_rn(acc / L);
         }
     }
-    if (own) /* ROPE: q as rope_kv_write leaves it (every block of the cluster has read it: past the cluster barrier) */
-        for (int e = threadIdx.x; e < nqh * a.half; e += blockDim.x) {
-            float ra, rb;
-            rope_rot(a.rq + ((size_t)t * a.n_heads + h0 + e / a.half) * HD, e % a.half, a.half, rcs[e % a.half], rcs[HD / 2 + e % a.half], ra, rb);
-        }
+    if (own) { /* ROPE: q as rope_kv_write leaves it (every block of the cluster has read it: past the cluster barrier) */
+        if (a.qn) {
+            /* head norms: q as norm_rope_kv_kernel leaves it — normalized again from the raw q (the same bits
+             * as at the start) in shared memory (wo: free past the cluster barrier), rotated, stored whole */
+            float *const qsc2 = &wo[0][0];
+            __syncthreads(); /* without a cluster (one split) the warp merge above may still read wo */
+            for (int e = threadIdx.x; e < nqh * (HD / 4); e += blockDim.x) {
+                const int n = e / (HD / 4), d4 = e % (HD / 4);
+                *(float4 *)(qsc2 + n * HD + 4 * d4) = __ldcg((const float4 *)(a.rq + ((size_t)t * a.n_heads + h0 + n) * HD) + d4);
+            }
+            __syncthreads();
+            for (int h = warp; h < nqh; h += MWARPS) dm_head_norm<HD>(qsc2 + h * HD, a.qn, a.noff, a.neps, lane);
+            __syncthreads();
+            for (int e = threadIdx.x; e < nqh * a.half; e += blockDim.x) {
+                float ra, rb;
+                rope_rot(qsc2 + (e / a.half) * HD, e % a.half, a.half, rcs[e % a.half], rcs[HD / 2 + e % a.half], ra, rb);
+            }
+            __syncthreads();
+            for (int e = threadIdx.x; e < nqh * HD; e += blockDim.x) a.rq[((size_t)t * a.n_heads + h0 + e / HD) * HD + e % HD] = qsc2[e];
+        } else
+            for (int e = threadIdx.x; e < nqh * a.half; e += blockDim.x) {
+                float ra, rb;
+                rope_rot(a.rq + ((size_t)t * a.n_heads + h0 + e / a.half) * HD, e % a.half, a.half, rcs[e % a.half], rcs[HD / 2 + e % a.half], ra, rb);
+            }
+    }
 }
 
 extern "C" int kiln_cuda_attn_rope_calls; /* fused rope + attention launches (the tests check the path ran) */
@@ -1173,18 +1238,22 @@ void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn
     }
 }
 
-/* norm_rope_kv_attention without head norms (llama) at a decode step that attn_dec_mma_kernel
- * takes: rope_kv_write's rotation, cache write and the attention in that one kernel (its ROPE
- * variant) — one PDL hop less after the QKV matmul, and bitwise the two ops (the same rope_pair,
- * roundings, tiles and splits). Taken for rows of one token whose slot is the block table's
- * (so the kernel finds row p where rope_kv_write would have put it), group <= MQ (one block of
- * a split rotates k), a rotation within the head. KILN_CUDA_ATTN_ROPE=0 (read once): the
- * two ops, for A/B. */
-int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, const float *v, int rot, const float *inv, float ms,
-                               const int32_t *slots, int T, const attn_args_t *aa) {
-    static int off = -1; /* read once: this runs per layer and step while the host records the graph */
+/* norm_rope_kv_attention at a decode step that attn_dec_mma_kernel takes: rope_kv_write's rotation,
+ * cache write and the attention in that one kernel (its ROPE variant) — one PDL hop less after the
+ * QKV matmul, and bitwise the two ops (the same rope_pair, roundings, tiles and splits). With qwen3's
+ * q/k head norms (qn, kn; session 19) the kernel also normalizes its q heads and, in the block that
+ * writes row p, the k head first (dm_head_norm: norm_rope_kv_kernel's sums, order and roundings), and
+ * leaves q and k as that kernel does — bitwise rms_norm ×2 + rope_kv_write + attention, and the third
+ * kernel of qwen3's decode attention gone. Taken for rows of one token whose slot is the block table's
+ * (so the kernel finds row p where rope_kv_write would have put it), group <= MQ (one block of a split
+ * rotates k), a rotation within the head. KILN_CUDA_ATTN_ROPE=0 (read once): the separate ops, for A/B;
+ * KILN_CUDA_ATTN_NORM=0 (read once): with head norms, the separate norm_rope_kv_kernel as before. */
+int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps,
+                               int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *aa) {
+    static int off = -1, noff = -1; /* read once: this runs per layer and step while the host records the graph */
     if (off < 0) { const char *re = getenv("KILN_CUDA_ATTN_ROPE"); off = re && !strcmp(re, "0"); }
-    if (off) return 0;
+    if (noff < 0) { const char *re = getenv("KILN_CUDA_ATTN_NORM"); noff = re && !strcmp(re, "0"); }
+    if (off || !qn != !kn || (qn && noff)) return 0;
     cuda_impl_t *c = cuda_impl(be);
     const kv_view_t *kv = &aa->kv;
     const int nh = aa->n_heads, nkv = aa->n_kv_heads, hd = aa->head_dim, half = rot / 2, bs = kv->block_size;
@@ -1209,6 +1278,7 @@ int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, co
     a.window = aa->window; a.scale = aa->scale; a.softcap = aa->softcap;
     a.vec = (hd * (int)dtype_size(kv->dtype)) % 16 == 0;
     a.rq = q; a.rk = k; a.rv = v; a.ms = ms; a.half = half;
+    a.qn = qn; a.kn = kn; a.noff = 0.f; a.neps = eps;
     const size_t ib = sizeof(float) * half;
     char *hb = (char *)cuda_host_buf(c, 1, ib); /* as rope_kv_write uploads it */
     memcpy(hb, inv, ib);

@@ -273,9 +273,10 @@ void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, 
                                  int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a) {
     const int nh = a->n_heads, nkv = a->n_kv_heads, hd = a->head_dim, half = rot / 2;
     if (T <= 0) return;
-    /* llama (no head norms) at a decode step the tensor-core decode kernel takes: rope, the cache
-     * write and the attention in that one kernel (attention.cu; KILN_CUDA_ATTN_ROPE=0: not) */
-    if (!qn && !kn && cuda_rope_attention_decode(be, out, q, k, v, rot, inv, ms, slots, T, a)) return;
+    /* a decode step the tensor-core decode kernel takes: qwen3's head norms (where this op would fold
+     * them: KILN_CUDA_NORM_ROPE not 0), rope, the cache write and the attention in that one kernel
+     * (attention.cu; KILN_CUDA_ATTN_ROPE=0: not; KILN_CUDA_ATTN_NORM=0: not with head norms) */
+    if ((!qn || norm_rope_on()) && cuda_rope_attention_decode(be, out, q, k, v, qn, kn, eps, rot, inv, ms, slots, T, a)) return;
     if (!qn || !kn || half <= 0 || hd > 256 || a->kv.n_kv_heads != nkv || a->kv.head_dim != hd || !norm_rope_on()) {
         if (qn) cuda_rms_norm(be, q, q, qn, 0.f, T * nh, hd, eps);
         if (kn) cuda_rms_norm(be, k, k, kn, 0.f, T * nkv, hd, eps);

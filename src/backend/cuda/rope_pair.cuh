@@ -29,9 +29,9 @@ __device__ __forceinline__ void rope_pair(float *v, int i, int half, int p, cons
     rope_rot(v, i, half, c, s, ra, rb);
 }
 
-/* norm_rope_kv_attention without norms as one decode kernel (attention.cu): 1 if it ran, 0 if the
- * step is not one it takes (the caller runs rope_kv_write + attention) */
-int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, const float *v, int rot, const float *inv, float ms,
-                               const int32_t *slots, int T, const attn_args_t *a);
+/* norm_rope_kv_attention as one decode kernel (attention.cu; qn/kn: qwen3's head norms, NULL: none): 1 if
+ * it ran, 0 if the step is not one it takes (the caller runs the separate ops) */
+int cuda_rope_attention_decode(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps,
+                               int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a);
 
 #endif
