@@ -629,6 +629,16 @@ __device__ __forceinline__ void dm_pf_tile(const attn_dev_t &a, const int *bt, s
     }
 }
 
+/* ROPE: the block's nqh raw q heads (token t, from head h0) into shared memory dst[nqh][HD], float4 by float4
+ * through L2 (the QKV matmul before this kernel wrote them); the start and, with head norms, the end use it */
+template <int HD>
+__device__ __forceinline__ void dm_ld_q(float *dst, const attn_dev_t &a, int t, int h0, int nqh) {
+    for (int e = threadIdx.x; e < nqh * (HD / 4); e += blockDim.x) {
+        const int n = e / (HD / 4), d4 = e % (HD / 4);
+        *(float4 *)(dst + n * HD + 4 * d4) = __ldcg((const float4 *)(a.rq + ((size_t)t * a.n_heads + h0 + n) * HD) + d4);
+    }
+}
+
 /* One warp: head vector x[HD] (shared memory) RMS-normalized in place as rope.cu's norm_rope_kv_kernel
  * does it (rms_norm_kernel<64>'s bits): its thread t (0..63) sums x[i]² for i = t, t + 64, ... by
  * fmaf, each 32-thread half reduces by the xor tree and lane 0's sum is taken, tot = (0 + half 0) +
@@ -708,10 +718,7 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
         float *const ksc = qsc + MQ * HD + HD;               /* head norms: the own block's k head */
         const size_t ho = ((size_t)t * a.n_kv_heads + kvh) * HD;
         const bool hn = a.qn != NULL; /* qwen3's head norms first (norm_rope_kv_kernel's bits) */
-        for (int e = threadIdx.x; e < nqh * (HD / 4); e += blockDim.x) {
-            const int n = e / (HD / 4), d4 = e % (HD / 4);
-            *(float4 *)(qsc + n * HD + 4 * d4) = __ldcg((const float4 *)(a.rq + ((size_t)t * a.n_heads + h0 + n) * HD) + d4);
-        }
+        dm_ld_q<HD>(qsc, a, t, h0, nqh);
         if (hn) {
             if (own)
                 for (int d = threadIdx.x; d < HD; d += blockDim.x) ksc[d] = __ldcg(a.rk + ho + d);
@@ -914,10 +921,7 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
              * as at the start) in shared memory (wo: free past the cluster barrier), rotated, stored whole */
             float *const qsc2 = &wo[0][0];
             __syncthreads(); /* without a cluster (one split) the warp merge above may still read wo */
-            for (int e = threadIdx.x; e < nqh * (HD / 4); e += blockDim.x) {
-                const int n = e / (HD / 4), d4 = e % (HD / 4);
-                *(float4 *)(qsc2 + n * HD + 4 * d4) = __ldcg((const float4 *)(a.rq + ((size_t)t * a.n_heads + h0 + n) * HD) + d4);
-            }
+            dm_ld_q<HD>(qsc2, a, t, h0, nqh);
             __syncthreads();
             for (int h = warp; h < nqh; h += MWARPS) dm_head_norm<HD>(qsc2 + h * HD, a.qn, a.noff, a.neps, lane);
             __syncthreads();
