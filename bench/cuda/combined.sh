@@ -11,7 +11,8 @@
 #                             and runs that level with KILN_X=1 in its environment)
 #   CONC_ENV="KILN_CUDA_STEP_STATS=64"  an environment for the concurrency runs (space-separated VAR=V)
 #   VARIANTS="KILN_X=0:l8bf16" extra batch-1 runs with an environment (VAR=V[,VAR=V]:model); the
-#                             `KILN_CUDA_STEP_STATS` lines a run prints go to summary.txt
+#                             `KILN_CUDA_STEP_STATS` lines a run prints go to summary.txt;
+#                             KILN_BIN=NAME runs the package's binary NAME instead of kiln (an A/B build)
 #   TESTS="test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample" (those in the package)
 #   STRESS=N                  test_cuda_hybrid N more times while test_cuda_kernels runs (a load-dependent
 #                             failure was seen once that way; summary.txt counts the failures)
@@ -54,8 +55,9 @@ for m in $need; do while [ ! -f /tmp/s/$m.done ]; do sleep 1; done; done
 echo "checkpoints ready at $(el) s" >> "$OUT/summary.txt"
 bench1() { # env (VAR=V,VAR=V or -) model
   echo "{\"run\": \"$1 $2\"}" >> "$OUT/bench.jsonl"
-  local e=""; [ "$1" != - ] && e=$(echo "$1" | tr , ' ')
-  env $e /tmp/k/kiln bench /tmp/s/$2 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json >> "$OUT/bench.jsonl" 2> /tmp/bench1.err
+  local e="" bin=kiln; [ "$1" != - ] && e=$(echo "$1" | tr , ' ')
+  case " $e " in *" KILN_BIN="*) bin=$(echo "$e" | tr ' ' '\n' | sed -n 's/^KILN_BIN=//p');; esac  # another binary of the package
+  env $e /tmp/k/$bin bench /tmp/s/$2 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json >> "$OUT/bench.jsonl" 2> /tmp/bench1.err
   echo "bench $1 $2 at $(el) s" >> "$OUT/summary.txt"
   grep "steps of" /tmp/bench1.err >> "$OUT/summary.txt"; grep -v "steps of" /tmp/bench1.err >> "$OUT/bench.err"; }
 for m in $MODELS; do bench1 - $m; done

@@ -2922,6 +2922,9 @@ static void test_rope_attention_decode(void) {
             nra_case(befast, 1, &ps[6], l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 1, seed++);
             nra_bs = 16;
             nra_case(befast, 3, three, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 1, seed++);
+            setenv("KILN_CUDA_ATTN_PREWAIT", "2", 1); /* the head-norm kernel with the first tile's L2 prefetch too */
+            nra_case(befast, 1, &ps[(ci + di) % 9], l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 1, seed++);
+            unsetenv("KILN_CUDA_ATTN_PREWAIT");
         }
     nra_window = 100; nra_softcap = 30.f;
     int w5[5] = {0, 5, 64, 1000, 3001}, l5[5] = {1, 1, 1, 1, 1};

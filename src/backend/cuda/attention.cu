@@ -1009,7 +1009,10 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
        * row). Same call, H200, 2048 + 128 tokens, two rounds: llama-3-8b bf16 decode 225.2/224.4 (=0) ->
        * 226.6/226.4 tok/s (=2), qwen3-0.6b bf16 968/972 -> 964/969, llama-3-8b q4 even. Read per call. */
         const char *pw = getenv("KILN_CUDA_ATTN_PREWAIT");
-        a.kv_prewait = pw && !strcmp(pw, "1") ? 1 : pw && !strcmp(pw, "0") ? 0 : 2;
+        /* with qwen3's head norms in the kernel (a.qn, the ROPE variant) no prefetch (=2 forces it): session
+         * 20 measured qwen3-0.6b bf16 +3.4 % at =0 (four pairs) and llama-3-8b bf16 -1.4 % (llama has no head
+         * norms); session 21, this rule against =2 in one call: qwen3-0.6b bf16 1005-1039 vs 954 tok/s */
+        a.kv_prewait = pw && !strcmp(pw, "1") ? 1 : pw && !strcmp(pw, "0") ? 0 : pw && !strcmp(pw, "2") ? 2 : rope && a.qn ? 0 : 2;
     }
     a.part = NULL;
     /* KILN_CUDA_ATTN_X16=1 (opt-in): a producer of the o projection's x (x16.cuh) — where a matmul of
@@ -1206,6 +1209,7 @@ void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn
     const int n_tiles = tl.n_tiles, max_blocks = tl.max_blocks, max_n = tl.max_n, max_len = tl.max_len;
     attn_dev_t a;
     a.q = q; a.out = out; a.part = NULL; a.out16 = NULL;
+    a.qn = a.kn = NULL; /* no head norms here (the ROPE variant of cuda_rope_attention_decode has them) */
     a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
     a.k = kv->k; a.v = kv->v; a.kv_dtype = kv->dtype; a.block_size = bs; a.max_blocks = max_blocks;
     a.T = T; a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.hd = hd; a.group = G; a.hc = hc; a.n_chunks = n_chunks;
