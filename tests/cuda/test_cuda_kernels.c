@@ -1850,6 +1850,121 @@ static void test_fused_gemv_tc(void) {
  * x += g·Wdᵀ (matmul_add), then an "lm_head" of rms_matmul_multi(x). Run op by op synchronized,
  * eagerly and captured (PDL: a misplaced wait shows as a race), and against the same chain of
  * separate ops (rms_norm, matmul_multi, matmul, add, matmul_glu): all bitwise equal. */
+/* rms_mlp at one token as ONE persistent GEMV launch (matmul_gemv.cu gemvp_mlp_kernel, opt-in
+ * KILN_CUDA_MLP_PERSIST=1, switched on here: the GLU rows with the norm in the prologue, a grid
+ * barrier, the down rows with y +=): bitwise the separate ops
+ * on the same backend (rms_norm, matmul_multi, glu, matmul, add), three layers in a row with an add
+ * writing x before each (the PDL wait, the barrier's counters reset between launches), eager and
+ * captured into a graph, on "cuda" and "cuda-f32". Shapes for each (R, KS) pair it instantiates:
+ * qwen3-0.6b's 1024 x 3072 (gate R2K2 as four rows, down R1K4 as four), a gate at R = 4 with a
+ * down at R2K2 (gelu, norm offset 1), an f16 one at R1K4 / R1K4, a ragged gate over a down at R = 4;
+ * at two tokens it declines (the GEMM path's conditions) and leaves x alone. A down projection whose K
+ * is not a multiple of 8 (I = 2116) declines too (the GEMV's condition: checked once). */
+static void test_gemv_mlp(void) {
+    const char *old = getenv("KILN_CUDA_MLP_PERSIST"); /* opt-in: on for this test (read per call) */
+    char keep[16] = "";
+    if (old) snprintf(keep, sizeof keep, "%s", old);
+    setenv("KILN_CUDA_MLP_PERSIST", "1", 1);
+    struct { int H, I; dtype_t dt; act_t act; float off; } ms[] = {
+        {1024, 3072, DT_BF16, ACT_SILU, 0.f}, {2304, 4352, DT_BF16, ACT_GELU_TANH, 1.f}, {512, 1000, DT_F16, ACT_SILU, 0.f},
+        {4352, 2120, DT_BF16, ACT_SILU, 0.f}};
+    backend_t *bes[2] = {befast, be32};
+    const int L = 3;
+    for (size_t si = 0; si < sizeof ms / sizeof ms[0]; si++) {
+        const int H = ms[si].H, I = ms[si].I;
+        hw_t hg = make_dense(I, H, ms[si].dt, 4100 + si), hu = make_dense(I, H, ms[si].dt, 4110 + si), hd = make_dense(H, I, ms[si].dt, 4120 + si);
+        float *x0 = rand_vec(H, 4130 + si, 2.f), *nw = rand_vec(H, 4140 + si, 1.f), *bump = rand_vec(H, 4150 + si, 0.5f);
+        for (int bi = 0; bi < 2; bi++) {
+            backend_t *be = bes[bi];
+            weight_t wg = hg.w, wu = hu.w, wd = hd.w;
+            err_t e = {0};
+            if (be->ops->prepare_weight(be, &wg, &e) || be->ops->prepare_weight(be, &wu, &e) || be->ops->prepare_weight(be, &wd, &e)) {
+                CHECK(0, "gemv mlp: prepare_weight: %s", e.msg);
+                continue;
+            }
+            float *dnw = dev_from(be, nw, H), *dbump = dev_from(be, bump, H);
+            float *ref = malloc(sizeof(float) * H), *got = malloc(sizeof(float) * H);
+            { /* the separate ops, synchronized after each layer */
+                float *dx = dev_from(be, x0, H), *dh = be->ops->alloc(be, sizeof(float) * H), *dd = be->ops->alloc(be, sizeof(float) * H);
+                float *dg = be->ops->alloc(be, sizeof(float) * I), *du = be->ops->alloc(be, sizeof(float) * I);
+                float *const gu[2] = {dg, du};
+                const weight_t *const wgu[2] = {&wg, &wu};
+                for (int l = 0; l < L; l++) {
+                    be->ops->add(be, dx, dbump, H);
+                    be->ops->rms_norm(be, dh, dx, dnw, ms[si].off, 1, H, 1e-6f);
+                    be->ops->matmul_multi(be, 2, gu, dh, 1, wgu);
+                    be->ops->glu(be, dg, dg, du, I, ms[si].act);
+                    be->ops->matmul(be, dd, dg, 1, &wd);
+                    be->ops->add(be, dx, dd, H);
+                    to_host(be, ref, dx, H);
+                }
+                be->ops->free(be, dx); be->ops->free(be, dh); be->ops->free(be, dd); be->ops->free(be, dg); be->ops->free(be, du);
+            }
+            int finite = 1;
+            for (int i = 0; i < H; i++) finite &= isfinite(ref[i]);
+            CHECK(finite, "gemv mlp %dx%d: the separate ops give non-finite x", H, I);
+            for (int mode = 1; mode <= 2; mode++) { /* 1 eager, 2 one captured step */
+                float *dx = dev_from(be, x0, H);
+                const long before = cuda_mlp_pers_uses(be);
+                int rcs = 0;
+                if (mode == 2 && be->ops->step_begin) be->ops->step_begin(be, 1, 1);
+                for (int l = 0; l < L; l++) {
+                    be->ops->add(be, dx, dbump, H);
+                    rcs |= be->ops->rms_mlp(be, dx, dnw, ms[si].off, 1e-6f, 1, &wg, &wu, &wd, ms[si].act);
+                }
+                if (mode == 2 && be->ops->step_end) be->ops->step_end(be);
+                to_host(be, got, dx, H);
+                CHECK(rcs == 0 && cuda_mlp_pers_uses(be) == before + L, "%s gemv mlp %dx%d %s: not taken (rc %d, %ld launches)", be->ops->name, H,
+                      I, mode == 1 ? "eager" : "captured", rcs, cuda_mlp_pers_uses(be) - before);
+                CHECK(!memcmp(ref, got, sizeof(float) * H), "%s gemv mlp %dx%d %s %s: differs from rms_norm + matmul_multi + glu + matmul + add",
+                      be->ops->name, H, I, dtype_name(ms[si].dt), mode == 1 ? "eager" : "captured");
+                be->ops->free(be, dx);
+            }
+            { /* two tokens: declined here (the GEMM path's sizes), x left alone */
+                float *x2 = rand_vec(2 * (size_t)H, 4160 + si, 1.f), *b2 = malloc(sizeof(float) * 2 * H);
+                float *dx = dev_from(be, x2, 2 * (size_t)H);
+                const long before = cuda_mlp_pers_uses(be);
+                const int rc = be->ops->rms_mlp(be, dx, dnw, ms[si].off, 1e-6f, 2, &wg, &wu, &wd, ms[si].act);
+                to_host(be, b2, dx, 2 * (size_t)H);
+                CHECK(cuda_mlp_pers_uses(be) == before, "%s gemv mlp %dx%d T=2: took the one-token kernel", be->ops->name, H, I);
+                CHECK(rc == 0 || !memcmp(x2, b2, sizeof(float) * 2 * H), "%s gemv mlp %dx%d T=2: declined but changed x", be->ops->name, H, I);
+                be->ops->free(be, dx);
+                free(x2); free(b2);
+            }
+            be->ops->free(be, dnw); be->ops->free(be, dbump);
+            free(ref); free(got);
+            release(be, &wg); release(be, &wu); release(be, &wd);
+        }
+        free(x0); free(nw); free(bump);
+        free_hw(&hg); free_hw(&hu); free_hw(&hd);
+    }
+    { /* I = 2116: the down GEMV needs K % 8 == 0, so the one-launch MLP declines and leaves x alone */
+        const int H = 512, I = 2116;
+        hw_t hg = make_dense(I, H, DT_BF16, 4170), hu = make_dense(I, H, DT_BF16, 4171), hd = make_dense(H, I, DT_BF16, 4172);
+        weight_t wg = hg.w, wu = hu.w, wd = hd.w;
+        err_t e = {0};
+        if (befast->ops->prepare_weight(befast, &wg, &e) || befast->ops->prepare_weight(befast, &wu, &e) || befast->ops->prepare_weight(befast, &wd, &e))
+            CHECK(0, "gemv mlp: prepare_weight: %s", e.msg);
+        else {
+            float *x = rand_vec(H, 4173, 1.f), *nw = rand_vec(H, 4174, 1.f), *b = malloc(sizeof(float) * H);
+            float *dx = dev_from(befast, x, H), *dnw = dev_from(befast, nw, H);
+            const long before = cuda_mlp_pers_uses(befast);
+            const int rc = befast->ops->rms_mlp(befast, dx, dnw, 0.f, 1e-6f, 1, &wg, &wu, &wd, ACT_SILU);
+            to_host(befast, b, dx, H);
+            CHECK(rc != 0 && cuda_mlp_pers_uses(befast) == before && !memcmp(x, b, sizeof(float) * H),
+                  "gemv mlp %dx%d (K %% 8 != 0): rc %d, %ld launches, x %s", H, I, rc, cuda_mlp_pers_uses(befast) - before,
+                  memcmp(x, b, sizeof(float) * H) ? "changed" : "kept");
+            befast->ops->free(befast, dx); befast->ops->free(befast, dnw);
+            free(x); free(nw); free(b);
+            release(befast, &wg); release(befast, &wu); release(befast, &wd);
+        }
+        free_hw(&hg); free_hw(&hu); free_hw(&hd);
+    }
+    printf("# gemv mlp: %ld + %ld one-launch MLPs\n", cuda_mlp_pers_uses(befast), cuda_mlp_pers_uses(be32));
+    if (old) setenv("KILN_CUDA_MLP_PERSIST", keep, 1);
+    else unsetenv("KILN_CUDA_MLP_PERSIST");
+}
+
 /* quant (matmul_gemv_tc.cu's fused ops): MLX weights (q4 g64, down q8 g32 f16 scales) instead of bf16, and
  * the separate chain with matmul_multi + glu */
 static void pdl_chain_norm_run(int quant) {
@@ -3746,6 +3861,7 @@ int main(void) {
         test_fused_gemv_tc();
         test_pdl_chain_glu();
         test_pdl_chain_norm();
+        test_gemv_mlp();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_FUSED_GEMV_ONLY)");
     }
@@ -3815,6 +3931,7 @@ int main(void) {
     test_pdl_chain();
     test_pdl_chain_glu();
     test_pdl_chain_norm();
+    test_gemv_mlp();
     test_xprep();
     test_x16();
     test_x16_decode();

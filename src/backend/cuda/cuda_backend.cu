@@ -360,7 +360,7 @@ static const backend_ops_t cuda_ops = {
     .matmul_add = cuda_tc_matmul_add,
     .rms_matmul_multi = cuda_tc_rms_matmul_multi,
     .rms_matmul_glu = cuda_tc_rms_matmul_glu,
-    .rms_mlp = cuda_lt_rms_mlp,
+    .rms_mlp = cuda_rms_mlp,
 };
 
 
@@ -527,7 +527,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
         cudaFree(c->side_ws[i]);
     }
     if (c->n_side) cudaEventDestroy(c->ev_fork);
-    cudaFree(c->mlp_gu); cudaFree(c->mlp16);
+    cudaFree(c->mlp_gu); cudaFree(c->mlp16); cudaFree(c->mlp_g); cudaFree(c->mlp_ctr);
     cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFree(c->dring_alt);
     cudaFreeHost(c->pin);

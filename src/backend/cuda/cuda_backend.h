@@ -40,6 +40,8 @@ long cuda_mm_conc_uses(const backend_t *be);
 long cuda_lt_fused_uses(const backend_t *be);
 /* how many pairs of prefill GEMMs ran as one batched cuBLASLt launch (matmul.cu lt_batch2; tests) */
 long cuda_lt_batch_uses(void);
+/* how many rms_mlp calls ran as one persistent GEMV launch (matmul_gemv.cu gemvp_mlp_kernel; tests) */
+long cuda_mlp_pers_uses(const backend_t *be);
 #ifdef __cplusplus
 }
 #endif

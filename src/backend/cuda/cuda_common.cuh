@@ -117,6 +117,12 @@ typedef struct cuda_impl {
     long mm_conc_uses, lt_fused_uses;
     void *mlp_gu, *mlp16; /* cuda_lt_rms_mlp's gate and up outputs (f32, one buffer) and the GLU's bf16 */
     size_t mlp_gu_bytes, mlp16_bytes;
+    /* the one-launch batch-1 MLP (matmul_gemv.cu gemvp_mlp_kernel): its GLU output, its grid barrier's
+     * two counters (zero between launches), how many launches took it (tests) */
+    float *mlp_g;
+    size_t mlp_g_bytes;
+    unsigned *mlp_ctr;
+    long mlp_pers_uses;
 } cuda_impl_t;
 
 static inline cuda_impl_t *cuda_impl(backend_t *be) { return (cuda_impl_t *)be->impl; }
@@ -297,6 +303,9 @@ int cuda_lt_rms_matmul_glu(backend_t *be, float *y, const float *x, const float 
                            const weight_t *wu, act_t act);
 int cuda_lt_rms_mlp(backend_t *be, float *x, const float *nw, float off, float eps, int T, const weight_t *wg, const weight_t *wu,
                     const weight_t *wd, act_t act);
+/* backend.h rms_mlp on "cuda": one persistent launch at one token (matmul_gemv.cu), else cuda_lt_rms_mlp */
+int cuda_rms_mlp(backend_t *be, float *x, const float *nw, float off, float eps, int T, const weight_t *wg, const weight_t *wu,
+                 const weight_t *wd, act_t act);
 /* sample.cu: sampling on the device (backend.h, op sample) */
 void cuda_sample(backend_t *be, int32_t *tokens, float *logits, const sample_args_t *a);
 

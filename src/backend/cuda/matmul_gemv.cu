@@ -184,13 +184,14 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *__restrict
  * (exact), which gives the product code_j·x_j bit for bit; 8-bit codes come out of one PRMT.
  * Every operation is an explicit _rn intrinsic, so nothing depends on R, the token bucket
  * TT or T: a token's outputs are bitwise the same alone or in a batch. */
-template <int TT, bool NC = true> /* NC = false: plain loads (x written by a kernel a PDL launch overlaps) */
+template <int TT, int NC = 1> /* NC = 0: plain loads (x written by a kernel a PDL launch overlaps); 2: .cg (x written by
+                                 * other blocks of this kernel before a grid barrier: gemvp_mlp_kernel) */
 __device__ __forceinline__ void ld_x8(float (&xv)[TT][8], const float *__restrict__ x, size_t K, int T, size_t col) {
 #pragma unroll
     for (int t = 0; t < TT; t++) {
         if (t < T) {
             const float4 *px = (const float4 *)(x + t * K + col);
-            float4 a = NC ? __ldg(px) : __ldca(px), b = NC ? __ldg(px + 1) : __ldca(px + 1);
+            float4 a = NC == 1 ? __ldg(px) : NC == 2 ? __ldcg(px) : __ldca(px), b = NC == 1 ? __ldg(px + 1) : NC == 2 ? __ldcg(px + 1) : __ldca(px + 1);
             xv[t][0] = a.x; xv[t][1] = a.y; xv[t][2] = a.z; xv[t][3] = a.w;
             xv[t][4] = b.x; xv[t][5] = b.y; xv[t][6] = b.z; xv[t][7] = b.w;
         } else {
@@ -519,19 +520,49 @@ __device__ __forceinline__ void ld_x8_s(float (&xv)[TT][8], size_t K, int T, siz
     }
 }
 
-template <int KIND, int TT, int R, int KS, int MODE = 0>
+/* PERS (gemvp_mlp_kernel, below): gemvh_body called for one row group of a persistent block; ps says
+ * how this call waits after its first weight loads — PW_PDL the PDL wait, PW_GRID the kernel's grid
+ * barrier (every warp of the block reaches it, even one with no rows), PW_NONE not at all (a later row
+ * group) — and whether GM_NORM normalizes x into shared memory (the block's first row group) or finds it
+ * there. No pdl_trigger at the start: the persistent kernel triggers after its grid barrier, once all of
+ * its blocks are resident (a dependent kernel taking their places first would deadlock the barrier). */
+struct gemv_pers { unsigned *ctr; unsigned target; int wait, norm, spin_ns; };
+enum { PW_NONE, PW_PDL, PW_GRID };
+/* All blocks of the grid (target = gridDim.x, all resident) arrive once: their writes before are
+ * visible to every block after (fence + relaxed add, acquire loads; ctr[0] reset by the kernel's last
+ * block at its exit). Then the dependents may launch (pdl_trigger). */
+__device__ __forceinline__ void gemv_grid_barrier(unsigned *ctr, unsigned target, int spin_ns) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(ctr, 1u);
+        unsigned v;
+        /* a pause between polls (spin_ns): ~1000 blocks polling one L2 line would slow every weight line of
+         * that L2 slice for the blocks still streaming */
+        for (;;) {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(ctr) : "memory");
+            if (v >= target) break;
+            if (spin_ns > 0) __nanosleep(spin_ns);
+        }
+    }
+    __syncthreads();
+    pdl_trigger();
+}
+
+template <int KIND, int TT, int R, int KS, int MODE = 0, int PERS = 0>
 __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *__restrict__ x, int T, const void *wdata, int rows, int cols,
-                                           int bx, const gemv_ext_t &e = gemv_ext_t(), unsigned pf = 0) {
+                                           int bx, const gemv_ext_t &e = gemv_ext_t(), unsigned pf = 0, const gemv_pers *ps = nullptr) {
     constexpr bool GLU = MODE & GM_GLU, NORM = MODE & GM_NORM, ACC = MODE & GM_ACC;
     constexpr int U = GEMV_PIPE / R; /* units per round: U·R pieces in flight per lane */
     constexpr int RN = GLU ? R / 2 : R; /* output rows per warp (GLU: R/2 gate rows, then the same R/2 up rows) */
     const int lane = threadIdx.x & 31, n0 = (bx * (GEMV_WARPS / KS) + (threadIdx.x >> 5) / KS) * RN;
     const int kw = (threadIdx.x >> 5) % KS;
-    pdl_trigger();
+    if constexpr (!PERS) pdl_trigger();
     /* KS > 1: every warp reaches warp_store's barrier; NORM: every warp reaches norm_x_smem's (a warp
-     * past the last row loads the last row's weights, then leaves after the norm) */
+     * past the last row loads the last row's weights, then leaves after the norm); PERS: also the grid
+     * barrier */
     const bool dead = KS == 1 && n0 >= rows;
-    if (!NORM && dead) return;
+    if (!NORM && dead && (!PERS || ps->wait != PW_GRID)) return;
     const size_t K = (size_t)cols;
     const int units = (int)(K / 8), step = 32 * KS;
     /* GM_R4 (gemvp_multi_kernel, four rows per group): one base pointer and 32-bit row offsets (fewer
@@ -579,11 +610,16 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
                 asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"((const char *)wdata + o), "r"(n) : "memory");
             }
     }
-    pdl_wait(); /* x (and y) belong to the previous kernels */
+    if constexpr (PERS) {
+        if (ps->wait == PW_PDL) pdl_wait();
+        else if (ps->wait == PW_GRID) gemv_grid_barrier(ps->ctr, ps->target, ps->spin_ns);
+    } else pdl_wait(); /* x (and y) belong to the previous kernels */
     if constexpr (NORM) {
-        norm_x_smem((float *)gemv_xs, x, T, cols, e);
+        if (!PERS || ps->norm) norm_x_smem((float *)gemv_xs, x, T, cols, e);
         if (dead) return;
     }
+    if constexpr (PERS && !NORM)
+        if (dead) return;
     for (; u < units; u += U * step) {
         uint4 nxt[U][R];
 #pragma unroll
@@ -598,7 +634,7 @@ __device__ __forceinline__ void gemvh_body(float *__restrict__ y, const float *_
             if (uj >= units) break;
             float xv[TT][8];
             if constexpr (NORM) ld_x8_s<TT>(xv, K, T, (size_t)uj * 8);
-            else ld_x8<TT, false>(xv, x, K, T, (size_t)uj * 8);
+            else ld_x8<TT, PERS ? 2 : 0>(xv, x, K, T, (size_t)uj * 8);
 #pragma unroll
             for (int r = 0; r < R; r++) fma_unit8<KIND, TT>(acc[r], cur[j][r], xv);
         }
@@ -999,6 +1035,167 @@ int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw
     return cuda_gemv_glu(c, y, x, T, dg, du, act == ACT_GELU_TANH, &e);
 }
 
+/* --- rms_mlp at one token in ONE launch (gemvp_mlp_kernel): x += glu(h·Wgᵀ, h·Wuᵀ)·Wdᵀ, h = rms_norm(x)
+ *
+ * The separate path is two GEMV launches (rms_matmul_glu, then matmul_add of the down projection),
+ * and for hidden sizes under KILN_CUDA_FUSE_NORM_MIN_K (qwen3-0.6b: 1024) two more kernels (the
+ * add_rms_norm after o and after down). Each launch costs a PDL hop and the ramp of a new grid, which
+ * on a small model is most of a GEMV (qwen3-0.6b: ~32 µs a layer for 31 MB of weights that stream in
+ * ~7 µs). Here one persistent grid (every block resident: grid <= occupancy × SMs) runs
+ *   phase 1: the gate/up row groups of the GLU GEMV with the norm in the prologue (GM_GLU | GM_NORM,
+ *            once per block), g = the GLU output into a scratch vector;
+ *   grid barrier: every block's g rows written (issued after the first down row group's weights are
+ *            in flight: the same pre-wait loads PDL gives a launch);
+ *   phase 2: the down row groups with y += (GM_ACC) into x.
+ * Each row is computed by gemvh_body with the (R, KS) its own launch would take (gemv_cfg and the
+ * launch_glu / launch_p rules), so x is bitwise rms_norm + matmul_glu + matmul_add (test_gemv_mlp).
+ * Only the (R, KS) pairs of common shapes are instantiated; others decline to the separate ops.
+ *
+ * OPT-IN (KILN_CUDA_MLP_PERSIST=1), because it is SLOWER (bench/cuda/RESULTS.md, session 21, same calls):
+ * llama-3-8b bf16 batch-1 196.6-198.5 tok/s against 220.8-224.4 for the separate launches, qwen3-0.6b
+ * bf16 984-986 against 998-1044. A pause between the barrier's polls (KILN_CUDA_MLP_SPIN_NS, default
+ * 256) gained ~2 % on qwen3 over none; fewer blocks an SM (KILN_CUDA_MLP_BPS=4 / 2) lost 4-25 %: the
+ * weight stream needs all 8 blocks' warps busy, and a grid barrier over ~1000 blocks costs at least
+ * what the PDL hop between two launches does. Kept, tested and bitwise, as the base for a barrier
+ * that is cheaper (a hierarchy, or blocks that leave as soon as their last row is stored). */
+template <int KIND, int R1, int KS1, int R2, int KS2, int M2>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB)
+    gemvp_mlp_kernel(float *__restrict__ x, float *__restrict__ g, const void *wg, int I, int H, gemv_ext_t e, const void *wd, unsigned *ctr,
+                     int nb1, int nb2, int spin_ns) {
+    gemv_pers ps = {ctr, gridDim.x, PW_PDL, 1, spin_ns};
+    for (int b = blockIdx.x; b < nb1; b += gridDim.x) { /* phase 1: g [I] */
+        gemvh_body<KIND, 1, R1, KS1, GM_GLU | GM_NORM, 1>(g, x, 1, wg, I, H, b, e, 0, &ps);
+        if (KS1 > 1) __syncthreads(); /* warp_store's shared sums are reused by the next row group */
+        ps.wait = PW_NONE;
+        ps.norm = 0;
+    }
+    if ((int)blockIdx.x >= nb1) pdl_wait(); /* x belongs to the kernel before */
+    ps.wait = PW_GRID;
+    if ((int)blockIdx.x >= nb2) gemv_grid_barrier(ctr, gridDim.x, spin_ns);
+    for (int b = blockIdx.x; b < nb2; b += gridDim.x) { /* phase 2: x [H] += g · Wdᵀ */
+        gemvh_body<KIND, 1, R2, KS2, GM_ACC | M2, 1>(x, g, 1, wd, H, I, b, gemv_ext_t(), 0, &ps);
+        if (KS2 > 1) __syncthreads();
+        ps.wait = PW_NONE;
+    }
+    __syncthreads(); /* the last block out resets the barrier for the next launch (all have passed it) */
+    if (threadIdx.x == 0 && atomicAdd(ctr + 1, 1u) == gridDim.x - 1) {
+        ctr[0] = 0;
+        ctr[1] = 0;
+    }
+}
+
+/* opt-in (KILN_CUDA_MLP_PERSIST=1; read per call, so a test can switch it): measured slower than the
+ * separate launches (bench/cuda/RESULTS.md session 21: llama-3-8b bf16 196.6 vs 220.8 tok/s, qwen3-0.6b
+ * 984-986 vs 998-1027) */
+static int mlp_pers_on(void) {
+    const char *e = getenv("KILN_CUDA_MLP_PERSIST");
+    return e && atoi(e) > 0;
+}
+
+template <int KIND, int R1, int KS1, int R2, int KS2, int M2>
+static int mlp_launch(cuda_impl_t *c, float *x, float *g, const dweight_t *wg, const gemv_ext_t &e, const dweight_t *wd, int nb1, int nb2) {
+    auto kern = gemvp_mlp_kernel<KIND, R1, KS1, R2, KS2, M2>;
+    const size_t smem = (size_t)wg->cols * 4; /* GM_NORM: the normalized x */
+    static int per_sm = -1;                   /* per instantiation; smem <= 48 KB (the caller's norm condition) */
+    static size_t per_sm_smem;
+    if (per_sm < 0 || per_sm_smem != smem) {
+        int b = 0;
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, GEMV_WARPS * 32, smem));
+        per_sm = b;
+        per_sm_smem = smem;
+    }
+    if (per_sm < 1) return -1;
+    /* KILN_CUDA_MLP_BPS=N: at most N blocks an SM (fewer arrivals at the barrier, more row groups a block);
+     * KILN_CUDA_MLP_SPIN_NS: the pause between polls (default 256, 0: none) */
+    static int bps = -1, spin = -1;
+    if (bps < 0) { const char *v = getenv("KILN_CUDA_MLP_BPS"); bps = v && atoi(v) > 0 ? atoi(v) : 1000; }
+    if (spin < 0) { const char *v = getenv("KILN_CUDA_MLP_SPIN_NS"); spin = v ? atoi(v) : 256; if (spin < 0) spin = 0; }
+    const int res = per_sm < bps ? per_sm : bps;
+    const int sms = c->sm_count > 0 ? c->sm_count : 132, want = nb1 > nb2 ? nb1 : nb2;
+    const int grid = want < res * sms ? want : res * sms;
+    cuda_launch_pdl(c->stream, kern, dim3(grid), dim3(GEMV_WARPS * 32), smem, x, g, wg->data, wg->rows, wg->cols, e, wd->data, c->mlp_ctr,
+                    nb1, nb2, spin);
+    return 0;
+}
+template <int KIND, int R1, int KS1>
+static int mlp_launch2(cuda_impl_t *c, int p2, float *x, float *g, const dweight_t *wg, const gemv_ext_t &e, const dweight_t *wd, int nb1, int nb2) {
+    switch (p2) {
+    case 0: return mlp_launch<KIND, R1, KS1, 4, 1, 0>(c, x, g, wg, e, wd, nb1, nb2);
+    case 1: return mlp_launch<KIND, R1, KS1, 2, 2, 0>(c, x, g, wg, e, wd, nb1, nb2);
+    case 2: return mlp_launch<KIND, R1, KS1, 4, 2, GM_R4>(c, x, g, wg, e, wd, nb1, nb2);
+    default: return mlp_launch<KIND, R1, KS1, 4, GEMV_WARPS, GM_R4>(c, x, g, wg, e, wd, nb1, nb2);
+    }
+}
+template <int KIND>
+static int mlp_launch1(cuda_impl_t *c, int p1, int p2, float *x, float *g, const dweight_t *wg, const gemv_ext_t &e, const dweight_t *wd, int nb1,
+                       int nb2) {
+    switch (p1) {
+    case 0: return mlp_launch2<KIND, 4, 1>(c, p2, x, g, wg, e, wd, nb1, nb2);
+    case 1: return mlp_launch2<KIND, 4, 2>(c, p2, x, g, wg, e, wd, nb1, nb2);
+    default: return mlp_launch2<KIND, 4, GEMV_WARPS>(c, p2, x, g, wg, e, wd, nb1, nb2);
+    }
+}
+
+/* 0: launched; -1: declined (T != 1, dtypes, shapes, a (R, KS) pair not instantiated, the norm's
+ * conditions, scratch that cannot grow while a graph is captured) */
+static int gemv_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float eps, int T, const dweight_t *wg, const dweight_t *wu,
+                    const dweight_t *wd, int gelu) {
+    const int H = wg->cols, I = wg->rows;
+    if (T != 1 || !mlp_pers_on() || !multi_on() || H < glu_gemv_min_k() || !gemvp_ok(c, wg, x, T) || wu->dtype != wg->dtype ||
+        wd->dtype != wg->dtype || wu->rows != I || wu->cols != H || wd->rows != H || wd->cols != I || !gemvp_ok(c, wd, x, T) ||
+        I % 4 || !gemv_pipe(gemv_cfg(c, wd, T)))
+        return -1;
+    /* the GEMV norm's conditions (norm_x_smem reproduces rms_norm4_kernel) without the min-K rule: the
+     * norm runs once per resident block here, not once per row group */
+    if (H % 4 || H <= 256 || H > 8192 || ((uintptr_t)x & 15) || ((uintptr_t)nw & 15)) return -1;
+    /* phase 1: launch_glu's (R, KS) at one token */
+    const int cfg1 = gemv_cfg(c, wg, T);
+    int p1, nb1;
+    if ((cfg1 == CFG_R2K2 || cfg1 == CFG_R1K4) && r4s_on(2)) { p1 = cfg1 == CFG_R2K2 ? 1 : 2; nb1 = cdiv(I, GEMV_WARPS / cfg_KS[cfg1] * 2); }
+    else if (cfg1 == CFG_R4) { p1 = 0; nb1 = cdiv(I, GEMV_WARPS * 2); }
+    else return -1;
+    /* phase 2: launch_p's (R, KS) for matmul_add at one token */
+    const int cfg2 = gemv_cfg(c, wd, T);
+    int p2, nb2;
+    if ((cfg2 == CFG_R2K2 || cfg2 == CFG_R1K4) && (r4s_on(4) || (cfg2 == CFG_R1K4 && r4s_on(8)))) {
+        p2 = cfg2 == CFG_R2K2 ? 2 : 3;
+        nb2 = cdiv(H, GEMV_WARPS / cfg_KS[cfg2] * 4);
+    } else if (cfg2 == CFG_R4) { p2 = 0; nb2 = cfg_blocks(cfg2, H); }
+    else if (cfg2 == CFG_R2K2) { p2 = 1; nb2 = cfg_blocks(cfg2, H); }
+    else return -1;
+    /* the scratch g and the barrier's counters: made once (cudaMalloc is allowed in a relaxed capture; the
+     * counters' zeroing is a stream op, so captured graphs replay it only in the step that made them) */
+    const size_t gb = (size_t)I * 4;
+    if (gb > c->mlp_g_bytes) {
+        if (c->capturing && c->mlp_g) return -1; /* an earlier graph may still read the old one */
+        if (c->mlp_g) { cuda_sync(c); cudaCheck(cudaFree(c->mlp_g)); }
+        cudaCheck(cudaMalloc((void **)&c->mlp_g, gb));
+        c->mlp_g_bytes = gb;
+    }
+    if (!c->mlp_ctr) {
+        cudaCheck(cudaMalloc((void **)&c->mlp_ctr, 2 * sizeof(unsigned)));
+        cudaCheck(cudaMemsetAsync(c->mlp_ctr, 0, 2 * sizeof(unsigned), c->stream));
+    }
+    gemv_ext_t e = {};
+    e.nw = nw; e.off = off; e.eps = eps; e.wu = wu->data; e.gelu = gelu;
+    const int r = wg->dtype == DT_BF16 ? mlp_launch1<K_BF16>(c, p1, p2, x, c->mlp_g, wg, e, wd, nb1, nb2)
+                                       : mlp_launch1<K_F16>(c, p1, p2, x, c->mlp_g, wg, e, wd, nb1, nb2);
+    if (r) return -1;
+    c->mlp_pers_uses++;
+    cuda_capture_tick(c);
+    return 0;
+}
+
+int cuda_rms_mlp(backend_t *be, float *x, const float *nw, float off, float eps, int T, const weight_t *wg, const weight_t *wu,
+                 const weight_t *wd, act_t act) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (T == 1 && gemv_mlp(c, x, nw, off, eps, T, (const dweight_t *)wg->device, (const dweight_t *)wu->device, (const dweight_t *)wd->device,
+                           act == ACT_GELU_TANH) == 0)
+        return 0;
+    return cuda_lt_rms_mlp(be, x, nw, off, eps, T, wg, wu, wd, act);
+}
+extern "C" long cuda_mlp_pers_uses(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->mlp_pers_uses; }
+
 /* backend.h rms_matmul_multi: matmul_multi of rms_norm(x), the norm in each block's prologue;
  * declines (nonzero) where gemvp_multi_kernel or the norm does not apply. */
 int cuda_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
@@ -1045,7 +1242,9 @@ int cuda_matmul_add(backend_t *be, float *y, const float *x, int T, const weight
             return 0;
         }
     }
-    if (w->rows < fuse_norm_min_k() || !gemvp_ok(c, w, x, T)) return -1;
+    /* small rows at one token too where the one-launch rms_mlp takes the norm that follows (llama.c calls
+     * rms_mlp after a matmul_add of o) */
+    if ((w->rows < fuse_norm_min_k() && !(T == 1 && mlp_pers_on())) || !gemvp_ok(c, w, x, T)) return -1;
     const int cfg = gemv_cfg(c, w, T);
     if (!gemv_pipe(cfg)) return -1;
     if (w->dtype == DT_BF16) launch_p_tt<K_BF16, GM_ACC>(c, cfg, y, x, T, w);
