@@ -1054,10 +1054,11 @@ int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw
  * OPT-IN (KILN_CUDA_MLP_PERSIST=1), because it is SLOWER (bench/cuda/RESULTS.md, session 21, same calls):
  * llama-3-8b bf16 batch-1 196.6-198.5 tok/s against 220.8-224.4 for the separate launches, qwen3-0.6b
  * bf16 984-986 against 998-1044. A pause between the barrier's polls (KILN_CUDA_MLP_SPIN_NS, default
- * 256) gained ~2 % on qwen3 over none; fewer blocks an SM (KILN_CUDA_MLP_BPS=4 / 2) lost 4-25 %: the
+ * 256) gained ~2 % on qwen3 over none; fewer blocks an SM (KILN_CUDA_MLP_BPS=4 / 2) lost 4-32 %: the
  * weight stream needs all 8 blocks' warps busy, and a grid barrier over ~1000 blocks costs at least
- * what the PDL hop between two launches does. Kept, tested and bitwise, as the base for a barrier
- * that is cheaper (a hierarchy, or blocks that leave as soon as their last row is stored). */
+ * what the PDL hop between two launches does. Kept, tested and bitwise, as the base for dataflow
+ * instead of a barrier: readiness flags per chunk of g, so a down row's K loop waits only for the
+ * chunk it reads next while phase 1's tail still runs. */
 template <int KIND, int R1, int KS1, int R2, int KS2, int M2>
 __global__ void __launch_bounds__(GEMV_WARPS * 32, GEMV_MINB)
     gemvp_mlp_kernel(float *__restrict__ x, float *__restrict__ g, const void *wg, int I, int H, gemv_ext_t e, const void *wd, unsigned *ctr,
