@@ -709,6 +709,13 @@ static int r4s_on(int bit) {
     if (v < 0) { const char *e = getenv("KILN_CUDA_GEMV_R4S"); v = e ? atoi(e) : 1 | 2 | 8; }
     return v & bit;
 }
+/* At one token: does a single weight (matmul, matmul_add: launch_p) of configuration cfg take four rows a
+ * row group (GM_R4, cfg's KS), and does matmul_glu (launch_glu) take two gate/up pairs a warp? And the
+ * row groups (blocks) of each launch. Shared by those launches and the one-launch MLP (gemv_mlp). */
+static bool single_r4(int cfg) { return (cfg == CFG_R2K2 || cfg == CFG_R1K4) && (r4s_on(4) || (cfg == CFG_R1K4 && r4s_on(8))); }
+static bool glu_r4(int cfg) { return (cfg == CFG_R2K2 || cfg == CFG_R1K4) && r4s_on(2); }
+static int single_blocks1(int cfg, int rows) { return single_r4(cfg) ? cdiv(rows, GEMV_WARPS / cfg_KS[cfg] * 4) : cfg_blocks(cfg, rows); }
+static int glu_blocks1(int cfg, int rows) { return cdiv(rows, GEMV_WARPS / cfg_KS[cfg] * (glu_r4(cfg) || cfg == CFG_R4 ? 2 : 1)); }
 
 /* L2 prefetch of the weight of the GEMV that reads the batch-1 decode attention's output (the
  * o-projection): attention.cu names that output by cuda_gemv_prefetch_hint when it launches
@@ -743,14 +750,13 @@ template <int KIND, int TT, int MODE = 0>
 static void launch_p(cuda_impl_t *c, int cfg, float *y, const float *x, int T, const dweight_t *w, unsigned pf = 0) {
     if constexpr (TT == 1 && KIND == K_BF16 && !(MODE & GM_PF) && (MODE == 0 || MODE == GM_ACC)) {
         if (pf_x == x && pf_x) {
-            const bool r4 = (cfg == CFG_R2K2 || cfg == CFG_R1K4) && (r4s_on(4) || (cfg == CFG_R1K4 && r4s_on(8)));
-            const unsigned b = take_prefetch(c, x, w, r4 ? cdiv(w->rows, GEMV_WARPS / cfg_KS[cfg] * 4) : cfg_blocks(cfg, w->rows));
+            const unsigned b = take_prefetch(c, x, w, single_blocks1(cfg, w->rows));
             if (b) { launch_p<KIND, TT, MODE | GM_PF>(c, cfg, y, x, T, w, b); return; }
         }
     }
     if constexpr (TT == 1) {
-        if ((cfg == CFG_R2K2 || cfg == CFG_R1K4) && (r4s_on(4) || (cfg == CFG_R1K4 && r4s_on(8)))) {
-            const dim3 grid(cdiv(w->rows, GEMV_WARPS / cfg_KS[cfg] * 4)), block(GEMV_WARPS * 32);
+        if (single_r4(cfg)) {
+            const dim3 grid(single_blocks1(cfg, w->rows)), block(GEMV_WARPS * 32);
             if (cfg == CFG_R2K2) cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, 2, MODE | GM_R4>, grid, block, 0, y, x, T, w->data, w->rows, w->cols, pf);
             else cuda_launch_pdl(c->stream, gemvp_kernel<KIND, TT, 4, GEMV_WARPS, MODE | GM_R4>, grid, block, 0, y, x, T, w->data, w->rows, w->cols, pf);
             return;
@@ -917,8 +923,8 @@ static void launch_glu(cuda_impl_t *c, int cfg, float *y, const float *x, int T,
     const int KS = cfg_KS[cfg], pairs = cfg == CFG_R4 ? 2 : 1; /* R = 4: two pairs per warp; R = 2 or 1: one */
     const size_t sm = MODE & GM_NORM ? (size_t)T * cols * 4 : 0;
     if constexpr (TT == 1) {
-        if ((cfg == CFG_R2K2 || cfg == CFG_R1K4) && r4s_on(2)) { /* two pairs per warp, the KS of cfg */
-            const dim3 grid(cdiv(rows, GEMV_WARPS / KS * 2)), block(GEMV_WARPS * 32);
+        if (glu_r4(cfg)) { /* two pairs per warp, the KS of cfg */
+            const dim3 grid(glu_blocks1(cfg, rows)), block(GEMV_WARPS * 32);
             if (cfg == CFG_R2K2) cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 4, 2, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e);
             else cuda_launch_pdl(c->stream, gemvp_glu_kernel<KIND, TT, 4, GEMV_WARPS, MODE>, grid, block, sm, y, x, T, wg, rows, cols, e);
             return;
@@ -1150,20 +1156,12 @@ static int gemv_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float 
      * norm runs once per resident block here, not once per row group */
     if (H % 4 || H <= 256 || H > 8192 || ((uintptr_t)x & 15) || ((uintptr_t)nw & 15)) return -1;
     /* phase 1: launch_glu's (R, KS) at one token */
-    const int cfg1 = gemv_cfg(c, wg, T);
-    int p1, nb1;
-    if ((cfg1 == CFG_R2K2 || cfg1 == CFG_R1K4) && r4s_on(2)) { p1 = cfg1 == CFG_R2K2 ? 1 : 2; nb1 = cdiv(I, GEMV_WARPS / cfg_KS[cfg1] * 2); }
-    else if (cfg1 == CFG_R4) { p1 = 0; nb1 = cdiv(I, GEMV_WARPS * 2); }
-    else return -1;
+    const int cfg1 = gemv_cfg(c, wg, T), cfg2 = gemv_cfg(c, wd, T);
+    const int p1 = glu_r4(cfg1) ? (cfg1 == CFG_R2K2 ? 1 : 2) : cfg1 == CFG_R4 ? 0 : -1;
     /* phase 2: launch_p's (R, KS) for matmul_add at one token */
-    const int cfg2 = gemv_cfg(c, wd, T);
-    int p2, nb2;
-    if ((cfg2 == CFG_R2K2 || cfg2 == CFG_R1K4) && (r4s_on(4) || (cfg2 == CFG_R1K4 && r4s_on(8)))) {
-        p2 = cfg2 == CFG_R2K2 ? 2 : 3;
-        nb2 = cdiv(H, GEMV_WARPS / cfg_KS[cfg2] * 4);
-    } else if (cfg2 == CFG_R4) { p2 = 0; nb2 = cfg_blocks(cfg2, H); }
-    else if (cfg2 == CFG_R2K2) { p2 = 1; nb2 = cfg_blocks(cfg2, H); }
-    else return -1;
+    const int p2 = single_r4(cfg2) ? (cfg2 == CFG_R2K2 ? 2 : 3) : cfg2 == CFG_R4 ? 0 : cfg2 == CFG_R2K2 ? 1 : -1;
+    if (p1 < 0 || p2 < 0) return -1; /* (R, KS) pairs not instantiated */
+    const int nb1 = glu_blocks1(cfg1, I), nb2 = single_blocks1(cfg2, H);
     /* the scratch g and the barrier's counters: made once (cudaMalloc is allowed in a relaxed capture; the
      * counters' zeroing is a stream op, so captured graphs replay it only in the step that made them) */
     const size_t gb = (size_t)I * 4;
