@@ -35,6 +35,7 @@ for m in $MODELS $(for v in $VARIANTS; do echo "${v##*:}"; done) $(for c in $CON
   case " $need " in *" $m "*) ;; *) need="$need $m";; esac
 done
 for m in $need; do
+  [ -f /tmp/s/$m.done ] && continue  # written earlier in this call (a caller's script)
   ( /tmp/k/kiln synth --preset "$(preset $m)" --dtype "$(dtype $m)" --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
 done
 runt() { local t=$1 s=$(date +%s); /tmp/k/$t > /tmp/$t.log 2>&1; local rc=$?
