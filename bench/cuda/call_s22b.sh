@@ -1,15 +1,29 @@
 #!/bin/bash
-# call_s22b.sh — session 22, call 2: why the 64-token q4 matmuls (matmul_wgmma.cu) run at ~0.6 TB/s —
-# ncu sections (speed of light, memory, compute, warp states, scheduler) of every wgm/wgm9 launch of
-# the QWG bench (llama-3-8b's q4 shapes at 64 tokens; v8 at clusters 1/2/4, v9, v8's copies-only probe).
+# call_s22b.sh — session 22, call 2: the 64-token q4 matmuls (matmul_wgmma.cu v8) with an L2 prefetch size on
+# the code copies (KILN_CUDA_QWG_L2PF=128|256, a switch of that call's binary, removed after it: no gain) — tests with the
+# hint on, the per-matmul timings (QWG bench), the engine A/B at c=64; then ncu sections of every wgm launch of
+# the QWG bench (speed of light, memory, compute, warp states, scheduler) to see what bounds the kernel.
 #   run: bash bench/cuda/call_s22b.sh PKG
 P=${1:?package}
-mkdir -p /tmp/k && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
+mkdir -p /tmp/k /tmp/s && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
+S=$OUT/pre.txt
+for m in l8q4 q06q4; do
+  case $m in l8*) pr=llama-3-8b;; *) pr=qwen3-0.6b;; esac
+  ( /tmp/k/kiln synth --preset $pr --dtype q4 --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
+done
+t1() { local n=$1; shift; env "$@" timeout 200 /tmp/k/test_cuda_kernels > /tmp/t_$n.log 2>&1; echo "$n rc=$? $(tail -1 /tmp/t_$n.log)" >> $S; grep -i "fail" /tmp/t_$n.log | head -8 >> $S; }
+t1 qwg_l2pf256 KILN_CUDA_TEST_QWG_ONLY=1 KILN_CUDA_QWG_L2PF=256
+KILN_CUDA_TEST_QWG_BENCH=1 timeout 200 /tmp/k/test_cuda_kernels > /tmp/qb.log 2>&1; grep "qwg bench" /tmp/qb.log >> $S
+cat $S
+TESTS=" " MODELS="" VARIANTS="" CONC_ENV="KILN_CUDA_STEP_STATS=64" \
+  CONC="l8q4:1,64 l8q4:64:KILN_CUDA_QWG_L2PF=256 l8q4:64 l8q4:64:KILN_CUDA_QWG_L2PF=256 l8q4:64:KILN_CUDA_QWG_L2PF=128 q06q4:1,64 q06q4:64:KILN_CUDA_QWG_L2PF=256 q06q4:64" \
+  bash bench/cuda/combined.sh "$P" > /dev/null 2>&1
+cat $S >> $OUT/summary.txt
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-QWG_BENCH_REPS=1 KILN_CUDA_TEST_QWG_BENCH=1 timeout 500 $NCU --clock-control none --cache-control none -k regex:"wgm9?_kernel" \
+QWG_BENCH_REPS=1 KILN_CUDA_TEST_QWG_BENCH=1 timeout 300 $NCU --clock-control none --cache-control none -k regex:"wgm_kernel" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section WarpStateStats \
-  --section SchedulerStats --section Occupancy --section LaunchStats --page raw --csv /tmp/k/test_cuda_kernels > /tmp/ncu.csv 2> /tmp/ncu.err
-echo "ncu rc=$? $(wc -l < /tmp/ncu.csv) lines" > $OUT/summary.txt
+  --section SchedulerStats --section Occupancy --page raw --csv /tmp/k/test_cuda_kernels > /tmp/ncu.csv 2> /tmp/ncu.err
+echo "ncu rc=$? $(wc -l < /tmp/ncu.csv) lines" >> $OUT/summary.txt
 tail -5 /tmp/ncu.err >> $OUT/summary.txt
 xz -9 < /tmp/ncu.csv > $OUT/ncu.csv.xz
-cat $OUT/summary.txt
+tail -3 $OUT/summary.txt

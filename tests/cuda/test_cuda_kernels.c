@@ -2217,14 +2217,16 @@ static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, floa
         befast->ops->matmul(befast, dy, dx, T, &w);
         to_host(befast, g2, dy, (size_t)T * N);
         /* and v8 (=8: the x tile multicast in clusters of KILN_CUDA_QWG_MC = 1, 2, 4 blocks, scales/biases from a
-         * shared slab): bitwise v2 too */
-        const char *vars[][2] = {{"5", NULL}, {"8", "1"}, {"8", "2"}, {"8", "4"}};
+         * shared slab — as f16 factors where they are exact, or with KILN_CUDA_QWG_HSLAB=0 as stored): bitwise v2 too */
+        const char *vars[][3] = {{"5", NULL, NULL}, {"8", "1", NULL}, {"8", "2", NULL}, {"8", "4", NULL}, {"8", "1", "0"}};
         const char *oldmc = getenv("KILN_CUDA_QWG_MC");
         char *keepmc = oldmc ? strdup(oldmc) : NULL;
         for (size_t vi = 0; vi < sizeof vars / sizeof vars[0]; vi++) {
             const int v = atoi(vars[vi][0]);
             setenv("KILN_CUDA_QWG_V", vars[vi][0], 1);
             if (vars[vi][1]) setenv("KILN_CUDA_QWG_MC", vars[vi][1], 1);
+            if (vars[vi][2]) setenv("KILN_CUDA_QWG_HSLAB", vars[vi][2], 1);
+            else unsetenv("KILN_CUDA_QWG_HSLAB");
             for (size_t i = 0; i < (size_t)T * N; i++) g5[i] = NAN;
             float *dyv = dev_from(befast, g5, (size_t)T * N); /* NaN: an output the kernel does not write shows */
             befast->ops->matmul(befast, dyv, dx, T, &w);
@@ -2232,9 +2234,10 @@ static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, floa
             befast->ops->free(befast, dyv);
             size_t nd = 0;
             for (size_t i = 0; i < (size_t)T * N; i++) nd += memcmp(&g5[i], &g2[i], sizeof(float)) != 0;
-            CHECK(nd == 0, "qwg q%d g%d %s %dx%d T=%d: KILN_CUDA_QWG_V=%d (MC %s) differs from v2 in %zu of %d outputs", bits, group, dtype_name(sbt),
-                  N, K, T, v, vars[vi][1] ? vars[vi][1] : "-", nd, T * N);
+            CHECK(nd == 0, "qwg q%d g%d %s %dx%d T=%d: KILN_CUDA_QWG_V=%d (MC %s, HSLAB %s) differs from v2 in %zu of %d outputs", bits, group,
+                  dtype_name(sbt), N, K, T, v, vars[vi][1] ? vars[vi][1] : "-", vars[vi][2] ? vars[vi][2] : "-", nd, T * N);
         }
+        unsetenv("KILN_CUDA_QWG_HSLAB");
         if (keepmc) setenv("KILN_CUDA_QWG_MC", keepmc, 1);
         else unsetenv("KILN_CUDA_QWG_MC");
         free(keepmc);
@@ -2266,7 +2269,10 @@ static void test_qwg_bench(void) {
                                                         {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
     const int T = 64, reps = getenv("QWG_BENCH_REPS") ? atoi(getenv("QWG_BENCH_REPS")) : 20;
     /* {V, probe, cluster}: v5, v8 at clusters of 1/2/4 (KILN_CUDA_QWG_MC), then the probes */
-    const char *vars[][3] = {{"5", "0", "1"}, {"8", "0", "1"}, {"8", "0", "2"}, {"8", "0", "4"}, {"5", "1", "1"}, {"8", "1", "1"}, {"8", "1", "2"}, {"8", "1", "4"}};
+    /* {V, probe, cluster, f16 slab}: v5, v8 at clusters of 1/2/4 (KILN_CUDA_QWG_MC), v8 without its f16 slab
+     * (KILN_CUDA_QWG_HSLAB=0), then the probes */
+    const char *vars[][4] = {{"5", "0", "1", "1"}, {"8", "0", "1", "1"}, {"8", "0", "2", "1"}, {"8", "0", "4", "1"}, {"8", "0", "1", "0"},
+                             {"5", "1", "1", "1"}, {"8", "1", "1", "1"}, {"8", "1", "2", "1"}, {"8", "1", "4", "1"}};
     for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
         const int N = sh[si].N, K = sh[si].K, ng = K / 64;
         const size_t words = (size_t)N * K / 8;
@@ -2289,6 +2295,7 @@ static void test_qwg_bench(void) {
             setenv("KILN_CUDA_QWG_V", vars[vi][0], 1);
             setenv("KILN_CUDA_QWG_PROBE", vars[vi][1], 1);
             setenv("KILN_CUDA_QWG_MC", vars[vi][2], 1);
+            setenv("KILN_CUDA_QWG_HSLAB", vars[vi][3], 1);
             for (int r = 0; r < (reps > 1 ? 2 : 0); r++) befast->ops->matmul(befast, dy, dx, T, &w);
             to_host(befast, &one, dy, 1);
             struct timespec t0, t1;
@@ -2297,12 +2304,13 @@ static void test_qwg_bench(void) {
             to_host(befast, &one, dy, 1);
             clock_gettime(CLOCK_MONOTONIC, &t1);
             const double us = ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) * 1e-3) / (reps > 0 ? reps : 1);
-            printf("# qwg bench %-8s %6dx%-5d T=%d v%s mc%s probe=%s: %8.1f us/matmul (x prep + kernel + sums), %.1f MB weights, %.3f TB/s\n", sh[si].name,
-                   N, K, T, vars[vi][0], vars[vi][2], vars[vi][1], us, bytes / 1e6, bytes / us * 1e-6);
+            printf("# qwg bench %-8s %6dx%-5d T=%d v%s mc%s hslab%s probe=%s: %8.1f us/matmul (x prep + kernel + sums), %.1f MB weights, %.3f TB/s\n",
+                   sh[si].name, N, K, T, vars[vi][0], vars[vi][2], vars[vi][3], vars[vi][1], us, bytes / 1e6, bytes / us * 1e-6);
         }
         unsetenv("KILN_CUDA_QWG_V");
         unsetenv("KILN_CUDA_QWG_PROBE");
         unsetenv("KILN_CUDA_QWG_MC");
+        unsetenv("KILN_CUDA_QWG_HSLAB");
         befast->ops->free(befast, dx); befast->ops->free(befast, dy);
         release(befast, &w);
         free(x); free(codes); free(sc); free(bi);

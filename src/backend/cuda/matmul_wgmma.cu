@@ -406,6 +406,23 @@ __device__ __forceinline__ uint32_t wg_f8(uint32_t v, uint32_t sel, __half2 m, _
     return h2_bits(__hfma2(c, m, a));
 }
 
+/* 4-bit: a chunk's A fragments from its codes with the rows' f16 factors ready (mA = (scale·2^s, scale·2^(s−4)),
+ * aA = (bias·2^s, bias·2^s): row lr; mB, aB: row lr + 8; [j]: the chunk's j-th group) — wg2_cvt's fast branch,
+ * and wgm_body's where the warp's slab holds those factors (wgm_hslab) */
+__device__ __forceinline__ void wg_cvt4h(uint32_t (&af)[4][4], const unsigned char *ca, const unsigned char *cb, int q, const __half2 (&mA)[2],
+                                         const __half2 (&aA)[2], const __half2 (&mB)[2], const __half2 (&aB)[2]) {
+    const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
+    const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    const uint32_t sel = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        const int j = s >> 1;
+        af[s][0] = wg_f4(wa[2 * s], sel, mA[j], aA[j]);
+        af[s][1] = wg_f4(wb[2 * s], sel, mB[j], aB[j]);
+        af[s][2] = wg_f4(wa[2 * s + 1], sel, mA[j], aA[j]);
+        af[s][3] = wg_f4(wb[2 * s + 1], sel, mB[j], aB[j]);
+    }
+}
 /* a chunk's A fragments from its codes (cd: the stage's code rows) and the rows' scale/bias values
  * times 2^s (sA, bA: row lr; sB, bB: row lr + 8; [j]: the chunk's j-th group) */
 template <int BITS, int NP, int SBT>
@@ -430,17 +447,7 @@ __device__ __forceinline__ void wg2_cvt(uint32_t (&af)[4][4], const unsigned cha
             aA[j] = __floats2half2_rn(bA[j], bA[j]); aB[j] = __floats2half2_rn(bB[j], bB[j]);
         }
         if constexpr (BITS == 4) {
-            const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
-            const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-            const uint32_t sel = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const int j = s >> 1;
-                af[s][0] = wg_f4(wa[2 * s], sel, mA[j], aA[j]);
-                af[s][1] = wg_f4(wb[2 * s], sel, mB[j], aB[j]);
-                af[s][2] = wg_f4(wa[2 * s + 1], sel, mA[j], aA[j]);
-                af[s][3] = wg_f4(wb[2 * s + 1], sel, mB[j], aB[j]);
-            }
+            wg_cvt4h(af, ca, cb, q, mA, aA, mB, aB);
         } else {
             const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
             const int wo = q >> 1, b = 2 * (q & 1);
@@ -911,6 +918,8 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     static_assert(P::XB == PF::XB && P::RBP == PF::RBP, "stage layout");
     constexpr int NR = NP / 2, ROWS = WG_ROWS, PPR = P::RB / 16, EB = SBT == 2 ? 4 : 2;
     const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
+    const int hsl = (C >> 8) & 1; /* wgm_hslab(): the warp's slab as f16 factors where they are exact (below) */
+    C &= 255;
     const int N = w.rows, K = w.cols, r0 = bx * ROWS, split = by;
     const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
     const int ng = K / w.group, gpc = w.group == 32 ? 2 : 1;
@@ -962,7 +971,36 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
     const int gb = c0 * WG_KC / w.group;
     float pa, pb, ia, ib;
-    wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ((c0 + n) * WG_KC + w.group - 1) / w.group, q, pa, pb, ia, ib);
+    const int ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
+    wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia, ib);
+    /* The f16 slab (wgm_hslab, 4-bit, 16-bit scales): where every one of the warp's slab values over the whole split is
+     * one the fast conversion takes (wg2_cvt: scale·2^s, scale·2^(s−4) and bias·2^s f16 numbers), each lane rewrites
+     * the entries it wrote as f16(value·2^s) — exact then, the same f16 numbers wg2_cvt makes per chunk — and the
+     * loop only loads them: no per-chunk scaling, checks, vote or f32 → f16 conversions (every chunk of such a warp
+     * took wg2_cvt's fast branch anyway, so the results are bitwise the same). A warp with any other value keeps the
+     * raw slab and wg2_cvt's per-chunk path. */
+    bool hs = false;
+    if constexpr (BITS == 4 && SBT != 2 && !PRB) {
+        if (hsl) {
+            bool ok = true;
+            for (int gi = gb + q; gi < ge; gi += 4) {
+                const int o = (gi - gb) * ROWS + lr, ob = (G + gi - gb) * ROWS + lr;
+                const float sa = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa, sb = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
+                const float ba = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa, bb = wgm_val<SBT>(wgm_get<SBT>(slab, ob + 8)) * pb;
+                ok = ok && wg_h_ok(sa) && wg_h_ok(sb) && wg_h_ok(ba) && wg_h_ok(bb) && wg_h_ok(sa * 0.0625f) && wg_h_ok(sb * 0.0625f);
+            }
+            hs = __all_sync(0xffffffffu, ok);
+            if (hs)
+                for (int gi = gb + q; gi < ge; gi += 4) {
+                    const int o = (gi - gb) * ROWS + lr, ob = (G + gi - gb) * ROWS + lr;
+                    unsigned short *s16 = (unsigned short *)slab;
+                    const float sa = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa, sb = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
+                    const float ba = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa, bb = wgm_val<SBT>(wgm_get<SBT>(slab, ob + 8)) * pb;
+                    s16[o] = __half_as_ushort(__float2half_rn(sa)); s16[o + 8] = __half_as_ushort(__float2half_rn(sb));
+                    s16[ob] = __half_as_ushort(__float2half_rn(ba)); s16[ob + 8] = __half_as_ushort(__float2half_rn(bb));
+                }
+        }
+    }
     __syncwarp(); /* a warp's slab rows are its own */
     float acc[NR];
 #pragma unroll
@@ -980,6 +1018,26 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
             for (int h = 0; h < 2; h++) {
                 if (h == 1 && !two) break;
                 const int ch = c0 + it + h, gi0 = (gsh < 0 ? 2 * ch : ch >> gsh) - gb;
+                if constexpr (BITS == 4 && SBT != 2) {
+                    if (hs) { /* the f16 slab: (s, s/16) and (b, b) from one f16 each, exact */
+                        const unsigned short *s16 = (const unsigned short *)slab;
+                        const __half2 k16 = __halves2half2(__float2half_rn(1.f), __float2half_rn(0.0625f));
+                        __half2 mA[2], aA[2], mB[2], aB[2];
+#pragma unroll
+                        for (int j = 0; j < 2; j++) {
+                            const int jj = j < gpc ? j : 0;
+                            const int o = (gi0 + jj) * ROWS + lr, ob = (G + gi0 + jj) * ROWS + lr;
+                            mA[j] = __hmul2(__half2half2(__ushort_as_half(s16[o])), k16);
+                            mB[j] = __hmul2(__half2half2(__ushort_as_half(s16[o + 8])), k16);
+                            aA[j] = __half2half2(__ushort_as_half(s16[ob]));
+                            aB[j] = __half2half2(__ushort_as_half(s16[ob + 8]));
+                        }
+                        const unsigned char *cd = (h == 0 ? st0 : st1) + P::XB, *ca = cd + lr * P::RBP;
+                        if (h == 0) wg_cvt4h(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                        else wg_cvt4h(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                        continue;
+                    }
+                }
                 float sA[2], bA[2], sB[2], bB[2];
 #pragma unroll
                 for (int j = 0; j < 2; j++) {
@@ -1089,6 +1147,13 @@ static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int thre
     cfg.numAttrs = cuda_pdl_cluster_attrs(at, false, cl);
     cudaCheck(cudaLaunchKernelEx(&cfg, kern, args...));
 }
+/* KILN_CUDA_QWG_HSLAB=0 (read per matmul; default 1): v8 without the f16 slab (wgm_body), the per-chunk conversion
+ * of every scale/bias as before — bitwise the same; an A/B switch. Passed in bit 8 of wgm_body's C (its cluster
+ * size below). */
+static int wgm_hslab(void) {
+    const char *e = getenv("KILN_CUDA_QWG_HSLAB");
+    return e && atoi(e) == 0 ? 0 : 1;
+}
 template <int BITS, int NP, int SBT, int PRB>
 static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
     using P = wgsm<BITS, NP>;
@@ -1112,7 +1177,7 @@ static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
     const int rbk = cdiv(w->rows, WG_ROWS);
     if (getenv("KILN_CUDA_QWG_DEBUG") && atoi(getenv("KILN_CUDA_QWG_DEBUG")) >= 2) /* every launch */
         fprintf(stderr, "qwg v8 %dx%d KS=%d: G=%d slab %d B, %d stages, %d B, cluster %d\n", w->rows, w->cols, KS, G, slab, S, smem, C);
-    wg_launch_cl(c, kern, dim3(cdiv(rbk, C) * C, KS), 288, smem, C, out, xg, inv, T, *w, KS, gsh, S, G, C);
+    wg_launch_cl(c, kern, dim3(cdiv(rbk, C) * C, KS), 288, smem, C, out, xg, inv, T, *w, KS, gsh, S, G, C | wgm_hslab() << 8);
     return true;
 }
 template <int BITS, int NP, int SBT>
@@ -1212,6 +1277,7 @@ typedef struct wg_slots {
     int clu;                  /* KILN_CUDA_QWG_MULTI=2: 1 a cluster per (slot, row block) of its KS splits; 2 (GLU) gate's and up's splits of a row block */
     int gelu;                 /* clu 2: the activation, and y16: bf16 of the GLU too (NULL: not) */
     __nv_bfloat16 *y16;
+    int hslab;                /* wgm_hslab() */
 } wg_slots_t;
 
 __device__ __forceinline__ int wg_slot_of(const wg_slots_t &a) {
@@ -1238,7 +1304,7 @@ __global__ void __launch_bounds__(288, 2) wgm_multi_kernel(const unsigned char *
     int si, bx, by;
     wg_slot_block(a, si, bx, by);
     const wg_slot_t &sl = a.s[si];
-    wgm_body<BITS, NP, SBT, 0>(sl.out, xg, xinv, T, sl.w, sl.KS, sl.gsh, sl.S, sl.G, 1, bx, by, a.clu, a.gelu, a.y16);
+    wgm_body<BITS, NP, SBT, 0>(sl.out, xg, xinv, T, sl.w, sl.KS, sl.gsh, sl.S, sl.G, 1 | a.hslab << 8, bx, by, a.clu, a.gelu, a.y16);
 }
 template <int BITS, int NP, int SBT>
 __global__ void __launch_bounds__(256, 2) wg2_multi_kernel(const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T, const wg_slots_t a,
@@ -1326,6 +1392,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
     wg_red_t r;
     memset(&r, 0, sizeof r);
     a.n = n;
+    a.hslab = wgm_hslab();
     /* KILN_CUDA_QWG_MULTI=2: the split sums inside thread-block clusters (≤ 8 blocks) instead of the
      * reduce launch, where every slot has one K split count (≥ 2 without the GLU; the GLU: gate's
      * and up's splits, 2·KS ≤ 8) — 8-bit (wg2_kernel's cluster sums) without the GLU only */
