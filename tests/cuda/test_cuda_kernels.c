@@ -2348,8 +2348,8 @@ static void qwg_multi_case(int n, const int *rows, int K, int T, int bits, int g
         for (size_t j = 0; j < ny; j++) a[i][j] = NAN;
         dy[i] = dev_from(be, a[i], ny); dz[i] = dev_from(be, a[i], ny);
     }
-    const char *vs[2] = {NULL, "3"}; /* the default kernel; 8-bit: also v2 with the f32 conversion */
-    for (int vi = 0; vi < (bits == 8 ? 2 : 1); vi++) {
+    const char *vs[3] = {NULL, "3", "2"}; /* the default kernel (v8); 8-bit: also v2 with the f32 conversion, and v2 */
+    for (int vi = 0; vi < (bits == 8 ? 3 : 1); vi++) {
         if (vs[vi]) setenv("KILN_CUDA_QWG_V", vs[vi], 1);
         const char *mm[3] = {NULL, "0", "2"};
         for (int mode = 0; mode < 2 + qwg_clu(); mode++) { /* 0: the multi launch; 1: KILN_CUDA_QWG_MULTI=0; 2: =2 (clusters) */

@@ -423,6 +423,21 @@ __device__ __forceinline__ void wg_cvt4h(uint32_t (&af)[4][4], const unsigned ch
         af[s][3] = wg_f4(wb[2 * s + 1], sel, mB[j], aB[j]);
     }
 }
+/* 8-bit: the same with mA = (scale·2^s, scale·2^s) */
+__device__ __forceinline__ void wg_cvt8h(uint32_t (&af)[4][4], const unsigned char *ca, const unsigned char *cb, int q, const __half2 (&mA)[2],
+                                         const __half2 (&aA)[2], const __half2 (&mB)[2], const __half2 (&aB)[2]) {
+    const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
+    const int wo = q >> 1, b = 2 * (q & 1);
+    const uint32_t sel = 0x4040u | (uint32_t)b | ((uint32_t)(b + 1) << 8);
+#pragma unroll
+    for (int s = 0; s < 4; s++) {
+        const int j = s >> 1;
+        af[s][0] = wg_f8(pa32[4 * s + wo], sel, mA[j], aA[j]);
+        af[s][1] = wg_f8(pb32[4 * s + wo], sel, mB[j], aB[j]);
+        af[s][2] = wg_f8(pa32[4 * s + 2 + wo], sel, mA[j], aA[j]);
+        af[s][3] = wg_f8(pb32[4 * s + 2 + wo], sel, mB[j], aB[j]);
+    }
+}
 /* a chunk's A fragments from its codes (cd: the stage's code rows) and the rows' scale/bias values
  * times 2^s (sA, bA: row lr; sB, bB: row lr + 8; [j]: the chunk's j-th group) */
 template <int BITS, int NP, int SBT>
@@ -446,21 +461,8 @@ __device__ __forceinline__ void wg2_cvt(uint32_t (&af)[4][4], const unsigned cha
             mA[j] = __floats2half2_rn(sA[j], sA[j] * d); mB[j] = __floats2half2_rn(sB[j], sB[j] * d);
             aA[j] = __floats2half2_rn(bA[j], bA[j]); aB[j] = __floats2half2_rn(bB[j], bB[j]);
         }
-        if constexpr (BITS == 4) {
-            wg_cvt4h(af, ca, cb, q, mA, aA, mB, aB);
-        } else {
-            const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
-            const int wo = q >> 1, b = 2 * (q & 1);
-            const uint32_t sel = 0x4040u | (uint32_t)b | ((uint32_t)(b + 1) << 8);
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const int j = s >> 1;
-                af[s][0] = wg_f8(pa32[4 * s + wo], sel, mA[j], aA[j]);
-                af[s][1] = wg_f8(pb32[4 * s + wo], sel, mB[j], aB[j]);
-                af[s][2] = wg_f8(pa32[4 * s + 2 + wo], sel, mA[j], aA[j]);
-                af[s][3] = wg_f8(pb32[4 * s + 2 + wo], sel, mB[j], aB[j]);
-            }
-        }
+        if constexpr (BITS == 4) wg_cvt4h(af, ca, cb, q, mA, aA, mB, aB);
+        else wg_cvt8h(af, ca, cb, q, mA, aA, mB, aB);
     } else {
         if constexpr (BITS == 4) {
             const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
@@ -980,14 +982,15 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
      * took wg2_cvt's fast branch anyway, so the results are bitwise the same). A warp with any other value keeps the
      * raw slab and wg2_cvt's per-chunk path. */
     bool hs = false;
-    if constexpr (BITS == 4 && SBT != 2 && !PRB) {
+    if constexpr (SBT != 2 && !PRB) {
         if (hsl) {
+            constexpr float d = BITS == 4 ? 0.0625f : 1.f;
             bool ok = true;
             for (int gi = gb + q; gi < ge; gi += 4) {
                 const int o = (gi - gb) * ROWS + lr, ob = (G + gi - gb) * ROWS + lr;
                 const float sa = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa, sb = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
                 const float ba = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa, bb = wgm_val<SBT>(wgm_get<SBT>(slab, ob + 8)) * pb;
-                ok = ok && wg_h_ok(sa) && wg_h_ok(sb) && wg_h_ok(ba) && wg_h_ok(bb) && wg_h_ok(sa * 0.0625f) && wg_h_ok(sb * 0.0625f);
+                ok = ok && wg_h_ok(sa) && wg_h_ok(sb) && wg_h_ok(ba) && wg_h_ok(bb) && wg_h_ok(sa * d) && wg_h_ok(sb * d);
             }
             hs = __all_sync(0xffffffffu, ok);
             if (hs)
@@ -1018,10 +1021,10 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
             for (int h = 0; h < 2; h++) {
                 if (h == 1 && !two) break;
                 const int ch = c0 + it + h, gi0 = (gsh < 0 ? 2 * ch : ch >> gsh) - gb;
-                if constexpr (BITS == 4 && SBT != 2) {
-                    if (hs) { /* the f16 slab: (s, s/16) and (b, b) from one f16 each, exact */
+                if constexpr (SBT != 2) {
+                    if (hs) { /* the f16 slab: (s, s/16) — 8-bit: (s, s) — and (b, b) from one f16 each, exact */
                         const unsigned short *s16 = (const unsigned short *)slab;
-                        const __half2 k16 = __halves2half2(__float2half_rn(1.f), __float2half_rn(0.0625f));
+                        const __half2 k16 = __halves2half2(__float2half_rn(1.f), __float2half_rn(BITS == 4 ? 0.0625f : 1.f));
                         __half2 mA[2], aA[2], mB[2], aB[2];
 #pragma unroll
                         for (int j = 0; j < 2; j++) {
@@ -1033,8 +1036,13 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
                             aB[j] = __half2half2(__ushort_as_half(s16[ob + 8]));
                         }
                         const unsigned char *cd = (h == 0 ? st0 : st1) + P::XB, *ca = cd + lr * P::RBP;
-                        if (h == 0) wg_cvt4h(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
-                        else wg_cvt4h(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                        if constexpr (BITS == 4) {
+                            if (h == 0) wg_cvt4h(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                            else wg_cvt4h(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                        } else {
+                            if (h == 0) wg_cvt8h(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                            else wg_cvt8h(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                        }
                         continue;
                     }
                 }
@@ -1202,9 +1210,9 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
         attr = 1;
     }
     /* read per matmul (test_qwg switches it); default 8 (v5 with the scale/bias slab, bitwise v5;
-     * 5: wg3_kernel as before) at 4-bit, 2 at 8-bit (v5/v8 not measured on q8 yet) */
+     * 5: wg3_kernel as before; 2: wg2_kernel, the 8-bit default until session 22) */
     const char *ve = getenv("KILN_CUDA_QWG_V");
-    const int v = ve ? atoi(ve) : BITS == 4 ? 8 : 2;
+    const int v = ve ? atoi(ve) : 8;
     const int gsh = w->group == 32 ? -1 : w->group == 64 ? 0 : w->group == 128 ? 1 : -2;
     /* KILN_CUDA_QWG_CLUSTER=1: the split sums inside a cluster of the KS blocks (≤ 8), no
      * [KS][T][N] scratch or wg_reduce_kernel; read per matmul */
@@ -1212,14 +1220,12 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
     const int clu = v != 1 && KS > 1 && KS <= 8 && ce && atoi(ce) == 1;
     const char *pe = getenv("KILN_CUDA_QWG_PROBE"); /* 1: copies and barriers only (wrong results; a measurement) */
     const int prb = pe && atoi(pe) == 1;
-    bool m8 = false; /* v8 (4-bit only; a matrix whose slab leaves too few stages takes v5) */
-    if constexpr (BITS == 4) {
-        if (v == 8 && gsh > -2 && !swap && bulk && pf == 0) {
-            float *o = KS > 1 ? part : y;
-            if (w->sb_dtype == DT_F16) m8 = wgm_pick<BITS, NP, 0>(c, prb, o, xg, inv, T, w, KS, gsh);
-            else if (w->sb_dtype == DT_BF16) m8 = wgm_pick<BITS, NP, 1>(c, prb, o, xg, inv, T, w, KS, gsh);
-            else m8 = wgm_pick<BITS, NP, 2>(c, prb, o, xg, inv, T, w, KS, gsh);
-        }
+    bool m8 = false; /* v8 (a matrix whose slab leaves too few stages takes v5) */
+    if (v == 8 && gsh > -2 && !swap && bulk && pf == 0) {
+        float *o = KS > 1 ? part : y;
+        if (w->sb_dtype == DT_F16) m8 = wgm_pick<BITS, NP, 0>(c, prb, o, xg, inv, T, w, KS, gsh);
+        else if (w->sb_dtype == DT_BF16) m8 = wgm_pick<BITS, NP, 1>(c, prb, o, xg, inv, T, w, KS, gsh);
+        else m8 = wgm_pick<BITS, NP, 2>(c, prb, o, xg, inv, T, w, KS, gsh);
     }
     if (m8) {
     } else if ((v == 5 || v == 8) && gsh > -2 && !swap && bulk && pf == 0) {
@@ -1258,8 +1264,8 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
  * split order) — and for matmul_glu the GLU in that reduce's epilogue (glu_act of the two sums: what
  * glu_kernel computes from them). So every output is bitwise the per-weight path's. Measured on the
  * H200 64-row qwen3-0.6b step: bench/cuda/RESULTS.md, session 17, helper-99.
- * Covers the defaults only: 4-bit on v8 (wgm_kernel, no x multicast: KILN_CUDA_QWG_MC ≤ 1), 8-bit
- * on v2 (wg2_kernel, not with KILN_CUDA_QWG_CLUSTER=1), 9..64 tokens, all weights one bits and
+ * Covers v8 (wgm_kernel, the default; no x multicast: KILN_CUDA_QWG_MC ≤ 1) and, at 8-bit, v2 (wg2_kernel,
+ * KILN_CUDA_QWG_V=2 or 3; not with KILN_CUDA_QWG_CLUSTER=1), 9..64 tokens, all weights one bits and
  * scale dtype; anything else keeps the per-weight launches (and matmul_glu its glu_kernel).
  * KILN_CUDA_QWG_MULTI=2 (opt-in) also drops the reduce launch: the blocks that share a row block's
  * sums form a thread-block cluster and add them through distributed shared memory in split order
@@ -1355,18 +1361,21 @@ static int wg_multi_kind(cuda_impl_t *c, int n, const dweight_t *const *w, int T
     }
     const char *pe = getenv("KILN_CUDA_QWG_PROBE"), *ce = getenv("KILN_CUDA_QWG_CLUSTER"), *mc = getenv("KILN_CUDA_QWG_MC"), *ve = getenv("KILN_CUDA_QWG_V");
     if (!fixed || (pe && atoi(pe) == 1)) return 0;
-    const int bits = w[0]->bits, v = ve ? atoi(ve) : bits == 4 ? 8 : 2;
+    const int bits = w[0]->bits, v = ve ? atoi(ve) : 8;
     for (int i = 0; i < n; i++) {
         const int g = w[i]->group;
         if (w[i]->bits != bits || w[i]->sb_dtype != w[0]->sb_dtype || !(g == 32 || g == 64 || g == 128)) return 0;
     }
-    if (bits == 4) {
+    if (v == 8) { /* v8, the default */
         if (v != 8 || (mc && atoi(mc) >= 2)) return 0;
         for (int i = 0; i < n; i++) { /* each weight fits v8's ring (else wg_launch takes v5 for it) */
             int S, G, sm, slab;
             const int KS = wg_ks(c, w[i]), f = w[i]->sb_dtype == DT_F32;
-            const bool fit = T <= 16 ? wgm_geom<4, 16>(w[i], KS, f, S, G, sm, slab) : T <= 32 ? wgm_geom<4, 32>(w[i], KS, f, S, G, sm, slab)
-                                                                                               : wgm_geom<4, 64>(w[i], KS, f, S, G, sm, slab);
+            bool fit;
+            if (bits == 4) fit = T <= 16 ? wgm_geom<4, 16>(w[i], KS, f, S, G, sm, slab) : T <= 32 ? wgm_geom<4, 32>(w[i], KS, f, S, G, sm, slab)
+                                                                                                : wgm_geom<4, 64>(w[i], KS, f, S, G, sm, slab);
+            else fit = T <= 16 ? wgm_geom<8, 16>(w[i], KS, f, S, G, sm, slab) : T <= 32 ? wgm_geom<8, 32>(w[i], KS, f, S, G, sm, slab)
+                                                                                      : wgm_geom<8, 64>(w[i], KS, f, S, G, sm, slab);
             if (!fit) return 0;
         }
         return 8;
@@ -1429,7 +1438,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
             if (!glu) { r.e0[r.n + 1] = r.e0[r.n] + ne; r.n++; }
         } else sl.out = y[i];
     }
-    if constexpr (BITS == 4) { /* kind 8 */
+    if (kind == 8) {
         using P = wgsm<BITS, NP>;
         static int attr;
         if (!attr) {
@@ -1441,7 +1450,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
             wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, a.clu == 2 ? 2 * a.s[0].KS : a.s[0].KS, xg, inv, T, a);
         } else
             wgm_multi_kernel<BITS, NP, SBT><<<blk, 288, smem, c->stream>>>(xg, inv, T, a);
-    } else { /* kind 2 or 3 */
+    } else if constexpr (BITS == 8) { /* kind 2 or 3 */
         using P = wgs<BITS, NP>;
         static int attr;
         if (!attr) {
@@ -1468,7 +1477,7 @@ static bool wg_multi_pick(cuda_impl_t *c, int kind, int n, float *const *y, cons
                           const dweight_t *const *w, int glu, int gelu, __nv_bfloat16 *y16) {
     const int sbt = w[0]->sb_dtype == DT_F16 ? 0 : w[0]->sb_dtype == DT_BF16 ? 1 : 2;
 #define WG_MR(B, S) wg_multi_run<B, NP, S>(c, kind, n, y, xg, inv, part, T, w, glu, gelu, y16)
-    if (kind == 8) return sbt == 0 ? WG_MR(4, 0) : sbt == 1 ? WG_MR(4, 1) : WG_MR(4, 2);
+    if (kind == 8 && w[0]->bits == 4) return sbt == 0 ? WG_MR(4, 0) : sbt == 1 ? WG_MR(4, 1) : WG_MR(4, 2);
     if (w[0]->bits == 8) return sbt == 0 ? WG_MR(8, 0) : sbt == 1 ? WG_MR(8, 1) : WG_MR(8, 2);
 #undef WG_MR
     return false;
