@@ -4,7 +4,10 @@
 # pcre2, utf8proc, microhttpd and gnutls' chain), into one tar.xz under a git-ignored dir.
 #
 #   bench/cuda/pack.sh BUILD_DIR PKG_DIR       → PKG_DIR/kiln-cuda.tar.xz
-# PACK_BINS="kiln ..." packs only those binaries (the carry limit: 64 MiB with the working tree).
+# PACK_BINS="kiln ..." packs only those binaries (the carry limit: 64 MiB with the working tree, counted
+# in disk blocks — `git ls-files -z | xargs -0 du -k` — not apparent sizes: ~51 MiB with everything, ~42 with
+# the big untracked-for-the-call files moved out; a package over ~21.5 MiB then also needs
+# models/kiln-tiny/model.safetensors out, which costs test_cuda_parity its 11 kiln-tiny checks).
 # On the GPU machine: mkdir -p /tmp/k && tar xJf PKG_DIR/kiln-cuda.tar.xz -C /tmp/k &&
 #   export LD_LIBRARY_PATH=/tmp/k/lib:$LD_LIBRARY_PATH; binaries are in /tmp/k.
 set -eu
