@@ -5,14 +5,10 @@
 # the QWG bench (speed of light, memory, compute, warp states, scheduler) to see what bounds the kernel.
 #   run: bash bench/cuda/call_s22b.sh PKG
 P=${1:?package}
-mkdir -p /tmp/k /tmp/s && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
-S=$OUT/pre.txt
-for m in l8q4 q06q4; do
-  case $m in l8*) pr=llama-3-8b;; *) pr=qwen3-0.6b;; esac
-  ( /tmp/k/kiln synth --preset $pr --dtype q4 --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
-done
-t1() { local n=$1; shift; env "$@" timeout 200 /tmp/k/test_cuda_kernels > /tmp/t_$n.log 2>&1; echo "$n rc=$? $(tail -1 /tmp/t_$n.log)" >> $S; grep -i "fail" /tmp/t_$n.log | head -8 >> $S; }
-t1 qwg_l2pf256 KILN_CUDA_TEST_QWG_ONLY=1 KILN_CUDA_QWG_L2PF=256
+. bench/cuda/call_lib.sh
+call_unpack "$P"
+call_synth q4 l8q4 q06q4  # written while the tests run (combined.sh skips them then)
+call_t1 qwg_l2pf256 KILN_CUDA_TEST_QWG_ONLY=1 KILN_CUDA_QWG_L2PF=256
 KILN_CUDA_TEST_QWG_BENCH=1 timeout 200 /tmp/k/test_cuda_kernels > /tmp/qb.log 2>&1; grep "qwg bench" /tmp/qb.log >> $S
 cat $S
 TESTS=" " MODELS="" VARIANTS="" CONC_ENV="KILN_CUDA_STEP_STATS=64" \

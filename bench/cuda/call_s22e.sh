@@ -4,15 +4,11 @@
 # v8), parity under it, and the engine A/B at c=64 on qwen3-0.6b q8 and llama-3-8b q8.
 #   run: bash bench/cuda/call_s22e.sh PKG
 P=${1:?package}
-mkdir -p /tmp/k /tmp/s && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
-S=$OUT/pre.txt
-for m in q06q8 l8q8; do
-  case $m in l8*) pr=llama-3-8b;; *) pr=qwen3-0.6b;; esac
-  ( /tmp/k/kiln synth --preset $pr --dtype q8 --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
-done
-t1() { local n=$1; shift; env "$@" timeout 200 /tmp/k/test_cuda_kernels > /tmp/t_$n.log 2>&1; echo "$n rc=$? $(tail -1 /tmp/t_$n.log)" >> $S; grep -i "fail" /tmp/t_$n.log | head -8 >> $S; }
-t1 qwg KILN_CUDA_TEST_QWG_ONLY=1
-t1 qwg_multi KILN_CUDA_TEST_QWG_MULTI_ONLY=1
+. bench/cuda/call_lib.sh
+call_unpack "$P"
+call_synth q8 q06q8 l8q8  # written while the tests run (combined.sh skips them then)
+call_t1 qwg KILN_CUDA_TEST_QWG_ONLY=1
+call_t1 qwg_multi KILN_CUDA_TEST_QWG_MULTI_ONLY=1
 KILN_CUDA_QWG_V=8 timeout 100 /tmp/k/test_cuda_parity > /tmp/par.log 2>&1; echo "parity (QWG_V=8) rc=$? $(tail -1 /tmp/par.log)" >> $S
 grep FAIL /tmp/par.log | grep -v kiln-tiny | head -5 >> $S
 cat $S

@@ -1,0 +1,23 @@
+# call_lib.sh — what session scripts for a device call share (sourced: `. bench/cuda/call_lib.sh PKG`):
+# unpack the package into /tmp/k, write checkpoints in the background while tests run, and run a
+# test_cuda_kernels subset into $OUT/pre.txt. combined.sh skips a checkpoint these already wrote.
+#   call_unpack PKG            /tmp/k with LD_LIBRARY_PATH set; S=$OUT/pre.txt
+#   call_synth DTYPE NAME...   kiln synth of each NAME (l8… = llama-3-8b, q06… = qwen3-0.6b) into /tmp/s/NAME
+#   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S
+call_unpack() {
+  mkdir -p /tmp/k /tmp/s && tar xJf "$1" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
+  S=$OUT/pre.txt
+}
+call_synth() {
+  local dt=$1 m pr; shift
+  for m in "$@"; do
+    case $m in l8*) pr=llama-3-8b;; *) pr=qwen3-0.6b;; esac
+    ( /tmp/k/kiln synth --preset $pr --dtype "$dt" --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
+  done
+}
+call_t1() {
+  local n=$1; shift
+  env "$@" timeout 200 /tmp/k/test_cuda_kernels > /tmp/t_$n.log 2>&1
+  echo "$n rc=$? $(tail -1 /tmp/t_$n.log)" >> "$S"
+  grep -i "fail" /tmp/t_$n.log | head -8 >> "$S"
+}
