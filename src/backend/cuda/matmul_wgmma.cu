@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
     wg_store<NP>(out + (size_t)split * T * N, xinv, acc, T, N, ya, yb, q, ia, ib);
 }
 
-/* ---- v2 (the default at 8-bit, KILN_CUDA_QWG_V=2; =1: wg_kernel above): the same operands, splits, chunk order and
+/* ---- v2 (KILN_CUDA_QWG_V=2, the 8-bit default until session 22; =1: wg_kernel above): the same operands, splits, chunk order and
  * accumulators, with fewer instructions and one barrier per two chunks:
  *  - SBT (the scale dtype) is a template parameter, the copy addresses are computed once;
  *  - a warp whose rows' scale·2^s (and scale·2^(s-4) at 4-bit) and bias·2^s are all f16 numbers
@@ -670,7 +670,7 @@ static void wg2_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
     cudaLaunchCheck();
 }
 
-/* ---- v5 (the default at 4-bit; KILN_CUDA_QWG_V=5 / =2 choose): warp-specialized. One producer
+/* ---- v5 (KILN_CUDA_QWG_V=5, the 4-bit default in session 14): warp-specialized. One producer
  * warp fills an S-stage ring (x tile by bulk copy, codes and scale/bias words by cp.async, each
  * lane's copies signalled with cp.async.mbarrier.arrive.noinc on the stage's "full" mbarrier);
  * WGN consumer warpgroups (64 rows each) wait on "full", convert and run the wgmmas as v2 does
@@ -815,7 +815,8 @@ static void wg3_pick(cuda_impl_t *c, int prb, float *out, const unsigned char *x
     wg3_launch<BITS, NP, SBT, 0>(c, out, xg, inv, T, w, KS, gsh);
 }
 
-/* ---- v8 (KILN_CUDA_QWG_V=8, 4-bit; opt-in): v5 with fewer bytes pulled from L2 per weight byte.
+/* ---- v8 (KILN_CUDA_QWG_V=8, the default: 4-bit since session 15, 8-bit since 22): v5 with fewer bytes pulled
+ * from L2 per weight byte, and (session 22) fewer instructions per chunk.
  * helper-92's probe: v5's copies move 3.4–3.8× the weight bytes from L2 (per 128-row × 64-column
  * chunk an 8-KB x tile, the same for every block of the launch, for 4 KB of codes, plus 256 scale/
  * bias words of 4 bytes, each its own 32-byte sector), and the copies alone take half the kernel.
@@ -838,7 +839,13 @@ static void wg3_pick(cuda_impl_t *c, int prb, float *out, const unsigned char *x
  *    KILN_CUDA_QWG_S stages (default 6), and matrices whose slab leaves < 4 stages take v5).
  *    Measured (H200, ncu, 64 tokens, C = 1): q/o 18.4 → 15.0 µs, k/v 9.3 → 9.3, gate/up 45.3 →
  *    41.5, down 44.1 → 39.5, lm_head 304.9 → 283.5; L2→SM bytes −12..−27 %; the copies-only probe
- *    −5..−28 % (bench/cuda/RESULTS.md, session 15, helper-95). Not yet measured in the engine.
+ *    −5..−28 % (bench/cuda/RESULTS.md, session 15, helper-95).
+ *  - the f16 slab (session 22; KILN_CUDA_QWG_HSLAB=0: off): ncu then had the kernel bound by its
+ *    instruction stream (issue ~55 % active, tensor pipe ~25 %, DRAM ≤ 25 %), and every chunk rebuilt
+ *    its rows' f16 factors from the raw slab. A warp whose values over its whole split are all ones the
+ *    fast conversion takes rewrites its slab entries once as f16(value·2^s) and loads them per chunk
+ *    (wgm_body): per matmul −5..−12 %, llama-3-8b q4 c=64 steady +7.6 %; at 8-bit (wg_cvt8h) v8 with it
+ *    is +40 % steady at c=64 on llama-3-8b q8 over v2.
  * Values, conversions, wgmmas, chunk order and accumulators are v5's (= v2's): bitwise (tested). */
 __device__ __forceinline__ unsigned wgm_rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r)); return r; }
 __device__ __forceinline__ void wgm_cluster_sync() {
