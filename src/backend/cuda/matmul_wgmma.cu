@@ -438,6 +438,12 @@ __device__ __forceinline__ void wg_cvt8h(uint32_t (&af)[4][4], const unsigned ch
         af[s][3] = wg_f8(pb32[4 * s + 2 + wo], sel, mB[j], aB[j]);
     }
 }
+template <int BITS>
+__device__ __forceinline__ void wg_cvth(uint32_t (&af)[4][4], const unsigned char *ca, const unsigned char *cb, int q, const __half2 (&mA)[2],
+                                        const __half2 (&aA)[2], const __half2 (&mB)[2], const __half2 (&aB)[2]) {
+    if constexpr (BITS == 4) wg_cvt4h(af, ca, cb, q, mA, aA, mB, aB);
+    else wg_cvt8h(af, ca, cb, q, mA, aA, mB, aB);
+}
 /* a chunk's A fragments from its codes (cd: the stage's code rows) and the rows' scale/bias values
  * times 2^s (sA, bA: row lr; sB, bB: row lr + 8; [j]: the chunk's j-th group) */
 template <int BITS, int NP, int SBT>
@@ -461,8 +467,7 @@ __device__ __forceinline__ void wg2_cvt(uint32_t (&af)[4][4], const unsigned cha
             mA[j] = __floats2half2_rn(sA[j], sA[j] * d); mB[j] = __floats2half2_rn(sB[j], sB[j] * d);
             aA[j] = __floats2half2_rn(bA[j], bA[j]); aB[j] = __floats2half2_rn(bB[j], bB[j]);
         }
-        if constexpr (BITS == 4) wg_cvt4h(af, ca, cb, q, mA, aA, mB, aB);
-        else wg_cvt8h(af, ca, cb, q, mA, aA, mB, aB);
+        wg_cvth<BITS>(af, ca, cb, q, mA, aA, mB, aB);
     } else {
         if constexpr (BITS == 4) {
             const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
@@ -982,7 +987,7 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     float pa, pb, ia, ib;
     const int ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
     wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia, ib);
-    /* The f16 slab (wgm_hslab, 4-bit, 16-bit scales): where every one of the warp's slab values over the whole split is
+    /* The f16 slab (wgm_hslab; 16-bit scales): where every one of the warp's slab values over the whole split is
      * one the fast conversion takes (wg2_cvt: scale·2^s, scale·2^(s−4) and bias·2^s f16 numbers), each lane rewrites
      * the entries it wrote as f16(value·2^s) — exact then, the same f16 numbers wg2_cvt makes per chunk — and the
      * loop only loads them: no per-chunk scaling, checks, vote or f32 → f16 conversions (every chunk of such a warp
@@ -992,22 +997,28 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     if constexpr (SBT != 2 && !PRB) {
         if (hsl) {
             constexpr float d = BITS == 4 ? 0.0625f : 1.f;
+            /* the lane's entries of group gi: scales of rows lr, lr + 8 at v[0], v[1], biases at v[2], v[3] (slab offsets
+             * o[]) times 2^s */
+            auto vals = [&](int gi, int (&o)[4], float (&v)[4]) {
+                o[0] = (gi - gb) * ROWS + lr; o[1] = o[0] + 8; o[2] = (G + gi - gb) * ROWS + lr; o[3] = o[2] + 8;
+#pragma unroll
+                for (int k = 0; k < 4; k++) v[k] = wgm_val<SBT>(wgm_get<SBT>(slab, o[k])) * (k & 1 ? pb : pa);
+            };
             bool ok = true;
             for (int gi = gb + q; gi < ge; gi += 4) {
-                const int o = (gi - gb) * ROWS + lr, ob = (G + gi - gb) * ROWS + lr;
-                const float sa = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa, sb = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
-                const float ba = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa, bb = wgm_val<SBT>(wgm_get<SBT>(slab, ob + 8)) * pb;
-                ok = ok && wg_h_ok(sa) && wg_h_ok(sb) && wg_h_ok(ba) && wg_h_ok(bb) && wg_h_ok(sa * d) && wg_h_ok(sb * d);
+                int o[4];
+                float v[4];
+                vals(gi, o, v);
+                ok = ok && wg_h_ok(v[0]) && wg_h_ok(v[1]) && wg_h_ok(v[2]) && wg_h_ok(v[3]) && wg_h_ok(v[0] * d) && wg_h_ok(v[1] * d);
             }
             hs = __all_sync(0xffffffffu, ok);
             if (hs)
                 for (int gi = gb + q; gi < ge; gi += 4) {
-                    const int o = (gi - gb) * ROWS + lr, ob = (G + gi - gb) * ROWS + lr;
-                    unsigned short *s16 = (unsigned short *)slab;
-                    const float sa = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa, sb = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
-                    const float ba = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa, bb = wgm_val<SBT>(wgm_get<SBT>(slab, ob + 8)) * pb;
-                    s16[o] = __half_as_ushort(__float2half_rn(sa)); s16[o + 8] = __half_as_ushort(__float2half_rn(sb));
-                    s16[ob] = __half_as_ushort(__float2half_rn(ba)); s16[ob + 8] = __half_as_ushort(__float2half_rn(bb));
+                    int o[4];
+                    float v[4];
+                    vals(gi, o, v);
+#pragma unroll
+                    for (int k = 0; k < 4; k++) ((unsigned short *)slab)[o[k]] = __half_as_ushort(__float2half_rn(v[k]));
                 }
         }
     }
@@ -1043,13 +1054,8 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
                             aB[j] = __half2half2(__ushort_as_half(s16[ob + 8]));
                         }
                         const unsigned char *cd = (h == 0 ? st0 : st1) + P::XB, *ca = cd + lr * P::RBP;
-                        if constexpr (BITS == 4) {
-                            if (h == 0) wg_cvt4h(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
-                            else wg_cvt4h(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
-                        } else {
-                            if (h == 0) wg_cvt8h(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
-                            else wg_cvt8h(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
-                        }
+                        if (h == 0) wg_cvth<BITS>(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                        else wg_cvth<BITS>(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
                         continue;
                     }
                 }
@@ -1356,6 +1362,13 @@ __global__ void wg_reduce_multi_kernel(const wg_red_t a) {
     }
 }
 
+/* does w's v8 ring (wgm_geom at T's token bucket) leave at least 4 stages */
+template <int BITS> static bool wgm_fits(cuda_impl_t *c, const dweight_t *w, int T) {
+    int S, G, sm, slab;
+    const int KS = wg_ks(c, w), f = w->sb_dtype == DT_F32;
+    return T <= 16 ? wgm_geom<BITS, 16>(w, KS, f, S, G, sm, slab) : T <= 32 ? wgm_geom<BITS, 32>(w, KS, f, S, G, sm, slab)
+                                                                             : wgm_geom<BITS, 64>(w, KS, f, S, G, sm, slab);
+}
 /* which kernel the multi launch of these n weights takes, as wg_launch would pick it for each: 8
  * (wgm_kernel), 2 or 3 (wg2_kernel; 3: the f32 conversion), 0: none (per-weight launches) */
 static int wg_multi_kind(cuda_impl_t *c, int n, const dweight_t *const *w, int T) {
@@ -1374,17 +1387,9 @@ static int wg_multi_kind(cuda_impl_t *c, int n, const dweight_t *const *w, int T
         if (w[i]->bits != bits || w[i]->sb_dtype != w[0]->sb_dtype || !(g == 32 || g == 64 || g == 128)) return 0;
     }
     if (v == 8) { /* v8, the default */
-        if (v != 8 || (mc && atoi(mc) >= 2)) return 0;
-        for (int i = 0; i < n; i++) { /* each weight fits v8's ring (else wg_launch takes v5 for it) */
-            int S, G, sm, slab;
-            const int KS = wg_ks(c, w[i]), f = w[i]->sb_dtype == DT_F32;
-            bool fit;
-            if (bits == 4) fit = T <= 16 ? wgm_geom<4, 16>(w[i], KS, f, S, G, sm, slab) : T <= 32 ? wgm_geom<4, 32>(w[i], KS, f, S, G, sm, slab)
-                                                                                                : wgm_geom<4, 64>(w[i], KS, f, S, G, sm, slab);
-            else fit = T <= 16 ? wgm_geom<8, 16>(w[i], KS, f, S, G, sm, slab) : T <= 32 ? wgm_geom<8, 32>(w[i], KS, f, S, G, sm, slab)
-                                                                                      : wgm_geom<8, 64>(w[i], KS, f, S, G, sm, slab);
-            if (!fit) return 0;
-        }
+        if (mc && atoi(mc) >= 2) return 0;
+        for (int i = 0; i < n; i++) /* each weight fits v8's ring (else wg_launch takes v5 for it) */
+            if (!(bits == 4 ? wgm_fits<4>(c, w[i], T) : wgm_fits<8>(c, w[i], T))) return 0;
         return 8;
     }
     return (v == 2 || v == 3) && !(ce && atoi(ce) == 1) ? v : 0;
@@ -1484,7 +1489,7 @@ static bool wg_multi_pick(cuda_impl_t *c, int kind, int n, float *const *y, cons
                           const dweight_t *const *w, int glu, int gelu, __nv_bfloat16 *y16) {
     const int sbt = w[0]->sb_dtype == DT_F16 ? 0 : w[0]->sb_dtype == DT_BF16 ? 1 : 2;
 #define WG_MR(B, S) wg_multi_run<B, NP, S>(c, kind, n, y, xg, inv, part, T, w, glu, gelu, y16)
-    if (kind == 8 && w[0]->bits == 4) return sbt == 0 ? WG_MR(4, 0) : sbt == 1 ? WG_MR(4, 1) : WG_MR(4, 2);
+    if (w[0]->bits == 4) return sbt == 0 ? WG_MR(4, 0) : sbt == 1 ? WG_MR(4, 1) : WG_MR(4, 2); /* kind 8 */
     if (w[0]->bits == 8) return sbt == 0 ? WG_MR(8, 0) : sbt == 1 ? WG_MR(8, 1) : WG_MR(8, 2);
 #undef WG_MR
     return false;
