@@ -1845,11 +1845,6 @@ static void test_fused_gemv_tc(void) {
     backend_destroy(be);
 }
 
-/* A decode-like chain on "cuda" through the norm fusions, with no host synchronization between the
- * ops: per layer a = rms_matmul_multi(x) (q-like), x += a·Woᵀ (matmul_add), g = rms_matmul_glu(x),
- * x += g·Wdᵀ (matmul_add), then an "lm_head" of rms_matmul_multi(x). Run op by op synchronized,
- * eagerly and captured (PDL: a misplaced wait shows as a race), and against the same chain of
- * separate ops (rms_norm, matmul_multi, matmul, add, matmul_glu): all bitwise equal. */
 /* rms_mlp at one token as ONE persistent GEMV launch (matmul_gemv.cu gemvp_mlp_kernel, opt-in
  * KILN_CUDA_MLP_PERSIST=1, switched on here: the GLU rows with the norm in the prologue, a grid
  * barrier, the down rows with y +=): bitwise the separate ops
@@ -1965,6 +1960,11 @@ static void test_gemv_mlp(void) {
     else unsetenv("KILN_CUDA_MLP_PERSIST");
 }
 
+/* A decode-like chain on "cuda" through the norm fusions, with no host synchronization between the
+ * ops: per layer a = rms_matmul_multi(x) (q-like), x += a·Woᵀ (matmul_add), g = rms_matmul_glu(x),
+ * x += g·Wdᵀ (matmul_add), then an "lm_head" of rms_matmul_multi(x). Run op by op synchronized,
+ * eagerly and captured (PDL: a misplaced wait shows as a race), and against the same chain of
+ * separate ops (rms_norm, matmul_multi, matmul, add, matmul_glu): all bitwise equal. */
 /* quant (matmul_gemv_tc.cu's fused ops): MLX weights (q4 g64, down q8 g32 f16 scales) instead of bf16, and
  * the separate chain with matmul_multi + glu */
 static void pdl_chain_norm_run(int quant) {
@@ -2268,7 +2268,6 @@ static void test_qwg_bench(void) {
     const struct { const char *name; int N, K; } sh[] = {{"q/o", 4096, 4096}, {"k/v", 1024, 4096}, {"gate/up", 14336, 4096},
                                                         {"down", 4096, 14336}, {"lm_head", 128256, 4096}};
     const int T = 64, reps = getenv("QWG_BENCH_REPS") ? atoi(getenv("QWG_BENCH_REPS")) : 20;
-    /* {V, probe, cluster}: v5, v8 at clusters of 1/2/4 (KILN_CUDA_QWG_MC), then the probes */
     /* {V, probe, cluster, f16 slab}: v5, v8 at clusters of 1/2/4 (KILN_CUDA_QWG_MC), v8 without its f16 slab
      * (KILN_CUDA_QWG_HSLAB=0), then the probes */
     const char *vars[][4] = {{"5", "0", "1", "1"}, {"8", "0", "1", "1"}, {"8", "0", "2", "1"}, {"8", "0", "4", "1"}, {"8", "0", "1", "0"},
