@@ -218,8 +218,10 @@ typedef struct backend_ops {
     int (*moe_route)(backend_t *, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale);
     /* out[t, H] = Σ_j wts[t, j] · down[e](act(gate[e] · x[t]) ⊙ (up[e] · x[t])), e = ids[t, j],
      * summed over the token's k experts in ascending id (the host loop's order); gate/up/down:
-     * [E] weights ([Ie, H], [Ie, H], [H, Ie]). */
-    void (*moe_experts)(backend_t *, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts,
+     * [E] weights ([Ie, H], [Ie, H], [H, Ie]). Returns nonzero, doing nothing, where the backend
+     * has no kernel for these weights at T tokens: the model then downloads ids and wts (they
+     * are moe_route's, bitwise the host's) and runs its per-expert loop. */
+    int (*moe_experts)(backend_t *, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts,
                         const weight_t *gate, const weight_t *up, const weight_t *down, int E, act_t act);
 
     /* --- fused (optional, as above: NULL means the separate ops) --- */

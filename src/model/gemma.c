@@ -356,17 +356,20 @@ static void gemma_moe(model_t *m, const gemma_layer_t *l, float *out, const floa
     op->rms_norm(be, G->xe, x, l->router_scale, 0.f, T, H, (float)c->rms_eps);
     op->scale(be, G->xe, 1.0f / sqrtf((float)H), (size_t)T * H);
     op->matmul(be, G->rl, G->xe, T, &l->router);
-    /* routing and experts on the device where the backend takes this step (no host round trip) */
-    if (G->mids && !op->moe_route(be, (int32_t *)G->mids, G->mwts, G->rl, T, E, k, 1, l->pes_dev)) {
-        op->moe_experts(be, out, xin, T, k, (const int32_t *)G->mids, G->mwts, l->eg, l->eu, l->ed, E, ACT_GELU_TANH);
-        return;
-    }
-    op->download(be, G->rl_host, G->rl, sizeof(float) * T * E);
     int32_t *sel = G->tok_e + (size_t)T * k;
     float *sw = G->wt_e + (size_t)T * k;
-    for (int t = 0; t < T; t++) {
-        moe_topk(G->rl_host + (size_t)t * E, E, k, 1, sel + (size_t)t * k, sw + (size_t)t * k);
-        for (int j = 0; j < k; j++) sw[(size_t)t * k + j] *= l->per_expert_scale[sel[(size_t)t * k + j]];
+    /* routing and experts on the device where the backend takes this step (no host round trip) */
+    if (G->mids && !op->moe_route(be, (int32_t *)G->mids, G->mwts, G->rl, T, E, k, 1, l->pes_dev)) {
+        if (!op->moe_experts(be, out, xin, T, k, (const int32_t *)G->mids, G->mwts, l->eg, l->eu, l->ed, E, ACT_GELU_TANH)) return;
+        /* routed there (per-expert scale included), experts left to the loop below */
+        op->download(be, sel, G->mids, sizeof(int32_t) * T * k);
+        op->download(be, sw, G->mwts, sizeof(float) * T * k);
+    } else {
+        op->download(be, G->rl_host, G->rl, sizeof(float) * T * E);
+        for (int t = 0; t < T; t++) {
+            moe_topk(G->rl_host + (size_t)t * E, E, k, 1, sel + (size_t)t * k, sw + (size_t)t * k);
+            for (int j = 0; j < k; j++) sw[(size_t)t * k + j] *= l->per_expert_scale[sel[(size_t)t * k + j]];
+        }
     }
     op->scale(be, out, 0.0f, (size_t)T * H);
     for (int xe = 0; xe < E; xe++) {

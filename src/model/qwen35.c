@@ -360,16 +360,19 @@ static void q35_moe(model_t *m, const q35_layer_t *l, float *out, const float *h
     const model_config_t *c = &m->cfg;
     int H = c->hidden_size, E = c->n_experts, k = c->n_experts_per_tok, Ie = c->moe_intermediate_size, Is = c->shared_expert_intermediate_size;
     op->matmul(be, Q->rl, h, T, &l->router);
-    /* routing and experts on the device where the backend takes this step (no host round trip) */
-    if (Q->mids && !op->moe_route(be, (int32_t *)Q->mids, Q->mwts, Q->rl, T, E, k, c->norm_topk_prob, NULL)) {
-        op->moe_experts(be, out, h, T, k, (const int32_t *)Q->mids, Q->mwts, l->eg, l->eu, l->ed, E, ACT_SILU);
-        goto shared;
-    }
-    /* router on the host: softmax, top-k, renormalize (a few floats per token) */
-    op->download(be, Q->rl_host, Q->rl, sizeof(float) * T * E);
     int32_t *sel = Q->tok_e + (size_t)T * k; /* [T, k] chosen experts */
     float *sw = Q->wt_e + (size_t)T * k;     /* [T, k] their weights   */
-    for (int t = 0; t < T; t++) moe_topk(Q->rl_host + (size_t)t * E, E, k, c->norm_topk_prob, sel + (size_t)t * k, sw + (size_t)t * k);
+    /* routing and experts on the device where the backend takes this step (no host round trip) */
+    if (Q->mids && !op->moe_route(be, (int32_t *)Q->mids, Q->mwts, Q->rl, T, E, k, c->norm_topk_prob, NULL)) {
+        if (!op->moe_experts(be, out, h, T, k, (const int32_t *)Q->mids, Q->mwts, l->eg, l->eu, l->ed, E, ACT_SILU)) goto shared;
+        /* routed there, experts left to the loop below: the device's picks are the host's */
+        op->download(be, sel, Q->mids, sizeof(int32_t) * T * k);
+        op->download(be, sw, Q->mwts, sizeof(float) * T * k);
+    } else {
+        /* router on the host: softmax, top-k, renormalize (a few floats per token) */
+        op->download(be, Q->rl_host, Q->rl, sizeof(float) * T * E);
+        for (int t = 0; t < T; t++) moe_topk(Q->rl_host + (size_t)t * E, E, k, c->norm_topk_prob, sel + (size_t)t * k, sw + (size_t)t * k);
+    }
     op->scale(be, out, 0.0f, (size_t)T * H);
     for (int x = 0; x < E; x++) { /* expert order: each token sums its experts by ascending id */
         int n = 0;

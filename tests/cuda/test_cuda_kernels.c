@@ -3463,7 +3463,8 @@ static void experts_case(int T, int E, int k, int H, int Ie, int kind, act_t act
         float *dx = dev_from(be, x, (size_t)T * H), *dout = be->ops->alloc(be, sizeof(float) * T * H);
         int32_t *di = be->ops->upload(be, ids, sizeof(int32_t) * T * k);
         float *dw = dev_from(be, wts, (size_t)T * k);
-        be->ops->moe_experts(be, dout, dx, T, k, di, dw, gg, uu, dd, E, act);
+        int rc = be->ops->moe_experts(be, dout, dx, T, k, di, dw, gg, uu, dd, E, act);
+        CHECK(rc == 0, "moe_experts %s (%s) T %d declined a step the pair kernels take", what, b ? "cuda" : "cuda-f32", T);
         to_host(be, got, dout, (size_t)T * H);
         double err = ct_rel_err(got, want, (size_t)T * H);
         CHECK(err < 1e-5, "moe_experts %s (%s) T %d E %d k %d H %d Ie %d: rel err %.3g against ref_moe_experts", what, b ? "cuda" : "cuda-f32",
@@ -3505,7 +3506,134 @@ static void experts_case(int T, int E, int k, int H, int Ie, int kind, act_t act
     free(x); free(lg); free(ids); free(wts); free(want); free(got);
 }
 
+/* The grouped path (moe_gemm.cu; KILN_CUDA_MOE=0 sends every step there) on "cuda": against
+ * ref_moe_experts (2e-5: x as bf16 hi + lo, 16 significant bits; measured 1.4-5.1e-6), against
+ * the per-expert loop of matmuls on the same backend (1e-3: that loop's MLX matmuls of 9..64
+ * rows take x as f16 scaled per token and sit 1.5-3.2e-4 from the reference themselves — the
+ * check is that both paths route and combine alike), and each token run alone bitwise equal to
+ * its row of the batch (a slot's MMA column is its own sum, whatever tile, tile size or slot
+ * order the batch gives it). kind:
+ * 0 bf16, 1..3 q4 g32/g64/g128, 4..6 q8 g32/g64/g128; sbt: the scales' dtype. */
+static void grouped_case(int T, int E, int k, int H, int Ie, int kind, dtype_t sbt, act_t act, uint64_t seed) {
+    backend_t *be = befast;
+    const int bits = kind == 0 ? 16 : kind <= 3 ? 4 : 8, grp = kind == 0 ? 0 : 32 << ((kind - 1) % 3);
+    char what[64];
+    snprintf(what, sizeof what, "%s%s g%d sb %s T %d E %d k %d H %d Ie %d", bits == 16 ? "bf16" : bits == 4 ? "q4" : "q8", "", grp,
+             sbt == DT_F32 ? "f32" : sbt == DT_F16 ? "f16" : "bf16", T, E, k, H, Ie);
+    hw_t *hg = malloc(sizeof(hw_t) * E), *hu = malloc(sizeof(hw_t) * E), *hd = malloc(sizeof(hw_t) * E);
+    weight_t *g = malloc(sizeof(weight_t) * E), *u = malloc(sizeof(weight_t) * E), *d = malloc(sizeof(weight_t) * E);
+    for (int e = 0; e < E; e++) {
+        uint64_t s = seed + 100 * e;
+        if (bits == 16) {
+            hg[e] = make_dense(Ie, H, DT_BF16, s); hu[e] = make_dense(Ie, H, DT_BF16, s + 1); hd[e] = make_dense(H, Ie, DT_BF16, s + 2);
+        } else {
+            hg[e] = make_quant(Ie, H, bits, grp, sbt, s); hu[e] = make_quant(Ie, H, bits, grp, sbt, s + 1); hd[e] = make_quant(H, Ie, bits, grp, sbt, s + 2);
+        }
+        g[e] = hg[e].w; u[e] = hu[e].w; d[e] = hd[e].w;
+    }
+    float *x = rand_vec((size_t)T * H, seed + 5, 1.0f), *lg = rand_vec((size_t)T * E, seed + 6, 2.0f);
+    int32_t *ids = malloc(sizeof(int32_t) * T * k);
+    float *wts = malloc(sizeof(float) * T * k), *want = malloc(sizeof(float) * T * H), *got = malloc(sizeof(float) * T * H);
+    float *one = malloc(sizeof(float) * H), *hpath = malloc(sizeof(float) * T * H);
+    ref_moe_route(ids, wts, lg, T, E, k, 1, NULL);
+    ref_moe_experts(want, x, T, k, ids, wts, g, u, d, act);
+    err_t e = {0};
+    for (int i = 0; i < E; i++) {
+        be->ops->prepare_weight(be, &g[i], &e); be->ops->prepare_weight(be, &u[i], &e); be->ops->prepare_weight(be, &d[i], &e);
+    }
+    float *dx = dev_from(be, x, (size_t)T * H), *dout = be->ops->alloc(be, sizeof(float) * T * H);
+    int32_t *di = be->ops->upload(be, ids, sizeof(int32_t) * T * k);
+    float *dw = dev_from(be, wts, (size_t)T * k);
+    setenv("KILN_CUDA_MOE", "0", 1);
+    int rc = be->ops->moe_experts(be, dout, dx, T, k, di, dw, g, u, d, E, act);
+    CHECK(rc == 0, "moe_experts grouped %s: declined", what);
+    if (!rc) {
+        to_host(be, got, dout, (size_t)T * H);
+        double err = ct_rel_err(got, want, (size_t)T * H);
+        CHECK(err < 2e-5, "moe_experts grouped %s: rel err %.3g against ref_moe_experts", what, err);
+        /* the per-expert loop of ops on this backend */
+        float *xe = be->ops->alloc(be, sizeof(float) * T * H), *ge = be->ops->alloc(be, sizeof(float) * T * Ie),
+              *ue = be->ops->alloc(be, sizeof(float) * T * Ie), *ye = be->ops->alloc(be, sizeof(float) * T * H);
+        float *hp = be->ops->alloc(be, sizeof(float) * T * H);
+        int32_t *te = malloc(sizeof(int32_t) * T * k);
+        float *we = malloc(sizeof(float) * T * k);
+        be->ops->scale(be, hp, 0.0f, (size_t)T * H);
+        for (int ex = 0; ex < E; ex++) {
+            int n = 0;
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < k; j++)
+                    if (ids[t * k + j] == ex) { te[n] = t; we[n] = wts[t * k + j]; n++; }
+            if (!n) continue;
+            be->ops->gather_rows(be, xe, dx, te, n, H);
+            be->ops->matmul(be, ge, xe, n, &g[ex]);
+            be->ops->matmul(be, ue, xe, n, &u[ex]);
+            be->ops->glu(be, ge, ge, ue, (size_t)n * Ie, act);
+            be->ops->matmul(be, ye, ge, n, &d[ex]);
+            be->ops->add_rows_scaled(be, hp, ye, te, we, n, H);
+        }
+        to_host(be, hpath, hp, (size_t)T * H);
+        double eh = ct_rel_err(got, hpath, (size_t)T * H), el = ct_rel_err(hpath, want, (size_t)T * H);
+        CHECK(eh < 1e-3, "moe_experts grouped %s: rel err %.3g against the per-expert matmuls (theirs against the reference %.3g)", what, eh, el);
+        /* batch invariance: a few tokens alone */
+        int bad = 0;
+        const int step = T > 8 ? T / 5 : 1;
+        for (int t = 0; t < T; t += step) {
+            rc = be->ops->moe_experts(be, dout, dx + (size_t)t * H, 1, k, di + (size_t)t * k, dw + (size_t)t * k, g, u, d, E, act);
+            to_host(be, one, dout, (size_t)H);
+            bad += rc != 0 || memcmp(one, got + (size_t)t * H, sizeof(float) * H) != 0;
+        }
+        CHECK(!bad, "moe_experts grouped %s: %d tokens alone differ from their row of the batch", what, bad);
+        printf("# moe_experts grouped %s: %.3g vs ref, %.3g vs per-expert matmuls (%.3g vs ref)\n", what, err, eh, el);
+        be->ops->free(be, xe); be->ops->free(be, ge); be->ops->free(be, ue); be->ops->free(be, ye); be->ops->free(be, hp);
+        free(te); free(we);
+    }
+    /* declines, leaving out alone: KILN_CUDA_MOE_GEMM=0, and "cuda-f32" */
+    be->ops->scale(be, dout, 0.0f, (size_t)T * H);
+    setenv("KILN_CUDA_MOE_GEMM", "0", 1);
+    rc = be->ops->moe_experts(be, dout, dx, T, k, di, dw, g, u, d, E, act);
+    unsetenv("KILN_CUDA_MOE_GEMM");
+    to_host(be, got, dout, (size_t)T * H);
+    int nz = 0;
+    for (size_t i = 0; i < (size_t)T * H; i++) nz += got[i] != 0.f;
+    CHECK(rc != 0 && nz == 0, "moe_experts %s with KILN_CUDA_MOE_GEMM=0: rc %d, %d outputs written (want a decline)", what, rc, nz);
+    unsetenv("KILN_CUDA_MOE");
+    be->ops->free(be, dx); be->ops->free(be, dout); be->ops->free(be, di); be->ops->free(be, dw);
+    for (int i = 0; i < E; i++) { release(be, &g[i]); release(be, &u[i]); release(be, &d[i]); }
+    for (int i = 0; i < E; i++) { free_hw(&hg[i]); free_hw(&hu[i]); free_hw(&hd[i]); }
+    free(hg); free(hu); free(hd); free(g); free(u); free(d);
+    free(x); free(lg); free(ids); free(wts); free(want); free(got); free(one); free(hpath);
+}
+
+/* What the grouped path does not take: "cuda-f32" (all-f32 matmuls) and 3-bit experts decline
+ * above the pair kernels' steps. */
+static void grouped_declines(void) {
+    for (int b = 0; b < 2; b++) {
+        backend_t *be = b ? befast : be32;
+        const int E = 4, k = 2, T = 20, H = 128, Ie = 64;
+        hw_t hw[12];
+        weight_t w[12];
+        err_t e = {0};
+        for (int i = 0; i < 12; i++) {
+            const int rows = i < 8 ? Ie : H, cols = i < 8 ? H : Ie;
+            hw[i] = b ? make_quant(rows, cols, 3, 32, DT_BF16, 900 + i) : make_quant(rows, cols, 4, 64, DT_BF16, 900 + i);
+            w[i] = hw[i].w;
+            be->ops->prepare_weight(be, &w[i], &e);
+        }
+        float *x = rand_vec((size_t)T * H, 950, 1.0f), *lg = rand_vec((size_t)T * E, 951, 2.0f), *wts = malloc(sizeof(float) * T * k);
+        int32_t *ids = malloc(sizeof(int32_t) * T * k);
+        ref_moe_route(ids, wts, lg, T, E, k, 1, NULL);
+        float *dx = dev_from(be, x, (size_t)T * H), *dout = be->ops->alloc(be, sizeof(float) * T * H), *dw = dev_from(be, wts, (size_t)T * k);
+        int32_t *di = be->ops->upload(be, ids, sizeof(int32_t) * T * k);
+        int rc = be->ops->moe_experts(be, dout, dx, T, k, di, dw, w, w + 4, w + 8, E, ACT_SILU);
+        CHECK(rc != 0, "moe_experts at T %d on %s: took a step it should leave to the per-expert loop", T, b ? "cuda (3-bit experts)" : "cuda-f32");
+        be->ops->free(be, dx); be->ops->free(be, dout); be->ops->free(be, dw); be->ops->free(be, di);
+        for (int i = 0; i < 12; i++) { release(be, &w[i]); free_hw(&hw[i]); }
+        free(x); free(lg); free(wts); free(ids);
+    }
+}
+
 static void test_moe(void) {
+    setenv("KILN_CUDA_MOE", "16", 1); /* experts_case: the pair kernels, at every T it uses */
     const int Es[] = {2, 8, 60, 128, 256, 1000}, ks[] = {1, 2, 8, 8, 8, 10};
     for (int i = 0; i < 6; i++)
         for (int kind = 0; kind < 6; kind++)
@@ -3519,6 +3647,17 @@ static void test_moe(void) {
     experts_case(2, 16, 4, 192, 128, 2, ACT_SILU, 600); /* q4, more experts */
     experts_case(3, 5, 2, 100, 36, 0, ACT_SILU, 700);  /* 36 rows: a partial block; 100 columns: wload */
     experts_case(3, 5, 2, 100, 36, 1, ACT_GELU_TANH, 701);
+    unsetenv("KILN_CUDA_MOE");
+    /* grouped: every weight format, the three tile sizes (mean pairs per expert ≤ 32 / 64 / more),
+     * partial row blocks (Ie 192, H 320), many empty experts (E 60), a c=64 decode shape */
+    for (int kind = 0; kind < 7; kind++) grouped_case(40, 8, 2, 256, 128, kind, DT_BF16, kind % 2 ? ACT_GELU_TANH : ACT_SILU, 1100 + kind);
+    grouped_case(200, 8, 2, 256, 128, 2, DT_BF16, ACT_SILU, 1200);
+    grouped_case(600, 8, 2, 256, 128, 5, DT_F16, ACT_SILU, 1201);
+    grouped_case(600, 8, 2, 256, 128, 0, DT_BF16, ACT_GELU_TANH, 1202);
+    grouped_case(37, 6, 3, 320, 192, 2, DT_F32, ACT_SILU, 1203);
+    grouped_case(30, 60, 4, 128, 64, 4, DT_BF16, ACT_SILU, 1204);
+    grouped_case(64, 256, 8, 128, 64, 2, DT_BF16, ACT_SILU, 1205);
+    grouped_declines();
 }
 
 /* Causal conv1d with carried state: rows shorter and longer than the history (K-1), both
@@ -3609,6 +3748,12 @@ static void test_hybrid_recurrent(void) {
     delta_case(3, l3, 1, 3, 100, 40, 84);  /* awkward dims */
     delta_case(4, l1, 2, 2, 256, 24, 85);
     delta_case(3, l3, 2, 8, 8, 130, 86);
+    int l4[2] = {300, 7};
+    delta_case(2, l4, 16, 32, 128, 128, 87); /* Qwen3.5 prefill: delta_seq_kernel over a long row */
+    setenv("KILN_CUDA_DELTA", "old", 1);     /* the token-by-token kernel for multi-token rows too */
+    delta_case(3, l3, 4, 4, 128, 128, 88);
+    delta_case(2, l4, 16, 32, 128, 128, 89);
+    unsetenv("KILN_CUDA_DELTA");
 }
 
 /* MLX weights past qmma through matmul_dequant.cu (KILN_CUDA_QDEQ=f16): the weight and x each
@@ -3804,8 +3949,9 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_EMBED_ONLY)");
     }
-    if (getenv("KILN_CUDA_TEST_MOE_ONLY")) { /* the MoE tests alone: a short device call */
+    if (getenv("KILN_CUDA_TEST_MOE_ONLY")) { /* the MoE and hybrid-op tests alone: a short device call */
         test_hybrid_elementwise();
+        test_hybrid_recurrent();
         test_moe();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MOE_ONLY)");

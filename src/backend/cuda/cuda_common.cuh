@@ -64,6 +64,7 @@ typedef struct cuda_impl {
     void *wdeq; size_t wdeq_bytes;
     float *part; size_t part_bytes;
     float *qpart; size_t qpart_bytes; /* qmma_wide_kernel: the split-K slots' partial sums [KS][T][N] */
+    void *delta; size_t delta_bytes; /* hybrid.cu's prefill gated delta: normalized q, k and (decay, beta) per token */
     char *host_scratch[2]; size_t host_scratch_bytes[2]; /* per-op packing of host arrays */
     /* every weight this backend uploaded, freed at destroy (models may alias weights) */
     dweight_t **weights; int n_weights, cap_weights;
@@ -276,7 +277,7 @@ void cuda_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, con
                         const float *w, int C, int K, act_t act);
 void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *d);
 int cuda_moe_route(backend_t *be, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale);
-void cuda_moe_experts(backend_t *be, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts, const weight_t *gate,
+int cuda_moe_experts(backend_t *be, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts, const weight_t *gate,
                       const weight_t *up, const weight_t *down, int E, act_t act);
 void cuda_moe_free(cuda_impl_t *c);
 /* matmul_gemv.cu: gate/up GEMV with the GLU in its epilogue (backend.h, op matmul_glu) */

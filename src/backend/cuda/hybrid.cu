@@ -240,6 +240,98 @@ __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d
     }
 }
 
+/* --- the prefill form: each token's inputs first, for all tokens at once, then the recurrence
+ * with no block barrier ---
+ * delta_prep_kernel: a warp per (token, key head) writes q̂ = q·(1/‖q‖)·q_scale and k̂ = k/‖k‖
+ * (the 1/sqrtf(Σ + 1e-6) above, summed as 32 lane partials) into qn / kn [T, nk, dk], and its
+ * lanes the (decay, beta) of the key head's value heads into gb [T, nv].
+ * delta_seq_kernel: gated_delta_kernel's columns and per-token arithmetic, its inputs read one
+ * token ahead into registers. A column's 8 lanes wait for nobody else, so a token costs two
+ * 8-lane shuffle sums and the FMAs between them instead of three block barriers and the norms.
+ * Trade-off: one more launch and 2·T·nk·dk floats of scratch, so decode steps (one token per
+ * row) keep gated_delta_kernel; KILN_CUDA_DELTA=old keeps it for every step. */
+__global__ void delta_prep_kernel(delta_dev_t d, float *__restrict__ qn, float *__restrict__ kn, float2 *__restrict__ gb, int T) {
+    const int w = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (w >= T * d.nk) return; /* whole warps */
+    const int t = w / d.nk, kh = w % d.nk, dk = d.dk;
+    const float *row = d.qkv + (size_t)t * d.stride;
+    const float *qr = row + d.q_off + (size_t)kh * dk, *kr = row + d.k_off + (size_t)kh * dk;
+    float sq = 0.f, sk = 0.f;
+    for (int i = lane; i < dk; i += 32) { const float qv = qr[i], kv = kr[i]; sq += qv * qv; sk += kv * kv; }
+    for (int off = 16; off > 0; off >>= 1) { sq += __shfl_xor_sync(0xffffffffu, sq, off); sk += __shfl_xor_sync(0xffffffffu, sk, off); }
+    const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+    float *qo = qn + ((size_t)t * d.nk + kh) * dk, *ko = kn + ((size_t)t * d.nk + kh) * dk;
+    for (int i = lane; i < dk; i += 32) { qo[i] = qr[i] * iq * d.q_scale; ko[i] = kr[i] * ik; }
+    const int hpk = d.nv / d.nk;
+    for (int x = lane; x < hpk; x += 32) {
+        const int h = kh * hpk + x;
+        const float a = d.a[(size_t)t * d.nv + h] + d.dt_bias[h];
+        const float g = -expf(d.A_log[h]) * (a > 20.f ? a : log1pf(expf(a)));
+        gb[(size_t)t * d.nv + h] = make_float2(expf(g), 1.0f / (1.0f + expf(-d.b[(size_t)t * d.nv + h])));
+    }
+}
+
+template <int NI>
+__global__ void __launch_bounds__(DLPC * DCOLS) delta_seq_kernel(delta_dev_t d, const float *__restrict__ qn, const float *__restrict__ kn, const float2 *__restrict__ gb) {
+    const int h = blockIdx.y, r = blockIdx.z, kh = h / (d.nv / d.nk);
+    const int sub = threadIdx.x % DLPC, j = blockIdx.x * DCOLS + threadIdx.x / DLPC;
+    const int dk = d.dk, dv = d.dv;
+    const bool col = j < dv;
+    float *S = d.state[r] + (size_t)h * dk * dv;
+    float s[NI];
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int i = sub + DLPC * m;
+        s[m] = col && i < dk ? S[(size_t)i * dv + j] : 0.f;
+    }
+    const int t0 = d.row_start[r], t1 = d.row_start[r + 1];
+    float kq[NI], qq[NI], vj = 0.f;
+    float2 g = make_float2(0.f, 0.f);
+    auto load = [&](int t, float (&kk)[NI], float (&qv)[NI], float2 &gg, float &vv) {
+        const float *kr = kn + ((size_t)t * d.nk + kh) * dk, *qr = qn + ((size_t)t * d.nk + kh) * dk;
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            const int i = sub + DLPC * m;
+            kk[m] = i < dk ? kr[i] : 0.f;
+            qv[m] = i < dk ? qr[i] : 0.f;
+        }
+        gg = gb[(size_t)t * d.nv + h];
+        vv = col ? d.qkv[(size_t)t * d.stride + d.v_off + (size_t)h * dv + j] : 0.f;
+    };
+    if (t0 < t1) load(t0, kq, qq, g, vj);
+    for (int t = t0; t < t1; t++) {
+        float nk_[NI], nq_[NI], nv_ = 0.f;
+        float2 ng = make_float2(0.f, 0.f);
+        if (t + 1 < t1) load(t + 1, nk_, nq_, ng, nv_);
+        float kv = 0.f;
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            s[m] *= g.x;
+            kv += s[m] * kq[m];
+        }
+#pragma unroll
+        for (int off = 1; off < DLPC; off <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, off);
+        const float delta = (vj - kv) * g.y;
+        float o = 0.f;
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            s[m] += kq[m] * delta;
+            o += s[m] * qq[m];
+        }
+#pragma unroll
+        for (int off = 1; off < DLPC; off <<= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
+        if (col && sub == 0) d.out[((size_t)t * d.nv + h) * dv + j] = o;
+#pragma unroll
+        for (int m = 0; m < NI; m++) { kq[m] = nk_[m]; qq[m] = nq_[m]; }
+        g = ng; vj = nv_;
+    }
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int i = sub + DLPC * m;
+        if (col && i < dk) S[(size_t)i * dv + j] = s[m];
+    }
+}
+
 void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *da) {
     if (T <= 0 || da->n_rows <= 0) return;
     if (da->dk > DLPC * 32 || da->n_k_heads <= 0 || da->n_v_heads % da->n_k_heads) {
@@ -257,6 +349,23 @@ void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *
     d.stride = da->stride; d.q_off = da->q_off; d.k_off = da->k_off; d.v_off = da->v_off; d.q_scale = da->q_scale;
     dim3 grid(cdiv(da->dv, DCOLS), da->n_v_heads, da->n_rows);
     const int ni = cdiv(da->dk, DLPC);
+    const char *env = getenv("KILN_CUDA_DELTA");
+    if (T > da->n_rows && !(env && !strcmp(env, "old"))) { /* a row of more than one token: the prefill form */
+        const size_t nq = (size_t)T * da->n_k_heads * da->dk;
+        float *qn = (float *)cuda_scratch(c, &c->delta, &c->delta_bytes, sizeof(float) * (2 * nq + 2 * (size_t)T * da->n_v_heads));
+        float *kn = qn + nq;
+        float2 *gb = (float2 *)(kn + nq);
+        const long warps = (long)T * da->n_k_heads;
+        delta_prep_kernel<<<cdiv(warps * 32, 256), 256, 0, c->stream>>>(d, qn, kn, gb, T);
+        cudaLaunchCheck();
+        if (ni <= 2) delta_seq_kernel<2><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
+        else if (ni <= 4) delta_seq_kernel<4><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
+        else if (ni <= 8) delta_seq_kernel<8><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
+        else if (ni <= 16) delta_seq_kernel<16><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
+        else delta_seq_kernel<32><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
+        cudaLaunchCheck();
+        return;
+    }
     if (ni <= 2) gated_delta_kernel<2><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
     else if (ni <= 4) gated_delta_kernel<4><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
     else if (ni <= 8) gated_delta_kernel<8><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);

@@ -60,19 +60,6 @@ constexpr int QG_BK = 64;  /* columns per stage     */
 constexpr int QG_S = 4;    /* stages in the ring    */
 constexpr int QG_THREADS = 256;
 
-/* nibbles at bits [sh, sh+4) and [sh+16, sh+20) of v → bf16x2 (exact) */
-__device__ __forceinline__ uint32_t dq4(uint32_t v, int sh) {
-    uint32_t t = ((v >> sh) & 0x000F000Fu) | 0x43004300u;
-    const __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&t), __floats2bfloat162_rn(128.f, 128.f));
-    return bf2_bits(d);
-}
-/* byte i of w0 (low half) and of w1 (high half) → bf16x2 (exact, through f32 2^23 + c) */
-__device__ __forceinline__ uint32_t dq8(uint32_t w0, uint32_t w1, int i) {
-    const float f0 = __fsub_rn(__uint_as_float(__byte_perm(w0, 0x4B000000u, 0x7440u | i)), 8388608.f);
-    const float f1 = __fsub_rn(__uint_as_float(__byte_perm(w1, 0x4B000000u, 0x7440u | i)), 8388608.f);
-    return bf2_bits(__floats2bfloat162_rn(f0, f1));
-}
-
 template <int BITS, int GROUP, int SPLIT> struct qg {
     static constexpr int CB = QG_BK * BITS / 8;       /* code bytes per row per stage: 32 / 64 */
     static constexpr int CSTR = BITS == 4 ? 48 : 96;  /* padded row stride: conflict-free loads */

@@ -1,5 +1,5 @@
 /* mma_util.cuh — the small PTX wrappers the tensor-core matmuls share (matmul_qmma.cu,
- * matmul_qgemm.cu; the attention kernels for mma16_t): a bf16 m16n8k16 MMA with f32 accumulation, cp.async copies into shared
+ * matmul_qgemm.cu, moe_gemm.cu; the attention kernels for mma16_t): a bf16 m16n8k16 MMA with f32 accumulation, cp.async copies into shared
  * memory with their group commit/wait, the bits of a bf16x2, and a scale/bias value read
  * from the aligned 32-bit word that holds it. Inline only: each kernel file keeps its own
  * tiling; these are the instructions they all spell the same way. */
@@ -34,6 +34,19 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src) {
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 /* wait until at most N committed groups are still in flight */
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* MLX codes → bf16x2 for an MMA A fragment (matmul_qgemm.cu, moe_gemm.cu): nibbles at bits [sh, sh+4) and [sh+16, sh+20) of v → bf16x2 (exact) */
+__device__ __forceinline__ uint32_t dq4(uint32_t v, int sh) {
+    uint32_t t = ((v >> sh) & 0x000F000Fu) | 0x43004300u;
+    const __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&t), __floats2bfloat162_rn(128.f, 128.f));
+    return bf2_bits(d);
+}
+/* byte i of w0 (low half) and of w1 (high half) → bf16x2 (exact, through f32 2^23 + c) */
+__device__ __forceinline__ uint32_t dq8(uint32_t w0, uint32_t w1, int i) {
+    const float f0 = __fsub_rn(__uint_as_float(__byte_perm(w0, 0x4B000000u, 0x7440u | i)), 8388608.f);
+    const float f1 = __fsub_rn(__uint_as_float(__byte_perm(w1, 0x4B000000u, 0x7440u | i)), 8388608.f);
+    return bf2_bits(__floats2bfloat162_rn(f0, f1));
+}
 
 /* A scale/bias as staged: the aligned 32-bit word v holding an f32, or two 16-bit values of
  * which the half `odd` is this one (dt: DT_F32, DT_F16 or DT_BF16). */

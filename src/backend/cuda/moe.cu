@@ -19,9 +19,17 @@
  * The experts' f32 dot products differ from what op->matmul gives a gathered batch of one
  * expert's tokens only in the summation order (and the bf16 hi + lo split of x on the tensor-core
  * paths): within ~1e-6 of ref_moe_experts (tested). A pair reads its expert's weights on its own:
- * for decode (a few pairs per expert at most) that is what the per-expert matmuls read too; for
- * prefill the host path's batched matmuls read each expert once, so moe_route declines steps of
- * more than KILN_CUDA_MOE tokens (default 16; 0: never, the host path everywhere). */
+ * for decode (a few pairs per expert at most) that is what per-expert matmuls read too, so the
+ * pair kernels take steps of up to KILN_CUDA_MOE tokens (default 1; 0: none). Measured
+ * (qwen3.5-moe-35b q4 synth, engine steady decode, bench/cuda/RESULTS.md session 23): at one
+ * row the pairs are ~20 % faster (fewer launches), at 2 rows even, from 4 rows the grouped
+ * kernels win (+8 % at 4, +10-25 % at 8, 2× at 64 against pairs up to 64).
+ *
+ * Longer steps (prefill, batched decode) go to moe_gemm.cu's grouped GEMMs: every expert's
+ * weights read once per tile of up to 128 of its pairs, on tensor cores, still without a host
+ * round trip. Where those kernels do not take the weights (other bit widths, unaligned views;
+ * "cuda-f32", whose matmuls are all f32; KILN_CUDA_MOE_GEMM=0) moe_experts declines and the model
+ * downloads the device's ids and weights (bitwise the host's routing) for its per-expert loop. */
 #include "backend/cuda/cuda_common.cuh"
 
 /* --- expf, bitwise glibc's (sysdeps/ieee754/flt-32/e_expf.c, from Arm's optimized-routines,
@@ -212,6 +220,8 @@ typedef struct moe_tab {
     int E;
     const void **keys; /* [3E] the weights' w->device when built */
     dweight_t *dev;
+    dweight_t *host;   /* [3E] the table's host copy (moe_gemm.cu reads formats from it) */
+    int gemm_ok;       /* cuda_moe_gemm_ok(host) == 0 */
 } moe_tab_t;
 
 typedef struct moe_state {
@@ -219,15 +229,26 @@ typedef struct moe_state {
     int n, cap;
     void *act, *y;
     size_t act_bytes, y_bytes;
+    void *gbuf[6];     /* moe_gemm.cu's scratch */
+    size_t gbytes[6];
 } moe_state_t;
 
+int cuda_moe_gemm_ok(const dweight_t *w, int E);
+void cuda_moe_gemm(cuda_impl_t *c, void **bufs, size_t *bytes, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts,
+                   const dweight_t *tab, const dweight_t *hw, int E, int gelu);
+
+/* Read per call (the tests switch them): the pair kernels' largest step, the grouped kernels on/off. */
 static int moe_max_t(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("KILN_CUDA_MOE"); v = e ? atoi(e) : 16; if (v < 0) v = 0; }
-    return v;
+    const char *e = getenv("KILN_CUDA_MOE");
+    const int v = e ? atoi(e) : 1;
+    return v < 0 ? 0 : v;
+}
+static int moe_gemm_on(void) {
+    const char *e = getenv("KILN_CUDA_MOE_GEMM");
+    return !e || strcmp(e, "0");
 }
 
-static const dweight_t *moe_table(cuda_impl_t *c, const weight_t *g, const weight_t *u, const weight_t *d, int E) {
+static const moe_tab_t *moe_table(cuda_impl_t *c, const weight_t *g, const weight_t *u, const weight_t *d, int E) {
     if (!c->moe) c->moe = calloc(1, sizeof(moe_state_t));
     moe_state_t *m = (moe_state_t *)c->moe;
     moe_tab_t *tb = NULL;
@@ -237,10 +258,11 @@ static const dweight_t *moe_table(cuda_impl_t *c, const weight_t *g, const weigh
         int same = 1;
         for (int e = 0; e < E && same; e++)
             same = tb->keys[e] == g[e].device && tb->keys[E + e] == u[e].device && tb->keys[2 * E + e] == d[e].device;
-        if (same) return tb->dev;
+        if (same) return tb;
         cuda_sync(c);
         cudaCheck(cudaFree(tb->dev));
         free(tb->keys);
+        free(tb->host);
     } else {
         if (m->n == m->cap) {
             m->cap = m->cap ? 2 * m->cap : 64;
@@ -264,36 +286,47 @@ static const dweight_t *moe_table(cuda_impl_t *c, const weight_t *g, const weigh
      * non-blocking stream does not follow, and returns before a pageable copy lands */
     cudaCheck(cudaMemcpyAsync(tb->dev, h, sizeof(dweight_t) * 3 * E, cudaMemcpyHostToDevice, c->stream));
     cudaCheck(cudaStreamSynchronize(c->stream));
-    free(h);
-    return tb->dev;
+    tb->host = h;
+    tb->gemm_ok = cuda_moe_gemm_ok(h, E) == 0;
+    return tb;
 }
 
 void cuda_moe_free(cuda_impl_t *c) {
     moe_state_t *m = (moe_state_t *)c->moe;
     if (!m) return;
-    for (int i = 0; i < m->n; i++) { cudaFree(m->tabs[i].dev); free(m->tabs[i].keys); }
+    for (int i = 0; i < m->n; i++) { cudaFree(m->tabs[i].dev); free(m->tabs[i].keys); free(m->tabs[i].host); }
     free(m->tabs);
     cudaFree(m->act); cudaFree(m->y);
+    for (int i = 0; i < 6; i++) cudaFree(m->gbuf[i]);
     free(m);
     c->moe = NULL;
 }
 
 int cuda_moe_route(backend_t *be, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale) {
-    if (T <= 0 || T > moe_max_t() || E < 1 || E > 1024 || k < 1 || k > E || k > MOE_MAX_K) return 1;
+    if (T <= 0 || E < 1 || E > 1024 || k < 1 || k > E || k > MOE_MAX_K) return 1;
     cuda_impl_t *c = cuda_impl(be);
     moe_route_kernel<<<T, 32, sizeof(float) * E, c->stream>>>(ids, wts, logits, E, k, renorm, escale);
     cudaLaunchCheck();
     return 0;
 }
 
-void cuda_moe_experts(backend_t *be, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts, const weight_t *gate,
-                      const weight_t *up, const weight_t *down, int E, act_t act) {
-    if (T <= 0) return;
+int cuda_moe_experts(backend_t *be, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts, const weight_t *gate,
+                     const weight_t *up, const weight_t *down, int E, act_t act) {
+    if (T <= 0) return 0;
     cuda_impl_t *c = cuda_impl(be);
     const int H = down[0].rows, Ie = gate[0].rows, P = T * k;
-    const dweight_t *tab = moe_table(c, gate, up, down, E);
+    const int pairs = T <= moe_max_t();
+    /* "cuda-f32" keeps every matmul in f32: the per-expert loop there */
+    if (!pairs && (!moe_gemm_on() || c->gemm_min_t == 0x7fffffff)) return 1;
+    const moe_tab_t *tb = moe_table(c, gate, up, down, E);
+    if (!pairs && !tb->gemm_ok) return 1;
+    const dweight_t *tab = tb->dev;
     cuda_capture_tick(c); /* counts as a matmul for the captured step's segments */
     moe_state_t *m = (moe_state_t *)c->moe;
+    if (!pairs) {
+        cuda_moe_gemm(c, m->gbuf, m->gbytes, out, x, T, k, ids, wts, tab, tb->host, E, act == ACT_GELU_TANH);
+        return 0;
+    }
     float *a = (float *)cuda_scratch(c, &m->act, &m->act_bytes, sizeof(float) * P * Ie);
     float *y = (float *)cuda_scratch(c, &m->y, &m->y_bytes, sizeof(float) * P * H);
     moe_gateup_kernel<<<dim3(cdiv(Ie, MOE_ROWS), P), 32 * MOE_ROWS, 0, c->stream>>>(a, x, ids, tab, E, k, Ie, H, act == ACT_GELU_TANH);
@@ -302,4 +335,5 @@ void cuda_moe_experts(backend_t *be, float *out, const float *x, int T, int k, c
     cudaLaunchCheck();
     moe_scatter_kernel<<<cdiv((long)T * H, 256), 256, 0, c->stream>>>(out, y, ids, wts, T, k, H);
     cudaLaunchCheck();
+    return 0;
 }

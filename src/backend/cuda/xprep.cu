@@ -230,7 +230,7 @@ XW(norm_rope_kv_attention,
    (be, out, q, k, v, qn, kn, eps, rot, inv, ms, slots, T, a))
 XWR(int, moe_route, (backend_t *be, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale),
     (be, ids, wts, logits, T, E, k, renorm, escale))
-XW(moe_experts,
+XWR(int, moe_experts,
    (backend_t *be, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts, const weight_t *gate, const weight_t *up,
     const weight_t *down, int E, act_t act),
    (be, out, x, T, k, ids, wts, gate, up, down, E, act))
