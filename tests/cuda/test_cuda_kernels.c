@@ -2798,6 +2798,7 @@ static const char *attn_cfgs[ATTN_NCFG_MAX];
 static int attn_ncfg, attn_cfg_ran[ATTN_NCFG_MAX];
 static double attn_cfg_worst[ATTN_NCFG_MAX];
 extern int kiln_cuda_attn_wg_calls; /* attention_wgmma.cu: steps its kernel ran */
+extern int kiln_cuda_attn_mma_hd256_calls; /* attention_mma.cu: its head_dim 256 steps */
 static void attn_cfg_set(const char *cfg) {
     char nwg[8] = "", pipe[8] = "", pw[8] = "";
     sscanf(cfg, "%7[^:]:%7[^:]:%7s", nwg, pipe, pw);
@@ -3183,14 +3184,14 @@ static void test_attention_decode_mma(void) {
 }
 
 /* The tensor-core prefill kernel (attention_mma.cu; "cuda" backend, f16/bf16 caches, head_dim
- * 64/128, steps with a row of more than one token). KILN_CUDA_FA_MIN=1 lets small steps take it
+ * 32/64/128/256, steps with a row of more than one token). KILN_CUDA_FA_MIN=1 lets small steps take it
  * too. Bound 1e-4 relative to max |ref|: Q and P are split into two 16-bit terms (22 significant
  * bits with f16, 16 with bf16: <= 2^-17 relative per element), K/V are used as stored (exact
  * products), sums in f32 — the worst case measured is printed. The exact kernels keep 1e-5. */
 static void test_attention_mma(void) {
     const dtype_t dts[] = {DT_F16, DT_BF16};
     const int heads[][2] = {{4, 4}, {16, 8}, {32, 8}, {8, 1}, {32, 1}, {6, 2}, {40, 8}};
-    const int hds[] = {32, 64, 128};
+    const int hds[] = {32, 64, 128, 256};
     int m_p0[3] = {0, 30, 200}, m_len[3] = {50, 20, 1};       /* prompt, chunk, decode row */
     int l_p0[3] = {0, 1000, 5}, l_len[3] = {700, 130, 1};     /* longer: many key tiles, partial last tiles */
     int s_p0[2] = {3, 0}, s_len[2] = {2, 3};                  /* tiny rows: mostly-empty query tiles */
@@ -3200,13 +3201,16 @@ static void test_attention_mma(void) {
     attn_worst = 0;
     int seed = 500;
     const int split_part = !getenv("KILN_CUDA_TEST_ATTN_ONLY") || strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "single");
+    const int hd256_before = kiln_cuda_attn_mma_hd256_calls;
+    int hd256_cases = 0;
     for (int d = 0; d < 2 * split_part; d++)
         for (int h = 0; h < 7; h++)
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < 4; k++) {
                 int nh = heads[h][0], nkv = heads[h][1], hd = hds[k];
                 attn_case(3, m_p0, m_len, nh, nkv, hd, dts[d], 16, 0, 0.f, seed++);
                 attn_case(2, s_p0, s_len, nh, nkv, hd, dts[d], 16, 0, 0.f, seed++);
                 if (h == 1 || h == 3 || h == 5) attn_case(3, l_p0, l_len, nh, nkv, hd, dts[d], 16, 0, 0.f, seed++);
+                if (hd == 256) hd256_cases += 2 + (h == 1 || h == 3 || h == 5);
             }
     /* windows (shorter and longer than a key tile), soft-capping, odd block sizes */
     if (split_part) {
@@ -3214,7 +3218,12 @@ static void test_attention_mma(void) {
         attn_case(3, l_p0, l_len, 32, 8, 128, DT_BF16, 5, 300, 50.f, 602);
         attn_case(3, m_p0, m_len, 8, 2, 64, DT_F16, 16, 0, 30.f, 603);
         attn_case(3, m_p0, m_len, 8, 4, 128, DT_BF16, 5, 33, 50.f, 604);
+        attn_case(3, l_p0, l_len, 16, 2, 256, DT_BF16, 7, 300, 30.f, 611); /* head_dim 256: window, soft-cap */
+        hd256_cases++;
     }
+    /* head_dim 256 ran on this kernel (Q in shared memory), not on attention.cu's fallback */
+    CHECK(kiln_cuda_attn_mma_hd256_calls - hd256_before == hd256_cases, "attention_mma head_dim 256 ran %d of %d steps",
+          kiln_cuda_attn_mma_hd256_calls - hd256_before, hd256_cases);
     printf("# attention (tensor cores, Q/P split): worst rel err %.3g (bound %g)\n", attn_worst, attn_tol);
     /* single rounding of Q and P (KILN_CUDA_FA=single; the default for llama/qwen3 under the
      * precision policy): 11 (f16) or 8 (bf16) significant bits per element, the bf16 path's

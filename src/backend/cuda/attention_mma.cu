@@ -24,7 +24,10 @@
  *    row in registers (each thread holds two rows of the m16 tile: lane/4 and lane/4 + 8);
  *    a row whose keys are all masked so far keeps max -inf and contributes nothing.
  *  - Only the "cuda" backend uses it: "cuda-f32" keeps the exact CUDA-core kernel (the 1e-4
- *    path), and an f32 cache or head_dim other than 32/64/128 goes there too. Steps with too
+ *    path), and an f32 cache or head_dim other than 32/64/128/256 goes there too.
+ *  - head_dim 256 (Qwen3.5, Gemma 3/4): Q·scale is kept in shared memory instead of registers
+ *    (O alone takes 128 per thread) and read by ldmatrix per k-step; 198 KB of shared memory,
+ *    one block (4 warps) an SM. Steps with too
  *    few tiles to fill the GPU (decode, small mixed batches) stay on attention.cu's kernels,
  *    which split the key range; this kernel never splits. */
 #include <math.h>
@@ -64,8 +67,12 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
     constexpr int KS = HD / 16;         /* k-steps of Q·Kᵀ                                                   */
     constexpr int NO = HD / 8;          /* n-tiles of the output                                             */
     constexpr int CPR = HD / 8;         /* 16-byte chunks per K/V row                                        */
+    /* head_dim 256: Q's fragments (128 registers split) do not fit beside the 128 of O, so Q·scale
+     * waits in shared memory (hi, then lo: [FQ][LD] each) and each k-step's A comes by ldmatrix */
+    constexpr bool QSM = HD > 128;
     extern __shared__ __align__(16) unsigned short fsm[];
     unsigned short *Ks = fsm, *Vs = fsm + 2 * FK * LD; /* [2 stages][FK][LD] each */
+    unsigned short *Qs = fsm + 4 * FK * LD;            /* QSM: [2][FQ][LD]          */
     const int tile_i = a.n_tiles - 1 - blockIdx.x;      /* longest key ranges first (causal prefill) */
     const int kvh = blockIdx.y / a.n_chunks, chunk = blockIdx.y % a.n_chunks;
     const attn_tile_t tile = a.tiles[tile_i];
@@ -97,7 +104,7 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
 
     /* this thread's two query rows (r = 16·warp + g and + 8): position, window start, validity */
     int pq[2], lq[2];
-    uint32_t qa[KS][4], ql[SPLIT ? KS : 1][4];
+    uint32_t qa[QSM ? 1 : KS][4], ql[SPLIT && !QSM ? KS : 1][4];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int qi = warp * 16 + g + 8 * h;
@@ -122,9 +129,19 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
                 float2 v = make_float2(0.f, 0.f);
                 if (qrow[h]) v = *(const float2 *)(qrow[h] + col);
                 v.x *= a.scale; v.y *= a.scale;
-                if (SPLIT) mma16_split2<T16>(v.x, v.y, qa[ks][r], ql[SPLIT ? ks : 0][r]);
-                else qa[ks][r] = mma16_t<T16>::pack(v.x, v.y);
+                uint32_t hi, lo = 0;
+                if (SPLIT) mma16_split2<T16>(v.x, v.y, hi, lo);
+                else hi = mma16_t<T16>::pack(v.x, v.y);
+                if constexpr (QSM) {
+                    unsigned short *qp = Qs + (warp * 16 + g + 8 * h) * LD + col;
+                    *(uint32_t *)qp = hi;
+                    if (SPLIT) *(uint32_t *)(qp + FQ * LD) = lo;
+                } else {
+                    qa[ks][r] = hi;
+                    if (SPLIT) ql[SPLIT ? ks : 0][r] = lo;
+                }
             }
+        if constexpr (QSM) __syncwarp(); /* a warp reads back only its own 16 rows */
     }
     float o[NO][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
@@ -150,11 +167,27 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
                 /* matrices: keys nt·8.., dims 16ks + 8m; thread gives row (lane & 7) of matrix lane >> 3 */
                 uint32_t b[4];
                 ldsm_x4(b, kt + (nt * 8 + (lane & 7)) * LD + ks * 16 + (lane >> 3) * 8);
-                mma16_t<T16>::mma(s[nt], qa[ks], b[0], b[1]);
-                mma16_t<T16>::mma(s[nt], qa[ks + 1], b[2], b[3]);
-                if (SPLIT) {
-                    mma16_t<T16>::mma(s[nt], ql[SPLIT ? ks : 0], b[0], b[1]);
-                    mma16_t<T16>::mma(s[nt], ql[SPLIT ? ks + 1 : 0], b[2], b[3]);
+                if constexpr (QSM) {
+                    /* A of k-steps ks, ks+1: matrices rows 8(m & 1).., dims 16ks + 8(m >> 1) (+16) */
+                    const unsigned short *qp = Qs + (warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + ks * 16 + (lane >> 4) * 8;
+                    uint32_t q0[4], q1[4];
+                    ldsm_x4(q0, qp);
+                    ldsm_x4(q1, qp + 16);
+                    mma16_t<T16>::mma(s[nt], q0, b[0], b[1]);
+                    mma16_t<T16>::mma(s[nt], q1, b[2], b[3]);
+                    if (SPLIT) {
+                        ldsm_x4(q0, qp + FQ * LD);
+                        ldsm_x4(q1, qp + FQ * LD + 16);
+                        mma16_t<T16>::mma(s[nt], q0, b[0], b[1]);
+                        mma16_t<T16>::mma(s[nt], q1, b[2], b[3]);
+                    }
+                } else {
+                    mma16_t<T16>::mma(s[nt], qa[ks], b[0], b[1]);
+                    mma16_t<T16>::mma(s[nt], qa[ks + 1], b[2], b[3]);
+                    if (SPLIT) {
+                        mma16_t<T16>::mma(s[nt], ql[SPLIT ? ks : 0], b[0], b[1]);
+                        mma16_t<T16>::mma(s[nt], ql[SPLIT ? ks + 1 : 0], b[2], b[3]);
+                    }
                 }
             }
         }
@@ -234,7 +267,7 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
 
 template <int HD, typename T16, bool SPLIT>
 static void fa_launch(cuda_impl_t *c, const fa_dev_t &a, dim3 grid) {
-    const size_t smem = sizeof(unsigned short) * 4 * FK * (HD + 8);
+    const size_t smem = sizeof(unsigned short) * (4 * FK + (HD > 128 ? 2 * FQ : 0)) * (HD + 8);
     static size_t set = 48 * 1024;
     if (smem > set) {
         cudaCheck(cudaFuncSetAttribute(attn_mma_kernel<HD, T16, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -245,6 +278,9 @@ static void fa_launch(cuda_impl_t *c, const fa_dev_t &a, dim3 grid) {
 }
 
 int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa); /* attention_wgmma.cu */
+
+extern "C" int kiln_cuda_attn_mma_hd256_calls; /* head_dim 256 steps this kernel ran (the tests check the path ran) */
+int kiln_cuda_attn_mma_hd256_calls;
 
 /* 1 if the step ran here; 0: not a shape for this kernel (the caller uses attention.cu's). */
 int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
@@ -259,7 +295,7 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     /* Q and P rounded once: the wgmma kernel (attention_wgmma.cu) when the step fills the GPU
      * with its blocks — head_dim 128 by default, 64 too with KILN_CUDA_FA_WG=1/2/3; =0 never */
     if (c->gemm_min_t != 0x7fffffff && !split && cuda_attention_wg(be, out, q, T, aa)) return 1;
-    if (c->gemm_min_t == 0x7fffffff || (kv->dtype != DT_F16 && kv->dtype != DT_BF16) || (hd != 32 && hd != 64 && hd != 128)) return 0;
+    if (c->gemm_min_t == 0x7fffffff || (kv->dtype != DT_F16 && kv->dtype != DT_BF16) || (hd != 32 && hd != 64 && hd != 128 && hd != 256)) return 0;
     /* decode steps and steps too small to fill the GPU without a key split: attention.cu (blocks
      * needed by default one per two SMs, so a 512-token chunk of a small model still comes here) */
     attn_tiles_t tl;
@@ -276,7 +312,8 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     } while (0)
     if (hd == 32) FA_GO(32);
     else if (hd == 64) FA_GO(64);
-    else FA_GO(128);
+    else if (hd == 128) FA_GO(128);
+    else { FA_GO(256); kiln_cuda_attn_mma_hd256_calls++; }
 #undef FA_GO
     if (a.out16) cuda_x16_set(c, out, (size_t)T * aa->n_heads * hd);
     return 1;

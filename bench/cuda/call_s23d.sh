@@ -1,0 +1,30 @@
+#!/bin/bash
+# call_s23d.sh — session 23, call 4: head_dim 256 on attention_mma.cu (Q in shared memory): the
+# prefill attention tests (KILN_CUDA_TEST_ATTN_ONLY=mma), test_cuda_hybrid, test_cuda_parity; prefill
+# A/B against attention.cu's kernel (KILN_CUDA_FA=0) on qwen3.5-2b bf16, qwen3.5-moe-35b q4 (4 layers)
+# and gemma3-1b bf16; ncu of the moe prefill step.
+#   run: bash bench/cuda/call_s23d.sh PKG
+P=${1:?package}
+. bench/cuda/call_lib.sh
+call_unpack "$P"
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+( /tmp/k/kiln synth --preset qwen3.5-moe-35b --dtype q4 --layers 4 --out /tmp/s/moe4q4 > /tmp/s/synth-q4.log 2>&1; touch /tmp/s/moe4q4.done
+  /tmp/k/kiln synth --preset qwen3.5-2b --dtype bf16 --out /tmp/s/q352bf16 > /tmp/s/synth-2b.log 2>&1
+  /tmp/k/kiln synth --preset gemma3-1b --dtype bf16 --out /tmp/s/g31bf16 > /tmp/s/synth-g3.log 2>&1; touch /tmp/s/all.done ) &
+call_t1 mma KILN_CUDA_TEST_ATTN_ONLY=mma
+grep "^# attention\|FAIL" /tmp/t_mma.log | head -20 > $OUT/attn_test.txt
+for t in test_cuda_hybrid test_cuda_parity; do
+  timeout 300 /tmp/k/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)" >> "$S"; grep -i "fail" /tmp/$t.log | grep -v kiln-tiny | head -8 >> "$S"
+done
+echo "tests done at $(el) s" >> "$S"
+while [ ! -f /tmp/s/all.done ]; do sleep 1; done
+echo "synth done at $(el) s" >> "$S"
+KILN_CUDA_GRAPH=0 timeout 200 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/moe4q4 --backend cuda --prompt-tokens 2048 --gen-tokens 1 --runs 1 > /tmp/ncu.csv 2>/tmp/ncu.err
+python3 bench/cuda/ncu_sum.py /tmp/ncu.csv > $OUT/ncu_prefill.txt 2>&1
+B=$OUT/bench.txt
+for m in q352bf16 moe4q4 g31bf16; do for v in KILN_X=1 KILN_CUDA_FA=0 KILN_X=1; do
+  echo "== $m $v" >> $B
+  env $v timeout 100 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 32 --runs 2 --json 2>/dev/null | tail -1 >> $B
+done; done
+echo "bench done at $(el) s" >> "$S"
+cat $S
