@@ -7,7 +7,7 @@ tot, cnt = collections.Counter(), collections.Counter()
 rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
 for r in csv.DictReader(rows):
     if r.get('Metric Name') != 'gpu__time_duration.sum': continue
-    name = r['Kernel Name'].replace('(anonymous namespace)::', '').split('<')[0].split('(')[0].replace('void ', '')
+    name = r['Kernel Name'].replace('(anonymous namespace)::', '').replace('<unnamed>::', '').split('<')[0].split('(')[0].replace('void ', '')
     v = float(r['Metric Value'].replace(',', ''))
     unit = r.get('Metric Unit', 'nsecond')
     us = v / 1000 if unit in ('nsecond', 'ns') else v * 1000 if unit in ('msecond', 'ms') else v

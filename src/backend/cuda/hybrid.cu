@@ -6,6 +6,7 @@
  * gated delta rule (gated DeltaNet), both taking their per-row state pointers from the
  * host like the block tables of attention. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_util.cuh" /* cp.async */
 
 __global__ void sigmoid_mul_kernel(float *y, const float *g, size_t total, int n, int gw) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -245,9 +246,11 @@ __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d
  * delta_prep_kernel: a warp per (token, key head) writes q̂ = q·(1/‖q‖)·q_scale and k̂ = k/‖k‖
  * (the 1/sqrtf(Σ + 1e-6) above, summed as 32 lane partials) into qn / kn [T, nk, dk], and its
  * lanes the (decay, beta) of the key head's value heads into gb [T, nv].
- * delta_seq_kernel: gated_delta_kernel's columns and per-token arithmetic, its inputs read one
- * token ahead into registers. A column's 8 lanes wait for nobody else, so a token costs two
- * 8-lane shuffle sums and the FMAs between them instead of three block barriers and the norms.
+ * delta_seq_kernel: gated_delta_kernel's columns and per-token arithmetic (sums over i as two
+ * partials per lane: half the dependent chain), its inputs in chunks of DCH tokens copied by
+ * cp.async into shared memory one chunk ahead. Inside a chunk a column's 8 lanes wait for
+ * nobody else: a token costs two 8-lane shuffle sums and the FMAs between them instead of three
+ * block barriers, the norms and a global load.
  * Trade-off: one more launch and 2·T·nk·dk floats of scratch, so decode steps (one token per
  * row) keep gated_delta_kernel; KILN_CUDA_DELTA=old keeps it for every step. */
 __global__ void delta_prep_kernel(delta_dev_t d, float *__restrict__ qn, float *__restrict__ kn, float2 *__restrict__ gb, int T) {
@@ -271,12 +274,19 @@ __global__ void delta_prep_kernel(delta_dev_t d, float *__restrict__ qn, float *
     }
 }
 
+#define DCH 32 /* tokens per shared-memory chunk of delta_seq_kernel */
+
+/* dynamic shared memory: 2 buffers × (k̂ and q̂ [DCH][dk], v [DCH][DCOLS], (decay, beta) [DCH]) */
+static size_t delta_seq_smem(int dk) { return sizeof(float) * 2 * (2 * (size_t)DCH * dk + DCH * DCOLS + 2 * DCH); }
+
 template <int NI>
 __global__ void __launch_bounds__(DLPC * DCOLS) delta_seq_kernel(delta_dev_t d, const float *__restrict__ qn, const float *__restrict__ kn, const float2 *__restrict__ gb) {
+    extern __shared__ __align__(16) float dsm[];
     const int h = blockIdx.y, r = blockIdx.z, kh = h / (d.nv / d.nk);
-    const int sub = threadIdx.x % DLPC, j = blockIdx.x * DCOLS + threadIdx.x / DLPC;
-    const int dk = d.dk, dv = d.dv;
+    const int sub = threadIdx.x % DLPC, cj = threadIdx.x / DLPC, j0 = blockIdx.x * DCOLS, j = j0 + cj;
+    const int dk = d.dk, dv = d.dv, tid = threadIdx.x;
     const bool col = j < dv;
+    const size_t bufn = 2 * (size_t)DCH * dk + DCH * DCOLS + 2 * DCH;
     float *S = d.state[r] + (size_t)h * dk * dv;
     float s[NI];
 #pragma unroll
@@ -284,46 +294,74 @@ __global__ void __launch_bounds__(DLPC * DCOLS) delta_seq_kernel(delta_dev_t d, 
         const int i = sub + DLPC * m;
         s[m] = col && i < dk ? S[(size_t)i * dv + j] : 0.f;
     }
-    const int t0 = d.row_start[r], t1 = d.row_start[r + 1];
-    float kq[NI], qq[NI], vj = 0.f;
-    float2 g = make_float2(0.f, 0.f);
-    auto load = [&](int t, float (&kk)[NI], float (&qv)[NI], float2 &gg, float &vv) {
-        const float *kr = kn + ((size_t)t * d.nk + kh) * dk, *qr = qn + ((size_t)t * d.nk + kh) * dk;
-#pragma unroll
-        for (int m = 0; m < NI; m++) {
-            const int i = sub + DLPC * m;
-            kk[m] = i < dk ? kr[i] : 0.f;
-            qv[m] = i < dk ? qr[i] : 0.f;
+    const int t0 = d.row_start[r], t1 = d.row_start[r + 1], nt = t1 - t0;
+    /* a chunk of up to DCH tokens from tc into buffer b, by cp.async (16-byte pieces where dk allows) */
+    auto load = [&](int b, int tc) {
+        float *ks = dsm + b * bufn, *qs = ks + DCH * dk, *vs = qs + DCH * dk, *gs = vs + DCH * DCOLS;
+        const int n = min(DCH, t1 - tc);
+        if (dk % 4 == 0) {
+            const int upr = dk / 4;
+            for (int u = tid; u < n * upr; u += blockDim.x) {
+                const int tt = u / upr, c4 = u % upr;
+                const size_t src = ((size_t)(tc + tt) * d.nk + kh) * dk + 4 * c4;
+                cp_async16(ks + tt * dk + 4 * c4, kn + src);
+                cp_async16(qs + tt * dk + 4 * c4, qn + src);
+            }
+        } else {
+            for (int u = tid; u < n * dk; u += blockDim.x) {
+                const int tt = u / dk, c = u % dk;
+                const size_t src = ((size_t)(tc + tt) * d.nk + kh) * dk + c;
+                cp_async4(ks + tt * dk + c, kn + src);
+                cp_async4(qs + tt * dk + c, qn + src);
+            }
         }
-        gg = gb[(size_t)t * d.nv + h];
-        vv = col ? d.qkv[(size_t)t * d.stride + d.v_off + (size_t)h * dv + j] : 0.f;
+        for (int u = tid; u < n * DCOLS; u += blockDim.x) {
+            const int tt = u / DCOLS, c = u % DCOLS;
+            if (j0 + c < dv) cp_async4(vs + u, d.qkv + (size_t)(tc + tt) * d.stride + d.v_off + (size_t)h * dv + j0 + c);
+        }
+        for (int u = tid; u < 2 * n; u += blockDim.x) cp_async4(gs + u, (const float *)(gb + (size_t)(tc + u / 2) * d.nv + h) + (u & 1));
+        cp_commit();
     };
-    if (t0 < t1) load(t0, kq, qq, g, vj);
-    for (int t = t0; t < t1; t++) {
-        float nk_[NI], nq_[NI], nv_ = 0.f;
-        float2 ng = make_float2(0.f, 0.f);
-        if (t + 1 < t1) load(t + 1, nk_, nq_, ng, nv_);
-        float kv = 0.f;
+    if (nt > 0) load(0, t0);
+    for (int tc = t0, b = 0; tc < t1; tc += DCH, b ^= 1) {
+        if (tc + DCH < t1) { load(b ^ 1, tc + DCH); cp_wait<1>(); }
+        else cp_wait<0>();
+        __syncthreads(); /* chunk tc landed for every thread */
+        const float *ks = dsm + b * bufn, *qs = ks + DCH * dk, *vs = qs + DCH * dk, *gs = vs + DCH * DCOLS;
+        const int n = min(DCH, t1 - tc);
+        for (int tt = 0; tt < n; tt++) {
+            const float *kr = ks + tt * dk, *qr = qs + tt * dk;
+            const float decay = gs[2 * tt], beta = gs[2 * tt + 1];
+            /* two partial sums: half the dependent chain */
+            float kv0 = 0.f, kv1 = 0.f;
 #pragma unroll
-        for (int m = 0; m < NI; m++) {
-            s[m] *= g.x;
-            kv += s[m] * kq[m];
+            for (int m = 0; m < NI; m++) {
+                const int i = sub + DLPC * m;
+                const float kq = i < dk ? kr[i] : 0.f;
+                s[m] *= decay;
+                if (m & 1) kv1 += s[m] * kq;
+                else kv0 += s[m] * kq;
+            }
+            float kv = kv0 + kv1;
+#pragma unroll
+            for (int off = 1; off < DLPC; off <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, off);
+            const float vj = col ? vs[tt * DCOLS + cj] : 0.f;
+            const float delta = (vj - kv) * beta;
+            float o0 = 0.f, o1 = 0.f;
+#pragma unroll
+            for (int m = 0; m < NI; m++) {
+                const int i = sub + DLPC * m;
+                const float kq = i < dk ? kr[i] : 0.f, qq = i < dk ? qr[i] : 0.f;
+                s[m] += kq * delta;
+                if (m & 1) o1 += s[m] * qq;
+                else o0 += s[m] * qq;
+            }
+            float o = o0 + o1;
+#pragma unroll
+            for (int off = 1; off < DLPC; off <<= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
+            if (col && sub == 0) d.out[((size_t)(tc + tt) * d.nv + h) * dv + j] = o;
         }
-#pragma unroll
-        for (int off = 1; off < DLPC; off <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, off);
-        const float delta = (vj - kv) * g.y;
-        float o = 0.f;
-#pragma unroll
-        for (int m = 0; m < NI; m++) {
-            s[m] += kq[m] * delta;
-            o += s[m] * qq[m];
-        }
-#pragma unroll
-        for (int off = 1; off < DLPC; off <<= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
-        if (col && sub == 0) d.out[((size_t)t * d.nv + h) * dv + j] = o;
-#pragma unroll
-        for (int m = 0; m < NI; m++) { kq[m] = nk_[m]; qq[m] = nq_[m]; }
-        g = ng; vj = nv_;
+        __syncthreads(); /* buffer b is reloaded in the next round */
     }
 #pragma unroll
     for (int m = 0; m < NI; m++) {
@@ -358,11 +396,17 @@ void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *
         const long warps = (long)T * da->n_k_heads;
         delta_prep_kernel<<<cdiv(warps * 32, 256), 256, 0, c->stream>>>(d, qn, kn, gb, T);
         cudaLaunchCheck();
-        if (ni <= 2) delta_seq_kernel<2><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
-        else if (ni <= 4) delta_seq_kernel<4><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
-        else if (ni <= 8) delta_seq_kernel<8><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
-        else if (ni <= 16) delta_seq_kernel<16><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
-        else delta_seq_kernel<32><<<grid, DLPC * DCOLS, 0, c->stream>>>(d, qn, kn, gb);
+        const size_t smem = delta_seq_smem(da->dk);
+        static size_t set[5] = {48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024}; /* per kernel: the opt-in above 48 KB */
+        auto go = [&](void (*kern)(delta_dev_t, const float *, const float *, const float2 *), int v) {
+            if (smem > set[v]) { cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); set[v] = smem; }
+            kern<<<grid, DLPC * DCOLS, smem, c->stream>>>(d, qn, kn, gb);
+        };
+        if (ni <= 2) go(delta_seq_kernel<2>, 0);
+        else if (ni <= 4) go(delta_seq_kernel<4>, 1);
+        else if (ni <= 8) go(delta_seq_kernel<8>, 2);
+        else if (ni <= 16) go(delta_seq_kernel<16>, 3);
+        else go(delta_seq_kernel<32>, 4);
         cudaLaunchCheck();
         return;
     }

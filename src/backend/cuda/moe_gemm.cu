@@ -68,8 +68,8 @@ __device__ __forceinline__ void mg_mma(float (&d)[4], const uint32_t (&a)[2][4],
 }
 
 /* y[slot, ycol + n] = w · x̂[slot] for the block's tile and rows; w = tab[(which + wi)·E + e]. */
-template <int BITS, int GROUP, int BN>
-__global__ void __launch_bounds__(MG_THREADS, 1)
+template <int BITS, int GROUP, int BN, int MINB>
+__global__ void __launch_bounds__(MG_THREADS, MINB)
     mg_gemm_kernel(float *__restrict__ y, int ldy, const __nv_bfloat16 *__restrict__ xq, const float *__restrict__ xsum, int Sp,
                    const int4 *__restrict__ tiles, const int *__restrict__ ntiles, const dweight_t *__restrict__ tab, int E, int which,
                    int nrb) {
@@ -353,18 +353,28 @@ __global__ void mg_combine_kernel(float *__restrict__ out, const float *__restri
     out[i] = acc;
 }
 
-template <int BITS, int GROUP, int BN>
-void launch_gemm(cuda_impl_t *c, float *y, int ldy, const __nv_bfloat16 *xq, const float *xs, int Sp, const int4 *tiles, const int *ntiles,
-                 int max_tiles, const dweight_t *tab, int E, int which, int nw, int rows) {
+template <int BITS, int GROUP, int BN, int MINB>
+void launch_gemm1(cuda_impl_t *c, float *y, int ldy, const __nv_bfloat16 *xq, const float *xs, int Sp, const int4 *tiles, const int *ntiles,
+                  int max_tiles, const dweight_t *tab, int E, int which, int nw, int rows) {
     constexpr size_t smem = (size_t)MG_S * mg<BITS, GROUP, BN>::STAGE;
     static bool attr;
     if (!attr) {
-        cudaCheck(cudaFuncSetAttribute(mg_gemm_kernel<BITS, GROUP, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(cudaFuncSetAttribute(mg_gemm_kernel<BITS, GROUP, BN, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr = true;
     }
     const int nrb = cdiv(rows, MG_BM);
-    mg_gemm_kernel<BITS, GROUP, BN><<<dim3(max_tiles, nrb * nw), MG_THREADS, smem, c->stream>>>(y, ldy, xq, xs, Sp, tiles, ntiles, tab, E, which, nrb);
+    mg_gemm_kernel<BITS, GROUP, BN, MINB><<<dim3(max_tiles, nrb * nw), MG_THREADS, smem, c->stream>>>(y, ldy, xq, xs, Sp, tiles, ntiles, tab, E, which, nrb);
     cudaLaunchCheck();
+}
+
+/* two blocks an SM (registers capped at 128) where their shared memory fits: KILN_CUDA_MOE_MINB=1/2 */
+template <int BITS, int GROUP, int BN>
+void launch_gemm(cuda_impl_t *c, float *y, int ldy, const __nv_bfloat16 *xq, const float *xs, int Sp, const int4 *tiles, const int *ntiles,
+                 int max_tiles, const dweight_t *tab, int E, int which, int nw, int rows) {
+    const char *e = getenv("KILN_CUDA_MOE_MINB");
+    constexpr bool fits2 = 2 * (size_t)MG_S * mg<BITS, GROUP, BN>::STAGE <= 220 * 1024 && BN <= 64;
+    if (fits2 && e && atoi(e) == 2) launch_gemm1<BITS, GROUP, BN, fits2 ? 2 : 1>(c, y, ldy, xq, xs, Sp, tiles, ntiles, max_tiles, tab, E, which, nw, rows);
+    else launch_gemm1<BITS, GROUP, BN, 1>(c, y, ldy, xq, xs, Sp, tiles, ntiles, max_tiles, tab, E, which, nw, rows);
 }
 
 template <int BN>
@@ -404,7 +414,9 @@ int cuda_moe_gemm_ok(const dweight_t *w, int E) {
 void cuda_moe_gemm(cuda_impl_t *c, void **bufs, size_t *bytes, float *out, const float *x, int T, int k, const int32_t *ids, const float *wts,
                    const dweight_t *tab, const dweight_t *hw, int E, int gelu) {
     const int P = T * k, Ie = hw[0].rows, H = hw[0].cols;
-    const int BN = P <= 32 * E ? 32 : P <= 64 * E ? 64 : 128;
+    const char *bne = getenv("KILN_CUDA_MOE_BN"); /* a tile size forced, for measuring */
+    const int bnf = bne ? atoi(bne) : 0;
+    const int BN = bnf == 32 || bnf == 64 || bnf == 128 ? bnf : P <= 32 * E ? 32 : P <= 64 * E ? 64 : 128;
     /* slots: every pair, each segment padded to MG_ALIGN, then rounded to 32 (the prep's warps);
      * the tiles may read BN rows past the last segment */
     const int used_max = (P + E * (MG_ALIGN - 1) + 31) / 32 * 32, Sp = used_max + 128;
