@@ -3663,6 +3663,12 @@ static void test_moe(void) {
     grouped_case(200, 8, 2, 256, 128, 2, DT_BF16, ACT_SILU, 1200);
     grouped_case(600, 8, 2, 256, 128, 5, DT_F16, ACT_SILU, 1201);
     grouped_case(600, 8, 2, 256, 128, 0, DT_BF16, ACT_GELU_TANH, 1202);
+    setenv("KILN_CUDA_MOE_TAIL", "0", 1); /* every tile full-size (no BN/2 tail launch) */
+    grouped_case(600, 8, 2, 256, 128, 2, DT_BF16, ACT_SILU, 1206);
+    unsetenv("KILN_CUDA_MOE_TAIL");
+    setenv("KILN_CUDA_MOE_MINB", "1", 1); /* one block an SM (the kernels without the register cap) */
+    grouped_case(200, 8, 2, 256, 128, 5, DT_BF16, ACT_SILU, 1207);
+    unsetenv("KILN_CUDA_MOE_MINB");
     grouped_case(37, 6, 3, 320, 192, 2, DT_F32, ACT_SILU, 1203);
     grouped_case(30, 60, 4, 128, 64, 4, DT_BF16, ACT_SILU, 1204);
     grouped_case(64, 256, 8, 128, 64, 2, DT_BF16, ACT_SILU, 1205);

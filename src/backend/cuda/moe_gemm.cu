@@ -21,7 +21,9 @@
  *                      are one launch (grid.y spans both), written side by side [slot, 2·Ie]
  *   mg_gemm_kernel     again for down, [slot, H]
  *   mg_combine_kernel  out[t] = Σ over the token's experts in ascending id of wts · y[slot]
- *                      (fmaf from 0: the order of the host loop's add_rows_scaled)
+ *                      (fmaf from 0: the order of the host loop's add_rows_scaled), a block a token
+ *
+ * (The gemm is two launches where BN >= 64: the BN-slot tiles, then the half-size tail tiles.)
  *
  * Numerics: x is split into bf16 hi + lo (16 significant bits) as the precision policy asks
  * for every MoE architecture; codes and bf16 weights are exact; sums in f32. Within ~1e-5 of
@@ -30,8 +32,9 @@
  * does not depend on which other tokens share its tiles, the tile size or the slot order the
  * sort's atomics give: bitwise the same alone or in any batch that takes this path (tested).
  *
- * Trade-offs: a tile's slots past its expert's segment are computed and dropped (at most BN-1
- * per expert: BN is picked from the mean pairs per expert, 32/64/128); the weight of an expert
+ * Trade-offs: a tile's slots past its expert's segment are computed and dropped (at most BN/2
+ * per expert: BN is picked from the mean pairs per expert, 32/64/128, and a remainder of at
+ * most half a tile goes to a second launch of BN/2-slot tiles); the weight of an expert
  * with more than BN pairs is read once per tile (L2 keeps it for the neighbouring tiles, which
  * run together); the outputs are f32 [slots, ·] scratch rather than fused into the combine. */
 #include "backend/cuda/mma_util.cuh"
@@ -238,10 +241,13 @@ __global__ void __launch_bounds__(MG_THREADS, MINB)
 }
 
 /* The step's pairs sorted into expert segments (one block of 1024 threads, E <= 1024). Slot
- * order inside a segment comes from shared-memory atomics: arbitrary, and harmless (above). */
+ * order inside a segment comes from shared-memory atomics: arbitrary, and harmless (above).
+ * Tiles: an expert's n pairs make n / BN tiles of BN slots; a remainder of more than half a
+ * tile makes one more, a smaller one (tail = 1, BN >= 64) a tile of BN/2 slots in the second
+ * list (tiles + tail_at) — the half-empty last tiles cost half. ntiles[0], [1]: the lists' lengths. */
 __global__ void __launch_bounds__(1024) mg_sort_kernel(int *__restrict__ pos, int *__restrict__ tok, int4 *__restrict__ tiles, int *__restrict__ ntiles,
-                                                       const int32_t *__restrict__ ids, int P, int k, int E, int BN, int Sp) {
-    __shared__ int cnt[1024], off[1024], wsum[2][32];
+                                                       const int32_t *__restrict__ ids, int P, int k, int E, int BN, int tail, int tail_at, int Sp) {
+    __shared__ int cnt[1024], off[1024], wsum[3][32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     cnt[tid] = 0;
     __syncthreads();
@@ -250,35 +256,46 @@ __global__ void __launch_bounds__(1024) mg_sort_kernel(int *__restrict__ pos, in
         if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
     }
     __syncthreads();
-    /* exclusive scans of the aligned segment sizes and of the tile counts */
-    const int n = tid < E ? cnt[tid] : 0;
-    int a = (n + MG_ALIGN - 1) / MG_ALIGN * MG_ALIGN, b = (n + BN - 1) / BN;
-    int sa = a, sb = b;
+    /* exclusive scans of the aligned segment sizes and of the two lists' tile counts */
+    const int n = tid < E ? cnt[tid] : 0, rem = n % BN;
+    const int small = tail && rem > 0 && rem <= BN / 2;
+    int v[3] = {(n + MG_ALIGN - 1) / MG_ALIGN * MG_ALIGN, n / BN + (rem > 0 && !small), small}, x[3];
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const int va = __shfl_up_sync(0xffffffffu, sa, o), vb = __shfl_up_sync(0xffffffffu, sb, o);
-        if (lane >= o) { sa += va; sb += vb; }
-    }
-    if (lane == 31) { wsum[0][warp] = sa; wsum[1][warp] = sb; }
-    __syncthreads();
-    if (warp == 0) {
-        int xa = wsum[0][lane], xb = wsum[1][lane];
+    for (int q = 0; q < 3; q++) {
+        x[q] = v[q];
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const int va = __shfl_up_sync(0xffffffffu, xa, o), vb = __shfl_up_sync(0xffffffffu, xb, o);
-            if (lane >= o) { xa += va; xb += vb; }
+            const int u = __shfl_up_sync(0xffffffffu, x[q], o);
+            if (lane >= o) x[q] += u;
         }
-        wsum[0][lane] = xa; wsum[1][lane] = xb; /* inclusive over warps */
+        if (lane == 31) wsum[q][warp] = x[q];
     }
     __syncthreads();
-    const int ea = sa - a + (warp ? wsum[0][warp - 1] : 0), eb = sb - b + (warp ? wsum[1][warp - 1] : 0);
-    const int used = wsum[0][31], nt = wsum[1][31];
-    if (tid < E) {
-        off[tid] = ea;
-        for (int i = 0; i < b; i++) tiles[eb + i] = make_int4(tid, ea + i * BN, min(ea + (i + 1) * BN, ea + n), 0);
-        for (int s = ea + n; s < ea + a; s++) tok[s] = -1;
+    if (warp == 0) {
+#pragma unroll
+        for (int q = 0; q < 3; q++) {
+            int y = wsum[q][lane];
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const int u = __shfl_up_sync(0xffffffffu, y, o);
+                if (lane >= o) y += u;
+            }
+            wsum[q][lane] = y; /* inclusive over warps */
+        }
     }
-    if (tid == 0) *ntiles = nt;
+    __syncthreads();
+    int ex[3];
+#pragma unroll
+    for (int q = 0; q < 3; q++) ex[q] = x[q] - v[q] + (warp ? wsum[q][warp - 1] : 0);
+    const int used = wsum[0][31];
+    if (tid < E) {
+        const int ea = ex[0];
+        off[tid] = ea;
+        for (int i = 0; i < v[1]; i++) tiles[ex[1] + i] = make_int4(tid, ea + i * BN, min(ea + (i + 1) * BN, ea + n), 0);
+        if (small) tiles[tail_at + ex[2]] = make_int4(tid, ea + n - rem, ea + n, 0);
+        for (int s = ea + n; s < ea + v[0]; s++) tok[s] = -1;
+    }
+    if (tid == 0) { ntiles[0] = wsum[1][31]; ntiles[1] = wsum[2][31]; }
     for (int s = used + tid; s < Sp; s += 1024) tok[s] = -1;
     __syncthreads();
     for (int p = tid; p < P; p += 1024) {
@@ -332,25 +349,35 @@ __global__ void mg_prep_kernel(__nv_bfloat16 *__restrict__ xq, float *__restrict
 }
 
 /* out[t, c] = Σ over the token's pairs in ascending expert id of wts · y[slot] (moe.cu's scatter
- * order; pairs without a slot — an id outside [0, E) — add nothing). */
+ * order; pairs without a slot — an id outside [0, E) — add nothing). A block per token: one
+ * thread puts its pairs in that order (k ≤ 64), then the block walks the columns. */
 __global__ void mg_combine_kernel(float *__restrict__ out, const float *__restrict__ y, const int *__restrict__ pos, const int32_t *__restrict__ ids,
-                                  const float *__restrict__ wts, int T, int k, int H) {
-    const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i >= (size_t)T * H) return;
-    const int t = (int)(i / H), c = (int)(i % H);
-    const int32_t *id = ids + (size_t)t * k;
-    float acc = 0.f;
-    int last = -1;
-    for (int n = 0; n < k; n++) {
-        int j = -1;
-        for (int q = 0; q < k; q++)
-            if (id[q] > last && (j < 0 || id[q] < id[j])) j = q;
-        if (j < 0) break;
-        last = id[j];
-        const int s = pos[(size_t)t * k + j];
-        if (s >= 0) acc = fmaf(wts[(size_t)t * k + j], y[(size_t)s * H + c], acc);
+                                  const float *__restrict__ wts, int k, int H) {
+    __shared__ int sp[64];
+    __shared__ float sw[64];
+    __shared__ int nn;
+    const int t = blockIdx.x;
+    if (threadIdx.x == 0) {
+        const int32_t *id = ids + (size_t)t * k;
+        int last = -1, m = 0;
+        for (int n = 0; n < k; n++) {
+            int j = -1;
+            for (int q = 0; q < k; q++)
+                if (id[q] > last && (j < 0 || id[q] < id[j])) j = q;
+            if (j < 0) break;
+            last = id[j];
+            const int s = pos[(size_t)t * k + j];
+            if (s >= 0) { sp[m] = s; sw[m] = wts[(size_t)t * k + j]; m++; }
+        }
+        nn = m;
     }
-    out[i] = acc;
+    __syncthreads();
+    const int m = nn;
+    for (int c = threadIdx.x; c < H; c += blockDim.x) {
+        float acc = 0.f;
+        for (int n = 0; n < m; n++) acc = fmaf(sw[n], y[(size_t)sp[n] * H + c], acc);
+        out[(size_t)t * H + c] = acc;
+    }
 }
 
 template <int BITS, int GROUP, int BN, int MINB>
@@ -367,13 +394,14 @@ void launch_gemm1(cuda_impl_t *c, float *y, int ldy, const __nv_bfloat16 *xq, co
     cudaLaunchCheck();
 }
 
-/* two blocks an SM (registers capped at 128) where their shared memory fits: KILN_CUDA_MOE_MINB=1/2 */
+/* two blocks an SM (registers capped at 128) where their shared memory fits — the default
+ * (session 23: moe synth prefill +11 % at BN 64, c=64 even); KILN_CUDA_MOE_MINB=1: one */
 template <int BITS, int GROUP, int BN>
 void launch_gemm(cuda_impl_t *c, float *y, int ldy, const __nv_bfloat16 *xq, const float *xs, int Sp, const int4 *tiles, const int *ntiles,
                  int max_tiles, const dweight_t *tab, int E, int which, int nw, int rows) {
     const char *e = getenv("KILN_CUDA_MOE_MINB");
     constexpr bool fits2 = 2 * (size_t)MG_S * mg<BITS, GROUP, BN>::STAGE <= 220 * 1024 && BN <= 64;
-    if (fits2 && e && atoi(e) == 2) launch_gemm1<BITS, GROUP, BN, fits2 ? 2 : 1>(c, y, ldy, xq, xs, Sp, tiles, ntiles, max_tiles, tab, E, which, nw, rows);
+    if (fits2 && !(e && atoi(e) == 1)) launch_gemm1<BITS, GROUP, BN, fits2 ? 2 : 1>(c, y, ldy, xq, xs, Sp, tiles, ntiles, max_tiles, tab, E, which, nw, rows);
     else launch_gemm1<BITS, GROUP, BN, 1>(c, y, ldy, xq, xs, Sp, tiles, ntiles, max_tiles, tab, E, which, nw, rows);
 }
 
@@ -420,17 +448,20 @@ void cuda_moe_gemm(cuda_impl_t *c, void **bufs, size_t *bytes, float *out, const
     /* slots: every pair, each segment padded to MG_ALIGN, then rounded to 32 (the prep's warps);
      * the tiles may read BN rows past the last segment */
     const int used_max = (P + E * (MG_ALIGN - 1) + 31) / 32 * 32, Sp = used_max + 128;
-    const int max_tiles = (P + BN - 1) / BN + E;
+    /* the tail list (tiles of BN/2 for remainders of at most half a tile): BN >= 64, KILN_CUDA_MOE_TAIL=0 off */
+    const char *te = getenv("KILN_CUDA_MOE_TAIL");
+    const int tail = BN >= 64 && !(te && !strcmp(te, "0"));
+    const int max_tiles = (P + BN - 1) / BN + E, tail_at = max_tiles;
     const int Kmax = H > Ie ? H : Ie;
-    int *pos = (int *)cuda_scratch(c, &bufs[0], &bytes[0], sizeof(int) * ((size_t)P + Sp + 1));
+    int *pos = (int *)cuda_scratch(c, &bufs[0], &bytes[0], sizeof(int) * ((size_t)P + Sp + 2));
     int *tok = pos + P, *ntiles = tok + Sp;
-    int4 *tiles = (int4 *)cuda_scratch(c, &bufs[1], &bytes[1], sizeof(int4) * (size_t)max_tiles);
+    int4 *tiles = (int4 *)cuda_scratch(c, &bufs[1], &bytes[1], sizeof(int4) * (size_t)(max_tiles + E));
     __nv_bfloat16 *xq = (__nv_bfloat16 *)cuda_scratch(c, &bufs[2], &bytes[2], (size_t)2 * Sp * Kmax * 2);
     float *xs = (float *)cuda_scratch(c, &bufs[3], &bytes[3], sizeof(float) * (size_t)(Kmax / 32) * Sp);
     float *gu = (float *)cuda_scratch(c, &bufs[4], &bytes[4], sizeof(float) * (size_t)Sp * 2 * Ie);
     float *yd = (float *)cuda_scratch(c, &bufs[5], &bytes[5], sizeof(float) * (size_t)Sp * H);
 
-    mg_sort_kernel<<<1, 1024, 0, c->stream>>>(pos, tok, tiles, ntiles, ids, P, k, E, BN, Sp);
+    mg_sort_kernel<<<1, 1024, 0, c->stream>>>(pos, tok, tiles, ntiles, ids, P, k, E, BN, tail, tail_at, Sp);
     cudaLaunchCheck();
     const int g1 = hw[0].dtype == DT_BF16 ? 64 : hw[0].group, g2 = hw[2 * E].dtype == DT_BF16 ? 64 : hw[2 * E].group;
     auto prep = [&](const float *src, int K, int group, int glu) {
@@ -445,11 +476,14 @@ void cuda_moe_gemm(cuda_impl_t *c, void **bufs, size_t *bytes, float *out, const
         if (BN == 32) launch_bn<32>(c, bits, f.group, y, ldy, xq, xs, Sp, tiles, ntiles, max_tiles, tab, E, which, nw, f.rows);
         else if (BN == 64) launch_bn<64>(c, bits, f.group, y, ldy, xq, xs, Sp, tiles, ntiles, max_tiles, tab, E, which, nw, f.rows);
         else launch_bn<128>(c, bits, f.group, y, ldy, xq, xs, Sp, tiles, ntiles, max_tiles, tab, E, which, nw, f.rows);
+        if (!tail) return; /* the tail list: at most one tile per expert */
+        if (BN == 64) launch_bn<32>(c, bits, f.group, y, ldy, xq, xs, Sp, tiles + tail_at, ntiles + 1, E, tab, E, which, nw, f.rows);
+        else launch_bn<64>(c, bits, f.group, y, ldy, xq, xs, Sp, tiles + tail_at, ntiles + 1, E, tab, E, which, nw, f.rows);
     };
     prep(x, H, g1, 0);
     gemm(hw[0], gu, 2 * Ie, 0, 2); /* gate and up: [slot, 2·Ie] */
     prep(gu, Ie, g2, 1);
     gemm(hw[2 * E], yd, H, 2, 1);  /* down: [slot, H] */
-    mg_combine_kernel<<<cdiv((long)T * H, 256), 256, 0, c->stream>>>(out, yd, pos, ids, wts, T, k, H);
+    mg_combine_kernel<<<T, 256, 0, c->stream>>>(out, yd, pos, ids, wts, k, H);
     cudaLaunchCheck();
 }
