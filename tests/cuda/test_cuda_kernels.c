@@ -3436,6 +3436,34 @@ static void route_case(backend_t *be, int T, int E, int k, int renorm, int scale
     free(l); free(es); free(wi); free(gi); free(ww); free(gw);
 }
 
+/* The models' per-expert loop on this backend's ops (gather, three matmuls, GLU, add_rows_scaled
+ * onto zeros; ids/wts on the host) — what moe_experts replaces — into the host array want_h. */
+static void per_expert_loop(backend_t *be, float *want_h, const float *dx, int T, int k, int H, int Ie, int E, const int32_t *ids,
+                            const float *wts, const weight_t *g, const weight_t *u, const weight_t *d, act_t act) {
+    float *xe = be->ops->alloc(be, sizeof(float) * T * H), *ge = be->ops->alloc(be, sizeof(float) * T * Ie),
+          *ue = be->ops->alloc(be, sizeof(float) * T * Ie), *ye = be->ops->alloc(be, sizeof(float) * T * H);
+    float *hp = be->ops->alloc(be, sizeof(float) * T * H);
+    int32_t *te = malloc(sizeof(int32_t) * T * k);
+    float *we = malloc(sizeof(float) * T * k);
+    be->ops->scale(be, hp, 0.0f, (size_t)T * H);
+    for (int ex = 0; ex < E; ex++) {
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < k; j++)
+                if (ids[t * k + j] == ex) { te[n] = t; we[n] = wts[t * k + j]; n++; }
+        if (!n) continue;
+        be->ops->gather_rows(be, xe, dx, te, n, H);
+        be->ops->matmul(be, ge, xe, n, &g[ex]);
+        be->ops->matmul(be, ue, xe, n, &u[ex]);
+        be->ops->glu(be, ge, ge, ue, (size_t)n * Ie, act);
+        be->ops->matmul(be, ye, ge, n, &d[ex]);
+        be->ops->add_rows_scaled(be, hp, ye, te, we, n, H);
+    }
+    to_host(be, want_h, hp, (size_t)T * H);
+    be->ops->free(be, xe); be->ops->free(be, ge); be->ops->free(be, ue); be->ops->free(be, ye); be->ops->free(be, hp);
+    free(te); free(we);
+}
+
 /* moe_experts against ref_moe_experts (f32, 1e-5), and against the host path's ops (gather,
  * per-expert matmuls, glu, add_rows_scaled on this backend: be32's f32 GEMV, 1e-5; "cuda"'s
  * tensor-core / split-x paths, 1e-4). Experts as separate weights of one storage. */
@@ -3479,33 +3507,14 @@ static void experts_case(int T, int E, int k, int H, int Ie, int kind, act_t act
         CHECK(err < 1e-5, "moe_experts %s (%s) T %d E %d k %d H %d Ie %d: rel err %.3g against ref_moe_experts", what, b ? "cuda" : "cuda-f32",
               T, E, k, H, Ie, err);
         /* the host path's ops on this backend */
-        float *xe = be->ops->alloc(be, sizeof(float) * T * H), *ge = be->ops->alloc(be, sizeof(float) * T * Ie),
-              *ue = be->ops->alloc(be, sizeof(float) * T * Ie), *ye = be->ops->alloc(be, sizeof(float) * T * H);
-        float *hp = be->ops->alloc(be, sizeof(float) * T * H);
-        int32_t *te = malloc(sizeof(int32_t) * T * k);
-        float *we = malloc(sizeof(float) * T * k);
-        for (int ex = 0; ex < E; ex++) {
-            int n = 0;
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < k; j++)
-                    if (ids[t * k + j] == ex) { te[n] = t; we[n] = wts[t * k + j]; n++; }
-            if (!n) continue;
-            be->ops->gather_rows(be, xe, dx, te, n, H);
-            be->ops->matmul(be, ge, xe, n, &gg[ex]);
-            be->ops->matmul(be, ue, xe, n, &uu[ex]);
-            be->ops->glu(be, ge, ge, ue, (size_t)n * Ie, act);
-            be->ops->matmul(be, ye, ge, n, &dd[ex]);
-            be->ops->add_rows_scaled(be, hp, ye, te, we, n, H);
-        }
         float *hpath = malloc(sizeof(float) * T * H);
-        to_host(be, hpath, hp, (size_t)T * H);
+        per_expert_loop(be, hpath, dx, T, k, H, Ie, E, ids, wts, gg, uu, dd, act);
         err = ct_rel_err(got, hpath, (size_t)T * H);
         double tol = b ? 1e-4 : 1e-5;
         CHECK(err < tol, "moe_experts %s (%s) T %d: rel err %.3g against the per-expert matmuls (bound %.0e)", what, b ? "cuda" : "cuda-f32", T,
               err, tol);
         if (T == 1 && b == 0) printf("# moe_experts %s: %.3g vs ref, %.3g vs per-expert matmuls\n", what, ct_rel_err(got, want, (size_t)H), err);
-        be->ops->free(be, xe); be->ops->free(be, ge); be->ops->free(be, ue); be->ops->free(be, ye); be->ops->free(be, hp);
-        free(te); free(we); free(hpath);
+        free(hpath);
         be->ops->free(be, dx); be->ops->free(be, dout); be->ops->free(be, di); be->ops->free(be, dw);
         for (int i = 0; i < E; i++) { release(be, &gg[i]); release(be, &uu[i]); release(be, &dd[i]); }
         free(gg); free(uu); free(dd);
@@ -3561,26 +3570,7 @@ static void grouped_case(int T, int E, int k, int H, int Ie, int kind, dtype_t s
         double err = ct_rel_err(got, want, (size_t)T * H);
         CHECK(err < 2e-5, "moe_experts grouped %s: rel err %.3g against ref_moe_experts", what, err);
         /* the per-expert loop of ops on this backend */
-        float *xe = be->ops->alloc(be, sizeof(float) * T * H), *ge = be->ops->alloc(be, sizeof(float) * T * Ie),
-              *ue = be->ops->alloc(be, sizeof(float) * T * Ie), *ye = be->ops->alloc(be, sizeof(float) * T * H);
-        float *hp = be->ops->alloc(be, sizeof(float) * T * H);
-        int32_t *te = malloc(sizeof(int32_t) * T * k);
-        float *we = malloc(sizeof(float) * T * k);
-        be->ops->scale(be, hp, 0.0f, (size_t)T * H);
-        for (int ex = 0; ex < E; ex++) {
-            int n = 0;
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < k; j++)
-                    if (ids[t * k + j] == ex) { te[n] = t; we[n] = wts[t * k + j]; n++; }
-            if (!n) continue;
-            be->ops->gather_rows(be, xe, dx, te, n, H);
-            be->ops->matmul(be, ge, xe, n, &g[ex]);
-            be->ops->matmul(be, ue, xe, n, &u[ex]);
-            be->ops->glu(be, ge, ge, ue, (size_t)n * Ie, act);
-            be->ops->matmul(be, ye, ge, n, &d[ex]);
-            be->ops->add_rows_scaled(be, hp, ye, te, we, n, H);
-        }
-        to_host(be, hpath, hp, (size_t)T * H);
+        per_expert_loop(be, hpath, dx, T, k, H, Ie, E, ids, wts, g, u, d, act);
         double eh = ct_rel_err(got, hpath, (size_t)T * H), el = ct_rel_err(hpath, want, (size_t)T * H);
         CHECK(eh < 1e-3, "moe_experts grouped %s: rel err %.3g against the per-expert matmuls (theirs against the reference %.3g)", what, eh, el);
         /* batch invariance: a few tokens alone */
@@ -3593,8 +3583,6 @@ static void grouped_case(int T, int E, int k, int H, int Ie, int kind, dtype_t s
         }
         CHECK(!bad, "moe_experts grouped %s: %d tokens alone differ from their row of the batch", what, bad);
         printf("# moe_experts grouped %s: %.3g vs ref, %.3g vs per-expert matmuls (%.3g vs ref)\n", what, err, eh, el);
-        be->ops->free(be, xe); be->ops->free(be, ge); be->ops->free(be, ue); be->ops->free(be, ye); be->ops->free(be, hp);
-        free(te); free(we);
     }
     /* declines, leaving out alone: KILN_CUDA_MOE_GEMM=0, and "cuda-f32" */
     be->ops->scale(be, dout, 0.0f, (size_t)T * H);

@@ -169,6 +169,17 @@ __device__ __forceinline__ float block_sum(float v, float *red, int nwarps) {
     return s;
 }
 
+/* A lane's rows i = sub, sub + 8, ... of state column j: loaded (STORE false) or stored back. */
+template <int NI, bool STORE>
+__device__ __forceinline__ void delta_state(float (&s)[NI], float *S, int sub, int j, int dk, int dv, bool col) {
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int i = sub + DLPC * m;
+        if (STORE) { if (col && i < dk) S[(size_t)i * dv + j] = s[m]; }
+        else s[m] = col && i < dk ? S[(size_t)i * dv + j] : 0.f;
+    }
+}
+
 template <int NI>
 __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d) {
     __shared__ float qs[DLPC * NI], ks[DLPC * NI], red[2][DLPC * DCOLS / 32], gb[2];
@@ -178,11 +189,7 @@ __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d
     const bool col = j < dv;
     float *S = d.state[r] + (size_t)h * dk * dv;
     float s[NI];
-#pragma unroll
-    for (int m = 0; m < NI; m++) {
-        const int i = sub + DLPC * m;
-        s[m] = col && i < dk ? S[(size_t)i * dv + j] : 0.f;
-    }
+    delta_state<NI, false>(s, S, sub, j, dk, dv, col);
     const int t0 = d.row_start[r], t1 = d.row_start[r + 1];
     for (int t = t0; t < t1; t++) {
         const float *row = d.qkv + (size_t)t * d.stride;
@@ -234,11 +241,7 @@ __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d
         if (col && sub == 0) d.out[((size_t)t * d.nv + h) * dv + j] = o;
         __syncthreads(); /* everyone has read qs, ks, gb before the next token writes them */
     }
-#pragma unroll
-    for (int m = 0; m < NI; m++) {
-        const int i = sub + DLPC * m;
-        if (col && i < dk) S[(size_t)i * dv + j] = s[m];
-    }
+    delta_state<NI, true>(s, S, sub, j, dk, dv, col);
 }
 
 /* --- the prefill form: each token's inputs first, for all tokens at once, then the recurrence
@@ -289,11 +292,7 @@ __global__ void __launch_bounds__(DLPC * DCOLS) delta_seq_kernel(delta_dev_t d, 
     const size_t bufn = 2 * (size_t)DCH * dk + DCH * DCOLS + 2 * DCH;
     float *S = d.state[r] + (size_t)h * dk * dv;
     float s[NI];
-#pragma unroll
-    for (int m = 0; m < NI; m++) {
-        const int i = sub + DLPC * m;
-        s[m] = col && i < dk ? S[(size_t)i * dv + j] : 0.f;
-    }
+    delta_state<NI, false>(s, S, sub, j, dk, dv, col);
     const int t0 = d.row_start[r], t1 = d.row_start[r + 1], nt = t1 - t0;
     /* a chunk of up to DCH tokens from tc into buffer b, by cp.async (16-byte pieces where dk allows) */
     auto load = [&](int b, int tc) {
@@ -363,11 +362,7 @@ __global__ void __launch_bounds__(DLPC * DCOLS) delta_seq_kernel(delta_dev_t d, 
         }
         __syncthreads(); /* buffer b is reloaded in the next round */
     }
-#pragma unroll
-    for (int m = 0; m < NI; m++) {
-        const int i = sub + DLPC * m;
-        if (col && i < dk) S[(size_t)i * dv + j] = s[m];
-    }
+    delta_state<NI, true>(s, S, sub, j, dk, dv, col);
 }
 
 void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *da) {

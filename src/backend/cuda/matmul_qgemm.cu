@@ -154,22 +154,8 @@ __global__ void __launch_bounds__(QG_THREADS, 1)
             uint32_t a[2][2][4];      /* [m tile][k-step][fragment] */
 #pragma unroll
             for (int m = 0; m < 2; m++) {
-                const unsigned char *ra = cs + (wr + 16 * m + g) * CSTR, *rb = ra + 8 * CSTR;
-                if constexpr (BITS == 4) {
-                    const uint32_t va = ((const uint32_t *)ra)[4 * c + q], vb = ((const uint32_t *)rb)[4 * c + q];
-#pragma unroll
-                    for (int s = 0; s < 2; s++) {
-                        a[m][s][0] = dq4(va, 8 * s); a[m][s][1] = dq4(vb, 8 * s);
-                        a[m][s][2] = dq4(va, 8 * s + 4); a[m][s][3] = dq4(vb, 8 * s + 4);
-                    }
-                } else {
-                    const uint2 va = ((const uint2 *)ra)[4 * c + q], vb = ((const uint2 *)rb)[4 * c + q];
-#pragma unroll
-                    for (int s = 0; s < 2; s++) {
-                        a[m][s][0] = dq8(va.x, va.y, 2 * s); a[m][s][1] = dq8(vb.x, vb.y, 2 * s);
-                        a[m][s][2] = dq8(va.x, va.y, 2 * s + 1); a[m][s][3] = dq8(vb.x, vb.y, 2 * s + 1);
-                    }
-                }
+                const unsigned char *ra = cs + (wr + 16 * m + g) * CSTR;
+                qg_afrag<BITS>(a[m], ra, ra + 8 * CSTR, c, q);
             }
             /* the group's first columns: its partial sums start from zero (GROUP 128: zeroed at the flush) */
             const bool fresh = GROUP <= 64 && (32 * c) % GROUP == 0;

@@ -35,7 +35,8 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 /* wait until at most N committed groups are still in flight */
 template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-/* MLX codes → bf16x2 for an MMA A fragment (matmul_qgemm.cu, moe_gemm.cu): nibbles at bits [sh, sh+4) and [sh+16, sh+20) of v → bf16x2 (exact) */
+/* MLX codes → bf16x2 for an MMA A fragment (matmul_qgemm.cu, moe_gemm.cu): nibbles at bits
+ * [sh, sh+4) and [sh+16, sh+20) of v → bf16x2 (exact) */
 __device__ __forceinline__ uint32_t dq4(uint32_t v, int sh) {
     uint32_t t = ((v >> sh) & 0x000F000Fu) | 0x43004300u;
     const __nv_bfloat162 d = __hsub2(*reinterpret_cast<__nv_bfloat162 *>(&t), __floats2bfloat162_rn(128.f, 128.f));
@@ -46,6 +47,29 @@ __device__ __forceinline__ uint32_t dq8(uint32_t w0, uint32_t w1, int i) {
     const float f0 = __fsub_rn(__uint_as_float(__byte_perm(w0, 0x4B000000u, 0x7440u | i)), 8388608.f);
     const float f1 = __fsub_rn(__uint_as_float(__byte_perm(w1, 0x4B000000u, 0x7440u | i)), 8388608.f);
     return bf2_bits(__floats2bfloat162_rn(f0, f1));
+}
+
+/* The MMA A fragments of two k-steps (32 columns, chunk c of a 64-column stage) for rows ra
+ * (g) and rb (g + 8) of staged MLX codes, lane q's columns 8q..8q+7 in qgemm's order: k-step s
+ * holds columns 2s + {0, 4} in registers 0/1 and 2s + 1 + {0, 4} in 2/3 (matmul_qgemm.cu,
+ * moe_gemm.cu). */
+template <int BITS>
+__device__ __forceinline__ void qg_afrag(uint32_t (&a)[2][4], const unsigned char *ra, const unsigned char *rb, int c, int q) {
+    if constexpr (BITS == 4) {
+        const uint32_t va = ((const uint32_t *)ra)[4 * c + q], vb = ((const uint32_t *)rb)[4 * c + q];
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            a[s][0] = dq4(va, 8 * s); a[s][1] = dq4(vb, 8 * s);
+            a[s][2] = dq4(va, 8 * s + 4); a[s][3] = dq4(vb, 8 * s + 4);
+        }
+    } else {
+        const uint2 va = ((const uint2 *)ra)[4 * c + q], vb = ((const uint2 *)rb)[4 * c + q];
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            a[s][0] = dq8(va.x, va.y, 2 * s); a[s][1] = dq8(vb.x, vb.y, 2 * s);
+            a[s][2] = dq8(va.x, va.y, 2 * s + 1); a[s][3] = dq8(vb.x, vb.y, 2 * s + 1);
+        }
+    }
 }
 
 /* A scale/bias as staged: the aligned 32-bit word v holding an f32, or two 16-bit values of

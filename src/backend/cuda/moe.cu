@@ -31,6 +31,7 @@
  * "cuda-f32", whose matmuls are all f32; KILN_CUDA_MOE_GEMM=0) moe_experts declines and the model
  * downloads the device's ids and weights (bitwise the host's routing) for its per-expert loop. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/moe_util.cuh"
 
 /* --- expf, bitwise glibc's (sysdeps/ieee754/flt-32/e_expf.c, from Arm's optimized-routines,
  * MIT): x·32/ln2 = k + r, 2^(k/32) from a table of 32 doubles, 2^(r/32) by a cubic, all in
@@ -65,8 +66,6 @@ __device__ __forceinline__ float moe_expf(float x) {
     y = __fma_rn(z, r2, y);
     return __double2float_rn(__dmul_rn(y, s));
 }
-
-#define MOE_MAX_K 64
 
 /* One warp per token; p[E] in shared memory. */
 __global__ void moe_route_kernel(int32_t *ids, float *wts, const float *logits, int E, int k, int renorm, const float *escale) {
@@ -203,9 +202,7 @@ __global__ void moe_scatter_kernel(float *out, const float *y, const int32_t *id
     float acc = 0.f;
     int last = -1;
     for (int n = 0; n < k; n++) {
-        int j = -1;
-        for (int q = 0; q < k; q++)
-            if (id[q] > last && (j < 0 || id[q] < id[j])) j = q;
+        const int j = moe_next(id, k, last);
         if (j < 0) break;
         last = id[j];
         acc = fmaf(wts[(size_t)t * k + j], y[((size_t)t * k + j) * H + c], acc);

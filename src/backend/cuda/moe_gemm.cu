@@ -39,6 +39,7 @@
  * run together); the outputs are f32 [slots, ·] scratch rather than fused into the combine. */
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/glu_act.cuh"
+#include "backend/cuda/moe_util.cuh"
 
 namespace {
 
@@ -162,21 +163,8 @@ __global__ void __launch_bounds__(MG_THREADS, MINB)
 #pragma unroll
             for (int m = 0; m < 2; m++) {
                 const unsigned char *ra = cs + (wr + 16 * m + g) * CSTR, *rb = ra + 8 * CSTR;
-                if constexpr (BITS == 4) {
-                    const uint32_t va = ((const uint32_t *)ra)[4 * c + q], vb = ((const uint32_t *)rb)[4 * c + q];
-#pragma unroll
-                    for (int s = 0; s < 2; s++) {
-                        a[m][s][0] = dq4(va, 8 * s); a[m][s][1] = dq4(vb, 8 * s);
-                        a[m][s][2] = dq4(va, 8 * s + 4); a[m][s][3] = dq4(vb, 8 * s + 4);
-                    }
-                } else if constexpr (BITS == 8) {
-                    const uint2 va = ((const uint2 *)ra)[4 * c + q], vb = ((const uint2 *)rb)[4 * c + q];
-#pragma unroll
-                    for (int s = 0; s < 2; s++) {
-                        a[m][s][0] = dq8(va.x, va.y, 2 * s); a[m][s][1] = dq8(vb.x, vb.y, 2 * s);
-                        a[m][s][2] = dq8(va.x, va.y, 2 * s + 1); a[m][s][3] = dq8(vb.x, vb.y, 2 * s + 1);
-                    }
-                } else { /* bf16: columns 8q..8q+7 of the 32 as (0,4) (1,5) | (2,6) (3,7), x̂'s order */
+                if constexpr (BITS != 16) qg_afrag<BITS>(a[m], ra, rb, c, q);
+                else { /* bf16: columns 8q..8q+7 of the 32 as (0,4) (1,5) | (2,6) (3,7), x̂'s order */
                     const uint4 va = ((const uint4 *)ra)[4 * c + q], vb = ((const uint4 *)rb)[4 * c + q];
                     a[m][0][0] = __byte_perm(va.x, va.z, 0x5410); a[m][0][1] = __byte_perm(vb.x, vb.z, 0x5410);
                     a[m][0][2] = __byte_perm(va.x, va.z, 0x7632); a[m][0][3] = __byte_perm(vb.x, vb.z, 0x7632);
@@ -350,20 +338,18 @@ __global__ void mg_prep_kernel(__nv_bfloat16 *__restrict__ xq, float *__restrict
 
 /* out[t, c] = Σ over the token's pairs in ascending expert id of wts · y[slot] (moe.cu's scatter
  * order; pairs without a slot — an id outside [0, E) — add nothing). A block per token: one
- * thread puts its pairs in that order (k ≤ 64), then the block walks the columns. */
+ * thread puts its pairs in that order (k ≤ MOE_MAX_K), then the block walks the columns. */
 __global__ void mg_combine_kernel(float *__restrict__ out, const float *__restrict__ y, const int *__restrict__ pos, const int32_t *__restrict__ ids,
                                   const float *__restrict__ wts, int k, int H) {
-    __shared__ int sp[64];
-    __shared__ float sw[64];
+    __shared__ int sp[MOE_MAX_K];
+    __shared__ float sw[MOE_MAX_K];
     __shared__ int nn;
     const int t = blockIdx.x;
     if (threadIdx.x == 0) {
         const int32_t *id = ids + (size_t)t * k;
         int last = -1, m = 0;
         for (int n = 0; n < k; n++) {
-            int j = -1;
-            for (int q = 0; q < k; q++)
-                if (id[q] > last && (j < 0 || id[q] < id[j])) j = q;
+            const int j = moe_next(id, k, last);
             if (j < 0) break;
             last = id[j];
             const int s = pos[(size_t)t * k + j];
