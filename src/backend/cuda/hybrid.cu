@@ -255,7 +255,11 @@ __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d
  * nobody else: a token costs two 8-lane shuffle sums and the FMAs between them instead of three
  * block barriers, the norms and a global load.
  * Trade-off: one more launch and 2·T·nk·dk floats of scratch, so decode steps (one token per
- * row) keep gated_delta_kernel; KILN_CUDA_DELTA=old keeps it for every step. */
+ * row) keep gated_delta_kernel; KILN_CUDA_DELTA=old keeps it for every step. Measured (H200,
+ * session 23, ncu): a 2048-token layer of the qwen3.5-moe synth 2.4 → 1.64 ms with the inputs
+ * one token ahead in registers, 1.23 ms with the shared-memory chunks; qwen3.5-2b bf16 prefill
+ * 20.8k → 48.5k tok/s against the old kernel. Still a token-by-token chain: the chunked (WY)
+ * form on tensor cores is the next step for long prompts. */
 __global__ void delta_prep_kernel(delta_dev_t d, float *__restrict__ qn, float *__restrict__ kn, float2 *__restrict__ gb, int T) {
     const int w = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
     if (w >= T * d.nk) return; /* whole warps */
