@@ -27,7 +27,9 @@
  *    path), and an f32 cache or head_dim other than 32/64/128/256 goes there too.
  *  - head_dim 256 (Qwen3.5, Gemma 3/4): Q·scale is kept in shared memory instead of registers
  *    (O alone takes 128 per thread) and read by ldmatrix per k-step; 198 KB of shared memory,
- *    one block (4 warps) an SM. Steps with too
+ *    one block (4 warps) an SM, 120 bytes spilled in the split form. Session 23: a 2048-token
+ *    layer of the qwen3.5-moe synth 8787 µs on attention.cu's CUDA-core kernel → 378 µs here;
+ *    gemma3-1b bf16 prefill 2.37×. Steps with too
  *    few tiles to fill the GPU (decode, small mixed batches) stay on attention.cu's kernels,
  *    which split the key range; this kernel never splits. */
 #include <math.h>
