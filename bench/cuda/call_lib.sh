@@ -2,7 +2,8 @@
 # unpack the package into /tmp/k, write checkpoints in the background while tests run, and run a
 # test_cuda_kernels subset into $OUT/pre.txt. combined.sh skips a checkpoint these already wrote.
 #   call_unpack PKG            /tmp/k with LD_LIBRARY_PATH set; S=$OUT/pre.txt
-#   call_synth DTYPE NAME...   kiln synth of each NAME (l8… = llama-3-8b, q06… = qwen3-0.6b) into /tmp/s/NAME
+#   call_synth DTYPE NAME...   kiln synth of each NAME (l8… = llama-3-8b, q06… = qwen3-0.6b, q352… = qwen3.5-2b,
+#                              g31… = gemma3-1b, moe4… = qwen3.5-moe-35b at 4 layers) into /tmp/s/NAME
 #   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S
 call_unpack() {
   mkdir -p /tmp/k /tmp/s && tar xJf "$1" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
@@ -11,8 +12,9 @@ call_unpack() {
 call_synth() {
   local dt=$1 m pr; shift
   for m in "$@"; do
-    case $m in l8*) pr=llama-3-8b;; *) pr=qwen3-0.6b;; esac
-    ( /tmp/k/kiln synth --preset $pr --dtype "$dt" --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
+    local ly=""
+    case $m in l8*) pr=llama-3-8b;; q352*) pr=qwen3.5-2b;; g31*) pr=gemma3-1b;; moe4*) pr=qwen3.5-moe-35b; ly="--layers 4";; *) pr=qwen3-0.6b;; esac
+    ( /tmp/k/kiln synth --preset $pr --dtype "$dt" $ly --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
   done
 }
 call_t1() {

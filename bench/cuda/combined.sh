@@ -5,7 +5,8 @@
 #   run: bash bench/cuda/combined.sh PKG/kiln-cuda.tar.xz     (carry: the package's folder)
 # with PKG from bench/cuda/pack.sh. Results go to $OUT (at most 8 files come back):
 # summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, peer.jsonl, bench.err.
-#   MODELS="l8q4 l8bf16"      batch-1 checkpoints (l8 = llama-3-8b, q06 = qwen3-0.6b; + bf16/q8/q4)
+#   MODELS="l8q4 l8bf16"      batch-1 checkpoints (l8 = llama-3-8b, q06 = qwen3-0.6b, q352 = qwen3.5-2b,
+#                             g31 = gemma3-1b, moe4 = qwen3.5-moe-35b at 4 layers; + bf16/q8/q4)
 #   CONC="l8q4:1,64,1"        concurrency runs (model:levels[:extra,args]; a repeated c=1 shows run-to-run
 #                             spread; e.g. "q06bf16:64:--step-tokens,2048,KILN_X=1" adds --step-tokens 2048
 #                             and runs that level with KILN_X=1 in its environment)
@@ -28,15 +29,18 @@ T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 mkdir -p /tmp/k /tmp/s && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
 TESTS=${TESTS:-$(cd /tmp/k && ls test_cuda_* 2>/dev/null | tr '\n' ' ')}
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/summary.txt" 2>&1
-preset() { case $1 in l8*) echo llama-3-8b;; q06*) echo qwen3-0.6b;; esac; }
-dtype() { echo "${1#l8}" | sed 's/^q06//'; }
+# checkpoint names: l8… llama-3-8b, q06… qwen3-0.6b, q352… qwen3.5-2b, g31… gemma3-1b, moe4… the
+# qwen3.5-moe-35b preset cut to 4 layers (session 23's hybrid / MoE / Gemma prefill lines); then the dtype
+preset() { case $1 in l8*) echo llama-3-8b;; q06*) echo qwen3-0.6b;; q352*) echo qwen3.5-2b;; g31*) echo gemma3-1b;; moe4*) echo qwen3.5-moe-35b;; esac; }
+dtype() { echo "$1" | sed 's/^l8//; s/^q06//; s/^q352//; s/^g31//; s/^moe4//'; }
+layers() { case $1 in moe4*) echo "--layers 4";; esac; }
 need=""   # every checkpoint some run reads, once
 for m in $MODELS $(for v in $VARIANTS; do echo "${v##*:}"; done) $(for c in $CONC; do echo "${c%%:*}"; done) ${PEER:-}; do
   case " $need " in *" $m "*) ;; *) need="$need $m";; esac
 done
 for m in $need; do
   [ -f /tmp/s/$m.done ] && continue  # written earlier in this call (a caller's script)
-  ( /tmp/k/kiln synth --preset "$(preset $m)" --dtype "$(dtype $m)" --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
+  ( /tmp/k/kiln synth --preset "$(preset $m)" --dtype "$(dtype $m)" $(layers $m) --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
 done
 runt() { local t=$1 s=$(date +%s); /tmp/k/$t > /tmp/$t.log 2>&1; local rc=$?
   echo "$t rc=$rc $(( $(date +%s) - s )) s (at $(el) s): $(tail -1 /tmp/$t.log)" >> "$OUT/summary.txt"
