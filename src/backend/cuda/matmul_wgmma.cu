@@ -275,6 +275,52 @@ __device__ __forceinline__ uint32_t wg_cvt8(uint32_t v, int b, float sc, float b
     return *reinterpret_cast<uint32_t *>(&h);
 }
 
+/* A chunk's 16 A registers from the lane's code words of rows lr (ca) and lr + 8 (cb): k-step s takes
+ * two words per row, cv(word, row lr + 8?, group j of the chunk) converts one. 4-bit: the row's 8 words
+ * (32 bytes) loaded first, words 2s and 2s + 1; 8-bit: words 4s + q/2 and 4s + 2 + q/2. Every
+ * conversion of a chunk (wg2_cvt's two branches, wgm_body's slab) walks the words this way. */
+template <int BITS, typename CV>
+__device__ __forceinline__ void wg_words(uint32_t (&af)[4][4], const unsigned char *ca, const unsigned char *cb, int q, CV cv) {
+    if constexpr (BITS == 4) {
+        const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
+        const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            const int j = s >> 1;
+            af[s][0] = cv(wa[2 * s], false, j);
+            af[s][1] = cv(wb[2 * s], true, j);
+            af[s][2] = cv(wa[2 * s + 1], false, j);
+            af[s][3] = cv(wb[2 * s + 1], true, j);
+        }
+    } else {
+        const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
+        const int wo = q >> 1;
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            const int j = s >> 1;
+            af[s][0] = cv(pa32[4 * s + wo], false, j);
+            af[s][1] = cv(pb32[4 * s + wo], true, j);
+            af[s][2] = cv(pa32[4 * s + 2 + wo], false, j);
+            af[s][3] = cv(pb32[4 * s + 2 + wo], true, j);
+        }
+    }
+}
+
+/* The exact conversion (wg_cvt4 / wg_cvt8 per word from the rows' f32 scale/bias values: sA, bA row lr,
+ * sB, bB row lr + 8, [j] the chunk's j-th group): wg_kernel's, and wg2_cvt's slow branch (bitwise it) */
+template <int BITS>
+__device__ __forceinline__ void wg_cvt_exact(uint32_t (&af)[4][4], const unsigned char *ca, const unsigned char *cb, int q, const float (&sA)[2],
+                                             const float (&bA)[2], const float (&sB)[2], const float (&bB)[2]) {
+    if constexpr (BITS == 4) {
+        const int sh = 8 * q;
+        wg_words<4>(af, ca, cb, q, [&](uint32_t v, bool rb, int j) { return wg_cvt4(v, sh, rb ? sB[j] : sA[j], rb ? bB[j] : bA[j]); });
+    } else {
+        const int b = 2 * (q & 1);
+        wg_words<8>(af, ca, cb, q, [&](uint32_t v, bool rb, int j) { return wg_cvt8(v, b, rb ? sB[j] : sA[j], rb ? bB[j] : bA[j]); });
+    }
+}
+
+
 template <int BITS, int NP>
 __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv,
                                                     int T, dweight_t w, int KS, int swap, int bulk, int pf) {
@@ -331,30 +377,7 @@ __global__ void __launch_bounds__(256, 2) wg_kernel(float *__restrict__ out, con
             bB[j] = sb_word_val(sbw[2 * WG_ROWS + (lr + 8) * 2 + j], w.sb_dtype, pbb ^ od) * pb;
         }
         const unsigned char *ca = cd + lr * P::RBP, *cb = ca + 8 * P::RBP;
-        if constexpr (BITS == 4) {
-            const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
-            const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-            const int sh = 8 * q;
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const int j = s >> 1; /* group 32: k-steps 0-1 in the chunk's first group, 2-3 in its second */
-                af[s][0] = wg_cvt4(wa[2 * s], sh, sA[j], bA[j]);
-                af[s][1] = wg_cvt4(wb[2 * s], sh, sB[j], bB[j]);
-                af[s][2] = wg_cvt4(wa[2 * s + 1], sh, sA[j], bA[j]);
-                af[s][3] = wg_cvt4(wb[2 * s + 1], sh, sB[j], bB[j]);
-            }
-        } else {
-            const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
-            const int wo = q >> 1, b = 2 * (q & 1);
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const int j = s >> 1;
-                af[s][0] = wg_cvt8(pa32[4 * s + wo], b, sA[j], bA[j]);
-                af[s][1] = wg_cvt8(pb32[4 * s + wo], b, sB[j], bB[j]);
-                af[s][2] = wg_cvt8(pa32[4 * s + 2 + wo], b, sA[j], bA[j]);
-                af[s][3] = wg_cvt8(pb32[4 * s + 2 + wo], b, sB[j], bB[j]);
-            }
-        }
+        wg_cvt_exact<BITS>(af, ca, cb, q, sA, bA, sB, bB);
         uint64_t dsc[4];
 #pragma unroll
         for (int s = 0; s < 4; s++) dsc[s] = wg_desc(st + s * 32 * NP, swap);
@@ -406,43 +429,21 @@ __device__ __forceinline__ uint32_t wg_f8(uint32_t v, uint32_t sel, __half2 m, _
     return h2_bits(__hfma2(c, m, a));
 }
 
-/* 4-bit: a chunk's A fragments from its codes with the rows' f16 factors ready (mA = (scale·2^s, scale·2^(s−4)),
- * aA = (bias·2^s, bias·2^s): row lr; mB, aB: row lr + 8; [j]: the chunk's j-th group) — wg2_cvt's fast branch,
- * and wgm_body's where the warp's slab holds those factors (wgm_hslab) */
-__device__ __forceinline__ void wg_cvt4h(uint32_t (&af)[4][4], const unsigned char *ca, const unsigned char *cb, int q, const __half2 (&mA)[2],
-                                         const __half2 (&aA)[2], const __half2 (&mB)[2], const __half2 (&aB)[2]) {
-    const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
-    const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-    const uint32_t sel = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
-#pragma unroll
-    for (int s = 0; s < 4; s++) {
-        const int j = s >> 1;
-        af[s][0] = wg_f4(wa[2 * s], sel, mA[j], aA[j]);
-        af[s][1] = wg_f4(wb[2 * s], sel, mB[j], aB[j]);
-        af[s][2] = wg_f4(wa[2 * s + 1], sel, mA[j], aA[j]);
-        af[s][3] = wg_f4(wb[2 * s + 1], sel, mB[j], aB[j]);
-    }
-}
-/* 8-bit: the same with mA = (scale·2^s, scale·2^s) */
-__device__ __forceinline__ void wg_cvt8h(uint32_t (&af)[4][4], const unsigned char *ca, const unsigned char *cb, int q, const __half2 (&mA)[2],
-                                         const __half2 (&aA)[2], const __half2 (&mB)[2], const __half2 (&aB)[2]) {
-    const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
-    const int wo = q >> 1, b = 2 * (q & 1);
-    const uint32_t sel = 0x4040u | (uint32_t)b | ((uint32_t)(b + 1) << 8);
-#pragma unroll
-    for (int s = 0; s < 4; s++) {
-        const int j = s >> 1;
-        af[s][0] = wg_f8(pa32[4 * s + wo], sel, mA[j], aA[j]);
-        af[s][1] = wg_f8(pb32[4 * s + wo], sel, mB[j], aB[j]);
-        af[s][2] = wg_f8(pa32[4 * s + 2 + wo], sel, mA[j], aA[j]);
-        af[s][3] = wg_f8(pb32[4 * s + 2 + wo], sel, mB[j], aB[j]);
-    }
-}
+/* The fast conversion with the rows' f16 factors ready (mA = (scale·2^s, scale·2^(s−4)) at 4-bit,
+ * (scale·2^s, scale·2^s) at 8-bit; aA = (bias·2^s, bias·2^s): row lr; mB, aB: row lr + 8; [j]: the
+ * chunk's j-th group) — wg2_cvt's fast branch, and wgm_body's where the warp's slab holds those factors
+ * (wgm_hslab). 4-bit: byte q of a word (sel 0x4q4q); 8-bit: bytes b, b + 1 (b = 2·(q & 1)). */
 template <int BITS>
 __device__ __forceinline__ void wg_cvth(uint32_t (&af)[4][4], const unsigned char *ca, const unsigned char *cb, int q, const __half2 (&mA)[2],
                                         const __half2 (&aA)[2], const __half2 (&mB)[2], const __half2 (&aB)[2]) {
-    if constexpr (BITS == 4) wg_cvt4h(af, ca, cb, q, mA, aA, mB, aB);
-    else wg_cvt8h(af, ca, cb, q, mA, aA, mB, aB);
+    if constexpr (BITS == 4) {
+        const uint32_t sel = 0x4040u | (uint32_t)q | ((uint32_t)q << 8);
+        wg_words<4>(af, ca, cb, q, [&](uint32_t w, bool rb, int j) { return wg_f4(w, sel, rb ? mB[j] : mA[j], rb ? aB[j] : aA[j]); });
+    } else {
+        const int b = 2 * (q & 1);
+        const uint32_t sel = 0x4040u | (uint32_t)b | ((uint32_t)(b + 1) << 8);
+        wg_words<8>(af, ca, cb, q, [&](uint32_t w, bool rb, int j) { return wg_f8(w, sel, rb ? mB[j] : mA[j], rb ? aB[j] : aA[j]); });
+    }
 }
 /* a chunk's A fragments from its codes (cd: the stage's code rows) and the rows' scale/bias values
  * times 2^s (sA, bA: row lr; sB, bB: row lr + 8; [j]: the chunk's j-th group) */
@@ -468,32 +469,8 @@ __device__ __forceinline__ void wg2_cvt(uint32_t (&af)[4][4], const unsigned cha
             aA[j] = __floats2half2_rn(bA[j], bA[j]); aB[j] = __floats2half2_rn(bB[j], bB[j]);
         }
         wg_cvth<BITS>(af, ca, cb, q, mA, aA, mB, aB);
-    } else {
-        if constexpr (BITS == 4) {
-            const uint4 a0 = *(const uint4 *)ca, a1 = *(const uint4 *)(ca + 16), b0 = *(const uint4 *)cb, b1 = *(const uint4 *)(cb + 16);
-            const uint32_t wa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w}, wb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-            const int sh = 8 * q;
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const int j = s >> 1;
-                af[s][0] = wg_cvt4(wa[2 * s], sh, sA[j], bA[j]);
-                af[s][1] = wg_cvt4(wb[2 * s], sh, sB[j], bB[j]);
-                af[s][2] = wg_cvt4(wa[2 * s + 1], sh, sA[j], bA[j]);
-                af[s][3] = wg_cvt4(wb[2 * s + 1], sh, sB[j], bB[j]);
-            }
-        } else {
-            const uint32_t *pa32 = (const uint32_t *)ca, *pb32 = (const uint32_t *)cb;
-            const int wo = q >> 1, b = 2 * (q & 1);
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const int j = s >> 1;
-                af[s][0] = wg_cvt8(pa32[4 * s + wo], b, sA[j], bA[j]);
-                af[s][1] = wg_cvt8(pb32[4 * s + wo], b, sB[j], bB[j]);
-                af[s][2] = wg_cvt8(pa32[4 * s + 2 + wo], b, sA[j], bA[j]);
-                af[s][3] = wg_cvt8(pb32[4 * s + 2 + wo], b, sB[j], bB[j]);
-            }
-        }
-    }
+    } else
+        wg_cvt_exact<BITS>(af, ca, cb, q, sA, bA, sB, bB);
 }
 
 /* one chunk's A fragments (16 registers) from its stage */
@@ -849,7 +826,7 @@ static void wg3_pick(cuda_impl_t *c, int prb, float *out, const unsigned char *x
  *    instruction stream (issue ~55 % active, tensor pipe ~25 %, DRAM ≤ 25 %), and every chunk rebuilt
  *    its rows' f16 factors from the raw slab. A warp whose values over its whole split are all ones the
  *    fast conversion takes rewrites its slab entries once as f16(value·2^s) and loads them per chunk
- *    (wgm_body): per matmul −5..−12 %, llama-3-8b q4 c=64 steady +7.6 %; at 8-bit (wg_cvt8h) v8 with it
+ *    (wgm_body): per matmul −5..−12 %, llama-3-8b q4 c=64 steady +7.6 %; at 8-bit (wg_cvth<8>) v8 with it
  *    is +40 % steady at c=64 on llama-3-8b q8 over v2.
  * Values, conversions, wgmmas, chunk order and accumulators are v5's (= v2's): bitwise (tested). */
 __device__ __forceinline__ unsigned wgm_rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r)); return r; }
