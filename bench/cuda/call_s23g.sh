@@ -9,5 +9,5 @@ P=${1:?package}
 call_unpack "$P"
 call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1
 call_t1 qgemm KILN_CUDA_TEST_QGEMM_ONLY=1
-timeout 200 /tmp/k/test_cuda_hybrid > /tmp/hy.log 2>&1; echo "test_cuda_hybrid rc=$? $(tail -1 /tmp/hy.log)" >> "$S"; grep -i fail /tmp/hy.log | head -5 >> "$S"
+call_tbin test_cuda_hybrid
 cat $S
