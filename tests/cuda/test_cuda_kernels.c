@@ -3738,6 +3738,106 @@ static void delta_case(int n_rows, const int *len, int nk, int nv, int dk, int d
     free(qkv); free(a); free(b); free(A_log); free(dt); free(want); free(got); free(gs);
 }
 
+/* The chunk form (deltanet.cu): rows whose tokens fill whole aligned chunks of C positions (with
+ * token-by-token heads and tails around them), on random inputs in three decay regimes. Against
+ * the CPU's own split (gated_delta_rows with the scalar chunk kernel: the same tokens in the same
+ * form, so only rounding differs) within 1e-5, and against the token-by-token reference within the
+ * CPU test's bound for the form change ((chunks + 1)·(dk + 2C + 8)·2^-24 of max |o|, test_kernels_hybrid);
+ * the chunk kernels must have run; every row alone gives bitwise its batched result, and a row
+ * fed as two steps cut at a chunk boundary bitwise its one-step result. */
+extern int kiln_cuda_delta_chunk_calls; /* deltanet.cu: steps the chunk form ran */
+static void delta_chunk_case(int n_rows, const int *len, const int *p0, int nk, int nv, int dk, int dv, int C, int regime, uint64_t seed) {
+    backend_t *be = be32;
+    int32_t rs[8], pos[4096];
+    rs[0] = 0;
+    for (int r = 0; r < n_rows; r++) {
+        rs[r + 1] = rs[r] + len[r];
+        for (int i = 0; i < len[r]; i++) pos[rs[r] + i] = p0[r] + i;
+    }
+    int T = rs[n_rows], stride = 2 * nk * dk + nv * dv + 3;
+    size_t sn = (size_t)nv * dk * dv, on = (size_t)T * nv * dv;
+    float *qkv = rand_vec((size_t)T * stride, seed, 1.0f), *a = rand_vec((size_t)T * nv, seed + 1, 2.0f), *b = rand_vec((size_t)T * nv, seed + 2, 3.0f);
+    float *A_log = malloc(sizeof(float) * nv), *dt = malloc(sizeof(float) * nv);
+    uint64_t rg = seed + 3;
+    for (int h = 0; h < nv; h++) { /* 0: mixed; 1: decay near 0 (g ~ -50 a token); 2: near 1 (g ~ -1e-4) */
+        A_log[h] = regime == 1 ? 2.5f + 0.5f * ct_rand(&rg) : regime == 2 ? -9.0f + ct_rand(&rg) : 0.8f * ct_rand(&rg);
+        dt[h] = regime == 1 ? 4.0f : ct_rand(&rg);
+    }
+    float *s0[8], *hc[8], *ht[8], *dst[8], *wc = malloc(sizeof(float) * on), *wt = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
+    float *gs = malloc(sizeof(float) * sn), *one = malloc(sizeof(float) * on);
+    for (int r = 0; r < n_rows; r++) {
+        s0[r] = rand_vec(sn, seed + 10 + r, 0.3f);
+        hc[r] = malloc(sizeof(float) * sn); memcpy(hc[r], s0[r], sizeof(float) * sn);
+        ht[r] = malloc(sizeof(float) * sn); memcpy(ht[r], s0[r], sizeof(float) * sn);
+        dst[r] = dev_from(be, s0[r], sn);
+    }
+    float *dq = dev_from(be, qkv, (size_t)T * stride), *da = dev_from(be, a, (size_t)T * nv), *db = dev_from(be, b, (size_t)T * nv);
+    float *dA = dev_from(be, A_log, nv), *ddt = dev_from(be, dt, nv), *dout = be->ops->alloc(be, sizeof(float) * on);
+    delta_args_t h = {.n_rows = n_rows, .row_start = rs, .n_k_heads = nk, .n_v_heads = nv, .dk = dk, .dv = dv, .stride = stride,
+                      .q_off = 1, .k_off = 1 + nk * dk, .v_off = 2 + 2 * nk * dk, .q_scale = 1.0f / sqrtf((float)dk),
+                      .A_log = A_log, .dt_bias = dt, .state = ht};
+    ref_gated_delta(wt, qkv, a, b, T, &h, 0, nv); /* token by token */
+    h.pos = pos; h.chunk = C; h.state = hc;
+    gated_delta_rows(wc, qkv, a, b, &h, 0, nv, delta_chunk_scalar); /* the CPU's split */
+    int chunks = 0, maxc = 0;
+    for (int r = 0; r < n_rows; r++) {
+        int first = (p0[r] + C - 1) / C * C - p0[r], nc = len[r] > first ? (len[r] - first) / C : 0;
+        chunks += nc;
+        if (nc > maxc) maxc = nc;
+    }
+    delta_args_t dd = h;
+    dd.A_log = dA; dd.dt_bias = ddt; dd.state = dst;
+    const int calls0 = kiln_cuda_delta_chunk_calls;
+    be->ops->gated_delta(be, dout, dq, da, db, T, &dd);
+    to_host(be, got, dout, on);
+    CHECK(kiln_cuda_delta_chunk_calls - calls0 == (chunks > 0), "gated_delta chunk form C %d: ran %d times for %d whole chunks", C,
+          kiln_cuda_delta_chunk_calls - calls0, chunks);
+    double ec = ct_rel_err(got, wc, on), et = ct_rel_err(got, wt, on), bound = (double)(maxc + 1) * (dk + 2 * C + 8) * 0x1p-24;
+    CHECK(ec < 1e-5, "gated_delta chunk form rows %d nk %d nv %d dk %d dv %d C %d regime %d: out rel err %.3g against the CPU's split", n_rows,
+          nk, nv, dk, dv, C, regime, ec);
+    CHECK(et < bound, "gated_delta chunk form rows %d dk %d dv %d C %d regime %d: out rel err %.3g against token by token (bound %.3g)", n_rows,
+          dk, dv, C, regime, et, bound);
+    for (int r = 0; r < n_rows; r++) {
+        to_host(be, gs, dst[r], sn);
+        double es = ct_rel_err(gs, hc[r], sn), est = ct_rel_err(gs, ht[r], sn);
+        CHECK(es < 1e-5 && est < bound, "gated_delta chunk form dk %d dv %d C %d: state of row %d rel err %.3g (CPU split), %.3g (token by token)",
+              dk, dv, C, r, es, est);
+    }
+    /* each row alone, from the same starting state: bitwise its part of the batch (a row of one
+     * token alone is a decode step: gated_delta_kernel, its own rounding) */
+    for (int r = 0; r < n_rows; r++) {
+        if (len[r] < 2) continue;
+        be->ops->free(be, dst[r]);
+        dst[r] = dev_from(be, s0[r], sn);
+        int32_t rs1[2] = {0, len[r]};
+        delta_args_t d1 = dd;
+        d1.n_rows = 1; d1.row_start = rs1; d1.pos = pos + rs[r]; d1.state = &dst[r];
+        be->ops->gated_delta(be, dout, dq + (size_t)rs[r] * stride, da + (size_t)rs[r] * nv, db + (size_t)rs[r] * nv, len[r], &d1);
+        to_host(be, one, dout, (size_t)len[r] * nv * dv);
+        CHECK(!memcmp(one, got + (size_t)rs[r] * nv * dv, sizeof(float) * len[r] * nv * dv), "gated_delta chunk form C %d: row %d alone differs from the batch", C, r);
+        /* cut at its first chunk boundary after a whole chunk: two steps, bitwise */
+        int first = (p0[r] + C - 1) / C * C - p0[r], cut = first + C;
+        if (cut < len[r] && len[r] > 1) {
+            be->ops->free(be, dst[r]);
+            dst[r] = dev_from(be, s0[r], sn);
+            int32_t ra[2] = {0, cut}, rb[2] = {0, len[r] - cut};
+            d1.row_start = ra;
+            be->ops->gated_delta(be, dout, dq + (size_t)rs[r] * stride, da + (size_t)rs[r] * nv, db + (size_t)rs[r] * nv, cut, &d1);
+            to_host(be, one, dout, (size_t)cut * nv * dv);
+            d1.row_start = rb; d1.pos = pos + rs[r] + cut;
+            const int t1 = rs[r] + cut;
+            be->ops->gated_delta(be, dout, dq + (size_t)t1 * stride, da + (size_t)t1 * nv, db + (size_t)t1 * nv, len[r] - cut, &d1);
+            to_host(be, one + (size_t)cut * nv * dv, dout, (size_t)(len[r] - cut) * nv * dv);
+            CHECK(!memcmp(one, got + (size_t)rs[r] * nv * dv, sizeof(float) * len[r] * nv * dv),
+                  "gated_delta chunk form C %d: row %d cut at %d differs from one step", C, r, cut);
+        }
+    }
+    for (int r = 0; r < n_rows; r++) { free(s0[r]); free(hc[r]); free(ht[r]); be->ops->free(be, dst[r]); }
+    be->ops->free(be, dq); be->ops->free(be, da); be->ops->free(be, db); be->ops->free(be, dA); be->ops->free(be, ddt);
+    be->ops->free(be, dout);
+    free(qkv); free(a); free(b); free(A_log); free(dt); free(wc); free(wt); free(got); free(gs); free(one);
+}
+
 static void test_hybrid_recurrent(void) {
     int l1[4] = {1, 2, 5, 17}, l2[1] = {1}, l3[3] = {40, 1, 3};
     conv_case(4, l1, 131, 4, ACT_SILU, 71);
@@ -3757,6 +3857,16 @@ static void test_hybrid_recurrent(void) {
     delta_case(3, l3, 4, 4, 128, 128, 88);
     delta_case(2, l4, 16, 32, 128, 128, 89);
     unsetenv("KILN_CUDA_DELTA");
+    /* the chunk form: Qwen3.5's shapes at C = 64 (a 300-token prompt from position 0 beside a row
+     * that starts mid-chunk, a decode row and a row with no whole chunk), awkward dims, C = 16 / 32 */
+    int cl[4] = {300, 150, 1, 40}, cp[4] = {0, 37, 500, 3};
+    for (int reg = 0; reg < 3; reg++) delta_chunk_case(4, cl, cp, 16, 32, 128, 128, 64, reg, 90 + reg);
+    int cl2[2] = {129, 64}, cp2[2] = {0, 64};
+    delta_chunk_case(2, cl2, cp2, 2, 4, 16, 16, 64, 0, 93);   /* the fixtures' head dims */
+    delta_chunk_case(2, cl2, cp2, 1, 3, 100, 40, 32, 0, 94);  /* awkward dims */
+    delta_chunk_case(2, cl2, cp2, 4, 4, 128, 128, 16, 2, 95);
+    int cl3[1] = {2048}, cp3[1] = {0};
+    delta_chunk_case(1, cl3, cp3, 16, 32, 128, 128, 64, 0, 96); /* a 2048-token prompt */
 }
 
 /* MLX weights past qmma through matmul_dequant.cu (KILN_CUDA_QDEQ=f16): the weight and x each

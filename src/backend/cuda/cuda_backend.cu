@@ -191,6 +191,17 @@ void *cuda_host_buf(cuda_impl_t *c, int which, size_t need) {
     return c->host_scratch[which];
 }
 
+/* row_start [n_rows+1] and the row pointers [n_rows] in one host buffer, one copy */
+const char *cuda_rows_to_dev(cuda_impl_t *c, int n_rows, const int32_t *row_start, float *const *ptrs, size_t *ptr_off) {
+    size_t rb = (sizeof(int32_t) * (size_t)(n_rows + 1) + 15) & ~(size_t)15, pb = sizeof(float *) * (size_t)n_rows;
+    char *hb = (char *)cuda_host_buf(c, 1, rb + pb);
+    memset(hb, 0, rb);
+    memcpy(hb, row_start, sizeof(int32_t) * (n_rows + 1));
+    memcpy(hb + rb, ptrs, pb);
+    *ptr_off = rb;
+    return (const char *)cuda_host_to_dev(c, hb, rb + pb);
+}
+
 static void *cu_alloc(backend_t *be, size_t n) {
     void *p = NULL;
     cuda_capture_flush(cuda_impl(be)); /* buffers (re)allocated mid-step end the capture */

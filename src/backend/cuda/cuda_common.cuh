@@ -136,6 +136,9 @@ const void *cuda_host_to_dev(cuda_impl_t *c, const void *host, size_t bytes);
  * its host arrays into one so it makes a single cuda_host_to_dev call (the ring may restart
  * between two calls, which would clobber the first copy before the kernel reads it). */
 void *cuda_host_buf(cuda_impl_t *c, int which, size_t need);
+/* A step's row_start [n_rows+1] and per-row pointers [n_rows] (recurrent states) in one host
+ * buffer (cuda_host_buf 1), one copy; *ptr_off: where the pointers start in the device copy. */
+const char *cuda_rows_to_dev(cuda_impl_t *c, int n_rows, const int32_t *row_start, float *const *ptrs, size_t *ptr_off);
 
 /* The work list both attention kernels read (attention.cu's CUDA-core kernels and
  * attention_mma.cu's tensor-core one): a step's rows cut into tiles of up to TQ consecutive

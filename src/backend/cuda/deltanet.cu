@@ -1,0 +1,700 @@
+/* deltanet.cu — the gated delta rule of Qwen3.5 / Qwen3-Next (gated DeltaNet) on the device.
+ *
+ * References (backend/cpu): ref_gated_delta_tokens (deltanet_ref.c, token by token) and
+ * deltanet_chunk_body.h (the chunk-parallel WY form: its comment has the derivation). Per
+ * token t of a row, on each value head's state S [dk][dv] (α = e^g the decay, β the gate):
+ *     S = α S + k δᵀ,   δ = β (v − α Sᵀk),   o = Sᵀq     (q, k L2-normalized, q·dk^-½)
+ * Three forms, picked per step by the host (cuda_gated_delta, at the end):
+ * - gated_delta_kernel: decode steps (every row one token). The state of a row's DCOLS
+ *   columns lives in registers, 8 lanes a column; per token the block normalizes q and k.
+ * - delta_prep_kernel + delta_seq_kernel: the same recurrence for rows of many tokens, every
+ *   token's normalized q, k and gates prepared first, then read in 32-token chunks from shared
+ *   memory: no block barrier per token. Still one token after another.
+ * - the chunk form, for the tokens of a row that fill whole aligned chunks of C absolute
+ *   positions (backend.h's delta_args.chunk: the same split as the CPU's gated_delta_rows, so a
+ *   token's form never depends on other rows or on how the engine cuts a prompt into steps):
+ *   delta_chunk_prep_kernel computes, for every chunk and value head at once (nothing there
+ *   depends on the state), T = (I + A)⁻¹ and P·T, so that the chunk's δ = T·R and
+ *   o = e^G ⊙ Q S₀ + (P T)·R with R = β ⊙ (V − e^G ⊙ K S₀); delta_chunk_kernel then walks a row's
+ *   chunks in order, each a handful of small matrix products on the state (K S₀ and Q S₀, T·R
+ *   and PT·R, S = e^{G_last} S + Kᵀ diag(Γ) Δ). The tokens before a row's first whole chunk and
+ *   after its last run through delta_seq_kernel, launched once before and once after.
+ * Numerics: every form is f32 on CUDA cores; sums run in other orders than the CPU's, so the
+ * results agree to float rounding, not bitwise (test_cuda_kernels: against the CPU's own split
+ * and against the token-by-token reference). A token's result never depends on other rows. */
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_util.cuh" /* cp.async */
+
+/* --- the gated delta rule, token by token (ref_gated_delta_tokens, deltanet_ref.c) ---
+ * A block owns DCOLS columns j of one value head's state S [dk][dv] for one row, held in
+ * registers for the whole row: 8 lanes per column, lane s keeping rows i = s, s+8, ...
+ * (NI = ceil(dk/8) of them). Per token the block L2-normalizes q and k into shared memory,
+ * then each column does decay, Sᵀk (8-lane shuffle sum), δ, the rank-1 update and Sᵀq.
+ * The state is read once and written once per row and step, so decode costs one pass over
+ * S and a prefill row never goes back to memory between tokens.
+ * Trade-offs: sums over i run as 8 interleaved partials, not the CPU's single ascending
+ * chain, so results agree to float rounding (~1e-6), not bitwise. */
+#define DLPC 8    /* lanes per column  */
+#define DCOLS 16  /* columns per block */
+
+typedef struct delta_dev {
+    float *out;
+    const float *qkv, *a, *b, *A_log, *dt_bias;
+    const int32_t *row_start;
+    const int32_t *seg; /* NULL, or [2][n_rows]: delta_seq_kernel walks tokens [seg[r], seg[n_rows + r]) of row r; the
+                         * chunk kernel starts row r's first whole chunk at seg[r] */
+    float *const *state;
+    int n_rows, nk, nv, dk, dv, stride, q_off, k_off, v_off;
+    float q_scale;
+} delta_dev_t;
+
+/* Sum of v over the block; the __syncthreads inside also publishes what was written before. */
+__device__ __forceinline__ float block_sum(float v, float *red, int nwarps) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.f;
+    for (int i = 0; i < nwarps; i++) s += red[i];
+    return s;
+}
+
+/* A lane's rows i = sub, sub + 8, ... of state column j: loaded (STORE false) or stored back. */
+template <int NI, bool STORE>
+__device__ __forceinline__ void delta_state(float (&s)[NI], float *S, int sub, int j, int dk, int dv, bool col) {
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int i = sub + DLPC * m;
+        if (STORE) { if (col && i < dk) S[(size_t)i * dv + j] = s[m]; }
+        else s[m] = col && i < dk ? S[(size_t)i * dv + j] : 0.f;
+    }
+}
+
+template <int NI>
+__global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d) {
+    __shared__ float qs[DLPC * NI], ks[DLPC * NI], red[2][DLPC * DCOLS / 32], gb[2];
+    const int h = blockIdx.y, r = blockIdx.z, kh = h / (d.nv / d.nk);
+    const int sub = threadIdx.x % DLPC, j = blockIdx.x * DCOLS + threadIdx.x / DLPC;
+    const int nwarps = blockDim.x / 32, dk = d.dk, dv = d.dv;
+    const bool col = j < dv;
+    float *S = d.state[r] + (size_t)h * dk * dv;
+    float s[NI];
+    delta_state<NI, false>(s, S, sub, j, dk, dv, col);
+    const int t0 = d.row_start[r], t1 = d.row_start[r + 1];
+    for (int t = t0; t < t1; t++) {
+        const float *row = d.qkv + (size_t)t * d.stride;
+        float sq = 0.f, sk = 0.f;
+        for (int i = threadIdx.x; i < dk; i += blockDim.x) {
+            const float qv = row[d.q_off + (size_t)kh * dk + i], kv = row[d.k_off + (size_t)kh * dk + i];
+            qs[i] = qv; ks[i] = kv;
+            sq += qv * qv; sk += kv * kv;
+        }
+        if (threadIdx.x == 0) {
+            const float x = d.a[(size_t)t * d.nv + h] + d.dt_bias[h];
+            const float g = -expf(d.A_log[h]) * (x > 20.f ? x : log1pf(expf(x)));
+            gb[0] = expf(g);
+            gb[1] = 1.0f / (1.0f + expf(-d.b[(size_t)t * d.nv + h]));
+        }
+        sq = block_sum(sq, red[0], nwarps); /* the sync inside also publishes qs, ks, gb */
+        for (int off = 16; off > 0; off >>= 1) sk += __shfl_xor_sync(0xffffffffu, sk, off);
+        if ((threadIdx.x & 31) == 0) red[1][threadIdx.x >> 5] = sk;
+        __syncthreads();
+        sk = 0.f;
+        for (int i = 0; i < nwarps; i++) sk += red[1][i];
+        const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+        const float decay = gb[0], beta = gb[1];
+        float kq[NI], qq[NI];
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            const int i = sub + DLPC * m;
+            kq[m] = i < dk ? ks[i] * ik : 0.f;
+            qq[m] = i < dk ? qs[i] * iq * d.q_scale : 0.f;
+        }
+        float kv = 0.f;
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            s[m] *= decay;
+            kv += s[m] * kq[m];
+        }
+#pragma unroll
+        for (int off = 1; off < DLPC; off <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, off);
+        const float vj = col ? row[d.v_off + (size_t)h * dv + j] : 0.f;
+        const float delta = (vj - kv) * beta;
+        float o = 0.f;
+#pragma unroll
+        for (int m = 0; m < NI; m++) {
+            s[m] += kq[m] * delta;
+            o += s[m] * qq[m];
+        }
+#pragma unroll
+        for (int off = 1; off < DLPC; off <<= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
+        if (col && sub == 0) d.out[((size_t)t * d.nv + h) * dv + j] = o;
+        __syncthreads(); /* everyone has read qs, ks, gb before the next token writes them */
+    }
+    delta_state<NI, true>(s, S, sub, j, dk, dv, col);
+}
+
+/* --- the prefill form: each token's inputs first, for all tokens at once, then the recurrence
+ * with no block barrier ---
+ * delta_prep_kernel: a warp per (token, key head) writes q̂ = q·(1/‖q‖)·q_scale and k̂ = k/‖k‖
+ * (the 1/sqrtf(Σ + 1e-6) above, summed as 32 lane partials) into qn / kn [T, nk, dk], and its
+ * lanes the (decay, beta) of the key head's value heads into gb [T, nv] (and, for the chunk
+ * form, the log decay g into lg [T, nv]).
+ * delta_seq_kernel: gated_delta_kernel's columns and per-token arithmetic (sums over i as two
+ * partials per lane: half the dependent chain), its inputs in chunks of DCH tokens copied by
+ * cp.async into shared memory one chunk ahead. Inside a chunk a column's 8 lanes wait for
+ * nobody else: a token costs two 8-lane shuffle sums and the FMAs between them instead of three
+ * block barriers, the norms and a global load.
+ * Trade-off: one more launch and 2·T·nk·dk floats of scratch, so decode steps (one token per
+ * row) keep gated_delta_kernel; KILN_CUDA_DELTA=old keeps it for every step. Measured (H200,
+ * session 23, ncu): a 2048-token layer of the qwen3.5-moe synth 2.4 → 1.64 ms with the inputs
+ * one token ahead in registers, 1.23 ms with the shared-memory chunks; qwen3.5-2b bf16 prefill
+ * 20.8k → 48.5k tok/s against the old kernel. Still a token-by-token chain: the chunked (WY)
+ * form on tensor cores is the next step for long prompts. */
+__global__ void delta_prep_kernel(delta_dev_t d, float *__restrict__ qn, float *__restrict__ kn, float2 *__restrict__ gb,
+                                  float *__restrict__ lg, int T) {
+    const int w = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (w >= T * d.nk) return; /* whole warps */
+    const int t = w / d.nk, kh = w % d.nk, dk = d.dk;
+    const float *row = d.qkv + (size_t)t * d.stride;
+    const float *qr = row + d.q_off + (size_t)kh * dk, *kr = row + d.k_off + (size_t)kh * dk;
+    float sq = 0.f, sk = 0.f;
+    for (int i = lane; i < dk; i += 32) { const float qv = qr[i], kv = kr[i]; sq += qv * qv; sk += kv * kv; }
+    for (int off = 16; off > 0; off >>= 1) { sq += __shfl_xor_sync(0xffffffffu, sq, off); sk += __shfl_xor_sync(0xffffffffu, sk, off); }
+    const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+    float *qo = qn + ((size_t)t * d.nk + kh) * dk, *ko = kn + ((size_t)t * d.nk + kh) * dk;
+    for (int i = lane; i < dk; i += 32) { qo[i] = qr[i] * iq * d.q_scale; ko[i] = kr[i] * ik; }
+    const int hpk = d.nv / d.nk;
+    for (int x = lane; x < hpk; x += 32) {
+        const int h = kh * hpk + x;
+        const float a = d.a[(size_t)t * d.nv + h] + d.dt_bias[h];
+        const float g = -expf(d.A_log[h]) * (a > 20.f ? a : log1pf(expf(a)));
+        gb[(size_t)t * d.nv + h] = make_float2(expf(g), 1.0f / (1.0f + expf(-d.b[(size_t)t * d.nv + h])));
+        if (lg) lg[(size_t)t * d.nv + h] = g;
+    }
+}
+
+#define DCH 32 /* tokens per shared-memory chunk of delta_seq_kernel */
+
+/* dynamic shared memory: 2 buffers × (k̂ and q̂ [DCH][dk], v [DCH][DCOLS], (decay, beta) [DCH]) */
+static size_t delta_seq_smem(int dk) { return sizeof(float) * 2 * (2 * (size_t)DCH * dk + DCH * DCOLS + 2 * DCH); }
+
+template <int NI>
+__global__ void __launch_bounds__(DLPC * DCOLS) delta_seq_kernel(delta_dev_t d, const float *__restrict__ qn, const float *__restrict__ kn, const float2 *__restrict__ gb) {
+    extern __shared__ __align__(16) float dsm[];
+    const int h = blockIdx.y, r = blockIdx.z, kh = h / (d.nv / d.nk);
+    const int sub = threadIdx.x % DLPC, cj = threadIdx.x / DLPC, j0 = blockIdx.x * DCOLS, j = j0 + cj;
+    const int dk = d.dk, dv = d.dv, tid = threadIdx.x;
+    const bool col = j < dv;
+    const size_t bufn = 2 * (size_t)DCH * dk + DCH * DCOLS + 2 * DCH;
+    const int t0 = d.seg ? d.seg[r] : d.row_start[r], t1 = d.seg ? d.seg[d.n_rows + r] : d.row_start[r + 1], nt = t1 - t0;
+    if (nt <= 0) return; /* nothing of this row in this launch: the state stays as it is */
+    float *S = d.state[r] + (size_t)h * dk * dv;
+    float s[NI];
+    delta_state<NI, false>(s, S, sub, j, dk, dv, col);
+    /* a chunk of up to DCH tokens from tc into buffer b, by cp.async (16-byte pieces where dk allows) */
+    auto load = [&](int b, int tc) {
+        float *ks = dsm + b * bufn, *qs = ks + DCH * dk, *vs = qs + DCH * dk, *gs = vs + DCH * DCOLS;
+        const int n = min(DCH, t1 - tc);
+        if (dk % 4 == 0) {
+            const int upr = dk / 4;
+            for (int u = tid; u < n * upr; u += blockDim.x) {
+                const int tt = u / upr, c4 = u % upr;
+                const size_t src = ((size_t)(tc + tt) * d.nk + kh) * dk + 4 * c4;
+                cp_async16(ks + tt * dk + 4 * c4, kn + src);
+                cp_async16(qs + tt * dk + 4 * c4, qn + src);
+            }
+        } else {
+            for (int u = tid; u < n * dk; u += blockDim.x) {
+                const int tt = u / dk, c = u % dk;
+                const size_t src = ((size_t)(tc + tt) * d.nk + kh) * dk + c;
+                cp_async4(ks + tt * dk + c, kn + src);
+                cp_async4(qs + tt * dk + c, qn + src);
+            }
+        }
+        for (int u = tid; u < n * DCOLS; u += blockDim.x) {
+            const int tt = u / DCOLS, c = u % DCOLS;
+            if (j0 + c < dv) cp_async4(vs + u, d.qkv + (size_t)(tc + tt) * d.stride + d.v_off + (size_t)h * dv + j0 + c);
+        }
+        for (int u = tid; u < 2 * n; u += blockDim.x) cp_async4(gs + u, (const float *)(gb + (size_t)(tc + u / 2) * d.nv + h) + (u & 1));
+        cp_commit();
+    };
+    if (nt > 0) load(0, t0);
+    for (int tc = t0, b = 0; tc < t1; tc += DCH, b ^= 1) {
+        if (tc + DCH < t1) { load(b ^ 1, tc + DCH); cp_wait<1>(); }
+        else cp_wait<0>();
+        __syncthreads(); /* chunk tc landed for every thread */
+        const float *ks = dsm + b * bufn, *qs = ks + DCH * dk, *vs = qs + DCH * dk, *gs = vs + DCH * DCOLS;
+        const int n = min(DCH, t1 - tc);
+        for (int tt = 0; tt < n; tt++) {
+            const float *kr = ks + tt * dk, *qr = qs + tt * dk;
+            const float decay = gs[2 * tt], beta = gs[2 * tt + 1];
+            /* two partial sums: half the dependent chain */
+            float kv0 = 0.f, kv1 = 0.f;
+#pragma unroll
+            for (int m = 0; m < NI; m++) {
+                const int i = sub + DLPC * m;
+                const float kq = i < dk ? kr[i] : 0.f;
+                s[m] *= decay;
+                if (m & 1) kv1 += s[m] * kq;
+                else kv0 += s[m] * kq;
+            }
+            float kv = kv0 + kv1;
+#pragma unroll
+            for (int off = 1; off < DLPC; off <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, off);
+            const float vj = col ? vs[tt * DCOLS + cj] : 0.f;
+            const float delta = (vj - kv) * beta;
+            float o0 = 0.f, o1 = 0.f;
+#pragma unroll
+            for (int m = 0; m < NI; m++) {
+                const int i = sub + DLPC * m;
+                const float kq = i < dk ? kr[i] : 0.f, qq = i < dk ? qr[i] : 0.f;
+                s[m] += kq * delta;
+                if (m & 1) o1 += s[m] * qq;
+                else o0 += s[m] * qq;
+            }
+            float o = o0 + o1;
+#pragma unroll
+            for (int off = 1; off < DLPC; off <<= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
+            if (col && sub == 0) d.out[((size_t)(tc + tt) * d.nv + h) * dv + j] = o;
+        }
+        __syncthreads(); /* buffer b is reloaded in the next round */
+    }
+    delta_state<NI, true>(s, S, sub, j, dk, dv, col);
+}
+
+
+/* --- the chunk form (deltanet_chunk_body.h) ---
+ * delta_chunk_prep_kernel: a block per (whole chunk, key head), CH tokens from cst[chunk].
+ * K and Q of the chunk into shared memory, the Gram matrices K·Kᵀ and Q·Kᵀ (CH × CH, 4 × 4
+ * tiles a thread on rows tb + CH/4·r so a quarter warp reads 8 different rows: no bank
+ * conflicts), then per value head of the key head: G (the cumulative log decay, summed in
+ * token order like the CPU), W = −A (A_ts = β_t e^{G_t − G_s} k_t·k_s, s < t) and
+ * P (P_ts = e^{G_t − G_s} q_t·k_s, s ≤ t) over the K/Q space, T = (I + A)⁻¹ by forward
+ * substitution — four threads a column, each holding CH/4 of its rows in registers, the
+ * finished row passed by a shuffle — and PT = P·T. Out: T and PT [chunk][nv][CH][CH] (zeros
+ * above the diagonal) and per token (β, e^G, e^{G_last − G}, e^{G_last}).
+ * Trade-off: T and PT go through global memory (2·CH² floats per chunk and value head,
+ * 32 KB at CH = 64), so the sequential kernel gets them as a copy instead of a solve. */
+#define DCP_THREADS 256
+
+template <int CH>
+static size_t delta_chunk_prep_smem(int dk) {
+    const size_t kq = 2 * (size_t)CH * (dk + 4), wp = 2 * (size_t)CH * (CH + 1);
+    return sizeof(float) * ((kq > wp ? kq : wp) + 2 * (size_t)CH * (CH + 1) + 3 * CH);
+}
+
+template <int CH>
+__global__ void __launch_bounds__(DCP_THREADS) delta_chunk_prep_kernel(delta_dev_t d, const float *__restrict__ qn, const float *__restrict__ kn,
+                                                                      const float2 *__restrict__ gb, const float *__restrict__ lg,
+                                                                      const int32_t *__restrict__ cst, float *__restrict__ Tm,
+                                                                      float *__restrict__ PTm, float4 *__restrict__ coef) {
+    extern __shared__ __align__(16) float dsm[];
+    constexpr int RS = CH / 4, L = CH + 1, NR = CH / 4;
+    const int ci = blockIdx.x, kh = blockIdx.y, tid = threadIdx.x, dk = d.dk, ldk = dk + 4, nv = d.nv;
+    const int t0 = cst[ci], hpk = nv / d.nk;
+    const size_t kq = 2 * (size_t)CH * ldk, wp = 2 * (size_t)CH * L;
+    float *Ks = dsm, *Qs = Ks + CH * ldk;                      /* [CH][dk+4]                       */
+    float *W = dsm, *P = W + CH * L;                           /* [CH][CH+1] over Ks/Qs, after the Grams: −A then T, and P */
+    float *Mk = dsm + (kq > wp ? kq : wp), *Mq = Mk + CH * L;  /* [CH][CH+1] k_t·k_s, q_t·k_s        */
+    float *G = Mq + CH * L, *eG = G + CH, *bt = eG + CH;       /* [CH]                              */
+    const int n4 = dk / 4;
+    for (int u = tid; u < CH * n4; u += blockDim.x) {
+        const int t = u / n4, c4 = u % n4;
+        const size_t src = ((size_t)(t0 + t) * d.nk + kh) * dk + 4 * c4;
+        *(float4 *)(Ks + t * ldk + 4 * c4) = *(const float4 *)(kn + src);
+        *(float4 *)(Qs + t * ldk + 4 * c4) = *(const float4 *)(qn + src);
+    }
+    __syncthreads();
+    for (int tile = tid; tile < RS * RS; tile += blockDim.x) {
+        const int tb = tile / RS, sb = tile % RS;
+        float mk[4][4] = {}, mq[4][4] = {};
+        for (int i = 0; i < dk; i += 4) {
+            float4 kt[4], qt[4], ks[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                kt[r] = *(const float4 *)(Ks + (tb + RS * r) * ldk + i);
+                qt[r] = *(const float4 *)(Qs + (tb + RS * r) * ldk + i);
+                ks[r] = *(const float4 *)(Ks + (sb + RS * r) * ldk + i);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    mk[r][c] += kt[r].x * ks[c].x; mk[r][c] += kt[r].y * ks[c].y;
+                    mk[r][c] += kt[r].z * ks[c].z; mk[r][c] += kt[r].w * ks[c].w;
+                    mq[r][c] += qt[r].x * ks[c].x; mq[r][c] += qt[r].y * ks[c].y;
+                    mq[r][c] += qt[r].z * ks[c].z; mq[r][c] += qt[r].w * ks[c].w;
+                }
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                Mk[(tb + RS * r) * L + sb + RS * c] = mk[r][c];
+                Mq[(tb + RS * r) * L + sb + RS * c] = mq[r][c];
+            }
+    }
+    const int j = tid >> 2, q = tid & 3; /* the solve: column j, rows q, q + 4, ... */
+    for (int x = 0; x < hpk; x++) {
+        const int h = kh * hpk + x;
+        if (tid == 0) {
+            float g = 0.f;
+            for (int t = 0; t < CH; t++) { g += lg[(size_t)(t0 + t) * nv + h]; G[t] = g; }
+        }
+        if (tid < CH) bt[tid] = gb[(size_t)(t0 + tid) * nv + h].y;
+        __syncthreads(); /* G, bt; the Grams (first head); the last head's T/PT reads of W/P done */
+        if (tid < CH) eG[tid] = expf(G[tid]);
+        for (int u = tid; u < CH * CH; u += blockDim.x) {
+            const int t = u / CH, s = u % CH;
+            const float gam = s <= t ? expf(G[t] - G[s]) : 0.f; /* above the diagonal: 0 (e^{+…} would overflow) */
+            W[t * L + s] = s < t ? -bt[t] * gam * Mk[t * L + s] : 0.f;
+            P[t * L + s] = gam * Mq[t * L + s];
+        }
+        __syncthreads();
+        float Tr[NR];
+        if (tid < 4 * CH) { /* whole warps: 4·CH is a multiple of 32 */
+#pragma unroll
+            for (int m = 0; m < NR; m++) Tr[m] = 4 * m + q == j ? 1.f : 0.f;
+            /* (I + A) T = I column by column: once row s of column j is final, it adds W[t][s]·T[s][j]
+             * to every row t > s (in order of s, like a forward substitution) */
+#pragma unroll
+            for (int s = 0; s < CH; s++) {
+                const float ts = __shfl_sync(0xffffffffu, Tr[s / 4], (threadIdx.x & 28) | (s & 3));
+#pragma unroll
+                for (int m = 0; m < NR; m++)
+                    if (4 * m + 3 > s && 4 * m + q > s) Tr[m] += W[(4 * m + q) * L + s] * ts;
+            }
+        }
+        __syncthreads(); /* every W read */
+        if (tid < 4 * CH)
+#pragma unroll
+            for (int m = 0; m < NR; m++) W[(4 * m + q) * L + j] = Tr[m];
+        __syncthreads();
+        const size_t base = ((size_t)ci * nv + h) * CH * CH;
+        for (int u = tid; u < CH * CH; u += blockDim.x) Tm[base + u] = W[(u / CH) * L + u % CH];
+        for (int tile = tid; tile < RS * RS; tile += blockDim.x) {
+            const int tb = tile / RS, jb = tile % RS;
+            float acc[4][4] = {};
+            for (int s = 0; s < CH; s++) {
+                float pv[4], tv[4];
+#pragma unroll
+                for (int r = 0; r < 4; r++) { pv[r] = P[(tb + RS * r) * L + s]; tv[r] = W[s * L + jb + RS * r]; }
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int c = 0; c < 4; c++) acc[r][c] += pv[r] * tv[c];
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) PTm[base + (size_t)(tb + RS * r) * CH + jb + RS * c] = acc[r][c];
+        }
+        if (tid < CH) coef[((size_t)ci * nv + h) * CH + tid] = make_float4(bt[tid], eG[tid], expf(G[CH - 1] - G[tid]), expf(G[CH - 1]));
+        __syncthreads(); /* the next head rewrites G, bt, W and P */
+    }
+}
+
+/* delta_chunk_kernel: a block per (DCW columns, value head, row), 4·CH threads, walking the
+ * row's whole chunks in order with the state's DCW columns in shared memory. Per chunk:
+ *   1. a = K S₀, b = Q S₀ (thread: token t = tid/4, columns 4·(tid%4)..+3; K/Q rows padded by
+ *      4 floats so the 8 rows a quarter warp reads sit in different banks); R = β ⊙ (V − e^G ⊙ a)
+ *   2. Δ = T·R, o = e^G ⊙ b + PT·R (o stored), D = e^{G_last − G} ⊙ Δ
+ *   3. S = e^{G_last} S + Kᵀ·D (thread: 2 rows × 4 columns of S)
+ * K/Q of the next chunk are copied (cp.async, two buffers) while this one computes, T, PT,
+ * V and the coefficients of the next chunk (one buffer) during step 3. 191 KB of shared
+ * memory at CH = 64, dk = 128: one block an SM. */
+#define DCW 16
+
+template <int CH>
+static size_t delta_chunk_smem(int dk) {
+    return sizeof(float) * (4 * (size_t)CH * (dk + 4) + 2 * (size_t)CH * (CH + 4) + 3 * (size_t)CH * DCW + 4 * (size_t)CH + (size_t)dk * DCW);
+}
+
+template <int CH>
+__global__ void __launch_bounds__(4 * CH) delta_chunk_kernel(delta_dev_t d, const float *__restrict__ qn, const float *__restrict__ kn,
+                                                             const int32_t *__restrict__ rch, const float *__restrict__ Tm,
+                                                             const float *__restrict__ PTm, const float4 *__restrict__ coef) {
+    extern __shared__ __align__(16) float dsm[];
+    const int h = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
+    const int c0 = rch[r], nch = rch[r + 1] - c0;
+    if (nch <= 0) return; /* no whole chunk in this row */
+    const int kh = h / (d.nv / d.nk), dk = d.dk, dv = d.dv, ldk = dk + 4, LT = CH + 4, j0 = blockIdx.x * DCW, n4 = dk / 4;
+    const int tc0 = d.seg[r]; /* the row's first whole chunk starts at this token */
+    float *KQ = dsm;                                 /* [2 buffers][K, Q][CH][dk+4] */
+    float *Ts = KQ + 4 * CH * ldk, *PTs = Ts + CH * LT; /* [CH][CH+4] */
+    float *Vs = PTs + CH * LT;                       /* [CH][DCW] */
+    float4 *Cf = (float4 *)(Vs + CH * DCW);          /* [CH] β, e^G, e^{G_last − G}, e^{G_last} */
+    float *Ss = (float *)(Cf + CH);                  /* [dk][DCW] the state's columns j0.. */
+    float *Us = Ss + dk * DCW, *Ds = Us + CH * DCW;  /* [CH][DCW] R, then D */
+    float *S = d.state[r] + (size_t)h * dk * dv;
+    for (int u = tid; u < dk * DCW; u += blockDim.x) {
+        const int i = u / DCW, c = u % DCW;
+        Ss[u] = j0 + c < dv ? S[(size_t)i * dv + j0 + c] : 0.f;
+    }
+    auto load_kq = [&](int k) {
+        float *Kb = KQ + (k & 1) * 2 * CH * ldk, *Qb = Kb + CH * ldk;
+        const int t0 = tc0 + k * CH;
+        for (int u = tid; u < CH * n4; u += blockDim.x) {
+            const int t = u / n4, c4 = u % n4;
+            const size_t src = ((size_t)(t0 + t) * d.nk + kh) * dk + 4 * c4;
+            cp_async16(Kb + t * ldk + 4 * c4, kn + src);
+            cp_async16(Qb + t * ldk + 4 * c4, qn + src);
+        }
+        cp_commit();
+    };
+    auto load_tpv = [&](int k) {
+        const int ci = c0 + k, t0 = tc0 + k * CH;
+        const float *tg = Tm + ((size_t)ci * d.nv + h) * CH * CH, *pg = PTm + ((size_t)ci * d.nv + h) * CH * CH;
+        for (int u = tid; u < CH * CH / 4; u += blockDim.x) {
+            const int t = u / (CH / 4), c4 = u % (CH / 4);
+            cp_async16(Ts + t * LT + 4 * c4, tg + t * CH + 4 * c4);
+            cp_async16(PTs + t * LT + 4 * c4, pg + t * CH + 4 * c4);
+        }
+        for (int u = tid; u < CH * DCW; u += blockDim.x) {
+            const int t = u / DCW, c = u % DCW;
+            if (j0 + c < dv) cp_async4(Vs + u, d.qkv + (size_t)(t0 + t) * d.stride + d.v_off + (size_t)h * dv + j0 + c);
+            else Vs[u] = 0.f;
+        }
+        for (int u = tid; u < CH; u += blockDim.x) cp_async16(Cf + u, coef + ((size_t)ci * d.nv + h) * CH + u);
+        cp_commit();
+    };
+    load_kq(0);
+    load_tpv(0);
+    const int t = tid >> 2, cg = tid & 3; /* steps 1–2: token t of the chunk, columns 4cg..4cg+3 */
+    const bool colv = j0 + 4 * cg < dv;  /* dv % 4 == 0: a float4 of columns is valid or not */
+    for (int k = 0; k < nch; k++) {
+        cp_wait<0>();
+        __syncthreads(); /* chunk k landed; the last chunk's S update is visible */
+        if (k + 1 < nch) load_kq(k + 1);
+        const float *Kb = KQ + (k & 1) * 2 * CH * ldk, *Qb = Kb + CH * ldk;
+        /* 1. a = (K S₀)_t, b = (Q S₀)_t, R_t */
+        float a[4] = {}, bq[4] = {};
+        const float *kr = Kb + t * ldk, *qr = Qb + t * ldk;
+        for (int i = 0; i < dk; i += 4) {
+            const float4 kv = *(const float4 *)(kr + i), qv = *(const float4 *)(qr + i);
+            const float kk[4] = {kv.x, kv.y, kv.z, kv.w}, qq[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+            for (int ii = 0; ii < 4; ii++) {
+                const float4 sv = *(const float4 *)(Ss + (i + ii) * DCW + 4 * cg);
+                a[0] += kk[ii] * sv.x; a[1] += kk[ii] * sv.y; a[2] += kk[ii] * sv.z; a[3] += kk[ii] * sv.w;
+                bq[0] += qq[ii] * sv.x; bq[1] += qq[ii] * sv.y; bq[2] += qq[ii] * sv.z; bq[3] += qq[ii] * sv.w;
+            }
+        }
+        const float4 cf = Cf[t], vv = *(const float4 *)(Vs + t * DCW + 4 * cg);
+        *(float4 *)(Us + t * DCW + 4 * cg) =
+            make_float4(cf.x * (vv.x - cf.y * a[0]), cf.x * (vv.y - cf.y * a[1]), cf.x * (vv.z - cf.y * a[2]), cf.x * (vv.w - cf.y * a[3]));
+        __syncthreads();
+        /* 2. Δ_t = Σ_s T_ts R_s, o_t = e^{G_t} b + Σ_s PT_ts R_s */
+        float dl[4] = {}, o[4] = {};
+        for (int s = 0; s < CH; s += 4) {
+            const float4 tv = *(const float4 *)(Ts + t * LT + s), pv = *(const float4 *)(PTs + t * LT + s);
+            const float tw[4] = {tv.x, tv.y, tv.z, tv.w}, pw[4] = {pv.x, pv.y, pv.z, pv.w};
+#pragma unroll
+            for (int ss = 0; ss < 4; ss++) {
+                const float4 us = *(const float4 *)(Us + (s + ss) * DCW + 4 * cg);
+                dl[0] += tw[ss] * us.x; dl[1] += tw[ss] * us.y; dl[2] += tw[ss] * us.z; dl[3] += tw[ss] * us.w;
+                o[0] += pw[ss] * us.x; o[1] += pw[ss] * us.y; o[2] += pw[ss] * us.z; o[3] += pw[ss] * us.w;
+            }
+        }
+        if (colv)
+            *(float4 *)(d.out + ((size_t)(tc0 + k * CH + t) * d.nv + h) * dv + j0 + 4 * cg) =
+                make_float4(cf.y * bq[0] + o[0], cf.y * bq[1] + o[1], cf.y * bq[2] + o[2], cf.y * bq[3] + o[3]);
+        *(float4 *)(Ds + t * DCW + 4 * cg) = make_float4(cf.z * dl[0], cf.z * dl[1], cf.z * dl[2], cf.z * dl[3]);
+        const float glast = cf.w;
+        __syncthreads(); /* D complete; T, PT, V, the coefficients read */
+        if (k + 1 < nch) load_tpv(k + 1);
+        /* 3. S = e^{G_last} S + Kᵀ D */
+        for (int u = tid; u < 2 * dk; u += blockDim.x) {
+            const int i0 = 2 * (u >> 2), g4 = u & 3;
+            float4 *p0 = (float4 *)(Ss + i0 * DCW + 4 * g4), *p1 = (float4 *)(Ss + (i0 + 1) * DCW + 4 * g4);
+            float4 s0 = *p0, s1 = *p1;
+            s0.x *= glast; s0.y *= glast; s0.z *= glast; s0.w *= glast;
+            s1.x *= glast; s1.y *= glast; s1.z *= glast; s1.w *= glast;
+            for (int s = 0; s < CH; s++) {
+                const float2 kk = *(const float2 *)(Kb + s * ldk + i0);
+                const float4 dd = *(const float4 *)(Ds + s * DCW + 4 * g4);
+                s0.x += kk.x * dd.x; s0.y += kk.x * dd.y; s0.z += kk.x * dd.z; s0.w += kk.x * dd.w;
+                s1.x += kk.y * dd.x; s1.y += kk.y * dd.y; s1.z += kk.y * dd.z; s1.w += kk.y * dd.w;
+            }
+            *p0 = s0;
+            *p1 = s1;
+        }
+    }
+    __syncthreads();
+    for (int u = tid; u < dk * DCW; u += blockDim.x) {
+        const int i = u / DCW, c = u % DCW;
+        if (j0 + c < dv) S[(size_t)i * dv + j0 + c] = Ss[u];
+    }
+}
+
+extern "C" int kiln_cuda_delta_chunk_calls; /* steps the chunk form ran (the tests check the path ran) */
+int kiln_cuda_delta_chunk_calls;
+
+/* A kernel's dynamic shared memory above 48 KB needs an opt-in, once per kernel and size. */
+static void smem_optin(const void *fn, size_t bytes, size_t *have) {
+    if (bytes > *have) { cudaCheck(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)); *have = bytes; }
+}
+
+static int smem_optin_max(void) {
+    static int mx = 0;
+    if (!mx) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&mx, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    }
+    return mx;
+}
+
+/* The chunk form of one step at chunk size CH: split the rows like gated_delta_rows (tokens before the first aligned
+ * chunk, whole chunks, the rest), launch. Returns 0 when no row has a whole chunk (the caller runs the rows token by
+ * token). */
+template <int CH>
+static int delta_chunked(cuda_impl_t *c, delta_dev_t d, const delta_args_t *da, int T, const float *qn, const float *kn, const float2 *gb,
+                         const float *lg, float *tail) {
+    const int n = da->n_rows;
+    int nch = 0;
+    for (int r = 0; r < n; r++) {
+        const int t0 = da->row_start[r], t1 = da->row_start[r + 1];
+        if (t1 <= t0) continue;
+        const int p0 = da->pos[t0], first = (p0 + CH - 1) / CH * CH, th = t0 + (first - p0) < t1 ? t0 + (first - p0) : t1;
+        nch += (t1 - th) / CH;
+    }
+    if (!nch) return 0;
+    /* one host buffer, one copy: row_start [n+1], state pointers [n], head [2n], mid [n], tail [2n], rch [n+1], cst [nch] */
+    const size_t rb = (sizeof(int32_t) * (size_t)(n + 1) + 15) & ~(size_t)15, pb = sizeof(float *) * (size_t)n;
+    const size_t ib = sizeof(int32_t) * (7 * (size_t)n + 1 + nch);
+    char *hb = (char *)cuda_host_buf(c, 1, rb + pb + ib);
+    memset(hb, 0, rb);
+    memcpy(hb, da->row_start, sizeof(int32_t) * (n + 1));
+    memcpy(hb + rb, da->state, pb);
+    int32_t *head = (int32_t *)(hb + rb + pb), *mid = head + 2 * n, *tl = mid + n, *rch = tl + 2 * n, *cst = rch + n + 1;
+    int nhead = 0, ntail = 0, ci = 0;
+    for (int r = 0; r < n; r++) {
+        const int t0 = da->row_start[r], t1 = da->row_start[r + 1];
+        int th = t1, nc = 0;
+        if (t1 > t0) {
+            const int p0 = da->pos[t0], first = (p0 + CH - 1) / CH * CH;
+            th = t0 + (first - p0) < t1 ? t0 + (first - p0) : t1;
+            nc = (t1 - th) / CH;
+        }
+        head[r] = t0; head[n + r] = th;
+        mid[r] = th;
+        tl[r] = th + nc * CH; tl[n + r] = t1;
+        rch[r] = ci;
+        for (int k = 0; k < nc; k++) cst[ci++] = th + k * CH;
+        nhead += th - t0;
+        ntail += t1 - (th + nc * CH);
+    }
+    rch[n] = ci;
+    const char *dv = (const char *)cuda_host_to_dev(c, hb, rb + pb + ib);
+    d.row_start = (const int32_t *)dv;
+    d.state = (float *const *)(dv + rb);
+    const int32_t *dhead = (const int32_t *)(dv + rb + pb), *dmid = dhead + 2 * n, *dtail = dmid + n, *drch = dtail + 2 * n, *dcst = drch + n + 1;
+    float *Tm = tail, *PTm = Tm + (size_t)nch * da->n_v_heads * CH * CH;
+    float4 *cf = (float4 *)(PTm + (size_t)nch * da->n_v_heads * CH * CH);
+    const dim3 grid(cdiv(da->dv, DCOLS), da->n_v_heads, n);
+    const int ni = cdiv(da->dk, DLPC);
+    auto seq = [&](const int32_t *seg) { /* delta_seq_kernel over each row's [seg[r], seg[n + r]) */
+        delta_dev_t ds = d;
+        ds.seg = seg;
+        const size_t smem = delta_seq_smem(da->dk);
+        static size_t set[5] = {48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024};
+        auto go = [&](void (*kern)(delta_dev_t, const float *, const float *, const float2 *), int v) {
+            smem_optin((const void *)kern, smem, &set[v]);
+            kern<<<grid, DLPC * DCOLS, smem, c->stream>>>(ds, qn, kn, gb);
+        };
+        if (ni <= 2) go(delta_seq_kernel<2>, 0);
+        else if (ni <= 4) go(delta_seq_kernel<4>, 1);
+        else if (ni <= 8) go(delta_seq_kernel<8>, 2);
+        else if (ni <= 16) go(delta_seq_kernel<16>, 3);
+        else go(delta_seq_kernel<32>, 4);
+        cudaLaunchCheck();
+    };
+    if (nhead) seq(dhead);
+    static size_t set_prep = 48 * 1024, set_chunk = 48 * 1024;
+    const size_t sp = delta_chunk_prep_smem<CH>(da->dk), sc = delta_chunk_smem<CH>(da->dk);
+    smem_optin((const void *)delta_chunk_prep_kernel<CH>, sp, &set_prep);
+    delta_chunk_prep_kernel<CH><<<dim3(nch, da->n_k_heads), DCP_THREADS, sp, c->stream>>>(d, qn, kn, gb, lg, dcst, Tm, PTm, cf);
+    cudaLaunchCheck();
+    smem_optin((const void *)delta_chunk_kernel<CH>, sc, &set_chunk);
+    delta_dev_t dc = d;
+    dc.seg = dmid;
+    delta_chunk_kernel<CH><<<dim3(cdiv(da->dv, DCW), da->n_v_heads, n), 4 * CH, sc, c->stream>>>(dc, qn, kn, drch, Tm, PTm, cf);
+    cudaLaunchCheck();
+    if (ntail) seq(dtail);
+    kiln_cuda_delta_chunk_calls++;
+    return 1;
+}
+
+/* Whether the chunk form takes this step's whole chunks at chunk size CH (else every token
+ * runs token by token: the same results within rounding). */
+template <int CH>
+static bool delta_chunk_fits(const delta_args_t *da) {
+    const int mx = smem_optin_max();
+    return da->dk % 4 == 0 && da->dv % 4 == 0 && delta_chunk_smem<CH>(da->dk) <= (size_t)mx && delta_chunk_prep_smem<CH>(da->dk) <= (size_t)mx;
+}
+
+void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *da) {
+    if (T <= 0 || da->n_rows <= 0) return;
+    if (da->dk > DLPC * 32 || da->n_k_heads <= 0 || da->n_v_heads % da->n_k_heads) {
+        fprintf(stderr, "kiln cuda: gated_delta with key head dim %d (max %d) and %d/%d heads is not supported\n", da->dk, DLPC * 32,
+                da->n_v_heads, da->n_k_heads);
+        abort();
+    }
+    cuda_impl_t *c = cuda_impl(be);
+    delta_dev_t d;
+    d.out = out; d.qkv = qkv; d.a = a; d.b = b; d.A_log = da->A_log; d.dt_bias = da->dt_bias; d.seg = NULL;
+    d.n_rows = da->n_rows; d.nk = da->n_k_heads; d.nv = da->n_v_heads; d.dk = da->dk; d.dv = da->dv;
+    d.stride = da->stride; d.q_off = da->q_off; d.k_off = da->k_off; d.v_off = da->v_off; d.q_scale = da->q_scale;
+    dim3 grid(cdiv(da->dv, DCOLS), da->n_v_heads, da->n_rows);
+    const int ni = cdiv(da->dk, DLPC);
+    const char *env = getenv("KILN_CUDA_DELTA");
+    if (T > da->n_rows && !(env && !strcmp(env, "old"))) { /* a row of more than one token: the prefill forms */
+        const int CH = da->chunk;
+        const bool chunk = da->pos && !(env && !strcmp(env, "seq")) &&
+                           ((CH == 64 && delta_chunk_fits<64>(da)) || (CH == 32 && delta_chunk_fits<32>(da)) || (CH == 16 && delta_chunk_fits<16>(da)));
+        const size_t nq = (size_t)T * da->n_k_heads * da->dk, ng = (size_t)T * da->n_v_heads;
+        /* qn, kn [T][nk][dk]; gb [T][nv] (float2); lg [T][nv]; for the chunk form T, PT [chunks][nv][CH][CH] and the
+         * coefficients [chunks][nv][CH] (float4), at most T / CH chunks */
+        const size_t head = (2 * nq + 3 * ng + 3) & ~(size_t)3;
+        const size_t need = head + (chunk ? (size_t)(T / CH) * da->n_v_heads * (2 * (size_t)CH * CH + 4 * (size_t)CH) : 0);
+        float *qn = (float *)cuda_scratch(c, &c->delta, &c->delta_bytes, sizeof(float) * need);
+        float *kn = qn + nq;
+        float2 *gb = (float2 *)(kn + nq);
+        float *lg = chunk ? (float *)(gb + ng) : NULL;
+        delta_prep_kernel<<<cdiv((long)T * da->n_k_heads * 32, 256), 256, 0, c->stream>>>(d, qn, kn, gb, lg, T);
+        cudaLaunchCheck();
+        if (chunk) {
+            const int done = CH == 64 ? delta_chunked<64>(c, d, da, T, qn, kn, gb, lg, qn + head)
+                             : CH == 32 ? delta_chunked<32>(c, d, da, T, qn, kn, gb, lg, qn + head)
+                                        : delta_chunked<16>(c, d, da, T, qn, kn, gb, lg, qn + head);
+            if (done) return;
+        }
+        size_t po;
+        const char *dr = cuda_rows_to_dev(c, da->n_rows, da->row_start, da->state, &po);
+        d.row_start = (const int32_t *)dr; d.state = (float *const *)(dr + po);
+        const size_t smem = delta_seq_smem(da->dk);
+        static size_t set[5] = {48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024}; /* per kernel: the opt-in above 48 KB */
+        auto go = [&](void (*kern)(delta_dev_t, const float *, const float *, const float2 *), int v) {
+            smem_optin((const void *)kern, smem, &set[v]);
+            kern<<<grid, DLPC * DCOLS, smem, c->stream>>>(d, qn, kn, gb);
+        };
+        if (ni <= 2) go(delta_seq_kernel<2>, 0);
+        else if (ni <= 4) go(delta_seq_kernel<4>, 1);
+        else if (ni <= 8) go(delta_seq_kernel<8>, 2);
+        else if (ni <= 16) go(delta_seq_kernel<16>, 3);
+        else go(delta_seq_kernel<32>, 4);
+        cudaLaunchCheck();
+        return;
+    }
+    size_t po;
+    const char *dr = cuda_rows_to_dev(c, da->n_rows, da->row_start, da->state, &po);
+    d.row_start = (const int32_t *)dr; d.state = (float *const *)(dr + po);
+    if (ni <= 2) gated_delta_kernel<2><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    else if (ni <= 4) gated_delta_kernel<4><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    else if (ni <= 8) gated_delta_kernel<8><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    else if (ni <= 16) gated_delta_kernel<16><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    else gated_delta_kernel<32><<<grid, DLPC * DCOLS, 0, c->stream>>>(d);
+    cudaLaunchCheck();
+}
