@@ -3797,6 +3797,8 @@ static void delta_chunk_case(int n_rows, const int *len, const int *p0, int nk, 
           nk, nv, dk, dv, C, regime, ec);
     CHECK(et < bound, "gated_delta chunk form rows %d dk %d dv %d C %d regime %d: out rel err %.3g against token by token (bound %.3g)", n_rows,
           dk, dv, C, regime, et, bound);
+    printf("# gated_delta chunk form rows %d nv %d dk %d dv %d C %d regime %d (%d chunks): out rel err %.3g vs the CPU split, %.3g vs token by token (bound %.3g)\n",
+           n_rows, nv, dk, dv, C, regime, chunks, ec, et, bound);
     for (int r = 0; r < n_rows; r++) {
         to_host(be, gs, dst[r], sn);
         double es = ct_rel_err(gs, hc[r], sn), est = ct_rel_err(gs, ht[r], sn);

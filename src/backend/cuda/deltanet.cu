@@ -338,12 +338,17 @@ __global__ void __launch_bounds__(DCP_THREADS) delta_chunk_prep_kernel(delta_dev
     const int j = tid >> 2, q = tid & 3; /* the solve: column j, rows q, q + 4, ... */
     for (int x = 0; x < hpk; x++) {
         const int h = kh * hpk + x;
-        if (tid == 0) {
-            float g = 0.f;
-            for (int t = 0; t < CH; t++) { g += lg[(size_t)(t0 + t) * nv + h]; G[t] = g; }
+        if (tid < CH) {
+            eG[tid] = lg[(size_t)(t0 + tid) * nv + h]; /* g, for the sum below */
+            bt[tid] = gb[(size_t)(t0 + tid) * nv + h].y;
         }
-        if (tid < CH) bt[tid] = gb[(size_t)(t0 + tid) * nv + h].y;
-        __syncthreads(); /* G, bt; the Grams (first head); the last head's T/PT reads of W/P done */
+        __syncthreads(); /* g, bt; the Grams (first head) */
+        if (tid == 0) { /* in token order, like the CPU */
+            float g = 0.f;
+#pragma unroll 16
+            for (int t = 0; t < CH; t++) { g += eG[t]; G[t] = g; }
+        }
+        __syncthreads();
         if (tid < CH) eG[tid] = expf(G[tid]);
         for (int u = tid; u < CH * CH; u += blockDim.x) {
             const int t = u / CH, s = u % CH;
@@ -395,136 +400,206 @@ __global__ void __launch_bounds__(DCP_THREADS) delta_chunk_prep_kernel(delta_dev
     }
 }
 
-/* delta_chunk_kernel: a block per (DCW columns, value head, row), 4·CH threads, walking the
- * row's whole chunks in order with the state's DCW columns in shared memory. Per chunk:
- *   1. a = K S₀, b = Q S₀ (thread: token t = tid/4, columns 4·(tid%4)..+3; K/Q rows padded by
- *      4 floats so the 8 rows a quarter warp reads sit in different banks); R = β ⊙ (V − e^G ⊙ a)
- *   2. Δ = T·R, o = e^G ⊙ b + PT·R (o stored), D = e^{G_last − G} ⊙ Δ
- *   3. S = e^{G_last} S + Kᵀ·D (thread: 2 rows × 4 columns of S)
- * K/Q of the next chunk are copied (cp.async, two buffers) while this one computes, T, PT,
- * V and the coefficients of the next chunk (one buffer) during step 3. 191 KB of shared
- * memory at CH = 64, dk = 128: one block an SM. */
+/* delta_chunk_kernel: a block per (DCW = 16 columns, value head, row), CH/4 warps, walking the
+ * row's whole chunks in order with the state's 16 columns in shared memory (f32). Per chunk,
+ * three small products on tensor cores (mma.sync m16n8k8 TF32, each operand split into a TF32
+ * high part and the TF32 of its remainder and three products summed — hi·hi, hi·lo, lo·hi —
+ * so a product keeps ~22 significant bits, f32 accumulation: within float rounding of the
+ * CUDA-core sums, not bitwise):
+ *   1. [K; Q] S₀  (2CH × dk · dk × 16): warp w the rows 16·(w/2).., columns 8·(w%2)..; the K
+ *      warps write R = β ⊙ (V − e^G ⊙ K S₀), the Q warps keep b = Q S₀ in their accumulators
+ *   2. [T; PT] R  (2CH × CH · CH × 16), the same tiles: the K warps D = e^{G_last − G} ⊙ T R,
+ *      the Q warps o = e^G ⊙ b + PT R (stored)
+ *   3. S = e^{G_last} S + Kᵀ D  (dk × CH · CH × 16), a warp per 16 × 8 tile of S
+ * Operands come straight from shared memory in the fragment layouts (rows padded to 4 mod 16
+ * floats: the 32 lanes of an A load hit 32 banks; B and the state at a stride of 24). Copies
+ * overlap the math: K, Q, V and the coefficients of the next chunk (two buffers) go out at the
+ * top of a chunk, T and PT of the next (one buffer) after step 2, and step 2 waits for its own
+ * T and PT only when it starts. dk is zero-padded to a multiple of 16 in shared memory.
+ * 183 KB of shared memory at CH = 64, dk = 128: one block (16 warps) an SM.
+ * Measured (H200, ncu, qwen3.5-2b bf16 2048-token prefill, a DeltaNet layer): the CUDA-core
+ * form of this kernel (a thread per token and 4 columns) 323 µs, bound by shared-memory
+ * bandwidth (L1 82 % busy: a float4 of S per 4 FMAs); this one: bench/cuda/RESULTS.md. */
 #define DCW 16
+#define DSS 24 /* row stride of S, R and D in shared memory: a B fragment's 32 lanes in 32 banks */
 
+/* x = hi + lo with hi = x's top 19 bits (sign, exponent, 10 mantissa bits: the TF32 value a
+ * tensor core reads) and lo = x − hi exact; the core truncates lo to TF32 in turn, so hi + lo
+ * carries ~21 significant bits. Two instructions (cvt.rna.tf32 is several on sm_90). */
+__device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo) {
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* d += A·B over nk k-steps of 8 (NK > 0: NK of them, unrolled) in 3xTF32: A 16 rows, element (m, k)
+ * at A[m·lda + k] (TA false) or A[k·lda + m] (TA: step 3's Kᵀ from K's rows); B 8 columns, element
+ * (k, n) at B[k·ldb + n]; g = lane / 4, q = lane % 4. hi·hi, hi·lo and lo·hi go to three
+ * accumulators (shorter dependent chains), summed at the end. */
+template <int NK, bool TA>
+__device__ __forceinline__ void mma3(float (&d)[4], const float *A, int lda, const float *B, int ldb, int nk, int g, int q) {
+    float d1[4] = {}, d2[4] = {};
+    const int n = NK > 0 ? NK : nk;
+#pragma unroll (NK > 0 ? NK : 4)
+    for (int kk = 0; kk < n; kk++) {
+        const float *a = TA ? A + (size_t)8 * kk * lda : A + 8 * kk, *b = B + (size_t)8 * kk * ldb;
+        uint32_t ah[4], al[4], bh[2], bl[2];
+        if (TA) {
+            tf32_split(a[q * lda + g], ah[0], al[0]);
+            tf32_split(a[q * lda + g + 8], ah[1], al[1]);
+            tf32_split(a[(q + 4) * lda + g], ah[2], al[2]);
+            tf32_split(a[(q + 4) * lda + g + 8], ah[3], al[3]);
+        } else {
+            tf32_split(a[g * lda + q], ah[0], al[0]);
+            tf32_split(a[(g + 8) * lda + q], ah[1], al[1]);
+            tf32_split(a[g * lda + q + 4], ah[2], al[2]);
+            tf32_split(a[(g + 8) * lda + q + 4], ah[3], al[3]);
+        }
+        tf32_split(b[q * ldb + g], bh[0], bl[0]);
+        tf32_split(b[(q + 4) * ldb + g], bh[1], bl[1]);
+        mma_tf32(d, ah, bh[0], bh[1]);
+        mma_tf32(d1, ah, bl[0], bl[1]);
+        mma_tf32(d2, al, bh[0], bh[1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) d[e] += d1[e] + d2[e];
+}
+
+__host__ __device__ static inline int delta_dk16(int dk) { return (dk + 15) & ~15; }
+
+/* floats: K/Q [2][2][CH][dk16+4] (+4 a buffer: Q's shift), T and PT [CH][CH+4] (+4: PT's shift), V [2][CH][DCW],
+ * coefficients [2][CH] (float4), S [dk16][DSS], R and D [CH][DSS] */
 template <int CH>
 static size_t delta_chunk_smem(int dk) {
-    return sizeof(float) * (4 * (size_t)CH * (dk + 4) + 2 * (size_t)CH * (CH + 4) + 3 * (size_t)CH * DCW + 4 * (size_t)CH + (size_t)dk * DCW);
+    const size_t ldk = (size_t)delta_dk16(dk) + 4;
+    return sizeof(float) * (4 * (size_t)CH * ldk + 8 + 2 * (size_t)CH * (CH + 4) + 4 + 2 * (size_t)CH * DCW + 8 * (size_t)CH +
+                            (size_t)delta_dk16(dk) * DSS + 2 * (size_t)CH * DSS);
 }
 
 template <int CH>
-__global__ void __launch_bounds__(4 * CH) delta_chunk_kernel(delta_dev_t d, const float *__restrict__ qn, const float *__restrict__ kn,
+__global__ void __launch_bounds__(8 * CH) delta_chunk_kernel(delta_dev_t d, const float *__restrict__ qn, const float *__restrict__ kn,
                                                              const int32_t *__restrict__ rch, const float *__restrict__ Tm,
                                                              const float *__restrict__ PTm, const float4 *__restrict__ coef) {
     extern __shared__ __align__(16) float dsm[];
     const int h = blockIdx.y, r = blockIdx.z, tid = threadIdx.x;
     const int c0 = rch[r], nch = rch[r + 1] - c0;
     if (nch <= 0) return; /* no whole chunk in this row */
-    const int kh = h / (d.nv / d.nk), dk = d.dk, dv = d.dv, ldk = dk + 4, LT = CH + 4, j0 = blockIdx.x * DCW, n4 = dk / 4;
-    const int tc0 = d.seg[r]; /* the row's first whole chunk starts at this token */
-    float *KQ = dsm;                                 /* [2 buffers][K, Q][CH][dk+4] */
-    float *Ts = KQ + 4 * CH * ldk, *PTs = Ts + CH * LT; /* [CH][CH+4] */
-    float *Vs = PTs + CH * LT;                       /* [CH][DCW] */
-    float4 *Cf = (float4 *)(Vs + CH * DCW);          /* [CH] β, e^G, e^{G_last − G}, e^{G_last} */
-    float *Ss = (float *)(Cf + CH);                  /* [dk][DCW] the state's columns j0.. */
-    float *Us = Ss + dk * DCW, *Ds = Us + CH * DCW;  /* [CH][DCW] R, then D */
+    const int kh = h / (d.nv / d.nk), dk = d.dk, dk16 = delta_dk16(dk), dv = d.dv, ldk = dk16 + 4, LT = CH + 4;
+    const int j0 = blockIdx.x * DCW, n4 = dk / 4, nw = blockDim.x / 32;
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int tc0 = d.seg[r];                          /* the row's first whole chunk starts at this token */
+    const size_t kqb = 2 * (size_t)CH * ldk + 4;       /* one buffer: K [CH][dk16+4], 4 floats, Q [CH][dk16+4] */
+    float *KQ = dsm;                                   /* [2] buffers                                        */
+    float *Ts = KQ + 2 * kqb, *PTs = Ts + CH * LT + 4; /* [CH][CH+4], PT shifted by 4 floats (banks)          */
+    float *Vs = PTs + CH * LT;                         /* [2][CH][DCW]                                       */
+    float4 *Cf = (float4 *)(Vs + 2 * CH * DCW);        /* [2][CH] β, e^G, e^{G_last − G}, e^{G_last}          */
+    float *Ss = (float *)(Cf + 2 * CH);                /* [dk16][DSS] the state's columns j0..j0+15           */
+    float *Us = Ss + dk16 * DSS, *Ds = Us + CH * DSS;  /* [CH][DSS] R, D                                      */
     float *S = d.state[r] + (size_t)h * dk * dv;
-    for (int u = tid; u < dk * DCW; u += blockDim.x) {
+    for (int u = tid; u < dk16 * DCW; u += blockDim.x) {
         const int i = u / DCW, c = u % DCW;
-        Ss[u] = j0 + c < dv ? S[(size_t)i * dv + j0 + c] : 0.f;
+        Ss[i * DSS + c] = i < dk && j0 + c < dv ? S[(size_t)i * dv + j0 + c] : 0.f;
     }
-    auto load_kq = [&](int k) {
-        float *Kb = KQ + (k & 1) * 2 * CH * ldk, *Qb = Kb + CH * ldk;
-        const int t0 = tc0 + k * CH;
-        for (int u = tid; u < CH * n4; u += blockDim.x) {
-            const int t = u / n4, c4 = u % n4;
-            const size_t src = ((size_t)(t0 + t) * d.nk + kh) * dk + 4 * c4;
-            cp_async16(Kb + t * ldk + 4 * c4, kn + src);
-            cp_async16(Qb + t * ldk + 4 * c4, qn + src);
+    if (dk16 > dk) /* the padding columns of K and Q, both buffers: zero once */
+        for (int u = tid; u < 4 * CH * (dk16 - dk); u += blockDim.x) {
+            const int row = u / (dk16 - dk), c = dk + u % (dk16 - dk), b = row / (2 * CH), rr = row % (2 * CH);
+            KQ[b * kqb + (rr < CH ? rr * ldk : CH * ldk + 4 + (rr - CH) * ldk) + c] = 0.f;
         }
+    const int rstep = (int)blockDim.x % n4 == 0 ? (int)blockDim.x / n4 : 0, c4me = tid % n4, t1st = tid / n4;
+    auto load_kqv = [&](int k) {
+        float *Kb = KQ + (k & 1) * kqb, *Qb = Kb + CH * ldk + 4, *vb = Vs + (k & 1) * CH * DCW;
+        float4 *cb = Cf + (k & 1) * CH;
+        const int ci = c0 + k, t0 = tc0 + k * CH;
+        if (rstep) /* n4 divides the block: a thread keeps its column (no division per piece) */
+            for (int t = t1st; t < CH; t += rstep) {
+                const size_t src = ((size_t)(t0 + t) * d.nk + kh) * dk + 4 * c4me;
+                cp_async16(Kb + t * ldk + 4 * c4me, kn + src);
+                cp_async16(Qb + t * ldk + 4 * c4me, qn + src);
+            }
+        else
+            for (int u = tid; u < CH * n4; u += blockDim.x) {
+                const int t = u / n4, c4 = u % n4;
+                const size_t src = ((size_t)(t0 + t) * d.nk + kh) * dk + 4 * c4;
+                cp_async16(Kb + t * ldk + 4 * c4, kn + src);
+                cp_async16(Qb + t * ldk + 4 * c4, qn + src);
+            }
+        for (int u = tid; u < CH * DCW; u += blockDim.x) {
+            const int t = u / DCW, c = u % DCW;
+            if (j0 + c < dv) cp_async4(vb + u, d.qkv + (size_t)(t0 + t) * d.stride + d.v_off + (size_t)h * dv + j0 + c);
+            else vb[u] = 0.f;
+        }
+        for (int u = tid; u < CH; u += blockDim.x) cp_async16(cb + u, coef + ((size_t)ci * d.nv + h) * CH + u);
         cp_commit();
     };
-    auto load_tpv = [&](int k) {
-        const int ci = c0 + k, t0 = tc0 + k * CH;
+    auto load_tp = [&](int k) {
+        const int ci = c0 + k;
         const float *tg = Tm + ((size_t)ci * d.nv + h) * CH * CH, *pg = PTm + ((size_t)ci * d.nv + h) * CH * CH;
         for (int u = tid; u < CH * CH / 4; u += blockDim.x) {
             const int t = u / (CH / 4), c4 = u % (CH / 4);
             cp_async16(Ts + t * LT + 4 * c4, tg + t * CH + 4 * c4);
             cp_async16(PTs + t * LT + 4 * c4, pg + t * CH + 4 * c4);
         }
-        for (int u = tid; u < CH * DCW; u += blockDim.x) {
-            const int t = u / DCW, c = u % DCW;
-            if (j0 + c < dv) cp_async4(Vs + u, d.qkv + (size_t)(t0 + t) * d.stride + d.v_off + (size_t)h * dv + j0 + c);
-            else Vs[u] = 0.f;
-        }
-        for (int u = tid; u < CH; u += blockDim.x) cp_async16(Cf + u, coef + ((size_t)ci * d.nv + h) * CH + u);
         cp_commit();
     };
-    load_kq(0);
-    load_tpv(0);
-    const int t = tid >> 2, cg = tid & 3; /* steps 1–2: token t of the chunk, columns 4cg..4cg+3 */
-    const bool colv = j0 + 4 * cg < dv;  /* dv % 4 == 0: a float4 of columns is valid or not */
+    load_kqv(0);
+    load_tp(0);
+    /* steps 1–2: warp → 16 rows of [K; Q] (then of [T; PT]) and 8 columns */
+    const int isq = (warp >> 1) >= CH / 16, t0w = 16 * (warp >> 1) - (isq ? CH : 0), n0 = 8 * (warp & 1);
+    const int ta = t0w + g, tb = ta + 8, na = n0 + 2 * q; /* this lane's accumulator rows and first column */
     for (int k = 0; k < nch; k++) {
-        cp_wait<0>();
-        __syncthreads(); /* chunk k landed; the last chunk's S update is visible */
-        if (k + 1 < nch) load_kq(k + 1);
-        const float *Kb = KQ + (k & 1) * 2 * CH * ldk, *Qb = Kb + CH * ldk;
-        /* 1. a = (K S₀)_t, b = (Q S₀)_t, R_t */
-        float a[4] = {}, bq[4] = {};
-        const float *kr = Kb + t * ldk, *qr = Qb + t * ldk;
-        for (int i = 0; i < dk; i += 4) {
-            const float4 kv = *(const float4 *)(kr + i), qv = *(const float4 *)(qr + i);
-            const float kk[4] = {kv.x, kv.y, kv.z, kv.w}, qq[4] = {qv.x, qv.y, qv.z, qv.w};
-#pragma unroll
-            for (int ii = 0; ii < 4; ii++) {
-                const float4 sv = *(const float4 *)(Ss + (i + ii) * DCW + 4 * cg);
-                a[0] += kk[ii] * sv.x; a[1] += kk[ii] * sv.y; a[2] += kk[ii] * sv.z; a[3] += kk[ii] * sv.w;
-                bq[0] += qq[ii] * sv.x; bq[1] += qq[ii] * sv.y; bq[2] += qq[ii] * sv.z; bq[3] += qq[ii] * sv.w;
-            }
+        cp_wait<1>(); /* K, Q, V, coefficients of chunk k (T, PT of chunk k may still be on their way) */
+        __syncthreads(); /* … for every thread; the last chunk's S update is visible */
+        const bool more = k + 1 < nch;
+        if (more) load_kqv(k + 1);
+        const float *Kb = KQ + (k & 1) * kqb, *Xb = Kb + (isq ? CH * ldk + 4 : 0), *vb = Vs + (k & 1) * CH * DCW;
+        const float4 *cb = Cf + (k & 1) * CH;
+        /* 1. x = [K; Q] S₀ for this warp's tile */
+        float x[4] = {};
+        mma3<0, false>(x, Xb + t0w * ldk, ldk, Ss + n0, DSS, dk16 / 8, g, q);
+        const float4 ca = cb[ta], cbb = cb[tb];
+        if (!isq) { /* R = β (V − e^G a) */
+            const float2 va = *(const float2 *)(vb + ta * DCW + na), vbb = *(const float2 *)(vb + tb * DCW + na);
+            *(float2 *)(Us + ta * DSS + na) = make_float2(ca.x * (va.x - ca.y * x[0]), ca.x * (va.y - ca.y * x[1]));
+            *(float2 *)(Us + tb * DSS + na) = make_float2(cbb.x * (vbb.x - cbb.y * x[2]), cbb.x * (vbb.y - cbb.y * x[3]));
         }
-        const float4 cf = Cf[t], vv = *(const float4 *)(Vs + t * DCW + 4 * cg);
-        *(float4 *)(Us + t * DCW + 4 * cg) =
-            make_float4(cf.x * (vv.x - cf.y * a[0]), cf.x * (vv.y - cf.y * a[1]), cf.x * (vv.z - cf.y * a[2]), cf.x * (vv.w - cf.y * a[3]));
+        if (more) cp_wait<1>(); /* T, PT of chunk k (the next chunk's K/Q copy may go on) */
+        else cp_wait<0>();
         __syncthreads();
-        /* 2. Δ_t = Σ_s T_ts R_s, o_t = e^{G_t} b + Σ_s PT_ts R_s */
-        float dl[4] = {}, o[4] = {};
-        for (int s = 0; s < CH; s += 4) {
-            const float4 tv = *(const float4 *)(Ts + t * LT + s), pv = *(const float4 *)(PTs + t * LT + s);
-            const float tw[4] = {tv.x, tv.y, tv.z, tv.w}, pw[4] = {pv.x, pv.y, pv.z, pv.w};
-#pragma unroll
-            for (int ss = 0; ss < 4; ss++) {
-                const float4 us = *(const float4 *)(Us + (s + ss) * DCW + 4 * cg);
-                dl[0] += tw[ss] * us.x; dl[1] += tw[ss] * us.y; dl[2] += tw[ss] * us.z; dl[3] += tw[ss] * us.w;
-                o[0] += pw[ss] * us.x; o[1] += pw[ss] * us.y; o[2] += pw[ss] * us.z; o[3] += pw[ss] * us.w;
+        /* 2. y = T R (K warps) or PT R (Q warps) */
+        float y[4] = {};
+        mma3<CH / 8, false>(y, (isq ? PTs : Ts) + t0w * LT, LT, Us + n0, DSS, CH / 8, g, q);
+        if (isq) {
+            if (j0 + na < dv) { /* dv % 4 == 0: columns na, na + 1 both valid or not */
+                float *oa = d.out + ((size_t)(tc0 + k * CH + ta) * d.nv + h) * dv + j0 + na;
+                float *ob = d.out + ((size_t)(tc0 + k * CH + tb) * d.nv + h) * dv + j0 + na;
+                *(float2 *)oa = make_float2(ca.y * x[0] + y[0], ca.y * x[1] + y[1]);
+                *(float2 *)ob = make_float2(cbb.y * x[2] + y[2], cbb.y * x[3] + y[3]);
             }
+        } else {
+            *(float2 *)(Ds + ta * DSS + na) = make_float2(ca.z * y[0], ca.z * y[1]);
+            *(float2 *)(Ds + tb * DSS + na) = make_float2(cbb.z * y[2], cbb.z * y[3]);
         }
-        if (colv)
-            *(float4 *)(d.out + ((size_t)(tc0 + k * CH + t) * d.nv + h) * dv + j0 + 4 * cg) =
-                make_float4(cf.y * bq[0] + o[0], cf.y * bq[1] + o[1], cf.y * bq[2] + o[2], cf.y * bq[3] + o[3]);
-        *(float4 *)(Ds + t * DCW + 4 * cg) = make_float4(cf.z * dl[0], cf.z * dl[1], cf.z * dl[2], cf.z * dl[3]);
-        const float glast = cf.w;
-        __syncthreads(); /* D complete; T, PT, V, the coefficients read */
-        if (k + 1 < nch) load_tpv(k + 1);
-        /* 3. S = e^{G_last} S + Kᵀ D */
-        for (int u = tid; u < 2 * dk; u += blockDim.x) {
-            const int i0 = 2 * (u >> 2), g4 = u & 3;
-            float4 *p0 = (float4 *)(Ss + i0 * DCW + 4 * g4), *p1 = (float4 *)(Ss + (i0 + 1) * DCW + 4 * g4);
-            float4 s0 = *p0, s1 = *p1;
-            s0.x *= glast; s0.y *= glast; s0.z *= glast; s0.w *= glast;
-            s1.x *= glast; s1.y *= glast; s1.z *= glast; s1.w *= glast;
-            for (int s = 0; s < CH; s++) {
-                const float2 kk = *(const float2 *)(Kb + s * ldk + i0);
-                const float4 dd = *(const float4 *)(Ds + s * DCW + 4 * g4);
-                s0.x += kk.x * dd.x; s0.y += kk.x * dd.y; s0.z += kk.x * dd.z; s0.w += kk.x * dd.w;
-                s1.x += kk.y * dd.x; s1.y += kk.y * dd.y; s1.z += kk.y * dd.z; s1.w += kk.y * dd.w;
-            }
-            *p0 = s0;
-            *p1 = s1;
+        const float glast = ca.w;
+        __syncthreads(); /* D complete; T and PT read */
+        if (more) load_tp(k + 1);
+        /* 3. S = e^{G_last} S + Kᵀ D, a warp per 16 × 8 tile */
+        for (int tile = warp; tile < dk16 / 8; tile += nw) {
+            const int i0 = 16 * (tile >> 1), m0 = 8 * (tile & 1);
+            float *sa = Ss + (i0 + g) * DSS + m0 + 2 * q, *sb = sa + 8 * DSS;
+            float sv[4] = {glast * sa[0], glast * sa[1], glast * sb[0], glast * sb[1]};
+            mma3<CH / 8, true>(sv, Kb + i0, ldk, Ds + m0, DSS, CH / 8, g, q);
+            sa[0] = sv[0]; sa[1] = sv[1]; sb[0] = sv[2]; sb[1] = sv[3];
         }
     }
     __syncthreads();
     for (int u = tid; u < dk * DCW; u += blockDim.x) {
         const int i = u / DCW, c = u % DCW;
-        if (j0 + c < dv) S[(size_t)i * dv + j0 + c] = Ss[u];
+        if (j0 + c < dv) S[(size_t)i * dv + j0 + c] = Ss[i * DSS + c];
     }
 }
 
@@ -620,7 +695,7 @@ static int delta_chunked(cuda_impl_t *c, delta_dev_t d, const delta_args_t *da, 
     smem_optin((const void *)delta_chunk_kernel<CH>, sc, &set_chunk);
     delta_dev_t dc = d;
     dc.seg = dmid;
-    delta_chunk_kernel<CH><<<dim3(cdiv(da->dv, DCW), da->n_v_heads, n), 4 * CH, sc, c->stream>>>(dc, qn, kn, drch, Tm, PTm, cf);
+    delta_chunk_kernel<CH><<<dim3(cdiv(da->dv, DCW), da->n_v_heads, n), 8 * CH, sc, c->stream>>>(dc, qn, kn, drch, Tm, PTm, cf);
     cudaLaunchCheck();
     if (ntail) seq(dtail);
     kiln_cuda_delta_chunk_calls++;
