@@ -265,23 +265,81 @@ __global__ void __launch_bounds__(DLPC * DCOLS) delta_seq_kernel(delta_dev_t d, 
 
 
 /* --- the chunk form (deltanet_chunk_body.h) ---
- * delta_chunk_prep_kernel: a block per (whole chunk, key head), CH tokens from cst[chunk].
- * K and Q of the chunk into shared memory, the Gram matrices K·Kᵀ and Q·Kᵀ (CH × CH, 4 × 4
- * tiles a thread on rows tb + CH/4·r so a quarter warp reads 8 different rows: no bank
- * conflicts), then per value head of the key head: G (the cumulative log decay, summed in
- * token order like the CPU), W = −A (A_ts = β_t e^{G_t − G_s} k_t·k_s, s < t) and
- * P (P_ts = e^{G_t − G_s} q_t·k_s, s ≤ t) over the K/Q space, T = (I + A)⁻¹ by forward
- * substitution — four threads a column, each holding CH/4 of its rows in registers, the
- * finished row passed by a shuffle — and PT = P·T. Out: T and PT [chunk][nv][CH][CH] (zeros
- * above the diagonal) and per token (β, e^G, e^{G_last − G}, e^{G_last}).
+ * The products run on tensor cores in 3xTF32 (mma.sync m16n8k8; each operand split into its
+ * TF32 high part and the remainder, three products summed: ~21 significant bits a product, f32
+ * accumulation), the rest on CUDA cores.
+ *
+ * delta_chunk_prep_kernel: a block per (whole chunk, key head), CH tokens from cst[chunk], 8
+ * warps. K and Q of the chunk into shared memory (dk zero-padded to a multiple of 16), the Gram
+ * matrices [K; Q]·Kᵀ (2CH × CH, a warp per 16 × 8 tile), then per value head of the key head:
+ * G (the cumulative log decay, summed in token order like the CPU), W = −A
+ * (A_ts = β_t e^{G_t − G_s} k_t·k_s, s < t) and P (P_ts = e^{G_t − G_s} q_t·k_s, s ≤ t) over the
+ * K/Q space, T = (I + A)⁻¹ by forward substitution on CUDA cores — four threads a column, each
+ * holding CH/4 of its rows in registers, the finished row passed by a shuffle — and PT = P·T.
+ * Out: T and PT [chunk][nv][CH][CH] (zeros above the diagonal) and per token
+ * (β, e^G, e^{G_last − G}, e^{G_last}).
  * Trade-off: T and PT go through global memory (2·CH² floats per chunk and value head,
  * 32 KB at CH = 64), so the sequential kernel gets them as a copy instead of a solve. */
 #define DCP_THREADS 256
 
+/* x = hi + lo with hi = x's top 19 bits (sign, exponent, 10 mantissa bits: the TF32 value a
+ * tensor core reads) and lo = x − hi exact; the core truncates lo to TF32 in turn, so hi + lo
+ * carries ~21 significant bits. Two instructions (cvt.rna.tf32 is several on sm_90). */
+__device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo) {
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* d += A·B over nk k-steps of 8 (NK > 0: NK of them, unrolled) in 3xTF32: A 16 rows, element (m, k)
+ * at A[m·lda + k] (TA false) or A[k·lda + m] (TA: Kᵀ from K's rows); B 8 columns, element (k, n) at
+ * B[k·ldb + n] (TB false) or B[n·ldb + k] (TB: the Grams' Kᵀ); g = lane / 4, q = lane % 4. hi·hi, hi·lo and lo·hi go to three
+ * accumulators (shorter dependent chains), summed at the end. */
+template <int NK, bool TA, bool TB = false>
+__device__ __forceinline__ void mma3(float (&d)[4], const float *A, int lda, const float *B, int ldb, int nk, int g, int q) {
+    float d1[4] = {}, d2[4] = {};
+    const int n = NK > 0 ? NK : nk;
+#pragma unroll (NK > 0 ? NK : 4)
+    for (int kk = 0; kk < n; kk++) {
+        const float *a = TA ? A + (size_t)8 * kk * lda : A + 8 * kk, *b = TB ? B + 8 * kk : B + (size_t)8 * kk * ldb;
+        uint32_t ah[4], al[4], bh[2], bl[2];
+        if (TA) {
+            tf32_split(a[q * lda + g], ah[0], al[0]);
+            tf32_split(a[q * lda + g + 8], ah[1], al[1]);
+            tf32_split(a[(q + 4) * lda + g], ah[2], al[2]);
+            tf32_split(a[(q + 4) * lda + g + 8], ah[3], al[3]);
+        } else {
+            tf32_split(a[g * lda + q], ah[0], al[0]);
+            tf32_split(a[(g + 8) * lda + q], ah[1], al[1]);
+            tf32_split(a[g * lda + q + 4], ah[2], al[2]);
+            tf32_split(a[(g + 8) * lda + q + 4], ah[3], al[3]);
+        }
+        if (TB) {
+            tf32_split(b[g * ldb + q], bh[0], bl[0]);
+            tf32_split(b[g * ldb + q + 4], bh[1], bl[1]);
+        } else {
+            tf32_split(b[q * ldb + g], bh[0], bl[0]);
+            tf32_split(b[(q + 4) * ldb + g], bh[1], bl[1]);
+        }
+        mma_tf32(d, ah, bh[0], bh[1]);
+        mma_tf32(d1, ah, bl[0], bl[1]);
+        mma_tf32(d2, al, bh[0], bh[1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) d[e] += d1[e] + d2[e];
+}
+
+__host__ __device__ static inline int delta_dk16(int dk) { return (dk + 15) & ~15; }
+
 template <int CH>
 static size_t delta_chunk_prep_smem(int dk) {
-    const size_t kq = 2 * (size_t)CH * (dk + 4), wp = 2 * (size_t)CH * (CH + 1);
-    return sizeof(float) * ((kq > wp ? kq : wp) + 2 * (size_t)CH * (CH + 1) + 3 * CH);
+    const size_t kq = 2 * (size_t)CH * (delta_dk16(dk) + 4), wp = 2 * (size_t)CH * (CH + 4);
+    return sizeof(float) * ((kq > wp ? kq : wp) + 2 * (size_t)CH * (CH + 4) + 3 * CH);
 }
 
 template <int CH>
@@ -290,52 +348,38 @@ __global__ void __launch_bounds__(DCP_THREADS) delta_chunk_prep_kernel(delta_dev
                                                                       const int32_t *__restrict__ cst, float *__restrict__ Tm,
                                                                       float *__restrict__ PTm, float4 *__restrict__ coef) {
     extern __shared__ __align__(16) float dsm[];
-    constexpr int RS = CH / 4, L = CH + 1, NR = CH / 4;
-    const int ci = blockIdx.x, kh = blockIdx.y, tid = threadIdx.x, dk = d.dk, ldk = dk + 4, nv = d.nv;
+    constexpr int L = CH + 4, NR = CH / 4; /* rows of CH + 4 floats: an A or B fragment's lanes in different banks */
+    const int ci = blockIdx.x, kh = blockIdx.y, tid = threadIdx.x, dk = d.dk, dk16 = delta_dk16(dk), ldk = dk16 + 4, nv = d.nv;
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3, nw = blockDim.x / 32;
     const int t0 = cst[ci], hpk = nv / d.nk;
     const size_t kq = 2 * (size_t)CH * ldk, wp = 2 * (size_t)CH * L;
-    float *Ks = dsm, *Qs = Ks + CH * ldk;                      /* [CH][dk+4]                       */
-    float *W = dsm, *P = W + CH * L;                           /* [CH][CH+1] over Ks/Qs, after the Grams: −A then T, and P */
-    float *Mk = dsm + (kq > wp ? kq : wp), *Mq = Mk + CH * L;  /* [CH][CH+1] k_t·k_s, q_t·k_s        */
-    float *G = Mq + CH * L, *eG = G + CH, *bt = eG + CH;       /* [CH]                              */
-    const int n4 = dk / 4;
+    float *Ks = dsm, *Qs = Ks + CH * ldk;                      /* [CH][dk16+4]                      */
+    float *W = dsm, *P = W + CH * L;                           /* [CH][CH+4] over Ks/Qs, after the Grams: −A then T, and P */
+    float *Mk = dsm + (kq > wp ? kq : wp), *Mq = Mk + CH * L;  /* [CH][CH+4] k_t·k_s, q_t·k_s         */
+    float *G = Mq + CH * L, *eG = G + CH, *bt = eG + CH;       /* [CH]                               */
+    const int n4 = dk16 / 4;
     for (int u = tid; u < CH * n4; u += blockDim.x) {
         const int t = u / n4, c4 = u % n4;
         const size_t src = ((size_t)(t0 + t) * d.nk + kh) * dk + 4 * c4;
-        *(float4 *)(Ks + t * ldk + 4 * c4) = *(const float4 *)(kn + src);
-        *(float4 *)(Qs + t * ldk + 4 * c4) = *(const float4 *)(qn + src);
+        const bool in = 4 * c4 < dk; /* dk % 4 == 0: a float4 is in or in the padding */
+        *(float4 *)(Ks + t * ldk + 4 * c4) = in ? *(const float4 *)(kn + src) : make_float4(0.f, 0.f, 0.f, 0.f);
+        *(float4 *)(Qs + t * ldk + 4 * c4) = in ? *(const float4 *)(qn + src) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     __syncthreads();
-    for (int tile = tid; tile < RS * RS; tile += blockDim.x) {
-        const int tb = tile / RS, sb = tile % RS;
-        float mk[4][4] = {}, mq[4][4] = {};
-        for (int i = 0; i < dk; i += 4) {
-            float4 kt[4], qt[4], ks[4];
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                kt[r] = *(const float4 *)(Ks + (tb + RS * r) * ldk + i);
-                qt[r] = *(const float4 *)(Qs + (tb + RS * r) * ldk + i);
-                ks[r] = *(const float4 *)(Ks + (sb + RS * r) * ldk + i);
-            }
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    mk[r][c] += kt[r].x * ks[c].x; mk[r][c] += kt[r].y * ks[c].y;
-                    mk[r][c] += kt[r].z * ks[c].z; mk[r][c] += kt[r].w * ks[c].w;
-                    mq[r][c] += qt[r].x * ks[c].x; mq[r][c] += qt[r].y * ks[c].y;
-                    mq[r][c] += qt[r].z * ks[c].z; mq[r][c] += qt[r].w * ks[c].w;
-                }
-        }
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                Mk[(tb + RS * r) * L + sb + RS * c] = mk[r][c];
-                Mq[(tb + RS * r) * L + sb + RS * c] = mq[r][c];
-            }
+    /* [K; Q] Kᵀ: tile (16 rows of K or Q, 8 keys s) */
+    for (int tile = warp; tile < (2 * CH / 16) * (CH / 8); tile += nw) {
+        const int r0 = 16 * (tile / (CH / 8)), s0 = 8 * (tile % (CH / 8));
+        const bool isq = r0 >= CH;
+        const int tr = isq ? r0 - CH : r0;
+        float m[4] = {};
+        mma3<0, false, true>(m, (isq ? Qs : Ks) + tr * ldk, ldk, Ks + s0 * ldk, ldk, dk16 / 8, g, q);
+        float *M = isq ? Mq : Mk;
+        M[(tr + g) * L + s0 + 2 * q] = m[0];
+        M[(tr + g) * L + s0 + 2 * q + 1] = m[1];
+        M[(tr + g + 8) * L + s0 + 2 * q] = m[2];
+        M[(tr + g + 8) * L + s0 + 2 * q + 1] = m[3];
     }
-    const int j = tid >> 2, q = tid & 3; /* the solve: column j, rows q, q + 4, ... */
+    const int j = tid >> 2, qq = tid & 3; /* the solve: column j, rows qq, qq + 4, ... */
     for (int x = 0; x < hpk; x++) {
         const int h = kh * hpk + x;
         if (tid < CH) {
@@ -344,9 +388,9 @@ __global__ void __launch_bounds__(DCP_THREADS) delta_chunk_prep_kernel(delta_dev
         }
         __syncthreads(); /* g, bt; the Grams (first head) */
         if (tid == 0) { /* in token order, like the CPU */
-            float g = 0.f;
+            float gs = 0.f;
 #pragma unroll 16
-            for (int t = 0; t < CH; t++) { g += eG[t]; G[t] = g; }
+            for (int t = 0; t < CH; t++) { gs += eG[t]; G[t] = gs; }
         }
         __syncthreads();
         if (tid < CH) eG[tid] = expf(G[tid]);
@@ -360,7 +404,7 @@ __global__ void __launch_bounds__(DCP_THREADS) delta_chunk_prep_kernel(delta_dev
         float Tr[NR];
         if (tid < 4 * CH) { /* whole warps: 4·CH is a multiple of 32 */
 #pragma unroll
-            for (int m = 0; m < NR; m++) Tr[m] = 4 * m + q == j ? 1.f : 0.f;
+            for (int m = 0; m < NR; m++) Tr[m] = 4 * m + qq == j ? 1.f : 0.f;
             /* (I + A) T = I column by column: once row s of column j is final, it adds W[t][s]·T[s][j]
              * to every row t > s (in order of s, like a forward substitution) */
 #pragma unroll
@@ -368,32 +412,23 @@ __global__ void __launch_bounds__(DCP_THREADS) delta_chunk_prep_kernel(delta_dev
                 const float ts = __shfl_sync(0xffffffffu, Tr[s / 4], (threadIdx.x & 28) | (s & 3));
 #pragma unroll
                 for (int m = 0; m < NR; m++)
-                    if (4 * m + 3 > s && 4 * m + q > s) Tr[m] += W[(4 * m + q) * L + s] * ts;
+                    if (4 * m + 3 > s && 4 * m + qq > s) Tr[m] += W[(4 * m + qq) * L + s] * ts;
             }
         }
         __syncthreads(); /* every W read */
         if (tid < 4 * CH)
 #pragma unroll
-            for (int m = 0; m < NR; m++) W[(4 * m + q) * L + j] = Tr[m];
+            for (int m = 0; m < NR; m++) W[(4 * m + qq) * L + j] = Tr[m];
         __syncthreads();
         const size_t base = ((size_t)ci * nv + h) * CH * CH;
         for (int u = tid; u < CH * CH; u += blockDim.x) Tm[base + u] = W[(u / CH) * L + u % CH];
-        for (int tile = tid; tile < RS * RS; tile += blockDim.x) {
-            const int tb = tile / RS, jb = tile % RS;
-            float acc[4][4] = {};
-            for (int s = 0; s < CH; s++) {
-                float pv[4], tv[4];
-#pragma unroll
-                for (int r = 0; r < 4; r++) { pv[r] = P[(tb + RS * r) * L + s]; tv[r] = W[s * L + jb + RS * r]; }
-#pragma unroll
-                for (int r = 0; r < 4; r++)
-#pragma unroll
-                    for (int c = 0; c < 4; c++) acc[r][c] += pv[r] * tv[c];
-            }
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) PTm[base + (size_t)(tb + RS * r) * CH + jb + RS * c] = acc[r][c];
+        /* PT = P·T: tile (16 rows t, 8 columns) */
+        for (int tile = warp; tile < (CH / 16) * (CH / 8); tile += nw) {
+            const int r0 = 16 * (tile / (CH / 8)), c0 = 8 * (tile % (CH / 8));
+            float pt[4] = {};
+            mma3<CH / 8, false>(pt, P + r0 * L, L, W + c0, L, CH / 8, g, q);
+            *(float2 *)(PTm + base + (size_t)(r0 + g) * CH + c0 + 2 * q) = make_float2(pt[0], pt[1]);
+            *(float2 *)(PTm + base + (size_t)(r0 + g + 8) * CH + c0 + 2 * q) = make_float2(pt[2], pt[3]);
         }
         if (tid < CH) coef[((size_t)ci * nv + h) * CH + tid] = make_float4(bt[tid], eG[tid], expf(G[CH - 1] - G[tid]), expf(G[CH - 1]));
         __syncthreads(); /* the next head rewrites G, bt, W and P */
@@ -423,54 +458,6 @@ __global__ void __launch_bounds__(DCP_THREADS) delta_chunk_prep_kernel(delta_dev
 #define DCW 16
 #define DSS 24 /* row stride of S, R and D in shared memory: a B fragment's 32 lanes in 32 banks */
 
-/* x = hi + lo with hi = x's top 19 bits (sign, exponent, 10 mantissa bits: the TF32 value a
- * tensor core reads) and lo = x − hi exact; the core truncates lo to TF32 in turn, so hi + lo
- * carries ~21 significant bits. Two instructions (cvt.rna.tf32 is several on sm_90). */
-__device__ __forceinline__ void tf32_split(float x, uint32_t &hi, uint32_t &lo) {
-    hi = __float_as_uint(x) & 0xffffe000u;
-    lo = __float_as_uint(x - __uint_as_float(hi));
-}
-
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-/* d += A·B over nk k-steps of 8 (NK > 0: NK of them, unrolled) in 3xTF32: A 16 rows, element (m, k)
- * at A[m·lda + k] (TA false) or A[k·lda + m] (TA: step 3's Kᵀ from K's rows); B 8 columns, element
- * (k, n) at B[k·ldb + n]; g = lane / 4, q = lane % 4. hi·hi, hi·lo and lo·hi go to three
- * accumulators (shorter dependent chains), summed at the end. */
-template <int NK, bool TA>
-__device__ __forceinline__ void mma3(float (&d)[4], const float *A, int lda, const float *B, int ldb, int nk, int g, int q) {
-    float d1[4] = {}, d2[4] = {};
-    const int n = NK > 0 ? NK : nk;
-#pragma unroll (NK > 0 ? NK : 4)
-    for (int kk = 0; kk < n; kk++) {
-        const float *a = TA ? A + (size_t)8 * kk * lda : A + 8 * kk, *b = B + (size_t)8 * kk * ldb;
-        uint32_t ah[4], al[4], bh[2], bl[2];
-        if (TA) {
-            tf32_split(a[q * lda + g], ah[0], al[0]);
-            tf32_split(a[q * lda + g + 8], ah[1], al[1]);
-            tf32_split(a[(q + 4) * lda + g], ah[2], al[2]);
-            tf32_split(a[(q + 4) * lda + g + 8], ah[3], al[3]);
-        } else {
-            tf32_split(a[g * lda + q], ah[0], al[0]);
-            tf32_split(a[(g + 8) * lda + q], ah[1], al[1]);
-            tf32_split(a[g * lda + q + 4], ah[2], al[2]);
-            tf32_split(a[(g + 8) * lda + q + 4], ah[3], al[3]);
-        }
-        tf32_split(b[q * ldb + g], bh[0], bl[0]);
-        tf32_split(b[(q + 4) * ldb + g], bh[1], bl[1]);
-        mma_tf32(d, ah, bh[0], bh[1]);
-        mma_tf32(d1, ah, bl[0], bl[1]);
-        mma_tf32(d2, al, bh[0], bh[1]);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; e++) d[e] += d1[e] + d2[e];
-}
-
-__host__ __device__ static inline int delta_dk16(int dk) { return (dk + 15) & ~15; }
 
 /* floats: K/Q [2][2][CH][dk16+4] (+4 a buffer: Q's shift), T and PT [CH][CH+4] (+4: PT's shift), V [2][CH][DCW],
  * coefficients [2][CH] (float4), S [dk16][DSS], R and D [CH][DSS] */

@@ -52,10 +52,18 @@ void cuda_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t
 }
 
 /* --- causal depthwise conv1d with carried state (ref_conv1d_causal, conv1d.c) ---
- * One thread per (token, channel): y[t, c] reads the K-1 inputs before t in its row, from x
- * where they are in the step and from the row's state before that, so every token runs in
- * parallel (the CPU walks them in order; the sum over k is in the same order, k ascending).
+ * A thread per (channel, run of CONV_TT consecutive tokens): the channel's K taps and the K-1
+ * inputs before the current token in registers, so each input is read once per run (the
+ * window slides; at a row's first token it is refilled from the row's state), and the runs
+ * of a channel go in parallel (the CPU walks the tokens in order; the sum over k is in the
+ * same order, k ascending, so the outputs are the same floats). K ≤ CONV_KMAX (Qwen3.5 and
+ * Qwen3-Next: 4). Measured (H200, qwen3.5-2b bf16, 2048 tokens, 6144 channels): a thread per
+ * (token, channel) reading its K-1 inputs and taps from memory 64 µs a layer; this one:
+ * bench/cuda/RESULTS.md, session 24.
  * The state update is a second kernel: it must not run while the first still reads state. */
+#define CONV_TT 16
+#define CONV_KMAX 8
+
 __device__ __forceinline__ float act_dev(float v, int act) {
     if (act == ACT_SILU) return v / (1.0f + expf(-v));
     return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
@@ -75,17 +83,45 @@ __global__ void conv1d_kernel(float *y, const float *x, int n_rows, const int32_
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const int H = K - 1;
-    for (int t = blockIdx.y; t < T; t += gridDim.y) {
-        const int r = row_of(row_start, n_rows, t), i = t - row_start[r];
-        const float *st = state[r], *wc = w + (size_t)c * K;
-        float acc = 0.f;
-        for (int k = 0; k < H; k++) {
-            const int j = i - H + k;
-            const float u = j >= 0 ? x[(size_t)(t - i + j) * C + c] : st[(size_t)(H + j) * C + c];
-            acc += wc[k] * u;
+    float wc[CONV_KMAX], win[CONV_KMAX]; /* taps; win[k], k < H: the input H - k tokens before the current one */
+#pragma unroll
+    for (int k = 0; k < CONV_KMAX; k++) wc[k] = k < K ? w[(size_t)c * K + k] : 0.f;
+    for (int tb = blockIdx.y * CONV_TT; tb < T; tb += gridDim.y * CONV_TT) {
+        const int te = min(T, tb + CONV_TT);
+        int r = row_of(row_start, n_rows, tb), rend = row_start[r + 1];
+        /* the window of token t (step index), t in row r */
+        auto fill = [&](int t) {
+            const int i = t - row_start[r];
+            const float *st = state[r];
+#pragma unroll
+            for (int k = 0; k < CONV_KMAX - 1; k++)
+                if (k < H) {
+                    const int j = i - H + k;
+                    win[k] = j >= 0 ? x[(size_t)(t - i + j) * C + c] : st[(size_t)(H + j) * C + c];
+                }
+        };
+        fill(tb);
+        for (int t = tb; t < te; t++) {
+            if (t >= rend) { /* the next row (skipping empty ones) starts here */
+                while (t >= rend) rend = row_start[++r + 1];
+                fill(t);
+            }
+            const float xt = x[(size_t)t * C + c];
+            float acc = 0.f;
+#pragma unroll
+            for (int k = 0; k < CONV_KMAX - 1; k++)
+                if (k < H) acc += wc[k] * win[k];
+            float wl = wc[0];
+#pragma unroll
+            for (int k = 1; k < CONV_KMAX; k++)
+                if (k == H) wl = wc[k];
+            acc += wl * xt;
+            y[(size_t)t * C + c] = act_dev(acc, act);
+#pragma unroll
+            for (int k = 0; k < CONV_KMAX - 1; k++)
+                if (k + 1 < H) win[k] = win[k + 1];
+                else if (k + 1 == H) win[k] = xt;
         }
-        acc += wc[H] * x[(size_t)t * C + c];
-        y[(size_t)t * C + c] = act_dev(acc, act);
     }
 }
 
@@ -112,7 +148,12 @@ void cuda_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, con
     const char *d = cuda_rows_to_dev(c, n_rows, row_start, state, &po);
     const int32_t *drs = (const int32_t *)d;
     float *const *dst = (float *const *)(d + po);
-    dim3 grid(cdiv(C, 128), T < 65535 ? T : 65535);
+    if (K > CONV_KMAX) {
+        fprintf(stderr, "kiln cuda: conv1d_causal with kernel size %d is not supported (at most %d)\n", K, CONV_KMAX);
+        abort();
+    }
+    const int runs = cdiv(T, CONV_TT);
+    dim3 grid(cdiv(C, 128), runs < 65535 ? runs : 65535);
     conv1d_kernel<<<grid, 128, 0, c->stream>>>(y, x, n_rows, drs, dst, w, C, K, T, (int)act);
     cudaLaunchCheck();
     if (K > 1) {
