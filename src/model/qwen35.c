@@ -352,6 +352,24 @@ static int ensure(model_t *m, const batch_t *b, err_t *e) {
     return 0;
 }
 
+/* y[i] = x · w[i]ᵀ for i < n: one matmul_multi where the backend has it, else n matmuls. */
+static void q35_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w) {
+    if (be->ops->matmul_multi) be->ops->matmul_multi(be, n, y, x, T, w);
+    else
+        for (int i = 0; i < n; i++) be->ops->matmul(be, y[i], x, T, w[i]);
+}
+
+/* y[i] = rms_norm(x) · w[i]ᵀ: the norm inside the matmuls where the backend fuses it
+ * (rms_matmul_multi: h is not written), else h = rms_norm(x) and q35_multi. Either way bitwise
+ * the separate ops (backend.h). */
+static void q35_proj(backend_t *be, int n, float *const *y, float *h, const float *x, const float *nw, float no, float eps, int T, int H,
+                     const weight_t *const *w) {
+    const backend_ops_t *op = be->ops;
+    if (op->rms_matmul_multi && !op->rms_matmul_multi(be, n, y, x, nw, no, eps, T, w)) return;
+    op->rms_norm(be, h, x, nw, no, T, H, eps);
+    q35_multi(be, n, y, h, T, w);
+}
+
 /* Sparse MoE block: out[T, H] = Σ_k p_k · expert_k(h) + sigmoid(h·w_sg) · shared(h). */
 static void q35_moe(model_t *m, const q35_layer_t *l, float *out, const float *h, int T) {
     q35_t *Q = m->impl;
@@ -387,12 +405,14 @@ static void q35_moe(model_t *m, const q35_layer_t *l, float *out, const float *h
         op->matmul(be, Q->ye, Q->ge, n, &l->ed[x]);
         op->add_rows_scaled(be, out, Q->ye, Q->tok_e, Q->wt_e, n, H);
     }
-shared: /* shared expert, gated per token */
-    op->matmul(be, Q->g, h, T, &l->sg);
-    op->matmul(be, Q->u, h, T, &l->su);
+shared: /* shared expert, gated per token: gate, up and the gate's logit of h in one dispatch */
+    {
+        float *const y[3] = {Q->g, Q->u, Q->sgate};
+        const weight_t *const w[3] = {&l->sg, &l->su, &l->s_gate};
+        q35_multi(be, 3, y, h, T, w);
+    }
     op->glu(be, Q->g, Q->g, Q->u, (size_t)T * Is, ACT_SILU);
     op->matmul(be, Q->ye, Q->g, T, &l->sd);
-    op->matmul(be, Q->sgate, h, T, &l->s_gate);
     op->sigmoid_mul(be, Q->ye, Q->sgate, T, H, 1);
     op->add(be, out, Q->ye, (size_t)T * H);
 }
@@ -428,24 +448,21 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
     op->embed(be, Q->x, b->tokens, T, &Q->embed, 1.0f);
     for (int li = 0; li < c->n_layers; li++) {
         const q35_layer_t *l = &Q->layers[li];
-        op->rms_norm(be, Q->h, Q->x, l->ln_attn, no, T, H, eps);
+        int x_done = 0; /* x += the block's output already (matmul_add) */
         if (l->kind == LAYER_LINEAR) {
-            /* gated DeltaNet */
+            /* gated DeltaNet: the input projections of h = rms_norm(x) in one op where the backend
+             * fuses the norm (rms_matmul_multi), else the norm and one matmul_multi */
+            float *const y2[2] = {Q->qkvz, Q->ba}, *const y4[4] = {Q->qkv, Q->z, Q->b, Q->a};
+            const weight_t *const w2[2] = {&l->w_qkvz, &l->w_ba}, *const w4[4] = {&l->w_qkv, &l->w_z, &l->w_b, &l->w_a};
+            q35_proj(be, l->fused ? 2 : 4, l->fused ? y2 : y4, Q->h, Q->x, l->ln_attn, no, eps, T, H, l->fused ? w2 : w4);
             if (l->fused) {
                 int u = Q->unit;
                 int32_t *sec[4];
                 fused_sections(Q, c, sec);
-                op->matmul(be, Q->qkvz, Q->h, T, &l->w_qkvz);
-                op->matmul(be, Q->ba, Q->h, T, &l->w_ba);
                 op->gather_rows(be, Q->qkv, Q->qkvz, sec[0], T * Q->conv_dim / u, u);
                 op->gather_rows(be, Q->z, Q->qkvz, sec[1], T * Q->value_dim / u, u);
                 op->gather_rows(be, Q->b, Q->ba, sec[2], T * nv, 1);
                 op->gather_rows(be, Q->a, Q->ba, sec[3], T * nv, 1);
-            } else {
-                op->matmul(be, Q->qkv, Q->h, T, &l->w_qkv);
-                op->matmul(be, Q->z, Q->h, T, &l->w_z);
-                op->matmul(be, Q->b, Q->h, T, &l->w_b);
-                op->matmul(be, Q->a, Q->h, T, &l->w_a);
             }
             for (int r = 0; r < b->n_rows; r++) {
                 Q->cs[r] = Q->st[r] + l->conv_off;
@@ -457,14 +474,15 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
             op->gated_delta(be, Q->core, Q->conv, Q->a, Q->b, T, &da);
             op->rms_norm(be, Q->core, Q->core, l->gnorm, 0.f, T * nv, dv, eps);
             op->glu(be, Q->core, Q->z, Q->core, (size_t)T * nv * dv, ACT_SILU);
-            op->matmul(be, Q->h, Q->core, T, &l->w_out);
+            x_done = op->matmul_add && !op->matmul_add(be, Q->x, Q->core, T, &l->w_out);
+            if (!x_done) op->matmul(be, Q->h, Q->core, T, &l->w_out);
         } else {
             /* gated full attention */
-            op->matmul(be, Q->qg, Q->h, T, &l->wq);
+            float *const y3[3] = {Q->qg, Q->k, Q->v};
+            const weight_t *const w3[3] = {&l->wq, &l->wk, &l->wv};
+            q35_proj(be, 3, y3, Q->h, Q->x, l->ln_attn, no, eps, T, H, w3);
             op->gather_rows(be, Q->q, Q->qg, Q->idx, T * nh, hd);
             op->gather_rows(be, Q->gate, Q->qg, Q->idx + T * nh, T * nh, hd);
-            op->matmul(be, Q->k, Q->h, T, &l->wk);
-            op->matmul(be, Q->v, Q->h, T, &l->wv);
             op->rms_norm(be, Q->q, Q->q, l->q_norm, no, T * nh, hd, eps);
             op->rms_norm(be, Q->k, Q->k, l->k_norm, no, T * nkv, hd, eps);
             op->rope(be, Q->q, b->pos, T, nh, hd, Q->rot_dim, Q->inv_freq, Q->mscale);
@@ -473,21 +491,32 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
             op->kv_write(be, &aa.kv, Q->k, Q->v, Q->slots, T);
             op->attention(be, Q->att, Q->q, T, &aa);
             op->sigmoid_mul(be, Q->att, Q->gate, T, nh * hd, nh * hd);
-            op->matmul(be, Q->h, Q->att, T, &l->wo);
+            x_done = op->matmul_add && !op->matmul_add(be, Q->x, Q->att, T, &l->wo);
+            if (!x_done) op->matmul(be, Q->h, Q->att, T, &l->wo);
         }
-        op->add(be, Q->x, Q->h, (size_t)T * H);
-        /* MLP */
-        op->rms_norm(be, Q->h, Q->x, l->ln_mlp, no, T, H, eps);
+        if (!x_done) op->add(be, Q->x, Q->h, (size_t)T * H);
+        /* MLP: the whole block in one op where the backend has it (rms_mlp), else the norm inside
+         * gate/up/GLU (rms_matmul_glu), else the separate ops; down as x += g · wdᵀ (matmul_add) */
         if (l->moe) {
+            op->rms_norm(be, Q->h, Q->x, l->ln_mlp, no, T, H, eps);
             q35_moe(m, l, Q->h2, Q->h, T);
             op->add(be, Q->x, Q->h2, (size_t)T * H);
-        } else {
-            op->matmul(be, Q->g, Q->h, T, &l->wg);
-            op->matmul(be, Q->u, Q->h, T, &l->wu);
-            op->glu(be, Q->g, Q->g, Q->u, (size_t)T * I, ACT_SILU);
-            op->matmul(be, Q->h, Q->g, T, &l->wd);
-            op->add(be, Q->x, Q->h, (size_t)T * H);
+            continue;
         }
+        if (op->rms_mlp && !op->rms_mlp(be, Q->x, l->ln_mlp, no, eps, T, &l->wg, &l->wu, &l->wd, ACT_SILU)) continue;
+        if (!op->rms_matmul_glu || op->rms_matmul_glu(be, Q->g, Q->x, l->ln_mlp, no, eps, T, &l->wg, &l->wu, ACT_SILU)) {
+            op->rms_norm(be, Q->h, Q->x, l->ln_mlp, no, T, H, eps);
+            if (op->matmul_glu) op->matmul_glu(be, Q->g, Q->g, Q->u, Q->h, T, &l->wg, &l->wu, ACT_SILU);
+            else {
+                float *const y[2] = {Q->g, Q->u};
+                const weight_t *const w[2] = {&l->wg, &l->wu};
+                q35_multi(be, 2, y, Q->h, T, w);
+                op->glu(be, Q->g, Q->g, Q->u, (size_t)T * I, ACT_SILU);
+            }
+        }
+        if (op->matmul_add && !op->matmul_add(be, Q->x, Q->g, T, &l->wd)) continue;
+        op->matmul(be, Q->h, Q->g, T, &l->wd);
+        op->add(be, Q->x, Q->h, (size_t)T * H);
     }
     op->gather_rows(be, Q->xl, Q->x, b->logit_index, b->n_logits, H);
     op->rms_norm(be, Q->xl, Q->xl, Q->norm, no, b->n_logits, H, eps);
