@@ -608,6 +608,25 @@ static int smem_optin_max(void) {
     return mx;
 }
 
+/* delta_seq_kernel over every row's tokens (d.seg NULL: the whole row; else [seg[r], seg[n_rows + r])) at the
+ * instantiation for dk, with its shared memory opted in once. */
+static void delta_seq_launch(cuda_impl_t *c, const delta_dev_t &d, const float *qn, const float *kn, const float2 *gb) {
+    const dim3 grid(cdiv(d.dv, DCOLS), d.nv, d.n_rows);
+    const int ni = cdiv(d.dk, DLPC);
+    const size_t smem = delta_seq_smem(d.dk);
+    static size_t set[5] = {48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024}; /* per kernel: the opt-in above 48 KB */
+    auto go = [&](void (*kern)(delta_dev_t, const float *, const float *, const float2 *), int v) {
+        smem_optin((const void *)kern, smem, &set[v]);
+        kern<<<grid, DLPC * DCOLS, smem, c->stream>>>(d, qn, kn, gb);
+    };
+    if (ni <= 2) go(delta_seq_kernel<2>, 0);
+    else if (ni <= 4) go(delta_seq_kernel<4>, 1);
+    else if (ni <= 8) go(delta_seq_kernel<8>, 2);
+    else if (ni <= 16) go(delta_seq_kernel<16>, 3);
+    else go(delta_seq_kernel<32>, 4);
+    cudaLaunchCheck();
+}
+
 /* The chunk form of one step at chunk size CH: split the rows like gated_delta_rows (tokens before the first aligned
  * chunk, whole chunks, the rest), launch. Returns 0 when no row has a whole chunk (the caller runs the rows token by
  * token). */
@@ -655,23 +674,10 @@ static int delta_chunked(cuda_impl_t *c, delta_dev_t d, const delta_args_t *da, 
     const int32_t *dhead = (const int32_t *)(dv + rb + pb), *dmid = dhead + 2 * n, *dtail = dmid + n, *drch = dtail + 2 * n, *dcst = drch + n + 1;
     float *Tm = tail, *PTm = Tm + (size_t)nch * da->n_v_heads * CH * CH;
     float4 *cf = (float4 *)(PTm + (size_t)nch * da->n_v_heads * CH * CH);
-    const dim3 grid(cdiv(da->dv, DCOLS), da->n_v_heads, n);
-    const int ni = cdiv(da->dk, DLPC);
     auto seq = [&](const int32_t *seg) { /* delta_seq_kernel over each row's [seg[r], seg[n + r]) */
         delta_dev_t ds = d;
         ds.seg = seg;
-        const size_t smem = delta_seq_smem(da->dk);
-        static size_t set[5] = {48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024};
-        auto go = [&](void (*kern)(delta_dev_t, const float *, const float *, const float2 *), int v) {
-            smem_optin((const void *)kern, smem, &set[v]);
-            kern<<<grid, DLPC * DCOLS, smem, c->stream>>>(ds, qn, kn, gb);
-        };
-        if (ni <= 2) go(delta_seq_kernel<2>, 0);
-        else if (ni <= 4) go(delta_seq_kernel<4>, 1);
-        else if (ni <= 8) go(delta_seq_kernel<8>, 2);
-        else if (ni <= 16) go(delta_seq_kernel<16>, 3);
-        else go(delta_seq_kernel<32>, 4);
-        cudaLaunchCheck();
+        delta_seq_launch(c, ds, qn, kn, gb);
     };
     if (nhead) seq(dhead);
     static size_t set_prep = 48 * 1024, set_chunk = 48 * 1024;
@@ -736,18 +742,7 @@ void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *
         size_t po;
         const char *dr = cuda_rows_to_dev(c, da->n_rows, da->row_start, da->state, &po);
         d.row_start = (const int32_t *)dr; d.state = (float *const *)(dr + po);
-        const size_t smem = delta_seq_smem(da->dk);
-        static size_t set[5] = {48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024, 48 * 1024}; /* per kernel: the opt-in above 48 KB */
-        auto go = [&](void (*kern)(delta_dev_t, const float *, const float *, const float2 *), int v) {
-            smem_optin((const void *)kern, smem, &set[v]);
-            kern<<<grid, DLPC * DCOLS, smem, c->stream>>>(d, qn, kn, gb);
-        };
-        if (ni <= 2) go(delta_seq_kernel<2>, 0);
-        else if (ni <= 4) go(delta_seq_kernel<4>, 1);
-        else if (ni <= 8) go(delta_seq_kernel<8>, 2);
-        else if (ni <= 16) go(delta_seq_kernel<16>, 3);
-        else go(delta_seq_kernel<32>, 4);
-        cudaLaunchCheck();
+        delta_seq_launch(c, d, qn, kn, gb);
         return;
     }
     size_t po;
