@@ -30,7 +30,12 @@
  * gated_delta runs a row's tokens that fill whole chunks of DELTA_CHUNK aligned absolute
  * positions in the chunk-parallel form (prefill: mostly matrix products) and the rest token
  * by token (decode, a prompt's last partial chunk). The two forms agree within float
- * rounding; which one a token gets depends on its position and its row's extent only. */
+ * rounding; which one a token gets depends on its position and its row's extent only.
+ *
+ * Where a backend fuses ops (backend.h: bitwise the separate ops), the layer takes them as
+ * llama.c does: the input norm inside the projections (rms_matmul_multi), the residual adds
+ * inside o/out_proj and down (matmul_add), the dense MLP as one op (rms_mlp) or its norm inside
+ * gate/up/GLU (rms_matmul_glu) — on the GPU one launch where there were up to seven. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
