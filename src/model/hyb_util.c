@@ -156,3 +156,17 @@ void hyb_arena_free(hyb_arena_t *a, backend_t *be) {
     }
     a->cap_T = 0;
 }
+
+void hyb_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w) {
+    if (be->ops->matmul_multi) be->ops->matmul_multi(be, n, y, x, T, w);
+    else
+        for (int i = 0; i < n; i++) be->ops->matmul(be, y[i], x, T, w[i]);
+}
+
+void hyb_proj(backend_t *be, int n, float *const *y, float *h, const float *x, const float *nw, float no, float eps, int T, int H,
+              const weight_t *const *w) {
+    const backend_ops_t *op = be->ops;
+    if (op->rms_matmul_multi && !op->rms_matmul_multi(be, n, y, x, nw, no, eps, T, w)) return;
+    op->rms_norm(be, h, x, nw, no, T, H, eps);
+    hyb_multi(be, n, y, h, T, w);
+}

@@ -1,7 +1,7 @@
-/* hyb_util.h — loading helpers the hybrid/MoE families share (qwen35.c, gemma.c): tensors
- * of any shape as f32 vectors, stacked expert weights ([E, rows, cols], dense or MLX-quantized)
- * as per-expert weight_t views, row slices of a weight, and one
- * run-state arena so each family allocates its step buffers in one place. */
+/* hyb_util.h — helpers the hybrid/MoE families share (qwen35.c, gemma.c): tensors of any
+ * shape as f32 vectors, stacked expert weights ([E, rows, cols], dense or MLX-quantized) as
+ * per-expert weight_t views, row slices of a weight, one run-state arena so each family
+ * allocates its step buffers in one place, and projections through the backend's fused ops. */
 #ifndef KILN_HYB_UTIL_H
 #define KILN_HYB_UTIL_H
 
@@ -26,6 +26,14 @@ int hyb_tower_tensors(const st_archive_t *ar);
 void hyb_note_towers(model_t *m);
 /* Rounds a constant the way transformers does when it lives in a model-dtype buffer. */
 float hyb_round(const model_config_t *c, float v);
+
+/* Forward helpers over the backend's optional fused ops (backend.h: bitwise the separate ops).
+ * hyb_multi: y[i] = x · w[i]ᵀ for i < n, one matmul_multi where the backend has it.
+ * hyb_proj: y[i] = rms_norm(x[T, H], nw, no, eps) · w[i]ᵀ, the norm inside the matmuls where the
+ * backend fuses it (rms_matmul_multi; h is then not written), else h = the norm and hyb_multi. */
+void hyb_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w);
+void hyb_proj(backend_t *be, int n, float *const *y, float *h, const float *x, const float *nw, float no, float eps, int T, int H,
+              const weight_t *const *w);
 
 /* Step buffers: n named widths, grown to the largest T seen (backend memory). */
 #define HYB_MAX_BUFS 40

@@ -357,24 +357,6 @@ static int ensure(model_t *m, const batch_t *b, err_t *e) {
     return 0;
 }
 
-/* y[i] = x · w[i]ᵀ for i < n: one matmul_multi where the backend has it, else n matmuls. */
-static void q35_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w) {
-    if (be->ops->matmul_multi) be->ops->matmul_multi(be, n, y, x, T, w);
-    else
-        for (int i = 0; i < n; i++) be->ops->matmul(be, y[i], x, T, w[i]);
-}
-
-/* y[i] = rms_norm(x) · w[i]ᵀ: the norm inside the matmuls where the backend fuses it
- * (rms_matmul_multi: h is not written), else h = rms_norm(x) and q35_multi. Either way bitwise
- * the separate ops (backend.h). */
-static void q35_proj(backend_t *be, int n, float *const *y, float *h, const float *x, const float *nw, float no, float eps, int T, int H,
-                     const weight_t *const *w) {
-    const backend_ops_t *op = be->ops;
-    if (op->rms_matmul_multi && !op->rms_matmul_multi(be, n, y, x, nw, no, eps, T, w)) return;
-    op->rms_norm(be, h, x, nw, no, T, H, eps);
-    q35_multi(be, n, y, h, T, w);
-}
-
 /* Sparse MoE block: out[T, H] = Σ_k p_k · expert_k(h) + sigmoid(h·w_sg) · shared(h). */
 static void q35_moe(model_t *m, const q35_layer_t *l, float *out, const float *h, int T) {
     q35_t *Q = m->impl;
@@ -414,7 +396,7 @@ shared: /* shared expert, gated per token: gate, up and the gate's logit of h in
     {
         float *const y[3] = {Q->g, Q->u, Q->sgate};
         const weight_t *const w[3] = {&l->sg, &l->su, &l->s_gate};
-        q35_multi(be, 3, y, h, T, w);
+        hyb_multi(be, 3, y, h, T, w);
     }
     op->glu(be, Q->g, Q->g, Q->u, (size_t)T * Is, ACT_SILU);
     op->matmul(be, Q->ye, Q->g, T, &l->sd);
@@ -459,7 +441,7 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
              * fuses the norm (rms_matmul_multi), else the norm and one matmul_multi */
             float *const y2[2] = {Q->qkvz, Q->ba}, *const y4[4] = {Q->qkv, Q->z, Q->b, Q->a};
             const weight_t *const w2[2] = {&l->w_qkvz, &l->w_ba}, *const w4[4] = {&l->w_qkv, &l->w_z, &l->w_b, &l->w_a};
-            q35_proj(be, l->fused ? 2 : 4, l->fused ? y2 : y4, Q->h, Q->x, l->ln_attn, no, eps, T, H, l->fused ? w2 : w4);
+            hyb_proj(be, l->fused ? 2 : 4, l->fused ? y2 : y4, Q->h, Q->x, l->ln_attn, no, eps, T, H, l->fused ? w2 : w4);
             if (l->fused) {
                 int u = Q->unit;
                 int32_t *sec[4];
@@ -485,7 +467,7 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
             /* gated full attention */
             float *const y3[3] = {Q->qg, Q->k, Q->v};
             const weight_t *const w3[3] = {&l->wq, &l->wk, &l->wv};
-            q35_proj(be, 3, y3, Q->h, Q->x, l->ln_attn, no, eps, T, H, w3);
+            hyb_proj(be, 3, y3, Q->h, Q->x, l->ln_attn, no, eps, T, H, w3);
             op->gather_rows(be, Q->q, Q->qg, Q->idx, T * nh, hd);
             op->gather_rows(be, Q->gate, Q->qg, Q->idx + T * nh, T * nh, hd);
             op->rms_norm(be, Q->q, Q->q, l->q_norm, no, T * nh, hd, eps);
@@ -515,7 +497,7 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
             else {
                 float *const y[2] = {Q->g, Q->u};
                 const weight_t *const w[2] = {&l->wg, &l->wu};
-                q35_multi(be, 2, y, Q->h, T, w);
+                hyb_multi(be, 2, y, Q->h, T, w);
                 op->glu(be, Q->g, Q->g, Q->u, (size_t)T * I, ACT_SILU);
             }
         }
