@@ -636,33 +636,30 @@ template <int CH>
 static int delta_chunked(cuda_impl_t *c, delta_dev_t d, const delta_args_t *da, int T, const float *qn, const float *kn, const float2 *gb,
                          const float *lg, float *tail) {
     const int n = da->n_rows;
-    int nch = 0;
-    for (int r = 0; r < n; r++) {
+    /* row r: tokens [t0, th) before its first whole aligned chunk; returns its whole chunks from th */
+    auto split = [&](int r, int *th) {
         const int t0 = da->row_start[r], t1 = da->row_start[r + 1];
-        if (t1 <= t0) continue;
-        const int p0 = da->pos[t0], first = (p0 + CH - 1) / CH * CH, th = t0 + (first - p0) < t1 ? t0 + (first - p0) : t1;
-        nch += (t1 - th) / CH;
-    }
+        *th = t1;
+        if (t1 <= t0) return 0;
+        const int p0 = da->pos[t0], first = (p0 + CH - 1) / CH * CH;
+        *th = t0 + (first - p0) < t1 ? t0 + (first - p0) : t1;
+        return (t1 - *th) / CH;
+    };
+    int nch = 0, th;
+    for (int r = 0; r < n; r++) nch += split(r, &th);
     if (!nch) return 0;
-    /* one host buffer, one copy: row_start [n+1], state pointers [n], head [2n], mid [n], tail [2n], rch [n+1], cst [nch] */
+    /* one host buffer, one copy: row_start [n+1], state pointers [n], head [2n], tail [2n], rch [n+1], cst [nch] */
     const size_t rb = (sizeof(int32_t) * (size_t)(n + 1) + 15) & ~(size_t)15, pb = sizeof(float *) * (size_t)n;
-    const size_t ib = sizeof(int32_t) * (7 * (size_t)n + 1 + nch);
+    const size_t ib = sizeof(int32_t) * (6 * (size_t)n + 1 + nch);
     char *hb = (char *)cuda_host_buf(c, 1, rb + pb + ib);
     memset(hb, 0, rb);
     memcpy(hb, da->row_start, sizeof(int32_t) * (n + 1));
     memcpy(hb + rb, da->state, pb);
-    int32_t *head = (int32_t *)(hb + rb + pb), *mid = head + 2 * n, *tl = mid + n, *rch = tl + 2 * n, *cst = rch + n + 1;
+    int32_t *head = (int32_t *)(hb + rb + pb), *tl = head + 2 * n, *rch = tl + 2 * n, *cst = rch + n + 1;
     int nhead = 0, ntail = 0, ci = 0;
     for (int r = 0; r < n; r++) {
-        const int t0 = da->row_start[r], t1 = da->row_start[r + 1];
-        int th = t1, nc = 0;
-        if (t1 > t0) {
-            const int p0 = da->pos[t0], first = (p0 + CH - 1) / CH * CH;
-            th = t0 + (first - p0) < t1 ? t0 + (first - p0) : t1;
-            nc = (t1 - th) / CH;
-        }
-        head[r] = t0; head[n + r] = th;
-        mid[r] = th;
+        const int t0 = da->row_start[r], t1 = da->row_start[r + 1], nc = split(r, &th);
+        head[r] = t0; head[n + r] = th; /* head[n + r]: also where the row's chunks start (the chunk kernel's seg) */
         tl[r] = th + nc * CH; tl[n + r] = t1;
         rch[r] = ci;
         for (int k = 0; k < nc; k++) cst[ci++] = th + k * CH;
@@ -673,7 +670,7 @@ static int delta_chunked(cuda_impl_t *c, delta_dev_t d, const delta_args_t *da, 
     const char *dv = (const char *)cuda_host_to_dev(c, hb, rb + pb + ib);
     d.row_start = (const int32_t *)dv;
     d.state = (float *const *)(dv + rb);
-    const int32_t *dhead = (const int32_t *)(dv + rb + pb), *dmid = dhead + 2 * n, *dtail = dmid + n, *drch = dtail + 2 * n, *dcst = drch + n + 1;
+    const int32_t *dhead = (const int32_t *)(dv + rb + pb), *dtail = dhead + 2 * n, *drch = dtail + 2 * n, *dcst = drch + n + 1;
     float *Tm = tail, *PTm = Tm + (size_t)nch * da->n_v_heads * CH * CH;
     float4 *cf = (float4 *)(PTm + (size_t)nch * da->n_v_heads * CH * CH);
     auto seq = [&](const int32_t *seg) { /* delta_seq_kernel over each row's [seg[r], seg[n + r]) */
@@ -689,7 +686,7 @@ static int delta_chunked(cuda_impl_t *c, delta_dev_t d, const delta_args_t *da, 
     cudaLaunchCheck();
     smem_optin((const void *)delta_chunk_kernel<CH>, sc, &set_chunk);
     delta_dev_t dc = d;
-    dc.seg = dmid;
+    dc.seg = dhead + n; /* each row's first chunk token */
     delta_chunk_kernel<CH><<<dim3(cdiv(da->dv, DCW), da->n_v_heads, n), 8 * CH, sc, c->stream>>>(dc, qn, kn, drch, Tm, PTm, cf);
     cudaLaunchCheck();
     if (ntail) seq(dtail);
