@@ -64,7 +64,7 @@ typedef struct cuda_impl {
     void *wdeq; size_t wdeq_bytes;
     float *part; size_t part_bytes;
     float *qpart; size_t qpart_bytes; /* qmma_wide_kernel: the split-K slots' partial sums [KS][T][N] */
-    void *delta; size_t delta_bytes; /* hybrid.cu's prefill gated delta: normalized q, k and (decay, beta) per token */
+    void *delta; size_t delta_bytes; /* deltanet.cu prefill forms: normalized q, k, (decay, beta), log decay per token; the chunk form's T, P·T, coefficients */
     char *host_scratch[2]; size_t host_scratch_bytes[2]; /* per-op packing of host arrays */
     /* every weight this backend uploaded, freed at destroy (models may alias weights) */
     dweight_t **weights; int n_weights, cap_weights;
