@@ -422,9 +422,13 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
     for (int li = 0; li < L; li++) {
         const gemma_layer_t *l = &G->layers[li];
         int hd = l->hd, nkv = l->nkv;
-        /* attention block */
-        op->rms_norm(be, G->h, G->x, l->ln_in, no, T, H, eps);
-        op->matmul(be, G->q, G->h, T, &l->wq);
+        /* attention block: the q/k/v projections of h = rms_norm(x) in one op where the backend
+         * fuses the norm (hyb_proj; a KV-shared layer projects q only, k = v projects k only) */
+        {
+            float *const y[3] = {G->q, G->k, G->v};
+            const weight_t *const w[3] = {&l->wq, &l->wk, &l->wv};
+            hyb_proj(be, l->shared ? 1 : l->k_eq_v ? 2 : 3, y, G->h, G->x, l->ln_in, no, eps, T, H, w);
+        }
         op->rms_norm(be, G->q, G->q, l->q_norm, no, T * nh, hd, eps);
         op->rope(be, G->q, b->pos, T, nh, hd, l->rot_dim, l->inv_freq, l->sliding ? G->ms_local : G->ms_global);
         int swa = split && l->sliding;
@@ -433,11 +437,10 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         aa.kv.n_kv_heads = nkv;
         aa.kv.head_dim = hd;
         if (!l->shared) {
-            op->matmul(be, G->k, G->h, T, &l->wk);
             if (l->k_eq_v) { /* v is the k projection, before k_norm and RoPE */
                 for (int t = 0; t < T; t++) G->idx[t] = t;
                 op->gather_rows(be, G->v, G->k, G->idx, T, nkv * hd);
-            } else op->matmul(be, G->v, G->h, T, &l->wv);
+            }
             op->rms_norm(be, G->k, G->k, l->k_norm, no, T * nkv, hd, eps);
             if (G->v4) op->rms_norm(be, G->v, G->v, NULL, 0.f, T * nkv, hd, eps);
             op->rope(be, G->k, b->pos, T, nkv, hd, l->rot_dim, l->inv_freq, l->sliding ? G->ms_local : G->ms_global);
@@ -451,11 +454,18 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         op->matmul(be, G->h, G->att, T, &l->wo);
         op->rms_norm(be, G->h, G->h, l->ln_post_attn, no, T, H, eps);
         op->add(be, G->x, G->h, (size_t)T * H);
-        /* feed-forward block (+ gemma4 MoE branch) */
-        op->rms_norm(be, G->h, G->x, l->ln_pre_ff, no, T, H, eps);
-        op->matmul(be, G->g, G->h, T, &l->wg);
-        op->matmul(be, G->u, G->h, T, &l->wu);
-        op->glu(be, G->g, G->g, G->u, (size_t)T * l->inter, ACT_GELU_TANH);
+        /* feed-forward block (+ gemma4 MoE branch): the norm inside gate/up/GLU where the backend
+         * fuses it (rms_matmul_glu), else the norm and gate/up/GLU in one op (matmul_glu) or three */
+        if (!op->rms_matmul_glu || op->rms_matmul_glu(be, G->g, G->x, l->ln_pre_ff, no, eps, T, &l->wg, &l->wu, ACT_GELU_TANH)) {
+            op->rms_norm(be, G->h, G->x, l->ln_pre_ff, no, T, H, eps);
+            if (op->matmul_glu) op->matmul_glu(be, G->g, G->g, G->u, G->h, T, &l->wg, &l->wu, ACT_GELU_TANH);
+            else {
+                float *const y[2] = {G->g, G->u};
+                const weight_t *const w[2] = {&l->wg, &l->wu};
+                hyb_multi(be, 2, y, G->h, T, w);
+                op->glu(be, G->g, G->g, G->u, (size_t)T * l->inter, ACT_GELU_TANH);
+            }
+        }
         op->matmul(be, G->h, G->g, T, &l->wd);
         if (moe) {
             op->rms_norm(be, G->h, G->h, l->ln_post_ff1, no, T, H, eps);

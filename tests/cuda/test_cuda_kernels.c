@@ -3847,6 +3847,9 @@ static void test_hybrid_recurrent(void) {
     conv_case(1, l2, 2048 + 5, 4, ACT_SILU, 73);
     conv_case(3, l3, 33, 1, ACT_SILU, 74);
     conv_case(3, l3, 96, 6, ACT_SILU, 75);
+    int l5[5] = {1, 1, 1, 1, 1}; /* a decode step: the state written by the conv kernel itself */
+    conv_case(5, l5, 131, 4, ACT_SILU, 76);
+    conv_case(5, l5, 40, 1, ACT_GELU_TANH, 77);
     delta_case(3, l3, 2, 4, 16, 16, 81);   /* the fixtures' shape */
     delta_case(1, l2, 16, 32, 128, 128, 82); /* Qwen3.5 decode */
     delta_case(3, l3, 4, 4, 128, 128, 83);

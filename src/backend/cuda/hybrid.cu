@@ -60,7 +60,9 @@ void cuda_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t
  * Qwen3-Next: 4). Measured (H200, qwen3.5-2b bf16, 2048 tokens, 6144 channels): a thread per
  * (token, channel) reading its K-1 inputs and taps from memory 64 µs a layer; this one:
  * bench/cuda/RESULTS.md, session 24.
- * The state update is a second kernel: it must not run while the first still reads state. */
+ * The state update is a second kernel (it must not run while the first still reads state),
+ * except in decode steps (every row one token): there the thread that read a row's window
+ * writes it back shifted — the same floats, one launch fewer a layer. */
 #define CONV_TT 16
 #define CONV_KMAX 8
 
@@ -79,7 +81,7 @@ __device__ __forceinline__ int row_of(const int32_t *row_start, int n_rows, int 
 }
 
 __global__ void conv1d_kernel(float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
-                              const float *w, int C, int K, int T, int act) {
+                              const float *w, int C, int K, int T, int act, int upd) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const int H = K - 1;
@@ -121,6 +123,12 @@ __global__ void conv1d_kernel(float *y, const float *x, int n_rows, const int32_
             for (int k = 0; k < CONV_KMAX - 1; k++)
                 if (k + 1 < H) win[k] = win[k + 1];
                 else if (k + 1 == H) win[k] = xt;
+            if (upd) { /* a decode step (every row one token): the row's new state is the window now */
+                float *st = state[r];
+#pragma unroll
+                for (int k = 0; k < CONV_KMAX - 1; k++)
+                    if (k < H) st[(size_t)k * C + c] = win[k];
+            }
         }
     }
 }
@@ -154,9 +162,11 @@ void cuda_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, con
     }
     const int runs = cdiv(T, CONV_TT);
     dim3 grid(cdiv(C, 128), runs < 65535 ? runs : 65535);
-    conv1d_kernel<<<grid, 128, 0, c->stream>>>(y, x, n_rows, drs, dst, w, C, K, T, (int)act);
+    int upd = T == n_rows; /* decode: every row one token, its state updated in the same kernel */
+    for (int r = 0; upd && r < n_rows; r++) upd = row_start[r + 1] - row_start[r] == 1;
+    conv1d_kernel<<<grid, 128, 0, c->stream>>>(y, x, n_rows, drs, dst, w, C, K, T, (int)act, upd);
     cudaLaunchCheck();
-    if (K > 1) {
+    if (K > 1 && !upd) {
         conv1d_state_kernel<<<dim3(cdiv(C, 128), n_rows), 128, 0, c->stream>>>(x, n_rows, drs, dst, C, K);
         cudaLaunchCheck();
     }
