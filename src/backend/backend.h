@@ -244,6 +244,13 @@ typedef struct backend_ops {
      * matmul_add of g. Lets a backend keep g only in the form its down projection reads. */
     int (*rms_mlp)(backend_t *, float *x, const float *nw, float w_offset, float eps, int T, const weight_t *wg, const weight_t *wu,
                    const weight_t *wd, act_t act);
+    /* delta_decode: a decode step (every row one token) of the gated DeltaNet's core, conv to gate:
+     *   conv1d_causal(c, qkv, rows, conv_state, conv_w, d->stride, K, ACT_SILU), gated_delta(o, c, a, b, T, d),
+     *   rms_norm(o, o, nw, 0, T·nv, dv, eps), glu(y[T, nv·dv], z, o, ACT_SILU)
+     * — bitwise those ops' y and both states (c and o, their scratch, are not written). conv_state as
+     * conv1d_causal's; d->row_start must be 0, 1, ..., T. */
+    int (*delta_decode)(backend_t *, float *y, const float *qkv, float *const *conv_state, const float *conv_w, int K, const float *a,
+                        const float *b, const float *z, const float *nw, float eps, int T, const struct delta_args *d);
     /* Optional (NULL: 0): 1 where the backend wants K stored transposed per block (kv_view_t.k_t)
      * in a pool of this block size and dtype. */
     int (*kv_k_transposed)(backend_t *, int block_size, int head_dim, dtype_t dtype);

@@ -455,12 +455,15 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
                 Q->cs[r] = Q->st[r] + l->conv_off;
                 Q->ss[r] = Q->st[r] + l->ssm_off;
             }
-            op->conv1d_causal(be, Q->conv, Q->qkv, b->n_rows, b->row_start, Q->cs, l->conv_w, Q->conv_dim, K, ACT_SILU);
             da.A_log = l->A_log;
             da.dt_bias = l->dt_bias;
-            op->gated_delta(be, Q->core, Q->conv, Q->a, Q->b, T, &da);
-            op->rms_norm(be, Q->core, Q->core, l->gnorm, 0.f, T * nv, dv, eps);
-            op->glu(be, Q->core, Q->z, Q->core, (size_t)T * nv * dv, ACT_SILU);
+            /* conv → delta rule → gated norm, in one op where the backend fuses a decode step's */
+            if (!op->delta_decode || op->delta_decode(be, Q->core, Q->qkv, Q->cs, l->conv_w, K, Q->a, Q->b, Q->z, l->gnorm, eps, T, &da)) {
+                op->conv1d_causal(be, Q->conv, Q->qkv, b->n_rows, b->row_start, Q->cs, l->conv_w, Q->conv_dim, K, ACT_SILU);
+                op->gated_delta(be, Q->core, Q->conv, Q->a, Q->b, T, &da);
+                op->rms_norm(be, Q->core, Q->core, l->gnorm, 0.f, T * nv, dv, eps);
+                op->glu(be, Q->core, Q->z, Q->core, (size_t)T * nv * dv, ACT_SILU);
+            }
             x_done = op->matmul_add && !op->matmul_add(be, Q->x, Q->core, T, &l->w_out);
             if (!x_done) op->matmul(be, Q->h, Q->core, T, &l->w_out);
         } else {

@@ -3840,6 +3840,104 @@ static void delta_chunk_case(int n_rows, const int *len, const int *p0, int nk, 
     free(qkv); free(a); free(b); free(A_log); free(dt); free(wc); free(wt); free(got); free(gs); free(one);
 }
 
+/* delta_decode (deltanet.cu, backend.h): a decode step's conv1d → gated_delta → gated rms_norm → glu in
+ * one launch where its grid is one wave (else declined: a c=64 step of Qwen3.5's heads), bitwise the four separate ops — y, every row's conv state and delta state — on the same
+ * backend, two steps in a row (the second from the states the first left). Rows' states at byte
+ * offsets from row 0's that are the same for both states (qwen3_5's layout: one block a row), in
+ * ascending or descending addresses; declined (nothing written) for a row of two tokens and for a
+ * conv state table at other offsets. The separate ops are themselves tested against the CPU above. */
+extern int kiln_cuda_delta_decode_calls;
+static void delta_decode_case(int n_rows, int nk, int nv, int dk, int dv, int K, int descending, int expect, uint64_t seed) {
+    backend_t *be = be32;
+    int32_t rs[65];
+    for (int r = 0; r <= n_rows; r++) rs[r] = r;
+    const int T = n_rows, C = 2 * nk * dk + nv * dv, H = K - 1;
+    const size_t cn = (size_t)(H ? H : 1) * C, sn = (size_t)nv * dk * dv, per = cn + sn, on = (size_t)T * nv * dv;
+    float *qkv = rand_vec((size_t)T * C, seed, 1.0f), *a = rand_vec((size_t)T * nv, seed + 1, 2.0f), *b = rand_vec((size_t)T * nv, seed + 2, 3.0f);
+    float *z = rand_vec(on, seed + 3, 2.0f), *w = rand_vec((size_t)C * K, seed + 4, 0.7f), *nw = rand_vec(dv, seed + 5, 1.0f);
+    float *A_log = rand_vec(nv, seed + 6, 1.0f), *dt = rand_vec(nv, seed + 7, 1.0f), *st = malloc(sizeof(float) * per * n_rows);
+    for (int r = 0; r < n_rows; r++) {
+        float *c0 = rand_vec(cn, seed + 10 + r, 1.5f), *s0 = rand_vec(sn, seed + 20 + r, 0.3f);
+        memcpy(st + per * r, c0, sizeof(float) * cn);
+        memcpy(st + per * r + cn, s0, sizeof(float) * sn);
+        free(c0); free(s0);
+    }
+    /* two copies of every row's [conv state | delta state]: A for the separate ops, B for the fused one */
+    float *dA = dev_from(be, st, per * n_rows), *dB = dev_from(be, st, per * n_rows);
+    float *csA[64], *ssA[64], *csB[64], *ssB[64], *csX[64];
+    for (int r = 0; r < n_rows; r++) {
+        const int slot = descending ? n_rows - 1 - r : r;
+        csA[r] = dA + per * slot; ssA[r] = csA[r] + cn;
+        csB[r] = dB + per * slot; ssB[r] = csB[r] + cn;
+        csX[r] = csB[r] + (r == n_rows - 1); /* a conv table at other offsets (declined) */
+    }
+    float *dq = dev_from(be, qkv, (size_t)T * C), *da = dev_from(be, a, (size_t)T * nv), *db = dev_from(be, b, (size_t)T * nv);
+    float *dz = dev_from(be, z, on), *dw = dev_from(be, w, (size_t)C * K), *dnw = dev_from(be, nw, dv);
+    float *dAl = dev_from(be, A_log, nv), *ddt = dev_from(be, dt, nv);
+    float *dconv = be->ops->alloc(be, sizeof(float) * T * C), *dcore = be->ops->alloc(be, sizeof(float) * on), *dy = be->ops->alloc(be, sizeof(float) * on);
+    float *ya = malloc(sizeof(float) * on), *yb = malloc(sizeof(float) * on), *ha = malloc(sizeof(float) * per * n_rows), *hb = malloc(sizeof(float) * per * n_rows);
+    delta_args_t d = {.n_rows = n_rows, .row_start = rs, .n_k_heads = nk, .n_v_heads = nv, .dk = dk, .dv = dv, .stride = C,
+                      .q_off = 0, .k_off = nk * dk, .v_off = 2 * nk * dk, .q_scale = 1.0f / sqrtf((float)dk), .A_log = dAl, .dt_bias = ddt};
+    const float eps = 1e-6f;
+    CHECK(be->ops->delta_decode != NULL, "delta_decode: the CUDA backend has no such op");
+    if (!be->ops->delta_decode) goto out;
+    if (!expect) { /* more than one wave of blocks: declined, y untouched */
+        for (size_t i = 0; i < on; i++) ya[i] = -3.f;
+        float *dsent = dev_from(be, ya, on);
+        d.state = ssB;
+        CHECK(be->ops->delta_decode(be, dsent, dq, csB, dw, K, da, db, dz, dnw, eps, T, &d) != 0, "delta_decode: took %d rows x %d key heads (more than a wave)",
+              n_rows, nk);
+        to_host(be, yb, dsent, on);
+        CHECK(!memcmp(ya, yb, sizeof(float) * on), "delta_decode: a declined call wrote y");
+        be->ops->free(be, dsent);
+        goto out;
+    }
+    for (int step = 0; step < 2; step++) {
+        d.state = ssA;
+        be->ops->conv1d_causal(be, dconv, dq, n_rows, rs, csA, dw, C, K, ACT_SILU);
+        be->ops->gated_delta(be, dcore, dconv, da, db, T, &d);
+        be->ops->rms_norm(be, dcore, dcore, dnw, 0.f, T * nv, dv, eps);
+        be->ops->glu(be, dcore, dz, dcore, on, ACT_SILU);
+        d.state = ssB;
+        const int calls = kiln_cuda_delta_decode_calls;
+        const int rc = be->ops->delta_decode(be, dy, dq, csB, dw, K, da, db, dz, dnw, eps, T, &d);
+        CHECK(rc == 0 && kiln_cuda_delta_decode_calls == calls + 1, "delta_decode rows %d nk %d nv %d dk %d dv %d K %d: not taken (%d)", n_rows, nk,
+              nv, dk, dv, K, rc);
+        to_host(be, ya, dcore, on);
+        to_host(be, yb, dy, on);
+        to_host(be, ha, dA, per * n_rows);
+        to_host(be, hb, dB, per * n_rows);
+        CHECK(!memcmp(ya, yb, sizeof(float) * on), "delta_decode rows %d nk %d nv %d dk %d dv %d K %d step %d: y differs from the separate ops (rel %.3g)",
+              n_rows, nk, nv, dk, dv, K, step, ct_rel_err(yb, ya, on));
+        CHECK(!memcmp(ha, hb, sizeof(float) * per * n_rows), "delta_decode rows %d nk %d nv %d dk %d dv %d K %d step %d: states differ from the separate ops",
+              n_rows, nk, nv, dk, dv, K, step);
+        int finite = 1;
+        for (size_t i = 0; i < on; i++) finite &= isfinite(yb[i]) && yb[i] != 0.f;
+        CHECK(finite, "delta_decode rows %d dk %d dv %d: y has zeros or non-finite values", n_rows, dk, dv);
+    }
+    /* declined: a row of two tokens; a conv table whose offsets differ from the delta state's */
+    for (size_t i = 0; i < on; i++) ya[i] = -3.f;
+    float *dsent = dev_from(be, ya, on);
+    int32_t rs2[65];
+    for (int r = 0; r <= n_rows; r++) rs2[r] = r == 1 ? 2 : r; /* row 0 two tokens, row 1 none (T stays n_rows from 2 rows) */
+    delta_args_t d2 = d;
+    d2.row_start = rs2;
+    d2.state = ssB;
+    CHECK(be->ops->delta_decode(be, dsent, dq, csB, dw, K, da, db, dz, dnw, eps, rs2[n_rows], &d2) != 0, "delta_decode: took a row of two tokens");
+    if (n_rows > 1) {
+        d2 = d; d2.state = ssB;
+        CHECK(be->ops->delta_decode(be, dsent, dq, csX, dw, K, da, db, dz, dnw, eps, T, &d2) != 0, "delta_decode: took a conv table at other offsets");
+    }
+    to_host(be, yb, dsent, on);
+    CHECK(!memcmp(ya, yb, sizeof(float) * on), "delta_decode: a declined call wrote y");
+    be->ops->free(be, dsent);
+out:
+    be->ops->free(be, dA); be->ops->free(be, dB); be->ops->free(be, dq); be->ops->free(be, da); be->ops->free(be, db);
+    be->ops->free(be, dz); be->ops->free(be, dw); be->ops->free(be, dnw); be->ops->free(be, dAl); be->ops->free(be, ddt);
+    be->ops->free(be, dconv); be->ops->free(be, dcore); be->ops->free(be, dy);
+    free(qkv); free(a); free(b); free(z); free(w); free(nw); free(A_log); free(dt); free(st); free(ya); free(yb); free(ha); free(hb);
+}
+
 static void test_hybrid_recurrent(void) {
     int l1[4] = {1, 2, 5, 17}, l2[1] = {1}, l3[3] = {40, 1, 3};
     conv_case(4, l1, 131, 4, ACT_SILU, 71);
@@ -3872,6 +3970,15 @@ static void test_hybrid_recurrent(void) {
     delta_chunk_case(2, cl2, cp2, 4, 4, 128, 128, 16, 2, 95);
     int cl3[1] = {2048}, cp3[1] = {0};
     delta_chunk_case(1, cl3, cp3, 16, 32, 128, 128, 64, 0, 96); /* a 2048-token prompt */
+    /* the fused decode op: Qwen3.5-2b (16/16 heads) and the MoE / Qwen3-Next GQA (16/32), batch 1 and 5,
+     * states in either address order; the fixtures' dims; awkward ones (dk 100, dv 40, K 3 and 1) */
+    delta_decode_case(1, 16, 16, 128, 128, 4, 0, 1, 110);
+    delta_decode_case(1, 16, 32, 128, 128, 4, 1, 1, 111);
+    delta_decode_case(5, 2, 4, 128, 128, 4, 1, 1, 115);
+    delta_decode_case(3, 2, 4, 16, 16, 4, 0, 1, 112);
+    delta_decode_case(4, 1, 3, 100, 40, 3, 1, 1, 113);
+    delta_decode_case(2, 3, 3, 64, 128, 1, 0, 1, 114);
+    delta_decode_case(64, 16, 16, 128, 128, 4, 0, 0, 116); /* a c=64 step: many waves, left to the separate ops */
 }
 
 /* MLX weights past qmma through matmul_dequant.cu (KILN_CUDA_QDEQ=f16): the weight and x each

@@ -26,6 +26,8 @@
  * reference). A token's result never depends on other rows. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma_util.cuh" /* cp.async */
+#include "backend/cuda/conv_util.cuh"
+#include "backend/cuda/glu_act.cuh"
 
 /* --- the gated delta rule, token by token (ref_gated_delta_tokens, deltanet_ref.c) ---
  * A block owns DCOLS columns j of one value head's state S [dk][dv] for one row, held in
@@ -72,6 +74,47 @@ __device__ __forceinline__ void delta_state(float (&s)[NI], float *S, int sub, i
     }
 }
 
+/* One token on a lane's rows of state column j (gated_delta_kernel and delta_decode_kernel share
+ * it, so the fused decode op gives the separate ops' floats): decay, Sᵀk (the column's 8 lanes
+ * summed by xor shuffles), δ = (v_j − Sᵀk)·β, S += k̂ δ, and o_j = Sᵀq̂ summed the same way.
+ * qs, ks: the token's raw q and k (shared memory); iq, ik: 1/‖q‖, 1/‖k‖. */
+template <int NI>
+__device__ __forceinline__ float delta_col_token(float (&s)[NI], const float *qs, const float *ks, float iq, float ik, float q_scale, int sub,
+                                                 int dk, float decay, float beta, float vj) {
+    float kq[NI], qq[NI];
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int i = sub + DLPC * m;
+        kq[m] = i < dk ? ks[i] * ik : 0.f;
+        qq[m] = i < dk ? qs[i] * iq * q_scale : 0.f;
+    }
+    float kv = 0.f;
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        s[m] *= decay;
+        kv += s[m] * kq[m];
+    }
+#pragma unroll
+    for (int off = 1; off < DLPC; off <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, off);
+    const float delta = (vj - kv) * beta;
+    float o = 0.f;
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        s[m] += kq[m] * delta;
+        o += s[m] * qq[m];
+    }
+#pragma unroll
+    for (int off = 1; off < DLPC; off <<= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
+    return o;
+}
+
+/* A token's decay e^g and gate β of value head h (gated_delta_kernel, delta_decode_kernel). */
+__device__ __forceinline__ float2 delta_gates(const float *a, const float *b, const float *A_log, const float *dt_bias, int nv, int t, int h) {
+    const float x = a[(size_t)t * nv + h] + dt_bias[h];
+    const float g = -expf(A_log[h]) * (x > 20.f ? x : log1pf(expf(x)));
+    return make_float2(expf(g), 1.0f / (1.0f + expf(-b[(size_t)t * nv + h])));
+}
+
 template <int NI>
 __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d) {
     __shared__ float qs[DLPC * NI], ks[DLPC * NI], red[2][DLPC * DCOLS / 32], gb[2];
@@ -92,10 +135,9 @@ __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d
             sq += qv * qv; sk += kv * kv;
         }
         if (threadIdx.x == 0) {
-            const float x = d.a[(size_t)t * d.nv + h] + d.dt_bias[h];
-            const float g = -expf(d.A_log[h]) * (x > 20.f ? x : log1pf(expf(x)));
-            gb[0] = expf(g);
-            gb[1] = 1.0f / (1.0f + expf(-d.b[(size_t)t * d.nv + h]));
+            const float2 g = delta_gates(d.a, d.b, d.A_log, d.dt_bias, d.nv, t, h);
+            gb[0] = g.x;
+            gb[1] = g.y;
         }
         sq = block_sum(sq, red[0], nwarps); /* the sync inside also publishes qs, ks, gb */
         for (int off = 16; off > 0; off >>= 1) sk += __shfl_xor_sync(0xffffffffu, sk, off);
@@ -104,36 +146,292 @@ __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d
         sk = 0.f;
         for (int i = 0; i < nwarps; i++) sk += red[1][i];
         const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
-        const float decay = gb[0], beta = gb[1];
-        float kq[NI], qq[NI];
-#pragma unroll
-        for (int m = 0; m < NI; m++) {
-            const int i = sub + DLPC * m;
-            kq[m] = i < dk ? ks[i] * ik : 0.f;
-            qq[m] = i < dk ? qs[i] * iq * d.q_scale : 0.f;
-        }
-        float kv = 0.f;
-#pragma unroll
-        for (int m = 0; m < NI; m++) {
-            s[m] *= decay;
-            kv += s[m] * kq[m];
-        }
-#pragma unroll
-        for (int off = 1; off < DLPC; off <<= 1) kv += __shfl_xor_sync(0xffffffffu, kv, off);
         const float vj = col ? row[d.v_off + (size_t)h * dv + j] : 0.f;
-        const float delta = (vj - kv) * beta;
-        float o = 0.f;
-#pragma unroll
-        for (int m = 0; m < NI; m++) {
-            s[m] += kq[m] * delta;
-            o += s[m] * qq[m];
-        }
-#pragma unroll
-        for (int off = 1; off < DLPC; off <<= 1) o += __shfl_xor_sync(0xffffffffu, o, off);
+        const float o = delta_col_token<NI>(s, qs, ks, iq, ik, d.q_scale, sub, dk, gb[0], gb[1], vj);
         if (col && sub == 0) d.out[((size_t)t * d.nv + h) * dv + j] = o;
         __syncthreads(); /* everyone has read qs, ks, gb before the next token writes them */
     }
     delta_state<NI, true>(s, S, sub, j, dk, dv, col);
+}
+
+/* --- a decode step's DeltaNet core in one launch (backend.h delta_decode) ---
+ * conv1d → gated_delta → the gated rms_norm → silu(z) ⊙ ·, which the separate ops run as four
+ * launches (and, batch-1 qwen3.5-2b under ncu, ~18 µs a layer: 5.0 conv, 6.0 delta, 3.7 norm,
+ * 3.0 glu). A block per (row, key head) with 8·dv threads: the threads below 2·dk run the conv
+ * of the key head's q and k channels (conv_out, the separate conv's formula) and write their
+ * new conv state; then for each of the key head's value heads in turn the threads below dv
+ * convolve its v channels, every column's 8 lanes run the token on its state column
+ * (delta_col_token, as gated_delta_kernel), and the row of dv outputs is normalized with
+ * rms_norm_kernel<64>'s order (64 threads, strided fmaf sums, the xor tree, two warp sums)
+ * and gated with glu_act — so y and both states are bitwise the separate ops'. The q/k norms
+ * are gated_delta_kernel's block sums: its 128-thread block and this one hold one element a
+ * thread and the extra warps add exact zeros.
+ * Trade-offs: dk ≤ 128 and dv ≤ 128 (one element a thread in those sums; else declined), and
+ * one block per key head (qwen3.5-2b: 16 blocks a row) reading 64 KB of state per value head:
+ * few SMs, but a decode row's state is ~1 MB and the four launches' latency was the cost. The
+ * state is read after the PDL wait: it is written only by this layer's delta op, earlier in
+ * the stream. Rows reach their states through one table of byte offsets from row 0's (the
+ * same for the conv and the delta state, and for every layer: uploaded once a step). */
+typedef struct delta_decode_dev {
+    float *y;
+    const float *x, *cw, *a, *b, *z, *nw, *A_log, *dt_bias;
+    char *cs0, *ss0;        /* row 0's conv state [K-1][C] and delta state [nv][dk][dv] */
+    const long long *rel;   /* [n_rows]: row r's states are row 0's + rel[r] bytes */
+    int C, K, nk, nv, dk, dv, q_off, k_off, v_off;
+    float q_scale, eps;
+} delta_decode_dev_t;
+
+/* the conv of channel c at row r's one token: the window from the conv state, which is then
+ * shifted by one (conv1d_kernel's decode path does the same) */
+__device__ __forceinline__ float conv_decode(float *cs, const float *xr, const float *cw, int c, int C, int K) {
+    const int H = K - 1;
+    float wc[CONV_KMAX], win[CONV_KMAX];
+#pragma unroll
+    for (int k = 0; k < CONV_KMAX; k++) {
+        wc[k] = k < K ? cw[(size_t)c * K + k] : 0.f;
+        win[k] = k < H ? cs[(size_t)k * C + c] : 0.f;
+    }
+    const float xt = xr[c];
+    const float y = conv_out(wc, win, H, xt, ACT_SILU);
+#pragma unroll
+    for (int k = 0; k < CONV_KMAX - 1; k++)
+        if (k < H) cs[(size_t)k * C + c] = k + 1 < H ? win[k + 1] : xt;
+    return y;
+}
+
+template <int NI>
+__global__ void __launch_bounds__(1024) delta_decode_kernel(delta_decode_dev_t p) {
+    __shared__ float qs[DLPC * NI], ks[DLPC * NI], vs[128], os[128], red[2][32], gb[2], ws[2];
+    const int kh = blockIdx.x, r = blockIdx.y, tid = threadIdx.x, nwarps = blockDim.x / 32;
+    const int sub = tid % DLPC, j = tid / DLPC, dk = p.dk, dv = p.dv, hpk = p.nv / p.nk;
+    const bool col = j < dv;
+    pdl_trigger();
+    pdl_wait();
+    const long long ro = p.rel[r];
+    float *cs = (float *)(p.cs0 + ro);
+    const float *xr = p.x + (size_t)r * p.C;
+    if (tid < 2 * dk) { /* q and k of key head kh: conv, new conv state */
+        const int i = tid < dk ? tid : tid - dk;
+        const float v = conv_decode(cs, xr, p.cw, (tid < dk ? p.q_off : p.k_off) + kh * dk + i, p.C, p.K);
+        if (tid < dk) qs[i] = v;
+        else ks[i] = v;
+    }
+    __syncthreads();
+    float sq = 0.f, sk = 0.f; /* gated_delta_kernel's norms */
+    for (int i = tid; i < dk; i += blockDim.x) {
+        const float qv = qs[i], kv = ks[i];
+        sq += qv * qv; sk += kv * kv;
+    }
+    sq = block_sum(sq, red[0], nwarps);
+    for (int off = 16; off > 0; off >>= 1) sk += __shfl_xor_sync(0xffffffffu, sk, off);
+    if ((tid & 31) == 0) red[1][tid >> 5] = sk;
+    __syncthreads();
+    sk = 0.f;
+    for (int i = 0; i < nwarps; i++) sk += red[1][i];
+    const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+    for (int hh = 0; hh < hpk; hh++) {
+        const int h = kh * hpk + hh;
+        if (tid < dv) vs[tid] = conv_decode(cs, xr, p.cw, p.v_off + h * dv + tid, p.C, p.K);
+        if (tid == 0) {
+            const float2 g = delta_gates(p.a, p.b, p.A_log, p.dt_bias, p.nv, r, h);
+            gb[0] = g.x;
+            gb[1] = g.y;
+        }
+        float *S = (float *)(p.ss0 + ro) + (size_t)h * dk * dv;
+        float s[NI];
+        delta_state<NI, false>(s, S, sub, j, dk, dv, col);
+        __syncthreads(); /* vs, gb */
+        const float o = delta_col_token<NI>(s, qs, ks, iq, ik, p.q_scale, sub, dk, gb[0], gb[1], col ? vs[j] : 0.f);
+        if (col && sub == 0) os[j] = o;
+        delta_state<NI, true>(s, S, sub, j, dk, dv, col);
+        __syncthreads(); /* os */
+        if (tid < 64) { /* rms_norm_kernel<64>: strided fmaf sums, xor tree, the two warps' sums in order */
+            float ss = 0.f;
+            for (int i = tid; i < dv; i += 64) ss = fmaf(os[i], os[i], ss);
+            for (int o2 = 16; o2 > 0; o2 >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o2);
+            if ((tid & 31) == 0) ws[tid >> 5] = ss;
+        }
+        __syncthreads(); /* ws */
+        if (tid < dv) {
+            float tot = 0.f;
+            for (int i = 0; i < 2; i++) tot += ws[i];
+            const float inv = 1.0f / sqrtf(tot / (float)dv + p.eps);
+            const float n = (os[tid] * inv) * (p.nw ? (0.f + p.nw[tid]) : 1.0f);
+            const size_t yi = ((size_t)r * p.nv + h) * dv + tid;
+            p.y[yi] = glu_act(p.z[yi], n, 0);
+        }
+        __syncthreads(); /* vs, os, gb, ws are rewritten for the next value head */
+    }
+}
+
+/* The same op over a cluster of DD_NB blocks per (row, key head), DD_NB / hpk of them per value head,
+ * each owning dv·hpk / DD_NB state columns (qwen3.5-2b: 8 blocks of 16 columns, 128 threads; the
+ * MoE's 2 value heads a key head: 8 of 32): 8× the blocks of the kernel above, so the state
+ * streams through 8× the SMs. Every block convolves the key head's q and k itself (256
+ * channels) but only rank 0 writes their new conv state, after the cluster barrier that says
+ * every block has read the old one; each v channel has one owner. The gated norm needs the
+ * value head's whole output row: each block stores its columns' outputs into the shared memory
+ * of every block of its value head (DSMEM), and after the second barrier each block sums the
+ * whole row in rms_norm_kernel<64>'s order and writes its own columns — the same floats. */
+#define DD_NB 8
+
+__device__ __forceinline__ void dsmem_store(float *local, int rank, float v) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(local);
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(ra), "f"(v) : "memory");
+}
+
+/* the conv of channel c at row r's one token, the state left as it is (conv_decode without the write) */
+__device__ __forceinline__ float conv_peek(const float *cs, const float *xr, const float *cw, int c, int C, int K) {
+    const int H = K - 1;
+    float wc[CONV_KMAX], win[CONV_KMAX];
+#pragma unroll
+    for (int k = 0; k < CONV_KMAX; k++) {
+        wc[k] = k < K ? cw[(size_t)c * K + k] : 0.f;
+        win[k] = k < H ? cs[(size_t)k * C + c] : 0.f;
+    }
+    return conv_out(wc, win, H, xr[c], ACT_SILU);
+}
+
+template <int NI>
+__global__ void __launch_bounds__(512) delta_decode_cl_kernel(delta_decode_dev_t p) {
+    __shared__ float qs[DLPC * NI], ks[DLPC * NI], vs[128], os[128], red[2][32], gb[2], ws[2];
+    const int hpk = p.nv / p.nk, bph = DD_NB / hpk, rank = blockIdx.x % DD_NB, kh = blockIdx.x / DD_NB, r = blockIdx.y;
+    const int hl = rank / bph, h = kh * hpk + hl, cpb = (p.dv + bph - 1) / bph, j0 = (rank % bph) * cpb;
+    const int tid = threadIdx.x, nwarps = blockDim.x / 32, sub = tid % DLPC, jl = tid / DLPC, j = j0 + jl, dk = p.dk, dv = p.dv;
+    const bool col = jl < cpb && j < dv;
+    pdl_trigger();
+    pdl_wait();
+    const long long ro = p.rel[r];
+    float *cs = (float *)(p.cs0 + ro);
+    float *S = (float *)(p.ss0 + ro) + (size_t)h * dk * dv;
+    const float *xr = p.x + (size_t)r * p.C;
+    float s[NI];
+    delta_state<NI, false>(s, S, sub, j, dk, dv, col);
+    for (int c2 = tid; c2 < 2 * dk; c2 += blockDim.x) { /* q and k of key head kh (every block; the state stays) */
+        const int i = c2 < dk ? c2 : c2 - dk;
+        const float v = conv_peek(cs, xr, p.cw, (c2 < dk ? p.q_off : p.k_off) + kh * dk + i, p.C, p.K);
+        if (c2 < dk) qs[i] = v;
+        else ks[i] = v;
+    }
+    if (tid < cpb && j0 + tid < dv) vs[tid] = conv_decode(cs, xr, p.cw, p.v_off + h * dv + j0 + tid, p.C, p.K); /* own v channels */
+    if (tid == 0) {
+        const float2 g = delta_gates(p.a, p.b, p.A_log, p.dt_bias, p.nv, r, h);
+        gb[0] = g.x;
+        gb[1] = g.y;
+    }
+    /* phase 1: this block has read the q/k conv windows (rank 0 may overwrite them) and has started
+     * (others may store into its shared memory) */
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+    __syncthreads();
+    float sq = 0.f, sk = 0.f; /* gated_delta_kernel's norms */
+    for (int i = tid; i < dk; i += blockDim.x) {
+        const float qv = qs[i], kv = ks[i];
+        sq += qv * qv; sk += kv * kv;
+    }
+    sq = block_sum(sq, red[0], nwarps);
+    for (int off = 16; off > 0; off >>= 1) sk += __shfl_xor_sync(0xffffffffu, sk, off);
+    if ((tid & 31) == 0) red[1][tid >> 5] = sk;
+    __syncthreads();
+    sk = 0.f;
+    for (int i = 0; i < nwarps; i++) sk += red[1][i];
+    const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+    const float o = delta_col_token<NI>(s, qs, ks, iq, ik, p.q_scale, sub, dk, gb[0], gb[1], col ? vs[jl] : 0.f);
+    delta_state<NI, true>(s, S, sub, j, dk, dv, col);
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    if (rank == 0) /* the q/k conv state, shifted by one (conv1d_state_kernel's order: ascending k reads k + 1 first) */
+        for (int c2 = tid; c2 < 2 * dk; c2 += blockDim.x) {
+            const int c = (c2 < dk ? p.q_off : p.k_off) + kh * dk + (c2 < dk ? c2 : c2 - dk);
+            for (int k = 0; k < p.K - 1; k++) cs[(size_t)k * p.C + c] = k + 2 < p.K ? cs[(size_t)(k + 1) * p.C + c] : xr[c];
+        }
+    if (col && sub == 0)
+        for (int b = 0; b < bph; b++) dsmem_store(&os[j], hl * bph + b, o);
+    /* phase 2: the value head's outputs are in every one of its blocks */
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    if (tid < 64) { /* rms_norm_kernel<64>: strided fmaf sums, xor tree, the two warps' sums in order */
+        float ss = 0.f;
+        for (int i = tid; i < dv; i += 64) ss = fmaf(os[i], os[i], ss);
+        for (int o2 = 16; o2 > 0; o2 >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o2);
+        if ((tid & 31) == 0) ws[tid >> 5] = ss;
+    }
+    __syncthreads();
+    if (tid < cpb && j0 + tid < dv) {
+        const int jj = j0 + tid;
+        float tot = 0.f;
+        for (int i = 0; i < 2; i++) tot += ws[i];
+        const float inv = 1.0f / sqrtf(tot / (float)dv + p.eps);
+        const float n = (os[jj] * inv) * (p.nw ? (0.f + p.nw[jj]) : 1.0f);
+        const size_t yi = ((size_t)r * p.nv + h) * dv + jj;
+        p.y[yi] = glu_act(p.z[yi], n, 0);
+    }
+}
+
+extern "C" int kiln_cuda_delta_decode_calls; /* steps delta_decode took (the tests check the path ran) */
+int kiln_cuda_delta_decode_calls;
+
+/* backend.h delta_decode. 0: done; -1: declined (nothing launched). KILN_CUDA_DELTA_DECODE=0: always declines (A/B);
+ * KILN_CUDA_DD_V=1: the one-block-per-key-head kernel even where the cluster one could run. */
+int cuda_delta_decode(backend_t *be, float *y, const float *qkv, float *const *conv_state, const float *conv_w, int K, const float *a,
+                      const float *b, const float *z, const float *nw, float eps, int T, const struct delta_args *da) {
+    static int off = -1, ver = -1;
+    if (off < 0) { const char *e = getenv("KILN_CUDA_DELTA_DECODE"); off = e && !strcmp(e, "0"); }
+    if (ver < 0) { const char *e = getenv("KILN_CUDA_DD_V"); ver = e ? atoi(e) : 2; }
+    const int nk = da->n_k_heads, nv = da->n_v_heads, dk = da->dk, dv = da->dv, C = da->stride;
+    if (off || T <= 0 || T != da->n_rows || K < 1 || K > CONV_KMAX || nk <= 0 || nv % nk || dk < 1 || dk > 128 || dv < 1 || dv > 128)
+        return -1;
+    if (da->q_off < 0 || da->k_off < 0 || da->v_off < 0 || da->q_off + nk * dk > C || da->k_off + nk * dk > C || da->v_off + nv * dv > C)
+        return -1;
+    cuda_impl_t *c = cuda_impl(be);
+    /* which kernel: the cluster one where the value heads of a key head split DD_NB blocks evenly, else a block
+     * per key head; threads: at least 128 (gated_delta_kernel's block: one q/k element a thread in the norms) and
+     * 64 (the gated norm's), 2·dk for the q/k conv (the block kernel), 8 lanes a column */
+    const int hpk = nv / nk, ni = cdiv(dk, DLPC), bph = DD_NB % hpk == 0 ? DD_NB / hpk : 0, cpb = bph ? (dv + bph - 1) / bph : 0;
+    const int nt2 = std::max(128, (DLPC * cpb + 31) / 32 * 32), nt = std::max(128, std::max((2 * dk + 31) / 32 * 32, (DLPC * dv + 31) / 32 * 32));
+    const bool cl = ver == 2 && hpk <= DD_NB && bph && nt2 <= 512;
+    void (*kern)(delta_decode_dev_t) = cl ? (ni <= 4 ? delta_decode_cl_kernel<4> : ni <= 8 ? delta_decode_cl_kernel<8> : delta_decode_cl_kernel<16>)
+                                          : (ni <= 4 ? delta_decode_kernel<4> : ni <= 8 ? delta_decode_kernel<8> : delta_decode_kernel<16>);
+    const int threads = cl ? nt2 : nt;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[2];
+    cfg.gridDim = cl ? dim3(nk * DD_NB, T) : dim3(nk, T);
+    cfg.blockDim = dim3(threads);
+    cfg.stream = c->stream;
+    cfg.attrs = at;
+    /* one wave or decline: a block is a latency chain of ~10 µs, so a grid of several waves (a c=64 step) pays
+     * that per wave where the separate ops' small blocks pack many to an SM (session 25, c=64: 3942 against
+     * 6262 tok/s steady before this rule) */
+    static void (*fit_k)(delta_decode_dev_t) = NULL;
+    static int fit_t = 0, fit = 0; /* resident clusters (cl) or blocks */
+    if (fit_k != kern || fit_t != threads) {
+        cfg.numAttrs = cuda_pdl_cluster_attrs(at, false, cl ? DD_NB : 1);
+        int per_sm = 0;
+        if (cl ? cudaOccupancyMaxActiveClusters(&fit, kern, &cfg) != cudaSuccess
+               : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, 0) != cudaSuccess) {
+            cudaGetLastError();
+            fit = per_sm = 0;
+        }
+        if (!cl) fit = per_sm * c->sm_count;
+        fit_k = kern; fit_t = threads;
+    }
+    if (nk * T > fit) return -1;
+    long long *rel = (long long *)cuda_host_buf(c, 1, sizeof(long long) * (size_t)T);
+    for (int r = 0; r < T; r++) {
+        if (da->row_start[r] != r || !da->state[r] || !conv_state[r]) return -1;
+        rel[r] = (long long)((uintptr_t)da->state[r] - (uintptr_t)da->state[0]);
+        if ((long long)((uintptr_t)conv_state[r] - (uintptr_t)conv_state[0]) != rel[r]) return -1; /* one table for both */
+    }
+    if (da->row_start[T] != T) return -1;
+    delta_decode_dev_t p;
+    p.y = y; p.x = qkv; p.cw = conv_w; p.a = a; p.b = b; p.z = z; p.nw = nw; p.A_log = da->A_log; p.dt_bias = da->dt_bias;
+    p.cs0 = (char *)conv_state[0]; p.ss0 = (char *)da->state[0];
+    p.rel = (const long long *)cuda_host_to_dev(c, rel, sizeof(long long) * (size_t)T);
+    p.C = C; p.K = K; p.nk = nk; p.nv = nv; p.dk = dk; p.dv = dv; p.q_off = da->q_off; p.k_off = da->k_off; p.v_off = da->v_off;
+    p.q_scale = da->q_scale; p.eps = eps;
+    cfg.numAttrs = cuda_pdl_cluster_attrs(at, true, cl ? DD_NB : 1);
+    cudaCheck(cudaLaunchKernelEx(&cfg, kern, p));
+    kiln_cuda_delta_decode_calls++;
+    return 0;
 }
 
 /* --- the prefill form: each token's inputs first, for all tokens at once, then the recurrence

@@ -5,6 +5,7 @@
  * depthwise conv1d with carried state, taking its per-row state pointers from the host like
  * the block tables of attention. The gated delta rule has a file of its own (deltanet.cu). */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/conv_util.cuh"
 
 __global__ void sigmoid_mul_kernel(float *y, const float *g, size_t total, int n, int gw) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -64,12 +65,6 @@ void cuda_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t
  * except in decode steps (every row one token): there the thread that read a row's window
  * writes it back shifted — the same floats, one launch fewer a layer. */
 #define CONV_TT 16
-#define CONV_KMAX 8
-
-__device__ __forceinline__ float act_dev(float v, int act) {
-    if (act == ACT_SILU) return v / (1.0f + expf(-v));
-    return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-}
 
 __device__ __forceinline__ int row_of(const int32_t *row_start, int n_rows, int t) {
     int lo = 0, hi = n_rows - 1; /* the last r with row_start[r] <= t */
@@ -109,16 +104,7 @@ __global__ void conv1d_kernel(float *y, const float *x, int n_rows, const int32_
                 fill(t);
             }
             const float xt = x[(size_t)t * C + c];
-            float acc = 0.f;
-#pragma unroll
-            for (int k = 0; k < CONV_KMAX - 1; k++)
-                if (k < H) acc += wc[k] * win[k];
-            float wl = wc[0];
-#pragma unroll
-            for (int k = 1; k < CONV_KMAX; k++)
-                if (k == H) wl = wc[k];
-            acc += wl * xt;
-            y[(size_t)t * C + c] = act_dev(acc, act);
+            y[(size_t)t * C + c] = conv_out(wc, win, H, xt, act);
 #pragma unroll
             for (int k = 0; k < CONV_KMAX - 1; k++)
                 if (k + 1 < H) win[k] = win[k + 1];

@@ -1,0 +1,38 @@
+#!/bin/bash
+# call_s25c.sh — session 25, call 3: delta_decode as a cluster of 8 blocks per (row, key head) (KILN_CUDA_DD_V=2, the
+# default now) against one block per key head (=1), where the next kernel may launch (KILN_CUDA_DD_TRIG=0/1/2), and
+# qwen35.c without the add_rms_norm residuals of call 2 (kiln-arn = call 2's binary, which had them): the MoE/hybrid
+# subset with each version, test_cuda_hybrid, test_cuda_parity; logits md5 of 24 decode steps across the variants
+# and kiln-old (call 1's binary); batch-1 decode at 2048 positions, alternating; ncu of the decode layer.
+#   run: bash bench/cuda/call_s25c.sh PKG   (PACK_BINS="kiln kiln-old kiln-arn test_cuda_kernels test_cuda_hybrid test_cuda_parity")
+P=${1:?package}
+. bench/cuda/call_lib.sh
+call_unpack "$P"
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+call_synth bf16 q352bf16
+call_synth q4 moe4q4
+call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1
+call_t1 moe_v1 KILN_CUDA_TEST_MOE_ONLY=1 KILN_CUDA_DD_V=1
+call_tbin test_cuda_hybrid test_cuda_parity
+while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/moe4q4.done ]; do sleep 1; done
+echo "tests + synth done at $(el) s" >> "$S"
+IDS=$(seq -s, 100 123)
+for m in q352bf16 moe4q4; do
+  for v in "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln-old X=1"; do
+    set -- $v
+    env $2 timeout 60 /tmp/k/$1 logits /tmp/s/$m --backend cuda --ids $IDS --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
+    echo "logits $m $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
+  done
+done
+b1() { echo "== $1 $2 $3" >> $OUT/bench.txt; env $3 timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt; }
+for rep in 1 2; do
+  for v in "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln KILN_CUDA_DD_TRIG=1" "kiln KILN_CUDA_DD_TRIG=2" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln-arn X=1" "kiln-old X=1"; do
+    b1 q352bf16 $v
+  done
+  for v in "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln-old X=1"; do b1 moe4q4 $v; done
+done
+echo "bench done at $(el) s" >> "$S"
+KILN_CUDA_GRAPH=0 timeout 120 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/q352bf16 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_q.csv 2>/tmp/ncu.err
+python3 bench/cuda/ncu_sum.py $OUT/ncu_q.csv > $OUT/ncu_decode.txt 2>&1
+echo "ncu done at $(el) s" >> "$S"
+cat $S

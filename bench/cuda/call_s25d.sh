@@ -1,0 +1,40 @@
+#!/bin/bash
+# call_s25d.sh — session 25, call 4: delta_decode_cl_kernel with its loads hoisted (taps, norm weight and the row table before the PDL wait;
+# state, window, x, z, a, b in one round after it; rank 0 writes the q/k conv state from registers): tests, logits md5,
+# batch-1 decode kiln / kiln-c3 (call 3) / kiln-old (call 1), alternating; ncu of the decode layer.
+#   run: bash bench/cuda/call_s25d.sh PKG   (PACK_BINS="kiln kiln-old kiln-c3 test_cuda_kernels test_cuda_hybrid test_cuda_parity")
+P=${1:?package}
+. bench/cuda/call_lib.sh
+call_unpack "$P"
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+call_synth bf16 q352bf16
+call_synth q4 moe4q4
+call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1
+call_t1 moe_v1 KILN_CUDA_TEST_MOE_ONLY=1 KILN_CUDA_DD_V=1
+call_tbin test_cuda_hybrid test_cuda_parity
+while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/moe4q4.done ]; do sleep 1; done
+echo "tests + synth done at $(el) s" >> "$S"
+IDS=$(seq -s, 100 123)
+for m in q352bf16 moe4q4; do
+  for v in "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln-old X=1"; do
+    set -- $v
+    env $2 timeout 60 /tmp/k/$1 logits /tmp/s/$m --backend cuda --ids $IDS --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
+    echo "logits $m $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
+  done
+done
+b1() { echo "== $1 $2 $3" >> $OUT/bench.txt; env $3 timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt; }
+for rep in 1 2 3; do
+  for v in "kiln X=1" "kiln-c3 X=1" "kiln-old X=1"; do
+    b1 q352bf16 $v
+  done
+  for v in "kiln X=1" "kiln-c3 X=1" "kiln-old X=1"; do b1 moe4q4 $v; done
+done
+for bin in kiln kiln-old; do
+  echo "== conc q352bf16 $bin" >> $OUT/bench.txt
+  timeout 150 /tmp/k/$bin bench /tmp/s/q352bf16 --backend cuda --concurrency 1,64 --prompt-tokens 128 --gen-tokens 64 --max-batch 64 --json 2>/dev/null | tail -1 >> $OUT/bench.txt
+done
+echo "bench done at $(el) s" >> "$S"
+KILN_CUDA_GRAPH=0 timeout 120 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/q352bf16 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_q.csv 2>/tmp/ncu.err
+python3 bench/cuda/ncu_sum.py $OUT/ncu_q.csv > $OUT/ncu_decode.txt 2>&1
+echo "ncu done at $(el) s" >> "$S"
+cat $S
