@@ -42,6 +42,8 @@ typedef struct gemma_layer {
     weight_t wq, wk, wv, wo;           /* [nh·hd, H] [nkv·hd, H] ×2 [H, nh·hd]; wv absent with k_eq_v */
     int k_eq_v;
     float *q_norm, *k_norm;            /* [hd]                                              */
+    float *qn_f, *kn_f;                /* norm_off + q_norm / k_norm (the fused attention op's norms
+                                          have no offset); NULL: the separate ops              */
     weight_t wg, wu, wd;               /* [I, H] ×2 [H, I]                                  */
     /* gemma4 MoE block */
     float *ln_post_ff1, *ln_pre_ff2, *ln_post_ff2, *router_scale, *per_expert_scale;
@@ -176,6 +178,14 @@ static int gemma_load(model_t *m, err_t *e) {
         if (!l->shared) {
             if (g_w(m, i, "self_attn.k_proj", nkv * hd, H, &l->wk, e) || g_vec(m, i, "self_attn.k_norm.weight", hd, &l->k_norm, e)) return -1;
             if (!l->k_eq_v && g_w(m, i, "self_attn.v_proj", nkv * hd, H, &l->wv, e)) return -1;
+            if (bo->norm_rope_kv_attention) { /* q/k norms, rope, the cache write and attention in one op */
+                char qn[256], kn[256];
+                snprintf(qn, sizeof qn, "layers.%d.self_attn.q_norm.weight", i);
+                snprintf(kn, sizeof kn, "layers.%d.self_attn.k_norm.weight", i);
+                if (G->norm_off == 0.0f) { l->qn_f = l->q_norm; l->kn_f = l->k_norm; }
+                else if (hyb_get_f32_plus(m, qn, (size_t)hd, G->norm_off, &l->qn_f, e) || hyb_get_f32_plus(m, kn, (size_t)hd, G->norm_off, &l->kn_f, e))
+                    return -1;
+            }
         }
         if (g_w(m, i, "mlp.gate_proj", I, H, &l->wg, e) || g_w(m, i, "mlp.up_proj", I, H, &l->wu, e) ||
             g_w(m, i, "mlp.down_proj", H, I, &l->wd, e))
@@ -300,6 +310,8 @@ static void gemma_destroy(model_t *m) {
             float *vs[] = {l->ln_in, l->ln_post_attn, l->ln_pre_ff, l->ln_post_ff, l->q_norm, l->k_norm, l->ln_post_ff1,
                            l->ln_pre_ff2, l->ln_post_ff2, l->router_scale, l->ln_post_pl};
             for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++) be->ops->free(be, vs[j]);
+            if (l->qn_f != l->q_norm) be->ops->free(be, l->qn_f);
+            if (l->kn_f != l->k_norm) be->ops->free(be, l->kn_f);
             free(l->per_expert_scale);
             be->ops->free(be, l->pes_dev);
             free(l->eg); free(l->eu); free(l->ed);
@@ -429,28 +441,34 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             const weight_t *const w[3] = {&l->wq, &l->wk, &l->wv};
             hyb_proj(be, l->shared ? 1 : l->k_eq_v ? 2 : 3, y, G->h, G->x, l->ln_in, no, eps, T, H, w);
         }
-        op->rms_norm(be, G->q, G->q, l->q_norm, no, T * nh, hd, eps);
-        op->rope(be, G->q, b->pos, T, nh, hd, l->rot_dim, l->inv_freq, l->sliding ? G->ms_local : G->ms_global);
+        const float ms = l->sliding ? G->ms_local : G->ms_global;
         int swa = split && l->sliding;
         aa.kv = split ? kv_pool_view(swa ? &m->kv_swa : &m->kv, l->grp_layer) : kv_pool_view(&m->kv, l->kv_layer);
         aa.block_tables = swa ? G->tables_swa : G->tables;
         aa.kv.n_kv_heads = nkv;
         aa.kv.head_dim = hd;
-        if (!l->shared) {
-            if (l->k_eq_v) { /* v is the k projection, before k_norm and RoPE */
-                for (int t = 0; t < T; t++) G->idx[t] = t;
-                op->gather_rows(be, G->v, G->k, G->idx, T, nkv * hd);
-            }
-            op->rms_norm(be, G->k, G->k, l->k_norm, no, T * nkv, hd, eps);
-            if (G->v4) op->rms_norm(be, G->v, G->v, NULL, 0.f, T * nkv, hd, eps);
-            op->rope(be, G->k, b->pos, T, nkv, hd, l->rot_dim, l->inv_freq, l->sliding ? G->ms_local : G->ms_global);
-            op->kv_write(be, &aa.kv, G->k, G->v, swa ? G->slots_swa : G->slots, T);
-        }
         aa.n_kv_heads = nkv;
         aa.head_dim = hd;
         aa.scale = G->v4 ? 1.0f : (float)(1.0 / sqrt(c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : hd));
         aa.window = l->sliding ? c->sliding_window : 0;
-        op->attention(be, G->att, G->q, T, &aa);
+        if (!l->shared && l->k_eq_v) { /* v is the k projection, before k_norm and RoPE */
+            for (int t = 0; t < T; t++) G->idx[t] = t;
+            op->gather_rows(be, G->v, G->k, G->idx, T, nkv * hd);
+        }
+        if (!l->shared && G->v4) op->rms_norm(be, G->v, G->v, NULL, 0.f, T * nkv, hd, eps);
+        if (l->qn_f) /* the q/k norms (their offset folded into qn_f, kn_f), rope, the cache write and attention in one op */
+            op->norm_rope_kv_attention(be, G->att, G->q, G->k, G->v, l->qn_f, l->kn_f, eps, l->rot_dim, l->inv_freq, ms,
+                                       swa ? G->slots_swa : G->slots, T, &aa);
+        else {
+            op->rms_norm(be, G->q, G->q, l->q_norm, no, T * nh, hd, eps);
+            op->rope(be, G->q, b->pos, T, nh, hd, l->rot_dim, l->inv_freq, ms);
+            if (!l->shared) {
+                op->rms_norm(be, G->k, G->k, l->k_norm, no, T * nkv, hd, eps);
+                op->rope(be, G->k, b->pos, T, nkv, hd, l->rot_dim, l->inv_freq, ms);
+                op->kv_write(be, &aa.kv, G->k, G->v, swa ? G->slots_swa : G->slots, T);
+            }
+            op->attention(be, G->att, G->q, T, &aa);
+        }
         op->matmul(be, G->h, G->att, T, &l->wo);
         op->rms_norm(be, G->h, G->h, l->ln_post_attn, no, T, H, eps);
         op->add(be, G->x, G->h, (size_t)T * H);

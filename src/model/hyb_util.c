@@ -18,7 +18,9 @@ const st_tensor_t *hyb_find(model_t *m, const char *name) {
     return NULL;
 }
 
-int hyb_get_f32(model_t *m, const char *name, size_t n, float **out, err_t *e) {
+int hyb_get_f32(model_t *m, const char *name, size_t n, float **out, err_t *e) { return hyb_get_f32_plus(m, name, n, 0.0f, out, e); }
+
+int hyb_get_f32_plus(model_t *m, const char *name, size_t n, float add, float **out, err_t *e) {
     *out = NULL;
     const st_tensor_t *t = hyb_find(m, name);
     if (!t) return err_set(e, "%s: missing tensor '%s'", m->dir, name);
@@ -27,7 +29,7 @@ int hyb_get_f32(model_t *m, const char *name, size_t n, float **out, err_t *e) {
         return err_set(e, "%s: tensor '%s' must be f32, f16 or bf16 (is %s)", m->dir, t->name, dtype_name(t->dtype));
     float *v = malloc(sizeof(float) * n);
     if (!v) return err_set(e, "out of memory loading '%s'", t->name);
-    for (size_t i = 0; i < n; i++) v[i] = load_as_f32(t->data, t->dtype, i);
+    for (size_t i = 0; i < n; i++) v[i] = add != 0.0f ? load_as_f32(t->data, t->dtype, i) + add : load_as_f32(t->data, t->dtype, i);
     *out = m->be->ops->upload(m->be, v, sizeof(float) * n);
     free(v);
     return *out ? 0 : err_set(e, "%s: out of backend memory for '%s'", m->dir, t->name);

@@ -12,6 +12,9 @@
 const st_tensor_t *hyb_find(model_t *m, const char *name);
 /* Any-shaped float tensor of n elements, converted to f32 into backend memory. */
 int hyb_get_f32(model_t *m, const char *name, size_t n, float **out, err_t *e);
+/* hyb_get_f32 with `add` added to every element in f32 on the host (a (w_offset + w) norm weight
+ * folded once: rms_norm with it and offset 0 gives the same floats as with w and w_offset) */
+int hyb_get_f32_plus(model_t *m, const char *name, size_t n, float add, float **out, err_t *e);
 /* Optional 1-D vector: *out NULL (and 0 returned) when absent. */
 int hyb_get_opt(model_t *m, const char *name, int n, float **out, err_t *e);
 /* Experts stacked in one tensor `name` (or `name`.weight): [E, rows, cols] dense, or MLX

@@ -1,0 +1,41 @@
+#!/bin/bash
+# call_s25f.sh — session 25, call 6: every CUDA test at default settings on the session's tree (delta_decode, gemma.c's
+# q/k norms + rope + cache write + attention through norm_rope_kv_attention with the norm offset folded into its
+# weights), gemma logits md5 across kiln / KILN_CUDA_FUSE=0 / kiln-old (call 1's binary); batch-1 decode at 2048
+# positions alternating kiln / kiln-old for gemma3-1b, qwen3.5-2b, moe4q4 and the KILN_CUDA_FUSE_NORM_MIN_K=1024
+# variant (matmul_add and the norm-in-prologue GEMVs at the hybrids' small hidden sizes); qwen3.5-2b and gemma3-1b
+# through the engine at concurrency 1, 8, 64 kiln / kiln-old.
+#   run: bash bench/cuda/call_s25f.sh PKG   (PACK_BINS="kiln kiln-old test_cuda_kernels test_cuda_hybrid test_cuda_parity test_cuda_sample")
+P=${1:?package}
+. bench/cuda/call_lib.sh
+call_unpack "$P"
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+( /tmp/k/kiln synth --preset qwen3.5-2b --dtype bf16 --out /tmp/s/q352bf16 > /tmp/s/synth-2b.log 2>&1
+  /tmp/k/kiln synth --preset qwen3.5-moe-35b --dtype q4 --layers 4 --out /tmp/s/moe4q4 > /tmp/s/synth-q4.log 2>&1
+  /tmp/k/kiln synth --preset gemma3-1b --dtype bf16 --out /tmp/s/g31bf16 > /tmp/s/synth-g3.log 2>&1; touch /tmp/s/all.done ) &
+( timeout 420 /tmp/k/test_cuda_kernels > /tmp/tk.log 2>&1; echo "test_cuda_kernels rc=$? $(tail -1 /tmp/tk.log) (at $(el) s)" > /tmp/tk.sum; grep -i fail /tmp/tk.log | head -10 >> /tmp/tk.sum ) &
+TK=$!
+call_tbin test_cuda_hybrid test_cuda_parity test_cuda_sample
+wait $TK; cat /tmp/tk.sum >> "$S"
+echo "tests done at $(el) s" >> "$S"
+while [ ! -f /tmp/s/all.done ]; do sleep 1; done
+IDS=$(seq -s, 100 123)
+for m in g31bf16 q352bf16; do
+  for v in "kiln X=1" "kiln KILN_CUDA_FUSE=0" "kiln-old X=1"; do
+    set -- $v
+    env $2 timeout 60 /tmp/k/$1 logits /tmp/s/$m --backend cuda --ids $IDS --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
+    echo "logits $m $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
+  done
+done
+b1() { echo "== $1 $2 $3" >> $OUT/bench.txt; env $3 timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt; }
+for rep in 1 2; do
+  for v in "kiln X=1" "kiln-old X=1" "kiln KILN_CUDA_FUSE_NORM_MIN_K=1024"; do b1 g31bf16 $v; b1 q352bf16 $v; b1 moe4q4 $v; done
+done
+for m in q352bf16 g31bf16; do
+  for bin in kiln kiln-old; do
+    echo "== conc $m $bin" >> $OUT/bench.txt
+    timeout 150 /tmp/k/$bin bench /tmp/s/$m --backend cuda --concurrency 1,8,64 --prompt-tokens 128 --gen-tokens 64 --max-batch 64 --json 2>/dev/null | tail -1 | grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*' | paste - - - >> $OUT/bench.txt
+  done
+done
+echo "bench done at $(el) s" >> "$S"
+cat $S
