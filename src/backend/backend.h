@@ -251,6 +251,10 @@ typedef struct backend_ops {
      * conv1d_causal's; d->row_start must be 0, 1, ..., T. */
     int (*delta_decode)(backend_t *, float *y, const float *qkv, float *const *conv_state, const float *conv_w, int K, const float *a,
                         const float *b, const float *z, const float *nw, float eps, int T, const struct delta_args *d);
+    /* post_norm_add: Gemma's post-norm residual and the next pre-norm, x[T, n] += rms_norm(d, w1) then
+     * y = rms_norm(x, w2) (both with w_offset, eps) — bitwise rms_norm(d, d, w1), add(x, d), rms_norm(y, x, w2).
+     * d is scratch (its contents afterwards unspecified); y may be d. */
+    int (*post_norm_add)(backend_t *, float *x, float *y, float *d, const float *w1, const float *w2, float w_offset, int T, int n, float eps);
     /* Optional (NULL: 0): 1 where the backend wants K stored transposed per block (kv_view_t.k_t)
      * in a pool of this block size and dtype. */
     int (*kv_k_transposed)(backend_t *, int block_size, int head_dim, dtype_t dtype);

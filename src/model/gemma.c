@@ -431,6 +431,7 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         op->add(be, G->ple, G->plt, (size_t)T * L * P);
         op->scale(be, G->ple, 1.0f / sqrtf(2.0f), (size_t)T * L * P);
     }
+    int h_ready = 0; /* h holds this layer's input norm already (the previous layer's post_norm_add) */
     for (int li = 0; li < L; li++) {
         const gemma_layer_t *l = &G->layers[li];
         int hd = l->hd, nkv = l->nkv;
@@ -439,7 +440,9 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         {
             float *const y[3] = {G->q, G->k, G->v};
             const weight_t *const w[3] = {&l->wq, &l->wk, &l->wv};
-            hyb_proj(be, l->shared ? 1 : l->k_eq_v ? 2 : 3, y, G->h, G->x, l->ln_in, no, eps, T, H, w);
+            const int n = l->shared ? 1 : l->k_eq_v ? 2 : 3;
+            if (h_ready) hyb_multi(be, n, y, G->h, T, w);
+            else hyb_proj(be, n, y, G->h, G->x, l->ln_in, no, eps, T, H, w);
         }
         const float ms = l->sliding ? G->ms_local : G->ms_global;
         int swa = split && l->sliding;
@@ -470,12 +473,16 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             op->attention(be, G->att, G->q, T, &aa);
         }
         op->matmul(be, G->h, G->att, T, &l->wo);
-        op->rms_norm(be, G->h, G->h, l->ln_post_attn, no, T, H, eps);
-        op->add(be, G->x, G->h, (size_t)T * H);
+        /* x += post_norm(h) and h = pre_ff_norm(x) in one op where the backend fuses them */
+        const int hf = op->post_norm_add && !op->post_norm_add(be, G->x, G->h, G->h, l->ln_post_attn, l->ln_pre_ff, no, T, H, eps);
+        if (!hf) {
+            op->rms_norm(be, G->h, G->h, l->ln_post_attn, no, T, H, eps);
+            op->add(be, G->x, G->h, (size_t)T * H);
+        }
         /* feed-forward block (+ gemma4 MoE branch): the norm inside gate/up/GLU where the backend
          * fuses it (rms_matmul_glu), else the norm and gate/up/GLU in one op (matmul_glu) or three */
-        if (!op->rms_matmul_glu || op->rms_matmul_glu(be, G->g, G->x, l->ln_pre_ff, no, eps, T, &l->wg, &l->wu, ACT_GELU_TANH)) {
-            op->rms_norm(be, G->h, G->x, l->ln_pre_ff, no, T, H, eps);
+        if (hf || !op->rms_matmul_glu || op->rms_matmul_glu(be, G->g, G->x, l->ln_pre_ff, no, eps, T, &l->wg, &l->wu, ACT_GELU_TANH)) {
+            if (!hf) op->rms_norm(be, G->h, G->x, l->ln_pre_ff, no, T, H, eps);
             if (op->matmul_glu) op->matmul_glu(be, G->g, G->g, G->u, G->h, T, &l->wg, &l->wu, ACT_GELU_TANH);
             else {
                 float *const y[2] = {G->g, G->u};
@@ -492,8 +499,13 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             op->rms_norm(be, G->h2, G->h2, l->ln_post_ff2, no, T, H, eps);
             op->add(be, G->h, G->h2, (size_t)T * H);
         }
-        op->rms_norm(be, G->h, G->h, l->ln_post_ff, no, T, H, eps);
-        op->add(be, G->x, G->h, (size_t)T * H);
+        /* x += post_ff_norm(h), with the next layer's input norm into h where nothing else comes between */
+        h_ready = !moe && !P && l->layer_scalar == 1.0f && li + 1 < L && op->post_norm_add &&
+                  !op->post_norm_add(be, G->x, G->h, G->h, l->ln_post_ff, G->layers[li + 1].ln_in, no, T, H, eps);
+        if (!h_ready) {
+            op->rms_norm(be, G->h, G->h, l->ln_post_ff, no, T, H, eps);
+            op->add(be, G->x, G->h, (size_t)T * H);
+        }
         if (P) { /* per-layer input */
             for (int t = 0; t < T; t++) G->idx[t] = t * L + li;
             op->gather_rows(be, G->pll, G->ple, G->idx, T, P);

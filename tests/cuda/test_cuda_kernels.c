@@ -3938,6 +3938,65 @@ out:
     free(qkv); free(a); free(b); free(z); free(w); free(nw); free(A_log); free(dt); free(st); free(ya); free(yb); free(ha); free(hb);
 }
 
+/* post_norm_add (rmsnorm.cu, backend.h; Gemma's post-norm residual + the next pre-norm): x and y bitwise
+ * rms_norm(d, d, w1) + add(x, d) + rms_norm(y, x, w2) on the same backend — gemma3-1b's hidden size 1152 and
+ * others, 1 / 3 / 64 rows, norm offsets 1 and 0, y = d and y apart, an outlier row; declined (nothing written)
+ * past 64 rows, for n > 4096 and n <= 256. */
+static void test_post_norm_add(void) {
+    const int ns[] = {1152, 2048, 260, 4096}, Ts[] = {1, 3, 64};
+    for (int bi = 0; bi < 2; bi++) {
+        backend_t *be = bi ? befast : be32;
+        CHECK(be->ops->post_norm_add != NULL, "%s: no post_norm_add", be->ops->name);
+        if (!be->ops->post_norm_add) return;
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+                for (int var = 0; var < 2; var++) {
+                    const int n = ns[ni], T = Ts[ti];
+                    const float off = var ? 0.f : 1.f;
+                    const size_t tn = (size_t)T * n;
+                    float *x = rand_vec(tn, 3000 + ni * 7 + ti, 3.f), *d = rand_vec(tn, 3100 + ni * 7 + ti, 20.f);
+                    float *w1 = rand_vec(n, 3200 + ni, 0.5f), *w2 = rand_vec(n, 3300 + ni, 0.5f);
+                    d[5] = 3000.f; /* an outlier */
+                    float *dxa = dev_from(be, x, tn), *dda = dev_from(be, d, tn), *dxb = dev_from(be, x, tn), *ddb = dev_from(be, d, tn);
+                    float *dw1 = dev_from(be, w1, n), *dw2 = dev_from(be, w2, n), *dyb = be->ops->alloc(be, sizeof(float) * tn);
+                    /* A: the separate ops, y = d (gemma.c's call) */
+                    be->ops->rms_norm(be, dda, dda, dw1, off, T, n, 1e-6f);
+                    be->ops->add(be, dxa, dda, tn);
+                    be->ops->rms_norm(be, dda, dxa, dw2, off, T, n, 1e-6f);
+                    /* B: the fused op, y = d (var 0) or a buffer of its own (var 1) */
+                    float *yb = var ? dyb : ddb;
+                    const int rc = be->ops->post_norm_add(be, dxb, yb, ddb, dw1, dw2, off, T, n, 1e-6f);
+                    CHECK(rc == 0, "%s post_norm_add n %d T %d: declined", be->ops->name, n, T);
+                    float *ha = malloc(sizeof(float) * tn), *hb = malloc(sizeof(float) * tn);
+                    to_host(be, ha, dxa, tn);
+                    to_host(be, hb, dxb, tn);
+                    CHECK(rc || !memcmp(ha, hb, sizeof(float) * tn), "%s post_norm_add n %d T %d var %d: x differs from rms_norm + add + rms_norm",
+                          be->ops->name, n, T, var);
+                    to_host(be, ha, dda, tn);
+                    to_host(be, hb, yb, tn);
+                    CHECK(rc || !memcmp(ha, hb, sizeof(float) * tn), "%s post_norm_add n %d T %d var %d: y differs from rms_norm + add + rms_norm",
+                          be->ops->name, n, T, var);
+                    free(ha); free(hb);
+                    be->ops->free(be, dxa); be->ops->free(be, dda); be->ops->free(be, dxb); be->ops->free(be, ddb);
+                    be->ops->free(be, dw1); be->ops->free(be, dw2); be->ops->free(be, dyb);
+                    free(x); free(d); free(w1); free(w2);
+                }
+        /* declines: 65 rows, n 4100 and 256 — y left as it was */
+        const int dn[][2] = {{65, 1152}, {1, 4100}, {1, 256}};
+        for (int k = 0; k < 3; k++) {
+            const int T = dn[k][0], n = dn[k][1];
+            const size_t tn = (size_t)T * n;
+            float *x = rand_vec(tn, 3400 + k, 1.f), *dx = dev_from(be, x, tn), *dd = dev_from(be, x, tn), *dy = dev_from(be, x, tn);
+            float *dw = dev_from(be, x, n), *got = malloc(sizeof(float) * tn);
+            CHECK(be->ops->post_norm_add(be, dx, dy, dd, dw, dw, 1.f, T, n, 1e-6f) != 0, "%s post_norm_add took T %d n %d", be->ops->name, T, n);
+            to_host(be, got, dy, tn);
+            CHECK(!memcmp(got, x, sizeof(float) * tn), "%s post_norm_add T %d n %d: a declined call wrote y", be->ops->name, T, n);
+            be->ops->free(be, dx); be->ops->free(be, dd); be->ops->free(be, dy); be->ops->free(be, dw);
+            free(x); free(got);
+        }
+    }
+}
+
 static void test_hybrid_recurrent(void) {
     int l1[4] = {1, 2, 5, 17}, l2[1] = {1}, l3[3] = {40, 1, 3};
     conv_case(4, l1, 131, 4, ACT_SILU, 71);
@@ -4177,6 +4236,7 @@ int main(void) {
     if (getenv("KILN_CUDA_TEST_MOE_ONLY")) { /* the MoE and hybrid-op tests alone: a short device call */
         test_hybrid_elementwise();
         test_hybrid_recurrent();
+        test_post_norm_add();
         test_moe();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MOE_ONLY)");
@@ -4326,6 +4386,7 @@ int main(void) {
     test_attention_mma();
     test_hybrid_elementwise();
     test_hybrid_recurrent();
+    test_post_norm_add();
     test_moe();
     printf("# moe: %d checks, %d failed so far\n", ct_checks, ct_failures);
     backend_destroy(be32);

@@ -373,6 +373,7 @@ static const backend_ops_t cuda_ops = {
     .rms_matmul_glu = cuda_tc_rms_matmul_glu,
     .rms_mlp = cuda_rms_mlp,
     .delta_decode = cuda_delta_decode,
+    .post_norm_add = cuda_post_norm_add,
 };
 
 
@@ -446,7 +447,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         cuda_prof_ops.add_rms_norm = NULL; cuda_prof_ops.rope_kv_write = NULL; cuda_prof_ops.norm_rope_kv_attention = NULL; /* timed as the separate ops */
         cuda_prof_ops.matmul_multi = NULL; cuda_prof_ops.matmul_glu = NULL;
         cuda_prof_ops.matmul_add = NULL; cuda_prof_ops.rms_matmul_multi = NULL; cuda_prof_ops.rms_matmul_glu = NULL; cuda_prof_ops.rms_mlp = NULL;
-        cuda_prof_ops.delta_decode = NULL;
+        cuda_prof_ops.delta_decode = NULL; cuda_prof_ops.post_norm_add = NULL;
         be->ops = &cuda_prof_ops;
     }
     const char *fenv = getenv("KILN_CUDA_FUSE"); /* =0: no fused ops (the models call the separate ones; A/B) */
@@ -455,7 +456,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         nofuse = cuda_ops;
         nofuse.add_rms_norm = NULL; nofuse.rope_kv_write = NULL; nofuse.matmul_glu = NULL; nofuse.norm_rope_kv_attention = NULL;
         nofuse.matmul_add = NULL; nofuse.rms_matmul_multi = NULL; nofuse.rms_matmul_glu = NULL; nofuse.rms_mlp = NULL;
-        nofuse.delta_decode = NULL;
+        nofuse.delta_decode = NULL; nofuse.post_norm_add = NULL;
         be->ops = &nofuse;
     }
     be->impl = c;

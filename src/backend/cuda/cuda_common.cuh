@@ -279,6 +279,7 @@ void cuda_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t
 void cuda_conv1d_causal(backend_t *be, float *y, const float *x, int n_rows, const int32_t *row_start, float *const *state,
                         const float *w, int C, int K, act_t act);
 void cuda_gated_delta(backend_t *be, float *out, const float *qkv, const float *a, const float *b, int T, const struct delta_args *d);
+int cuda_post_norm_add(backend_t *be, float *x, float *y, float *d, const float *w1, const float *w2, float off, int T, int n, float eps);
 int cuda_delta_decode(backend_t *be, float *y, const float *qkv, float *const *conv_state, const float *conv_w, int K, const float *a,
                       const float *b, const float *z, const float *nw, float eps, int T, const struct delta_args *d);
 int cuda_moe_route(backend_t *be, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale);

@@ -340,10 +340,16 @@ __global__ void __launch_bounds__(512) delta_decode_cl_kernel(delta_decode_dev_t
     const float o = delta_col_token<NI>(s, qs, ks, iq, ik, p.q_scale, sub, dk, gb[0], gb[1], col ? vs[jl] : 0.f);
     delta_state<NI, true>(s, S, sub, j, dk, dv, col);
     asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-    if (rank == 0) /* the q/k conv state, shifted by one (conv1d_state_kernel's order: ascending k reads k + 1 first) */
+    if (rank == 0) /* the q/k conv state, shifted by one: every old value read (one round of loads), then written */
         for (int c2 = tid; c2 < 2 * dk; c2 += blockDim.x) {
-            const int c = (c2 < dk ? p.q_off : p.k_off) + kh * dk + (c2 < dk ? c2 : c2 - dk);
-            for (int k = 0; k < p.K - 1; k++) cs[(size_t)k * p.C + c] = k + 2 < p.K ? cs[(size_t)(k + 1) * p.C + c] : xr[c];
+            const int c = (c2 < dk ? p.q_off : p.k_off) + kh * dk + (c2 < dk ? c2 : c2 - dk), H = p.K - 1;
+            float nw[CONV_KMAX];
+#pragma unroll
+            for (int k = 0; k < CONV_KMAX - 1; k++)
+                if (k < H) nw[k] = k + 1 < H ? cs[(size_t)(k + 1) * p.C + c] : xr[c];
+#pragma unroll
+            for (int k = 0; k < CONV_KMAX - 1; k++)
+                if (k < H) cs[(size_t)k * p.C + c] = nw[k];
         }
     if (col && sub == 0)
         for (int b = 0; b < bph; b++) dsmem_store(&os[j], hl * bph + b, o);

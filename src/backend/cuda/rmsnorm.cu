@@ -147,6 +147,100 @@ void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, floa
     cudaLaunchCheck();
 }
 
+/* backend.h post_norm_add (Gemma: x += post_norm(d); y = pre_norm(x)) in one launch: rms_norm4_kernel<4>'s
+ * steps twice with the add between — a thread's float4s in the same order, the same fmaf chains, xor tree and
+ * pass over the 8 warps, add_kernel's x + d' — so the floats are those of rms_norm, add and rms_norm.
+ * TRIG (KILN_CUDA_PNA_TRIG, A/B): when the next kernel may launch — 0 at entry (as rms_norm4_kernel), 1 after
+ * the wait (the default), 2 at exit. Session 25 measured a one-block norm that triggers at entry slowing qwen3.5 decode when
+ * it replaced a plain add between two GEMVs (bench/cuda/RESULTS.md). */
+template <int TRIG>
+__global__ void __launch_bounds__(256) post_norm_add_kernel(float *x, float *y, const float *d, const float *w1, const float *w2, float off, int n,
+                                                            float eps) {
+    __shared__ float ws1[8], ws2[8];
+    if (TRIG == 0) pdl_trigger();
+    pdl_wait();
+    if (TRIG == 1) pdl_trigger();
+    const int n4 = n / 4;
+    const float4 *dr = (const float4 *)(d + (size_t)blockIdx.x * n);
+    float4 *xr = (float4 *)(x + (size_t)blockIdx.x * n), *yr = (float4 *)(y + (size_t)blockIdx.x * n);
+    float4 v[4], u[4];
+    float ss = 0.f;
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int i = threadIdx.x + r * 256;
+        v[r] = i < n4 ? dr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        u[r] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        ss = fmaf(v[r].x, v[r].x, ss); ss = fmaf(v[r].y, v[r].y, ss);
+        ss = fmaf(v[r].z, v[r].z, ss); ss = fmaf(v[r].w, v[r].w, ss);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) ws1[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.f;
+    for (int i = 0; i < 8; i++) tot += ws1[i];
+    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
+    float s2 = 0.f;
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int i = threadIdx.x + r * 256;
+        if (i < n4) {
+            float4 o = v[r];
+            /* explicit roundings: the separate ops store d' and add it later, so no product may fuse into the add */
+            if (w1) {
+                const float4 wv = ((const float4 *)w1)[i];
+                o.x = __fmul_rn(__fmul_rn(o.x, inv), __fadd_rn(off, wv.x)); o.y = __fmul_rn(__fmul_rn(o.y, inv), __fadd_rn(off, wv.y));
+                o.z = __fmul_rn(__fmul_rn(o.z, inv), __fadd_rn(off, wv.z)); o.w = __fmul_rn(__fmul_rn(o.w, inv), __fadd_rn(off, wv.w));
+            } else {
+                o.x = __fmul_rn(o.x, inv); o.y = __fmul_rn(o.y, inv); o.z = __fmul_rn(o.z, inv); o.w = __fmul_rn(o.w, inv);
+            }
+            u[r].x = __fadd_rn(u[r].x, o.x); u[r].y = __fadd_rn(u[r].y, o.y); u[r].z = __fadd_rn(u[r].z, o.z); u[r].w = __fadd_rn(u[r].w, o.w);
+            xr[i] = u[r];
+        }
+        s2 = fmaf(u[r].x, u[r].x, s2); s2 = fmaf(u[r].y, u[r].y, s2);
+        s2 = fmaf(u[r].z, u[r].z, s2); s2 = fmaf(u[r].w, u[r].w, s2);
+    }
+    for (int o = 16; o > 0; o >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+    if ((threadIdx.x & 31) == 0) ws2[threadIdx.x >> 5] = s2;
+    __syncthreads();
+    float tot2 = 0.f;
+    for (int i = 0; i < 8; i++) tot2 += ws2[i];
+    const float inv2 = 1.0f / sqrtf(tot2 / (float)n + eps);
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const int i = threadIdx.x + r * 256;
+        if (i >= n4) break;
+        float4 o = u[r];
+        if (w2) {
+            const float4 wv = ((const float4 *)w2)[i];
+            o.x = (o.x * inv2) * (off + wv.x); o.y = (o.y * inv2) * (off + wv.y);
+            o.z = (o.z * inv2) * (off + wv.z); o.w = (o.w * inv2) * (off + wv.w);
+        } else {
+            o.x *= inv2; o.y *= inv2; o.z *= inv2; o.w *= inv2;
+        }
+        yr[i] = o;
+    }
+}
+
+/* backend.h post_norm_add where the separate ops would both run rms_norm4_kernel<4> (n % 4 == 0, 256 < n <= 4096,
+ * 16-byte aligned) at decode-sized steps (T <= 64: prefill keeps the separate ops and their bf16 copies for the
+ * matmuls, x16.cuh). KILN_CUDA_PNA=0: declines (A/B). */
+int cuda_post_norm_add(backend_t *be, float *x, float *y, float *d, const float *w1, const float *w2, float off, int T, int n, float eps) {
+    static int on = -1, trig = 0;
+    if (on < 0) {
+        const char *e = getenv("KILN_CUDA_PNA"), *t = getenv("KILN_CUDA_PNA_TRIG");
+        on = !(e && !strcmp(e, "0"));
+        trig = t ? atoi(t) : 1; /* default after the wait: session 25 call 7, gemma3-1b batch-1 664–683 tok/s against 642–647 at entry */
+    }
+    if (!on || T <= 0 || T > 64 || n % 4 || n <= 256 || n > 4096 ||
+        (((uintptr_t)x | (uintptr_t)y | (uintptr_t)d | (uintptr_t)w1 | (uintptr_t)w2) & 15))
+        return -1;
+    cuda_impl_t *c = cuda_impl(be);
+    if (trig == 1) cuda_launch_pdl(c->stream, post_norm_add_kernel<1>, T, 256, 0, x, y, (const float *)d, w1, w2, off, n, eps);
+    else if (trig == 2) cuda_launch_pdl(c->stream, post_norm_add_kernel<2>, T, 256, 0, x, y, (const float *)d, w1, w2, off, n, eps);
+    else cuda_launch_pdl(c->stream, post_norm_add_kernel<0>, T, 256, 0, x, y, (const float *)d, w1, w2, off, n, eps);
+    return 0;
+}
+
 /* x[T, n] += d; y = rms_norm(x): the add and rms_norm ops in one launch (backend.h
  * add_rms_norm), bitwise the same results. Other sizes/alignments: the two ops. */
 void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const float *w, float off, int T, int n, float eps) {

@@ -228,6 +228,12 @@ XW(norm_rope_kv_attention,
    (backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps, int rot, const float *inv, float ms,
     const int32_t *slots, int T, const attn_args_t *a),
    (be, out, q, k, v, qn, kn, eps, rot, inv, ms, slots, T, a))
+XWR(int, delta_decode,
+    (backend_t *be, float *y, const float *qkv, float *const *cs, const float *cw, int K, const float *a, const float *b, const float *z,
+     const float *nw, float eps, int T, const struct delta_args *d),
+    (be, y, qkv, cs, cw, K, a, b, z, nw, eps, T, d))
+XWR(int, post_norm_add, (backend_t *be, float *x, float *y, float *d, const float *w1, const float *w2, float o, int T, int n, float eps),
+    (be, x, y, d, w1, w2, o, T, n, eps))
 XWR(int, moe_route, (backend_t *be, int32_t *ids, float *wts, const float *logits, int T, int E, int k, int renorm, const float *escale),
     (be, ids, wts, logits, T, E, k, renorm, escale))
 XWR(int, moe_experts,
@@ -313,7 +319,7 @@ void cuda_xp_init(backend_t *be) {
         XSET(gather_rows); XSET(embed); XSET(kv_write); XSET(attention); XSET(conv1d_causal); XSET(gated_delta); XSET(sigmoid_mul);
         XSET(scale); XSET(add_rows_scaled); XSET(step_begin); XSET(step_end); XSET(sample); XSET(add_rms_norm); XSET(rope_kv_write);
         XSET(norm_rope_kv_attention); XSET(matmul_multi); XSET(moe_route); XSET(moe_experts); XSET(matmul_glu); XSET(matmul_add);
-        XSET(rms_matmul_multi); XSET(rms_matmul_glu); XSET(rms_mlp);
+        XSET(rms_matmul_multi); XSET(rms_matmul_glu); XSET(rms_mlp); XSET(delta_decode); XSET(post_norm_add);
 #undef XSET
     }
     memset(s, 0, sizeof *s);

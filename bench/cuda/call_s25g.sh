@@ -1,0 +1,35 @@
+#!/bin/bash
+# call_s25g.sh — session 25, call 7: post_norm_add (Gemma's x += post_norm(h), h = next pre-norm(x) in one launch;
+# KILN_CUDA_PNA_TRIG 0/1/2 = the next kernel may launch at entry / after the wait / at exit) and delta_decode's rank-0
+# conv-state shift in one round of loads: MoE/hybrid subset (post_norm_add and delta_decode bitwise the separate ops),
+# test_cuda_hybrid, test_cuda_parity, logits md5 across kiln / KILN_CUDA_PNA=0 / KILN_CUDA_FUSE=0 / kiln-c6 (call 6's
+# binary); batch-1 decode at 2048 positions alternating; gemma3-1b through the engine at concurrency 1, 8, 64.
+#   run: bash bench/cuda/call_s25g.sh PKG   (PACK_BINS="kiln kiln-c6 test_cuda_kernels test_cuda_hybrid test_cuda_parity")
+P=${1:?package}
+. bench/cuda/call_lib.sh
+call_unpack "$P"
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+call_synth bf16 q352bf16 g31bf16
+call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1
+call_tbin test_cuda_hybrid test_cuda_parity
+while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/g31bf16.done ]; do sleep 1; done
+echo "tests + synth done at $(el) s" >> "$S"
+IDS=$(seq -s, 100 123)
+for m in g31bf16 q352bf16; do
+  for v in "kiln X=1" "kiln KILN_CUDA_PNA=0" "kiln KILN_CUDA_FUSE=0" "kiln-c6 X=1"; do
+    set -- $v
+    env $2 timeout 60 /tmp/k/$1 logits /tmp/s/$m --backend cuda --ids $IDS --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
+    echo "logits $m $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
+  done
+done
+b1() { echo "== $1 $2 $3" >> $OUT/bench.txt; env $3 timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt; }
+for rep in 1 2; do
+  for v in "kiln X=1" "kiln KILN_CUDA_PNA_TRIG=1" "kiln KILN_CUDA_PNA_TRIG=2" "kiln KILN_CUDA_PNA=0" "kiln-c6 X=1"; do b1 g31bf16 $v; done
+  for v in "kiln X=1" "kiln-c6 X=1"; do b1 q352bf16 $v; done
+done
+for bin in kiln kiln-c6; do
+  echo "== conc g31bf16 $bin" >> $OUT/bench.txt
+  timeout 150 /tmp/k/$bin bench /tmp/s/g31bf16 --backend cuda --concurrency 1,8,64 --prompt-tokens 128 --gen-tokens 64 --max-batch 64 --json 2>/dev/null | tail -1 | grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*' | paste - - - >> $OUT/bench.txt
+done
+echo "bench done at $(el) s" >> "$S"
+cat $S
