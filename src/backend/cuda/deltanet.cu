@@ -172,6 +172,25 @@ __global__ void __launch_bounds__(DLPC * DCOLS) gated_delta_kernel(delta_dev_t d
  * state is read after the PDL wait: it is written only by this layer's delta op, earlier in
  * the stream. Rows reach their states through one table of byte offsets from row 0's (the
  * same for the conv and the delta state, and for every layer: uploaded once a step). */
+/* 1/‖q‖ and 1/‖k‖ of a token's q and k in shared memory, summed as gated_delta_kernel sums them (a thread
+ * per element, the xor tree, the warps in order: a block of more warps than its 4 adds exact zeros). Call
+ * after the barrier that publishes qs and ks. */
+__device__ __forceinline__ float2 delta_qk_inv(const float *qs, const float *ks, int dk, float (*red)[32]) {
+    const int tid = threadIdx.x, nwarps = blockDim.x / 32;
+    float sq = 0.f, sk = 0.f;
+    for (int i = tid; i < dk; i += blockDim.x) {
+        const float qv = qs[i], kv = ks[i];
+        sq += qv * qv; sk += kv * kv;
+    }
+    sq = block_sum(sq, red[0], nwarps);
+    for (int off = 16; off > 0; off >>= 1) sk += __shfl_xor_sync(0xffffffffu, sk, off);
+    if ((tid & 31) == 0) red[1][tid >> 5] = sk;
+    __syncthreads();
+    sk = 0.f;
+    for (int i = 0; i < nwarps; i++) sk += red[1][i];
+    return make_float2(1.0f / sqrtf(sq + 1e-6f), 1.0f / sqrtf(sk + 1e-6f));
+}
+
 typedef struct delta_decode_dev {
     float *y;
     const float *x, *cw, *a, *b, *z, *nw, *A_log, *dt_bias;
@@ -202,7 +221,7 @@ __device__ __forceinline__ float conv_decode(float *cs, const float *xr, const f
 template <int NI>
 __global__ void __launch_bounds__(1024) delta_decode_kernel(delta_decode_dev_t p) {
     __shared__ float qs[DLPC * NI], ks[DLPC * NI], vs[128], os[128], red[2][32], gb[2], ws[2];
-    const int kh = blockIdx.x, r = blockIdx.y, tid = threadIdx.x, nwarps = blockDim.x / 32;
+    const int kh = blockIdx.x, r = blockIdx.y, tid = threadIdx.x;
     const int sub = tid % DLPC, j = tid / DLPC, dk = p.dk, dv = p.dv, hpk = p.nv / p.nk;
     const bool col = j < dv;
     pdl_trigger();
@@ -217,18 +236,8 @@ __global__ void __launch_bounds__(1024) delta_decode_kernel(delta_decode_dev_t p
         else ks[i] = v;
     }
     __syncthreads();
-    float sq = 0.f, sk = 0.f; /* gated_delta_kernel's norms */
-    for (int i = tid; i < dk; i += blockDim.x) {
-        const float qv = qs[i], kv = ks[i];
-        sq += qv * qv; sk += kv * kv;
-    }
-    sq = block_sum(sq, red[0], nwarps);
-    for (int off = 16; off > 0; off >>= 1) sk += __shfl_xor_sync(0xffffffffu, sk, off);
-    if ((tid & 31) == 0) red[1][tid >> 5] = sk;
-    __syncthreads();
-    sk = 0.f;
-    for (int i = 0; i < nwarps; i++) sk += red[1][i];
-    const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+    const float2 inq = delta_qk_inv(qs, ks, dk, red); /* gated_delta_kernel's norms */
+    const float iq = inq.x, ik = inq.y;
     for (int hh = 0; hh < hpk; hh++) {
         const int h = kh * hpk + hh;
         if (tid < dv) vs[tid] = conv_decode(cs, xr, p.cw, p.v_off + h * dv + tid, p.C, p.K);
@@ -299,7 +308,7 @@ __global__ void __launch_bounds__(512) delta_decode_cl_kernel(delta_decode_dev_t
     __shared__ float qs[DLPC * NI], ks[DLPC * NI], vs[128], os[128], red[2][32], gb[2], ws[2];
     const int hpk = p.nv / p.nk, bph = DD_NB / hpk, rank = blockIdx.x % DD_NB, kh = blockIdx.x / DD_NB, r = blockIdx.y;
     const int hl = rank / bph, h = kh * hpk + hl, cpb = (p.dv + bph - 1) / bph, j0 = (rank % bph) * cpb;
-    const int tid = threadIdx.x, nwarps = blockDim.x / 32, sub = tid % DLPC, jl = tid / DLPC, j = j0 + jl, dk = p.dk, dv = p.dv;
+    const int tid = threadIdx.x, sub = tid % DLPC, jl = tid / DLPC, j = j0 + jl, dk = p.dk, dv = p.dv;
     const bool col = jl < cpb && j < dv;
     pdl_trigger();
     pdl_wait();
@@ -325,18 +334,8 @@ __global__ void __launch_bounds__(512) delta_decode_cl_kernel(delta_decode_dev_t
      * (others may store into its shared memory) */
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
     __syncthreads();
-    float sq = 0.f, sk = 0.f; /* gated_delta_kernel's norms */
-    for (int i = tid; i < dk; i += blockDim.x) {
-        const float qv = qs[i], kv = ks[i];
-        sq += qv * qv; sk += kv * kv;
-    }
-    sq = block_sum(sq, red[0], nwarps);
-    for (int off = 16; off > 0; off >>= 1) sk += __shfl_xor_sync(0xffffffffu, sk, off);
-    if ((tid & 31) == 0) red[1][tid >> 5] = sk;
-    __syncthreads();
-    sk = 0.f;
-    for (int i = 0; i < nwarps; i++) sk += red[1][i];
-    const float iq = 1.0f / sqrtf(sq + 1e-6f), ik = 1.0f / sqrtf(sk + 1e-6f);
+    const float2 inq = delta_qk_inv(qs, ks, dk, red); /* gated_delta_kernel's norms */
+    const float iq = inq.x, ik = inq.y;
     const float o = delta_col_token<NI>(s, qs, ks, iq, ik, p.q_scale, sub, dk, gb[0], gb[1], col ? vs[jl] : 0.f);
     delta_state<NI, true>(s, S, sub, j, dk, dv, col);
     asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
