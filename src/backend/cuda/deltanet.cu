@@ -200,8 +200,9 @@ typedef struct delta_decode_dev {
     float q_scale, eps;
 } delta_decode_dev_t;
 
-/* the conv of channel c at row r's one token: the window from the conv state, which is then
- * shifted by one (conv1d_kernel's decode path does the same) */
+/* the conv of channel c at row r's one token: the window from the conv state, which (WRITE) is then
+ * shifted by one (conv1d_kernel's decode path does the same); WRITE false leaves the state as it is */
+template <bool WRITE = true>
 __device__ __forceinline__ float conv_decode(float *cs, const float *xr, const float *cw, int c, int C, int K) {
     const int H = K - 1;
     float wc[CONV_KMAX], win[CONV_KMAX];
@@ -212,9 +213,10 @@ __device__ __forceinline__ float conv_decode(float *cs, const float *xr, const f
     }
     const float xt = xr[c];
     const float y = conv_out(wc, win, H, xt, ACT_SILU);
+    if (WRITE)
 #pragma unroll
-    for (int k = 0; k < CONV_KMAX - 1; k++)
-        if (k < H) cs[(size_t)k * C + c] = k + 1 < H ? win[k + 1] : xt;
+        for (int k = 0; k < CONV_KMAX - 1; k++)
+            if (k < H) cs[(size_t)k * C + c] = k + 1 < H ? win[k + 1] : xt;
     return y;
 }
 
@@ -291,18 +293,6 @@ __device__ __forceinline__ void dsmem_store(float *local, int rank, float v) {
     asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(ra), "f"(v) : "memory");
 }
 
-/* the conv of channel c at row r's one token, the state left as it is (conv_decode without the write) */
-__device__ __forceinline__ float conv_peek(const float *cs, const float *xr, const float *cw, int c, int C, int K) {
-    const int H = K - 1;
-    float wc[CONV_KMAX], win[CONV_KMAX];
-#pragma unroll
-    for (int k = 0; k < CONV_KMAX; k++) {
-        wc[k] = k < K ? cw[(size_t)c * K + k] : 0.f;
-        win[k] = k < H ? cs[(size_t)k * C + c] : 0.f;
-    }
-    return conv_out(wc, win, H, xr[c], ACT_SILU);
-}
-
 template <int NI>
 __global__ void __launch_bounds__(512) delta_decode_cl_kernel(delta_decode_dev_t p) {
     __shared__ float qs[DLPC * NI], ks[DLPC * NI], vs[128], os[128], red[2][32], gb[2], ws[2];
@@ -320,7 +310,7 @@ __global__ void __launch_bounds__(512) delta_decode_cl_kernel(delta_decode_dev_t
     delta_state<NI, false>(s, S, sub, j, dk, dv, col);
     for (int c2 = tid; c2 < 2 * dk; c2 += blockDim.x) { /* q and k of key head kh (every block; the state stays) */
         const int i = c2 < dk ? c2 : c2 - dk;
-        const float v = conv_peek(cs, xr, p.cw, (c2 < dk ? p.q_off : p.k_off) + kh * dk + i, p.C, p.K);
+        const float v = conv_decode<false>(cs, xr, p.cw, (c2 < dk ? p.q_off : p.k_off) + kh * dk + i, p.C, p.K);
         if (c2 < dk) qs[i] = v;
         else ks[i] = v;
     }
