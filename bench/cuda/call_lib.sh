@@ -7,6 +7,10 @@
 #   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S
 #   call_tbin BIN...           whole test binaries one after another (300 s each): last line and failures into $S
 #                              (kiln-tiny's, whose weights a call does not carry, left out of the failure lines)
+#   call_logits CKPT "BIN VAR=V"...   md5 of `kiln logits` over 24 decode steps (--chunk 1, ids $IDS) per binary
+#                              and environment into $S: a bitwise check across fused / separate paths and trees
+#   call_b1 NAME BIN VAR=V     batch-1 decode tok/s at 2048 positions of /tmp/s/NAME into $OUT/bench.txt
+#   call_conc NAME BIN...      /tmp/s/NAME through the engine at concurrency 1, 8, 64 (128-token prompts, 64 generated)
 call_unpack() {
   mkdir -p /tmp/k /tmp/s && tar xJf "$1" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
   S=$OUT/pre.txt
@@ -30,5 +34,26 @@ call_tbin() {
   for t in "$@"; do
     timeout 300 /tmp/k/$t > /tmp/$t.log 2>&1; echo "$t rc=$? $(tail -1 /tmp/$t.log)" >> "$S"
     grep -i "fail" /tmp/$t.log | grep -v kiln-tiny | head -8 >> "$S"
+  done
+}
+call_logits() {
+  local ck=$1 v; shift
+  for v in "$@"; do
+    set -- $v
+    env $2 timeout 60 /tmp/k/$1 logits "$ck" --backend cuda --ids "$IDS" --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
+    echo "logits ${ck##*/} $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
+  done
+}
+call_b1() {
+  echo "== $1 $2 $3" >> $OUT/bench.txt
+  env $3 timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 |
+    grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt
+}
+call_conc() {
+  local m=$1 bin; shift
+  for bin in "$@"; do
+    echo "== conc $m $bin" >> $OUT/bench.txt
+    timeout 150 /tmp/k/$bin bench /tmp/s/$m --backend cuda --concurrency 1,8,64 --prompt-tokens 128 --gen-tokens 64 --max-batch 64 --json 2>/dev/null |
+      tail -1 | grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*' | paste - - - >> $OUT/bench.txt
   done
 }

@@ -17,13 +17,7 @@ call_tbin test_cuda_hybrid test_cuda_parity
 while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/moe4q4.done ]; do sleep 1; done
 echo "tests + synth done at $(el) s" >> "$S"
 IDS=$(seq -s, 100 123)
-for m in q352bf16 moe4q4; do
-  for v in "kiln X=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln KILN_CUDA_FUSE=0" "kiln-old X=1"; do
-    set -- $v
-    env $2 timeout 60 /tmp/k/$1 logits /tmp/s/$m --backend cuda --ids $IDS --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
-    echo "logits $m $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
-  done
-done
+for m in q352bf16 moe4q4; do call_logits /tmp/s/$m "kiln X=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln KILN_CUDA_FUSE=0" "kiln-old X=1"; done
 for m in q352bf16 moe4q4; do
   for v in "kiln X=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln-old X=1" "kiln X=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln-old X=1"; do
     set -- $v

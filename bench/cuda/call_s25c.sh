@@ -17,19 +17,12 @@ call_tbin test_cuda_hybrid test_cuda_parity
 while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/moe4q4.done ]; do sleep 1; done
 echo "tests + synth done at $(el) s" >> "$S"
 IDS=$(seq -s, 100 123)
-for m in q352bf16 moe4q4; do
-  for v in "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln-old X=1"; do
-    set -- $v
-    env $2 timeout 60 /tmp/k/$1 logits /tmp/s/$m --backend cuda --ids $IDS --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
-    echo "logits $m $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
-  done
-done
-b1() { echo "== $1 $2 $3" >> $OUT/bench.txt; env $3 timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt; }
+for m in q352bf16 moe4q4; do call_logits /tmp/s/$m "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln-old X=1"; done
 for rep in 1 2; do
   for v in "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln KILN_CUDA_DD_TRIG=1" "kiln KILN_CUDA_DD_TRIG=2" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln-arn X=1" "kiln-old X=1"; do
-    b1 q352bf16 $v
+    call_b1 q352bf16 $v
   done
-  for v in "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln-old X=1"; do b1 moe4q4 $v; done
+  for v in "kiln X=1" "kiln KILN_CUDA_DD_V=1" "kiln-old X=1"; do call_b1 moe4q4 $v; done
 done
 echo "bench done at $(el) s" >> "$S"
 KILN_CUDA_GRAPH=0 timeout 120 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/q352bf16 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_q.csv 2>/tmp/ncu.err

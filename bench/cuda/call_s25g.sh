@@ -15,21 +15,11 @@ call_tbin test_cuda_hybrid test_cuda_parity
 while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/g31bf16.done ]; do sleep 1; done
 echo "tests + synth done at $(el) s" >> "$S"
 IDS=$(seq -s, 100 123)
-for m in g31bf16 q352bf16; do
-  for v in "kiln X=1" "kiln KILN_CUDA_PNA=0" "kiln KILN_CUDA_FUSE=0" "kiln-c6 X=1"; do
-    set -- $v
-    env $2 timeout 60 /tmp/k/$1 logits /tmp/s/$m --backend cuda --ids $IDS --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
-    echo "logits $m $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
-  done
-done
-b1() { echo "== $1 $2 $3" >> $OUT/bench.txt; env $3 timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt; }
+for m in g31bf16 q352bf16; do call_logits /tmp/s/$m "kiln X=1" "kiln KILN_CUDA_PNA=0" "kiln KILN_CUDA_FUSE=0" "kiln-c6 X=1"; done
 for rep in 1 2; do
-  for v in "kiln X=1" "kiln KILN_CUDA_PNA_TRIG=1" "kiln KILN_CUDA_PNA_TRIG=2" "kiln KILN_CUDA_PNA=0" "kiln-c6 X=1"; do b1 g31bf16 $v; done
-  for v in "kiln X=1" "kiln-c6 X=1"; do b1 q352bf16 $v; done
+  for v in "kiln X=1" "kiln KILN_CUDA_PNA_TRIG=1" "kiln KILN_CUDA_PNA_TRIG=2" "kiln KILN_CUDA_PNA=0" "kiln-c6 X=1"; do call_b1 g31bf16 $v; done
+  for v in "kiln X=1" "kiln-c6 X=1"; do call_b1 q352bf16 $v; done
 done
-for bin in kiln kiln-c6; do
-  echo "== conc g31bf16 $bin" >> $OUT/bench.txt
-  timeout 150 /tmp/k/$bin bench /tmp/s/g31bf16 --backend cuda --concurrency 1,8,64 --prompt-tokens 128 --gen-tokens 64 --max-batch 64 --json 2>/dev/null | tail -1 | grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*' | paste - - - >> $OUT/bench.txt
-done
+call_conc g31bf16 kiln kiln-c6
 echo "bench done at $(el) s" >> "$S"
 cat $S

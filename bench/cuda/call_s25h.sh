@@ -15,17 +15,9 @@ call_tbin test_cuda_hybrid test_cuda_parity
 while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/g31bf16.done ]; do sleep 1; done
 echo "tests + synth done at $(el) s" >> "$S"
 IDS=$(seq -s, 10 33)
-for m in /tmp/s/g31bf16 tests/fixtures/models/gemma3-tiny tests/fixtures/models/gemma4-tiny-ple; do
-  for v in "kiln X=1" "kiln KILN_CUDA_PNA=0" "kiln KILN_CUDA_FUSE=0" "kiln-c6 X=1"; do
-    set -- $v
-    env $2 timeout 60 /tmp/k/$1 logits $m --backend cuda --ids $IDS --chunk 1 --out /tmp/lg.npy > /tmp/lg.log 2>&1
-    echo "logits $m $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
-  done
-done
-b1() { echo "== $1 $2 $3" >> $OUT/bench.txt; env $3 timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt; }
+for m in /tmp/s/g31bf16 tests/fixtures/models/gemma3-tiny tests/fixtures/models/gemma4-tiny-ple; do call_logits $m "kiln X=1" "kiln KILN_CUDA_PNA=0" "kiln KILN_CUDA_FUSE=0" "kiln-c6 X=1"; done
 for rep in 1 2; do
-  for v in "kiln X=1" "kiln KILN_CUDA_PNA_TRIG=0" "kiln KILN_CUDA_PNA=0" "kiln-c6 X=1"; do b1 g31bf16 $v; done
-
+  for v in "kiln X=1" "kiln KILN_CUDA_PNA_TRIG=0" "kiln KILN_CUDA_PNA=0" "kiln-c6 X=1"; do call_b1 g31bf16 $v; done
 done
 echo "bench done at $(el) s" >> "$S"
 cat $S
