@@ -81,11 +81,13 @@ typedef struct gemma {
     const int32_t **tables, **tables_swa;
 } gemma_t;
 
-static int g_vec(model_t *m, int li, const char *name, int n, float **out, err_t *e) {
+/* layer li's vector `name` plus `add` (hyb_get_f32_plus) */
+static int g_vec_plus(model_t *m, int li, const char *name, int n, float add, float **out, err_t *e) {
     char buf[256];
     snprintf(buf, sizeof buf, "layers.%d.%s", li, name);
-    return hyb_get_f32(m, buf, (size_t)n, out, e);
+    return hyb_get_f32_plus(m, buf, (size_t)n, add, out, e);
 }
+static int g_vec(model_t *m, int li, const char *name, int n, float **out, err_t *e) { return g_vec_plus(m, li, name, n, 0.0f, out, e); }
 static int g_w(model_t *m, int li, const char *name, int rows, int cols, weight_t *w, err_t *e) {
     char buf[256];
     snprintf(buf, sizeof buf, "layers.%d.%s", li, name);
@@ -179,11 +181,9 @@ static int gemma_load(model_t *m, err_t *e) {
             if (g_w(m, i, "self_attn.k_proj", nkv * hd, H, &l->wk, e) || g_vec(m, i, "self_attn.k_norm.weight", hd, &l->k_norm, e)) return -1;
             if (!l->k_eq_v && g_w(m, i, "self_attn.v_proj", nkv * hd, H, &l->wv, e)) return -1;
             if (bo->norm_rope_kv_attention) { /* q/k norms, rope, the cache write and attention in one op */
-                char qn[256], kn[256];
-                snprintf(qn, sizeof qn, "layers.%d.self_attn.q_norm.weight", i);
-                snprintf(kn, sizeof kn, "layers.%d.self_attn.k_norm.weight", i);
                 if (G->norm_off == 0.0f) { l->qn_f = l->q_norm; l->kn_f = l->k_norm; }
-                else if (hyb_get_f32_plus(m, qn, (size_t)hd, G->norm_off, &l->qn_f, e) || hyb_get_f32_plus(m, kn, (size_t)hd, G->norm_off, &l->kn_f, e))
+                else if (g_vec_plus(m, i, "self_attn.q_norm.weight", hd, G->norm_off, &l->qn_f, e) ||
+                         g_vec_plus(m, i, "self_attn.k_norm.weight", hd, G->norm_off, &l->kn_f, e))
                     return -1;
             }
         }
@@ -481,16 +481,7 @@ static int gemma_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         }
         /* feed-forward block (+ gemma4 MoE branch): the norm inside gate/up/GLU where the backend
          * fuses it (rms_matmul_glu), else the norm and gate/up/GLU in one op (matmul_glu) or three */
-        if (hf || !op->rms_matmul_glu || op->rms_matmul_glu(be, G->g, G->x, l->ln_pre_ff, no, eps, T, &l->wg, &l->wu, ACT_GELU_TANH)) {
-            if (!hf) op->rms_norm(be, G->h, G->x, l->ln_pre_ff, no, T, H, eps);
-            if (op->matmul_glu) op->matmul_glu(be, G->g, G->g, G->u, G->h, T, &l->wg, &l->wu, ACT_GELU_TANH);
-            else {
-                float *const y[2] = {G->g, G->u};
-                const weight_t *const w[2] = {&l->wg, &l->wu};
-                hyb_multi(be, 2, y, G->h, T, w);
-                op->glu(be, G->g, G->g, G->u, (size_t)T * l->inter, ACT_GELU_TANH);
-            }
-        }
+        hyb_glu(be, G->g, G->u, G->h, G->x, hf, l->ln_pre_ff, no, eps, T, H, &l->wg, &l->wu, ACT_GELU_TANH);
         op->matmul(be, G->h, G->g, T, &l->wd);
         if (moe) {
             op->rms_norm(be, G->h, G->h, l->ln_post_ff1, no, T, H, eps);

@@ -165,6 +165,21 @@ void hyb_multi(backend_t *be, int n, float *const *y, const float *x, int T, con
         for (int i = 0; i < n; i++) be->ops->matmul(be, y[i], x, T, w[i]);
 }
 
+void hyb_glu(backend_t *be, float *g, float *u, float *h, const float *x, int h_ready, const float *nw, float no, float eps, int T, int H,
+             const weight_t *wg, const weight_t *wu, act_t act) {
+    const backend_ops_t *op = be->ops;
+    if (!h_ready && op->rms_matmul_glu && !op->rms_matmul_glu(be, g, x, nw, no, eps, T, wg, wu, act)) return;
+    if (!h_ready) op->rms_norm(be, h, x, nw, no, T, H, eps);
+    if (op->matmul_glu) {
+        op->matmul_glu(be, g, g, u, h, T, wg, wu, act);
+        return;
+    }
+    float *const y[2] = {g, u};
+    const weight_t *const w[2] = {wg, wu};
+    hyb_multi(be, 2, y, h, T, w);
+    op->glu(be, g, g, u, (size_t)T * wg->rows, act);
+}
+
 void hyb_proj(backend_t *be, int n, float *const *y, float *h, const float *x, const float *nw, float no, float eps, int T, int H,
               const weight_t *const *w) {
     const backend_ops_t *op = be->ops;

@@ -35,6 +35,11 @@ float hyb_round(const model_config_t *c, float v);
  * hyb_proj: y[i] = rms_norm(x[T, H], nw, no, eps) · w[i]ᵀ, the norm inside the matmuls where the
  * backend fuses it (rms_matmul_multi; h is then not written), else h = the norm and hyb_multi. */
 void hyb_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w);
+/* g[T, I] = act(h·wgᵀ) ⊙ (h·wuᵀ) of h = rms_norm(x, nw, no, eps): the norm inside gate/up/GLU where the
+ * backend fuses it (rms_matmul_glu), else into h (not with h_ready: h holds it already) and gate/up/GLU
+ * as one op (matmul_glu) or three. u (and g) are the GLU's scratch. */
+void hyb_glu(backend_t *be, float *g, float *u, float *h, const float *x, int h_ready, const float *nw, float no, float eps, int T, int H,
+             const weight_t *wg, const weight_t *wu, act_t act);
 void hyb_proj(backend_t *be, int n, float *const *y, float *h, const float *x, const float *nw, float no, float eps, int T, int H,
               const weight_t *const *w);
 

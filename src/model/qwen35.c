@@ -409,7 +409,7 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
     backend_t *be = m->be;
     const backend_ops_t *op = be->ops;
     const model_config_t *c = &m->cfg;
-    int T = b->n_tokens, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    int T = b->n_tokens, H = c->hidden_size, hd = c->head_dim;
     int nh = c->n_heads, nkv = c->n_kv_heads, nv = c->linear_v_heads, dv = c->linear_v_dim, K = c->linear_conv_kernel;
     float eps = (float)c->rms_eps, no = Q->norm_off;
     if (ensure(m, b, e)) return -1;
@@ -494,16 +494,7 @@ static int q35_forward(model_t *m, const batch_t *b, float *logits, err_t *e) {
             continue;
         }
         if (op->rms_mlp && !op->rms_mlp(be, Q->x, l->ln_mlp, no, eps, T, &l->wg, &l->wu, &l->wd, ACT_SILU)) continue;
-        if (!op->rms_matmul_glu || op->rms_matmul_glu(be, Q->g, Q->x, l->ln_mlp, no, eps, T, &l->wg, &l->wu, ACT_SILU)) {
-            op->rms_norm(be, Q->h, Q->x, l->ln_mlp, no, T, H, eps);
-            if (op->matmul_glu) op->matmul_glu(be, Q->g, Q->g, Q->u, Q->h, T, &l->wg, &l->wu, ACT_SILU);
-            else {
-                float *const y[2] = {Q->g, Q->u};
-                const weight_t *const w[2] = {&l->wg, &l->wu};
-                hyb_multi(be, 2, y, Q->h, T, w);
-                op->glu(be, Q->g, Q->g, Q->u, (size_t)T * I, ACT_SILU);
-            }
-        }
+        hyb_glu(be, Q->g, Q->u, Q->h, Q->x, 0, l->ln_mlp, no, eps, T, H, &l->wg, &l->wu, ACT_SILU);
         if (op->matmul_add && !op->matmul_add(be, Q->x, Q->g, T, &l->wd)) continue;
         op->matmul(be, Q->h, Q->g, T, &l->wd);
         op->add(be, Q->x, Q->h, (size_t)T * H);
