@@ -37,6 +37,7 @@
 #include "backend/cuda/wgmma_util.cuh"
 #include "backend/cuda/glu_act.cuh"
 #include <cooperative_groups.h>
+#include <type_traits>
 
 #define WG_ROWS 128 /* rows per block: two warpgroups of 64 */
 #define WG_KC 64    /* columns per chunk: four k-steps of 16 */
@@ -417,9 +418,12 @@ template <int SBT> __device__ __forceinline__ float wg_sbv(uint32_t v, int odd) 
 __device__ __forceinline__ bool wg_h_ok(float f) { const float a = fabsf(f); return a == 0.f || (a >= 6.103515625e-05f && a <= 65504.f); }
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t *>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2 *>(&u); }
-/* 4-bit: byte q of v (sel = 0x4q4q: [bq, 0, bq, 0]) → (c_lo, 16·c_hi) exact → f16(m·c + a) */
+/* 4-bit: byte q of v under the exponent byte 0x64 in both halves (sel = 0x4q4q over (v, 0x64): [bq, 0x64, bq,
+ * 0x64]), one AND keeping c_lo in the low half and 16·c_hi in the high one → f16 (1024 + c_lo, 1024 + 16·c_hi),
+ * exact → f16(m·c + a). (PRMT + one LOP3: the zero bytes and a separate OR of 0x6400 took a LOP3 more per
+ * register — 16 of a chunk's ~170 instructions a thread, ptxas cannot merge two immediates.) */
 __device__ __forceinline__ uint32_t wg_f4(uint32_t v, uint32_t sel, __half2 m, __half2 a) {
-    const uint32_t x = (__byte_perm(v, 0u, sel) & 0x00F0000Fu) | 0x64006400u;
+    const uint32_t x = __byte_perm(v, 0x64u, sel) & 0xFFF0FF0Fu;
     const __half2 c = __hadd2(bits_h2(x), __float2half2_rn(-1024.f));
     return h2_bits(__hfma2(c, m, a));
 }
@@ -961,15 +965,16 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     const int lr = (warp >> 2) * 64 + (warp & 3) * 16 + g;
     const int ra = min(r0 + lr, N - 1), rb = min(r0 + lr + 8, N - 1);
     const int gb = c0 * WG_KC / w.group;
-    float pa, pb, ia, ib;
+    float pa, pb, ia0, ib0; /* ia0, ib0 (2^−s) not held through the loop: 2^−s from pa, pb after it (registers) */
     const int ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
-    wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia, ib);
+    wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0);
+    (void)ia0; (void)ib0;
     /* The f16 slab (wgm_hslab; 16-bit scales): where every one of the warp's slab values over the whole split is
      * one the fast conversion takes (wg2_cvt: scale·2^s, scale·2^(s−4) and bias·2^s f16 numbers), each lane rewrites
      * the entries it wrote as f16(value·2^s) — exact then, the same f16 numbers wg2_cvt makes per chunk — and the
      * loop only loads them: no per-chunk scaling, checks, vote or f32 → f16 conversions (every chunk of such a warp
-     * took wg2_cvt's fast branch anyway, so the results are bitwise the same). A warp with any other value keeps the
-     * raw slab and wg2_cvt's per-chunk path. */
+     * took wg2_cvt's fast branch anyway, so the results are bitwise the same). A warpgroup with any other value keeps
+     * the raw slab and wg2_cvt's per-chunk path. */
     bool hs = false;
     if constexpr (SBT != 2 && !PRB) {
         if (hsl) {
@@ -988,7 +993,16 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
                 vals(gi, o, v);
                 ok = ok && wg_h_ok(v[0]) && wg_h_ok(v[1]) && wg_h_ok(v[2]) && wg_h_ok(v[3]) && wg_h_ok(v[0] * d) && wg_h_ok(v[1] * d);
             }
-            hs = __all_sync(0xffffffffu, ok);
+            /* one decision per warpgroup, not per warp: the chunk loop below comes in copies picked by hs, and the
+             * four warps of a warpgroup must issue the same wgmma instructions (.sync.aligned) — a warpgroup split
+             * between two copies gave wrong sums. The warps' votes meet in shared memory behind named barrier
+             * 2 + warpgroup over its 128 threads (1 is the consumers' 256-thread barrier, 0 the block's). */
+            __shared__ int hs_vote[8];
+            const bool wok = __all_sync(0xffffffffu, ok);
+            if (lane == 0) hs_vote[warp] = wok;
+            asm volatile("bar.sync %0, 128;\n" ::"r"(2 + (warp >> 2)) : "memory");
+            const int w0 = warp & ~3;
+            hs = hs_vote[w0] && hs_vote[w0 + 1] && hs_vote[w0 + 2] && hs_vote[w0 + 3];
             if (hs)
                 for (int gi = gb + q; gi < ge; gi += 4) {
                     int o[4];
@@ -1003,6 +1017,13 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     float acc[NR];
 #pragma unroll
     for (int i = 0; i < NR; i++) acc[i] = 0.f;
+    /* The chunk loop in three copies, picked once per warpgroup: the f16 slab with one group a chunk (HS, !TWO: group ≥ 64),
+     * with two (HS, TWO: group 32), and the per-chunk conversion (!HS) — no hs / gpc tests, and neither held in a
+     * register, inside a loop whose registers are at the 96 cap (each branch of a loop that tested them per chunk
+     * spilled). Every copy converts the same codes into the same f16 values in the same order (bitwise). */
+    auto chunk_loop = [&](auto hs_c, auto two_c) {
+    constexpr bool HS = decltype(hs_c)::value, TWO = decltype(two_c)::value;
+    static_assert(HS || !TWO, "TWO only with the f16 slab");
     int s0 = 0, ph0 = 0;
     for (int it = 0; it < n; it += 2) {
         const bool two = it + 1 < n;
@@ -1016,38 +1037,42 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
             for (int h = 0; h < 2; h++) {
                 if (h == 1 && !two) break;
                 const int ch = c0 + it + h, gi0 = (gsh < 0 ? 2 * ch : ch >> gsh) - gb;
-                if constexpr (SBT != 2) {
-                    if (hs) { /* the f16 slab: (s, s/16) — 8-bit: (s, s) — and (b, b) from one f16 each, exact */
+                if constexpr (HS) {
+                    { /* the f16 slab: (s, s/16) — 8-bit: (s, s) — and (b, b) from one f16 each, exact */
                         const unsigned short *s16 = (const unsigned short *)slab;
                         const __half2 k16 = __halves2half2(__float2half_rn(1.f), __float2half_rn(BITS == 4 ? 0.0625f : 1.f));
-                        __half2 mA[2], aA[2], mB[2], aB[2];
-#pragma unroll
-                        for (int j = 0; j < 2; j++) {
-                            const int jj = j < gpc ? j : 0;
-                            const int o = (gi0 + jj) * ROWS + lr, ob = (G + gi0 + jj) * ROWS + lr;
-                            mA[j] = __hmul2(__half2half2(__ushort_as_half(s16[o])), k16);
-                            mB[j] = __hmul2(__half2half2(__ushort_as_half(s16[o + 8])), k16);
-                            aA[j] = __half2half2(__ushort_as_half(s16[ob]));
-                            aB[j] = __half2half2(__ushort_as_half(s16[ob + 8]));
-                        }
                         const unsigned char *cd = (h == 0 ? st0 : st1) + P::XB, *ca = cd + lr * P::RBP;
-                        if (h == 0) wg_cvth<BITS>(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
-                        else wg_cvth<BITS>(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
-                        continue;
-                    }
-                }
-                float sA[2], bA[2], sB[2], bB[2];
+                        /* TWO: the chunk spans two groups (group 32); else both halves take group gi0's factors,
+                         * loaded once (the duplicate slab loads and products were 6 of a chunk's instructions) */
+                        {
+                            __half2 mA[2], aA[2], mB[2], aB[2];
 #pragma unroll
-                for (int j = 0; j < 2; j++) {
-                    if (j >= gpc) { sA[j] = sA[0]; bA[j] = bA[0]; sB[j] = sB[0]; bB[j] = bB[0]; break; }
-                    const int o = (gi0 + j) * ROWS + lr, ob = (G + gi0 + j) * ROWS + lr;
-                    sA[j] = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa;
-                    sB[j] = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
-                    bA[j] = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa;
-                    bB[j] = wgm_val<SBT>(wgm_get<SBT>(slab, ob + 8)) * pb;
+                            for (int j = 0; j < (TWO ? 2 : 1); j++) {
+                                const int o = (gi0 + j) * ROWS + lr, ob = (G + gi0 + j) * ROWS + lr;
+                                mA[j] = __hmul2(__half2half2(__ushort_as_half(s16[o])), k16);
+                                mB[j] = __hmul2(__half2half2(__ushort_as_half(s16[o + 8])), k16);
+                                aA[j] = __half2half2(__ushort_as_half(s16[ob]));
+                                aB[j] = __half2half2(__ushort_as_half(s16[ob + 8]));
+                            }
+                            if constexpr (!TWO) { mA[1] = mA[0]; mB[1] = mB[0]; aA[1] = aA[0]; aB[1] = aB[0]; }
+                            if (h == 0) wg_cvth<BITS>(af0, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                            else wg_cvth<BITS>(af1, ca, ca + 8 * P::RBP, q, mA, aA, mB, aB);
+                        }
+                    }
+                } else {
+                    float sA[2], bA[2], sB[2], bB[2];
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        if (j >= gpc) { sA[j] = sA[0]; bA[j] = bA[0]; sB[j] = sB[0]; bB[j] = bB[0]; break; }
+                        const int o = (gi0 + j) * ROWS + lr, ob = (G + gi0 + j) * ROWS + lr;
+                        sA[j] = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa;
+                        sB[j] = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
+                        bA[j] = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa;
+                        bB[j] = wgm_val<SBT>(wgm_get<SBT>(slab, ob + 8)) * pb;
+                    }
+                    if (h == 0) wg2_cvt<BITS, NP, SBT>(af0, st0 + P::XB, lr, q, sA, bA, sB, bB, 0);
+                    else wg2_cvt<BITS, NP, SBT>(af1, st1 + P::XB, lr, q, sA, bA, sB, bB, 0);
                 }
-                if (h == 0) wg2_cvt<BITS, NP, SBT>(af0, st0 + P::XB, lr, q, sA, bA, sB, bB, 0);
-                else wg2_cvt<BITS, NP, SBT>(af1, st1 + P::XB, lr, q, sA, bA, sB, bB, 0);
             }
             wg_mma_chunks<NP>(acc, af0, af1, st0, st1, two);
         }
@@ -1066,9 +1091,21 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
         s0 = s1 + 1 == S ? 0 : s1 + 1;
         ph0 = s0 == 0 ? ph1 ^ 1 : ph1;
     }
+    };
+    bool looped = false;
+    if constexpr (SBT != 2 && !PRB) {
+        if (hs) {
+            if (gpc > 1) chunk_loop(std::true_type(), std::true_type());
+            else chunk_loop(std::true_type(), std::false_type());
+            looped = true;
+        }
+    }
+    if (!looped) chunk_loop(std::false_type(), std::false_type());
 #pragma unroll
     for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
     const int ya = r0 + lr, yb = ya + 8;
+    /* 2^−s exactly (pa = 2^s, |s| ≤ 60: 254 − (127 + s) = 127 − s) */
+    const float ia = __int_as_float((254 << 23) - __float_as_int(pa)), ib = __int_as_float((254 << 23) - __float_as_int(pb));
     if (clu) {
         /* the multi launch's cluster reduction (KILN_CUDA_QWG_MULTI=2): the cluster is this row block's
          * KS splits (clu 1) or gate's KS splits then up's (clu 2, the GLU). Each block puts its split
