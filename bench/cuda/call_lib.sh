@@ -1,7 +1,7 @@
 # call_lib.sh — what session scripts for a device call share (sourced: `. bench/cuda/call_lib.sh PKG`):
 # unpack the package into /tmp/k, write checkpoints in the background while tests run, and run a
 # test_cuda_kernels subset into $OUT/pre.txt. combined.sh skips a checkpoint these already wrote.
-#   call_unpack PKG            /tmp/k with LD_LIBRARY_PATH set; S=$OUT/pre.txt
+#   call_unpack PKG            /tmp/k with LD_LIBRARY_PATH set; S=$OUT/pre.txt; el: seconds since
 #   call_synth DTYPE NAME...   kiln synth of each NAME (l8… = llama-3-8b, q06… = qwen3-0.6b, q352… = qwen3.5-2b,
 #                              g31… = gemma3-1b, moe4… = qwen3.5-moe-35b at 4 layers) into /tmp/s/NAME
 #   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S
@@ -11,10 +11,17 @@
 #                              and environment into $S: a bitwise check across fused / separate paths and trees
 #   call_b1 NAME BIN VAR=V     batch-1 decode tok/s at 2048 positions of /tmp/s/NAME into $OUT/bench.txt
 #   call_conc NAME BIN...      /tmp/s/NAME through the engine at concurrency 1, 8, 64 (128-token prompts, 64 generated)
+#   call_conc128 NAME BIN [VAR=V] [ARGS]   the same at the issue's 128 + 128, with TTFT and ITL, an environment and
+#                              extra bench arguments (e.g. "--step-tokens 8192")
+#   call_qwgbench BIN...       KILN_CUDA_TEST_QWG_BENCH of each test binary: v8's µs a matmul at 64 tokens into $OUT/qwgbench.txt
+#   call_logits_chunks CKPTS CHUNKS BIN...   md5 of `kiln logits` over 64 ids at each prefill chunk size, per binary, into $S
+#   call_sass FUN...           cuobjdump -sass of kernels (mangled names) of /tmp/k/kiln into $OUT/sass_*.txt
 call_unpack() {
   mkdir -p /tmp/k /tmp/s && tar xJf "$1" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
   S=$OUT/pre.txt
+  T0=$(date +%s)
 }
+el() { echo $(( $(date +%s) - T0 )); } # seconds since call_unpack
 call_synth() {
   local dt=$1 m pr; shift
   for m in "$@"; do
@@ -56,4 +63,34 @@ call_conc() {
     timeout 150 /tmp/k/$bin bench /tmp/s/$m --backend cuda --concurrency 1,8,64 --prompt-tokens 128 --gen-tokens 64 --max-batch 64 --json 2>/dev/null |
       tail -1 | grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*' | paste - - - >> $OUT/bench.txt
   done
+}
+call_conc128() {
+  echo "== conc $1 $2 $3 $4" >> $OUT/bench.txt
+  env $3 timeout 150 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --concurrency 1,8,64 --prompt-tokens 128 --gen-tokens 128 --max-batch 64 $4 --json 2>/dev/null |
+    tail -1 | grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*\|"ttft_mean_ms": [0-9.]*\|"itl_mean_ms": [0-9.]*' |
+    paste - - - - - >> $OUT/bench.txt
+}
+call_qwgbench() {
+  local b
+  for b in "$@"; do
+    KILN_CUDA_TEST_QWG_BENCH=1 timeout 120 /tmp/k/$b 2>&1 | grep "qwg bench" | grep "v8 mc1 hslab1 probe=0" | sed "s/^/$b /" >> $OUT/qwgbench.txt
+  done
+}
+call_logits_chunks() {
+  local m ch b ms=$1 chs=$2 ids
+  shift 2
+  ids=$(seq -s, 10 73)
+  for m in $ms; do
+    for ch in $chs; do
+      for b in "$@"; do
+        timeout 60 /tmp/k/$b logits $m --backend cuda --ids "$ids" --chunk $ch --out /tmp/lg.npy > /tmp/lg.log 2>&1
+        echo "logits ${m##*/} chunk $ch $b rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
+      done
+    done
+  done
+}
+call_sass() {
+  local f
+  command -v cuobjdump > /dev/null || return 0
+  for f in "$@"; do cuobjdump -sass -fun "$f" /tmp/k/kiln | awk '/Function :/,0' > $OUT/sass_${f:4:12}.txt 2>&1; done
 }

@@ -8,7 +8,6 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 call_synth q4 l8q4 q06q4
 call_synth q8 l8q8
 call_tbin test_cuda_parity
