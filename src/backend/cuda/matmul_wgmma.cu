@@ -95,12 +95,16 @@ __device__ __forceinline__ uint64_t wg_desc(const void *p, int swap) {
 template <int NP>
 __device__ __forceinline__ void wg_mma_chunks(float (&acc)[NP / 2], const uint32_t (&af0)[4][4], const uint32_t (&af1)[4][4],
                                               const unsigned char *st0, const unsigned char *st1, bool two) {
+    /* k-step s's descriptor = the stage's + (s·32·NP) >> 4 in the 14-bit address field: shared addresses stay below
+     * 2^18, so the add never carries out of it — the descriptors wg_desc gives, one add each instead of four
+     * uniform ops (mask, shift, or, add) per k-step */
+    const uint64_t d0 = wg_desc(st0, 0), d1 = wg_desc(st1, 0);
     wg_fence();
 #pragma unroll
-    for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af0[s], wg_desc(st0 + s * 32 * NP, 0));
+    for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af0[s], d0 + (uint64_t)((s * 32 * NP) >> 4));
     if (two) {
 #pragma unroll
-        for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af1[s], wg_desc(st1 + s * 32 * NP, 0));
+        for (int s = 0; s < 4; s++) wg_mma<NP>(acc, af1[s], d1 + (uint64_t)((s * 32 * NP) >> 4));
     }
     wg_commit();
     wg_wait<0>();
