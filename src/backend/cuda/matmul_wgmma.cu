@@ -918,6 +918,7 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     constexpr int NR = NP / 2, ROWS = WG_ROWS, PPR = P::RB / 16, EB = SBT == 2 ? 4 : 2;
     const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
     const int hsl = (C >> 8) & 1; /* wgm_hslab(): the warp's slab as f16 factors where they are exact (below) */
+    const int l2pf = (C >> 9) & 3 ? 64 << ((C >> 9) & 3) : 0; /* wgm_l2pf(): the code copies' L2 prefetch size (bytes) */
     C &= 255;
     const int N = w.rows, K = w.cols, r0 = bx * ROWS, split = by;
     const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
@@ -952,7 +953,8 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
 #pragma unroll
             for (int m = 0; m < ROWS * PPR / 32; m++) {
                 const int c = lane + 32 * m, row = c / PPR, part = c % PPR, r = min(r0 + row, N - 1);
-                cp_async16(dst + P::XB + row * P::RBP + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)ch * P::RB + part * 16);
+                wg_cp16(dst + P::XB + row * P::RBP + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)ch * P::RB + part * 16,
+                        l2pf);
             }
             cp_mb_arrive(full + 8 * s);
             if (++s == S) { s = 0; ph ^= 1; }
@@ -1193,6 +1195,17 @@ static int wgm_hslab(void) {
     const char *e = getenv("KILN_CUDA_QWG_HSLAB");
     return e && atoi(e) == 0 ? 0 : 1;
 }
+/* KILN_CUDA_QWG_L2PF=0|128|256 (read per matmul; default 256): the code copies of wgm_body ask L2 for that many
+ * bytes of the row (wg_cp16: a chunk reads 32 / 64 bytes of each row 2..8 KB apart, so without the hint every row's
+ * piece is its own DRAM access; with it the next chunks' bytes come along). Session 22 found the copies-only probe
+ * faster with it and the kernel not — the conversion bounded it then; since the kernel runs at 1.25-1.45x its copies
+ * (session 26) 256 B is −4..−8 % a 64-token matmul and +3 % steady at c=64 (llama-3-8b q4; bench/cuda/RESULTS.md
+ * session 26, call 8). Bits 9-10 of C: 1 = 128, 2 = 256. A cache hint: results unchanged (test_qwg under each). */
+static int wgm_l2pf(void) {
+    const char *e = getenv("KILN_CUDA_QWG_L2PF");
+    const int v = e ? atoi(e) : 256;
+    return v == 256 ? 2 : v == 128 ? 1 : 0;
+}
 template <int BITS, int NP, int SBT, int PRB>
 static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, const float *inv, int T, const dweight_t *w, int KS, int gsh) {
     using P = wgsm<BITS, NP>;
@@ -1216,7 +1229,7 @@ static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
     const int rbk = cdiv(w->rows, WG_ROWS);
     if (getenv("KILN_CUDA_QWG_DEBUG") && atoi(getenv("KILN_CUDA_QWG_DEBUG")) >= 2) /* every launch */
         fprintf(stderr, "qwg v8 %dx%d KS=%d: G=%d slab %d B, %d stages, %d B, cluster %d\n", w->rows, w->cols, KS, G, slab, S, smem, C);
-    wg_launch_cl(c, kern, dim3(cdiv(rbk, C) * C, KS), 288, smem, C, out, xg, inv, T, *w, KS, gsh, S, G, C | wgm_hslab() << 8);
+    wg_launch_cl(c, kern, dim3(cdiv(rbk, C) * C, KS), 288, smem, C, out, xg, inv, T, *w, KS, gsh, S, G, C | wgm_hslab() << 8 | wgm_l2pf() << 9);
     return true;
 }
 template <int BITS, int NP, int SBT>
@@ -1314,7 +1327,7 @@ typedef struct wg_slots {
     int clu;                  /* KILN_CUDA_QWG_MULTI=2: 1 a cluster per (slot, row block) of its KS splits; 2 (GLU) gate's and up's splits of a row block */
     int gelu;                 /* clu 2: the activation, and y16: bf16 of the GLU too (NULL: not) */
     __nv_bfloat16 *y16;
-    int hslab;                /* wgm_hslab() */
+    int hslab;                /* wgm_hslab() | wgm_l2pf() << 1 */
 } wg_slots_t;
 
 __device__ __forceinline__ int wg_slot_of(const wg_slots_t &a) {
@@ -1431,7 +1444,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
     wg_red_t r;
     memset(&r, 0, sizeof r);
     a.n = n;
-    a.hslab = wgm_hslab();
+    a.hslab = wgm_hslab() | wgm_l2pf() << 1;
     /* KILN_CUDA_QWG_MULTI=2: the split sums inside thread-block clusters (≤ 8 blocks) instead of the
      * reduce launch, where every slot has one K split count (≥ 2 without the GLU; the GLU: gate's
      * and up's splits, 2·KS ≤ 8) — 8-bit (wg2_kernel's cluster sums) without the GLU only */
