@@ -220,6 +220,26 @@ __device__ __forceinline__ float conv_decode(float *cs, const float *xr, const f
     return y;
 }
 
+/* The gated norm at the end of delta_decode, in rms_norm_kernel<64>'s order: threads 0..63 sum the squares of a
+ * value head's dv outputs os (strided fmaf, an xor tree) into ws[0..1] (dd_norm_sums; a barrier must follow), then
+ * channel j's y = silu(z)·((os[j]·inv)·w[j]) (dd_norm_out; glu_kernel's act) — shared by both decode kernels */
+__device__ __forceinline__ void dd_norm_sums(const float *os, float *ws, int dv, int tid) {
+    if (tid < 64) {
+        float ss = 0.f;
+        for (int i = tid; i < dv; i += 64) ss = fmaf(os[i], os[i], ss);
+        for (int o2 = 16; o2 > 0; o2 >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o2);
+        if ((tid & 31) == 0) ws[tid >> 5] = ss;
+    }
+}
+__device__ __forceinline__ void dd_norm_out(const delta_decode_dev_t &p, const float *ws, const float *os, int r, int h, int dv, int j) {
+    float tot = 0.f;
+    for (int i = 0; i < 2; i++) tot += ws[i];
+    const float inv = 1.0f / sqrtf(tot / (float)dv + p.eps);
+    const float n = (os[j] * inv) * (p.nw ? (0.f + p.nw[j]) : 1.0f);
+    const size_t yi = ((size_t)r * p.nv + h) * dv + j;
+    p.y[yi] = glu_act(p.z[yi], n, 0);
+}
+
 template <int NI>
 __global__ void __launch_bounds__(1024) delta_decode_kernel(delta_decode_dev_t p) {
     __shared__ float qs[DLPC * NI], ks[DLPC * NI], vs[128], os[128], red[2][32], gb[2], ws[2];
@@ -256,21 +276,9 @@ __global__ void __launch_bounds__(1024) delta_decode_kernel(delta_decode_dev_t p
         if (col && sub == 0) os[j] = o;
         delta_state<NI, true>(s, S, sub, j, dk, dv, col);
         __syncthreads(); /* os */
-        if (tid < 64) { /* rms_norm_kernel<64>: strided fmaf sums, xor tree, the two warps' sums in order */
-            float ss = 0.f;
-            for (int i = tid; i < dv; i += 64) ss = fmaf(os[i], os[i], ss);
-            for (int o2 = 16; o2 > 0; o2 >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o2);
-            if ((tid & 31) == 0) ws[tid >> 5] = ss;
-        }
+        dd_norm_sums(os, ws, dv, tid);
         __syncthreads(); /* ws */
-        if (tid < dv) {
-            float tot = 0.f;
-            for (int i = 0; i < 2; i++) tot += ws[i];
-            const float inv = 1.0f / sqrtf(tot / (float)dv + p.eps);
-            const float n = (os[tid] * inv) * (p.nw ? (0.f + p.nw[tid]) : 1.0f);
-            const size_t yi = ((size_t)r * p.nv + h) * dv + tid;
-            p.y[yi] = glu_act(p.z[yi], n, 0);
-        }
+        if (tid < dv) dd_norm_out(p, ws, os, r, h, dv, tid);
         __syncthreads(); /* vs, os, gb, ws are rewritten for the next value head */
     }
 }
@@ -344,22 +352,9 @@ __global__ void __launch_bounds__(512) delta_decode_cl_kernel(delta_decode_dev_t
         for (int b = 0; b < bph; b++) dsmem_store(&os[j], hl * bph + b, o);
     /* phase 2: the value head's outputs are in every one of its blocks */
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-    if (tid < 64) { /* rms_norm_kernel<64>: strided fmaf sums, xor tree, the two warps' sums in order */
-        float ss = 0.f;
-        for (int i = tid; i < dv; i += 64) ss = fmaf(os[i], os[i], ss);
-        for (int o2 = 16; o2 > 0; o2 >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o2);
-        if ((tid & 31) == 0) ws[tid >> 5] = ss;
-    }
+    dd_norm_sums(os, ws, dv, tid);
     __syncthreads();
-    if (tid < cpb && j0 + tid < dv) {
-        const int jj = j0 + tid;
-        float tot = 0.f;
-        for (int i = 0; i < 2; i++) tot += ws[i];
-        const float inv = 1.0f / sqrtf(tot / (float)dv + p.eps);
-        const float n = (os[jj] * inv) * (p.nw ? (0.f + p.nw[jj]) : 1.0f);
-        const size_t yi = ((size_t)r * p.nv + h) * dv + jj;
-        p.y[yi] = glu_act(p.z[yi], n, 0);
-    }
+    if (tid < cpb && j0 + tid < dv) dd_norm_out(p, ws, os, r, h, dv, j0 + tid);
 }
 
 extern "C" int kiln_cuda_delta_decode_calls; /* steps delta_decode took (the tests check the path ran) */

@@ -8,6 +8,19 @@
 #include "backend/cuda/xprep.cuh"
 #include "backend/cuda/x16.cuh"
 
+/* 1/rms of a row from each thread's partial sum of squares ss: an xor tree per warp, the NT/32 warp sums
+ * through ws (shared) added in warp order — the one reduction of every norm kernel here (rms_norm_kernel's
+ * order, which the fused kernels must keep to stay bitwise) */
+template <int NT>
+__device__ __forceinline__ float rms_inv_block(float ss, float *ws, int n, float eps) {
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0.f;
+    for (int i = 0; i < NT / 32; i++) tot += ws[i];
+    return 1.0f / sqrtf(tot / (float)n + eps);
+}
+
 template <int NT>
 __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float off, int n, float eps) {
     __shared__ float warp_sums[NT / 32];
@@ -15,12 +28,7 @@ __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float 
     float *yr = y + (size_t)blockIdx.x * n;
     float ss = 0.f;
     for (int i = threadIdx.x; i < n; i += NT) ss = fmaf(xr[i], xr[i], ss);
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = 0.f;
-    for (int i = 0; i < NT / 32; i++) tot += warp_sums[i];
-    float inv = 1.0f / sqrtf(tot / (float)n + eps);
+    const float inv = rms_inv_block<NT>(ss, warp_sums, n, eps);
     for (int i = threadIdx.x; i < n; i += NT) yr[i] = (xr[i] * inv) * (w ? (off + w[i]) : 1.0f);
 }
 
@@ -57,12 +65,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
         ss = fmaf(v[r].x, v[r].x, ss); ss = fmaf(v[r].y, v[r].y, ss);
         ss = fmaf(v[r].z, v[r].z, ss); ss = fmaf(v[r].w, v[r].w, ss);
     }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = 0.f;
-    for (int i = 0; i < 8; i++) tot += warp_sums[i];
-    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
+    const float inv = rms_inv_block<256>(ss, warp_sums, n, eps);
     float mx = 0.f;
 #pragma unroll
     for (int r = 0; r < RV; r++) {
@@ -173,12 +176,7 @@ __global__ void __launch_bounds__(256) post_norm_add_kernel(float *x, float *y, 
         ss = fmaf(v[r].x, v[r].x, ss); ss = fmaf(v[r].y, v[r].y, ss);
         ss = fmaf(v[r].z, v[r].z, ss); ss = fmaf(v[r].w, v[r].w, ss);
     }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((threadIdx.x & 31) == 0) ws1[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = 0.f;
-    for (int i = 0; i < 8; i++) tot += ws1[i];
-    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
+    const float inv = rms_inv_block<256>(ss, ws1, n, eps);
     float s2 = 0.f;
 #pragma unroll
     for (int r = 0; r < 4; r++) {
@@ -199,12 +197,7 @@ __global__ void __launch_bounds__(256) post_norm_add_kernel(float *x, float *y, 
         s2 = fmaf(u[r].x, u[r].x, s2); s2 = fmaf(u[r].y, u[r].y, s2);
         s2 = fmaf(u[r].z, u[r].z, s2); s2 = fmaf(u[r].w, u[r].w, s2);
     }
-    for (int o = 16; o > 0; o >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-    if ((threadIdx.x & 31) == 0) ws2[threadIdx.x >> 5] = s2;
-    __syncthreads();
-    float tot2 = 0.f;
-    for (int i = 0; i < 8; i++) tot2 += ws2[i];
-    const float inv2 = 1.0f / sqrtf(tot2 / (float)n + eps);
+    const float inv2 = rms_inv_block<256>(s2, ws2, n, eps);
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         const int i = threadIdx.x + r * 256;
