@@ -5,6 +5,13 @@
 #   call_synth DTYPE NAME...   kiln synth of each NAME (l8… = llama-3-8b, q06… = qwen3-0.6b, q352… = qwen3.5-2b,
 #                              g31… = gemma3-1b, moe4… = qwen3.5-moe-35b at 4 layers) into /tmp/s/NAME
 #   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S
+#   call_hybrid_tests "DT:NAME..." [TNAME VAR=V]   the hybrid calls' preamble: those checkpoints in the background,
+#                              the MoE/hybrid subset of test_cuda_kernels (and again as TNAME under VAR=V),
+#                              test_cuda_hybrid and test_cuda_parity, then wait for the checkpoints
+#   call_ncu_decode NAME       ncu kernel times of a short graph-less run of /tmp/s/NAME (16 + 4 tokens), summed per
+#                              kernel by ncu_sum.py into $OUT/ncu_decode.txt
+#   call_full_tests            qwen3.5-2b bf16, qwen3.5-moe-35b q4 (4 layers), gemma3-1b bf16 one after another in the
+#                              background, the whole test_cuda_kernels beside test_cuda_hybrid/parity/sample, then wait
 #   call_tbin BIN...           whole test binaries one after another (300 s each): last line and failures into $S
 #                              (kiln-tiny's, whose weights a call does not carry, left out of the failure lines)
 #   call_logits CKPT "BIN VAR=V"...   md5 of `kiln logits` over 24 decode steps (--chunk 1, ids $IDS) per binary
@@ -93,4 +100,30 @@ call_sass() {
   local f
   command -v cuobjdump > /dev/null || return 0
   for f in "$@"; do cuobjdump -sass -fun "$f" /tmp/k/kiln | awk '/Function :/,0' > $OUT/sass_${f:4:12}.txt 2>&1; done
+}
+call_hybrid_tests() {
+  local c ns=""
+  for c in $1; do call_synth "${c%%:*}" "${c#*:}"; ns="$ns ${c#*:}"; done
+  call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1
+  [ -n "$2" ] && call_t1 "$2" KILN_CUDA_TEST_MOE_ONLY=1 "$3"
+  call_tbin test_cuda_hybrid test_cuda_parity
+  for c in $ns; do while [ ! -f /tmp/s/$c.done ]; do sleep 1; done; done
+  echo "tests + synth done at $(el) s" >> "$S"
+}
+call_full_tests() {
+  ( /tmp/k/kiln synth --preset qwen3.5-2b --dtype bf16 --out /tmp/s/q352bf16 > /tmp/s/synth-2b.log 2>&1
+    /tmp/k/kiln synth --preset qwen3.5-moe-35b --dtype q4 --layers 4 --out /tmp/s/moe4q4 > /tmp/s/synth-q4.log 2>&1
+    /tmp/k/kiln synth --preset gemma3-1b --dtype bf16 --out /tmp/s/g31bf16 > /tmp/s/synth-g3.log 2>&1; touch /tmp/s/all.done ) &
+  ( timeout 420 /tmp/k/test_cuda_kernels > /tmp/tk.log 2>&1; echo "test_cuda_kernels rc=$? $(tail -1 /tmp/tk.log) (at $(el) s)" > /tmp/tk.sum
+    grep -i fail /tmp/tk.log | head -10 >> /tmp/tk.sum ) &
+  local tk=$!
+  call_tbin test_cuda_hybrid test_cuda_parity test_cuda_sample
+  wait $tk; cat /tmp/tk.sum >> "$S"
+  echo "tests done at $(el) s" >> "$S"
+  while [ ! -f /tmp/s/all.done ]; do sleep 1; done
+}
+call_ncu_decode() {
+  KILN_CUDA_GRAPH=0 timeout 120 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/$1 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_q.csv 2>/tmp/ncu.err
+  python3 bench/cuda/ncu_sum.py $OUT/ncu_q.csv > $OUT/ncu_decode.txt 2>&1
+  echo "ncu done at $(el) s" >> "$S"
 }

@@ -6,7 +6,6 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 ( /tmp/k/kiln synth --preset qwen3.5-moe-35b --dtype q4 --layers 4 --out /tmp/s/moe4q4 > /tmp/s/synth-q4.log 2>&1; touch /tmp/s/moe4q4.done
   /tmp/k/kiln synth --preset qwen3.5-moe-35b --dtype bf16 --layers 2 --out /tmp/s/moe2bf16 > /tmp/s/synth-bf16.log 2>&1; touch /tmp/s/moe2bf16.done ) &
 call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1

@@ -8,16 +8,8 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-( /tmp/k/kiln synth --preset qwen3.5-2b --dtype bf16 --out /tmp/s/q352bf16 > /tmp/s/synth-2b.log 2>&1
-  /tmp/k/kiln synth --preset qwen3.5-moe-35b --dtype q4 --layers 4 --out /tmp/s/moe4q4 > /tmp/s/synth-q4.log 2>&1
-  /tmp/k/kiln synth --preset gemma3-1b --dtype bf16 --out /tmp/s/g31bf16 > /tmp/s/synth-g3.log 2>&1; touch /tmp/s/all.done ) &
-( timeout 420 /tmp/k/test_cuda_kernels > /tmp/tk.log 2>&1; echo "test_cuda_kernels rc=$? $(tail -1 /tmp/tk.log) (at $(el) s)" > /tmp/tk.sum; grep -i fail /tmp/tk.log | head -10 >> /tmp/tk.sum ) &
-TK=$!
-call_tbin test_cuda_hybrid test_cuda_parity test_cuda_sample
-wait $TK; cat /tmp/tk.sum >> "$S"; grep "chunk form" /tmp/tk.log > $OUT/kernels_notes.txt
-echo "tests done at $(el) s" >> "$S"
-while [ ! -f /tmp/s/all.done ]; do sleep 1; done
+call_full_tests
+grep "chunk form" /tmp/tk.log > $OUT/kernels_notes.txt
 B=$OUT/bench.txt
 for m in q352bf16 moe4q4; do
   for v in KILN_X=1 KILN_CUDA_DELTA=seq KILN_X=1 KILN_CUDA_DELTA=seq; do

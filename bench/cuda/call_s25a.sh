@@ -9,13 +9,8 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
 echo "tools: $(which nsys ncu | tr '\n' ' ')" >> "$S"
-call_synth bf16 q352bf16 g31bf16
-call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1
-call_tbin test_cuda_hybrid test_cuda_parity
-while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/g31bf16.done ]; do sleep 1; done
-echo "tests + synth done at $(el) s" >> "$S"
+call_hybrid_tests "bf16:q352bf16 bf16:g31bf16"
 for m in q352bf16 g31bf16; do
   for bin in kiln kiln-old kiln kiln-old; do
     echo "== $m $bin" >> $OUT/bench.txt

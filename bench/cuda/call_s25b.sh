@@ -9,13 +9,7 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-call_synth bf16 q352bf16
-call_synth q4 moe4q4
-call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1
-call_tbin test_cuda_hybrid test_cuda_parity
-while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/moe4q4.done ]; do sleep 1; done
-echo "tests + synth done at $(el) s" >> "$S"
+call_hybrid_tests "bf16:q352bf16 q4:moe4q4"
 IDS=$(seq -s, 100 123)
 for m in q352bf16 moe4q4; do call_logits /tmp/s/$m "kiln X=1" "kiln KILN_CUDA_DELTA_DECODE=0" "kiln KILN_CUDA_FUSE=0" "kiln-old X=1"; done
 for m in q352bf16 moe4q4; do
@@ -26,7 +20,5 @@ for m in q352bf16 moe4q4; do
   done
 done
 echo "bench done at $(el) s" >> "$S"
-KILN_CUDA_GRAPH=0 timeout 120 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/q352bf16 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_q.csv 2>/tmp/ncu.err
-python3 bench/cuda/ncu_sum.py $OUT/ncu_q.csv > $OUT/ncu_decode.txt 2>&1
-echo "ncu done at $(el) s" >> "$S"
+call_ncu_decode q352bf16
 cat $S

@@ -8,12 +8,7 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-call_synth bf16 q352bf16 g31bf16
-call_t1 moe KILN_CUDA_TEST_MOE_ONLY=1
-call_tbin test_cuda_hybrid test_cuda_parity
-while [ ! -f /tmp/s/q352bf16.done ] || [ ! -f /tmp/s/g31bf16.done ]; do sleep 1; done
-echo "tests + synth done at $(el) s" >> "$S"
+call_hybrid_tests "bf16:q352bf16 bf16:g31bf16"
 IDS=$(seq -s, 100 123)
 for m in g31bf16 q352bf16; do call_logits /tmp/s/$m "kiln X=1" "kiln KILN_CUDA_PNA=0" "kiln KILN_CUDA_FUSE=0" "kiln-c6 X=1"; done
 for rep in 1 2; do
