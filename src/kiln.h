@@ -28,7 +28,7 @@ typedef struct kiln_engine_opts {
     int threads;               /* 0: all cores                                             */
     dtype_t kv_dtype;          /* default DT_F16 (serving); tests use DT_F32               */
     int block_size;            /* tokens per KV block (16)                                 */
-    double kv_cache_gb;        /* pool size in GB (default 1.0) ...                        */
+    double kv_cache_gb;        /* pool size in GB; 0 (default): auto, engine/kv_budget.c ... */
     int kv_tokens;             /* ... or in tokens, if > 0 (wins over kv_cache_gb)         */
     int step_tokens;           /* token budget per step (0: 512 on the CPU, 2048 on CUDA)   */
     int max_batch;             /* rows per step (default 64)                               */

@@ -258,6 +258,10 @@ typedef struct backend_ops {
     /* Optional (NULL: 0): 1 where the backend wants K stored transposed per block (kv_view_t.k_t)
      * in a pool of this block size and dtype. */
     int (*kv_k_transposed)(backend_t *, int block_size, int head_dim, dtype_t dtype);
+    /* Optional (NULL: the backend computes in host memory): the backend's own memory, bytes free
+     * and in all right now; 0 when known. The engine sizes its automatic KV cache from it after
+     * the weights are uploaded (engine/kv_budget.c). */
+    int (*mem_info)(backend_t *, size_t *free_bytes, size_t *total_bytes);
 } backend_ops_t;
 
 struct backend {

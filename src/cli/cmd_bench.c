@@ -53,7 +53,8 @@ static void usage(FILE *f) {
                "  --temperature T > 0 (then seeded sampling, seed = request index; with --top-k,\n"
                "  --top-p), so sampling's cost per step can be measured. Each level first runs once\n"
                "  untimed (its c requests with prompts of their own, W tokens each; default 8, 0: no\n"
-               "  warm-up), so one-time costs such as CUDA graph capture are not in the numbers.\n%s",
+               "  warm-up), so one-time costs such as CUDA graph capture are not in the numbers.\n"
+               "  --kv-cache-gb G|auto: the engine's cache, as kiln serve's (default auto).\n%s",
             model_args_help());
 }
 
@@ -265,7 +266,7 @@ static double tv_s(struct timeval t) { return t.tv_sec + t.tv_usec * 1e-6; }
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL;
     long np = 512, ng = 128, runs = 1, shared = 0, step_tokens = 0 /* the engine's default */, max_batch = 64;
-    double kv_gb = 2.0;
+    double kv_gb = 0; /* auto, as kiln serve */
     const char *levels = NULL;
     int json = 0, probe = 0;
     model_args_t ma;
@@ -291,7 +292,7 @@ int cmd_bench(int argc, char **argv) {
             else if (!strcmp(f, "--warmup-tokens")) bad = cli_parse_int("bench", f, v, 0, 1 << 20, &g_warm);
             else if (!strcmp(f, "--step-tokens")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &step_tokens);
             else if (!strcmp(f, "--max-batch")) bad = cli_parse_int("bench", f, v, 1, 4096, &max_batch);
-            else if (!strcmp(f, "--kv-cache-gb")) bad = cli_parse_float("bench", f, v, 0.001, 1e4, &kv_gb);
+            else if (!strcmp(f, "--kv-cache-gb")) { kv_gb = 0; if (!v || strcmp(v, "auto")) bad = cli_parse_float("bench", f, v, 0.001, 1e4, &kv_gb); }
             else if (!strcmp(f, "--snapshot-interval")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &g_snap_interval);
             else if (!strcmp(f, "--temperature")) bad = cli_parse_float("bench", f, v, 0, 100, &g_temp);
             else if (!strcmp(f, "--top-k")) bad = cli_parse_int("bench", f, v, 0, 1 << 30, &g_top_k);

@@ -36,7 +36,10 @@ static void usage(FILE *f) {
             "                          origins, '*' (any) or 'none' (default: pages served from\n"
             "                          localhost, 127.0.0.1 or [::1] on any port)\n"
             "  --tool-format F         hermes|qwen-xml|llama-json|gemma4 (default: from the template)\n"
-            "  --kv-cache-gb X         KV cache size (default 1)\n"
+            "  --kv-cache-gb X|auto    KV cache size in GB (default auto: CUDA takes the device memory\n"
+            "                          left after the weights less a reserve for activations (6 %%,\n"
+            "                          at least 2 GiB, more for big steps); the CPU what one request\n"
+            "                          at the full context needs, 1 GB to a quarter of RAM)\n"
             "  --step-tokens N         token budget per engine step (default 512 on the CPU, 2048 on CUDA)\n"
             "  --max-batch N           rows per engine step (default 64)\n"
             "  --no-prefix-cache       do not reuse cached prompt prefixes\n"
@@ -84,7 +87,11 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(f, "--ctx")) { bad = cli_parse_int("serve", f, v, 16, 1 << 24, &n); eo.ctx_len = (int)n; }
             else if (!strcmp(f, "--default-max-tokens")) { bad = cli_parse_int("serve", f, v, 1, 1 << 24, &n); so.default_max_tokens = (int)n; }
             else if (!strcmp(f, "--http-threads")) { bad = cli_parse_int("serve", f, v, 1, 64, &n); so.http_threads = (int)n; }
-            else if (!strcmp(f, "--kv-cache-gb")) { bad = cli_parse_float("serve", f, v, 0.0001, 4096, &x); eo.kv_cache_gb = x; }
+            else if (!strcmp(f, "--kv-cache-gb")) {
+                x = 0;
+                if (!v || strcmp(v, "auto")) bad = cli_parse_float("serve", f, v, 0.0001, 4096, &x);
+                eo.kv_cache_gb = x;
+            }
             else if (!strcmp(f, "--step-tokens")) { bad = cli_parse_int("serve", f, v, 1, 1 << 20, &n); eo.step_tokens = (int)n; }
             else if (!strcmp(f, "--max-batch")) { bad = cli_parse_int("serve", f, v, 1, 4096, &n); eo.max_batch = (int)n; }
             else if (!strcmp(f, "--snapshot-interval")) { bad = cli_parse_int("serve", f, v, 1, 1 << 20, &n); eo.snapshot_interval = (int)n; }

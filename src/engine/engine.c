@@ -30,9 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "base/file.h"
 #include "base/log.h"
 #include "engine/engine_int.h"
+#include "engine/kv_budget.h"
 #include "kv/swa.h"
 
 static double now_s(void) {
@@ -46,7 +48,7 @@ void kiln_engine_opts_default(kiln_engine_opts_t *o) {
     o->backend = "cpu";
     o->kv_dtype = DT_F16;
     o->block_size = 16;
-    o->kv_cache_gb = 1.0;
+    o->kv_cache_gb = 0; /* auto: kv_budget.c */
     o->step_tokens = 0; /* the backend's default: see kiln_engine_start */
     o->max_batch = 64;
     o->max_queue = 1024;
@@ -690,6 +692,33 @@ static void free_parts(kiln_engine_t *eng) {
     sample_dev_free(eng->dev);
 }
 
+/* The numbers kv_auto_budget needs: the backend's memory (device) or the host's, the model's
+ * widths for a step's activations and what each batch row holds beyond its K/V. */
+static kv_budget_t auto_budget(const kiln_engine_t *eng, size_t block_bytes, int *on_device) {
+    const model_config_t *c = &eng->m->cfg;
+    backend_t *be = eng->m->be;
+    kv_budget_in_t in = {0};
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    in.host_total = pages > 0 && psize > 0 ? (double)pages * (double)psize : 4e9;
+    size_t fr = 0, tot = 0;
+    in.device = be->ops->mem_info && be->ops->mem_info(be, &fr, &tot) == 0;
+    in.dev_free = (double)fr;
+    in.dev_total = (double)tot;
+    in.token_bytes = (double)block_bytes / eng->o.block_size;
+    in.ctx_len = eng->o.ctx_len;
+    /* a step's f32 buffers: x, h, q, attention out, k, v, the MLP's two halves and its output
+     * (MoE: every routed expert's and the shared expert's), DeltaNet's projections */
+    double q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim;
+    double mlp = c->intermediate_size, moe = (double)c->n_experts_per_tok * c->moe_intermediate_size + c->shared_expert_intermediate_size;
+    if (moe > mlp) mlp = moe;
+    double lin = (double)c->linear_k_heads * c->linear_k_dim * 2 + (double)c->linear_v_heads * c->linear_v_dim * 3;
+    in.step_bytes = 4.0 * eng->o.step_tokens * (4.0 * c->hidden_size + 2 * q + 2 * kv + 3 * mlp + lin);
+    in.row_bytes = 3 * 4.0 * c->vocab_size + 2.0 * (double)eng->state_bytes;
+    in.max_batch = eng->o.max_batch;
+    *on_device = in.device;
+    return kv_auto_budget(&in);
+}
+
 kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     kiln_engine_t *eng = calloc(1, sizeof *eng);
     eng->o = *o;
@@ -713,12 +742,20 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     size_t bb = kv_pool_block_bytes(eng->m->kv.n_layers, eng->o.block_size, eng->m->kv.n_kv_heads, eng->m->kv.head_dim,
                                     eng->o.kv_dtype);
     eng->state_bytes = model_state_bytes(eng->m);
-    double budget = eng->o.kv_cache_gb * 1e9, snap_budget = 0;
+    kv_budget_t ab = {0};
+    int on_device = 0;
+    if (eng->o.kv_cache_gb <= 0) { /* auto (with kv_tokens, only the snapshots' share comes from it) */
+        ab = auto_budget(eng, bb, &on_device);
+        if (eng->o.kv_tokens <= 0 && ab.kv_bytes < bb) { err_set(e, "no room for a KV cache (%s): pass --kv-cache-gb, or a smaller model or --step-tokens", ab.why); goto err; }
+    }
+    double budget = eng->o.kv_cache_gb > 0 ? eng->o.kv_cache_gb * 1e9 : ab.kv_bytes, snap_budget = 0;
     if (eng->state_bytes) {
-        /* hybrid: snapshots count against the cache budget */
+        /* hybrid: snapshots (host memory) count against the cache budget — except where the
+         * automatic budget is the device's memory: then they have a cap of their own */
         double share = eng->o.snapshot_share > 0 && eng->o.snapshot_share < 1 ? eng->o.snapshot_share : 0.25;
         snap_budget = budget * share;
-        budget -= snap_budget;
+        if (on_device) { if (snap_budget > ab.snap_cap) snap_budget = ab.snap_cap; }
+        else budget -= snap_budget;
         int every = eng->o.snapshot_interval > 0 ? eng->o.snapshot_interval : 256;
         eng->snap_every = (every + eng->o.block_size - 1) / eng->o.block_size;
         snap_init(&eng->snaps, eng->state_bytes, (size_t)snap_budget);
@@ -730,7 +767,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     if (eng->o.kv_tokens > 0) n_blocks = (eng->o.kv_tokens + eng->o.block_size - 1) / eng->o.block_size;
     else n_blocks = (int)(budget / (double)bb);
     if (swa_w) swa_pool_sizes(eng, swa_w, bb, bb_swa, budget, &n_blocks, &n_swa);
-    if (n_blocks < 1) { err_set(e, "--kv-cache-gb %.3g holds no block of %d tokens (%zu bytes each)", eng->o.kv_cache_gb, eng->o.block_size, bb); goto err; }
+    if (n_blocks < 1) { err_set(e, "--kv-cache-gb %.3g holds no block of %d tokens (%zu bytes each)", budget / 1e9, eng->o.block_size, bb); goto err; }
     if (model_init_kv_groups(eng->m, n_blocks, n_swa, eng->o.block_size, eng->o.kv_dtype, e)) goto err;
     if (o->load_tokenizer) {
         char *tp = str_printf("%s/tokenizer.json", o->model_dir);
@@ -759,7 +796,9 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     }
     pthread_mutex_init(&eng->mu, NULL);
     pthread_cond_init(&eng->cv, NULL);
+    publish_stats(eng); /* the pool's size is known before the first step (/metrics, kiln_stats) */
     if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) { err_set(e, "cannot start the engine thread"); goto err; }
+    if (ab.why[0] && eng->o.kv_tokens <= 0) log_info("engine: KV cache %s", ab.why);
     log_info("engine: %s, %d KV blocks of %d tokens (%s, %.1f MB), step budget %d tokens, up to %d rows",
              o->model_dir, n_blocks, eng->o.block_size, dtype_name(eng->o.kv_dtype), n_blocks * (double)bb / 1e6,
              eng->o.step_tokens, eng->o.max_batch);

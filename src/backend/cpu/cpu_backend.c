@@ -8,6 +8,7 @@
  * the thread count never changes a result. "cpu-ref" runs the scalar reference kernels
  * on one thread: the oracle the tests compare the fast path against. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,6 +22,8 @@
 #define ROPE_CACHE_HALF 256
 typedef struct { int pos, half; float ms; float inv[ROPE_CACHE_HALF], cs[ROPE_CACHE_HALF], sn[ROPE_CACHE_HALF]; } rope_cache_t;
 
+typedef struct { void *p; size_t len; } cpu_map_t;
+
 typedef struct cpu_impl {
     const simd_kernels_t *simd; /* NULL: reference kernels */
     int pack;                   /* KILN_PACK != 0 and the family has pack_layout */
@@ -31,6 +34,9 @@ typedef struct cpu_impl {
     size_t scratch_len;
     attn_tile_t *tiles;         /* attention tiles of the current step */
     int tiles_cap;
+    pthread_mutex_t maps_mu;    /* the buffers cpu_alloc mapped (see lazy_map) */
+    cpu_map_t *maps;
+    int n_maps, maps_cap;
 } cpu_impl_t;
 
 const simd_kernels_t *simd_detect(void) {
@@ -66,18 +72,59 @@ static int huge_buffers(void) {
     return on;
 }
 
+/* Other buffers of 1 MB or more are fresh anonymous mappings: zero without a memset, and a
+ * page costs memory only once touched — the K/V pool (sized for a whole context by default,
+ * engine/kv_budget.c) takes RAM as requests fill it, not at start. The price is a page fault
+ * on each page's first use (for K/V, inside the step that writes it). The mappings are listed
+ * so cpu_free knows their length. */
+#define LAZY_MIN ((size_t)1 << 20)
+
+static void *lazy_map(cpu_impl_t *c, size_t n) {
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    pthread_mutex_lock(&c->maps_mu);
+    if (c->n_maps == c->maps_cap) {
+        int cap = c->maps_cap ? 2 * c->maps_cap : 64;
+        cpu_map_t *m = realloc(c->maps, sizeof(cpu_map_t) * (size_t)cap);
+        if (!m) { pthread_mutex_unlock(&c->maps_mu); munmap(p, n); return NULL; }
+        c->maps = m;
+        c->maps_cap = cap;
+    }
+    c->maps[c->n_maps++] = (cpu_map_t){p, n};
+    pthread_mutex_unlock(&c->maps_mu);
+    return p;
+}
+
+/* 1 where p was a lazy mapping (now unmapped) */
+static int lazy_unmap(cpu_impl_t *c, void *p) {
+    size_t len = 0;
+    pthread_mutex_lock(&c->maps_mu);
+    for (int i = c->n_maps - 1; i >= 0; i--)
+        if (c->maps[i].p == p) {
+            len = c->maps[i].len;
+            c->maps[i] = c->maps[--c->n_maps];
+            break;
+        }
+    pthread_mutex_unlock(&c->maps_mu);
+    if (len) munmap(p, len);
+    return len > 0;
+}
+
 static void *cpu_alloc(backend_t *be, size_t n) {
     void *p = NULL;
     const size_t H = (size_t)2 << 20;
-    if (n >= ((size_t)1 << 20) && huge_buffers()) {
+    if (n >= LAZY_MIN && huge_buffers()) {
         size_t m = (n + H - 1) & ~(H - 1);
         if (posix_memalign(&p, H, m)) return NULL;
         madvise(p, m, MADV_HUGEPAGE);
-    } else if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+    } else if (n >= LAZY_MIN) return lazy_map(be->impl, n);
+    else if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
     memset(p, 0, n);
     return p;
 }
-static void cpu_free(backend_t *be, void *p) { free(p); }
+static void cpu_free(backend_t *be, void *p) {
+    if (p && !lazy_unmap(be->impl, p)) free(p);
+}
 static void *cpu_upload(backend_t *be, const void *host, size_t n) {
     void *p = cpu_alloc(be, n);
     if (p && n) memcpy(p, host, n);
@@ -620,6 +667,7 @@ backend_t *backend_create(const char *name, int n_threads, err_t *e) {
     impl->pack = impl->simd && impl->simd->pack_layout && !(pk && *pk == '0');
     be->n_threads = ref ? 1 : (n_threads > 0 ? n_threads : cpu_count());
     impl->pool = threadpool_create(be->n_threads);
+    pthread_mutex_init(&impl->maps_mu, NULL);
     impl->scratch = calloc((size_t)be->n_threads, sizeof(float *));
     impl->rope = calloc((size_t)be->n_threads, sizeof(rope_cache_t));
     for (int i = 0; i < be->n_threads; i++) impl->rope[i].pos = -1;
@@ -638,6 +686,9 @@ void backend_destroy(backend_t *be) {
     free(impl->tiles);
     pack_registry_free(&impl->packs);
     threadpool_destroy(impl->pool);
+    for (int i = 0; i < impl->n_maps; i++) munmap(impl->maps[i].p, impl->maps[i].len); /* buffers never freed */
+    free(impl->maps);
+    pthread_mutex_destroy(&impl->maps_mu);
     free(impl);
     free(be);
 }

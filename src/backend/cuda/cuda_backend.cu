@@ -335,6 +335,12 @@ static void cu_release_weight(backend_t *be, weight_t *w) {
     w->device = NULL;
 }
 
+static int cu_mem_info(backend_t *be, size_t *free_bytes, size_t *total_bytes) {
+    (void)be;
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) { cudaGetLastError(); return -1; }
+    return 0;
+}
+
 static const backend_ops_t cuda_ops = {
     .name = "cuda",
     .alloc = cu_alloc,
@@ -374,6 +380,7 @@ static const backend_ops_t cuda_ops = {
     .rms_mlp = cuda_rms_mlp,
     .delta_decode = cuda_delta_decode,
     .post_norm_add = cuda_post_norm_add,
+    .mem_info = cu_mem_info, /* kv_k_transposed (between them) stays NULL */
 };
 
 

@@ -1,0 +1,43 @@
+/* kv_budget.c — how big the KV cache is when nobody says (--kv-cache-gb auto, the default).
+ *
+ * A device backend (CUDA) owns its memory and has nothing else to spend it on: once the
+ * weights are uploaded the cache takes what is free, less a reserve for what is allocated
+ * later — the activation buffers of the largest step (step_bytes: the model's per-token
+ * widths × the step's token budget, counted twice for the kernels' own scratch), every batch
+ * row's logits and recurrent state (row_bytes), and a margin for CUDA graphs, cuBLASLt, the
+ * split-K and staging rings and the allocator's rounding: 6 % of the device, at least 2 GiB.
+ * vLLM's --gpu-memory-utilization (0.9 by default) makes the same bet; the trade-off is that
+ * a second process on the same GPU finds little room — it should pass --kv-cache-gb.
+ *
+ * The host (CPU backend) shares its memory with everything else on the machine, and the CPU
+ * pool is zeroed (touched) when made, so the cache there is what one request at the full
+ * context needs (ctx_len × token_bytes): at least 1 GB (the old fixed default, room for some
+ * concurrency at short contexts), at most a quarter of physical memory.
+ *
+ * Hybrid models' recurrent-state snapshots are host memory on every backend. On the host the
+ * engine takes their share out of this budget (as with an explicit size); on a device the
+ * budget is device memory, so snapshots get their own cap: at most 10 % of the host. */
+#include "engine/kv_budget.h"
+#include <stdio.h>
+
+kv_budget_t kv_auto_budget(const kv_budget_in_t *in) {
+    kv_budget_t b = {0};
+    const double GB = 1e9;
+    if (in->device) {
+        double margin = in->dev_total * KV_AUTO_DEV_MARGIN_SHARE;
+        if (margin < KV_AUTO_DEV_MARGIN_MIN) margin = KV_AUTO_DEV_MARGIN_MIN;
+        b.reserve_bytes = margin + 2 * in->step_bytes + (double)in->max_batch * in->row_bytes;
+        b.kv_bytes = in->dev_free - b.reserve_bytes;
+        if (b.kv_bytes < 0) b.kv_bytes = 0;
+        b.snap_cap = in->host_total * KV_AUTO_SNAP_HOST_SHARE;
+        snprintf(b.why, sizeof b.why, "auto: %.1f GB free on the device after the weights, %.1f GB kept for activations and the runtime",
+                 in->dev_free / GB, b.reserve_bytes / GB);
+        return b;
+    }
+    double one_ctx = in->token_bytes * (double)in->ctx_len, cap = in->host_total * KV_AUTO_HOST_SHARE;
+    b.kv_bytes = one_ctx > KV_AUTO_HOST_MIN ? one_ctx : KV_AUTO_HOST_MIN;
+    if (b.kv_bytes > cap) b.kv_bytes = cap;
+    snprintf(b.why, sizeof b.why, "auto: one %ld-token context needs %.2f GB; at least %.0f GB, at most a quarter of %.1f GB of host memory",
+             in->ctx_len, one_ctx / GB, KV_AUTO_HOST_MIN / GB, in->host_total / GB);
+    return b;
+}
