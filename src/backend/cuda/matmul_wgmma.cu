@@ -163,7 +163,7 @@ __device__ __forceinline__ void wg_store(float *o, const float *__restrict__ xin
         for (int e = 0; e < 2; e++) {
             const int t = 8 * i + 2 * q + e;
             if (t >= T) continue;
-            const float xi = xinv[t];
+            const float xi = __ldcg(xinv + t); /* .cg: under PDL the x preparation that wrote it ran beside this kernel */
             if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
             if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
         }
@@ -181,15 +181,17 @@ template <int BITS, int NP> struct wgs {
 /* x → f16(x·2^e_t) in chunk order: [K/64][k-step 4][NP/8][k-half 2][token 8][8 columns];
  * tokens T..NP−1 zero; inv[t] = 2^-e_t. Block (t, z): token t's max over all of K (x is in L2),
  * then the z-th of gridDim.y slices of its columns. */
-__global__ void __launch_bounds__(256) wg_xprep_kernel(__half *xo, float *inv, const float *__restrict__ x, int T, int K, int NP) {
+__global__ void __launch_bounds__(256) wg_xprep_kernel(__half *xo, float *inv, const float *x, int T, int K, int NP) {
     __shared__ float sh[8];
+    pdl_trigger(); /* launched with PDL (wg_pdl): the matmul's blocks may start loading their weights now */
+    pdl_wait();    /* x is the kernel before's, and xo / inv may still be read by the matmul before that */
     const int t = blockIdx.x;
     const float4 *xr = (const float4 *)(x + (size_t)t * K);
     float m = 0.f;
     if (t < T) {
 #pragma unroll 8
         for (int i = threadIdx.x; i < K / 4; i += 256) {
-            const float4 v = xr[i];
+            const float4 v = __ldcg(xr + i); /* .cg: x's writer may have run beside this kernel (PDL) */
             m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         }
     }
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(256) wg_xprep_kernel(__half *xo, float *inv, c
     for (int m8 = u0 + threadIdx.x; m8 < u1; m8 += 256) {
         const int k0 = 8 * m8, ch = k0 >> 6, s = (k0 >> 4) & 3, h = (k0 >> 3) & 1;
         float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
-        if (t < T) { a = xr[2 * m8]; b = xr[2 * m8 + 1]; }
+        if (t < T) { a = __ldcg(xr + 2 * m8); b = __ldcg(xr + 2 * m8 + 1); }
         __align__(16) __half2 v[4] = {__floats2half2_rn(a.x * px, a.y * px), __floats2half2_rn(a.z * px, a.w * px),
                                       __floats2half2_rn(b.x * px, b.y * px), __floats2half2_rn(b.z * px, b.w * px)};
         const size_t off = (size_t)ch * 64 * NP + (size_t)s * 16 * NP + j * 128 + h * 64 + i * 8;
@@ -610,13 +612,15 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
 }
 
 /* element i of the KS splits' sums p[k][i] (n elements a split), added in split order */
-__device__ __forceinline__ float wg_sum(const float *__restrict__ p, int KS, size_t n, size_t i) {
-    float v = p[i];
-    for (int k = 1; k < KS; k++) v = __fadd_rn(v, p[(size_t)k * n + i]);
+__device__ __forceinline__ float wg_sum(const float *p, int KS, size_t n, size_t i) {
+    float v = __ldcg(p + i); /* .cg: under PDL the matmul that wrote p ran beside this kernel's start */
+    for (int k = 1; k < KS; k++) v = __fadd_rn(v, __ldcg(p + (size_t)k * n + i));
     return v;
 }
 /* y = part[0] + part[1] + ... + part[KS-1], in split order */
-__global__ void wg_reduce_kernel(float *__restrict__ y, const float *__restrict__ part, int KS, size_t n) {
+__global__ void wg_reduce_kernel(float *__restrict__ y, const float *part, int KS, size_t n) {
+    pdl_trigger(); /* launched with PDL (wg_pdl): the partials are read after the matmul completed */
+    pdl_wait();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) y[i] = wg_sum(part, KS, n, i);
 }
 
@@ -919,6 +923,7 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     const int tid = threadIdx.x, lane = tid & 31, warp = __shfl_sync(0xffffffffu, tid >> 5, 0);
     const int hsl = (C >> 8) & 1; /* wgm_hslab(): the warp's slab as f16 factors where they are exact (below) */
     const int l2pf = (C >> 9) & 3 ? 64 << ((C >> 9) & 3) : 0; /* wgm_l2pf(): the code copies' L2 prefetch size (bytes) */
+    const int pdl = (C >> 11) & 1; /* launched with PDL (wg_pdl): weights before griddepcontrol.wait, x and the output after */
     C &= 255;
     const int N = w.rows, K = w.cols, r0 = bx * ROWS, split = by;
     const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
@@ -938,18 +943,23 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     if (warp == 8) { /* the producer warp */
         const int wpr = K / 32 * BITS;
         const uint32_t xs = P::XB / C, sm0 = (unsigned)__cvta_generic_to_shared(smem);
+        /* PDL: the first `pre` stages' codes go out before griddepcontrol.wait (weights: nothing an earlier kernel
+         * writes), their x tiles after it; a stage's full barrier counts both, in either order */
+        const int pre = pdl ? (n < S ? n : S) : 0;
+        auto x_tile = [&](int s, int ch) {
+            if (lane != 0) return;
+            if (C > 1) {
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full + 8 * s), "r"((uint32_t)P::XB) : "memory");
+                bulk_x_mc(sm0 + s * P::STG + rank * xs, xg + (size_t)ch * P::XB + rank * xs, xs, full + 8 * s, (uint16_t)((1u << C) - 1));
+            } else
+                bulk_x(smem + s * P::STG, xg + (size_t)ch * P::XB, P::XB, full + 8 * s);
+        };
         int s = 0, ph = 0;
         for (int i = 0; i < n; i++) {
             const int ch = c0 + i;
             if (i >= S) mb_wait_cl(empty + 8 * s, ph ^ 1);
             unsigned char *dst = smem + s * P::STG;
-            if (lane == 0) {
-                if (C > 1) {
-                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(full + 8 * s), "r"((uint32_t)P::XB) : "memory");
-                    bulk_x_mc(sm0 + s * P::STG + rank * xs, xg + (size_t)ch * P::XB + rank * xs, xs, full + 8 * s, (uint16_t)((1u << C) - 1));
-                } else
-                    bulk_x(dst, xg + (size_t)ch * P::XB, P::XB, full + 8 * s);
-            }
+            if (i >= pre) x_tile(s, ch);
 #pragma unroll
             for (int m = 0; m < ROWS * PPR / 32; m++) {
                 const int c = lane + 32 * m, row = c / PPR, part = c % PPR, r = min(r0 + row, N - 1);
@@ -957,6 +967,10 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
                         l2pf);
             }
             cp_mb_arrive(full + 8 * s);
+            if (i + 1 == pre) {
+                pdl_wait();
+                for (int j = 0; j < pre; j++) x_tile(j, c0 + j); /* pre ≤ S: stage j holds chunk j */
+            }
             if (++s == S) { s = 0; ph ^= 1; }
         }
         cp_commit();
@@ -1107,6 +1121,10 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
         }
     }
     if (!looped) chunk_loop(std::false_type(), std::false_type());
+    if (pdl) { /* the split sums (PDL) may launch; our stores wait for the kernels before (they may read out) */
+        pdl_trigger();
+        pdl_wait();
+    }
 #pragma unroll
     for (int i = 0; i < NR; i++) wg_reg_fence(acc[i]);
     const int ya = r0 + lr, yb = ya + 8;
@@ -1177,7 +1195,7 @@ static bool wgm_geom(const dweight_t *w, int KS, int sbt32, int &S, int &G, int 
 }
 /* a launch in clusters of cl blocks along x (cl <= 1: no cluster attribute) */
 template <typename... P, typename... A>
-static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int threads, int smem, int cl, A... args) {
+static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int threads, int smem, int cl, bool pdl, A... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = dim3(threads);
@@ -1185,7 +1203,7 @@ static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int thre
     cfg.stream = c->stream;
     cudaLaunchAttribute at[2];
     cfg.attrs = at;
-    cfg.numAttrs = cuda_pdl_cluster_attrs(at, false, cl);
+    cfg.numAttrs = cuda_pdl_cluster_attrs(at, pdl, cl);
     cudaCheck(cudaLaunchKernelEx(&cfg, kern, args...));
 }
 /* KILN_CUDA_QWG_HSLAB=0 (read per matmul; default 1): v8 without the f16 slab (wgm_body), the per-chunk conversion
@@ -1201,6 +1219,25 @@ static int wgm_hslab(void) {
  * faster with it and the kernel not — the conversion bounded it then; since the kernel runs at 1.25-1.45x its copies
  * (session 26) 256 B is −4..−8 % a 64-token matmul and +3 % steady at c=64 (llama-3-8b q4; bench/cuda/RESULTS.md
  * session 26, call 8). Bits 9-10 of C: 1 = 128, 2 = 256. A cache hint: results unchanged (test_qwg under each). */
+/* KILN_CUDA_QWG_PDL=0 (read once; default 1, and KILN_CUDA_PDL=0 turns it off too): the chain x prep → v8
+ * matmul → split sums launched with programmatic dependent launch — the matmul's blocks start while the x
+ * preparation runs and issue their first ring stages' code copies before griddepcontrol.wait (x tiles after
+ * it), the split sums start as the matmul's blocks finish. The same kernels and results (bitwise). Session 11
+ * measured PDL only together with v4's per-k-step conversion (slower together; bench/cuda/wg4_pipe_pdl.patch). */
+static int wg_pdl(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_QWG_PDL"); v = cuda_pdl_on() && !(e && atoi(e) == 0); }
+    return v;
+}
+/* a small kernel of the chain, with PDL where wg_pdl() */
+template <typename... P, typename... A>
+static void wg_launch_small(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int threads, A... args) {
+    if (wg_pdl()) cuda_launch_pdl(c->stream, kern, grid, dim3(threads), 0, args...);
+    else {
+        kern<<<grid, threads, 0, c->stream>>>(args...);
+        cudaLaunchCheck();
+    }
+}
 static int wgm_l2pf(void) {
     const char *e = getenv("KILN_CUDA_QWG_L2PF");
     const int v = e ? atoi(e) : 256;
@@ -1229,7 +1266,9 @@ static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
     const int rbk = cdiv(w->rows, WG_ROWS);
     if (getenv("KILN_CUDA_QWG_DEBUG") && atoi(getenv("KILN_CUDA_QWG_DEBUG")) >= 2) /* every launch */
         fprintf(stderr, "qwg v8 %dx%d KS=%d: G=%d slab %d B, %d stages, %d B, cluster %d\n", w->rows, w->cols, KS, G, slab, S, smem, C);
-    wg_launch_cl(c, kern, dim3(cdiv(rbk, C) * C, KS), 288, smem, C, out, xg, inv, T, *w, KS, gsh, S, G, C | wgm_hslab() << 8 | wgm_l2pf() << 9);
+    const int pdl = C == 1 && wg_pdl();
+    wg_launch_cl(c, kern, dim3(cdiv(rbk, C) * C, KS), 288, smem, C, pdl != 0, out, xg, inv, T, *w, KS, gsh, S, G,
+                 C | wgm_hslab() << 8 | wgm_l2pf() << 9 | pdl << 11);
     return true;
 }
 template <int BITS, int NP, int SBT>
@@ -1294,8 +1333,7 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
     }
     if (KS > 1) {
         const size_t n = (size_t)T * N;
-        wg_reduce_kernel<<<(int)(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, c->stream>>>(y, part, KS, n);
-        cudaLaunchCheck();
+        wg_launch_small(c, wg_reduce_kernel, dim3(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, y, (const float *)part, KS, n);
     }
 }
 
@@ -1327,7 +1365,7 @@ typedef struct wg_slots {
     int clu;                  /* KILN_CUDA_QWG_MULTI=2: 1 a cluster per (slot, row block) of its KS splits; 2 (GLU) gate's and up's splits of a row block */
     int gelu;                 /* clu 2: the activation, and y16: bf16 of the GLU too (NULL: not) */
     __nv_bfloat16 *y16;
-    int hslab;                /* wgm_hslab() | wgm_l2pf() << 1 */
+    int hslab;                /* wgm_hslab() | wgm_l2pf() << 1 | wg_pdl() << 3 */
 } wg_slots_t;
 
 __device__ __forceinline__ int wg_slot_of(const wg_slots_t &a) {
@@ -1378,6 +1416,8 @@ typedef struct wg_red {
     __nv_bfloat16 *y16;
 } wg_red_t;
 __global__ void wg_reduce_multi_kernel(const wg_red_t a) {
+    pdl_trigger(); /* as wg_reduce_kernel */
+    pdl_wait();
     const size_t tot = a.e0[a.n];
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < tot; i += (size_t)gridDim.x * blockDim.x) {
         if (a.glu) {
@@ -1490,9 +1530,11 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
         }
         if (a.clu) {
             a.gelu = gelu; a.y16 = y16;
-            wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, a.clu == 2 ? 2 * a.s[0].KS : a.s[0].KS, xg, inv, T, a);
-        } else
-            wgm_multi_kernel<BITS, NP, SBT><<<blk, 288, smem, c->stream>>>(xg, inv, T, a);
+            wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, a.clu == 2 ? 2 * a.s[0].KS : a.s[0].KS, false, xg, inv, T, a);
+        } else {
+            a.hslab |= wg_pdl() << 3; /* bit 11 of wgm_body's C */
+            wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, 1, wg_pdl() != 0, xg, inv, T, a);
+        }
     } else if constexpr (BITS == 8) { /* kind 2 or 3 */
         using P = wgs<BITS, NP>;
         static int attr;
@@ -1500,7 +1542,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
             cudaCheck(cudaFuncSetAttribute(wg2_multi_kernel<BITS, NP, SBT>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
             attr = 1;
         }
-        if (a.clu) wg_launch_cl(c, wg2_multi_kernel<BITS, NP, SBT>, blk, 256, P::SMEM, a.s[0].KS, xg, inv, T, a, (int)(kind == 3));
+        if (a.clu) wg_launch_cl(c, wg2_multi_kernel<BITS, NP, SBT>, blk, 256, P::SMEM, a.s[0].KS, false, xg, inv, T, a, (int)(kind == 3));
         else wg2_multi_kernel<BITS, NP, SBT><<<blk, 256, P::SMEM, c->stream>>>(xg, inv, T, a, kind == 3);
     }
     cudaLaunchCheck();
@@ -1510,8 +1552,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
     }
     if (r.n) {
         const size_t tot = r.e0[r.n];
-        wg_reduce_multi_kernel<<<(int)(cdiv(tot, 256) < 4096 ? cdiv(tot, 256) : 4096), 256, 0, c->stream>>>(r);
-        cudaLaunchCheck();
+        wg_launch_small(c, wg_reduce_multi_kernel, dim3(cdiv(tot, 256) < 4096 ? cdiv(tot, 256) : 4096), 256, r);
     }
     return true;
 }
@@ -1543,8 +1584,7 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     const size_t xbytes = (size_t)nch * NP * 128, ibytes = 256;
     unsigned char *scr = (unsigned char *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, xbytes + ibytes + pbytes);
     float *inv = (float *)(scr + xbytes), *part = (float *)(scr + xbytes + ibytes);
-    wg_xprep_kernel<<<dim3(NP, cdiv(K, 2048)), 256, 0, c->stream>>>((__half *)scr, inv, x, T, K, NP);
-    cudaLaunchCheck();
+    wg_launch_small(c, wg_xprep_kernel, dim3(NP, cdiv(K, 2048)), 256, (__half *)scr, inv, x, T, K, NP);
     if constexpr (NP >= 16) {
         if (kind) return wg_multi_pick<NP>(c, kind, n, y, scr, inv, part, T, w, glu, gelu, y16);
     }
