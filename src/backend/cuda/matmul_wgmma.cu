@@ -155,7 +155,7 @@ __device__ __forceinline__ void wg_row_setup(const dweight_t &w, int dt, int ra,
 /* a warp's results: rows ya, yb (= ya + 8) of tokens 8i + 2q + e, acc · 2^−s (ia, ib) · the token's
  * 1/2^e (xinv), into o[t·N + row] (rows past N are the clamped padding rows: not stored) */
 template <int NP>
-__device__ __forceinline__ void wg_store(float *o, const float *__restrict__ xinv, const float *acc, int T, int N, int ya, int yb, int q, float ia,
+__device__ __forceinline__ void wg_store(float *o, const float *xinv, const float *acc, int T, int N, int ya, int yb, int q, float ia,
                                          float ib) {
 #pragma unroll
     for (int i = 0; i < NP / 8; i++)
@@ -163,7 +163,7 @@ __device__ __forceinline__ void wg_store(float *o, const float *__restrict__ xin
         for (int e = 0; e < 2; e++) {
             const int t = 8 * i + 2 * q + e;
             if (t >= T) continue;
-            const float xi = __ldcg(xinv + t); /* .cg: under PDL the x preparation that wrote it ran beside this kernel */
+            const float xi = xinv[t]; /* a plain load (xinv not __restrict__): under PDL its writer ran beside this kernel */
             if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
             if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
         }
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(256) wg_xprep_kernel(__half *xo, float *inv, c
     if (t < T) {
 #pragma unroll 8
         for (int i = threadIdx.x; i < K / 4; i += 256) {
-            const float4 v = __ldcg(xr + i); /* .cg: x's writer may have run beside this kernel (PDL) */
+            const float4 v = xr[i]; /* plain loads (x not __restrict__): x's writer may have run beside this kernel (PDL) */
             m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         }
     }
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(256) wg_xprep_kernel(__half *xo, float *inv, c
     for (int m8 = u0 + threadIdx.x; m8 < u1; m8 += 256) {
         const int k0 = 8 * m8, ch = k0 >> 6, s = (k0 >> 4) & 3, h = (k0 >> 3) & 1;
         float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
-        if (t < T) { a = __ldcg(xr + 2 * m8); b = __ldcg(xr + 2 * m8 + 1); }
+        if (t < T) { a = xr[2 * m8]; b = xr[2 * m8 + 1]; }
         __align__(16) __half2 v[4] = {__floats2half2_rn(a.x * px, a.y * px), __floats2half2_rn(a.z * px, a.w * px),
                                       __floats2half2_rn(b.x * px, b.y * px), __floats2half2_rn(b.z * px, b.w * px)};
         const size_t off = (size_t)ch * 64 * NP + (size_t)s * 16 * NP + j * 128 + h * 64 + i * 8;
@@ -613,8 +613,9 @@ __global__ void __launch_bounds__(256, 2) wg2_kernel(float *__restrict__ out, co
 
 /* element i of the KS splits' sums p[k][i] (n elements a split), added in split order */
 __device__ __forceinline__ float wg_sum(const float *p, int KS, size_t n, size_t i) {
-    float v = __ldcg(p + i); /* .cg: under PDL the matmul that wrote p ran beside this kernel's start */
-    for (int k = 1; k < KS; k++) v = __fadd_rn(v, __ldcg(p + (size_t)k * n + i));
+    float v = p[i]; /* plain loads, not ld.global.nc (p not __restrict__): under PDL the matmul that wrote p ran
+                     * beside this kernel's start (cuda_common.cuh) */
+    for (int k = 1; k < KS; k++) v = __fadd_rn(v, p[(size_t)k * n + i]);
     return v;
 }
 /* y = part[0] + part[1] + ... + part[KS-1], in split order */
@@ -911,7 +912,7 @@ template <int BITS, int NP> struct wgsm {
  * the launch (1: no cluster, the x tile by a plain bulk copy); bx, by: the block's 128 rows and K
  * split (wgm_kernel: blockIdx; wgm_multi_kernel: within its slot) */
 template <int BITS, int NP, int SBT, int PRB>
-__device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
+__device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *xinv, int T,
                                          const dweight_t &w, int KS, int gsh, int S, int G, int C, int bx, int by, int clu = 0, int gelu = 0,
                                          __nv_bfloat16 *y16 = nullptr) {
     extern __shared__ __align__(128) unsigned char smem[];
@@ -1164,7 +1165,7 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     (void)EB;
 }
 template <int BITS, int NP, int SBT, int PRB>
-__global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T,
+__global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *xinv, int T,
                                                      dweight_t w, int KS, int gsh, int S, int G, int C) {
     wgm_body<BITS, NP, SBT, PRB>(out, xg, xinv, T, w, KS, gsh, S, G, C, blockIdx.x, blockIdx.y);
 }
@@ -1388,7 +1389,7 @@ __device__ __forceinline__ void wg_slot_block(const wg_slots_t &a, int &si, int 
     else { bx = b % rbk; by = b / rbk; }
 }
 template <int BITS, int NP, int SBT>
-__global__ void __launch_bounds__(288, 2) wgm_multi_kernel(const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T, const wg_slots_t a) {
+__global__ void __launch_bounds__(288, 2) wgm_multi_kernel(const unsigned char *__restrict__ xg, const float *xinv, int T, const wg_slots_t a) {
     int si, bx, by;
     wg_slot_block(a, si, bx, by);
     const wg_slot_t &sl = a.s[si];
@@ -1528,13 +1529,12 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
             cudaCheck(cudaFuncSetAttribute(wgm_multi_kernel<BITS, NP, SBT>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::BUDGET));
             attr = 1;
         }
+        a.hslab |= wg_pdl() << 3; /* bit 11 of wgm_body's C */
         if (a.clu) {
             a.gelu = gelu; a.y16 = y16;
-            wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, a.clu == 2 ? 2 * a.s[0].KS : a.s[0].KS, false, xg, inv, T, a);
-        } else {
-            a.hslab |= wg_pdl() << 3; /* bit 11 of wgm_body's C */
+            wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, a.clu == 2 ? 2 * a.s[0].KS : a.s[0].KS, wg_pdl() != 0, xg, inv, T, a);
+        } else
             wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, 1, wg_pdl() != 0, xg, inv, T, a);
-        }
     } else if constexpr (BITS == 8) { /* kind 2 or 3 */
         using P = wgs<BITS, NP>;
         static int attr;
