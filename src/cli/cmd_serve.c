@@ -90,6 +90,7 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(f, "--kv-cache-gb")) {
                 x = 0;
                 if (!v || strcmp(v, "auto")) bad = cli_parse_float("serve", f, v, 0.0001, 4096, &x);
+                if (bad) fprintf(stderr, "kiln serve: --kv-cache-gb also takes 'auto' (the default: sized from the device's or host's memory)\n");
                 eo.kv_cache_gb = x;
             }
             else if (!strcmp(f, "--step-tokens")) { bad = cli_parse_int("serve", f, v, 1, 1 << 20, &n); eo.step_tokens = (int)n; }

@@ -58,6 +58,8 @@ expect 2 "--gen-tokens expects" -- "$KILN" bench $M --gen-tokens x
 expect 2 "--temperature expects a number in \[0, 100\]" -- "$KILN" bench $M --concurrency 1 --temperature 200
 expect 2 "--top-p expects a number" -- "$KILN" bench $M --concurrency 1 --top-p 0
 expect 2 "--warmup-tokens expects an integer in \[0, 1048576\], got '-1'" -- "$KILN" bench $M --concurrency 1 --warmup-tokens -1
+expect 2 "--kv-cache-gb expects a number.*got 'abc'" -- "$KILN" bench $M --concurrency 1 --kv-cache-gb abc
+expect 2 "--kv-cache-gb expects a number.*got '0'" -- "$KILN" serve $M --kv-cache-gb 0
 [ -e "$out" ] && { fail=$((fail+1)); echo "FAIL: a failed command left $out behind"; }
 
 # and the good path writes a file
