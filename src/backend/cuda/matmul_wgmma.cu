@@ -1214,12 +1214,6 @@ static int wgm_hslab(void) {
     const char *e = getenv("KILN_CUDA_QWG_HSLAB");
     return e && atoi(e) == 0 ? 0 : 1;
 }
-/* KILN_CUDA_QWG_L2PF=0|128|256 (read per matmul; default 256): the code copies of wgm_body ask L2 for that many
- * bytes of the row (wg_cp16: a chunk reads 32 / 64 bytes of each row 2..8 KB apart, so without the hint every row's
- * piece is its own DRAM access; with it the next chunks' bytes come along). Session 22 found the copies-only probe
- * faster with it and the kernel not — the conversion bounded it then; since the kernel runs at 1.25-1.45x its copies
- * (session 26) 256 B is −4..−8 % a 64-token matmul and +3 % steady at c=64 (llama-3-8b q4; bench/cuda/RESULTS.md
- * session 26, call 8). Bits 9-10 of C: 1 = 128, 2 = 256. A cache hint: results unchanged (test_qwg under each). */
 /* KILN_CUDA_QWG_PDL=0 (read once; default 1, and KILN_CUDA_PDL=0 turns it off too): the chain x prep → v8
  * matmul → split sums launched with programmatic dependent launch — the matmul's blocks start while the x
  * preparation runs and issue their first ring stages' code copies before griddepcontrol.wait (x tiles after
@@ -1239,6 +1233,12 @@ static void wg_launch_small(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int t
         cudaLaunchCheck();
     }
 }
+/* KILN_CUDA_QWG_L2PF=0|128|256 (read per matmul; default 256): the code copies of wgm_body ask L2 for that many
+ * bytes of the row (wg_cp16: a chunk reads 32 / 64 bytes of each row 2..8 KB apart, so without the hint every row's
+ * piece is its own DRAM access; with it the next chunks' bytes come along). Session 22 found the copies-only probe
+ * faster with it and the kernel not — the conversion bounded it then; since the kernel runs at 1.25-1.45x its copies
+ * (session 26) 256 B is −4..−8 % a 64-token matmul and +3 % steady at c=64 (llama-3-8b q4; bench/cuda/RESULTS.md
+ * session 26, call 8). Bits 9-10 of C: 1 = 128, 2 = 256. A cache hint: results unchanged (test_qwg under each). */
 static int wgm_l2pf(void) {
     const char *e = getenv("KILN_CUDA_QWG_L2PF");
     const int v = e ? atoi(e) : 256;
