@@ -765,7 +765,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     size_t bb_swa = 0;
     if (swa_w) model_kv_group_bytes(eng->m, eng->o.block_size, eng->o.kv_dtype, &bb, &bb_swa);
     if (eng->o.kv_tokens > 0) n_blocks = (eng->o.kv_tokens + eng->o.block_size - 1) / eng->o.block_size;
-    else n_blocks = (int)(budget / (double)bb);
+    else n_blocks = budget / (double)bb < 1 << 30 ? (int)(budget / (double)bb) : 1 << 30;
     if (swa_w) swa_pool_sizes(eng, swa_w, bb, bb_swa, budget, &n_blocks, &n_swa);
     if (n_blocks < 1) { err_set(e, "--kv-cache-gb %.3g holds no block of %d tokens (%zu bytes each)", budget / 1e9, eng->o.block_size, bb); goto err; }
     if (model_init_kv_groups(eng->m, n_blocks, n_swa, eng->o.block_size, eng->o.kv_dtype, e)) goto err;

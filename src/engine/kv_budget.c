@@ -7,7 +7,8 @@
  * row's logits and recurrent state (row_bytes), and a margin for CUDA graphs, cuBLASLt, the
  * split-K and staging rings and the allocator's rounding: 6 % of the device, at least 2 GiB.
  * vLLM's --gpu-memory-utilization (0.9 by default) makes the same bet; the trade-off is that
- * a second process on the same GPU finds little room — it should pass --kv-cache-gb.
+ * a second process on the same GPU finds little room — it should pass --kv-cache-gb. It stops at four
+ * times what max_batch rows at the full context hold, which only a small model reaches.
  *
  * The host (CPU backend) shares its memory with everything else on the machine, and the CPU
  * pool is zeroed (touched) when made, so the cache there is what one request at the full
@@ -30,8 +31,14 @@ kv_budget_t kv_auto_budget(const kv_budget_in_t *in) {
         b.kv_bytes = in->dev_free - b.reserve_bytes;
         if (b.kv_bytes < 0) b.kv_bytes = 0;
         b.snap_cap = in->host_total * KV_AUTO_SNAP_HOST_SHARE;
-        snprintf(b.why, sizeof b.why, "auto: %.1f GB free on the device after the weights, %.1f GB kept for activations and the runtime",
-                 in->dev_free / GB, b.reserve_bytes / GB);
+        /* no more than every row at the full context, four times over (the rest for cached prefixes):
+         * a tiny model on a big GPU would otherwise get tens of millions of blocks and their host-side
+         * tables for nothing */
+        const double cap = KV_AUTO_DEV_CTX_ROUNDS * (double)in->max_batch * (double)in->ctx_len * in->token_bytes;
+        const int capped = cap > 0 && b.kv_bytes > cap;
+        if (capped) b.kv_bytes = cap;
+        snprintf(b.why, sizeof b.why, "auto: %.1f GB free on the device after the weights, %.1f GB kept for activations and the runtime%s",
+                 in->dev_free / GB, b.reserve_bytes / GB, capped ? "; capped at 4 x max-batch full contexts" : "");
         return b;
     }
     double one_ctx = in->token_bytes * (double)in->ctx_len, cap = in->host_total * KV_AUTO_HOST_SHARE;

@@ -30,6 +30,7 @@ typedef struct kv_budget {
 #define KV_AUTO_DEV_MARGIN_SHARE 0.06
 #define KV_AUTO_DEV_MARGIN_MIN (2.0 * 1073741824.0)
 #define KV_AUTO_SNAP_HOST_SHARE 0.10
+#define KV_AUTO_DEV_CTX_ROUNDS 4.0 /* the device pool's cap: this many times max_batch full contexts */
 
 kv_budget_t kv_auto_budget(const kv_budget_in_t *in);
 

@@ -3,6 +3,7 @@
  *
  * - device: free memory less the reserve (6 % of the device, at least 2 GiB, twice a step's
  *   activations, each row's logits and state); nothing left → 0; snapshots capped by the host;
+ *   at most 4 × max_batch full contexts (a tiny model on a big GPU);
  * - host: one full context, at least 1 GB, at most a quarter of physical memory;
  * - an engine started with the defaults on llama-tiny holds the 1 GB floor; an explicit
  *   --kv-cache-gb still wins;
@@ -40,6 +41,13 @@ static void test_device(void **st) {
     assert_true(fabs(b.kv_bytes - (140.0e9 - reserve)) < 1);
     assert_true(fabs(b.snap_cap - 0.10 * 128.0 * GiB) < 1);
     assert_non_null(strstr(b.why, "140.0 GB free"));
+    /* a tiny model on a big device: at most 4 x max_batch full contexts */
+    kv_budget_in_t tiny = h200_llama8b();
+    tiny.token_bytes = 256;
+    tiny.ctx_len = 256;
+    b = kv_auto_budget(&tiny);
+    assert_true(fabs(b.kv_bytes - 4.0 * 64 * 256 * 256) < 1);
+    assert_non_null(strstr(b.why, "capped"));
     /* a small device: the 2 GiB floor of the margin applies */
     in.dev_total = 16e9;
     in.dev_free = 10e9;
