@@ -26,6 +26,8 @@ int cmd_chat(int argc, char **argv);
  * values so every command reports bad flags the same way. */
 int cli_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out);
 int cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+/* --kv-cache-gb: a number in [lo, hi], or 'auto' (stored as 0: the engine sizes the cache) */
+int cli_parse_kv_gb(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 /* "1,2,3" -> malloc'd int array; rejects empty items, junk and out-of-range values. */
 int cli_parse_ids(const char *cmd, const char *flag, const char *s, int **ids, int *n);
 /* The model directory to use: the argument if given, else $KILN_MODEL, else

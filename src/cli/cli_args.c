@@ -34,6 +34,14 @@ int cli_parse_float(const char *cmd, const char *flag, const char *s, double lo,
     return 0;
 }
 
+int cli_parse_kv_gb(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out) {
+    *out = 0; /* 'auto': engine/kv_budget.c */
+    if (s && !strcmp(s, "auto")) return 0;
+    if (cli_parse_float(cmd, flag, s, lo, hi, out) == 0) return 0;
+    fprintf(stderr, "kiln %s: %s also takes 'auto' (the default: sized from the device's or host's memory)\n", cmd, flag);
+    return -1;
+}
+
 int cli_parse_ids(const char *cmd, const char *flag, const char *s, int **ids, int *n) {
     *ids = NULL; *n = 0;
     if (!s || !*s) {

@@ -292,8 +292,7 @@ int cmd_bench(int argc, char **argv) {
             else if (!strcmp(f, "--warmup-tokens")) bad = cli_parse_int("bench", f, v, 0, 1 << 20, &g_warm);
             else if (!strcmp(f, "--step-tokens")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &step_tokens);
             else if (!strcmp(f, "--max-batch")) bad = cli_parse_int("bench", f, v, 1, 4096, &max_batch);
-            else if (!strcmp(f, "--kv-cache-gb")) { kv_gb = 0; if (!v || strcmp(v, "auto")) bad = cli_parse_float("bench", f, v, 0.001, 1e4, &kv_gb);
-                if (bad) fprintf(stderr, "kiln bench: --kv-cache-gb also takes 'auto' (the default, as kiln serve's)\n"); }
+            else if (!strcmp(f, "--kv-cache-gb")) bad = cli_parse_kv_gb("bench", f, v, 0.001, 1e4, &kv_gb);
             else if (!strcmp(f, "--snapshot-interval")) bad = cli_parse_int("bench", f, v, 1, 1 << 20, &g_snap_interval);
             else if (!strcmp(f, "--temperature")) bad = cli_parse_float("bench", f, v, 0, 100, &g_temp);
             else if (!strcmp(f, "--top-k")) bad = cli_parse_int("bench", f, v, 0, 1 << 30, &g_top_k);

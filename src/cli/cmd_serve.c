@@ -87,12 +87,7 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(f, "--ctx")) { bad = cli_parse_int("serve", f, v, 16, 1 << 24, &n); eo.ctx_len = (int)n; }
             else if (!strcmp(f, "--default-max-tokens")) { bad = cli_parse_int("serve", f, v, 1, 1 << 24, &n); so.default_max_tokens = (int)n; }
             else if (!strcmp(f, "--http-threads")) { bad = cli_parse_int("serve", f, v, 1, 64, &n); so.http_threads = (int)n; }
-            else if (!strcmp(f, "--kv-cache-gb")) {
-                x = 0;
-                if (!v || strcmp(v, "auto")) bad = cli_parse_float("serve", f, v, 0.0001, 4096, &x);
-                if (bad) fprintf(stderr, "kiln serve: --kv-cache-gb also takes 'auto' (the default: sized from the device's or host's memory)\n");
-                eo.kv_cache_gb = x;
-            }
+            else if (!strcmp(f, "--kv-cache-gb")) { bad = cli_parse_kv_gb("serve", f, v, 0.0001, 4096, &x); eo.kv_cache_gb = x; }
             else if (!strcmp(f, "--step-tokens")) { bad = cli_parse_int("serve", f, v, 1, 1 << 20, &n); eo.step_tokens = (int)n; }
             else if (!strcmp(f, "--max-batch")) { bad = cli_parse_int("serve", f, v, 1, 4096, &n); eo.max_batch = (int)n; }
             else if (!strcmp(f, "--snapshot-interval")) { bad = cli_parse_int("serve", f, v, 1, 1 << 20, &n); eo.snapshot_interval = (int)n; }

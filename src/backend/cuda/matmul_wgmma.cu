@@ -1194,7 +1194,7 @@ static bool wgm_geom(const dweight_t *w, int KS, int sbt32, int &S, int &G, int 
     smem = S * P::STG + slab;
     return S >= 4;
 }
-/* a launch in clusters of cl blocks along x (cl <= 1: no cluster attribute) */
+/* a launch in clusters of cl blocks along x (cl <= 1: no cluster attribute), with PDL where pdl (and KILN_CUDA_PDL) */
 template <typename... P, typename... A>
 static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int threads, int smem, int cl, bool pdl, A... args) {
     cudaLaunchConfig_t cfg = {};
@@ -1223,15 +1223,6 @@ static int wg_pdl(void) {
     static int v = -1;
     if (v < 0) { const char *e = getenv("KILN_CUDA_QWG_PDL"); v = cuda_pdl_on() && !(e && atoi(e) == 0); }
     return v;
-}
-/* a small kernel of the chain, with PDL where wg_pdl() */
-template <typename... P, typename... A>
-static void wg_launch_small(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int threads, A... args) {
-    if (wg_pdl()) cuda_launch_pdl(c->stream, kern, grid, dim3(threads), 0, args...);
-    else {
-        kern<<<grid, threads, 0, c->stream>>>(args...);
-        cudaLaunchCheck();
-    }
 }
 /* KILN_CUDA_QWG_L2PF=0|128|256 (read per matmul; default 256): the code copies of wgm_body ask L2 for that many
  * bytes of the row (wg_cp16: a chunk reads 32 / 64 bytes of each row 2..8 KB apart, so without the hint every row's
@@ -1334,7 +1325,7 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
     }
     if (KS > 1) {
         const size_t n = (size_t)T * N;
-        wg_launch_small(c, wg_reduce_kernel, dim3(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, y, (const float *)part, KS, n);
+        wg_launch_cl(c, wg_reduce_kernel, dim3(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, 1, wg_pdl() != 0, y, (const float *)part, KS, n);
     }
 }
 
@@ -1552,7 +1543,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
     }
     if (r.n) {
         const size_t tot = r.e0[r.n];
-        wg_launch_small(c, wg_reduce_multi_kernel, dim3(cdiv(tot, 256) < 4096 ? cdiv(tot, 256) : 4096), 256, r);
+        wg_launch_cl(c, wg_reduce_multi_kernel, dim3(cdiv(tot, 256) < 4096 ? cdiv(tot, 256) : 4096), 256, 0, 1, wg_pdl() != 0, r);
     }
     return true;
 }
@@ -1584,7 +1575,7 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     const size_t xbytes = (size_t)nch * NP * 128, ibytes = 256;
     unsigned char *scr = (unsigned char *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, xbytes + ibytes + pbytes);
     float *inv = (float *)(scr + xbytes), *part = (float *)(scr + xbytes + ibytes);
-    wg_launch_small(c, wg_xprep_kernel, dim3(NP, cdiv(K, 2048)), 256, (__half *)scr, inv, x, T, K, NP);
+    wg_launch_cl(c, wg_xprep_kernel, dim3(NP, cdiv(K, 2048)), 256, 0, 1, wg_pdl() != 0, (__half *)scr, inv, x, T, K, NP);
     if constexpr (NP >= 16) {
         if (kind) return wg_multi_pick<NP>(c, kind, n, y, scr, inv, part, T, w, glu, gelu, y16);
     }
