@@ -157,15 +157,23 @@ __device__ __forceinline__ void wg_row_setup(const dweight_t &w, int dt, int ra,
 template <int NP>
 __device__ __forceinline__ void wg_store(float *o, const float *xinv, const float *acc, int T, int N, int ya, int yb, int q, float ia,
                                          float ib) {
+    /* every 1/2^e the lane needs first, unconditionally (index clamped to T − 1), so the NP/4 loads are in flight
+     * together: loaded inside the t < T branch, each waited for its own L2 round trip before its stores (ncu,
+     * session 28: the store loop was ~11 % of a 64-token launch's warp samples). Plain loads (xinv not
+     * __restrict__): under PDL its writer ran beside this kernel */
+    float xi[NP / 4];
+#pragma unroll
+    for (int i = 0; i < NP / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) xi[2 * i + e] = xinv[min(8 * i + 2 * q + e, T - 1)];
 #pragma unroll
     for (int i = 0; i < NP / 8; i++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int t = 8 * i + 2 * q + e;
             if (t >= T) continue;
-            const float xi = xinv[t]; /* a plain load (xinv not __restrict__): under PDL its writer ran beside this kernel */
-            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi;
-            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi;
+            if (ya < N) o[(size_t)t * N + ya] = (acc[4 * i + e] * ia) * xi[2 * i + e];
+            if (yb < N) o[(size_t)t * N + yb] = (acc[4 * i + 2 + e] * ib) * xi[2 * i + e];
         }
 }
 
@@ -882,22 +890,55 @@ template <int SBT> __device__ __forceinline__ uint32_t wgm_get(const unsigned ch
     if constexpr (SBT == 2) return ((const uint32_t *)sl)[i];
     else return ((const unsigned short *)sl)[i];
 }
+/* the slab's stride between groups, in entries: 8 more than the block's rows, so the four lanes q of a row-setup
+ * store (groups gi, gi + 1, gi + 2, gi + 3 of the same rows) hit four different bank groups — at 128 they were
+ * 256 bytes apart, one bank: 4-way conflicts, ~72 % of the launch's shared-store wavefronts (ncu, session 28) */
+constexpr int WGM_SLS = WG_ROWS + 8;
 /* wg_row_setup's 2^s for rows ra, rb (block rows lr, lr + 8) over groups [gb, ge), the same loads,
  * values and maxima, and the raw values kept in the slab: scales at [g − gb][row], biases at
  * [G + g − gb][row] (rows of 128: a warp's 8 lanes g read 8 consecutive entries) */
-template <int BITS, int SBT>
+/* the f16-slab test's extremes of one row's raw values over the lane's groups: the largest |scale| and |bias|, the
+ * smallest non-zero ones (0: none) and whether any value is NaN or infinite */
+struct wgm_ext {
+    float smax = 0.f, smin = 0.f, bmax = 0.f, bmin = 0.f;
+    bool bad = false;
+    __device__ __forceinline__ void add(float sv, float bv) {
+        const float a = fabsf(sv), b = fabsf(bv);
+        bad = bad || !(a <= 3.402823466e38f) || !(b <= 3.402823466e38f);
+        smax = fmaxf(smax, a); bmax = fmaxf(bmax, b);
+        if (a != 0.f) smin = smin == 0.f ? a : fminf(smin, a);
+        if (b != 0.f) bmin = bmin == 0.f ? b : fminf(bmin, b);
+    }
+    /* every value v of the row has f16 numbers v·p (and scale·p·d): wg_h_ok at the extremes (p a power of 2, so
+     * v·p is monotone in |v|). Stricter than testing each value only where a non-zero v·p underflows f32 to 0
+     * (wg_h_ok(0) holds): a stricter answer only sends the warpgroup down the per-chunk path, whose results are
+     * bitwise the same */
+    __device__ __forceinline__ bool ok(float p, float d) const {
+        return !bad && wg_h_ok(smax * p) && wg_h_ok(bmax * p) && wg_h_ok(smax * p * d) && (smin == 0.f || (wg_h_ok(smin * p) && wg_h_ok(smin * p * d))) &&
+               (bmin == 0.f || wg_h_ok(bmin * p));
+    }
+};
+/* wg_row_setup's 2^s for rows ra, rb (block rows lr, lr + 8) over groups [gb, ge), the same loads,
+ * values and maxima, and the raw values kept in the slab: scales at [g − gb][row], biases at
+ * [G + g − gb][row] (a group's entries WGM_SLS apart: a warp's 8 lanes g read 8 consecutive entries); with
+ * EXT, the rows' extremes for the f16-slab test (ea, eb) */
+template <int BITS, int SBT, bool EXT = false>
 __device__ __forceinline__ void wgm_row_setup(const dweight_t &w, unsigned char *sl, int G, int lr, int ra, int rb, int ng, int gb, int ge, int q, float &pa,
-                                              float &pb, float &ia, float &ib) {
+                                              float &pb, float &ia, float &ib, wgm_ext *ea = nullptr, wgm_ext *eb = nullptr) {
     const float cmax = (float)((1 << BITS) - 1);
     float ma = 0.f, mb = 0.f;
 #pragma unroll 8
     for (int gi = gb + q; gi < ge; gi += 4) {
         const size_t xa = (size_t)ra * ng + gi, xb = (size_t)rb * ng + gi;
         const uint32_t sa = wgm_ld<SBT>(w.scales, xa), ba = wgm_ld<SBT>(w.biases, xa), sb = wgm_ld<SBT>(w.scales, xb), bb = wgm_ld<SBT>(w.biases, xb);
-        const int o = (gi - gb) * WG_ROWS + lr, ob = (G + gi - gb) * WG_ROWS + lr;
+        const int o = (gi - gb) * WGM_SLS + lr, ob = (G + gi - gb) * WGM_SLS + lr;
         wgm_st<SBT>(sl, o, sa); wgm_st<SBT>(sl, o + 8, sb); wgm_st<SBT>(sl, ob, ba); wgm_st<SBT>(sl, ob + 8, bb);
         ma = fmaxf(ma, fabsf(wgm_val<SBT>(sa)) * cmax + fabsf(wgm_val<SBT>(ba)));
         mb = fmaxf(mb, fabsf(wgm_val<SBT>(sb)) * cmax + fabsf(wgm_val<SBT>(bb)));
+        if constexpr (EXT) {
+            ea->add(wgm_val<SBT>(sa), wgm_val<SBT>(ba));
+            eb->add(wgm_val<SBT>(sb), wgm_val<SBT>(bb));
+        }
     }
     wg_row_scales(ma, mb, pa, pb, ia, ib);
 }
@@ -988,7 +1029,12 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     const int gb = c0 * WG_KC / w.group;
     float pa, pb, ia0, ib0; /* ia0, ib0 (2^−s) not held through the loop: 2^−s from pa, pb after it (registers) */
     const int ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
-    wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0);
+    wgm_ext ea, eb; /* the rows' extremes for the f16 slab's test (below) */
+    if constexpr (SBT != 2 && !PRB) {
+        if (hsl) wgm_row_setup<BITS, SBT, true>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0, &ea, &eb);
+        else wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0);
+    } else
+        wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0);
     (void)ia0; (void)ib0;
     /* The f16 slab (wgm_hslab; 16-bit scales): where every one of the warp's slab values over the whole split is
      * one the fast conversion takes (wg2_cvt: scale·2^s, scale·2^(s−4) and bias·2^s f16 numbers), each lane rewrites
@@ -1003,17 +1049,13 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
             /* the lane's entries of group gi: scales of rows lr, lr + 8 at v[0], v[1], biases at v[2], v[3] (slab offsets
              * o[]) times 2^s */
             auto vals = [&](int gi, int (&o)[4], float (&v)[4]) {
-                o[0] = (gi - gb) * ROWS + lr; o[1] = o[0] + 8; o[2] = (G + gi - gb) * ROWS + lr; o[3] = o[2] + 8;
+                o[0] = (gi - gb) * WGM_SLS + lr; o[1] = o[0] + 8; o[2] = (G + gi - gb) * WGM_SLS + lr; o[3] = o[2] + 8;
 #pragma unroll
                 for (int k = 0; k < 4; k++) v[k] = wgm_val<SBT>(wgm_get<SBT>(slab, o[k])) * (k & 1 ? pb : pa);
             };
-            bool ok = true;
-            for (int gi = gb + q; gi < ge; gi += 4) {
-                int o[4];
-                float v[4];
-                vals(gi, o, v);
-                ok = ok && wg_h_ok(v[0]) && wg_h_ok(v[1]) && wg_h_ok(v[2]) && wg_h_ok(v[3]) && wg_h_ok(v[0] * d) && wg_h_ok(v[1] * d);
-            }
+            /* the test on the extremes the row setup kept (session 28; it was a second pass over the slab, every value
+             * loaded back and tested: ~8 % of a 64-token launch's warp samples, ncu) */
+            const bool ok = ea.ok(pa, d) && eb.ok(pb, d);
             /* one decision per warpgroup, not per warp: the chunk loop below comes in copies picked by hs, and the
              * four warps of a warpgroup must issue the same wgmma instructions (.sync.aligned) — a warpgroup split
              * between two copies gave wrong sums. The warps' votes meet in shared memory behind named barrier
@@ -1024,13 +1066,20 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
             asm volatile("bar.sync %0, 128;\n" ::"r"(2 + (warp >> 2)) : "memory");
             const int w0 = warp & ~3;
             hs = hs_vote[w0] && hs_vote[w0 + 1] && hs_vote[w0 + 2] && hs_vote[w0 + 3];
+            /* the rewrite, four of the lane's groups at a time: their 16 loads before any store (one loop of load,
+             * convert, store per group waited for each load: stores into the slab kept the next loads behind them) */
             if (hs)
-                for (int gi = gb + q; gi < ge; gi += 4) {
-                    int o[4];
-                    float v[4];
-                    vals(gi, o, v);
+                for (int g0 = gb + q; g0 < ge; g0 += 16) {
+                    int o[4][4];
+                    float v[4][4];
 #pragma unroll
-                    for (int k = 0; k < 4; k++) ((unsigned short *)slab)[o[k]] = __half_as_ushort(__float2half_rn(v[k]));
+                    for (int u = 0; u < 4; u++)
+                        if (g0 + 4 * u < ge) vals(g0 + 4 * u, o[u], v[u]);
+#pragma unroll
+                    for (int u = 0; u < 4; u++)
+                        if (g0 + 4 * u < ge)
+#pragma unroll
+                            for (int k = 0; k < 4; k++) ((unsigned short *)slab)[o[u][k]] = __half_as_ushort(__float2half_rn(v[u][k]));
                 }
         }
     }
@@ -1069,7 +1118,7 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
                             __half2 mA[2], aA[2], mB[2], aB[2];
 #pragma unroll
                             for (int j = 0; j < (TWO ? 2 : 1); j++) {
-                                const int o = (gi0 + j) * ROWS + lr, ob = (G + gi0 + j) * ROWS + lr;
+                                const int o = (gi0 + j) * WGM_SLS + lr, ob = (G + gi0 + j) * WGM_SLS + lr;
                                 mA[j] = __hmul2(__half2half2(__ushort_as_half(s16[o])), k16);
                                 mB[j] = __hmul2(__half2half2(__ushort_as_half(s16[o + 8])), k16);
                                 aA[j] = __half2half2(__ushort_as_half(s16[ob]));
@@ -1085,7 +1134,7 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
 #pragma unroll
                     for (int j = 0; j < 2; j++) {
                         if (j >= gpc) { sA[j] = sA[0]; bA[j] = bA[0]; sB[j] = sB[0]; bB[j] = bB[0]; break; }
-                        const int o = (gi0 + j) * ROWS + lr, ob = (G + gi0 + j) * ROWS + lr;
+                        const int o = (gi0 + j) * WGM_SLS + lr, ob = (G + gi0 + j) * WGM_SLS + lr;
                         sA[j] = wgm_val<SBT>(wgm_get<SBT>(slab, o)) * pa;
                         sB[j] = wgm_val<SBT>(wgm_get<SBT>(slab, o + 8)) * pb;
                         bA[j] = wgm_val<SBT>(wgm_get<SBT>(slab, ob)) * pa;
@@ -1186,7 +1235,7 @@ static bool wgm_geom(const dweight_t *w, int KS, int sbt32, int &S, int &G, int 
         const int gb = a * WG_KC / w->group, ge = (b * WG_KC + w->group - 1) / w->group;
         if (ge - gb > G) G = ge - gb;
     }
-    slab = (2 * G * WG_ROWS * EB + 127) & ~127;
+    slab = (2 * G * WGM_SLS * EB + 127) & ~127;
     static int smax = -1;
     if (smax < 0) { const char *e = getenv("KILN_CUDA_QWG_S"); smax = e && atoi(e) >= 4 ? atoi(e) : 6; if (smax > 16) smax = 16; }
     S = (P::BUDGET - slab) / P::STG;
