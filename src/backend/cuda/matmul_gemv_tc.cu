@@ -357,11 +357,33 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         if (n > 1) load(Bf);
         asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     }
+    /* the plain kernel (MODE 0): four of the thread's float4s loaded before any is stored — one load, store, max
+     * per float4 kept each ld.global.cg behind the shared store before it, a round trip to L2 per float4, ~28 % of
+     * a launch's warp samples (ncu source counters, session 28). The same values and max order. The fused and
+     * traced modes keep the one-at-a-time loop (batched, four registers spilled there) */
+    if constexpr (MODE == 0) {
+        for (int i0 = threadIdx.x; i0 < K / 4; i0 += 4 * blockDim.x) {
+            float4 v[4];
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const int i = i0 + b * blockDim.x;
+                if (i < K / 4) v[b] = xa ? xf4[i + (i / (U / 4))] : __ldcg(x4 + i); /* xa: this thread's own cp.async data */
+            }
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const int i = i0 + b * blockDim.x;
+                if (i >= K / 4) break;
+                m = fmaxf(m, fmaxf(fmaxf(fabsf(v[b].x), fabsf(v[b].y)), fmaxf(fabsf(v[b].z), fabsf(v[b].w))));
+                if (a.xf && !xa) xf4[i + (i / (U / 4))] = v[b]; /* a float4 of padding per unit: Σx's reads avoid bank conflicts */
+            }
+        }
+    } else {
 #pragma unroll 8
-    for (int i = (MODE & TC_NORM) ? K : threadIdx.x; i < K / 4; i += blockDim.x) {
-        const float4 v = xa ? xf4[i + (i / (U / 4))] : __ldcg(x4 + i); /* xa: this thread's own cp.async data */
-        m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-        if (a.xf && !xa) xf4[i + (i / (U / 4))] = v; /* a float4 of padding per unit: Σx's reads avoid bank conflicts */
+        for (int i = (MODE & TC_NORM) ? K : threadIdx.x; i < K / 4; i += blockDim.x) {
+            const float4 v = xa ? xf4[i + (i / (U / 4))] : __ldcg(x4 + i); /* xa: this thread's own cp.async data */
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+            if (a.xf && !xa) xf4[i + (i / (U / 4))] = v; /* a float4 of padding per unit: Σx's reads avoid bank conflicts */
+        }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
