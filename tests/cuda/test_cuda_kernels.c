@@ -2444,6 +2444,85 @@ static void test_qwg_multi(void) {
     printf("# qwg multi: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
 }
 
+/* wgx.cuh: rms_norm / add_rms_norm at 9..64 rows write the 64-token 4/8-bit matmul's prepared x where that matmul
+ * left a hint, and the matmul after them takes it (cuda_wgx_uses) instead of preparing x itself. Per case the same
+ * norm + matmul_multi twice — once straight (the prepared x taken), once with a zero-length scale between them (any
+ * other op forgets the record: the matmul prepares x itself) — bitwise equal outputs; after a matmul_multi that
+ * writes over the norm's output, nothing taken. T in 9..64 (padding rows of the 16/32/64 buckets), q4 and q8. */
+static void test_wgx_norm(void) {
+    if (qwg_min_t() > 9 || qmma_min_t > 9 || qmma_max_t < 64 || getenv("KILN_CUDA_QWG_V") || getenv("KILN_CUDA_WGX")) {
+        printf("# wgx norm: skipped (KILN_CUDA_QWG / QMMA / QWG_V / WGX settings)\n");
+        return;
+    }
+    backend_t *be = befast;
+    const int before = ct_checks, fails = ct_failures, K = 1024, rows[3] = {640, 136, 136};
+    const int Ts[] = {9, 13, 16, 31, 33, 64};
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+            for (int add = 0; add < 2; add++) {
+                const int T = Ts[ti];
+                const uint64_t seed = 9100 + 10 * ti + add + 100 * bits;
+                hw_t h[3];
+                weight_t w[3];
+                const weight_t *wp[3];
+                int ok = 1;
+                for (int i = 0; i < 3; i++) {
+                    h[i] = make_quant(rows[i], K, bits, 64, DT_BF16, seed + i);
+                    w[i] = h[i].w;
+                    wp[i] = &w[i];
+                    err_t e = {0};
+                    if (be->ops->prepare_weight(be, &w[i], &e)) { CHECK(0, "wgx norm: prepare_weight: %s", e.msg); ok = 0; }
+                }
+                float *x = rand_vec((size_t)T * K, seed * 3 + 1, 2.f), *d = rand_vec((size_t)T * K, seed * 3 + 2, 1.f);
+                float *nw = rand_vec(K, seed * 3 + 5, 0.5f);
+                float *dnw = dev_from(be, nw, K), *dd = dev_from(be, d, (size_t)T * K), *dh = dev_from(be, x, (size_t)T * K);
+                float *dx[2], *dy[2][3];
+                float *out[2][3];
+                long taken[2];
+                for (int pass = 0; ok && pass < 2; pass++) {
+                    dx[pass] = dev_from(be, x, (size_t)T * K);
+                    for (int i = 0; i < 3; i++) dy[pass][i] = be->ops->alloc(be, sizeof(float) * (size_t)T * rows[i]);
+                    /* a first matmul_multi on this shape leaves the hint (K, bucket) */
+                    be->ops->matmul_multi(be, 3, dy[pass], dh, T, wp);
+                    const long u0 = cuda_wgx_uses(be);
+                    if (add) be->ops->add_rms_norm(be, dx[pass], dh, dd, dnw, 0.f, T, K, 1e-6f);
+                    else be->ops->rms_norm(be, dh, dx[pass], dnw, 0.f, T, K, 1e-6f);
+                    if (pass == 1) be->ops->scale(be, dd, 1.f, 1); /* any other op (d[0] · 1: d unchanged) forgets the record */
+                    be->ops->matmul_multi(be, 3, dy[pass], dh, T, wp);
+                    taken[pass] = cuda_wgx_uses(be) - u0;
+                    for (int i = 0; i < 3; i++) {
+                        out[pass][i] = malloc(sizeof(float) * (size_t)T * rows[i]);
+                        to_host(be, out[pass][i], dy[pass][i], (size_t)T * rows[i]);
+                    }
+                }
+                if (ok) {
+                    CHECK(taken[0] == 1, "wgx norm q%d T=%d %s: the norm's prepared x was not taken (%ld)", bits, T, add ? "add_rms_norm" : "rms_norm", taken[0]);
+                    CHECK(taken[1] == 0, "wgx norm q%d T=%d %s: taken after another op (%ld)", bits, T, add ? "add_rms_norm" : "rms_norm", taken[1]);
+                    for (int i = 0; i < 3; i++) {
+                        size_t nd = 0;
+                        for (size_t j = 0; j < (size_t)T * rows[i]; j++) nd += memcmp(&out[0][i][j], &out[1][i][j], sizeof(float)) != 0;
+                        CHECK(nd == 0, "wgx norm q%d T=%d %s: weight %d: %zu outputs differ from the matmul's own preparation", bits, T,
+                              add ? "add_rms_norm" : "rms_norm", i, nd);
+                    }
+                    /* a matmul that writes over the norm's output forgets the record */
+                    be->ops->rms_norm(be, dh, dx[0], dnw, 0.f, T, K, 1e-6f);
+                    float *over[3] = {dh, dy[1][1], dy[1][2]};
+                    const long u1 = cuda_wgx_uses(be);
+                    be->ops->matmul_multi(be, 3, over, dh, T, wp);
+                    be->ops->matmul_multi(be, 3, dy[1], dh, T, wp);
+                    CHECK(cuda_wgx_uses(be) - u1 <= 1, "wgx norm q%d T=%d: the record outlived a matmul writing over x", bits, T);
+                    for (int pass = 0; pass < 2; pass++) {
+                        be->ops->free(be, dx[pass]);
+                        for (int i = 0; i < 3; i++) { be->ops->free(be, dy[pass][i]); free(out[pass][i]); }
+                    }
+                }
+                be->ops->free(be, dnw); be->ops->free(be, dd); be->ops->free(be, dh);
+                free(x); free(d); free(nw);
+                for (int i = 0; i < 3; i++) { release(be, &w[i]); free_hw(&h[i]); }
+            }
+    printf("# wgx norm: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
+}
+
 static void test_qwg(void) {
     if (qwg_min_t() > 64 || qmma_min_t > 2 || qmma_max_t < 64) { printf("# qwg: skipped (KILN_CUDA_QWG / QMMA settings)\n"); return; }
     const int before = ct_checks, fails = ct_failures;
@@ -2462,6 +2541,7 @@ static void test_qwg(void) {
             }
     printf("# qwg: %d checks, %d failed; worst |y^ - y| / bound %.3f\n", ct_checks - before, ct_failures - fails, worst);
     test_qwg_multi();
+    test_wgx_norm();
 }
 
 /* MLX 4/8-bit past qmma on "cuda" with KILN_CUDA_QGEMM=1 (matmul_qgemm.cu, opt-in): tensor

@@ -34,6 +34,8 @@ const char *cuda_backend_kernel_name(const backend_t *be);
 long cuda_xprep_uses(const backend_t *be);
 /* how many matmuls took x's bf16 copy from its producer or an earlier conversion (x16.cuh) */
 long cuda_x16_uses(const backend_t *be);
+/* how many 64-token 4/8-bit matmuls took x prepared by the norm before them (wgx.cuh) */
+long cuda_wgx_uses(const backend_t *be);
 /* how many matmul_multi calls ran their GEMMs side by side on streams (matmul.cu cuda_mm_conc; tests) */
 long cuda_mm_conc_uses(const backend_t *be);
 /* how many matmul_add / rms_matmul_multi / rms_matmul_glu calls took matmul.cu's prefill path (tests) */

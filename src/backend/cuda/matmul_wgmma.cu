@@ -36,6 +36,7 @@
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/wgmma_util.cuh"
 #include "backend/cuda/glu_act.cuh"
+#include "backend/cuda/wgx.cuh"
 #include <cooperative_groups.h>
 #include <type_traits>
 
@@ -110,15 +111,7 @@ __device__ __forceinline__ void wg_mma_chunks(float (&acc)[NP / 2], const uint32
     wg_wait<0>();
 }
 
-/* the exponent e with m·2^e in [2^14, 2^15) (0 for m = 0, inf or NaN), within ±60 (matmul_dequant.cu's qd_exp) */
-__device__ __forceinline__ int wg_exp(float m) {
-    if (!(m > 0.f) || !isfinite(m)) return 0;
-    int k;
-    frexpf(m, &k);
-    const int e = 15 - k;
-    return e < -60 ? -60 : e > 60 ? 60 : e;
-}
-__device__ __forceinline__ float wg_pow2(int e) { return __int_as_float((127 + e) << 23); }
+/* wg_exp, wg_pow2: wgx.cuh */
 /* two rows' bounds ma, mb, each spread over the four lanes q of a quad: the quad's maxima, then
  * pa, pb = 2^s and ia, ib = 2^−s (wg_exp) — the end of wg_row_setup and wgm_row_setup */
 __device__ __forceinline__ void wg_row_scales(float ma, float mb, float &pa, float &pb, float &ia, float &ib) {
@@ -1624,7 +1617,14 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     const size_t xbytes = (size_t)nch * NP * 128, ibytes = 256;
     unsigned char *scr = (unsigned char *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, xbytes + ibytes + pbytes);
     float *inv = (float *)(scr + xbytes), *part = (float *)(scr + xbytes + ibytes);
-    wg_launch_cl(c, wg_xprep_kernel, dim3(NP, cdiv(K, 2048)), 256, 0, 1, wg_pdl() != 0, (__half *)scr, inv, x, T, K, NP);
+    /* x prepared by the norm that wrote it (wgx.cuh): its buffer instead of this launch's preparation */
+    if constexpr (NP >= 16) cuda_wgx_note(c, K, NP);
+    const unsigned char *pre = NP >= 16 ? cuda_wgx_get(c, x, T, K, NP) : nullptr;
+    if (pre) {
+        scr = (unsigned char *)pre;
+        inv = (float *)(scr + xbytes);
+    } else
+        wg_launch_cl(c, wg_xprep_kernel, dim3(NP, cdiv(K, 2048)), 256, 0, 1, wg_pdl() != 0, (__half *)scr, inv, x, T, K, NP);
     if constexpr (NP >= 16) {
         if (kind) return wg_multi_pick<NP>(c, kind, n, y, scr, inv, part, T, w, glu, gelu, y16);
     }

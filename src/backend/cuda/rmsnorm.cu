@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/xprep.cuh"
 #include "backend/cuda/x16.cuh"
+#include "backend/cuda/wgx.cuh"
 
 /* 1/rms of a row from each thread's partial sum of squares ss: an xor tree per warp, the NT/32 warp sums
  * through ws (shared) added in warp order — the one reduction of every norm kernel here (rms_norm_kernel's
@@ -41,13 +42,23 @@ __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float 
  * to xp, with one exponent from max|y| over the row (bitwise what the GEMV computes from y) */
 /* X16 (prefill, x16.cuh): y also rounded to bf16 into y16 (what the matmul's conversion writes);
  * Y32 = false (with X16: matmul.cu's fused prefill ops, whose h is not written): y16 only */
-template <int RV, bool ADD = false, bool PREP = false, bool X16 = false, bool Y32 = true>
+/* WG (9..64 rows, wgx.cuh): y also written in the 64-token 4/8-bit matmul's prepared form to wg — grid wg.NP
+ * blocks, those past the rows writing their token's zeros only — with 2^e from max|y| over the row (bitwise
+ * wg_xprep_kernel on y) */
+template <int RV, bool ADD = false, bool PREP = false, bool X16 = false, bool Y32 = true, bool WG = false>
 __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x, const float *w, float off, int n, float eps,
-                                                        const float *d, xp_dst xp, __nv_bfloat16 *y16) {
+                                                        const float *d, xp_dst xp, __nv_bfloat16 *y16, wgx_dst wg) {
     __shared__ float warp_sums[8];
     extern __shared__ float4 xp_h4[]; /* PREP: y, then zeros to whole chunks */
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; x is read after the wait */
     pdl_wait();
+    if constexpr (WG) {
+        if ((int)blockIdx.x >= wg.T) { /* a padding token of the bucket: zeros and 1, as wg_xprep_kernel writes them */
+            for (int i = threadIdx.x; i < n / 4; i += 256) wgx_put(wg, blockIdx.x, i, make_float4(0.f, 0.f, 0.f, 0.f), 1.f);
+            if (threadIdx.x == 0) wg.inv[blockIdx.x] = 1.f;
+            return;
+        }
+    }
     const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * n);
     float4 *yr = (float4 *)(y + (size_t)blockIdx.x * n);
     const int n4 = n / 4;
@@ -84,9 +95,25 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
             const __nv_bfloat162 a = __floats2bfloat162_rn(o.x, o.y), b = __floats2bfloat162_rn(o.z, o.w);
             ((uint2 *)(y16 + (size_t)blockIdx.x * n))[i] = make_uint2(*(const uint32_t *)&a, *(const uint32_t *)&b);
         }
-        if constexpr (PREP) {
-            xp_h4[i] = o;
-            mx = fmaxf(mx, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
+        if constexpr (PREP) xp_h4[i] = o;
+        if constexpr (PREP || WG) mx = fmaxf(mx, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
+        if constexpr (WG) v[r] = o; /* kept for the prepared form below */
+    }
+    if constexpr (WG) {
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        __syncthreads(); /* warp_sums are read above: reused for the maxima */
+        if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = mx;
+        __syncthreads();
+        float m = warp_sums[0];
+        for (int i = 1; i < 8; i++) m = fmaxf(m, warp_sums[i]);
+        const int e = wg_exp(m);
+        const float px = wg_pow2(e);
+        if (threadIdx.x == 0) wg.inv[blockIdx.x] = wg_pow2(-e);
+#pragma unroll
+        for (int r = 0; r < RV; r++) {
+            const int i = threadIdx.x + r * 256;
+            if (i >= n4) break;
+            wgx_put(wg, blockIdx.x, i, v[r], px);
         }
     }
     if constexpr (PREP) {
@@ -110,9 +137,25 @@ static int rms_norm4_prep(cuda_impl_t *c, float *y, const float *x, const float 
     if (n <= 256 || n > 8192 || !cuda_xp_want(c, T, n, 0, &xp)) return 0;
     const size_t sm = sizeof(float) * xp_ncols(xp);
     if (sm > 48 * 1024) return 0;
-    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr);
-    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr);
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr, wgx_dst{});
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr, wgx_dst{});
     cuda_xp_set(c, y, &xp);
+    return 1;
+}
+
+/* the WG variants where the 64-token 4/8-bit matmul after this one will want y prepared (wgx.cuh: 9..64 rows,
+ * n % 64 == 0, a hint that matmul left); 0: not taken */
+template <bool ADD>
+static int rms_norm4_wgx(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d) {
+    if (n <= 256 || n > 8192 || T < 9 || T > 64 || n % 64) return 0;
+    int NP = 0;
+    unsigned char *buf = cuda_wgx_want(c, T, n, &NP);
+    if (!buf) return 0;
+    const wgx_dst wg = {(__half *)buf, (float *)(buf + (size_t)(n / 64) * NP * 128), T, NP};
+    const xp_dst no = {};
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, false, true, true>, NP, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wg);
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, false, true, true>, NP, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wg);
+    cuda_wgx_set(c, y, T, n, NP);
     return 1;
 }
 
@@ -121,10 +164,10 @@ template <bool ADD>
 static void rms_norm4_launch(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d) {
     const xp_dst no = {};
     __nv_bfloat16 *y16 = cuda_x16_want(c, (size_t)T * n);
-    if (y16 && n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16);
-    else if (y16) cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16);
-    else if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr);
-    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr);
+    if (y16 && n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16, wgx_dst{});
+    else if (y16) cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16, wgx_dst{});
+    else if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wgx_dst{});
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wgx_dst{});
     if (y16) cuda_x16_set(c, y, (size_t)T * n);
 }
 
@@ -134,8 +177,8 @@ static void rms_norm4_launch(cuda_impl_t *c, float *y, const float *x, const flo
 int cuda_rms_norm_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *x, const float *w, float off, int T, int n, float eps) {
     if (T <= 0 || n % 4 || n <= 256 || n > 8192 || (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y16) & 15)) return -1;
     const xp_dst no = {};
-    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16);
-    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16);
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16, wgx_dst{});
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16, wgx_dst{});
     return 0;
 }
 
@@ -144,6 +187,7 @@ void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, floa
     cudaStream_t s = cuda_impl(be)->stream;
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15);
     if (al && rms_norm4_prep<false>(cuda_impl(be), y, x, w, off, T, n, eps, (const float *)nullptr)) {
+    } else if (al && rms_norm4_wgx<false>(cuda_impl(be), y, x, w, off, T, n, eps, (const float *)nullptr)) {
     } else if (al && n > 256 && n <= 8192) rms_norm4_launch<false>(cuda_impl(be), y, x, w, off, T, n, eps, (const float *)nullptr);
     else if (n <= 256) rms_norm_kernel<64><<<T, 64, 0, s>>>(y, x, w, off, n, eps);
     else rms_norm_kernel<256><<<T, 256, 0, s>>>(y, x, w, off, n, eps);
@@ -242,6 +286,7 @@ void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const 
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15) && !((uintptr_t)d & 15);
     (void)s;
     if (al && rms_norm4_prep<true>(cuda_impl(be), y, x, w, off, T, n, eps, d)) {
+    } else if (al && rms_norm4_wgx<true>(cuda_impl(be), y, x, w, off, T, n, eps, d)) {
     } else if (al && n > 256 && n <= 8192) rms_norm4_launch<true>(cuda_impl(be), y, x, w, off, T, n, eps, d);
     else {
         cuda_add(be, x, d, (size_t)T * n);

@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/xprep.cuh"
 #include "backend/cuda/x16.cuh"
+#include "backend/cuda/wgx.cuh"
 
 #define XP_CAP (1u << 20) /* the prepared x: ~3.3 bytes a column, K up to ~300k */
 
@@ -48,6 +49,14 @@ typedef struct {
     size_t x16_hint[16];
     int x16_nh, x16_next;
     long x16_used;
+    /* wgx.cuh: the 64-token matmul's x prepared by its norm — the (K, NP) pairs the matmuls asked for, the
+     * buffer, the record */
+    struct { int K, NP; } wgx_fmt[8];
+    int wgx_n, wgx_next;
+    unsigned char *wgx_buf;
+    size_t wgx_bytes;
+    struct { const float *x; int T, K, NP; long seq; } wgx_rec;
+    long wgx_used;
 } xp_state_t;
 static xp_state_t xps[16];
 static xp_state_t *xs(const cuda_impl_t *c) {
@@ -95,6 +104,48 @@ const char *cuda_xp_get(cuda_impl_t *c, const float *x, int K, int bits, int nu)
     if (!s || !x || s->rec.x != x || s->rec.K != K || s->rec.bits != bits || s->rec.nu != nu) return NULL;
     s->used++;
     return s->buf;
+}
+
+/* --- wgx.cuh --- */
+/* KILN_CUDA_WGX=0 (read once): no hints, so every 64-token matmul prepares its own x (A/B) */
+static int wgx_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_WGX"); v = !(e && !strcmp(e, "0")); }
+    return v;
+}
+void cuda_wgx_note(cuda_impl_t *c, int K, int NP) {
+    xp_state_t *s = xs(c);
+    if (!s || !wgx_on()) return;
+    for (int i = 0; i < s->wgx_n; i++)
+        if (s->wgx_fmt[i].K == K && s->wgx_fmt[i].NP == NP) return;
+    int i = s->wgx_n < 8 ? s->wgx_n++ : (s->wgx_next = (s->wgx_next + 1) % 8);
+    s->wgx_fmt[i].K = K; s->wgx_fmt[i].NP = NP;
+}
+unsigned char *cuda_wgx_want(cuda_impl_t *c, int T, int K, int *NP) {
+    xp_state_t *s = xs(c);
+    if (!s || T < 9 || T > 64 || K % 64) return NULL;
+    const int np = T <= 16 ? 16 : T <= 32 ? 32 : 64;
+    for (int i = 0; i < s->wgx_n; i++)
+        if (s->wgx_fmt[i].K == K && s->wgx_fmt[i].NP == np) {
+            s->wgx_rec.x = NULL; /* the buffer is about to change */
+            void *p = s->wgx_buf;
+            cuda_scratch(c, &p, &s->wgx_bytes, (size_t)(K / 64) * np * 128 + 256); /* growth: synchronizes first */
+            s->wgx_buf = (unsigned char *)p;
+            *NP = np;
+            return s->wgx_buf;
+        }
+    return NULL;
+}
+void cuda_wgx_set(cuda_impl_t *c, const float *y, int T, int K, int NP) {
+    xp_state_t *s = xs(c);
+    if (!s) return;
+    s->wgx_rec.x = y; s->wgx_rec.T = T; s->wgx_rec.K = K; s->wgx_rec.NP = NP; s->wgx_rec.seq = ++s->seq;
+}
+const unsigned char *cuda_wgx_get(cuda_impl_t *c, const float *x, int T, int K, int NP) {
+    xp_state_t *s = xs(c);
+    if (!s || !x || s->wgx_rec.x != x || s->wgx_rec.T != T || s->wgx_rec.K != K || s->wgx_rec.NP != NP) return NULL;
+    s->wgx_used++;
+    return s->wgx_buf;
 }
 
 /* --- x16.cuh --- */
@@ -166,6 +217,11 @@ extern "C" long cuda_x16_uses(const backend_t *be) {
     return s ? s->x16_used : 0;
 }
 
+extern "C" long cuda_wgx_uses(const backend_t *be) {
+    const xp_state_t *s = xs((const cuda_impl_t *)be->impl);
+    return s ? s->wgx_used : 0;
+}
+
 extern "C" long cuda_xprep_uses(const backend_t *be) {
     const xp_state_t *s = xs((const cuda_impl_t *)be->impl);
     return s ? s->used : 0;
@@ -175,7 +231,7 @@ extern "C" long cuda_xprep_uses(const backend_t *be) {
 /* the wrappers are installed only for backends with a state (which they keep until destroy) */
 static inline xp_state_t *XS(backend_t *be) { return xs((const cuda_impl_t *)be->impl); }
 static inline const backend_ops_t *XB(backend_t *be) { return XS(be)->base; }
-static inline void xp_drop(backend_t *be) { XS(be)->rec.x = NULL; XS(be)->x16_rec.x = NULL; }
+static inline void xp_drop(backend_t *be) { XS(be)->rec.x = NULL; XS(be)->x16_rec.x = NULL; XS(be)->wgx_rec.x = NULL; }
 /* the records' sequence numbers before a matmul (both come from s->seq, so one number: a record
  * made during the call has a larger one) */
 static inline long xp_seq(backend_t *be) { return XS(be)->seq; }
@@ -184,6 +240,8 @@ static inline void xp_after(backend_t *be, long seq, const float *y, size_t n) {
     xp_state_t *s = XS(be);
     if (s->rec.x && s->rec.seq <= seq && y < s->rec.x + s->rec.K && s->rec.x < y + n) s->rec.x = NULL;
     if (s->x16_rec.x && s->x16_rec.seq <= seq && y < s->x16_rec.x + s->x16_rec.n && s->x16_rec.x < y + n) s->x16_rec.x = NULL;
+    if (s->wgx_rec.x && s->wgx_rec.seq <= seq && y < s->wgx_rec.x + (size_t)s->wgx_rec.T * s->wgx_rec.K && s->wgx_rec.x < y + n)
+        s->wgx_rec.x = NULL;
 }
 
 /* every other op: forget, then run */
@@ -338,5 +396,6 @@ void cuda_xp_free(cuda_impl_t *c) {
     cudaFree(s->buf);
     cudaFree(s->x16b[0]);
     cudaFree(s->x16b[1]);
+    cudaFree(s->wgx_buf);
     memset(s, 0, sizeof *s);
 }
