@@ -22,6 +22,18 @@ __device__ __forceinline__ float rms_inv_block(float ss, float *ws, int n, float
     return 1.0f / sqrtf(tot / (float)n + eps);
 }
 
+/* the block's largest of each thread's mx (256 threads): an xor tree per warp, then the 8 warp maxima in warp order
+ * through ws, which the caller has finished reading (the PREP and WG forms' one exponent per row) */
+__device__ __forceinline__ float block_max256(float mx, float *ws) {
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    __syncthreads(); /* ws may still be read (rms_inv_block): reused for the maxima */
+    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    float m = ws[0];
+    for (int i = 1; i < 8; i++) m = fmaxf(m, ws[i]);
+    return m;
+}
+
 template <int NT>
 __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float off, int n, float eps) {
     __shared__ float warp_sums[NT / 32];
@@ -100,13 +112,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
         if constexpr (WG) v[r] = o; /* kept for the prepared form below */
     }
     if constexpr (WG) {
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        __syncthreads(); /* warp_sums are read above: reused for the maxima */
-        if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = mx;
-        __syncthreads();
-        float m = warp_sums[0];
-        for (int i = 1; i < 8; i++) m = fmaxf(m, warp_sums[i]);
-        const int e = wg_exp(m);
+        const int e = wg_exp(block_max256(mx, warp_sums));
         const float px = wg_pow2(e);
         if (threadIdx.x == 0) wg.inv[blockIdx.x] = wg_pow2(-e);
 #pragma unroll
@@ -119,13 +125,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
     if constexpr (PREP) {
         const int nc4 = xp_ncols(xp) / 4;
         for (int i = n4 + threadIdx.x; i < nc4; i += 256) xp_h4[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        __syncthreads(); /* warp_sums are read above: reused for the maxima */
-        if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = mx;
-        __syncthreads();
-        float m = warp_sums[0];
-        for (int i = 1; i < 8; i++) m = fmaxf(m, warp_sums[i]);
-        xp_emit_any(xp, (const float *)xp_h4, 0, xp_ncols(xp), xp_exp(m));
+        xp_emit_any(xp, (const float *)xp_h4, 0, xp_ncols(xp), xp_exp(block_max256(mx, warp_sums)));
         xp_zero_span(xp);
     }
 }
