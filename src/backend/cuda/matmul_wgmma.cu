@@ -1023,11 +1023,8 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     float pa, pb, ia0, ib0; /* ia0, ib0 (2^−s) not held through the loop: 2^−s from pa, pb after it (registers) */
     const int ge = ((c0 + n) * WG_KC + w.group - 1) / w.group;
     wgm_ext ea, eb; /* the rows' extremes for the f16 slab's test (below) */
-    if constexpr (SBT != 2 && !PRB) {
-        if (hsl) wgm_row_setup<BITS, SBT, true>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0, &ea, &eb);
-        else wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0);
-    } else
-        wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0);
+    if (SBT != 2 && !PRB && hsl) wgm_row_setup<BITS, SBT, SBT != 2 && !PRB>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0, &ea, &eb);
+    else wgm_row_setup<BITS, SBT>(w, slab, G, lr, ra, rb, ng, gb, ge, q, pa, pb, ia0, ib0);
     (void)ia0; (void)ib0;
     /* The f16 slab (wgm_hslab; 16-bit scales): where every one of the warp's slab values over the whole split is
      * one the fast conversion takes (wg2_cvt: scale·2^s, scale·2^(s−4) and bias·2^s f16 numbers), each lane rewrites
@@ -1605,7 +1602,7 @@ static bool wg_multi_pick(cuda_impl_t *c, int kind, int n, float *const *y, cons
 template <int NP>
 static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int kind, int glu, int gelu,
                    __nv_bfloat16 *y16) {
-    const int K = w[0]->cols, nch = K / WG_KC;
+    const int K = w[0]->cols;
     size_t pbytes = 0;
     if (kind) pbytes = wg_multi_part(c, n, w, T, glu);
     else
@@ -1614,7 +1611,7 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
             const size_t b = KS > 1 ? sizeof(float) * (size_t)KS * T * w[i]->rows : 0;
             if (b > pbytes) pbytes = b;
         }
-    const size_t xbytes = (size_t)nch * NP * 128, ibytes = 256;
+    const size_t xbytes = wgx_xbytes(K, NP), ibytes = 256;
     unsigned char *scr = (unsigned char *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, xbytes + ibytes + pbytes);
     float *inv = (float *)(scr + xbytes), *part = (float *)(scr + xbytes + ibytes);
     /* x prepared by the norm that wrote it (wgx.cuh): its buffer instead of this launch's preparation */

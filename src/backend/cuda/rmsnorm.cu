@@ -147,11 +147,10 @@ static int rms_norm4_prep(cuda_impl_t *c, float *y, const float *x, const float 
  * n % 64 == 0, a hint that matmul left); 0: not taken */
 template <bool ADD>
 static int rms_norm4_wgx(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d) {
-    if (n <= 256 || n > 8192 || T < 9 || T > 64 || n % 64) return 0;
     int NP = 0;
-    unsigned char *buf = cuda_wgx_want(c, T, n, &NP);
+    unsigned char *buf = n > 256 && n <= 8192 ? cuda_wgx_want(c, T, n, &NP) : NULL; /* the rows and K: cuda_wgx_want's */
     if (!buf) return 0;
-    const wgx_dst wg = {(__half *)buf, (float *)(buf + (size_t)(n / 64) * NP * 128), T, NP};
+    const wgx_dst wg = {(__half *)buf, (float *)(buf + wgx_xbytes(n, NP)), T, NP};
     const xp_dst no = {};
     if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, false, true, true>, NP, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wg);
     else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, false, true, true>, NP, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wg);

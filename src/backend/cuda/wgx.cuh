@@ -23,6 +23,8 @@ __device__ __forceinline__ int wg_exp(float m) {
 }
 __device__ __forceinline__ float wg_pow2(int e) { return __int_as_float((127 + e) << 23); }
 
+/* the prepared x's tiles of K columns in bucket NP, in bytes (1/2^e per token follows them) */
+static inline size_t wgx_xbytes(int K, int NP) { return (size_t)(K / 64) * NP * 128; }
 /* where a norm writes the prepared x: xo (the chunk-ordered f16 tiles), inv[NP], the step's T and the bucket NP */
 struct wgx_dst {
     __half *xo;

@@ -118,7 +118,9 @@ void cuda_wgx_note(cuda_impl_t *c, int K, int NP) {
     if (!s || !wgx_on()) return;
     for (int i = 0; i < s->wgx_n; i++)
         if (s->wgx_fmt[i].K == K && s->wgx_fmt[i].NP == NP) return;
-    int i = s->wgx_n < 8 ? s->wgx_n++ : (s->wgx_next = (s->wgx_next + 1) % 8);
+    int i = s->wgx_n;
+    if (i == 8) { i = s->wgx_next; s->wgx_next = (s->wgx_next + 1) % 8; } /* full: replace the oldest entry */
+    else s->wgx_n++;
     s->wgx_fmt[i].K = K; s->wgx_fmt[i].NP = NP;
 }
 unsigned char *cuda_wgx_want(cuda_impl_t *c, int T, int K, int *NP) {
@@ -129,7 +131,7 @@ unsigned char *cuda_wgx_want(cuda_impl_t *c, int T, int K, int *NP) {
         if (s->wgx_fmt[i].K == K && s->wgx_fmt[i].NP == np) {
             s->wgx_rec.x = NULL; /* the buffer is about to change */
             void *p = s->wgx_buf;
-            cuda_scratch(c, &p, &s->wgx_bytes, (size_t)(K / 64) * np * 128 + 256); /* growth: synchronizes first */
+            cuda_scratch(c, &p, &s->wgx_bytes, wgx_xbytes(K, np) + 256); /* growth: synchronizes first */
             s->wgx_buf = (unsigned char *)p;
             *NP = np;
             return s->wgx_buf;
