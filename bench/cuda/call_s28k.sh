@@ -1,6 +1,6 @@
 #!/bin/bash
 # call_s28k.sh — for the next session (written in session 28, NOT run: its device budget ran out): the GLU's split sums
-# writing the down projection's prepared x — bench/cuda/wgx_glu_s28.patch (on 9675139: wg_glu_prep_kernel, clusters of
+# writing the down projection's prepared x — bench/cuda/wgx_glu_s28.patch (on a5fcfce: wg_glu_prep_kernel, clusters of
 # 8 blocks a token exchanging their max |v| through DSMEM, opt-in KILN_CUDA_WGX_GLU=1, and test_wgx_glu in the QWG
 # subset; compiled with ptxas -v: no spills). Apply, build kiln + test_cuda_kernels, pack with the unpatched kiln as
 # kiln-base, then: the tests, logits md5 against kiln-base with the switch on (bitwise expected), and the issue
