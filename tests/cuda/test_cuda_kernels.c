@@ -4218,6 +4218,11 @@ static void qdeq_case(int N, int K, int T, int bits, int group, dtype_t sbt, flo
             unsetenv("KILN_CUDA_DEQUANT");
             CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: per-element dequantization differs from the word kernel",
                   bits, group, N, K, T);
+            /* the weight's bound, computed by the first call and kept (matmul_dequant.cu qd_wbound): a later call gives the same bits */
+            befast->ops->matmul(befast, dy, dx, T, &w);
+            to_host(befast, old, dy, (size_t)T * N);
+            CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: a second call (the kept bound) differs from the first",
+                  bits, group, N, K, T);
         } else {
             CHECK(maxd <= 1e-2 * maxy, "qdeq tf32 q%d g%d %dx%d T=%d: rel err %.3g", bits, group, N, K, T, maxd / maxy);
             if (worst_u > *worst_tf32) *worst_tf32 = worst_u;

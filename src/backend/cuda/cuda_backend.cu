@@ -323,6 +323,7 @@ static void cu_release_weight(backend_t *be, weight_t *w) {
         /* the list stays in preparation order: prepare_weight searches it newest first */
         memmove(&c->weights[i], &c->weights[i + 1], sizeof(dweight_t *) * (size_t)(c->n_weights - i - 1));
         c->n_weights--;
+        if (d->qd_wpart) { cuda_sync(c); cudaFree(d->qd_wpart); }
         if (!d->alias) {
             cuda_sync(c); /* a kernel still reading it */
             cudaFree((void *)d->data);
@@ -522,6 +523,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     cuda_impl_t *c = cuda_impl(be);
     cuda_sync(c);
     for (int i = 0; i < c->n_weights; i++) {
+        cudaFree(c->weights[i]->qd_wpart);
         if (c->weights[i]->alias) { free(c->weights[i]); continue; }
         cudaFree((void *)c->weights[i]->data);
         cudaFree((void *)c->weights[i]->scales);

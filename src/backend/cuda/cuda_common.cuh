@@ -39,6 +39,7 @@ typedef struct dweight {
     const void *h_data, *h_scales, *h_biases;
     size_t data_bytes, sb_bytes;
     int alias;              /* a view: not freed at destroy */
+    float *qd_wpart;        /* matmul_dequant.cu: the bound's partial maxima (device, its own even in a view; NULL until a prefill needs it) */
 } dweight_t;
 
 /* The backend's state. One stream carries every op, so ops are ordered without events. */

@@ -6,7 +6,10 @@
  *
  *   qd_scan_kernel    QD_NP blocks: max|x| over the whole [T, K] matrix and the weight's bound
  *                     B = max over groups of |scale|·(2^bits − 1) + |bias| (≥ every |w|), one
- *                     partial maximum of each per block
+ *                     partial maximum of each per block; B's partials are computed once per weight
+ *                     and kept with it (qd_wbound), so a prefill matmul's scan reads x only and
+ *                     matmul_multi's later weights (k, v, up) launch none — ncu, a 2-layer llama-3-8b
+ *                     q4 2048-token prefill: scans 163 → 123 µs, 58 → 52 launches
  *   qd_convert_kernel every block first reduces the partials: x is scaled by 2^e, W by 2^s, so
  *                     max|x|·2^e and B·2^s lie in [2^14, 2^15) (f16's largest is 65504); then
  *                     the codes (a thread per 32-bit word for 4/8 bits, per element otherwise:
@@ -31,6 +34,8 @@ void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, 
  * an H200 (256 blocks read x at ~1.8 TB/s: 65 us for llama-3-8b's down_proj input, ncu) */
 #define QD_NP 1024
 
+__device__ __forceinline__ float qd_amax4(float4 v) { return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))); }
+
 /* max over the 256 threads of a block, returned to every thread */
 __device__ __forceinline__ float qd_block_max(float v, float *sh) {
 #pragma unroll
@@ -44,22 +49,30 @@ __device__ __forceinline__ float qd_block_max(float v, float *sh) {
     return v;
 }
 
-__global__ void __launch_bounds__(256) qd_scan_kernel(float *part, const float4 *x, size_t n4, dweight_t w) {
+/* xpart (NULL: x not scanned) and wpart (NULL: the weight's bound is cached, below) get one partial
+ * maximum per block. x is read four float4s a thread at a time (the loads issued before the maxima:
+ * with one load in flight a thread, the scan read x at ~1.8 TB/s); a maximum is exact in any order. */
+__global__ void __launch_bounds__(256) qd_scan_kernel(float *xpart, float *wpart, const float4 *x, size_t n4, dweight_t w) {
     __shared__ float sh[8];
     float xm = 0.f, wm = 0.f;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
-        const float4 v = x[i];
-        xm = fmaxf(xm, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    const size_t st = (size_t)gridDim.x * blockDim.x;
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (; i + 3 * st < n4; i += 4 * st) {
+        const float4 a = x[i], b = x[i + st], c = x[i + 2 * st], d = x[i + 3 * st];
+        xm = fmaxf(xm, fmaxf(fmaxf(qd_amax4(a), qd_amax4(b)), fmaxf(qd_amax4(c), qd_amax4(d))));
     }
-    const size_t ng = (size_t)w.rows * (w.cols / w.group);
-    const float cmax = (float)((1u << w.bits) - 1);
-    for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < ng; g += (size_t)gridDim.x * blockDim.x)
-        wm = fmaxf(wm, fabsf(ld_f(w.scales, w.sb_dtype, g)) * cmax + fabsf(ld_f(w.biases, w.sb_dtype, g)));
+    for (; i < n4; i += st) xm = fmaxf(xm, qd_amax4(x[i]));
+    if (wpart) {
+        const size_t ng = (size_t)w.rows * (w.cols / w.group);
+        const float cmax = (float)((1u << w.bits) - 1);
+        for (size_t g = blockIdx.x * (size_t)blockDim.x + threadIdx.x; g < ng; g += st)
+            wm = fmaxf(wm, fabsf(ld_f(w.scales, w.sb_dtype, g)) * cmax + fabsf(ld_f(w.biases, w.sb_dtype, g)));
+    }
     xm = qd_block_max(xm, sh);
     wm = qd_block_max(wm, sh);
     if (threadIdx.x == 0) {
-        if (n4) part[blockIdx.x] = xm; /* n4 = 0: x's partials stay those of the matmul before (matmul_multi) */
-        part[QD_NP + blockIdx.x] = wm;
+        if (xpart) xpart[blockIdx.x] = xm; /* NULL: x's partials stay those of the matmul before (matmul_multi) */
+        if (wpart) wpart[blockIdx.x] = wm;
     }
 }
 
@@ -75,13 +88,16 @@ __device__ __forceinline__ int qd_exp(float m) {
 __device__ __forceinline__ float qd_pow2(int e) { return __int_as_float((127 + e) << 23); }
 
 /* BITS = 4 / 8: a thread per code word (8 / 4 codes, one group); BITS = 0: per element, any bit
- * width (the arithmetic of wload, with the scale and bias pre-scaled by 2^s) */
+ * width (the arithmetic of wload, with the scale and bias pre-scaled by 2^s). Bound by its f16 writes
+ * (2 bytes a parameter): four words loaded at once a thread — consecutive (one 16-byte load, a warp's
+ * stores 64 bytes apart) or of the grid-stride walk — measured slower at 4 bits (ncu 704 → 824–849 µs a
+ * 2-layer llama-3-8b prefill, bench/cuda/RESULTS.md session 29) and are not kept. */
 template <int BITS>
-__global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *xout, float *ab, const float *part, dweight_t w,
-                                                         const float4 *x, size_t n4) {
+__global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *xout, float *ab, const float *xpart, const float *wpart,
+                                                         dweight_t w, const float4 *x, size_t n4) {
     __shared__ float sh[8];
     float xm = 0.f, wm = 0.f;
-    for (int i = threadIdx.x; i < QD_NP; i += blockDim.x) { xm = fmaxf(xm, part[i]); wm = fmaxf(wm, part[QD_NP + i]); }
+    for (int i = threadIdx.x; i < QD_NP; i += blockDim.x) { xm = fmaxf(xm, xpart[i]); wm = fmaxf(wm, wpart[i]); }
     xm = qd_block_max(xm, sh);
     wm = qd_block_max(wm, sh);
     const int e = qd_exp(xm), s = qd_exp(wm);
@@ -128,8 +144,24 @@ static int qdeq_f16_on(void) {
     return !e || !*e || !strcmp(e, "f16");
 }
 
+/* The weight's bound partials (qd_scan_kernel's wpart): computed at the weight's first prefill matmul
+ * into a QD_NP-float device array it keeps (freed with it: cuda_backend.cu), since scales and biases
+ * never change — later scans read x only, and matmul_multi's second and later weights launch no scan
+ * at all. NULL while a graph is captured (the allocation stays out of captures; the caller then scans
+ * the weight as before: the same partials). */
+static float *qd_wbound(cuda_impl_t *c, const dweight_t *w) {
+    if (w->qd_wpart) return w->qd_wpart;
+    if (c->capturing) return NULL;
+    float *p = NULL;
+    cudaCheck(cudaMalloc((void **)&p, QD_NP * sizeof(float)));
+    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(NULL, p, NULL, 0, *w);
+    cudaLaunchCheck();
+    ((dweight_t *)w)->qd_wpart = p;
+    return p;
+}
+
 /* One matmul; with_x = 0: x16 and x's partial maxima are those the previous call left (the same
- * x, matmul_multi), only the weight is scanned and dequantized. */
+ * x, matmul_multi), only the weight is dequantized. */
 static void qd_run(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int with_x) {
     const size_t nx = (size_t)T * w->cols, nw = (size_t)w->rows * w->cols, n4 = with_x ? nx / 4 : 0;
     const size_t xbytes = (nx * 2 + 255) / 256 * 256;
@@ -138,16 +170,20 @@ static void qd_run(cuda_impl_t *c, float *y, const float *x, int T, const dweigh
     if (with_x) a16 = (char *)cuda_scratch(c, &c->act16, &c->act16_bytes, xbytes + (2 * QD_NP + 2) * sizeof(float));
     __half *x16 = (__half *)a16;
     float *part = (float *)(a16 + xbytes), *ab = part + 2 * QD_NP;
-    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, (const float4 *)x, n4, *w);
-    cudaLaunchCheck();
+    const float *wpart = qd_wbound(c, w);
+    if (with_x || !wpart) {
+        qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(with_x ? part : NULL, wpart ? NULL : part + QD_NP, (const float4 *)x, n4, *w);
+        cudaLaunchCheck();
+    }
+    if (!wpart) wpart = part + QD_NP;
     /* enough blocks to fill the GPU (8 of 256 threads per SM), each walking words and x */
     const size_t wunits = w->bits == 4 ? nw / 8 : w->bits == 8 ? nw / 4 : nw, units = wunits > n4 ? wunits : n4;
     const size_t cap = (size_t)(c->sm_count > 0 ? c->sm_count : 132) * 8;
     const int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
     const int old = getenv("KILN_CUDA_DEQUANT") && !strcmp(getenv("KILN_CUDA_DEQUANT"), "old");
-    if (!old && w->bits == 4) qd_convert_kernel<4><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, *w, (const float4 *)x, n4);
-    else if (!old && w->bits == 8) qd_convert_kernel<8><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, *w, (const float4 *)x, n4);
-    else qd_convert_kernel<0><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, *w, (const float4 *)x, n4);
+    if (!old && w->bits == 4) qd_convert_kernel<4><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, (const float4 *)x, n4);
+    else if (!old && w->bits == 8) qd_convert_kernel<8><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, (const float4 *)x, n4);
+    else qd_convert_kernel<0><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, (const float4 *)x, n4);
     cudaLaunchCheck();
     cuda_lt_matmul_dev(c, y, wd, x16, T, w->rows, w->cols, CUDA_R_16F, ab);
 }
