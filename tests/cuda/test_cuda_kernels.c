@@ -2444,6 +2444,85 @@ static void test_qwg_multi(void) {
     printf("# qwg multi: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
 }
 
+/* KILN_CUDA_QWG_SLICE (matmul.cu cuda_qwg_slices, opt-in): MLX 4/8-bit matmul / matmul_multi / matmul_glu of 65..MAXT
+ * tokens as ⌈T / 64⌉ calls of the 9..64-token path on equal runs of rows. Per case: the sliced call equals, bit for bit,
+ * the same calls made by hand on the runs (t0 = T·i / n); matmul_multi's outputs equal each weight's own sliced matmul;
+ * matmul_glu's equals its slices' matmul_glu; and the matmul is within qwg's 1e-2 of ref_matmul. */
+static void test_qwg_slice(void) {
+    if (qwg_min_t() > 9 || qmma_min_t > 9 || qmma_max_t != 64 || getenv("KILN_CUDA_QWG_V") || getenv("KILN_CUDA_QWG_MULTI") ||
+        getenv("KILN_CUDA_QWG_SLICE")) {
+        printf("# qwg slice: skipped (KILN_CUDA_QWG / QMMA / QWG_V / QWG_MULTI / QWG_SLICE settings)\n");
+        return;
+    }
+    backend_t *be = befast;
+    const int before = ct_checks, fails = ct_failures, K = 1024, rows[2] = {640, 640};
+    const int Ts[] = {65, 100, 129, 200, 256};
+    setenv("KILN_CUDA_QWG_SLICE", "256", 1);
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+            const int T = Ts[ti], ns = (T + 63) / 64;
+            const uint64_t seed = 9900 + 10 * ti + 100 * bits;
+            hw_t h[2];
+            weight_t w[2];
+            const weight_t *wp[2];
+            int ok = 1;
+            for (int i = 0; i < 2; i++) {
+                h[i] = make_quant(rows[i], K, bits, 64, i ? DT_F16 : DT_BF16, seed + i);
+                w[i] = h[i].w;
+                wp[i] = &w[i];
+                err_t e = {0};
+                if (be->ops->prepare_weight(be, &w[i], &e)) { CHECK(0, "qwg slice: prepare_weight: %s", e.msg); ok = 0; }
+            }
+            const size_t ny = (size_t)T * rows[0];
+            float *x = rand_vec((size_t)T * K, seed * 3 + 1, 1.f), *want = malloc(sizeof(float) * ny);
+            float *got = malloc(sizeof(float) * ny), *hand = malloc(sizeof(float) * ny), *m0 = malloc(sizeof(float) * ny), *m1 = malloc(sizeof(float) * ny);
+            float *dx = dev_from(be, x, (size_t)T * K), *dy = be->ops->alloc(be, sizeof(float) * ny), *dz = be->ops->alloc(be, sizeof(float) * ny);
+            float *dg = be->ops->alloc(be, sizeof(float) * ny), *du = be->ops->alloc(be, sizeof(float) * ny);
+            if (ok) {
+                /* matmul: sliced vs by hand, and vs the reference */
+                be->ops->matmul(be, dy, dx, T, &w[0]);
+                to_host(be, got, dy, ny);
+                for (int i = 0; i < ns; i++) {
+                    const int t0 = T * i / ns, t1 = T * (i + 1) / ns;
+                    be->ops->matmul(be, dz + (size_t)t0 * rows[0], dx + (size_t)t0 * K, t1 - t0, &w[0]);
+                }
+                to_host(be, hand, dz, ny);
+                CHECK(!memcmp(got, hand, sizeof(float) * ny), "qwg slice q%d T=%d: matmul differs from its slices called by hand", bits, T);
+                ref_matmul(want, x, T, &h[0].w, 0, rows[0]);
+                const double err = ct_rel_err(got, want, ny);
+                CHECK(err < 1e-2, "qwg slice q%d T=%d: matmul rel err %.3g (tol 1e-2)", bits, T, err);
+                /* matmul_multi: each weight's output is its own sliced matmul's */
+                if (be->ops->matmul_multi) {
+                    float *const ys[2] = {dy, dz};
+                    be->ops->matmul_multi(be, 2, ys, dx, T, wp);
+                    to_host(be, m0, dy, ny);
+                    to_host(be, m1, dz, ny);
+                    CHECK(!memcmp(m0, got, sizeof(float) * ny), "qwg slice q%d T=%d: matmul_multi weight 0 differs from its matmul", bits, T);
+                    be->ops->matmul(be, dy, dx, T, &w[1]);
+                    to_host(be, hand, dy, ny);
+                    CHECK(!memcmp(m1, hand, sizeof(float) * ny), "qwg slice q%d T=%d: matmul_multi weight 1 differs from its matmul", bits, T);
+                }
+                /* matmul_glu: sliced vs its slices by hand */
+                if (be->ops->matmul_glu) {
+                    be->ops->matmul_glu(be, dy, dg, du, dx, T, &w[0], &w[1], ACT_SILU);
+                    to_host(be, got, dy, ny);
+                    for (int i = 0; i < ns; i++) {
+                        const int t0 = T * i / ns, t1 = T * (i + 1) / ns;
+                        const size_t o = (size_t)t0 * rows[0];
+                        be->ops->matmul_glu(be, dz + o, dg + o, du + o, dx + (size_t)t0 * K, t1 - t0, &w[0], &w[1], ACT_SILU);
+                    }
+                    to_host(be, hand, dz, ny);
+                    CHECK(!memcmp(got, hand, sizeof(float) * ny), "qwg slice q%d T=%d: matmul_glu differs from its slices by hand", bits, T);
+                }
+            }
+            be->ops->free(be, dx); be->ops->free(be, dy); be->ops->free(be, dz); be->ops->free(be, dg); be->ops->free(be, du);
+            free(x); free(want); free(got); free(hand); free(m0); free(m1);
+            for (int i = 0; i < 2; i++) { release(be, &w[i]); free_hw(&h[i]); }
+        }
+    unsetenv("KILN_CUDA_QWG_SLICE");
+    printf("# qwg slice: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
+}
+
 /* wgx.cuh: rms_norm / add_rms_norm at 9..64 rows write the 64-token 4/8-bit matmul's prepared x where that matmul
  * left a hint, and the matmul after them takes it (cuda_wgx_uses) instead of preparing x itself. Per case the same
  * norm + matmul_multi twice — once straight (the prepared x taken), once with a zero-length scale between them (any
@@ -2541,6 +2620,7 @@ static void test_qwg(void) {
             }
     printf("# qwg: %d checks, %d failed; worst |y^ - y| / bound %.3f\n", ct_checks - before, ct_failures - fails, worst);
     test_qwg_multi();
+    test_qwg_slice();
     test_wgx_norm();
 }
 
@@ -4420,6 +4500,7 @@ int main(void) {
     }
     if (getenv("KILN_CUDA_TEST_QWG_MULTI_ONLY")) { /* matmul_wgmma.cu's multi launch alone, and the matmul_multi / matmul_glu tests */
         test_qwg_multi();
+    test_qwg_slice();
         test_matmul_multi();
         test_matmul_glu();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);

@@ -330,6 +330,23 @@ static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
     return b;
 }
 
+/* KILN_CUDA_QWG_SLICE=MAXT (opt-in, written in session 29 and not yet run on the device): MLX 4/8-bit
+ * matmuls (and matmul_multi, matmul_glu) of qmma_max_t + 1 .. MAXT tokens as ⌈T / 64⌉ calls of the 9..64-token
+ * path on equal runs of rows (each 33..64 tokens). Why: past 64 tokens the dequantizing path
+ * (matmul_dequant.cu) writes the whole weight as f16 whatever T is — ~0.35 ms a llama-3-8b q4 layer plus
+ * ~0.14 of scans, against ~0.13 ms for a 64-token layer of matmul_wgmma.cu (bench/cuda/RESULTS.md session
+ * 28–29 ncu), so a 65..~300-token prompt pays more for that than its GEMMs (a 128-token prompt's TTFT
+ * ~17.5 ms on the H200). Numerics: each slice's (x per token as f16 scaled by its own power of two);
+ * a token's bits are those of its slice's launch. Returns the number of slices, 0 where not taken. */
+int cuda_qwg_slices(const cuda_impl_t *c, int T) {
+    if (T <= c->qmma_max_t || !c->qmma || c->act_bf16 == 1 || c->qmma_max_t < 2 * c->qmma) return 0;
+    const char *e = getenv("KILN_CUDA_QWG_SLICE"); /* read per call: tests switch it */
+    const long m = e ? atol(e) : 0;
+    if (m <= 0 || T > m) return 0;
+    const int ns = (T + c->qmma_max_t - 1) / c->qmma_max_t;
+    return T / ns >= c->qmma && T / ns >= 9 ? ns : 0;
+}
+
 void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *wt) {
     if (T <= 0) return;
     cuda_impl_t *c = cuda_impl(be);
@@ -345,6 +362,15 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * registers, x as f16 scaled per token (matmul_wgmma.cu: the prefill path's operands;
      * KILN_CUDA_QWG=0: qmma for all; x forced to bf16 keeps qmma's single rounding) */
     if (c->qmma && T >= c->qmma && T <= c->qmma_max_t && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
+    /* ... and past 64 tokens, opt-in, as slices of them (cuda_qwg_slices) */
+    if (w->dtype == DT_U32) {
+        const int ns = cuda_qwg_slices(c, T);
+        for (int i = 0; i < ns; i++) {
+            const int t0 = (int)((long)T * i / ns), t1 = (int)((long)T * (i + 1) / ns);
+            cuda_matmul(be, y + (size_t)t0 * w->rows, x + (size_t)t0 * w->cols, t1 - t0, wt);
+        }
+        if (ns) return;
+    }
     if (c->qmma && T >= c->qmma && w->dtype == DT_U32 && cuda_qmma(c, y, x, T, w, c->act_bf16 == 1) == 0) return;
     if (T < c->gemm_min_t && !(w->dtype == DT_BF16 && T >= c->gemm_min_t_bf16)) {
         if (cuda_gemv(c, y, x, T, w) == 0) return;
@@ -744,6 +770,19 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
             cuda_capture_tick(c);
             return;
         }
+    }
+    /* MLX weights past 64 tokens in slices (opt-in, cuda_qwg_slices): each slice as above */
+    if (!off && n >= 2 && n <= 4 && cuda_qwg_slices(c, T)) {
+        int q = 1;
+        for (int i = 0; i < n; i++) q = q && ((const dweight_t *)wt[i]->device)->dtype == DT_U32 && wt[i]->cols == wt[0]->cols;
+        const int ns = q ? cuda_qwg_slices(c, T) : 0;
+        for (int s = 0; s < ns; s++) {
+            const int t0 = (int)((long)T * s / ns), t1 = (int)((long)T * (s + 1) / ns);
+            float *ys[4];
+            for (int i = 0; i < n; i++) ys[i] = y[i] + (size_t)t0 * wt[i]->rows;
+            cuda_matmul_multi(be, n, ys, x + (size_t)t0 * wt[0]->cols, t1 - t0, wt);
+        }
+        if (ns) return;
     }
     /* MLX weights past qmma where cuda_matmul would take the f16 dequantization (not forced to
      * bf16, no qgemm): x scanned and converted once for all n (matmul_dequant.cu; each y bitwise
