@@ -323,9 +323,9 @@ static void cu_release_weight(backend_t *be, weight_t *w) {
         /* the list stays in preparation order: prepare_weight searches it newest first */
         memmove(&c->weights[i], &c->weights[i + 1], sizeof(dweight_t *) * (size_t)(c->n_weights - i - 1));
         c->n_weights--;
-        if (d->qd_wpart) { cuda_sync(c); cudaFree(d->qd_wpart); }
+        if (d->qd_wpart || !d->alias) cuda_sync(c); /* a kernel still reading it */
+        cudaFree(d->qd_wpart);
         if (!d->alias) {
-            cuda_sync(c); /* a kernel still reading it */
             cudaFree((void *)d->data);
             cudaFree((void *)d->scales);
             cudaFree((void *)d->biases);

@@ -772,17 +772,17 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
         }
     }
     /* MLX weights past 64 tokens in slices (opt-in, cuda_qwg_slices): each slice as above */
-    if (!off && n >= 2 && n <= 4 && cuda_qwg_slices(c, T)) {
-        int q = 1;
-        for (int i = 0; i < n; i++) q = q && ((const dweight_t *)wt[i]->device)->dtype == DT_U32 && wt[i]->cols == wt[0]->cols;
-        const int ns = q ? cuda_qwg_slices(c, T) : 0;
+    int ns = !off && n >= 2 && n <= 4 ? cuda_qwg_slices(c, T) : 0;
+    for (int i = 0; i < n && ns; i++)
+        if (((const dweight_t *)wt[i]->device)->dtype != DT_U32 || wt[i]->cols != wt[0]->cols) ns = 0;
+    if (ns) {
         for (int s = 0; s < ns; s++) {
             const int t0 = (int)((long)T * s / ns), t1 = (int)((long)T * (s + 1) / ns);
             float *ys[4];
             for (int i = 0; i < n; i++) ys[i] = y[i] + (size_t)t0 * wt[i]->rows;
             cuda_matmul_multi(be, n, ys, x + (size_t)t0 * wt[0]->cols, t1 - t0, wt);
         }
-        if (ns) return;
+        return;
     }
     /* MLX weights past qmma where cuda_matmul would take the f16 dequantization (not forced to
      * bf16, no qgemm): x scanned and converted once for all n (matmul_dequant.cu; each y bitwise
