@@ -22,6 +22,8 @@
 #                              extra bench arguments (e.g. "--step-tokens 8192")
 #   call_qwgbench BIN...       KILN_CUDA_TEST_QWG_BENCH of each test binary: v8's µs a matmul at 64 tokens into $OUT/qwgbench.txt
 #   call_logits_chunks CKPTS CHUNKS BIN...   md5 of `kiln logits` over 64 ids at each prefill chunk size, per binary, into $S
+#   call_md5_ab "CKPTS" "CHUNKS"   md5 of `kiln logits` (ids $IDS) of kiln-base and kiln per checkpoint and prefill chunk into $S
+#   call_prefill NAME BIN RUNS   prefill tok/s of a 2048-token prompt (best of RUNS) into $OUT/bench.txt
 #   call_sass FUN...           cuobjdump -sass of kernels (mangled names) of /tmp/k/kiln into $OUT/sass_*.txt
 call_unpack() {
   mkdir -p /tmp/k /tmp/s && tar xJf "$1" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
@@ -126,4 +128,17 @@ call_ncu_decode() {
   KILN_CUDA_GRAPH=0 timeout 120 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/$1 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_q.csv 2>/tmp/ncu.err
   python3 bench/cuda/ncu_sum.py $OUT/ncu_q.csv > $OUT/ncu_decode.txt 2>&1
   echo "ncu done at $(el) s" >> "$S"
+}
+call_md5_ab() {
+  local m ch
+  for m in $1; do
+    for ch in $2; do
+      timeout 60 /tmp/k/kiln-base logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk $ch --out /tmp/a.npy > /dev/null 2>&1
+      timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk $ch --out /tmp/b.npy > /dev/null 2>&1
+      echo "logits $m chunk $ch base $(md5sum < /tmp/a.npy | cut -c1-12) new $(md5sum < /tmp/b.npy | cut -c1-12)" >> "$S"
+    done
+  done
+}
+call_prefill() {
+  echo "== prefill $1 $2 $(timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 4 --runs $3 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
 }

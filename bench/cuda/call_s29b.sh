@@ -16,13 +16,7 @@ call_t1 qgemm KILN_CUDA_TEST_QGEMM_ONLY=1
 while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/q06q4.done ] || [ ! -f /tmp/s/l8q8.done ] || [ ! -f /tmp/s/l2q4.done ]; do sleep 1; done
 echo "synth done at $(el) s" >> "$S"
 IDS=$(seq -s, 10 2057)
-for m in l8q4 l8q8 q06q4; do
-  for ch in 100 2048; do
-    timeout 60 /tmp/k/kiln-base logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk $ch --out /tmp/a.npy > /dev/null 2>&1
-    timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk $ch --out /tmp/b.npy > /dev/null 2>&1
-    echo "logits $m chunk $ch base $(md5sum < /tmp/a.npy | cut -c1-12) new $(md5sum < /tmp/b.npy | cut -c1-12)" >> "$S"
-  done
-done
+call_md5_ab "l8q4 l8q8 q06q4" "100 2048"
 echo "md5 done at $(el) s" >> "$S"
 for b in kiln-base kiln; do
   timeout 120 ncu --metrics gpu__time_duration.sum --csv /tmp/k/$b bench /tmp/s/l2q4 --backend cuda --prompt-tokens 2048 --gen-tokens 1 --runs 1 > /tmp/ncu_$b.csv 2>/dev/null
@@ -43,9 +37,7 @@ done
 echo "ncu done at $(el) s" >> "$S"
 for i in 1 2; do
   for m in l8q4 l8q8; do
-    for b in kiln-base kiln; do
-      echo "== prefill $m $b $(timeout 60 /tmp/k/$b bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 4 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
-    done
+    for b in kiln-base kiln; do call_prefill $m $b 2; done
   done
 done
 for i in 1 2; do

@@ -15,19 +15,11 @@ grep -i "fail" /tmp/tk.log | grep -v " 0 failed" | head -10 >> "$S"; grep "qdeq"
 call_tbin test_cuda_hybrid
 while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/l8q8.done ] || [ ! -f /tmp/s/q06q4.done ]; do sleep 1; done
 IDS=$(seq -s, 10 2057)
-for m in l8q4 l8q8 q06q4; do
-  for ch in 100 2048; do
-    timeout 60 /tmp/k/kiln-base logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk $ch --out /tmp/a.npy > /dev/null 2>&1
-    timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk $ch --out /tmp/b.npy > /dev/null 2>&1
-    echo "logits $m chunk $ch base $(md5sum < /tmp/a.npy | cut -c1-12) new $(md5sum < /tmp/b.npy | cut -c1-12)" >> "$S"
-  done
-done
+call_md5_ab "l8q4 l8q8 q06q4" "100 2048"
 echo "md5 done at $(el) s" >> "$S"
 for i in 1 2; do
   for m in l8q4 l8q8 q06q4; do
-    for b in kiln-base kiln; do
-      echo "== prefill $m $b $(timeout 60 /tmp/k/$b bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 4 --runs 3 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
-    done
+    for b in kiln-base kiln; do call_prefill $m $b 3; done
   done
 done
 call_conc128 l8q4 kiln-base X=1 "--max-batch 128 --kv-cache-gb 16"
