@@ -36,6 +36,7 @@ call_synth() {
   for m in "$@"; do
     local ly=""
     case $m in l8*) pr=llama-3-8b;; q352*) pr=qwen3.5-2b;; g31*) pr=gemma3-1b;; moe4*) pr=qwen3.5-moe-35b; ly="--layers 4";; *) pr=qwen3-0.6b;; esac
+    rm -f /tmp/s/$m.done   # a warm machine keeps /tmp/s: a done file from a failed earlier call must not count
     ( /tmp/k/kiln synth --preset $pr --dtype "$dt" $ly --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
   done
 }

@@ -2444,7 +2444,7 @@ static void test_qwg_multi(void) {
     printf("# qwg multi: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
 }
 
-/* KILN_CUDA_QWG_SLICE (matmul.cu cuda_qwg_slices, opt-in): MLX 4/8-bit matmul / matmul_multi / matmul_glu of 65..MAXT
+/* matmul.cu cuda_qwg_slices (KILN_CUDA_QWG_SLICE=MAXT, default 128 / 192): MLX 4/8-bit matmul / matmul_multi / matmul_glu of 65..MAXT
  * tokens as ⌈T / 64⌉ calls of the 9..64-token path on equal runs of rows. Per case: the sliced call equals, bit for bit,
  * the same calls made by hand on the runs (t0 = T·i / n); matmul_multi's outputs equal each weight's own sliced matmul;
  * matmul_glu's equals its slices' matmul_glu; and the matmul is within qwg's 1e-2 of ref_matmul. */
@@ -2520,6 +2520,44 @@ static void test_qwg_slice(void) {
             for (int i = 0; i < 2; i++) { release(be, &w[i]); free_hw(&h[i]); }
         }
     unsetenv("KILN_CUDA_QWG_SLICE");
+    /* the default cap (no KILN_CUDA_QWG_SLICE): 128 tokens for weights under 2^24 elements, 192 from there. Each
+     * case: T tokens through the default equal (bitwise) either the slices by hand (taken) or the call with
+     * KILN_CUDA_QWG_SLICE=0 (not taken) */
+    const struct { int rows, K, T, sliced; } dc[] = {{640, 1024, 100, 1}, {640, 1024, 128, 1}, {640, 1024, 160, 0},
+                                                     {4096, 4096, 160, 1}, {4096, 4096, 192, 1}, {4096, 4096, 200, 0}};
+    for (size_t ci = 0; ci < sizeof dc / sizeof dc[0]; ci++) {
+        const int r = dc[ci].rows, Kc = dc[ci].K, T = dc[ci].T, ns = (T + 63) / 64;
+        hw_t h = make_quant(r, Kc, 4, 64, DT_BF16, 9950 + ci);
+        weight_t w = h.w;
+        err_t e = {0};
+        if (be->ops->prepare_weight(be, &w, &e)) {
+            CHECK(0, "qwg slice default: prepare_weight: %s", e.msg);
+            free_hw(&h);
+            continue;
+        }
+        const size_t ny = (size_t)T * r;
+        float *x = rand_vec((size_t)T * Kc, 9960 + ci, 1.f), *got = malloc(sizeof(float) * ny), *alt = malloc(sizeof(float) * ny);
+        float *dx = dev_from(be, x, (size_t)T * Kc), *dy = be->ops->alloc(be, sizeof(float) * ny);
+        be->ops->matmul(be, dy, dx, T, &w);
+        to_host(be, got, dy, ny);
+        if (dc[ci].sliced) {
+            for (int i = 0; i < ns; i++) {
+                const int t0 = T * i / ns, t1 = T * (i + 1) / ns;
+                be->ops->matmul(be, dy + (size_t)t0 * r, dx + (size_t)t0 * Kc, t1 - t0, &w);
+            }
+        } else {
+            setenv("KILN_CUDA_QWG_SLICE", "0", 1);
+            be->ops->matmul(be, dy, dx, T, &w);
+            unsetenv("KILN_CUDA_QWG_SLICE");
+        }
+        to_host(be, alt, dy, ny);
+        CHECK(!memcmp(got, alt, sizeof(float) * ny), "qwg slice default %dx%d T=%d: differs from %s", r, Kc, T,
+              dc[ci].sliced ? "its slices by hand (the default should slice)" : "KILN_CUDA_QWG_SLICE=0 (the default should not slice)");
+        be->ops->free(be, dx); be->ops->free(be, dy);
+        free(x); free(got); free(alt);
+        release(be, &w);
+        free_hw(&h);
+    }
     printf("# qwg slice: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
 }
 
@@ -4358,6 +4396,9 @@ static void test_qdeq_f16(void) {
     const float fss[] = {1.f, 5000.f, 1e-5f};
     double wf = 0, wt = 0;
     if (qmma_max_t >= 65) { printf("# qdeq f16: skipped (KILN_CUDA_QMMA_MAX_T >= 65)\n"); return; }
+    /* these T (65..129) would go through the 64-token slices by default (matmul.cu cuda_qwg_slices): this test is
+     * of the dequantizing path, so slicing is off for it */
+    setenv("KILN_CUDA_QWG_SLICE", "0", 1);
     for (int b = 4; b <= 8; b += 4)
         for (int g = 0; g < 3; g++)
             for (int s = 0; s < 4; s++)
@@ -4367,6 +4408,7 @@ static void test_qdeq_f16(void) {
     qdeq_case(129, 1024, 67, 6, 64, DT_F16, 5000.f, 1802, &wf, &wt);
     qdeq_case(64, 256, 66, 2, 128, DT_BF16, 1e-5f, 1803, &wf, &wt);
     test_qdeq_multi();
+    unsetenv("KILN_CUDA_QWG_SLICE");
     printf("# qdeq f16: %d checks, %d failed; worst |y^ - y| / (u·Σ|w·x|), u = 2^-11: f16 %.3f, TF32 %.3f\n", ct_checks - before,
            ct_failures - fails, wf, wt);
 }

@@ -330,18 +330,22 @@ static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
     return b;
 }
 
-/* KILN_CUDA_QWG_SLICE=MAXT (opt-in, written in session 29 and not yet run on the device): MLX 4/8-bit
- * matmuls (and matmul_multi, matmul_glu) of qmma_max_t + 1 .. MAXT tokens as ⌈T / 64⌉ calls of the 9..64-token
- * path on equal runs of rows (each 33..64 tokens). Why: past 64 tokens the dequantizing path
+/* MLX 4/8-bit matmuls (and matmul_multi, matmul_glu) of qmma_max_t + 1 .. MAXT tokens as ⌈T / 64⌉ calls of
+ * the 9..64-token path on equal runs of rows (each 33..64 tokens). Why: past 64 tokens the dequantizing path
  * (matmul_dequant.cu) writes the whole weight as f16 whatever T is — ~0.35 ms a llama-3-8b q4 layer plus
  * ~0.14 of scans, against ~0.13 ms for a 64-token layer of matmul_wgmma.cu (bench/cuda/RESULTS.md session
- * 28–29 ncu), so a 65..~300-token prompt pays more for that than its GEMMs (a 128-token prompt's TTFT
- * ~17.5 ms on the H200). Numerics: each slice's (x per token as f16 scaled by its own power of two);
- * a token's bits are those of its slice's launch. Returns the number of slices, 0 where not taken. */
-int cuda_qwg_slices(const cuda_impl_t *c, int T) {
+ * 28–29 ncu) — so a short prompt pays more for that conversion than for its GEMMs. Each slice reads the
+ * packed weight again, so the dequantizing path wins back as T grows; measured crossover on the H200
+ * (session 30, bench/cuda/call_s30a.sh, prefill tok/s sliced vs not): llama-3-8b q4 +49/+34/+5/+4 % at
+ * 65/128/160/192 tokens and −16 % at 256, q8 +64/+48/+17/+15 % and −9 %; qwen3-0.6b q4 +20/+15 % at 65/128
+ * and −7 % at 160. Default MAXT: 192 for weights of ≥ 2^24 elements (a 4096 × 4096 projection and up), 128
+ * below — a rule from those two model sizes. KILN_CUDA_QWG_SLICE=MAXT overrides it for every weight (0: never
+ * slice). Numerics: each slice's (x per token as f16 scaled by its own power of two); a token's bits are
+ * those of its slice's launch. Returns the number of slices, 0 where not taken. */
+int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w) {
     if (T <= c->qmma_max_t || !c->qmma || c->act_bf16 == 1 || c->qmma_max_t < 2 * c->qmma) return 0;
     const char *e = getenv("KILN_CUDA_QWG_SLICE"); /* read per call: tests switch it */
-    const long m = e ? atol(e) : 0;
+    const long m = e && *e ? atol(e) : (long)w->rows * w->cols >= (1L << 24) ? 192 : 128;
     if (m <= 0 || T > m) return 0;
     const int ns = (T + c->qmma_max_t - 1) / c->qmma_max_t;
     return T / ns >= c->qmma && T / ns >= 9 ? ns : 0;
@@ -362,9 +366,9 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * registers, x as f16 scaled per token (matmul_wgmma.cu: the prefill path's operands;
      * KILN_CUDA_QWG=0: qmma for all; x forced to bf16 keeps qmma's single rounding) */
     if (c->qmma && T >= c->qmma && T <= c->qmma_max_t && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
-    /* ... and past 64 tokens, opt-in, as slices of them (cuda_qwg_slices) */
+    /* ... and past 64 tokens up to 128–192, as slices of them (cuda_qwg_slices) */
     if (w->dtype == DT_U32) {
-        const int ns = cuda_qwg_slices(c, T);
+        const int ns = cuda_qwg_slices(c, T, w);
         for (int i = 0; i < ns; i++) {
             const int t0 = (int)((long)T * i / ns), t1 = (int)((long)T * (i + 1) / ns);
             cuda_matmul(be, y + (size_t)t0 * w->rows, x + (size_t)t0 * w->cols, t1 - t0, wt);
@@ -771,8 +775,9 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
             return;
         }
     }
-    /* MLX weights past 64 tokens in slices (opt-in, cuda_qwg_slices): each slice as above */
-    int ns = !off && n >= 2 && n <= 4 ? cuda_qwg_slices(c, T) : 0;
+    /* MLX weights past 64 tokens up to 128–192 in slices (cuda_qwg_slices; the first weight's size picks
+     * the cap): each slice as above */
+    int ns = !off && n >= 2 && n <= 4 ? cuda_qwg_slices(c, T, (const dweight_t *)wt[0]->device) : 0;
     for (int i = 0; i < n && ns; i++)
         if (((const dweight_t *)wt[i]->device)->dtype != DT_U32 || wt[i]->cols != wt[0]->cols) ns = 0;
     if (ns) {

@@ -1,0 +1,23 @@
+#!/bin/bash
+# call_s30b.sh — session 30: the 64-token slices on by default (matmul.cu cuda_qwg_slices: MAXT 128, 192 for weights
+# of ≥ 2^24 elements). The whole CUDA test set, then prefill tok/s default vs KILN_CUDA_QWG_SLICE=0 at 65..256 tokens
+# (llama-3-8b q4, qwen3.5-2b q4, qwen3-0.6b q4) and the engine at c=1/8/64 both ways.
+#   run: bash bench/cuda/call_s30b.sh PKG/kiln-cuda.tar.xz   (PACK_BINS: kiln and the four CUDA tests)
+P=${1:?package}
+. bench/cuda/call_lib.sh
+call_unpack "$P"
+call_synth q4 l8q4 q06q4 q352q4
+call_full_tests
+while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/q352q4.done ] || [ ! -f /tmp/s/q06q4.done ]; do sleep 1; done
+for m in l8q4 q352q4 q06q4; do
+  for p in 65 100 128 160 192 256; do
+    for v in X=1 KILN_CUDA_QWG_SLICE=0; do
+      echo "== prefill $m $p $v $(env $v timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens $p --gen-tokens 4 --runs 3 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
+    done
+  done
+done
+echo "prefill done at $(el) s" >> "$S"
+call_conc128 l8q4 kiln X=1 "--max-batch 128 --kv-cache-gb 16"
+call_conc128 l8q4 kiln KILN_CUDA_QWG_SLICE=0 "--max-batch 128 --kv-cache-gb 16"
+echo "all done at $(el) s" >> "$S"
+cat "$S" $OUT/bench.txt
