@@ -18,13 +18,7 @@ for m in l8q4 l8q8 q06q4; do
   KILN_CUDA_QWG_SLICE=320 timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$(seq -s, 10 209)" --chunk 200 --out /tmp/b.npy > /dev/null 2>&1
   python3 -c "import numpy as n; a=n.load('/tmp/a.npy'); b=n.load('/tmp/b.npy'); print('logits $m chunk 200: max|d|/max|a| %.3g, argmax equal %d of %d' % (abs(a-b).max()/abs(a).max(), (a.argmax(1)==b.argmax(1)).sum(), a.shape[0]))" >> "$S" 2>&1
 done
-for m in l8q4 l8q8 q06q4; do
-  for p in 65 128 192 256 320; do
-    for v in X=1 KILN_CUDA_QWG_SLICE=320; do
-      echo "== prefill $m $p $v $(env $v timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens $p --gen-tokens 4 --runs 3 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
-    done
-  done
-done
+call_prefill_ab "l8q4 l8q8 q06q4" "65 128 192 256 320" X=1 KILN_CUDA_QWG_SLICE=320
 call_conc128 l8q4 kiln X=1 "--max-batch 128 --kv-cache-gb 16"
 call_conc128 l8q4 kiln KILN_CUDA_QWG_SLICE=320 "--max-batch 128 --kv-cache-gb 16"
 echo "all done at $(el) s" >> "$S"

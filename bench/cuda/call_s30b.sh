@@ -9,13 +9,7 @@ call_unpack "$P"
 call_synth q4 l8q4 q06q4 q352q4
 call_full_tests
 while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/q352q4.done ] || [ ! -f /tmp/s/q06q4.done ]; do sleep 1; done
-for m in l8q4 q352q4 q06q4; do
-  for p in 65 100 128 160 192 256; do
-    for v in X=1 KILN_CUDA_QWG_SLICE=0; do
-      echo "== prefill $m $p $v $(env $v timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens $p --gen-tokens 4 --runs 3 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
-    done
-  done
-done
+call_prefill_ab "l8q4 q352q4 q06q4" "65 100 128 160 192 256" X=1 KILN_CUDA_QWG_SLICE=0
 echo "prefill done at $(el) s" >> "$S"
 call_conc128 l8q4 kiln X=1 "--max-batch 128 --kv-cache-gb 16"
 call_conc128 l8q4 kiln KILN_CUDA_QWG_SLICE=0 "--max-batch 128 --kv-cache-gb 16"
