@@ -2561,6 +2561,86 @@ static void test_qwg_slice(void) {
     printf("# qwg slice: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
 }
 
+/* KILN_CUDA_QWG_128 (matmul_wgmma.cu wgm128_kernel, default on): MLX 4/8-bit matmuls of 65..128 tokens as one
+ * launch of the 128-token tile (longer ones, up to KILN_CUDA_QWG_SLICE, as 64-token slices). Per token the tile
+ * gives the 64-token launches' bits (the same splits, chunk order and per-token scaling), so each case checks
+ * against the same call with the tile off (=0: 64-token slices), bit for bit: matmul, matmul_multi (two
+ * weights, each its own matmul's) and matmul_glu; and the matmul within qwg's 1e-2 of ref_matmul. Shapes with
+ * a row tail (300 rows), f16 / bf16 / f32 scales, groups of 32 / 64 / 128. */
+static void test_qwg_128(void) {
+    if (qwg_min_t() > 9 || qmma_min_t > 9 || qmma_max_t != 64 || getenv("KILN_CUDA_QWG_V") || getenv("KILN_CUDA_QWG_MULTI") ||
+        getenv("KILN_CUDA_QWG_SLICE") || getenv("KILN_CUDA_QWG_128")) {
+        printf("# qwg 128: skipped (KILN_CUDA_QWG / QMMA / QWG_V / QWG_MULTI / QWG_SLICE / QWG_128 settings)\n");
+        return;
+    }
+    backend_t *be = befast;
+    const int before = ct_checks, fails = ct_failures;
+    const struct { int rows, K, group; dtype_t sbt; } sh[] = {{640, 1024, 64, DT_BF16}, {300, 2048, 32, DT_F16}, {512, 1024, 128, DT_F32}};
+    const int Ts[] = {65, 100, 128, 129, 200, 256};
+    setenv("KILN_CUDA_QWG_SLICE", "256", 1);
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                if ((ti + si + (size_t)bits) % 2 && Ts[ti] != 128) continue; /* half of the (shape, T) pairs a bit width */
+                const int T = Ts[ti], r = sh[si].rows, K = sh[si].K;
+                const uint64_t seed = 12000 + 100 * si + 10 * ti + bits;
+                hw_t h[2];
+                weight_t w[2];
+                const weight_t *wp[2];
+                int ok = 1;
+                for (int i = 0; i < 2; i++) {
+                    h[i] = make_quant(r, K, bits, sh[si].group, sh[si].sbt, seed + i);
+                    w[i] = h[i].w;
+                    wp[i] = &w[i];
+                    err_t e = {0};
+                    if (be->ops->prepare_weight(be, &w[i], &e)) { CHECK(0, "qwg 128: prepare_weight: %s", e.msg); ok = 0; }
+                }
+                const size_t ny = (size_t)T * r;
+                float *x = rand_vec((size_t)T * K, seed * 5 + 3, 2.f), *want = malloc(sizeof(float) * ny);
+                float *a = malloc(sizeof(float) * ny), *b = malloc(sizeof(float) * ny), *a1 = malloc(sizeof(float) * ny), *b1 = malloc(sizeof(float) * ny);
+                float *dx = dev_from(be, x, (size_t)T * K), *dy = be->ops->alloc(be, sizeof(float) * ny), *dz = be->ops->alloc(be, sizeof(float) * ny);
+                float *dg = be->ops->alloc(be, sizeof(float) * ny), *du = be->ops->alloc(be, sizeof(float) * ny);
+                if (ok) {
+                    /* a: the tile on; b: off (64-token slices) */
+                    for (int on = 1; on >= 0; on--) {
+                        setenv("KILN_CUDA_QWG_128", on ? "1" : "0", 1);
+                        be->ops->matmul(be, dy, dx, T, &w[0]);
+                        to_host(be, on ? a : b, dy, ny);
+                    }
+                    CHECK(!memcmp(a, b, sizeof(float) * ny), "qwg 128 q%d %dx%d g%d T=%d: matmul differs from the 64-token slices", bits, r, K,
+                          sh[si].group, T);
+                    ref_matmul(want, x, T, &h[0].w, 0, r);
+                    const double err = ct_rel_err(a, want, ny);
+                    CHECK(err < 1e-2, "qwg 128 q%d %dx%d T=%d: rel err %.3g (tol 1e-2)", bits, r, K, T, err);
+                    if (be->ops->matmul_multi) { /* each output its own matmul's, the tile on */
+                        setenv("KILN_CUDA_QWG_128", "1", 1);
+                        float *const ys[2] = {dy, dz};
+                        be->ops->matmul_multi(be, 2, ys, dx, T, wp);
+                        to_host(be, a1, dy, ny);
+                        to_host(be, b1, dz, ny);
+                        be->ops->matmul(be, dy, dx, T, &w[1]);
+                        to_host(be, b, dy, ny);
+                        CHECK(!memcmp(a1, a, sizeof(float) * ny), "qwg 128 q%d %dx%d T=%d: matmul_multi weight 0 differs from its matmul", bits, r, K, T);
+                        CHECK(!memcmp(b1, b, sizeof(float) * ny), "qwg 128 q%d %dx%d T=%d: matmul_multi weight 1 differs from its matmul", bits, r, K, T);
+                    }
+                    if (be->ops->matmul_glu) { /* on vs off */
+                        for (int on = 1; on >= 0; on--) {
+                            setenv("KILN_CUDA_QWG_128", on ? "1" : "0", 1);
+                            be->ops->matmul_glu(be, dy, dg, du, dx, T, &w[0], &w[1], ACT_SILU);
+                            to_host(be, on ? a1 : b1, dy, ny);
+                        }
+                        CHECK(!memcmp(a1, b1, sizeof(float) * ny), "qwg 128 q%d %dx%d T=%d: matmul_glu differs from the 64-token slices", bits, r, K, T);
+                    }
+                }
+                unsetenv("KILN_CUDA_QWG_128");
+                be->ops->free(be, dx); be->ops->free(be, dy); be->ops->free(be, dz); be->ops->free(be, dg); be->ops->free(be, du);
+                free(x); free(want); free(a); free(b); free(a1); free(b1);
+                for (int i = 0; i < 2; i++) { release(be, &w[i]); free_hw(&h[i]); }
+            }
+    unsetenv("KILN_CUDA_QWG_SLICE");
+    printf("# qwg 128: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
+}
+
 /* wgx.cuh: rms_norm / add_rms_norm at 9..64 rows write the 64-token 4/8-bit matmul's prepared x where that matmul
  * left a hint, and the matmul after them takes it (cuda_wgx_uses) instead of preparing x itself. Per case the same
  * norm + matmul_multi twice — once straight (the prepared x taken), once with a zero-length scale between them (any
@@ -2659,6 +2739,7 @@ static void test_qwg(void) {
     printf("# qwg: %d checks, %d failed; worst |y^ - y| / bound %.3f\n", ct_checks - before, ct_failures - fails, worst);
     test_qwg_multi();
     test_qwg_slice();
+    test_qwg_128();
     test_wgx_norm();
 }
 
@@ -4396,9 +4477,10 @@ static void test_qdeq_f16(void) {
     const float fss[] = {1.f, 5000.f, 1e-5f};
     double wf = 0, wt = 0;
     if (qmma_max_t >= 65) { printf("# qdeq f16: skipped (KILN_CUDA_QMMA_MAX_T >= 65)\n"); return; }
-    /* these T (65..129) would go through the 64-token slices by default (matmul.cu cuda_qwg_slices): this test is
-     * of the dequantizing path, so slicing is off for it */
+    /* these T (65..129) would go through the 128-token tile or the 64-token slices by default (matmul_wgmma.cu
+     * cuda_qwg128_on, matmul.cu cuda_qwg_slices): this test is of the dequantizing path, so both are off for it */
     setenv("KILN_CUDA_QWG_SLICE", "0", 1);
+    setenv("KILN_CUDA_QWG_128", "0", 1);
     for (int b = 4; b <= 8; b += 4)
         for (int g = 0; g < 3; g++)
             for (int s = 0; s < 4; s++)
@@ -4409,6 +4491,7 @@ static void test_qdeq_f16(void) {
     qdeq_case(64, 256, 66, 2, 128, DT_BF16, 1e-5f, 1803, &wf, &wt);
     test_qdeq_multi();
     unsetenv("KILN_CUDA_QWG_SLICE");
+    unsetenv("KILN_CUDA_QWG_128");
     printf("# qdeq f16: %d checks, %d failed; worst |y^ - y| / (u·Σ|w·x|), u = 2^-11: f16 %.3f, TF32 %.3f\n", ct_checks - before,
            ct_failures - fails, wf, wt);
 }
@@ -4542,7 +4625,8 @@ int main(void) {
     }
     if (getenv("KILN_CUDA_TEST_QWG_MULTI_ONLY")) { /* matmul_wgmma.cu's multi launch alone, and the matmul_multi / matmul_glu tests */
         test_qwg_multi();
-    test_qwg_slice();
+        test_qwg_slice();
+        test_qwg_128();
         test_matmul_multi();
         test_matmul_glu();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);

@@ -39,6 +39,7 @@ int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int single);
 int cuda_qwg(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
+int cuda_qwg128_on(void);
 int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w);
 int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
@@ -343,7 +344,11 @@ static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
  * slice). Numerics: each slice's (x per token as f16 scaled by its own power of two); a token's bits are
  * those of its slice's launch. Returns the number of slices, 0 where not taken. */
 int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w) {
-    if (T <= c->qmma_max_t || !c->qmma || c->act_bf16 == 1 || c->qmma_max_t < 2 * c->qmma) return 0;
+    /* up to 128 tokens the 128-token tile takes the matmul whole where it is on (KILN_CUDA_QWG_128, default;
+     * matmul_wgmma.cu), before this; past it 64-token slices (two tile launches of 65..96 tokens cost more than
+     * three 64-token ones: llama-3-8b q4 at 192 tokens 12.0k against 12.6k tok/s, bench/cuda/RESULTS.md session 30) */
+    const int direct = cuda_qwg128_on() && c->qmma_max_t == 64 ? 128 : c->qmma_max_t;
+    if (T <= direct || !c->qmma || c->act_bf16 == 1 || c->qmma_max_t < 2 * c->qmma) return 0;
     const char *e = getenv("KILN_CUDA_QWG_SLICE"); /* read per call: tests switch it */
     const long m = e && *e ? atol(e) : (long)w->rows * w->cols >= (1L << 24) ? 192 : 128;
     if (m <= 0 || T > m) return 0;
@@ -366,6 +371,9 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * registers, x as f16 scaled per token (matmul_wgmma.cu: the prefill path's operands;
      * KILN_CUDA_QWG=0: qmma for all; x forced to bf16 keeps qmma's single rounding) */
     if (c->qmma && T >= c->qmma && T <= c->qmma_max_t && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
+    /* ... at 65..128 tokens the 128-token tile (KILN_CUDA_QWG_128, default on; matmul_wgmma.cu) */
+    if (c->qmma && T > c->qmma_max_t && T > 64 && T <= 128 && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg128_on() && cuda_qwg(c, y, x, T, w) == 0)
+        return;
     /* ... and past 64 tokens up to 128–192, as slices of them (cuda_qwg_slices) */
     if (w->dtype == DT_U32) {
         const int ns = cuda_qwg_slices(c, T, w);
@@ -742,7 +750,7 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
     }
     /* MLX 4/8-bit at 9..64 tokens on matmul_wgmma.cu (as cuda_matmul would take it): x converted
      * once for all n, each y bitwise its own matmul's */
-    if (!off && n >= 2 && n <= 4 && c->qmma && T >= c->qmma && T <= c->qmma_max_t && c->act_bf16 != 1) {
+    if (!off && n >= 2 && n <= 4 && c->qmma && T >= c->qmma && (T <= c->qmma_max_t || (T > 64 && T <= 128 && cuda_qwg128_on())) && c->act_bf16 != 1) {
         const dweight_t *w[4];
         for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
         if (cuda_qwg_multi(c, n, y, x, T, w) == 0) {

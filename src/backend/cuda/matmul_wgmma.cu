@@ -1,6 +1,7 @@
 /* matmul_wgmma.cu — y[T, N] = x[T, K] · Wᵀ for MLX 4/8-bit weights at 9..64 tokens (batched
  * decode; 2..8 with KILN_CUDA_QWG=2) on Hopper's warpgroup MMA (wgmma.mma_async m64nNk16,
- * f16 × f16 → f32).
+ * f16 × f16 → f32), and at 65..128 tokens with the 128-token tile (wgm128_kernel: n = 128, one
+ * block a SM; short prompts and 128-row decode steps — see cuda_qwg128_on).
  *
  * The operands are matmul_dequant.cu's (the prefill path's f16 GEMM), without writing f16
  * weights to global memory:
@@ -70,6 +71,14 @@ template <> __device__ __forceinline__ void wg_mma<64>(float (&d)[32], const uin
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
                  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+template <> __device__ __forceinline__ void wg_mma<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
 
@@ -939,7 +948,9 @@ __device__ __forceinline__ void wgm_row_setup(const dweight_t &w, unsigned char 
 template <int BITS, int NP> struct wgsm {
     static constexpr int XB = NP * 128, RB = WG_KC * BITS / 8, RBP = RB + 16;
     static constexpr int STG = XB + WG_ROWS * RBP; /* x tile + codes; no scale/bias words */
-    static constexpr int BUDGET = 115200;          /* two blocks a SM: 2 × (this + 384 static + 1 KB reserved) ≤ 228 KB: 233 216 ≤ 233 472 */
+    /* two blocks a SM: 2 × (this + 384 static + 1 KB reserved) ≤ 228 KB: 233 216 ≤ 233 472; the 128-token tile
+     * (wgm128_kernel) runs one block a SM and takes twice that */
+    static constexpr int BUDGET = NP == 128 ? 230400 : 115200;
 };
 
 /* S: ring stages (runtime), G: slab groups (the most any split spans); the cluster's size from
@@ -1209,6 +1220,19 @@ __global__ void __launch_bounds__(288, 2) wgm_kernel(float *__restrict__ out, co
     wgm_body<BITS, NP, SBT, PRB>(out, xg, xinv, T, w, KS, gsh, S, G, C, blockIdx.x, blockIdx.y);
 }
 
+/* the 128-token tile (KILN_CUDA_QWG_128, below): wgm_body with twice the accumulators (64 a thread: one
+ * m64n128k16 wgmma per k-step on the same converted A fragments, so each weight is converted once for 128
+ * tokens instead of once per 64-token slice), one block a SM (up to 224 registers a thread) */
+template <int BITS, int SBT, int PRB>
+__global__ void __launch_bounds__(288, 1) wgm128_kernel(float *__restrict__ out, const unsigned char *__restrict__ xg, const float *xinv, int T,
+                                                        dweight_t w, int KS, int gsh, int S, int G, int C) {
+    wgm_body<BITS, 128, SBT, PRB>(out, xg, xinv, T, w, KS, gsh, S, G, C, blockIdx.x, blockIdx.y);
+}
+template <int BITS, int NP, int SBT, int PRB> static auto wgm_kern() {
+    if constexpr (NP == 128) return wgm128_kernel<BITS, SBT, PRB>;
+    else return wgm_kernel<BITS, NP, SBT, PRB>;
+}
+
 /* v8's launch: the slab's groups G (the most any split spans), the stages S the rest of the budget
  * holds (≤ KILN_CUDA_QWG_S, default 6), the cluster C (KILN_CUDA_QWG_MC, default 1, read per matmul); false
  * (nothing launched) when fewer than 4 stages fit */
@@ -1282,7 +1306,7 @@ static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
     const char *me = getenv("KILN_CUDA_QWG_MC");
     int C = me ? atoi(me) : 1;
     C = C >= 4 ? 4 : C >= 2 ? 2 : 1;
-    auto kern = wgm_kernel<BITS, NP, SBT, PRB>;
+    auto kern = wgm_kern<BITS, NP, SBT, PRB>();
     static int attr;
     if (!attr) {
         cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, P::BUDGET));
@@ -1319,10 +1343,13 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
     static int attr, bulk = -1, pf = -1;
     if (bulk < 0) bulk = !(getenv("KILN_CUDA_QWG_X") && !strcmp(getenv("KILN_CUDA_QWG_X"), "cp"));
     if (pf < 0) pf = getenv("KILN_CUDA_QWG_PF") ? atoi(getenv("KILN_CUDA_QWG_PF")) : 0;
-    if (!attr) {
-        cudaCheck(cudaFuncSetAttribute(wg_kernel<BITS, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
-        attr = 1;
+    if constexpr (NP <= 64) {
+        if (!attr) {
+            cudaCheck(cudaFuncSetAttribute(wg_kernel<BITS, NP>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+            attr = 1;
+        }
     }
+    (void)attr;
     /* read per matmul (test_qwg switches it); default 8 (v5 with the scale/bias slab, bitwise v5;
      * 5: wg3_kernel as before; 2: wg2_kernel, the 8-bit default until session 22) */
     const char *ve = getenv("KILN_CUDA_QWG_V");
@@ -1341,7 +1368,12 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
         else if (w->sb_dtype == DT_BF16) m8 = wgm_pick<BITS, NP, 1>(c, prb, o, xg, inv, T, w, KS, gsh);
         else m8 = wgm_pick<BITS, NP, 2>(c, prb, o, xg, inv, T, w, KS, gsh);
     }
-    if (m8) {
+    if constexpr (NP == 128) { /* v8 only: wg128_ok checked every condition above before x was prepared */
+        if (!m8) {
+            fprintf(stderr, "kiln: internal error: the 128-token wgmma tile declined a %dx%d weight it had accepted\n", w->rows, w->cols);
+            abort();
+        }
+    } else if (m8) {
     } else if ((v == 5 || v == 8) && gsh > -2 && !swap && bulk && pf == 0) {
         float *o = KS > 1 ? part : y;
         if (w->sb_dtype == DT_F16) wg3_pick<BITS, NP, 0>(c, prb, o, xg, inv, T, w, KS, gsh);
@@ -1611,18 +1643,19 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
             const size_t b = KS > 1 ? sizeof(float) * (size_t)KS * T * w[i]->rows : 0;
             if (b > pbytes) pbytes = b;
         }
-    const size_t xbytes = wgx_xbytes(K, NP), ibytes = 256;
+    const size_t xbytes = wgx_xbytes(K, NP), ibytes = NP * 4 > 256 ? NP * 4 : 256; /* 256: wgx.cuh's layout for NP ≤ 64 */
     unsigned char *scr = (unsigned char *)cuda_scratch(c, (void **)&c->qpart, &c->qpart_bytes, xbytes + ibytes + pbytes);
     float *inv = (float *)(scr + xbytes), *part = (float *)(scr + xbytes + ibytes);
     /* x prepared by the norm that wrote it (wgx.cuh): its buffer instead of this launch's preparation */
-    if constexpr (NP >= 16) cuda_wgx_note(c, K, NP);
-    const unsigned char *pre = NP >= 16 ? cuda_wgx_get(c, x, T, K, NP) : nullptr;
+    /* (not the 128-token tile: the norms prepare x for 16..64-token buckets only) */
+    if constexpr (NP >= 16 && NP <= 64) cuda_wgx_note(c, K, NP);
+    const unsigned char *pre = NP >= 16 && NP <= 64 ? cuda_wgx_get(c, x, T, K, NP) : nullptr;
     if (pre) {
         scr = (unsigned char *)pre;
         inv = (float *)(scr + xbytes);
     } else
         wg_launch_cl(c, wg_xprep_kernel, dim3(NP, cdiv(K, 2048)), 256, 0, 1, wg_pdl() != 0, (__half *)scr, inv, x, T, K, NP);
-    if constexpr (NP >= 16) {
+    if constexpr (NP >= 16 && NP <= 64) { /* the 128-token tile: a launch per weight */
         if (kind) return wg_multi_pick<NP>(c, kind, n, y, scr, inv, part, T, w, glu, gelu, y16);
     }
     for (int i = 0; i < n; i++) {
@@ -1649,12 +1682,48 @@ static int wg_ok(const float *x, int T, const dweight_t *w) {
     return !(((uintptr_t)w->scales & (w->sb_dtype == DT_F32 ? 3 : 1)) || ((uintptr_t)w->biases & (w->sb_dtype == DT_F32 ? 3 : 1)));
 }
 
+/* KILN_CUDA_QWG_128 (read per call; default 1, 0: off): MLX 4/8-bit matmuls (and matmul_multi: a launch per
+ * weight after one x preparation) of 65..128 tokens through the 128-token tile (wgm128_kernel: v8 with 64
+ * accumulators a thread, one block a SM), each weight converted once for all of them instead of once per
+ * 64-token slice. Per token bitwise the 64-token launches' (the same splits KS, chunk order and 2^e_t; each
+ * output one B column's dot products: test_qwg_128). H200, session 30: prefill +11..+17 % over the 64-token
+ * slices at 65..128 tokens on llama-3-8b q4, +8..+29 % on qwen3-0.6b q4, a 128-row decode step's steady rate
+ * +18 % (bench/cuda/RESULTS.md). A weight it declines (groups other than 32/64/128, the A/B switches of v8
+ * set) takes matmul.cu's other paths: at 65..128 tokens the dequantizing one. */
+int cuda_qwg128_on(void) {
+    const char *e = getenv("KILN_CUDA_QWG_128");
+    return !(e && atoi(e) == 0);
+}
+/* the 128-token tile takes this weight at T tokens: wg_ok's conditions, the v8 path's read-once defaults and
+ * its ring (≥ 4 stages at the 128-token stage size) */
+static bool wg128_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *w) {
+    if (T > 128 || !cuda_qwg128_on() || !wg_ok(x, 64, w)) return false;
+    static int fixed = -1; /* wg_launch's v8 conditions: no descriptor swap, the x tile by bulk copy, no PF */
+    if (fixed < 0) {
+        const char *d = getenv("KILN_CUDA_QWG_DESC"), *xe = getenv("KILN_CUDA_QWG_X"), *pf = getenv("KILN_CUDA_QWG_PF");
+        fixed = !(d && !strcmp(d, "swap")) && !(xe && !strcmp(xe, "cp")) && !(pf && atoi(pf) != 0);
+    }
+    const char *ve = getenv("KILN_CUDA_QWG_V"), *pe = getenv("KILN_CUDA_QWG_PROBE");
+    const char *mc = getenv("KILN_CUDA_QWG_MC");
+    if (!fixed || (ve && atoi(ve) != 8) || (pe && atoi(pe) == 1) || (mc && atoi(mc) >= 2) || !(w->group == 32 || w->group == 64 || w->group == 128))
+        return false;
+    int S, G, sm, slab;
+    const int KS = wg_ks(c, w), f = w->sb_dtype == DT_F32;
+    return w->bits == 4 ? wgm_geom<4, 128>(w, KS, f, S, G, sm, slab) : wgm_geom<8, 128>(w, KS, f, S, G, sm, slab);
+}
+
 /* n weights of one x (q/k/v, gate/up; n = 1: one matmul): 0 when all suit the kernel (MLX
  * 4/8-bit, KILN_CUDA_QWG ≤ T ≤ 64, K % 64 == 0, groups of 32 or a multiple of 64 columns, x and
  * the codes 16-byte aligned, one K) and they were launched — x converted once, from 9 tokens the
  * multi launch where it applies (wg_multi_kind), each y bitwise what its own matmul gives; -1
  * otherwise (the caller takes matmul_qmma.cu). */
 int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+    if (T > 64) { /* 65..128 tokens: the 128-token tile, where it is on and takes every weight */
+        for (int i = 0; i < n; i++)
+            if (!wg128_ok(c, x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
+        wg_run<128>(c, n, y, x, T, w, 0, 0, 0, NULL);
+        return 0;
+    }
     for (int i = 0; i < n; i++)
         if (!wg_ok(x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
     const int kind = T > 8 ? wg_multi_kind(c, n, w, T) : 0; /* 2..8 tokens (KILN_CUDA_QWG=2): a launch per weight */
