@@ -156,3 +156,19 @@ call_prefill_ab() {
     done
   done
 }
+# wait for call_synth's checkpoints:  call_wait l8q4 q06q4
+call_wait() {
+  local m
+  for m in "$@"; do while [ ! -f /tmp/s/$m.done ]; do sleep 1; done; done
+  echo "synth done at $(el) s" >> "$S"
+}
+# the issue table's concurrency protocol at the given levels (128-token prompts, 128 generated, --max-batch 128
+# --kv-cache-gb 16), under one environment (VAR=V; X=1 for none):  call_conc l8q4 KILN_CUDA_QWG_128=0 1,64,128
+call_conc() {
+  echo "== conc $1 $2" >> $OUT/bench.txt
+  env $2 timeout 200 /tmp/k/kiln bench /tmp/s/$1 --backend cuda --concurrency $3 --prompt-tokens 128 --gen-tokens 128 \
+    --max-batch 128 --kv-cache-gb 16 --json 2>/tmp/conc.err | tail -1 |
+    grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*\|"ttft_mean_ms": [0-9.]*\|"itl_mean_ms": [0-9.]*' |
+    paste - - - - - >> $OUT/bench.txt
+  grep -i "error\|fail" /tmp/conc.err | head -3 >> $OUT/bench.txt
+}

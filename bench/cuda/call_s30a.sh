@@ -7,8 +7,7 @@ P=${1:?package}
 call_unpack "$P"
 call_synth q4 l8q4 q06q4
 call_synth q8 l8q8
-while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/l8q8.done ] || [ ! -f /tmp/s/q06q4.done ]; do sleep 1; done
-echo "synth done at $(el) s" >> "$S"
+call_wait l8q4 l8q8 q06q4
 for m in l8q4 l8q8; do
   timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$(seq -s, 10 209)" --chunk 200 --out /tmp/a.npy > /tmp/la.log 2>&1
   KILN_CUDA_QWG_SLICE=320 timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$(seq -s, 10 209)" --chunk 200 --out /tmp/b.npy > /tmp/lb.log 2>&1

@@ -8,7 +8,7 @@ P=${1:?package}
 call_unpack "$P"
 call_synth q4 l8q4 q06q4 q352q4
 call_full_tests
-while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/q352q4.done ] || [ ! -f /tmp/s/q06q4.done ]; do sleep 1; done
+call_wait l8q4 q352q4 q06q4
 call_prefill_ab "l8q4 q352q4 q06q4" "65 100 128 160 192 256" X=1 KILN_CUDA_QWG_SLICE=0
 echo "prefill done at $(el) s" >> "$S"
 call_conc128 l8q4 kiln X=1 "--max-batch 128 --kv-cache-gb 16"

@@ -9,18 +9,9 @@ P=${1:?package}
 call_unpack "$P"
 call_synth q4 l8q4 q06q4
 call_synth q8 l8q8
-while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/l8q8.done ] || [ ! -f /tmp/s/q06q4.done ]; do sleep 1; done
-echo "synth done at $(el) s" >> "$S"
-conc5() {
-  echo "== conc $1 $2" >> $OUT/bench.txt
-  env $2 timeout 200 /tmp/k/kiln bench /tmp/s/$1 --backend cuda --concurrency 1,8,32,64,128 --prompt-tokens 128 --gen-tokens 128 \
-    --max-batch 128 --kv-cache-gb 16 --json 2>/tmp/conc.err | tail -1 |
-    grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*\|"ttft_mean_ms": [0-9.]*\|"itl_mean_ms": [0-9.]*' |
-    paste - - - - - >> $OUT/bench.txt
-  grep -i "error\|fail" /tmp/conc.err | head -3 >> $OUT/bench.txt
-}
+call_wait l8q4 l8q8 q06q4
 for m in l8q4 l8q8 q06q4; do
-  for r in 1 2; do conc5 $m X=1; conc5 $m KILN_CUDA_QWG_SLICE=0; done
+  for r in 1 2; do call_conc $m X=1 1,8,32,64,128; call_conc $m KILN_CUDA_QWG_SLICE=0 1,8,32,64,128; done
   echo "$m done at $(el) s" >> "$S"
 done
 cat "$S" $OUT/bench.txt

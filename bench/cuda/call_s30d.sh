@@ -12,17 +12,10 @@ call_synth q8 l8q8
 call_t1 qwg KILN_CUDA_TEST_QWG_ONLY=1
 grep "qwg 128\|qwg slice" /tmp/t_qwg.log >> "$S"
 call_t1 qwgmulti KILN_CUDA_TEST_QWG_MULTI_ONLY=1
-while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/l8q8.done ] || [ ! -f /tmp/s/q06q4.done ]; do sleep 1; done
-echo "tests + synth done at $(el) s" >> "$S"
+call_wait l8q4 l8q8 q06q4
 call_prefill_ab "l8q4 q06q4" "65 100 128 192 256 384 512" X=1 KILN_CUDA_QWG_128=1 "KILN_CUDA_QWG_128=1 KILN_CUDA_QWG_SLICE=512" KILN_CUDA_QWG_SLICE=0
 call_prefill_ab "l8q8" "65 128 256 384 512" X=1 "KILN_CUDA_QWG_128=1 KILN_CUDA_QWG_SLICE=512"
 echo "prefill done at $(el) s" >> "$S"
-for v in X=1 KILN_CUDA_QWG_128=1; do
-  echo "== conc l8q4 $v" >> $OUT/bench.txt
-  env $v timeout 200 /tmp/k/kiln bench /tmp/s/l8q4 --backend cuda --concurrency 1,64,128 --prompt-tokens 128 --gen-tokens 128 \
-    --max-batch 128 --kv-cache-gb 16 --json 2>/tmp/conc.err | tail -1 |
-    grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*\|"ttft_mean_ms": [0-9.]*\|"itl_mean_ms": [0-9.]*' |
-    paste - - - - - >> $OUT/bench.txt
-done
+for v in X=1 KILN_CUDA_QWG_128=1; do call_conc l8q4 $v 1,64,128; done
 echo "all done at $(el) s" >> "$S"
 cat "$S" $OUT/bench.txt

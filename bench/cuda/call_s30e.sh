@@ -9,7 +9,7 @@ P=${1:?package}
 call_unpack "$P"
 call_synth q4 l8q4 q06q4 q352q4
 call_full_tests
-while [ ! -f /tmp/s/l8q4.done ] || [ ! -f /tmp/s/q352q4.done ] || [ ! -f /tmp/s/q06q4.done ]; do sleep 1; done
+call_wait l8q4 q352q4 q06q4
 for m in l8q4 q06q4 q352q4; do
   for ch in 100 128; do
     for v in X=1 KILN_CUDA_QWG_128=0; do
@@ -20,15 +20,8 @@ for m in l8q4 q06q4 q352q4; do
 done
 call_prefill_ab "l8q4 q06q4 q352q4" "65 100 128 192" X=1 KILN_CUDA_QWG_128=0
 echo "prefill done at $(el) s" >> "$S"
-conc() {
-  echo "== conc $1 $2" >> $OUT/bench.txt
-  env $2 timeout 200 /tmp/k/kiln bench /tmp/s/$1 --backend cuda --concurrency $3 --prompt-tokens 128 --gen-tokens 128 \
-    --max-batch 128 --kv-cache-gb 16 --json 2>/tmp/conc.err | tail -1 |
-    grep -o '"concurrency": [0-9]*\|"decode_tok_s": [0-9.]*\|"steady_decode_tok_s": [0-9.]*\|"ttft_mean_ms": [0-9.]*\|"itl_mean_ms": [0-9.]*' |
-    paste - - - - - >> $OUT/bench.txt
-}
-conc l8q4 X=1 1,8,32,64,128
-conc l8q4 KILN_CUDA_QWG_128=0 1,64,128
-conc q06q4 X=1 1,64,128
+call_conc l8q4 X=1 1,8,32,64,128
+call_conc l8q4 KILN_CUDA_QWG_128=0 1,64,128
+call_conc q06q4 X=1 1,64,128
 echo "all done at $(el) s" >> "$S"
 cat "$S" $OUT/bench.txt
