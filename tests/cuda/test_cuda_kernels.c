@@ -2520,14 +2520,16 @@ static void test_qwg_slice(void) {
             for (int i = 0; i < 2; i++) { release(be, &w[i]); free_hw(&h[i]); }
         }
     unsetenv("KILN_CUDA_QWG_SLICE");
-    /* the default cap (no KILN_CUDA_QWG_SLICE): 128 tokens for weights under 2^24 elements, 192 from there. Each
-     * case: T tokens through the default equal (bitwise) either the slices by hand (taken) or the call with
+    /* the default cap (no KILN_CUDA_QWG_SLICE): 128 tokens for weights under 2^24 elements, from there 192 at 4 bits
+     * and 256 at 8. Each case: T tokens through the default equal (bitwise) either the slices by hand (taken; the
+     * default's own runs differ — 128-token tiles first — but a token's bits do not) or the call with
      * KILN_CUDA_QWG_SLICE=0 (not taken) */
-    const struct { int rows, K, T, sliced; } dc[] = {{640, 1024, 100, 1}, {640, 1024, 128, 1}, {640, 1024, 160, 0},
-                                                     {4096, 4096, 160, 1}, {4096, 4096, 192, 1}, {4096, 4096, 200, 0}};
+    const struct { int rows, K, T, bits, sliced; } dc[] = {{640, 1024, 100, 4, 1},   {640, 1024, 128, 4, 1},   {640, 1024, 160, 4, 0},
+                                                           {4096, 4096, 160, 4, 1}, {4096, 4096, 192, 4, 1}, {4096, 4096, 200, 4, 0},
+                                                           {4096, 4096, 256, 8, 1}, {4096, 4096, 260, 8, 0}};
     for (size_t ci = 0; ci < sizeof dc / sizeof dc[0]; ci++) {
         const int r = dc[ci].rows, Kc = dc[ci].K, T = dc[ci].T, ns = (T + 63) / 64;
-        hw_t h = make_quant(r, Kc, 4, 64, DT_BF16, 9950 + ci);
+        hw_t h = make_quant(r, Kc, dc[ci].bits, 64, DT_BF16, 9950 + ci);
         weight_t w = h.w;
         err_t e = {0};
         if (be->ops->prepare_weight(be, &w, &e)) {
@@ -2551,7 +2553,7 @@ static void test_qwg_slice(void) {
             unsetenv("KILN_CUDA_QWG_SLICE");
         }
         to_host(be, alt, dy, ny);
-        CHECK(!memcmp(got, alt, sizeof(float) * ny), "qwg slice default %dx%d T=%d: differs from %s", r, Kc, T,
+        CHECK(!memcmp(got, alt, sizeof(float) * ny), "qwg slice default q%d %dx%d T=%d: differs from %s", dc[ci].bits, r, Kc, T,
               dc[ci].sliced ? "its slices by hand (the default should slice)" : "KILN_CUDA_QWG_SLICE=0 (the default should not slice)");
         be->ops->free(be, dx); be->ops->free(be, dy);
         free(x); free(got); free(alt);

@@ -260,6 +260,12 @@ static inline int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
 /* --- kernel families (one file each) --- */
 void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w);
 void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w);
+/* MLX 4/8-bit matmuls past 64 tokens on the wgmma kernels: matmul.cu cuda_qwg_slices gives the runs of tokens
+ * (bounds b[0..ns], at most QWG_MAX_SLICES; 0: not sliced), matmul_wgmma.cu cuda_qwg128_on whether the 128-token
+ * tile is on */
+#define QWG_MAX_SLICES 64
+int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w, int *b);
+int cuda_qwg128_on(void);
 void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps);
 void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms);
 void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act);

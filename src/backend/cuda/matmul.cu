@@ -39,7 +39,6 @@ int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int single);
 int cuda_qwg(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
-int cuda_qwg128_on(void);
 int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w);
 int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
@@ -331,29 +330,46 @@ static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
     return b;
 }
 
-/* MLX 4/8-bit matmuls (and matmul_multi, matmul_glu) of qmma_max_t + 1 .. MAXT tokens as ⌈T / 64⌉ calls of
- * the 9..64-token path on equal runs of rows (each 33..64 tokens). Why: past 64 tokens the dequantizing path
- * (matmul_dequant.cu) writes the whole weight as f16 whatever T is — ~0.35 ms a llama-3-8b q4 layer plus
- * ~0.14 of scans, against ~0.13 ms for a 64-token layer of matmul_wgmma.cu (bench/cuda/RESULTS.md session
- * 28–29 ncu) — so a short prompt pays more for that conversion than for its GEMMs. Each slice reads the
- * packed weight again, so the dequantizing path wins back as T grows; measured crossover on the H200
- * (session 30, bench/cuda/call_s30a.sh, prefill tok/s sliced vs not): llama-3-8b q4 +49/+34/+5/+4 % at
- * 65/128/160/192 tokens and −16 % at 256, q8 +64/+48/+17/+15 % and −9 %; qwen3-0.6b q4 +20/+15 % at 65/128
- * and −7 % at 160. Default MAXT: 192 for weights of ≥ 2^24 elements (a 4096 × 4096 projection and up), 128
- * below — a rule from those two model sizes. KILN_CUDA_QWG_SLICE=MAXT overrides it for every weight (0: never
- * slice). Numerics: each slice's (x per token as f16 scaled by its own power of two); a token's bits are
- * those of its slice's launch. Returns the number of slices, 0 where not taken. */
-int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w) {
+/* MLX 4/8-bit matmuls (and matmul_multi, matmul_glu) past the wgmma kernels' own sizes (64 tokens; 128 with the
+ * 128-token tile, the default) up to MAXT tokens as runs of tokens on those kernels. Why: past them the
+ * dequantizing path (matmul_dequant.cu) writes the whole weight as f16 whatever T is — ~0.35 ms a llama-3-8b
+ * q4 layer plus ~0.14 of scans, against ~0.13 ms for a 64-token layer of matmul_wgmma.cu (bench/cuda/RESULTS.md
+ * session 28–29 ncu) — so a short prompt pays more for that conversion than for its GEMMs. Each run reads the
+ * packed weight again, so the dequantizing path wins back as T grows.
+ * The runs: with the tile, 128-token tiles from the start and the rest as one piece (a tile launch costs ~1.7×
+ * a 64-token one, so [128, 64] beats three 64s at 192 tokens); without it (or KILN_CUDA_QWG_MIX=0), ⌈T / 64⌉
+ * equal runs. Measured on the H200 (session 30, bench/cuda/call_s30f.sh, prefill tok/s against no runs):
+ * llama-3-8b q4 +19/+16 % at 144/192 tokens, even at 256, −17 % at 320; q8 +25/+23/+7 % at 144/192/256, −13 %
+ * at 320; qwen3-0.6b q4 and qwen3.5-2b q4 (no weight of 2^24 elements) −2..−9 % at 144/192. Default MAXT: for
+ * weights of ≥ 2^24 elements (4096 × 4096 and up) 192 at 4 bits, 256 at 8; 128 below — rules from these model
+ * sizes. KILN_CUDA_QWG_SLICE=MAXT overrides it for every weight (0: never slice). Numerics: per token the
+ * wgmma kernels' bits whichever run a token is in (test_qwg_slice, test_qwg_128). b (≥ QWG_MAX_SLICES + 1
+ * ints) gets the runs' bounds; returns their number, 0 where not taken. */
+int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w, int *b) {
     /* up to 128 tokens the 128-token tile takes the matmul whole where it is on (KILN_CUDA_QWG_128, default;
-     * matmul_wgmma.cu), before this; past it 64-token slices (two tile launches of 65..96 tokens cost more than
-     * three 64-token ones: llama-3-8b q4 at 192 tokens 12.0k against 12.6k tok/s, bench/cuda/RESULTS.md session 30) */
-    const int direct = cuda_qwg128_on() && c->qmma_max_t == 64 ? 128 : c->qmma_max_t;
+     * matmul_wgmma.cu), before this */
+    const int tile = cuda_qwg128_on() && c->qmma_max_t == 64, direct = tile ? 128 : c->qmma_max_t;
     if (T <= direct || !c->qmma || c->act_bf16 == 1 || c->qmma_max_t < 2 * c->qmma) return 0;
     const char *e = getenv("KILN_CUDA_QWG_SLICE"); /* read per call: tests switch it */
-    const long m = e && *e ? atol(e) : (long)w->rows * w->cols >= (1L << 24) ? 192 : 128;
+    const long m = e && *e ? atol(e) : (long)w->rows * w->cols >= (1L << 24) ? (w->bits == 8 ? 256 : 192) : 128;
     if (m <= 0 || T > m) return 0;
-    const int ns = (T + c->qmma_max_t - 1) / c->qmma_max_t;
-    return T / ns >= c->qmma && T / ns >= 9 ? ns : 0;
+    const char *mx = getenv("KILN_CUDA_QWG_MIX");
+    int ns = 0;
+    if (tile && !(mx && atoi(mx) == 0)) {
+        /* 128-token tiles from the start, the rest as one piece (the tile if over 64 tokens, else the 64-token
+         * path); a rest under 9 tokens (qmma's and the GEMV's sizes, other bits) borrows from the last tile */
+        const int r = T % 128, full = T / 128;
+        if (full + 2 > QWG_MAX_SLICES) return 0;
+        b[0] = 0;
+        for (int i = 1; i <= full; i++) b[ns = i] = 128 * i;
+        if (r >= 9) b[++ns] = T;
+        else if (r > 0) { b[ns] = T - 9; b[++ns] = T; }
+        return ns;
+    }
+    ns = (T + c->qmma_max_t - 1) / c->qmma_max_t;
+    if (ns > QWG_MAX_SLICES || T / ns < c->qmma || T / ns < 9) return 0;
+    for (int i = 0; i <= ns; i++) b[i] = (int)((long)T * i / ns);
+    return ns;
 }
 
 void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *wt) {
@@ -374,13 +390,11 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     /* ... at 65..128 tokens the 128-token tile (KILN_CUDA_QWG_128, default on; matmul_wgmma.cu) */
     if (c->qmma && T > c->qmma_max_t && T > 64 && T <= 128 && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg128_on() && cuda_qwg(c, y, x, T, w) == 0)
         return;
-    /* ... and past 64 tokens up to 128–192, as slices of them (cuda_qwg_slices) */
+    /* ... and past those up to 128–256 tokens, as runs of them (cuda_qwg_slices) */
     if (w->dtype == DT_U32) {
-        const int ns = cuda_qwg_slices(c, T, w);
-        for (int i = 0; i < ns; i++) {
-            const int t0 = (int)((long)T * i / ns), t1 = (int)((long)T * (i + 1) / ns);
-            cuda_matmul(be, y + (size_t)t0 * w->rows, x + (size_t)t0 * w->cols, t1 - t0, wt);
-        }
+        int b[QWG_MAX_SLICES + 1];
+        const int ns = cuda_qwg_slices(c, T, w, b);
+        for (int i = 0; i < ns; i++) cuda_matmul(be, y + (size_t)b[i] * w->rows, x + (size_t)b[i] * w->cols, b[i + 1] - b[i], wt);
         if (ns) return;
     }
     if (c->qmma && T >= c->qmma && w->dtype == DT_U32 && cuda_qmma(c, y, x, T, w, c->act_bf16 == 1) == 0) return;
@@ -783,17 +797,17 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
             return;
         }
     }
-    /* MLX weights past 64 tokens up to 128–192 in slices (cuda_qwg_slices; the first weight's size picks
-     * the cap): each slice as above */
-    int ns = !off && n >= 2 && n <= 4 ? cuda_qwg_slices(c, T, (const dweight_t *)wt[0]->device) : 0;
+    /* MLX weights past 64 (128) tokens up to 128–256 in runs (cuda_qwg_slices; the first weight's size picks
+     * the cap): each run as above */
+    int b[QWG_MAX_SLICES + 1];
+    int ns = !off && n >= 2 && n <= 4 ? cuda_qwg_slices(c, T, (const dweight_t *)wt[0]->device, b) : 0;
     for (int i = 0; i < n && ns; i++)
         if (((const dweight_t *)wt[i]->device)->dtype != DT_U32 || wt[i]->cols != wt[0]->cols) ns = 0;
     if (ns) {
         for (int s = 0; s < ns; s++) {
-            const int t0 = (int)((long)T * s / ns), t1 = (int)((long)T * (s + 1) / ns);
             float *ys[4];
-            for (int i = 0; i < n; i++) ys[i] = y[i] + (size_t)t0 * wt[i]->rows;
-            cuda_matmul_multi(be, n, ys, x + (size_t)t0 * wt[0]->cols, t1 - t0, wt);
+            for (int i = 0; i < n; i++) ys[i] = y[i] + (size_t)b[s] * wt[i]->rows;
+            cuda_matmul_multi(be, n, ys, x + (size_t)b[s] * wt[0]->cols, b[s + 1] - b[s], wt);
         }
         return;
     }

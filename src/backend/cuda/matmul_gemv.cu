@@ -991,7 +991,7 @@ static int cuda_gemv_glu(cuda_impl_t *c, float *y, const float *x, int T, const 
  * else matmul_multi into g and u, then glu. */
 int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu);
 int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act);
-int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w);
+
 void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
     if (T <= 0) return;
     cuda_impl_t *c = cuda_impl(be);
@@ -1006,12 +1006,12 @@ void cuda_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x
     }
     /* MLX 4/8-bit at 9..64 tokens: matmul_wgmma.cu's multi launch with the GLU in its reduce (matmul.cu) */
     if (cuda_qwg_matmul_glu(be, y, g, u, x, T, wg, wu, act) == 0) return;
-    /* ... past 64 tokens up to 128–192 in slices of them (matmul.cu cuda_qwg_slices) */
-    const int ns = wgu[0]->dtype == DT_U32 && wgu[1]->dtype == DT_U32 ? cuda_qwg_slices(c, T, wgu[0]) : 0;
+    /* ... past 64 (128) tokens up to 128–256 in runs of them (matmul.cu cuda_qwg_slices) */
+    int b[QWG_MAX_SLICES + 1];
+    const int ns = wgu[0]->dtype == DT_U32 && wgu[1]->dtype == DT_U32 ? cuda_qwg_slices(c, T, wgu[0], b) : 0;
     for (int s = 0; s < ns; s++) {
-        const int t0 = (int)((long)T * s / ns), t1 = (int)((long)T * (s + 1) / ns);
-        const size_t o = (size_t)t0 * wg->rows;
-        cuda_matmul_glu(be, y + o, g + o, u + o, x + (size_t)t0 * wg->cols, t1 - t0, wg, wu, act);
+        const size_t o = (size_t)b[s] * wg->rows;
+        cuda_matmul_glu(be, y + o, g + o, u + o, x + (size_t)b[s] * wg->cols, b[s + 1] - b[s], wg, wu, act);
     }
     if (ns) return;
     float *const yy[2] = {g, u};
