@@ -2567,12 +2567,13 @@ static void test_qwg_slice(void) {
  * launch of the 128-token tile (longer ones, up to KILN_CUDA_QWG_SLICE, as 64-token slices). Per token the tile
  * gives the 64-token launches' bits (the same splits, chunk order and per-token scaling), so each case checks
  * against the same call with the tile off (=0: 64-token slices), bit for bit: matmul, matmul_multi (two
- * weights, each its own matmul's) and matmul_glu; and the matmul within qwg's 1e-2 of ref_matmul. Shapes with
+ * weights, each its own matmul's) and matmul_glu — those two with the tile's per-weight launches and with its multi
+ * launch (KILN_CUDA_QWG128_MULTI=1, opt-in); and the matmul within qwg's 1e-2 of ref_matmul. Shapes with
  * a row tail (300 rows), f16 / bf16 / f32 scales, groups of 32 / 64 / 128. */
 static void test_qwg_128(void) {
     if (qwg_min_t() > 9 || qmma_min_t > 9 || qmma_max_t != 64 || getenv("KILN_CUDA_QWG_V") || getenv("KILN_CUDA_QWG_MULTI") ||
-        getenv("KILN_CUDA_QWG_SLICE") || getenv("KILN_CUDA_QWG_128")) {
-        printf("# qwg 128: skipped (KILN_CUDA_QWG / QMMA / QWG_V / QWG_MULTI / QWG_SLICE / QWG_128 settings)\n");
+        getenv("KILN_CUDA_QWG_SLICE") || getenv("KILN_CUDA_QWG_128") || getenv("KILN_CUDA_QWG128_MULTI")) {
+        printf("# qwg 128: skipped (KILN_CUDA_QWG / QMMA / QWG_V / QWG_MULTI / QWG_SLICE / QWG_128 / QWG128_MULTI settings)\n");
         return;
     }
     backend_t *be = befast;
@@ -2614,25 +2615,33 @@ static void test_qwg_128(void) {
                     ref_matmul(want, x, T, &h[0].w, 0, r);
                     const double err = ct_rel_err(a, want, ny);
                     CHECK(err < 1e-2, "qwg 128 q%d %dx%d T=%d: rel err %.3g (tol 1e-2)", bits, r, K, T, err);
-                    if (be->ops->matmul_multi) { /* each output its own matmul's, the tile on */
-                        setenv("KILN_CUDA_QWG_128", "1", 1);
-                        float *const ys[2] = {dy, dz};
-                        be->ops->matmul_multi(be, 2, ys, dx, T, wp);
-                        to_host(be, a1, dy, ny);
-                        to_host(be, b1, dz, ny);
-                        be->ops->matmul(be, dy, dx, T, &w[1]);
-                        to_host(be, b, dy, ny);
-                        CHECK(!memcmp(a1, a, sizeof(float) * ny), "qwg 128 q%d %dx%d T=%d: matmul_multi weight 0 differs from its matmul", bits, r, K, T);
-                        CHECK(!memcmp(b1, b, sizeof(float) * ny), "qwg 128 q%d %dx%d T=%d: matmul_multi weight 1 differs from its matmul", bits, r, K, T);
-                    }
-                    if (be->ops->matmul_glu) { /* on vs off */
-                        for (int on = 1; on >= 0; on--) {
-                            setenv("KILN_CUDA_QWG_128", on ? "1" : "0", 1);
-                            be->ops->matmul_glu(be, dy, dg, du, dx, T, &w[0], &w[1], ACT_SILU);
-                            to_host(be, on ? a1 : b1, dy, ny);
+                    /* the multi / GLU checks with the tile's per-weight launches, then its multi launch (opt-in) */
+                    for (int mm = 0; mm < 2; mm++) {
+                        setenv("KILN_CUDA_QWG128_MULTI", mm ? "1" : "0", 1);
+                        if (be->ops->matmul_multi) { /* each output its own matmul's, the tile on */
+                            setenv("KILN_CUDA_QWG_128", "1", 1);
+                            float *const ys[2] = {dy, dz};
+                            be->ops->matmul_multi(be, 2, ys, dx, T, wp);
+                            to_host(be, a1, dy, ny);
+                            to_host(be, b1, dz, ny);
+                            be->ops->matmul(be, dy, dx, T, &w[1]);
+                            to_host(be, b, dy, ny);
+                            CHECK(!memcmp(a1, a, sizeof(float) * ny), "qwg 128 multi%d q%d %dx%d T=%d: matmul_multi weight 0 differs from its matmul", mm,
+                                  bits, r, K, T);
+                            CHECK(!memcmp(b1, b, sizeof(float) * ny), "qwg 128 multi%d q%d %dx%d T=%d: matmul_multi weight 1 differs from its matmul", mm,
+                                  bits, r, K, T);
                         }
-                        CHECK(!memcmp(a1, b1, sizeof(float) * ny), "qwg 128 q%d %dx%d T=%d: matmul_glu differs from the 64-token slices", bits, r, K, T);
+                        if (be->ops->matmul_glu) { /* on vs off */
+                            for (int on = 1; on >= 0; on--) {
+                                setenv("KILN_CUDA_QWG_128", on ? "1" : "0", 1);
+                                be->ops->matmul_glu(be, dy, dg, du, dx, T, &w[0], &w[1], ACT_SILU);
+                                to_host(be, on ? a1 : b1, dy, ny);
+                            }
+                            CHECK(!memcmp(a1, b1, sizeof(float) * ny), "qwg 128 multi%d q%d %dx%d T=%d: matmul_glu differs from the 64-token slices", mm,
+                                  bits, r, K, T);
+                        }
                     }
+                    unsetenv("KILN_CUDA_QWG128_MULTI");
                 }
                 unsetenv("KILN_CUDA_QWG_128");
                 be->ops->free(be, dx); be->ops->free(be, dy); be->ops->free(be, dz); be->ops->free(be, dg); be->ops->free(be, du);

@@ -1457,6 +1457,19 @@ __global__ void __launch_bounds__(288, 2) wgm_multi_kernel(const unsigned char *
     const wg_slot_t &sl = a.s[si];
     wgm_body<BITS, NP, SBT, 0>(sl.out, xg, xinv, T, sl.w, sl.KS, sl.gsh, sl.S, sl.G, 1 | a.hslab << 8, bx, by, a.clu, a.gelu, a.y16);
 }
+/* the 128-token tile's multi launch (KILN_CUDA_QWG128_MULTI=1, opt-in: cuda_qwg128_multi_on): one block a SM
+ * as wgm128_kernel, no clusters */
+template <int BITS, int SBT>
+__global__ void __launch_bounds__(288, 1) wgm128_multi_kernel(const unsigned char *__restrict__ xg, const float *xinv, int T, const wg_slots_t a) {
+    int si, bx, by;
+    wg_slot_block(a, si, bx, by);
+    const wg_slot_t &sl = a.s[si];
+    wgm_body<BITS, 128, SBT, 0>(sl.out, xg, xinv, T, sl.w, sl.KS, sl.gsh, sl.S, sl.G, 1 | a.hslab << 8, bx, by, 0, a.gelu, a.y16);
+}
+template <int BITS, int NP, int SBT> static auto wgm_multi_kern() {
+    if constexpr (NP == 128) return wgm128_multi_kernel<BITS, SBT>;
+    else return wgm_multi_kernel<BITS, NP, SBT>;
+}
 template <int BITS, int NP, int SBT>
 __global__ void __launch_bounds__(256, 2) wg2_multi_kernel(const unsigned char *__restrict__ xg, const float *__restrict__ xinv, int T, const wg_slots_t a,
                                                            int slow) {
@@ -1500,8 +1513,10 @@ __global__ void wg_reduce_multi_kernel(const wg_red_t a) {
 template <int BITS> static bool wgm_fits(cuda_impl_t *c, const dweight_t *w, int T) {
     int S, G, sm, slab;
     const int KS = wg_ks(c, w), f = w->sb_dtype == DT_F32;
-    return T <= 16 ? wgm_geom<BITS, 16>(w, KS, f, S, G, sm, slab) : T <= 32 ? wgm_geom<BITS, 32>(w, KS, f, S, G, sm, slab)
-                                                                             : wgm_geom<BITS, 64>(w, KS, f, S, G, sm, slab);
+    return T <= 16   ? wgm_geom<BITS, 16>(w, KS, f, S, G, sm, slab)
+           : T <= 32 ? wgm_geom<BITS, 32>(w, KS, f, S, G, sm, slab)
+           : T <= 64 ? wgm_geom<BITS, 64>(w, KS, f, S, G, sm, slab)
+                     : wgm_geom<BITS, 128>(w, KS, f, S, G, sm, slab);
 }
 /* which kernel the multi launch of these n weights takes, as wg_launch would pick it for each: 8
  * (wgm_kernel), 2 or 3 (wg2_kernel; 3: the f32 conversion), 0: none (per-weight launches) */
@@ -1526,7 +1541,7 @@ static int wg_multi_kind(cuda_impl_t *c, int n, const dweight_t *const *w, int T
             if (!(bits == 4 ? wgm_fits<4>(c, w[i], T) : wgm_fits<8>(c, w[i], T))) return 0;
         return 8;
     }
-    return (v == 2 || v == 3) && !(ce && atoi(ce) == 1) ? v : 0;
+    return (v == 2 || v == 3) && T <= 64 && !(ce && atoi(ce) == 1) ? v : 0;
 }
 
 /* the multi launch and its reduce; glu: n = 2 (gate, up), y[0] gets the GLU (gelu: GELU-tanh).
@@ -1552,7 +1567,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
      * reduce launch, where every slot has one K split count (≥ 2 without the GLU; the GLU: gate's
      * and up's splits, 2·KS ≤ 8) — 8-bit (wg2_kernel's cluster sums) without the GLU only */
     const char *me = getenv("KILN_CUDA_QWG_MULTI");
-    if (me && atoi(me) == 2) {
+    if (NP <= 64 && me && atoi(me) == 2) {
         int ok = 1;
         const int KS0 = wg_ks(c, w[0]);
         for (int i = 1; i < n; i++) ok &= wg_ks(c, w[i]) == KS0;
@@ -1588,16 +1603,16 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
         using P = wgsm<BITS, NP>;
         static int attr;
         if (!attr) {
-            cudaCheck(cudaFuncSetAttribute(wgm_multi_kernel<BITS, NP, SBT>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::BUDGET));
+            cudaCheck(cudaFuncSetAttribute(wgm_multi_kern<BITS, NP, SBT>(), cudaFuncAttributeMaxDynamicSharedMemorySize, P::BUDGET));
             attr = 1;
         }
         a.hslab |= wg_pdl() << 3; /* bit 11 of wgm_body's C */
         if (a.clu) {
             a.gelu = gelu; a.y16 = y16;
-            wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, a.clu == 2 ? 2 * a.s[0].KS : a.s[0].KS, wg_pdl() != 0, xg, inv, T, a);
+            wg_launch_cl(c, wgm_multi_kern<BITS, NP, SBT>(), blk, 288, smem, a.clu == 2 ? 2 * a.s[0].KS : a.s[0].KS, wg_pdl() != 0, xg, inv, T, a);
         } else
-            wg_launch_cl(c, wgm_multi_kernel<BITS, NP, SBT>, blk, 288, smem, 1, wg_pdl() != 0, xg, inv, T, a);
-    } else if constexpr (BITS == 8) { /* kind 2 or 3 */
+            wg_launch_cl(c, wgm_multi_kern<BITS, NP, SBT>(), blk, 288, smem, 1, wg_pdl() != 0, xg, inv, T, a);
+    } else if constexpr (BITS == 8 && NP <= 64) { /* kind 2 or 3 */
         using P = wgs<BITS, NP>;
         static int attr;
         if (!attr) {
@@ -1655,7 +1670,7 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
         inv = (float *)(scr + xbytes);
     } else
         wg_launch_cl(c, wg_xprep_kernel, dim3(NP, cdiv(K, 2048)), 256, 0, 1, wg_pdl() != 0, (__half *)scr, inv, x, T, K, NP);
-    if constexpr (NP >= 16 && NP <= 64) { /* the 128-token tile: a launch per weight */
+    if constexpr (NP >= 16) { /* the 128-token tile: kind 0 (a launch per weight) unless KILN_CUDA_QWG128_MULTI=1 */
         if (kind) return wg_multi_pick<NP>(c, kind, n, y, scr, inv, part, T, w, glu, gelu, y16);
     }
     for (int i = 0; i < n; i++) {
@@ -1694,6 +1709,15 @@ int cuda_qwg128_on(void) {
     const char *e = getenv("KILN_CUDA_QWG_128");
     return !(e && atoi(e) == 0);
 }
+/* KILN_CUDA_QWG128_MULTI=1 (read per call; opt-in, written in session 30 and not yet run on the device): the tile's
+ * matmul_multi and matmul_glu as one launch over all weights (wgm128_multi_kernel) and one split reduce with the GLU
+ * in it, as the 64-token multi launch — instead of a launch and a reduce per weight and glu_kernel (a 128-token
+ * llama-3-8b layer: 19 launches → 12). Each output bitwise the per-weight launches' (test_qwg_128 runs its multi /
+ * GLU checks both ways). */
+static int cuda_qwg128_multi_on(void) {
+    const char *e = getenv("KILN_CUDA_QWG128_MULTI");
+    return e && atoi(e) == 1;
+}
 /* the 128-token tile takes this weight at T tokens: wg_ok's conditions, the v8 path's read-once defaults and
  * its ring (≥ 4 stages at the 128-token stage size) */
 static bool wg128_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *w) {
@@ -1721,7 +1745,7 @@ int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     if (T > 64) { /* 65..128 tokens: the 128-token tile, where it is on and takes every weight */
         for (int i = 0; i < n; i++)
             if (!wg128_ok(c, x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
-        wg_run<128>(c, n, y, x, T, w, 0, 0, 0, NULL);
+        wg_run<128>(c, n, y, x, T, w, cuda_qwg128_multi_on() ? wg_multi_kind(c, n, w, T) : 0, 0, 0, NULL);
         return 0;
     }
     for (int i = 0; i < n; i++)
@@ -1738,7 +1762,10 @@ int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T
  * would run (cuda_qwg_glu then does; nothing launched here) */
 int cuda_qwg_glu_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *wg, const dweight_t *wu) {
     const dweight_t *w[2] = {wg, wu};
-    return T > 8 && T <= 64 && wg_ok(x, T, wg) && wg_ok(x, T, wu) && wg->cols == wu->cols && wg->rows == wu->rows && wg_multi_kind(c, 2, w, T) != 0;
+    if (T > 64) /* the 128-token tile's multi launch (opt-in) */
+        return T <= 128 && cuda_qwg128_multi_on() && wg128_ok(c, x, T, wg) && wg128_ok(c, x, T, wu) && wg->cols == wu->cols && wg->rows == wu->rows &&
+               wg_multi_kind(c, 2, w, T) != 0;
+    return T > 8 && wg_ok(x, T, wg) && wg_ok(x, T, wu) && wg->cols == wu->cols && wg->rows == wu->rows && wg_multi_kind(c, 2, w, T) != 0;
 }
 /* y[T, I] = act(x·wgᵀ) ⊙ (x·wuᵀ), bitwise cuda_qwg_multi into g and u then glu_kernel (y16: bf16(y) as
  * glu_x16_kernel writes it, NULL: not); -1 where it declines (nothing launched) */
@@ -1750,7 +1777,8 @@ int cuda_qwg_glu(cuda_impl_t *c, float *y, const float *x, int T, const dweight_
     bool ok;
     if (T <= 16) ok = wg_run<16>(c, 2, yy, x, T, w, kind, 1, gelu, y16);
     else if (T <= 32) ok = wg_run<32>(c, 2, yy, x, T, w, kind, 1, gelu, y16);
-    else ok = wg_run<64>(c, 2, yy, x, T, w, kind, 1, gelu, y16);
+    else if (T <= 64) ok = wg_run<64>(c, 2, yy, x, T, w, kind, 1, gelu, y16);
+    else ok = wg_run<128>(c, 2, yy, x, T, w, kind, 1, gelu, y16);
     return ok ? 0 : -1;
 }
 
