@@ -172,3 +172,31 @@ call_conc() {
     paste - - - - - >> $OUT/bench.txt
   grep -i "error\|fail" /tmp/conc.err | head -3 >> $OUT/bench.txt
 }
+# base vs new, each twice: 2048-token prefill of llama-3-8b q4 / q8 (call_prefill, best of 2) and the engine's concurrency
+# protocol on llama-3-8b q4 (call_conc128), with the package's kiln-base and kiln:  call_base_new_ab
+call_base_new_ab() {
+  local i m b
+  for i in 1 2; do
+    for m in l8q4 l8q8; do
+      for b in kiln-base kiln; do call_prefill $m $b 2; done
+    done
+  done
+  for i in 1 2; do
+    call_conc128 l8q4 kiln-base X=1 "--max-batch 128 --kv-cache-gb 16"
+    call_conc128 l8q4 kiln X=1 "--max-batch 128 --kv-cache-gb 16"
+  done
+}
+# md5 of `kiln logits` of 200 ids per model, chunk and environment (VAR=V; X=1 for none):
+#   call_logits_md5 "l8q4 q06q4" "100 128" X=1 KILN_CUDA_QWG_128=0
+call_logits_md5() {
+  local m ch v ms=$1 chs=$2
+  shift 2
+  for m in $ms; do
+    for ch in $chs; do
+      for v in "$@"; do
+        env $v timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$(seq -s, 10 209)" --chunk $ch --out /tmp/lg.npy > /tmp/lg.log 2>&1
+        echo "logits $m chunk $ch $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
+      done
+    done
+  done
+}

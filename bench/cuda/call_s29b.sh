@@ -35,14 +35,6 @@ for k, v in sorted(tot.items(), key=lambda kv: -kv[1])[:14]: print("%-40s %5d %1
 PY
 done
 echo "ncu done at $(el) s" >> "$S"
-for i in 1 2; do
-  for m in l8q4 l8q8; do
-    for b in kiln-base kiln; do call_prefill $m $b 2; done
-  done
-done
-for i in 1 2; do
-  call_conc128 l8q4 kiln-base X=1 "--max-batch 128 --kv-cache-gb 16"
-  call_conc128 l8q4 kiln X=1 "--max-batch 128 --kv-cache-gb 16"
-done
+call_base_new_ab
 echo "all done at $(el) s" >> "$S"
 cat "$S" $OUT/ncu.txt $OUT/bench.txt

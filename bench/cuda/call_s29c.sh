@@ -26,14 +26,6 @@ KILN_CUDA_GRAPH=0 timeout 120 ncu --print-units base --clock-control none --cach
   /tmp/k/kiln bench /tmp/s/l2bf16 --backend cuda --prompt-tokens 2048 --gen-tokens 3 --runs 1 > /tmp/ncu_bf.csv 2>/dev/null
 python3 bench/cuda/ncu_seg.py /tmp/ncu_bf.csv "bf16 decode" last >> $OUT/ncu.txt
 echo "ncu done at $(el) s" >> "$S"
-for i in 1 2; do
-  for m in l8q4 l8q8; do
-    for b in kiln-base kiln; do call_prefill $m $b 2; done
-  done
-done
-for i in 1 2; do
-  call_conc128 l8q4 kiln-base X=1 "--max-batch 128 --kv-cache-gb 16"
-  call_conc128 l8q4 kiln X=1 "--max-batch 128 --kv-cache-gb 16"
-done
+call_base_new_ab
 echo "all done at $(el) s" >> "$S"
 cat "$S" $OUT/ncu.txt $OUT/bench.txt

@@ -10,14 +10,7 @@ call_unpack "$P"
 call_synth q4 l8q4 q06q4 q352q4
 call_full_tests
 call_wait l8q4 q352q4 q06q4
-for m in l8q4 q06q4 q352q4; do
-  for ch in 100 128; do
-    for v in X=1 KILN_CUDA_QWG_128=0; do
-      env $v timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$(seq -s, 10 209)" --chunk $ch --out /tmp/lg.npy > /tmp/lg.log 2>&1
-      echo "logits $m chunk $ch $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
-    done
-  done
-done
+call_logits_md5 "l8q4 q06q4 q352q4" "100 128" X=1 KILN_CUDA_QWG_128=0
 call_prefill_ab "l8q4 q06q4 q352q4" "65 100 128 192" X=1 KILN_CUDA_QWG_128=0
 echo "prefill done at $(el) s" >> "$S"
 call_conc l8q4 X=1 1,8,32,64,128

@@ -12,12 +12,7 @@ call_t1 qwg KILN_CUDA_TEST_QWG_ONLY=1
 grep "qwg 128\|qwg slice" /tmp/t_qwg.log >> "$S"
 call_t1 qwgmulti KILN_CUDA_TEST_QWG_MULTI_ONLY=1
 call_wait l8q4 q06q4 q352q4
-for m in l8q4 q06q4 q352q4; do
-  for v in X=1 KILN_CUDA_QWG128_MULTI=1; do
-    env $v timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$(seq -s, 10 209)" --chunk 100 --out /tmp/lg.npy > /tmp/lg.log 2>&1
-    echo "logits $m chunk 100 $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
-  done
-done
+call_logits_md5 "l8q4 q06q4 q352q4" 100 X=1 KILN_CUDA_QWG128_MULTI=1
 call_prefill_ab "l8q4 q06q4 q352q4" "65 100 128 192" X=1 KILN_CUDA_QWG128_MULTI=1
 for v in X=1 KILN_CUDA_QWG128_MULTI=1 X=1 KILN_CUDA_QWG128_MULTI=1; do call_conc l8q4 $v 1,64,128; done
 echo "all done at $(el) s" >> "$S"
