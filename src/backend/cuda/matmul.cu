@@ -345,10 +345,13 @@ static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
  * sizes. KILN_CUDA_QWG_SLICE=MAXT overrides it for every weight (0: never slice). Numerics: per token the
  * wgmma kernels' bits whichever run a token is in (test_qwg_slice, test_qwg_128). b (≥ QWG_MAX_SLICES + 1
  * ints) gets the runs' bounds; returns their number, 0 where not taken. */
+/* the most tokens matmul_wgmma.cu takes in one call: qmma_max_t (64), or 128 with the 128-token tile on
+ * (KILN_CUDA_QWG_128, default) at the default qmma_max_t — matmul, matmul_multi and matmul_glu try it up to
+ * this, cuda_qwg_slices cuts longer runs */
+static int qwg_max_t(const cuda_impl_t *c) { return cuda_qwg128_on() && c->qmma_max_t == 64 ? 128 : c->qmma_max_t; }
+
 int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w, int *b) {
-    /* up to 128 tokens the 128-token tile takes the matmul whole where it is on (KILN_CUDA_QWG_128, default;
-     * matmul_wgmma.cu), before this */
-    const int tile = cuda_qwg128_on() && c->qmma_max_t == 64, direct = tile ? 128 : c->qmma_max_t;
+    const int direct = qwg_max_t(c), tile = direct > c->qmma_max_t; /* up to direct: the kernels whole, before this */
     if (T <= direct || !c->qmma || c->act_bf16 == 1 || c->qmma_max_t < 2 * c->qmma) return 0;
     const char *e = getenv("KILN_CUDA_QWG_SLICE"); /* read per call: tests switch it */
     const long m = e && *e ? atol(e) : (long)w->rows * w->cols >= (1L << 24) ? (w->bits == 8 ? 256 : 192) : 128;
@@ -386,10 +389,8 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     /* ... from 9 tokens (KILN_CUDA_QWG) first Hopper's wgmma on the weights dequantized to f16 in
      * registers, x as f16 scaled per token (matmul_wgmma.cu: the prefill path's operands;
      * KILN_CUDA_QWG=0: qmma for all; x forced to bf16 keeps qmma's single rounding) */
-    if (c->qmma && T >= c->qmma && T <= c->qmma_max_t && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
-    /* ... at 65..128 tokens the 128-token tile (KILN_CUDA_QWG_128, default on; matmul_wgmma.cu) */
-    if (c->qmma && T > c->qmma_max_t && T > 64 && T <= 128 && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg128_on() && cuda_qwg(c, y, x, T, w) == 0)
-        return;
+    /* ... and at 65..128 tokens the 128-token tile (KILN_CUDA_QWG_128, default on; qwg_max_t) */
+    if (c->qmma && T >= c->qmma && T <= qwg_max_t(c) && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
     /* ... and past those up to 128–256 tokens, as runs of them (cuda_qwg_slices) */
     if (w->dtype == DT_U32) {
         int b[QWG_MAX_SLICES + 1];
@@ -508,8 +509,7 @@ int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float
     cuda_impl_t *c = cuda_impl(be);
     const char *m = getenv("KILN_CUDA_MULTI");
     /* 65..128 tokens: the 128-token tile's multi launch where cuda_qwg_glu_ok takes it (opt-in) */
-    const int max_t = c->qmma_max_t == 64 ? 128 : c->qmma_max_t;
-    if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || T > max_t || c->act_bf16 == 1) return -1;
+    if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || T > qwg_max_t(c) || c->act_bf16 == 1) return -1;
     const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
     const size_t n = (size_t)T * dg->rows;
     xp_dst xp;
@@ -766,7 +766,7 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
     }
     /* MLX 4/8-bit at 9..64 tokens on matmul_wgmma.cu (as cuda_matmul would take it): x converted
      * once for all n, each y bitwise its own matmul's */
-    if (!off && n >= 2 && n <= 4 && c->qmma && T >= c->qmma && (T <= c->qmma_max_t || (T > 64 && T <= 128 && cuda_qwg128_on())) && c->act_bf16 != 1) {
+    if (!off && n >= 2 && n <= 4 && c->qmma && T >= c->qmma && T <= qwg_max_t(c) && c->act_bf16 != 1) {
         const dweight_t *w[4];
         for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
         if (cuda_qwg_multi(c, n, y, x, T, w) == 0) {

@@ -1518,16 +1518,22 @@ template <int BITS> static bool wgm_fits(cuda_impl_t *c, const dweight_t *w, int
            : T <= 64 ? wgm_geom<BITS, 64>(w, KS, f, S, G, sm, slab)
                      : wgm_geom<BITS, 128>(w, KS, f, S, G, sm, slab);
 }
+/* wg_launch's read-once switches at their defaults (no descriptor swap, the x tile by bulk copy, no
+ * KILN_CUDA_QWG_PF): the multi launch and the 128-token tile need them */
+static int wg_fixed_defaults(void) {
+    static int fixed = -1;
+    if (fixed < 0) {
+        const char *d = getenv("KILN_CUDA_QWG_DESC"), *x = getenv("KILN_CUDA_QWG_X"), *pf = getenv("KILN_CUDA_QWG_PF");
+        fixed = !(d && !strcmp(d, "swap")) && !(x && !strcmp(x, "cp")) && !(pf && atoi(pf) != 0);
+    }
+    return fixed;
+}
 /* which kernel the multi launch of these n weights takes, as wg_launch would pick it for each: 8
  * (wgm_kernel), 2 or 3 (wg2_kernel; 3: the f32 conversion), 0: none (per-weight launches) */
 static int wg_multi_kind(cuda_impl_t *c, int n, const dweight_t *const *w, int T) {
     const char *me = getenv("KILN_CUDA_QWG_MULTI");
     if (n < 2 || n > WG_MAXW || (me && atoi(me) == 0)) return 0;
-    static int fixed = -1; /* wg_launch's read-once switches at their defaults */
-    if (fixed < 0) {
-        const char *d = getenv("KILN_CUDA_QWG_DESC"), *x = getenv("KILN_CUDA_QWG_X"), *pf = getenv("KILN_CUDA_QWG_PF");
-        fixed = !(d && !strcmp(d, "swap")) && !(x && !strcmp(x, "cp")) && !(pf && atoi(pf) != 0);
-    }
+    const int fixed = wg_fixed_defaults();
     const char *pe = getenv("KILN_CUDA_QWG_PROBE"), *ce = getenv("KILN_CUDA_QWG_CLUSTER"), *mc = getenv("KILN_CUDA_QWG_MC"), *ve = getenv("KILN_CUDA_QWG_V");
     if (!fixed || (pe && atoi(pe) == 1)) return 0;
     const int bits = w[0]->bits, v = ve ? atoi(ve) : 8;
@@ -1722,18 +1728,12 @@ static int cuda_qwg128_multi_on(void) {
  * its ring (≥ 4 stages at the 128-token stage size) */
 static bool wg128_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *w) {
     if (T > 128 || !cuda_qwg128_on() || !wg_ok(x, 64, w)) return false;
-    static int fixed = -1; /* wg_launch's v8 conditions: no descriptor swap, the x tile by bulk copy, no PF */
-    if (fixed < 0) {
-        const char *d = getenv("KILN_CUDA_QWG_DESC"), *xe = getenv("KILN_CUDA_QWG_X"), *pf = getenv("KILN_CUDA_QWG_PF");
-        fixed = !(d && !strcmp(d, "swap")) && !(xe && !strcmp(xe, "cp")) && !(pf && atoi(pf) != 0);
-    }
+    const int fixed = wg_fixed_defaults();
     const char *ve = getenv("KILN_CUDA_QWG_V"), *pe = getenv("KILN_CUDA_QWG_PROBE");
     const char *mc = getenv("KILN_CUDA_QWG_MC");
     if (!fixed || (ve && atoi(ve) != 8) || (pe && atoi(pe) == 1) || (mc && atoi(mc) >= 2) || !(w->group == 32 || w->group == 64 || w->group == 128))
         return false;
-    int S, G, sm, slab;
-    const int KS = wg_ks(c, w), f = w->sb_dtype == DT_F32;
-    return w->bits == 4 ? wgm_geom<4, 128>(w, KS, f, S, G, sm, slab) : wgm_geom<8, 128>(w, KS, f, S, G, sm, slab);
+    return w->bits == 4 ? wgm_fits<4>(c, w, 128) : wgm_fits<8>(c, w, 128);
 }
 
 /* n weights of one x (q/k/v, gate/up; n = 1: one matmul): 0 when all suit the kernel (MLX
