@@ -2568,7 +2568,7 @@ static void test_qwg_slice(void) {
  * gives the 64-token launches' bits (the same splits, chunk order and per-token scaling), so each case checks
  * against the same call with the tile off (=0: 64-token slices), bit for bit: matmul, matmul_multi (two
  * weights, each its own matmul's) and matmul_glu — those two with the tile's per-weight launches and with its multi
- * launch (KILN_CUDA_QWG128_MULTI=1, opt-in); and the matmul within qwg's 1e-2 of ref_matmul. Shapes with
+ * launch (the default; KILN_CUDA_QWG128_MULTI=0 turns it off); and the matmul within qwg's 1e-2 of ref_matmul. Shapes with
  * a row tail (300 rows), f16 / bf16 / f32 scales, groups of 32 / 64 / 128. */
 static void test_qwg_128(void) {
     if (qwg_min_t() > 9 || qmma_min_t > 9 || qmma_max_t != 64 || getenv("KILN_CUDA_QWG_V") || getenv("KILN_CUDA_QWG_MULTI") ||

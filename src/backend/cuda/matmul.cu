@@ -498,7 +498,7 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     lt_matmul(c, y, d, x, T, w->rows, w->cols, CUDA_R_32F, 1);
 }
 
-/* backend.h matmul_glu for MLX 4/8-bit at 9..64 tokens (65..128 with KILN_CUDA_QWG128_MULTI=1) where matmul_multi
+/* backend.h matmul_glu for MLX 4/8-bit at 9..128 tokens (65..128: the 128-token tile's, unless KILN_CUDA_QWG128_MULTI=0) where matmul_multi
  * takes matmul_wgmma.cu's multi launch: gate and up in that one launch, the GLU in its split reduce (bitwise matmul_multi +
  * glu; KILN_CUDA_MULTI=0 or KILN_CUDA_QWG_MULTI=0: declines). As cuda_glu would, the GLU output's
  * bf16 copy is written where x16.cuh asks for one; where xprep.cuh would prepare it for a GEMV
@@ -508,7 +508,7 @@ int cuda_qwg_glu(cuda_impl_t *c, float *y, const float *x, int T, const dweight_
 int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
     cuda_impl_t *c = cuda_impl(be);
     const char *m = getenv("KILN_CUDA_MULTI");
-    /* 65..128 tokens: the 128-token tile's multi launch where cuda_qwg_glu_ok takes it (opt-in) */
+    /* 65..128 tokens: the 128-token tile's multi launch where cuda_qwg_glu_ok takes it */
     if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || T > qwg_max_t(c) || c->act_bf16 == 1) return -1;
     const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
     const size_t n = (size_t)T * dg->rows;

@@ -1457,7 +1457,7 @@ __global__ void __launch_bounds__(288, 2) wgm_multi_kernel(const unsigned char *
     const wg_slot_t &sl = a.s[si];
     wgm_body<BITS, NP, SBT, 0>(sl.out, xg, xinv, T, sl.w, sl.KS, sl.gsh, sl.S, sl.G, 1 | a.hslab << 8, bx, by, a.clu, a.gelu, a.y16);
 }
-/* the 128-token tile's multi launch (KILN_CUDA_QWG128_MULTI=1, opt-in: cuda_qwg128_multi_on): one block a SM
+/* the 128-token tile's multi launch (default; KILN_CUDA_QWG128_MULTI=0 off: cuda_qwg128_multi_on): one block a SM
  * as wgm128_kernel, no clusters */
 template <int BITS, int SBT>
 __global__ void __launch_bounds__(288, 1) wgm128_multi_kernel(const unsigned char *__restrict__ xg, const float *xinv, int T, const wg_slots_t a) {
@@ -1676,7 +1676,7 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
         inv = (float *)(scr + xbytes);
     } else
         wg_launch_cl(c, wg_xprep_kernel, dim3(NP, cdiv(K, 2048)), 256, 0, 1, wg_pdl() != 0, (__half *)scr, inv, x, T, K, NP);
-    if constexpr (NP >= 16) { /* the 128-token tile: kind 0 (a launch per weight) unless KILN_CUDA_QWG128_MULTI=1 */
+    if constexpr (NP >= 16) { /* the 128-token tile: kind 0 (a launch per weight) with KILN_CUDA_QWG128_MULTI=0 */
         if (kind) return wg_multi_pick<NP>(c, kind, n, y, scr, inv, part, T, w, glu, gelu, y16);
     }
     for (int i = 0; i < n; i++) {
@@ -1715,14 +1715,15 @@ int cuda_qwg128_on(void) {
     const char *e = getenv("KILN_CUDA_QWG_128");
     return !(e && atoi(e) == 0);
 }
-/* KILN_CUDA_QWG128_MULTI=1 (read per call; opt-in, written in session 30 and not yet run on the device): the tile's
- * matmul_multi and matmul_glu as one launch over all weights (wgm128_multi_kernel) and one split reduce with the GLU
- * in it, as the 64-token multi launch — instead of a launch and a reduce per weight and glu_kernel (a 128-token
- * llama-3-8b layer: 19 launches → 12). Each output bitwise the per-weight launches' (test_qwg_128 runs its multi /
- * GLU checks both ways). */
+/* KILN_CUDA_QWG128_MULTI (read per call; default 1 since session 31, 0: off): the tile's matmul_multi and
+ * matmul_glu as one launch over all weights (wgm128_multi_kernel) and one split reduce with the GLU in it, as the
+ * 64-token multi launch — instead of a launch and a reduce per weight and glu_kernel (a 128-token llama-3-8b layer:
+ * 19 launches → 12). Each output bitwise the per-weight launches' (test_qwg_128 runs its multi / GLU checks both
+ * ways; logits md5-identical on three synth checkpoints). H200, session 31 (call_s30h.sh): prefill at 65..128
+ * tokens llama-3-8b q4 +3..+5 %, qwen3-0.6b q4 +14..+19 %, qwen3.5-2b q4 +4..+6 %; c=128 steady +3 %. */
 static int cuda_qwg128_multi_on(void) {
     const char *e = getenv("KILN_CUDA_QWG128_MULTI");
-    return e && atoi(e) == 1;
+    return !(e && atoi(e) == 0);
 }
 /* the 128-token tile takes this weight at T tokens: wg_ok's conditions, the v8 path's read-once defaults and
  * its ring (≥ 4 stages at the 128-token stage size) */
@@ -1762,7 +1763,7 @@ int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T
  * would run (cuda_qwg_glu then does; nothing launched here) */
 int cuda_qwg_glu_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *wg, const dweight_t *wu) {
     const dweight_t *w[2] = {wg, wu};
-    if (T > 64) /* the 128-token tile's multi launch (opt-in) */
+    if (T > 64) /* the 128-token tile's multi launch (KILN_CUDA_QWG128_MULTI=0: off) */
         return T <= 128 && cuda_qwg128_multi_on() && wg128_ok(c, x, T, wg) && wg128_ok(c, x, T, wu) && wg->cols == wu->cols && wg->rows == wu->rows &&
                wg_multi_kind(c, 2, w, T) != 0;
     return T > 8 && wg_ok(x, T, wg) && wg_ok(x, T, wu) && wg->cols == wu->cols && wg->rows == wu->rows && wg_multi_kind(c, 2, w, T) != 0;
