@@ -20,6 +20,8 @@
 #   call_conc NAME BIN...      /tmp/s/NAME through the engine at concurrency 1, 8, 64 (128-token prompts, 64 generated)
 #   call_conc128 NAME BIN [VAR=V] [ARGS]   the same at the issue's 128 + 128, with TTFT and ITL, an environment and
 #                              extra bench arguments (e.g. "--step-tokens 8192")
+#   call_conc_env NAME VAR=V LEVELS   the issue table's protocol (128 + 128, --max-batch 128 --kv-cache-gb 16) at the
+#                              given concurrency levels under one environment, with TTFT and ITL (X=1 for none)
 #   call_qwgbench BIN...       KILN_CUDA_TEST_QWG_BENCH of each test binary: v8's µs a matmul at 64 tokens into $OUT/qwgbench.txt
 #   call_logits_chunks CKPTS CHUNKS BIN...   md5 of `kiln logits` over 64 ids at each prefill chunk size, per binary, into $S
 #   call_md5_ab "CKPTS" "CHUNKS"   md5 of `kiln logits` (ids $IDS) of kiln-base and kiln per checkpoint and prefill chunk into $S
@@ -163,8 +165,8 @@ call_wait() {
   echo "synth done at $(el) s" >> "$S"
 }
 # the issue table's concurrency protocol at the given levels (128-token prompts, 128 generated, --max-batch 128
-# --kv-cache-gb 16), under one environment (VAR=V; X=1 for none):  call_conc l8q4 KILN_CUDA_QWG_128=0 1,64,128
-call_conc() {
+# --kv-cache-gb 16), under one environment (VAR=V; X=1 for none):  call_conc_env l8q4 KILN_CUDA_QWG_128=0 1,64,128
+call_conc_env() {
   echo "== conc $1 $2" >> $OUT/bench.txt
   env $2 timeout 200 /tmp/k/kiln bench /tmp/s/$1 --backend cuda --concurrency $3 --prompt-tokens 128 --gen-tokens 128 \
     --max-batch 128 --kv-cache-gb 16 --json 2>/tmp/conc.err | tail -1 |

@@ -11,7 +11,7 @@ call_synth q4 l8q4 q06q4
 call_synth q8 l8q8
 call_wait l8q4 l8q8 q06q4
 for m in l8q4 l8q8 q06q4; do
-  for r in 1 2; do call_conc $m X=1 1,8,32,64,128; call_conc $m KILN_CUDA_QWG_SLICE=0 1,8,32,64,128; done
+  for r in 1 2; do call_conc_env $m X=1 1,8,32,64,128; call_conc_env $m KILN_CUDA_QWG_SLICE=0 1,8,32,64,128; done
   echo "$m done at $(el) s" >> "$S"
 done
 cat "$S" $OUT/bench.txt

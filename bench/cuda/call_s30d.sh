@@ -16,6 +16,6 @@ call_wait l8q4 l8q8 q06q4
 call_prefill_ab "l8q4 q06q4" "65 100 128 192 256 384 512" X=1 KILN_CUDA_QWG_128=1 "KILN_CUDA_QWG_128=1 KILN_CUDA_QWG_SLICE=512" KILN_CUDA_QWG_SLICE=0
 call_prefill_ab "l8q8" "65 128 256 384 512" X=1 "KILN_CUDA_QWG_128=1 KILN_CUDA_QWG_SLICE=512"
 echo "prefill done at $(el) s" >> "$S"
-for v in X=1 KILN_CUDA_QWG_128=1; do call_conc l8q4 $v 1,64,128; done
+for v in X=1 KILN_CUDA_QWG_128=1; do call_conc_env l8q4 $v 1,64,128; done
 echo "all done at $(el) s" >> "$S"
 cat "$S" $OUT/bench.txt

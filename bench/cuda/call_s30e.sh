@@ -13,8 +13,8 @@ call_wait l8q4 q352q4 q06q4
 call_logits_md5 "l8q4 q06q4 q352q4" "100 128" X=1 KILN_CUDA_QWG_128=0
 call_prefill_ab "l8q4 q06q4 q352q4" "65 100 128 192" X=1 KILN_CUDA_QWG_128=0
 echo "prefill done at $(el) s" >> "$S"
-call_conc l8q4 X=1 1,8,32,64,128
-call_conc l8q4 KILN_CUDA_QWG_128=0 1,64,128
-call_conc q06q4 X=1 1,64,128
+call_conc_env l8q4 X=1 1,8,32,64,128
+call_conc_env l8q4 KILN_CUDA_QWG_128=0 1,64,128
+call_conc_env q06q4 X=1 1,64,128
 echo "all done at $(el) s" >> "$S"
 cat "$S" $OUT/bench.txt

@@ -14,6 +14,6 @@ call_t1 qwgmulti KILN_CUDA_TEST_QWG_MULTI_ONLY=1
 call_wait l8q4 q06q4 q352q4
 call_logits_md5 "l8q4 q06q4 q352q4" 100 X=1 KILN_CUDA_QWG128_MULTI=1
 call_prefill_ab "l8q4 q06q4 q352q4" "65 100 128 192" X=1 KILN_CUDA_QWG128_MULTI=1
-for v in X=1 KILN_CUDA_QWG128_MULTI=1 X=1 KILN_CUDA_QWG128_MULTI=1; do call_conc l8q4 $v 1,64,128; done
+for v in X=1 KILN_CUDA_QWG128_MULTI=1 X=1 KILN_CUDA_QWG128_MULTI=1; do call_conc_env l8q4 $v 1,64,128; done
 echo "all done at $(el) s" >> "$S"
 cat "$S" $OUT/bench.txt
