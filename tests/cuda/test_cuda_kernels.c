@@ -2948,6 +2948,29 @@ static void test_norm_rope_glu(void) {
     CHECK(ok, "gather_rows differs");
     be->ops->free(be, dg); be->ops->free(be, du); be->ops->free(be, dy);
     free(g); free(u); free(want); free(got); free(src);
+    /* gather_rows of whole float4 rows, up to 64 of them (elementwise.cu gather_rows4_kernel: indices as a
+     * parameter, PDL) and past that or misaligned (the plain kernel): each row exactly its source row. Widths
+     * 4096 (one pass), 4100 (a second, partial pass), 12; 1, 5, 64 and 65 rows; x offset by one float. */
+    const int widths[] = {4096, 4100, 12}, counts[] = {1, 5, 64, 65};
+    const int rows = 80;
+    for (int wi = 0; wi < 3; wi++) {
+        const int W = widths[wi];
+        float *hx = rand_vec((size_t)rows * W + 1, 47 + wi, 1.f), *dxg = dev_from(be, hx, (size_t)rows * W + 1);
+        float *dyg = be->ops->alloc(be, sizeof(float) * 65 * W), *hy = malloc(sizeof(float) * 65 * W);
+        int32_t gi[65];
+        for (int i = 0; i < 65; i++) gi[i] = (i * 37 + wi) % rows;
+        for (int ci = 0; ci < 4; ci++)
+            for (int off = 0; off < 2; off++) {
+                const int cnt = counts[ci];
+                be->ops->gather_rows(be, dyg, dxg + off, gi, cnt, W);
+                to_host(be, hy, dyg, (size_t)cnt * W);
+                int same = 1;
+                for (int i = 0; i < cnt; i++) same &= !memcmp(hy + (size_t)i * W, hx + off + (size_t)gi[i] * W, sizeof(float) * W);
+                CHECK(same, "gather_rows width %d, %d rows, x offset %d floats: a row differs from its source", W, cnt, off);
+            }
+        be->ops->free(be, dxg); be->ops->free(be, dyg);
+        free(hx); free(hy);
+    }
 }
 
 static void test_embed(void) {
