@@ -330,6 +330,11 @@ static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
     return b;
 }
 
+/* the most tokens matmul_wgmma.cu takes in one call: qmma_max_t (64), or 128 with the 128-token tile on
+ * (KILN_CUDA_QWG_128, default) at the default qmma_max_t — matmul, matmul_multi and matmul_glu try it up to
+ * this, cuda_qwg_slices cuts longer runs */
+static int qwg_max_t(const cuda_impl_t *c) { return cuda_qwg128_on() && c->qmma_max_t == 64 ? 128 : c->qmma_max_t; }
+
 /* MLX 4/8-bit matmuls (and matmul_multi, matmul_glu) past the wgmma kernels' own sizes (64 tokens; 128 with the
  * 128-token tile, the default) up to MAXT tokens as runs of tokens on those kernels. Why: past them the
  * dequantizing path (matmul_dequant.cu) writes the whole weight as f16 whatever T is — ~0.35 ms a llama-3-8b
@@ -345,10 +350,6 @@ static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
  * sizes. KILN_CUDA_QWG_SLICE=MAXT overrides it for every weight (0: never slice). Numerics: per token the
  * wgmma kernels' bits whichever run a token is in (test_qwg_slice, test_qwg_128). b (≥ QWG_MAX_SLICES + 1
  * ints) gets the runs' bounds; returns their number, 0 where not taken. */
-/* the most tokens matmul_wgmma.cu takes in one call: qmma_max_t (64), or 128 with the 128-token tile on
- * (KILN_CUDA_QWG_128, default) at the default qmma_max_t — matmul, matmul_multi and matmul_glu try it up to
- * this, cuda_qwg_slices cuts longer runs */
-static int qwg_max_t(const cuda_impl_t *c) { return cuda_qwg128_on() && c->qmma_max_t == 64 ? 128 : c->qmma_max_t; }
 
 int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w, int *b) {
     const int direct = qwg_max_t(c), tile = direct > c->qmma_max_t; /* up to direct: the kernels whole, before this */

@@ -1763,10 +1763,10 @@ int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T
  * would run (cuda_qwg_glu then does; nothing launched here) */
 int cuda_qwg_glu_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *wg, const dweight_t *wu) {
     const dweight_t *w[2] = {wg, wu};
-    if (T > 64) /* the 128-token tile's multi launch (KILN_CUDA_QWG128_MULTI=0: off) */
-        return T <= 128 && cuda_qwg128_multi_on() && wg128_ok(c, x, T, wg) && wg128_ok(c, x, T, wu) && wg->cols == wu->cols && wg->rows == wu->rows &&
-               wg_multi_kind(c, 2, w, T) != 0;
-    return T > 8 && wg_ok(x, T, wg) && wg_ok(x, T, wu) && wg->cols == wu->cols && wg->rows == wu->rows && wg_multi_kind(c, 2, w, T) != 0;
+    /* 65..128 tokens: the 128-token tile's multi launch (KILN_CUDA_QWG128_MULTI=0: off) */
+    const bool takes = T > 64 ? T <= 128 && cuda_qwg128_multi_on() && wg128_ok(c, x, T, wg) && wg128_ok(c, x, T, wu)
+                              : T > 8 && wg_ok(x, T, wg) && wg_ok(x, T, wu);
+    return takes && wg->cols == wu->cols && wg->rows == wu->rows && wg_multi_kind(c, 2, w, T) != 0;
 }
 /* y[T, I] = act(x·wgᵀ) ⊙ (x·wuᵀ), bitwise cuda_qwg_multi into g and u then glu_kernel (y16: bf16(y) as
  * glu_x16_kernel writes it, NULL: not); -1 where it declines (nothing launched) */
