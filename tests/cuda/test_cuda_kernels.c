@@ -4451,6 +4451,25 @@ static void qdeq_case(int N, int K, int T, int bits, int group, dtype_t sbt, flo
             unsetenv("KILN_CUDA_DEQUANT");
             CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: per-element dequantization differs from the word kernel",
                   bits, group, N, K, T);
+            /* the default (q4/q8: one scan with its maximum, one convert launch: qd_one), the per-matmul word kernel
+             * with row and column by increments (KILN_CUDA_QDEQ_ONE=0) and by divisions (KILN_CUDA_DEQUANT=div),
+             * at the default grid and at 5 blocks (threads then walk several words, the row advancing by
+             * stride / words-a-row and the column wrapping): the same bits */
+            for (int gcap = 0; gcap < 2; gcap++) {
+                if (gcap) setenv("KILN_CUDA_QDEQ_GRID", "5", 1);
+                for (int dv = 0; dv < 3; dv++) {
+                    if (dv == 1) setenv("KILN_CUDA_QDEQ_ONE", "0", 1);
+                    if (dv == 2) setenv("KILN_CUDA_DEQUANT", "div", 1);
+                    befast->ops->matmul(befast, dy, dx, T, &w);
+                    to_host(befast, old, dy, (size_t)T * N);
+                    unsetenv("KILN_CUDA_DEQUANT");
+                    unsetenv("KILN_CUDA_QDEQ_ONE");
+                    CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: %s at grid %s differs",
+                          bits, group, N, K, T, dv == 0 ? "one launch" : dv == 1 ? "the word kernel by increments" : "the word kernel by divisions",
+                          gcap ? "5" : "default");
+                }
+                unsetenv("KILN_CUDA_QDEQ_GRID");
+            }
             /* the weight's bound, computed by the first call and kept (matmul_dequant.cu qd_wbound): a later call gives the same bits */
             befast->ops->matmul(befast, dy, dx, T, &w);
             to_host(befast, old, dy, (size_t)T * N);
@@ -4470,38 +4489,55 @@ out:
     free_hw(&h);
 }
 
-/* matmul_multi of MLX weights past qmma (q/k/v-like: one x, three weights of different rows
- * and bit widths): x scanned and converted once, each y bitwise what its own matmul gives. */
-static void test_qdeq_multi(void) {
-    const int K = 512, T = 70, Ns[3] = {256, 64, 96}, bits[3] = {4, 8, 4};
+/* one matmul_multi case of test_qdeq_multi (below): n weights of K = 512 and the given widths and groups */
+static void qdeq_multi_case(int n, const int *bits, const int *groups, uint64_t seed) {
+    const int K = 512, T = 70, Ns[3] = {256, 64, 96};
     hw_t h[3];
     weight_t w[3];
     const weight_t *wp[3];
     float *dy[3], *got = malloc(sizeof(float) * T * 256), *one = malloc(sizeof(float) * T * 256);
-    float *x = rand_vec((size_t)T * K, 4242, 3.0f);
+    float *x = rand_vec((size_t)T * K, seed, 3.0f);
     float *dx = dev_from(befast, x, (size_t)T * K);
     err_t e = {0};
     setenv("KILN_CUDA_QDEQ", "f16", 1);
-    for (int i = 0; i < 3; i++) {
-        h[i] = make_quant(Ns[i], K, bits[i], 64, i == 1 ? DT_F16 : DT_BF16, 4300 + i);
+    for (int i = 0; i < n; i++) {
+        h[i] = make_quant(Ns[i], K, bits[i], groups[i], i == 1 ? DT_F16 : DT_BF16, seed + 58 + i);
         w[i] = h[i].w;
         wp[i] = &w[i];
         CHECK(befast->ops->prepare_weight(befast, &w[i], &e) == 0, "qdeq multi: prepare: %s", e.msg);
         dy[i] = befast->ops->alloc(befast, sizeof(float) * T * Ns[i]);
     }
-    if (befast->ops->matmul_multi) {
-        befast->ops->matmul_multi(befast, 3, dy, dx, T, wp);
-        for (int i = 0; i < 3; i++) {
+    /* matmul_multi (one scan, one convert launch for same-width weights: matmul_dequant.cu qd_one), also at a
+     * 5-block grid and with per-weight launches (KILN_CUDA_QDEQ_ONE=0), against each weight's own matmul */
+    for (int v = 0; v < 3 && befast->ops->matmul_multi; v++) {
+        if (v == 1) setenv("KILN_CUDA_QDEQ_GRID", "5", 1);
+        if (v == 2) setenv("KILN_CUDA_QDEQ_ONE", "0", 1);
+        befast->ops->matmul_multi(befast, n, dy, dx, T, wp);
+        unsetenv("KILN_CUDA_QDEQ_GRID");
+        unsetenv("KILN_CUDA_QDEQ_ONE");
+        for (int i = 0; i < n; i++) {
             to_host(befast, got, dy[i], (size_t)T * Ns[i]);
             befast->ops->matmul(befast, dy[i], dx, T, &w[i]);
             to_host(befast, one, dy[i], (size_t)T * Ns[i]);
-            CHECK(!memcmp(got, one, sizeof(float) * T * Ns[i]), "qdeq multi: weight %d (%dx%d q%d) differs from its own matmul", i, Ns[i], K, bits[i]);
+            CHECK(!memcmp(got, one, sizeof(float) * T * Ns[i]), "qdeq multi (%s): weight %d of %d (%dx%d q%d g%d) differs from its own matmul",
+                  v == 0 ? "default" : v == 1 ? "grid 5" : "per-weight launches", i, n, Ns[i], K, bits[i], groups[i]);
         }
     }
     unsetenv("KILN_CUDA_QDEQ");
-    for (int i = 0; i < 3; i++) { befast->ops->free(befast, dy[i]); release(befast, &w[i]); free_hw(&h[i]); }
+    for (int i = 0; i < n; i++) { befast->ops->free(befast, dy[i]); release(befast, &w[i]); free_hw(&h[i]); }
     befast->ops->free(befast, dx);
     free(x); free(got); free(one);
+}
+
+/* matmul_multi of MLX weights past qmma (q/k/v-like: one x, two or three weights of different rows):
+ * x scanned and converted once, each y bitwise what its own matmul gives — mixed bit widths (a launch
+ * per weight), and weights of one width with groups 32/64/128 (one convert launch for all) */
+static void test_qdeq_multi(void) {
+    const int mixed[3] = {4, 8, 4}, q4[3] = {4, 4, 4}, q8[3] = {8, 8, 8}, g64[3] = {64, 64, 64}, gmix[3] = {64, 32, 128};
+    qdeq_multi_case(3, mixed, g64, 4242);
+    qdeq_multi_case(3, q4, gmix, 4243);
+    qdeq_multi_case(2, q8, gmix, 4244);
+    qdeq_multi_case(3, q8, g64, 4245);
 }
 
 static void test_qdeq_f16(void) {

@@ -39,7 +39,7 @@ typedef struct dweight {
     const void *h_data, *h_scales, *h_biases;
     size_t data_bytes, sb_bytes;
     int alias;              /* a view: not freed at destroy */
-    float *qd_wpart;        /* matmul_dequant.cu: the bound's partial maxima (device, its own even in a view; NULL until a prefill needs it) */
+    float *qd_wpart;        /* matmul_dequant.cu: the bound's QD_NP partial maxima and their maximum (device, its own even in a view; NULL until a prefill needs it) */
 } dweight_t;
 
 /* The backend's state. One stream carries every op, so ops are ordered without events. */
@@ -63,6 +63,7 @@ typedef struct cuda_impl {
     void *act16; size_t act16_bytes;
     void *ysplit; size_t ysplit_bytes; /* [2T, N] f32: the hi and lo halves of a split bf16 GEMM */
     void *wdeq; size_t wdeq_bytes;
+    unsigned *qd_cnt;       /* matmul_dequant.cu: the scans' ticket counter (which block finishes a maximum) */
     float *part; size_t part_bytes;
     float *qpart; size_t qpart_bytes; /* qmma_wide_kernel: the split-K slots' partial sums [KS][T][N] */
     void *delta; size_t delta_bytes; /* deltanet.cu prefill forms: normalized q, k, (decay, beta), log decay per token; the chunk form's T, P·T, coefficients */

@@ -16,6 +16,13 @@
  *                     KILN_CUDA_DEQUANT=old takes that for 4/8 too, bitwise equal) become
  *                     f16(fma(scale·2^s, code, bias·2^s)) and x becomes f16(x·2^e); block 0
  *                     writes alpha = 2^-(e+s), beta = 0
+ *   qd_convert_multi_kernel  (the default for 4/8 bits, session 32: qd_one) the same values for up to
+ *                     three weights of one x in one launch: the scan's last block (a ticket) has
+ *                     reduced x's partials to one maximum and each kept bound was reduced once,
+ *                     so a block reads two numbers instead of reducing 2 × QD_NP partials; the
+ *                     word's row and column by increments, a code to f32 by OR + subtract (no
+ *                     64-bit division, no I2F); then one GEMM per weight. qwen3-0.6b q4 had 7
+ *                     convert launches a layer of ~10 µs each, now 4
  *
  * Numerics (docs/cuda.md): with u = 2^-11 (f16: 10 stored mantissa bits, the same as TF32),
  * |ŵ − w| ≤ u·|w| + 2^-24|w| (the fma) + 2^-39·B (f16's subnormal half-spacing 2^-25, scaled
@@ -52,8 +59,9 @@ __device__ __forceinline__ float qd_block_max(float v, float *sh) {
 /* xpart (NULL: x not scanned) and wpart (NULL: the weight's bound is cached, below) get one partial
  * maximum per block. x is read four float4s a thread at a time (the loads issued before the maxima:
  * with one load in flight a thread, the scan read x at ~1.8 TB/s); a maximum is exact in any order. */
-__global__ void __launch_bounds__(256) qd_scan_kernel(float *xpart, float *wpart, const float4 *x, size_t n4, dweight_t w) {
+__global__ void __launch_bounds__(256) qd_scan_kernel(float *xpart, float *wpart, const float4 *x, size_t n4, dweight_t w, unsigned *cnt) {
     __shared__ float sh[8];
+    __shared__ int last;
     float xm = 0.f, wm = 0.f;
     const size_t st = (size_t)gridDim.x * blockDim.x;
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -74,6 +82,29 @@ __global__ void __launch_bounds__(256) qd_scan_kernel(float *xpart, float *wpart
         if (xpart) xpart[blockIdx.x] = xm; /* NULL: x's partials stay those of the matmul before (matmul_multi) */
         if (wpart) wpart[blockIdx.x] = wm;
     }
+    if (!cnt) return;
+    /* cnt: the block that takes the launch's last ticket (every launch takes gridDim.x = QD_NP of them, and 2^32
+     * is a multiple of QD_NP, so the counter never needs a reset) also writes the maxima of all partials to
+     * xpart / wpart[gridDim.x]: what every convert block reduced for itself before (the same value: a maximum
+     * is exact in any order, and the partials are never NaN: fmaxf from 0) */
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = (atomicAdd(cnt, 1u) + 1u) % gridDim.x == 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    xm = 0.f, wm = 0.f;
+    for (int i = threadIdx.x; i < (int)gridDim.x; i += blockDim.x) {
+        if (xpart) xm = fmaxf(xm, __ldcg(xpart + i));
+        if (wpart) wm = fmaxf(wm, __ldcg(wpart + i));
+    }
+    xm = qd_block_max(xm, sh);
+    wm = qd_block_max(wm, sh);
+    if (threadIdx.x == 0) {
+        if (xpart) xpart[gridDim.x] = xm;
+        if (wpart) wpart[gridDim.x] = wm;
+    }
 }
 
 /* the exponent e with m·2^e in [2^14, 2^15) (0 for m = 0, inf or NaN), within ±60 so that
@@ -92,7 +123,7 @@ __device__ __forceinline__ float qd_pow2(int e) { return __int_as_float((127 + e
  * (2 bytes a parameter): four words loaded at once a thread — consecutive (one 16-byte load, a warp's
  * stores 64 bytes apart) or of the grid-stride walk — measured slower at 4 bits (ncu 704 → 824–849 µs a
  * 2-layer llama-3-8b prefill, bench/cuda/RESULTS.md session 29) and are not kept. */
-template <int BITS>
+template <int BITS, int INC>
 __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *xout, float *ab, const float *xpart, const float *wpart,
                                                          dweight_t w, const float4 *x, size_t n4) {
     __shared__ float sh[8];
@@ -105,7 +136,36 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
     const float px = qd_pow2(e), pw = qd_pow2(s);
     const int ng = w.cols / w.group;
     const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if constexpr (BITS == 4 || BITS == 8) {
+    if constexpr ((BITS == 4 || BITS == 8) && INC) {
+        /* INC: the word's row and column kept by increments (one division a thread, not a 64-bit
+         * division and a 32-bit one a word), the group by a shift (groups of 2^k columns), and each
+         * code made f32 as 2^23 + code by an OR and one exact subtraction (no quarter-rate I2F): the
+         * same sc, bi and code values into the same fma, so the same bits as INC = 0 */
+        constexpr int CPW = 32 / BITS;
+        const int wpr = w.cols / CPW, lgw = __ffs(w.group / CPW) - 1; /* words a row, log2 words a group */
+        const size_t nw = (size_t)w.rows * wpr;
+        size_t r = i0 / wpr;
+        int c = (int)(i0 % wpr);
+        const size_t sq = stride / wpr;
+        const int sr = (int)(stride % wpr);
+        for (size_t i = i0; i < nw; i += stride) {
+            const uint32_t word = __ldg((const uint32_t *)w.data + i);
+            const size_t gi = r * ng + (c >> lgw);
+            const float sc = ld_f(w.scales, w.sb_dtype, gi) * pw, bi = ld_f(w.biases, w.sb_dtype, gi) * pw;
+            __align__(16) __half2 v[CPW / 2];
+#pragma unroll
+            for (int j = 0; j < CPW / 2; j++) {
+                const float c0 = __int_as_float(0x4B000000u | ((word >> (BITS * 2 * j)) & ((1u << BITS) - 1))) - 8388608.f;
+                const float c1 = __int_as_float(0x4B000000u | ((word >> (BITS * (2 * j + 1))) & ((1u << BITS) - 1))) - 8388608.f;
+                v[j] = __floats2half2_rn(__fmaf_rn(sc, c0, bi), __fmaf_rn(sc, c1, bi));
+            }
+            if (CPW == 8) ((uint4 *)wout)[i] = *(const uint4 *)v;
+            else ((uint2 *)wout)[i] = *(const uint2 *)v;
+            c += sr;
+            r += sq;
+            if (c >= wpr) { c -= wpr; r++; }
+        }
+    } else if constexpr (BITS == 4 || BITS == 8) {
         constexpr int CPW = 32 / BITS;
         const size_t wpr = (size_t)w.cols / CPW, nw = (size_t)w.rows * wpr;
         for (size_t i = i0; i < nw; i += stride) {
@@ -137,6 +197,63 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
     }
 }
 
+/* One launch for up to QD_MAXW weights of one x (q/k/v, gate/up; or one weight): the scan's last block
+ * reduced the partial maxima of x (and each weight's bound was reduced when it was first kept), so a block
+ * reads those maxima instead of reducing 2 × QD_NP partials itself, converts every weight (word by word as
+ * qd_convert_kernel<BITS, 1>) and x once. Each weight keeps its own 2^s and alpha, the same values and
+ * per-element arithmetic: every y bitwise what its own matmul gives. qwen3-0.6b q4 prefill ran 7 convert
+ * launches a layer of ~10 µs each (a 2-6 MB job behind a 2-KB reduction and a launch), now 4. */
+#define QD_MAXW 3
+struct qd_multi {
+    dweight_t w[QD_MAXW];
+    __half *wout[QD_MAXW];
+    const float *wmax[QD_MAXW]; /* each weight's bound (its kept partials' maximum) */
+    int n;
+};
+
+template <int BITS>
+__global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __half *xout, float *ab, const float *xmax, const float4 *x, size_t n4) {
+    constexpr int CPW = 32 / BITS;
+    const int e = qd_exp(*xmax);
+    const float px = qd_pow2(e);
+    const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+#pragma unroll 1
+    for (int k = 0; k < m.n; k++) {
+        const dweight_t w = m.w[k];
+        const int s = qd_exp(*m.wmax[k]);
+        if (i0 == 0) { ab[2 * k] = qd_pow2(-(e + s)); ab[2 * k + 1] = 0.f; }
+        const float pw = qd_pow2(s);
+        const int ng = w.cols / w.group, wpr = w.cols / CPW, lgw = __ffs(w.group / CPW) - 1;
+        const size_t nw = (size_t)w.rows * wpr, sq = stride / wpr;
+        const int sr = (int)(stride % wpr);
+        size_t r = i0 / wpr;
+        int c = (int)(i0 % wpr);
+        __half *wout = m.wout[k];
+        for (size_t i = i0; i < nw; i += stride) {
+            const uint32_t word = __ldg((const uint32_t *)w.data + i);
+            const size_t gi = r * ng + (c >> lgw);
+            const float sc = ld_f(w.scales, w.sb_dtype, gi) * pw, bi = ld_f(w.biases, w.sb_dtype, gi) * pw;
+            __align__(16) __half2 v[CPW / 2];
+#pragma unroll
+            for (int j = 0; j < CPW / 2; j++) {
+                const float c0 = __int_as_float(0x4B000000u | ((word >> (BITS * 2 * j)) & ((1u << BITS) - 1))) - 8388608.f;
+                const float c1 = __int_as_float(0x4B000000u | ((word >> (BITS * (2 * j + 1))) & ((1u << BITS) - 1))) - 8388608.f;
+                v[j] = __floats2half2_rn(__fmaf_rn(sc, c0, bi), __fmaf_rn(sc, c1, bi));
+            }
+            if (CPW == 8) ((uint4 *)wout)[i] = *(const uint4 *)v;
+            else ((uint2 *)wout)[i] = *(const uint2 *)v;
+            c += sr;
+            r += sq;
+            if (c >= wpr) { c -= wpr; r++; }
+        }
+    }
+    for (size_t i = i0; i < n4; i += stride) {
+        const float4 v = x[i];
+        __align__(8) __half2 h[2] = {__floats2half2_rn(v.x * px, v.y * px), __floats2half2_rn(v.z * px, v.w * px)};
+        ((uint2 *)xout)[i] = *(const uint2 *)h;
+    }
+}
+
 /* Whether this path is on: KILN_CUDA_QDEQ unset or f16 (tf32 / f32 / bf16: matmul.cu's paths),
  * read per matmul like KILN_CUDA_DEQUANT (tests switch it between calls). */
 static int qdeq_f16_on(void) {
@@ -149,12 +266,20 @@ static int qdeq_f16_on(void) {
  * never change — later scans read x only, and matmul_multi's second and later weights launch no scan
  * at all. NULL while a graph is captured (the allocation stays out of captures; the caller then scans
  * the weight as before: the same partials). */
+static unsigned *qd_counter(cuda_impl_t *c) {
+    if (!c->qd_cnt && !c->capturing) {
+        cudaCheck(cudaMalloc((void **)&c->qd_cnt, sizeof(unsigned)));
+        cudaCheck(cudaMemsetAsync(c->qd_cnt, 0, sizeof(unsigned), c->stream));
+    }
+    return c->qd_cnt;
+}
+
 static float *qd_wbound(cuda_impl_t *c, const dweight_t *w) {
     if (w->qd_wpart) return w->qd_wpart;
     if (c->capturing) return NULL;
     float *p = NULL;
-    cudaCheck(cudaMalloc((void **)&p, QD_NP * sizeof(float)));
-    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(NULL, p, NULL, 0, *w);
+    cudaCheck(cudaMalloc((void **)&p, (QD_NP + 1) * sizeof(float)));
+    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(NULL, p, NULL, 0, *w, qd_counter(c));
     cudaLaunchCheck();
     ((dweight_t *)w)->qd_wpart = p;
     return p;
@@ -172,18 +297,26 @@ static void qd_run(cuda_impl_t *c, float *y, const float *x, int T, const dweigh
     float *part = (float *)(a16 + xbytes), *ab = part + 2 * QD_NP;
     const float *wpart = qd_wbound(c, w);
     if (with_x || !wpart) {
-        qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(with_x ? part : NULL, wpart ? NULL : part + QD_NP, (const float4 *)x, n4, *w);
+        qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(with_x ? part : NULL, wpart ? NULL : part + QD_NP, (const float4 *)x, n4, *w, NULL);
         cudaLaunchCheck();
     }
     if (!wpart) wpart = part + QD_NP;
     /* enough blocks to fill the GPU (8 of 256 threads per SM), each walking words and x */
     const size_t wunits = w->bits == 4 ? nw / 8 : w->bits == 8 ? nw / 4 : nw, units = wunits > n4 ? wunits : n4;
     const size_t cap = (size_t)(c->sm_count > 0 ? c->sm_count : 132) * 8;
-    const int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
-    const int old = getenv("KILN_CUDA_DEQUANT") && !strcmp(getenv("KILN_CUDA_DEQUANT"), "old");
-    if (!old && w->bits == 4) qd_convert_kernel<4><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, (const float4 *)x, n4);
-    else if (!old && w->bits == 8) qd_convert_kernel<8><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, (const float4 *)x, n4);
-    else qd_convert_kernel<0><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, (const float4 *)x, n4);
+    int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
+    const char *gc = getenv("KILN_CUDA_QDEQ_GRID"); /* a smaller grid (tests: every thread walks several words) */
+    if (gc && atoi(gc) > 0 && atoi(gc) < grid) grid = atoi(gc);
+    const char *dq = getenv("KILN_CUDA_DEQUANT");
+    const int old = dq && !strcmp(dq, "old"), div = dq && !strcmp(dq, "div");
+    /* INC needs groups of 2^k columns that are whole words (every MLX group size: 32, 64, 128) */
+    const int inc = !div && (w->group & (w->group - 1)) == 0 && w->group % (32 / (w->bits ? w->bits : 32)) == 0;
+    const float4 *x4 = (const float4 *)x;
+    if (!old && w->bits == 4 && inc) qd_convert_kernel<4, 1><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, x4, n4);
+    else if (!old && w->bits == 4) qd_convert_kernel<4, 0><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, x4, n4);
+    else if (!old && w->bits == 8 && inc) qd_convert_kernel<8, 1><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, x4, n4);
+    else if (!old && w->bits == 8) qd_convert_kernel<8, 0><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, x4, n4);
+    else qd_convert_kernel<0, 0><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, x4, n4);
     cudaLaunchCheck();
     cuda_lt_matmul_dev(c, y, wd, x16, T, w->rows, w->cols, CUDA_R_16F, ab);
 }
@@ -192,9 +325,52 @@ static int qd_ok(const float *x, int T, const dweight_t *w) {
     return w->dtype == DT_U32 && !((uintptr_t)x & 15) && (size_t)T * w->cols % 4 == 0;
 }
 
+/* n weights of one x in one scan, one convert launch and n GEMMs (qd_convert_multi_kernel); -1 where it
+ * does not apply (mixed or other bit widths, groups not 2^k whole words, more than QD_MAXW weights, a
+ * graph capture before the counter or a bound exists, KILN_CUDA_QDEQ_ONE=0): the caller runs qd_run. */
+static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+    const char *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
+    if ((one && *one == '0') || (dq && *dq) || n > QD_MAXW) return -1;
+    const int bits = w[0]->bits;
+    if (bits != 4 && bits != 8) return -1;
+    for (int i = 0; i < n; i++)
+        if (w[i]->bits != bits || (w[i]->group & (w[i]->group - 1)) || w[i]->group % (32 / bits)) return -1;
+    unsigned *cnt = qd_counter(c);
+    if (!cnt) return -1;
+    qd_multi m = {};
+    size_t off[QD_MAXW + 1] = {0}, words = 0;
+    for (int i = 0; i < n; i++) {
+        m.w[i] = *w[i];
+        const float *wp = qd_wbound(c, w[i]);
+        if (!wp) return -1;
+        m.wmax[i] = wp + QD_NP;
+        const size_t nw = (size_t)w[i]->rows * w[i]->cols;
+        off[i + 1] = off[i] + (nw * 2 + 255) / 256 * 256;
+        words += nw * bits / 32;
+    }
+    m.n = n;
+    const size_t nx = (size_t)T * w[0]->cols, n4 = nx / 4, xbytes = (nx * 2 + 255) / 256 * 256;
+    char *wd = (char *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, off[n]);
+    char *a16 = (char *)cuda_scratch(c, &c->act16, &c->act16_bytes, xbytes + (QD_NP + 1 + 2 * QD_MAXW) * sizeof(float));
+    __half *x16 = (__half *)a16;
+    float *part = (float *)(a16 + xbytes), *ab = part + QD_NP + 1;
+    for (int i = 0; i < n; i++) m.wout[i] = (__half *)(wd + off[i]);
+    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, NULL, (const float4 *)x, n4, *w[0], cnt);
+    cudaLaunchCheck();
+    const size_t units = words > n4 ? words : n4, cap = (size_t)(c->sm_count > 0 ? c->sm_count : 132) * 8;
+    int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
+    const char *gc = getenv("KILN_CUDA_QDEQ_GRID");
+    if (gc && atoi(gc) > 0 && atoi(gc) < grid) grid = atoi(gc);
+    if (bits == 4) qd_convert_multi_kernel<4><<<grid, 256, 0, c->stream>>>(m, x16, ab, part + QD_NP, (const float4 *)x, n4);
+    else qd_convert_multi_kernel<8><<<grid, 256, 0, c->stream>>>(m, x16, ab, part + QD_NP, (const float4 *)x, n4);
+    cudaLaunchCheck();
+    for (int i = 0; i < n; i++) cuda_lt_matmul_dev(c, y[i], m.wout[i], x16, T, w[i]->rows, w[i]->cols, CUDA_R_16F, ab + 2 * i);
+    return 0;
+}
+
 int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
     if (!qdeq_f16_on() || !qd_ok(x, T, w)) return -1;
-    qd_run(c, y, x, T, w, 1);
+    if (qd_one(c, 1, &y, x, T, &w)) qd_run(c, y, x, T, w, 1);
     return 0;
 }
 
@@ -205,6 +381,7 @@ int cuda_qdeq_f16_multi(cuda_impl_t *c, int n, float *const *y, const float *x, 
     if (!qdeq_f16_on()) return -1;
     for (int i = 0; i < n; i++)
         if (!qd_ok(x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
+    if (!qd_one(c, n, y, x, T, w)) return 0;
     for (int i = 0; i < n; i++) qd_run(c, y[i], x, T, w[i], i == 0);
     return 0;
 }
