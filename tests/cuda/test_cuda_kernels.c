@@ -4451,22 +4451,20 @@ static void qdeq_case(int N, int K, int T, int bits, int group, dtype_t sbt, flo
             unsetenv("KILN_CUDA_DEQUANT");
             CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: per-element dequantization differs from the word kernel",
                   bits, group, N, K, T);
-            /* the default (q4/q8: one scan with its maximum, one convert launch: qd_one), the per-matmul word kernel
-             * with row and column by increments (KILN_CUDA_QDEQ_ONE=0) and by divisions (KILN_CUDA_DEQUANT=div),
-             * at the default grid and at 5 blocks (threads then walk several words, the row advancing by
-             * stride / words-a-row and the column wrapping): the same bits */
+            /* the default (q4/q8: one convert launch with the kept bound's maximum: qd_one) again, the per-matmul
+             * word kernel with row and column by increments (KILN_CUDA_QDEQ_ONE=0) and by divisions
+             * (KILN_CUDA_DEQUANT=div), at the default grid and at 5 blocks (threads then walk several words, the
+             * row advancing by stride / words-a-row and the column wrapping): the same bits */
+            static const char *const vars[][2] = {{"KILN_X", "1"}, {"KILN_CUDA_QDEQ_ONE", "0"}, {"KILN_CUDA_DEQUANT", "div"}};
             for (int gcap = 0; gcap < 2; gcap++) {
                 if (gcap) setenv("KILN_CUDA_QDEQ_GRID", "5", 1);
                 for (int dv = 0; dv < 3; dv++) {
-                    if (dv == 1) setenv("KILN_CUDA_QDEQ_ONE", "0", 1);
-                    if (dv == 2) setenv("KILN_CUDA_DEQUANT", "div", 1);
+                    setenv(vars[dv][0], vars[dv][1], 1);
                     befast->ops->matmul(befast, dy, dx, T, &w);
                     to_host(befast, old, dy, (size_t)T * N);
-                    unsetenv("KILN_CUDA_DEQUANT");
-                    unsetenv("KILN_CUDA_QDEQ_ONE");
-                    CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: %s at grid %s differs",
-                          bits, group, N, K, T, dv == 0 ? "one launch" : dv == 1 ? "the word kernel by increments" : "the word kernel by divisions",
-                          gcap ? "5" : "default");
+                    unsetenv(vars[dv][0]);
+                    CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: %s=%s at grid %s differs from the default",
+                          bits, group, N, K, T, vars[dv][0], vars[dv][1], gcap ? "5" : "default");
                 }
                 unsetenv("KILN_CUDA_QDEQ_GRID");
             }

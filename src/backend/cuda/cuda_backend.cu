@@ -552,7 +552,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     }
     if (c->n_side) cudaEventDestroy(c->ev_fork);
     cudaFree(c->mlp_gu); cudaFree(c->mlp16); cudaFree(c->mlp_g); cudaFree(c->mlp_ctr);
-    cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->qd_cnt); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->delta); cudaFree(c->lt_workspace); cudaFree(c->dring);
+    cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->delta); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFree(c->dring_alt);
     cudaFreeHost(c->pin);
     cudaFreeHost(c->pin_alt);

@@ -63,7 +63,6 @@ typedef struct cuda_impl {
     void *act16; size_t act16_bytes;
     void *ysplit; size_t ysplit_bytes; /* [2T, N] f32: the hi and lo halves of a split bf16 GEMM */
     void *wdeq; size_t wdeq_bytes;
-    unsigned *qd_cnt;       /* matmul_dequant.cu: the scans' ticket counter (which block finishes a maximum) */
     float *part; size_t part_bytes;
     float *qpart; size_t qpart_bytes; /* qmma_wide_kernel: the split-K slots' partial sums [KS][T][N] */
     void *delta; size_t delta_bytes; /* deltanet.cu prefill forms: normalized q, k, (decay, beta), log decay per token; the chunk form's T, P·T, coefficients */

@@ -17,10 +17,9 @@
  *                     f16(fma(scale·2^s, code, bias·2^s)) and x becomes f16(x·2^e); block 0
  *                     writes alpha = 2^-(e+s), beta = 0
  *   qd_convert_multi_kernel  (the default for 4/8 bits, session 32: qd_one) the same values for up to
- *                     three weights of one x in one launch: the scan's last block (a ticket) has
- *                     reduced x's partials to one maximum and each kept bound was reduced once,
- *                     so a block reads two numbers instead of reducing 2 × QD_NP partials; the
- *                     word's row and column by increments, a code to f32 by OR + subtract (no
+ *                     three weights of one x in one launch: each kept bound was reduced to its
+ *                     maximum once (qd_max_kernel), so a block reduces x's QD_NP partials only;
+ *                     the word's row and column by increments, a code to f32 by OR + subtract (no
  *                     64-bit division, no I2F); then one GEMM per weight. qwen3-0.6b q4 had 7
  *                     convert launches a layer of ~10 µs each, now 4
  *
@@ -59,9 +58,8 @@ __device__ __forceinline__ float qd_block_max(float v, float *sh) {
 /* xpart (NULL: x not scanned) and wpart (NULL: the weight's bound is cached, below) get one partial
  * maximum per block. x is read four float4s a thread at a time (the loads issued before the maxima:
  * with one load in flight a thread, the scan read x at ~1.8 TB/s); a maximum is exact in any order. */
-__global__ void __launch_bounds__(256) qd_scan_kernel(float *xpart, float *wpart, const float4 *x, size_t n4, dweight_t w, unsigned *cnt) {
+__global__ void __launch_bounds__(256) qd_scan_kernel(float *xpart, float *wpart, const float4 *x, size_t n4, dweight_t w) {
     __shared__ float sh[8];
-    __shared__ int last;
     float xm = 0.f, wm = 0.f;
     const size_t st = (size_t)gridDim.x * blockDim.x;
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -82,29 +80,16 @@ __global__ void __launch_bounds__(256) qd_scan_kernel(float *xpart, float *wpart
         if (xpart) xpart[blockIdx.x] = xm; /* NULL: x's partials stay those of the matmul before (matmul_multi) */
         if (wpart) wpart[blockIdx.x] = wm;
     }
-    if (!cnt) return;
-    /* cnt: the block that takes the launch's last ticket (every launch takes gridDim.x = QD_NP of them, and 2^32
-     * is a multiple of QD_NP, so the counter never needs a reset) also writes the maxima of all partials to
-     * xpart / wpart[gridDim.x]: what every convert block reduced for itself before (the same value: a maximum
-     * is exact in any order, and the partials are never NaN: fmaxf from 0) */
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = (atomicAdd(cnt, 1u) + 1u) % gridDim.x == 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    xm = 0.f, wm = 0.f;
-    for (int i = threadIdx.x; i < (int)gridDim.x; i += blockDim.x) {
-        if (xpart) xm = fmaxf(xm, __ldcg(xpart + i));
-        if (wpart) wm = fmaxf(wm, __ldcg(wpart + i));
-    }
-    xm = qd_block_max(xm, sh);
-    wm = qd_block_max(wm, sh);
-    if (threadIdx.x == 0) {
-        if (xpart) xpart[gridDim.x] = xm;
-        if (wpart) wpart[gridDim.x] = wm;
-    }
+}
+
+/* p[QD_NP] = the maximum of p[0 .. QD_NP - 1] (one block: a weight's kept bound, once) */
+__global__ void __launch_bounds__(256) qd_max_kernel(float *p) {
+    __shared__ float sh[8];
+    float m = 0.f;
+#pragma unroll
+    for (int j = 0; j < QD_NP / 256; j++) m = fmaxf(m, p[threadIdx.x + 256 * j]);
+    m = qd_block_max(m, sh);
+    if (threadIdx.x == 0) p[QD_NP] = m;
 }
 
 /* the exponent e with m·2^e in [2^14, 2^15) (0 for m = 0, inf or NaN), within ±60 so that
@@ -117,6 +102,22 @@ __device__ __forceinline__ int qd_exp(float m) {
     return e < -60 ? -60 : e > 60 ? 60 : e;
 }
 __device__ __forceinline__ float qd_pow2(int e) { return __int_as_float((127 + e) << 23); }
+
+/* a word's codes → 16-byte (q4) / 8-byte (q8) f16 run: f16(fma(sc, code, bi)), the code made f32 as the
+ * bits of 2^23 + code less 2^23 (exact) */
+template <int BITS>
+__device__ __forceinline__ void qd_word_store(__half *wout, size_t i, uint32_t word, float sc, float bi) {
+    constexpr int CPW = 32 / BITS;
+    __align__(16) __half2 v[CPW / 2];
+#pragma unroll
+    for (int j = 0; j < CPW / 2; j++) {
+        const float c0 = __int_as_float(0x4B000000u | ((word >> (BITS * 2 * j)) & ((1u << BITS) - 1))) - 8388608.f;
+        const float c1 = __int_as_float(0x4B000000u | ((word >> (BITS * (2 * j + 1))) & ((1u << BITS) - 1))) - 8388608.f;
+        v[j] = __floats2half2_rn(__fmaf_rn(sc, c0, bi), __fmaf_rn(sc, c1, bi));
+    }
+    if (CPW == 8) ((uint4 *)wout)[i] = *(const uint4 *)v;
+    else ((uint2 *)wout)[i] = *(const uint2 *)v;
+}
 
 /* BITS = 4 / 8: a thread per code word (8 / 4 codes, one group); BITS = 0: per element, any bit
  * width (the arithmetic of wload, with the scale and bias pre-scaled by 2^s). Bound by its f16 writes
@@ -139,8 +140,8 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
     if constexpr ((BITS == 4 || BITS == 8) && INC) {
         /* INC: the word's row and column kept by increments (one division a thread, not a 64-bit
          * division and a 32-bit one a word), the group by a shift (groups of 2^k columns), and each
-         * code made f32 as 2^23 + code by an OR and one exact subtraction (no quarter-rate I2F): the
-         * same sc, bi and code values into the same fma, so the same bits as INC = 0 */
+         * code made f32 by qd_word_store's OR and exact subtraction (no quarter-rate I2F): the same
+         * sc, bi and code values into the same fma, so the same bits as INC = 0 */
         constexpr int CPW = 32 / BITS;
         const int wpr = w.cols / CPW, lgw = __ffs(w.group / CPW) - 1; /* words a row, log2 words a group */
         const size_t nw = (size_t)w.rows * wpr;
@@ -149,18 +150,9 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
         const size_t sq = stride / wpr;
         const int sr = (int)(stride % wpr);
         for (size_t i = i0; i < nw; i += stride) {
-            const uint32_t word = __ldg((const uint32_t *)w.data + i);
             const size_t gi = r * ng + (c >> lgw);
-            const float sc = ld_f(w.scales, w.sb_dtype, gi) * pw, bi = ld_f(w.biases, w.sb_dtype, gi) * pw;
-            __align__(16) __half2 v[CPW / 2];
-#pragma unroll
-            for (int j = 0; j < CPW / 2; j++) {
-                const float c0 = __int_as_float(0x4B000000u | ((word >> (BITS * 2 * j)) & ((1u << BITS) - 1))) - 8388608.f;
-                const float c1 = __int_as_float(0x4B000000u | ((word >> (BITS * (2 * j + 1))) & ((1u << BITS) - 1))) - 8388608.f;
-                v[j] = __floats2half2_rn(__fmaf_rn(sc, c0, bi), __fmaf_rn(sc, c1, bi));
-            }
-            if (CPW == 8) ((uint4 *)wout)[i] = *(const uint4 *)v;
-            else ((uint2 *)wout)[i] = *(const uint2 *)v;
+            qd_word_store<BITS>(wout, i, __ldg((const uint32_t *)w.data + i), ld_f(w.scales, w.sb_dtype, gi) * pw,
+                                ld_f(w.biases, w.sb_dtype, gi) * pw);
             c += sr;
             r += sq;
             if (c >= wpr) { c -= wpr; r++; }
@@ -197,12 +189,14 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
     }
 }
 
-/* One launch for up to QD_MAXW weights of one x (q/k/v, gate/up; or one weight): the scan's last block
- * reduced the partial maxima of x (and each weight's bound was reduced when it was first kept), so a block
- * reads those maxima instead of reducing 2 × QD_NP partials itself, converts every weight (word by word as
- * qd_convert_kernel<BITS, 1>) and x once. Each weight keeps its own 2^s and alpha, the same values and
- * per-element arithmetic: every y bitwise what its own matmul gives. qwen3-0.6b q4 prefill ran 7 convert
- * launches a layer of ~10 µs each (a 2-6 MB job behind a 2-KB reduction and a launch), now 4. */
+/* One launch for up to QD_MAXW weights of one x (q/k/v, gate/up; or one weight): each weight's bound was
+ * reduced to one maximum when it was first kept, so a block reduces only x's QD_NP partials (not 2 × QD_NP
+ * a weight), converts every weight (word by word as qd_convert_kernel<BITS, 1>) and x once. Each weight
+ * keeps its own 2^s and alpha, the same values and per-element arithmetic: every y bitwise what its own
+ * matmul gives. qwen3-0.6b q4 prefill ran 7 convert launches a layer of ~10 µs each (a 2-6 MB job behind
+ * a 2-KB reduction and a launch), now 4. Measured and not kept (session 32): U = 2 / 4 words a thread with
+ * their loads first (llama-3-8b q4 convert 543 → 716 / 753 µs, 2 layers), the scan's last block reducing
+ * x's partials for the convert (a ticket: +2 µs a scan, qwen3-0.6b prefill −1.5 %), 264 / 512 scan blocks. */
 #define QD_MAXW 3
 struct qd_multi {
     dweight_t w[QD_MAXW];
@@ -212,9 +206,14 @@ struct qd_multi {
 };
 
 template <int BITS>
-__global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __half *xout, float *ab, const float *xmax, const float4 *x, size_t n4) {
+__global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __half *xout, float *ab, const float *xpart, const float4 *x, size_t n4) {
     constexpr int CPW = 32 / BITS;
-    const int e = qd_exp(*xmax);
+    __shared__ float sh[8];
+    float xm = 0.f; /* x's maximum from the scan's QD_NP partials (a weight's bound was reduced once when it was kept) */
+#pragma unroll
+    for (int j = 0; j < QD_NP / 256; j++) xm = fmaxf(xm, xpart[threadIdx.x + 256 * j]);
+    xm = qd_block_max(xm, sh);
+    const int e = qd_exp(xm);
     const float px = qd_pow2(e);
     const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 #pragma unroll 1
@@ -230,18 +229,9 @@ __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __hal
         int c = (int)(i0 % wpr);
         __half *wout = m.wout[k];
         for (size_t i = i0; i < nw; i += stride) {
-            const uint32_t word = __ldg((const uint32_t *)w.data + i);
             const size_t gi = r * ng + (c >> lgw);
-            const float sc = ld_f(w.scales, w.sb_dtype, gi) * pw, bi = ld_f(w.biases, w.sb_dtype, gi) * pw;
-            __align__(16) __half2 v[CPW / 2];
-#pragma unroll
-            for (int j = 0; j < CPW / 2; j++) {
-                const float c0 = __int_as_float(0x4B000000u | ((word >> (BITS * 2 * j)) & ((1u << BITS) - 1))) - 8388608.f;
-                const float c1 = __int_as_float(0x4B000000u | ((word >> (BITS * (2 * j + 1))) & ((1u << BITS) - 1))) - 8388608.f;
-                v[j] = __floats2half2_rn(__fmaf_rn(sc, c0, bi), __fmaf_rn(sc, c1, bi));
-            }
-            if (CPW == 8) ((uint4 *)wout)[i] = *(const uint4 *)v;
-            else ((uint2 *)wout)[i] = *(const uint2 *)v;
+            qd_word_store<BITS>(wout, i, __ldg((const uint32_t *)w.data + i), ld_f(w.scales, w.sb_dtype, gi) * pw,
+                                ld_f(w.biases, w.sb_dtype, gi) * pw);
             c += sr;
             r += sq;
             if (c >= wpr) { c -= wpr; r++; }
@@ -266,20 +256,14 @@ static int qdeq_f16_on(void) {
  * never change — later scans read x only, and matmul_multi's second and later weights launch no scan
  * at all. NULL while a graph is captured (the allocation stays out of captures; the caller then scans
  * the weight as before: the same partials). */
-static unsigned *qd_counter(cuda_impl_t *c) {
-    if (!c->qd_cnt && !c->capturing) {
-        cudaCheck(cudaMalloc((void **)&c->qd_cnt, sizeof(unsigned)));
-        cudaCheck(cudaMemsetAsync(c->qd_cnt, 0, sizeof(unsigned), c->stream));
-    }
-    return c->qd_cnt;
-}
-
 static float *qd_wbound(cuda_impl_t *c, const dweight_t *w) {
     if (w->qd_wpart) return w->qd_wpart;
     if (c->capturing) return NULL;
     float *p = NULL;
     cudaCheck(cudaMalloc((void **)&p, (QD_NP + 1) * sizeof(float)));
-    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(NULL, p, NULL, 0, *w, qd_counter(c));
+    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(NULL, p, NULL, 0, *w);
+    cudaLaunchCheck();
+    qd_max_kernel<<<1, 256, 0, c->stream>>>(p);
     cudaLaunchCheck();
     ((dweight_t *)w)->qd_wpart = p;
     return p;
@@ -297,7 +281,7 @@ static void qd_run(cuda_impl_t *c, float *y, const float *x, int T, const dweigh
     float *part = (float *)(a16 + xbytes), *ab = part + 2 * QD_NP;
     const float *wpart = qd_wbound(c, w);
     if (with_x || !wpart) {
-        qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(with_x ? part : NULL, wpart ? NULL : part + QD_NP, (const float4 *)x, n4, *w, NULL);
+        qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(with_x ? part : NULL, wpart ? NULL : part + QD_NP, (const float4 *)x, n4, *w);
         cudaLaunchCheck();
     }
     if (!wpart) wpart = part + QD_NP;
@@ -327,7 +311,8 @@ static int qd_ok(const float *x, int T, const dweight_t *w) {
 
 /* n weights of one x in one scan, one convert launch and n GEMMs (qd_convert_multi_kernel); -1 where it
  * does not apply (mixed or other bit widths, groups not 2^k whole words, more than QD_MAXW weights, a
- * graph capture before the counter or a bound exists, KILN_CUDA_QDEQ_ONE=0): the caller runs qd_run. */
+ * graph capture before every bound is kept, KILN_CUDA_QDEQ_ONE=0 or KILN_CUDA_DEQUANT set): the caller
+ * then runs qd_run per weight. */
 static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
     const char *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
     if ((one && *one == '0') || (dq && *dq) || n > QD_MAXW) return -1;
@@ -335,8 +320,6 @@ static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
     if (bits != 4 && bits != 8) return -1;
     for (int i = 0; i < n; i++)
         if (w[i]->bits != bits || (w[i]->group & (w[i]->group - 1)) || w[i]->group % (32 / bits)) return -1;
-    unsigned *cnt = qd_counter(c);
-    if (!cnt) return -1;
     qd_multi m = {};
     size_t off[QD_MAXW + 1] = {0}, words = 0;
     for (int i = 0; i < n; i++) {
@@ -351,18 +334,18 @@ static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
     m.n = n;
     const size_t nx = (size_t)T * w[0]->cols, n4 = nx / 4, xbytes = (nx * 2 + 255) / 256 * 256;
     char *wd = (char *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, off[n]);
-    char *a16 = (char *)cuda_scratch(c, &c->act16, &c->act16_bytes, xbytes + (QD_NP + 1 + 2 * QD_MAXW) * sizeof(float));
+    char *a16 = (char *)cuda_scratch(c, &c->act16, &c->act16_bytes, xbytes + (QD_NP + 2 * QD_MAXW) * sizeof(float));
     __half *x16 = (__half *)a16;
-    float *part = (float *)(a16 + xbytes), *ab = part + QD_NP + 1;
+    float *part = (float *)(a16 + xbytes), *ab = part + QD_NP;
     for (int i = 0; i < n; i++) m.wout[i] = (__half *)(wd + off[i]);
-    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, NULL, (const float4 *)x, n4, *w[0], cnt);
+    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, NULL, (const float4 *)x, n4, *w[0]);
     cudaLaunchCheck();
     const size_t units = words > n4 ? words : n4, cap = (size_t)(c->sm_count > 0 ? c->sm_count : 132) * 8;
     int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
     const char *gc = getenv("KILN_CUDA_QDEQ_GRID");
     if (gc && atoi(gc) > 0 && atoi(gc) < grid) grid = atoi(gc);
-    if (bits == 4) qd_convert_multi_kernel<4><<<grid, 256, 0, c->stream>>>(m, x16, ab, part + QD_NP, (const float4 *)x, n4);
-    else qd_convert_multi_kernel<8><<<grid, 256, 0, c->stream>>>(m, x16, ab, part + QD_NP, (const float4 *)x, n4);
+    if (bits == 4) qd_convert_multi_kernel<4><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
+    else qd_convert_multi_kernel<8><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     cudaLaunchCheck();
     for (int i = 0; i < n; i++) cuda_lt_matmul_dev(c, y[i], m.wout[i], x16, T, w[i]->rows, w[i]->cols, CUDA_R_16F, ab + 2 * i);
     return 0;
