@@ -119,6 +119,29 @@ __device__ __forceinline__ void qd_word_store(__half *wout, size_t i, uint32_t w
     else ((uint2 *)wout)[i] = *(const uint2 *)v;
 }
 
+/* A thread's words of one weight on the grid-stride walk (i0, i0 + stride, ...), each through
+ * qd_word_store: the word's row and column kept by increments (one division a thread, not a 64-bit
+ * division and a 32-bit one a word), the group by a shift (groups of 2^k whole words), the code made
+ * f32 by an OR and an exact subtraction (no quarter-rate I2F) — the same sc, bi and code values into
+ * the same fma as wword's walk, so the same bits. */
+template <int BITS>
+__device__ __forceinline__ void qd_words(const dweight_t &w, __half *wout, float pw, size_t i0, size_t stride) {
+    constexpr int CPW = 32 / BITS;
+    const int ng = w.cols / w.group, wpr = w.cols / CPW, lgw = __ffs(w.group / CPW) - 1; /* words a row, log2 words a group */
+    const size_t nw = (size_t)w.rows * wpr, sq = stride / wpr;
+    const int sr = (int)(stride % wpr);
+    size_t r = i0 / wpr;
+    int c = (int)(i0 % wpr);
+    for (size_t i = i0; i < nw; i += stride) {
+        const size_t gi = r * ng + (c >> lgw);
+        qd_word_store<BITS>(wout, i, __ldg((const uint32_t *)w.data + i), ld_f(w.scales, w.sb_dtype, gi) * pw,
+                            ld_f(w.biases, w.sb_dtype, gi) * pw);
+        c += sr;
+        r += sq;
+        if (c >= wpr) { c -= wpr; r++; }
+    }
+}
+
 /* BITS = 4 / 8: a thread per code word (8 / 4 codes, one group); BITS = 0: per element, any bit
  * width (the arithmetic of wload, with the scale and bias pre-scaled by 2^s). Bound by its f16 writes
  * (2 bytes a parameter): four words loaded at once a thread — consecutive (one 16-byte load, a warp's
@@ -138,25 +161,7 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
     const int ng = w.cols / w.group;
     const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if constexpr ((BITS == 4 || BITS == 8) && INC) {
-        /* INC: the word's row and column kept by increments (one division a thread, not a 64-bit
-         * division and a 32-bit one a word), the group by a shift (groups of 2^k columns), and each
-         * code made f32 by qd_word_store's OR and exact subtraction (no quarter-rate I2F): the same
-         * sc, bi and code values into the same fma, so the same bits as INC = 0 */
-        constexpr int CPW = 32 / BITS;
-        const int wpr = w.cols / CPW, lgw = __ffs(w.group / CPW) - 1; /* words a row, log2 words a group */
-        const size_t nw = (size_t)w.rows * wpr;
-        size_t r = i0 / wpr;
-        int c = (int)(i0 % wpr);
-        const size_t sq = stride / wpr;
-        const int sr = (int)(stride % wpr);
-        for (size_t i = i0; i < nw; i += stride) {
-            const size_t gi = r * ng + (c >> lgw);
-            qd_word_store<BITS>(wout, i, __ldg((const uint32_t *)w.data + i), ld_f(w.scales, w.sb_dtype, gi) * pw,
-                                ld_f(w.biases, w.sb_dtype, gi) * pw);
-            c += sr;
-            r += sq;
-            if (c >= wpr) { c -= wpr; r++; }
-        }
+        qd_words<BITS>(w, wout, pw, i0, stride); /* INC: qd_words' increments (KILN_CUDA_DEQUANT=div: the divisions below) */
     } else if constexpr (BITS == 4 || BITS == 8) {
         constexpr int CPW = 32 / BITS;
         const size_t wpr = (size_t)w.cols / CPW, nw = (size_t)w.rows * wpr;
@@ -207,7 +212,6 @@ struct qd_multi {
 
 template <int BITS>
 __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __half *xout, float *ab, const float *xpart, const float4 *x, size_t n4) {
-    constexpr int CPW = 32 / BITS;
     __shared__ float sh[8];
     float xm = 0.f; /* x's maximum from the scan's QD_NP partials (a weight's bound was reduced once when it was kept) */
 #pragma unroll
@@ -221,21 +225,7 @@ __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __hal
         const dweight_t w = m.w[k];
         const int s = qd_exp(*m.wmax[k]);
         if (i0 == 0) { ab[2 * k] = qd_pow2(-(e + s)); ab[2 * k + 1] = 0.f; }
-        const float pw = qd_pow2(s);
-        const int ng = w.cols / w.group, wpr = w.cols / CPW, lgw = __ffs(w.group / CPW) - 1;
-        const size_t nw = (size_t)w.rows * wpr, sq = stride / wpr;
-        const int sr = (int)(stride % wpr);
-        size_t r = i0 / wpr;
-        int c = (int)(i0 % wpr);
-        __half *wout = m.wout[k];
-        for (size_t i = i0; i < nw; i += stride) {
-            const size_t gi = r * ng + (c >> lgw);
-            qd_word_store<BITS>(wout, i, __ldg((const uint32_t *)w.data + i), ld_f(w.scales, w.sb_dtype, gi) * pw,
-                                ld_f(w.biases, w.sb_dtype, gi) * pw);
-            c += sr;
-            r += sq;
-            if (c >= wpr) { c -= wpr; r++; }
-        }
+        qd_words<BITS>(w, m.wout[k], qd_pow2(s), i0, stride);
     }
     for (size_t i = i0; i < n4; i += stride) {
         const float4 v = x[i];
