@@ -3496,6 +3496,47 @@ static void test_attention_decode_mma(void) {
     attn_tol = 1e-5;
 }
 
+/* A batch-1 decode captured into a graph step after step while its context grows (the engine's
+ * decode): the tensor-core decode attention splits a row's keys over clusters of 1, 2, 4... blocks
+ * by length (128 keys a block), so the step at 129 positions launches clusters where the step before
+ * launched none. cuda_backend.cu keeps one executable graph per (T, segment, node count) and updates
+ * it in place; cudaGraphExecUpdate took this node's new cluster shape as a success and replayed it
+ * without the clusters — an unspecified launch failure (`kiln bench --prompt-tokens 16 --gen-tokens
+ * 128` on the H200, session 32). Every captured step must give the eager step's bits. Steps at
+ * positions 120..136 and 378..390 (1 → 2 → 4 splits: at 129 and 385 keys), qwen3-0.6b's heads (16 / 8,
+ * head_dim 128). */
+static void test_attention_decode_graph_growth(void) {
+    backend_t *be = befast;
+    const int nh = 16, nkv = 8, hd = 128, bs = 16, maxp = 400, nblk = (maxp + bs - 1) / bs;
+    const size_t per = (size_t)nkv * hd, cells = (size_t)nblk * bs * per, nq = (size_t)nh * hd;
+    void *hk = rand_cache(DT_F16, cells, 881), *hv = rand_cache(DT_F16, cells, 882);
+    int32_t table[64], rs[2] = {0, 1}, pos[1];
+    for (int i = 0; i < nblk; i++) table[i] = nblk - 1 - i;
+    const int32_t *tables[1] = {table};
+    float *q = rand_vec(nq, 883, 1.0f), *eager = malloc(sizeof(float) * nq), *graph = malloc(sizeof(float) * nq);
+    attn_args_t da = {1, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {hk, hv, DT_F16, bs, nkv, hd}};
+    da.kv.k = be->ops->upload(be, hk, 2 * cells);
+    da.kv.v = be->ops->upload(be, hv, 2 * cells);
+    float *dq = dev_from(be, q, nq), *dout = be->ops->alloc(be, sizeof(float) * nq);
+    int steps = 0, same = 0;
+    for (int range = 0; range < 2; range++)
+        for (int p = range ? 378 : 120; p <= (range ? 390 : 136); p++) {
+            pos[0] = p;
+            be->ops->attention(be, dout, dq, 1, &da);
+            to_host(be, eager, dout, nq);
+            if (be->ops->step_begin) be->ops->step_begin(be, 1, 1);
+            be->ops->attention(be, dout, dq, 1, &da);
+            if (be->ops->step_end) be->ops->step_end(be);
+            to_host(be, graph, dout, nq);
+            steps++;
+            same += !memcmp(eager, graph, sizeof(float) * nq);
+        }
+    CHECK(same == steps, "decode attention captured step by step over growing contexts: %d of %d steps differ from eager", steps - same, steps);
+    printf("# decode attention in graphs over growing contexts: %d steps, %d bitwise the eager step\n", steps, same);
+    be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v); be->ops->free(be, dq); be->ops->free(be, dout);
+    free(hk); free(hv); free(q); free(eager); free(graph);
+}
+
 /* The tensor-core prefill kernel (attention_mma.cu; "cuda" backend, f16/bf16 caches, head_dim
  * 32/64/128/256, steps with a row of more than one token). KILN_CUDA_FA_MIN=1 lets small steps take it
  * too. Bound 1e-4 relative to max |ref|: Q and P are split into two 16-bit terms (22 significant
@@ -4623,6 +4664,7 @@ int main(void) {
         if (all) test_attention();
         if (all) test_attention_chain();
         test_attention_decode_mma();
+        test_attention_decode_graph_growth();
         test_rope_attention_decode();
         if (all) test_attention_mma();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
@@ -4742,6 +4784,7 @@ int main(void) {
     test_attention_chain();
     test_norm_rope_attention();
     test_attention_decode_mma();
+    test_attention_decode_graph_growth();
     test_rope_attention_decode();
     test_attention_mma();
     test_hybrid_elementwise();

@@ -972,7 +972,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
         {
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute at[2];
-            cfg.numAttrs = cuda_pdl_cluster_attrs(at, false, 16);
+            cfg.numAttrs = cuda_pdl_cluster_attrs(NULL, at, false, 16);
             cfg.gridDim = dim3(16 * 16, 1); cfg.blockDim = dim3(32 * MWARPS); cfg.attrs = at;
             int n16 = 0;
             if (cudaOccupancyMaxActiveClusters(&n16, (void *)attn_dec_mma_kernel<128, __nv_bfloat16, false, false>, &cfg) != cudaSuccess) {
@@ -1029,7 +1029,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     if (apdl < 0) { const char *e = getenv("KILN_CUDA_ATTN_PDL"); apdl = !(e && !strcmp(e, "0")); }
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
-    const int na = cuda_pdl_cluster_attrs(at, apdl, splits);
+    const int na = cuda_pdl_cluster_attrs(c, at, apdl, splits);
     cfg.gridDim = dim3(n_rows * splits, a.n_kv_heads * n_qc);
     cfg.blockDim = dim3(32 * MWARPS);
     cfg.dynamicSmemBytes = 0;

@@ -54,7 +54,7 @@ void cuda_capture_flush(cuda_impl_t *c) {
     if (nodes) {
         int slot = -1;
         for (int i = 0; i < c->n_gx; i++)
-            if (c->gx[i].T == c->cap_T && c->gx[i].seg == c->seg && c->gx[i].nodes == nodes) slot = i;
+            if (c->gx[i].T == c->cap_T && c->gx[i].seg == c->seg && c->gx[i].nodes == nodes && c->gx[i].sig == c->cap_sig) slot = i;
         if (slot >= 0) {
             cudaGraphExecUpdateResultInfo info;
             if (cudaGraphExecUpdate(c->gx[slot].exec, g, &info) != cudaSuccess) {
@@ -74,6 +74,7 @@ void cuda_capture_flush(cuda_impl_t *c) {
             c->gx[slot].T = c->cap_T;
             c->gx[slot].seg = c->seg;
             c->gx[slot].nodes = nodes;
+            c->gx[slot].sig = c->cap_sig;
             cudaCheck(cudaGraphInstantiate(&c->gx[slot].exec, g, 0));
             c->graph_instantiations++;
         }
@@ -112,6 +113,7 @@ static void cu_step_begin(backend_t *be, int n_tokens, int n_rows) {
     if (!c->graphs || n_tokens <= 0 || n_tokens > 64 || (n_tokens >= c->gemm_min_t_bf16 && !c->graph_gemm)) return;
     cudaCheck(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
     c->capturing = 1;
+    c->cap_sig = 0;
     c->cap_T = n_tokens;
     c->seg = 0;
     c->seg_ops = 0;
@@ -128,6 +130,7 @@ void cuda_capture_tick(cuda_impl_t *c) {
     cuda_capture_flush(c);
     cudaCheck(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
     c->capturing = 1;
+    c->cap_sig = 0;
     c->seg++;
     c->seg_ops = 0;
 }

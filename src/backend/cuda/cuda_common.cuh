@@ -87,6 +87,12 @@ typedef struct cuda_impl {
     int graphs;             /* KILN_CUDA_GRAPH=0 turns capture off */
     int graph_gemm;         /* capture steps that use cuBLASLt too (KILN_CUDA_GRAPH_GEMM=0: no) */
     int capturing, cap_T;
+    /* cap_sig: the cluster shapes of the launches captured since the segment began (cuda_pdl_cluster_attrs
+     * folds each in). An executable graph is updated in place only from a capture of the same (T, segment,
+     * node count, cap_sig): cudaGraphExecUpdate took a decode attention whose splits went from 1 to 2 at
+     * 129 positions (no cluster → clusters of 2) as a success and replayed it without the clusters — an
+     * unspecified launch failure (session 32: `kiln bench --prompt-tokens 16|64 --gen-tokens 128`) */
+    unsigned cap_sig;
     int step_T;             /* tokens of the step in progress (step_begin)              */
     /* segments: every seg_len matmuls the capture so far is launched and a new one starts,
      * so the GPU runs the first layers while the host records the next (KILN_CUDA_GRAPH_SEG,
@@ -94,7 +100,7 @@ typedef struct cuda_impl {
      * seg_first matmuls (default 2) and each next one is twice as long, up to seg_len (KILN_CUDA_GRAPH_SEG_FIRST),
      * so the GPU starts the step sooner instead of idling while the host records 16 matmuls */
     int seg, seg_ops, seg_len, seg_first;
-    struct { cudaGraphExec_t exec; int T, seg; size_t nodes; } gx[64];
+    struct { cudaGraphExec_t exec; int T, seg; size_t nodes; unsigned sig; } gx[64];
     int n_gx, next_gx;
     long graph_launches, graph_instantiations;
     int sm_count;
@@ -238,10 +244,18 @@ static inline void cuda_launch_pdl(cudaStream_t s, void (*kern)(P...), dim3 grid
     cudaCheck(cudaLaunchKernelEx(&cfg, kern, static_cast<A &&>(args)...));
 }
 
+/* A launch's cluster shape into the capture's signature (cuda_impl_t.cap_sig; no-op outside a capture). */
+static inline void cuda_capture_note_cluster(cuda_impl_t *c, unsigned x, unsigned y) {
+    if (c->capturing) c->cap_sig = c->cap_sig * 0x9E3779B1u + (x << 8) + y + 1u;
+}
+
 /* Launch attributes for cudaLaunchKernelEx: PDL (when pdl and KILN_CUDA_PDL allow it) and clusters of
- * `cluster` blocks along x (1: none); fills at[0..2) and returns how many are set. */
-static inline int cuda_pdl_cluster_attrs(cudaLaunchAttribute at[2], bool pdl, int cluster) {
+ * `cluster` blocks along x (1: none); fills at[0..2) and returns how many are set. The cluster size goes
+ * into c's capture signature (a graph is not updated across cluster shapes); c NULL: an occupancy probe's
+ * configuration, not a launch. */
+static inline int cuda_pdl_cluster_attrs(cuda_impl_t *c, cudaLaunchAttribute at[2], bool pdl, int cluster) {
     int na = 0;
+    if (c) cuda_capture_note_cluster(c, (unsigned)cluster, 1u);
     if (pdl && cuda_pdl_on()) {
         at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         at[na].val.programmaticStreamSerializationAllowed = 1;

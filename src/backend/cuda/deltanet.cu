@@ -394,7 +394,7 @@ int cuda_delta_decode(backend_t *be, float *y, const float *qkv, float *const *c
     static void (*fit_k)(delta_decode_dev_t) = NULL;
     static int fit_t = 0, fit = 0; /* resident clusters (cl) or blocks */
     if (fit_k != kern || fit_t != threads) {
-        cfg.numAttrs = cuda_pdl_cluster_attrs(at, false, cl ? DD_NB : 1);
+        cfg.numAttrs = cuda_pdl_cluster_attrs(NULL, at, false, cl ? DD_NB : 1);
         int per_sm = 0;
         if (cl ? cudaOccupancyMaxActiveClusters(&fit, kern, &cfg) != cudaSuccess
                : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, threads, 0) != cudaSuccess) {
@@ -418,7 +418,7 @@ int cuda_delta_decode(backend_t *be, float *y, const float *qkv, float *const *c
     p.rel = (const long long *)cuda_host_to_dev(c, rel, sizeof(long long) * (size_t)T);
     p.C = C; p.K = K; p.nk = nk; p.nv = nv; p.dk = dk; p.dv = dv; p.q_off = da->q_off; p.k_off = da->k_off; p.v_off = da->v_off;
     p.q_scale = da->q_scale; p.eps = eps;
-    cfg.numAttrs = cuda_pdl_cluster_attrs(at, true, cl ? DD_NB : 1);
+    cfg.numAttrs = cuda_pdl_cluster_attrs(c, at, true, cl ? DD_NB : 1);
     cudaCheck(cudaLaunchKernelEx(&cfg, kern, p));
     kiln_cuda_delta_decode_calls++;
     return 0;

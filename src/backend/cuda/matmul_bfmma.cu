@@ -679,7 +679,7 @@ template <int NT, bool X16> static int bfm2_resident(cuda_impl_t *c, int S, int 
         } else {
             cudaLaunchConfig_t cfg = {};
             cudaLaunchAttribute at[2];
-            cfg.numAttrs = cuda_pdl_cluster_attrs(at, false, S);
+            cfg.numAttrs = cuda_pdl_cluster_attrs(NULL, at, false, S);
             cfg.gridDim = dim3(S * 64); cfg.blockDim = dim3(128); cfg.dynamicSmemBytes = smem; cfg.attrs = at;
             if (cudaOccupancyMaxActiveClusters(&n, (void *)bfm2_kernel<NT, X16, 1>, &cfg) != cudaSuccess) { cudaGetLastError(); n = 0; }
             n *= S;
@@ -724,7 +724,7 @@ template <int NT, bool X16> static void bfm2_launch(cuda_impl_t *c, bfm_args_t &
     const int sms = c->sm_count > 0 ? c->sm_count : 132, ts = NT >= 2 && blocks <= sms && bfm2_ts_on() ? 2 : 1;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
-    const int na = cuda_pdl_cluster_attrs(at, true, S);
+    const int na = cuda_pdl_cluster_attrs(c, at, true, S);
     cfg.gridDim = dim3(blocks); cfg.blockDim = dim3(128 * ts); cfg.dynamicSmemBytes = bfm2_smem<NT, X16>(a.nsl); cfg.stream = c->stream;
     cfg.attrs = at; cfg.numAttrs = na;
     if constexpr (NT >= 2) {
@@ -796,7 +796,7 @@ template <int NT, int SPLIT, int RW, int NORM = 0, bool X16 = false> static void
     }
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute at[2];
-    const int na = cuda_pdl_cluster_attrs(at, true, S);
+    const int na = cuda_pdl_cluster_attrs(c, at, true, S);
     cfg.gridDim = dim3(blocks); cfg.blockDim = dim3(128 * RW); cfg.dynamicSmemBytes = sm; cfg.stream = c->stream;
     cfg.attrs = at; cfg.numAttrs = na;
     cudaCheck(cudaLaunchKernelEx(&cfg, bfm_kernel<NT, SPLIT, RW, NORM, X16>, a));

@@ -666,6 +666,7 @@ static void wg2_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
         at[0].val.clusterDim.x = 1; at[0].val.clusterDim.y = KS; at[0].val.clusterDim.z = 1;
+        cuda_capture_note_cluster(c, 1u, (unsigned)KS);
         cfg.attrs = at;
         cfg.numAttrs = 1;
         cudaCheck(cudaLaunchKernelEx(&cfg, wg2_kernel<BITS, NP, SBT, PRB>, out, xg, inv, T, *w, KS, gsh, slow, 1));
@@ -1267,7 +1268,7 @@ static void wg_launch_cl(cuda_impl_t *c, void (*kern)(P...), dim3 grid, int thre
     cfg.stream = c->stream;
     cudaLaunchAttribute at[2];
     cfg.attrs = at;
-    cfg.numAttrs = cuda_pdl_cluster_attrs(at, pdl, cl);
+    cfg.numAttrs = cuda_pdl_cluster_attrs(c, at, pdl, cl);
     cudaCheck(cudaLaunchKernelEx(&cfg, kern, args...));
 }
 /* KILN_CUDA_QWG_HSLAB=0 (read per matmul; default 1): v8 without the f16 slab (wgm_body), the per-chunk conversion
