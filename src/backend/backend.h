@@ -258,6 +258,10 @@ typedef struct backend_ops {
     /* Optional (NULL: 0): 1 where the backend wants K stored transposed per block (kv_view_t.k_t)
      * in a pool of this block size and dtype. */
     int (*kv_k_transposed)(backend_t *, int block_size, int head_dim, dtype_t dtype);
+    /* Optional (NULL: nothing to do): n bytes of this backend's memory at p are about to be written —
+     * make them resident now (a hint; the contents stay as they are). The KV pool calls it for each
+     * block the first time it hands the block out, so a decode step does not fault its pages in. */
+    void (*touch)(backend_t *, void *p, size_t n);
     /* Optional (NULL: the backend computes in host memory): the backend's own memory, bytes free
      * and in all right now; 0 when known. The engine sizes its automatic KV cache from it after
      * the weights are uploaded (engine/kv_budget.c). */

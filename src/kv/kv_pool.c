@@ -43,6 +43,7 @@ int kv_pool_init(kv_pool_t *p, backend_t *be, int n_layers, int n_blocks, int bl
     p->index_vals = calloc((size_t)p->index_cap, sizeof(int32_t));
     p->refcount = calloc((size_t)n_blocks, sizeof(int32_t));
     p->free_list = malloc(sizeof(int32_t) * n_blocks);
+    p->touched = calloc((size_t)n_blocks, 1);
     for (int i = 0; i < n_blocks; i++) p->free_list[i] = n_blocks - 1 - i;
     p->n_free = n_blocks;
     return 0;
@@ -59,6 +60,7 @@ void kv_pool_free(kv_pool_t *p) {
     free(p->v);
     free(p->refcount);
     free(p->free_list);
+    free(p->touched);
     free(p->hash);
     free(p->hashed);
     free(p->lru_prev);
@@ -180,6 +182,14 @@ int32_t kv_block_alloc(kv_pool_t *p) {
         p->evictions++;
     } else return -1;
     p->refcount[b] = 1;
+    if (!p->touched[b] && p->be->ops->touch) { /* its first use: the memory resident before a step writes it */
+        const size_t bb = (size_t)p->block_size * p->n_kv_heads * p->head_dim * dtype_size(p->dtype);
+        for (int l = 0; l < p->n_layers; l++) {
+            p->be->ops->touch(p->be, (char *)p->k[l] + (size_t)b * bb, bb);
+            p->be->ops->touch(p->be, (char *)p->v[l] + (size_t)b * bb, bb);
+        }
+        p->touched[b] = 1;
+    }
     return b;
 }
 

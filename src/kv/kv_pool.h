@@ -28,6 +28,7 @@ typedef struct kv_pool {
     void **k, **v;            /* [n_layers] */
     int32_t *refcount;        /* [n_blocks] */
     int32_t *free_list;       /* stack of free block ids, lowest on top */
+    uint8_t *touched;         /* [n_blocks] 1 once backend_ops.touch made the block's memory resident */
     int n_free;
     /* prefix cache */
     uint64_t *hash;           /* [n_blocks] valid when hashed[b]          */

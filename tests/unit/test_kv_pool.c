@@ -7,6 +7,9 @@
  * the least recently used one, and a released pool is entirely free. */
 #include "../common/test_util.h"
 #include "kv/kv_pool.h"
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define NB 24
 
@@ -113,7 +116,51 @@ static void test_evicted_never_found(void **st) {
     backend_destroy(be);
 }
 
+/* pages of [p, p + n) resident (mincore), counting the partial pages at both ends */
+static int resident(const void *p, size_t n, size_t *pages) {
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p & ~(pg - 1), b = ((uintptr_t)p + n + pg - 1) & ~(pg - 1);
+    unsigned char v[4096];
+    *pages = (b - a) / pg;
+    if (*pages > sizeof v || mincore((void *)a, b - a, v)) return -1;
+    int r = 0;
+    for (size_t i = 0; i < *pages; i++) r += v[i] & 1;
+    return r;
+}
+
+/* backend_ops.touch: the CPU backend's K/V layers of 1 MB or more are lazy mappings (no page is
+ * resident until written); the pool's first hand-out of a block makes that block's pages resident
+ * in every layer (MADV_POPULATE_WRITE) so a decode step takes no page faults writing it, and a block
+ * handed out again keeps what was written in it. */
+static void test_touch_resident(void **st) {
+    (void)st;
+    backend_t *be = backend_create("cpu", 1, NULL);
+    kv_pool_t p;
+    err_t e;
+    const int nb = 64, bs = 16, nkv = 8, hd = 128; /* f16: 32 KB a block, 2 MB a layer's K or V */
+    assert_int_equal(kv_pool_init(&p, be, 2, nb, bs, nkv, hd, DT_F16, &e), 0);
+    const size_t bb = (size_t)bs * nkv * hd * 2;
+    size_t pages;
+    assert_int_equal(resident((char *)p.k[1] + 5 * bb, bb, &pages), 0); /* nothing written yet: lazy */
+    int32_t b = kv_block_alloc(&p);
+    assert_true(b >= 0);
+    for (int l = 0; l < 2; l++) {
+        assert_int_equal(resident((char *)p.k[l] + (size_t)b * bb, bb, &pages), (int)pages);
+        assert_int_equal(resident((char *)p.v[l] + (size_t)b * bb, bb, &pages), (int)pages);
+    }
+    assert_int_equal(resident((char *)p.k[0] + 5 * bb, bb, &pages), 0); /* other blocks stay lazy */
+    memset((char *)p.v[1] + (size_t)b * bb, 0x5a, bb);
+    kv_block_release(&p, b);
+    int32_t b2 = kv_block_alloc(&p); /* the free list's top: the same block */
+    assert_int_equal(b2, b);
+    const unsigned char *v = (const unsigned char *)p.v[1] + (size_t)b * bb;
+    for (size_t i = 0; i < bb; i++)
+        if (v[i] != 0x5a) fail_msg("byte %zu of a block handed out again changed", i);
+    kv_pool_free(&p);
+    backend_destroy(be);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_random_ops), cmocka_unit_test(test_evicted_never_found)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_random_ops), cmocka_unit_test(test_evicted_never_found),
+                                       cmocka_unit_test(test_touch_resident)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

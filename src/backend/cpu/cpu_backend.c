@@ -7,11 +7,13 @@
  * by (tile of tokens, KV head) items. The split is static and each element is computed whole by one thread, so
  * the thread count never changes a result. "cpu-ref" runs the scalar reference kernels
  * on one thread: the oracle the tests compare the fast path against. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_hybrid.h"
 #include "backend/cpu/cpu_pack.h"
@@ -631,13 +633,37 @@ static int cpu_kv_k_transposed(backend_t *be, int block_size, int head_dim, dtyp
     return ((cpu_impl_t *)be->impl)->simd && block_size % 16 == 0 && !(e && *e == '0');
 }
 
+/* The K/V pool is a lazy mapping (cpu_alloc): without this, the decode step that writes a block's
+ * first row takes a page fault per 4 KB of it in every layer (qwen3-0.6b f16: 28 a token), and on
+ * this project's VM a fault costs ~15 µs — ~5 % of a qwen3-0.6b q4 decode token (bench/cpu/RESULTS.md,
+ * session 32). MADV_POPULATE_WRITE (Linux 5.14) faults a block's pages in with one call per layer
+ * and buffer when the pool first hands the block out, without touching their contents.
+ * KILN_KV_TOUCH=0: off (A/B); a kernel without it (EINVAL) turns it off. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static void cpu_touch(backend_t *be, void *p, size_t n) {
+    (void)be;
+    static int on = -1;
+    static uintptr_t page = 4096;
+    if (on < 0) {
+        const char *e = getenv("KILN_KV_TOUCH");
+        on = !(e && *e == '0');
+        long ps = sysconf(_SC_PAGESIZE);
+        if (ps > 0) page = (uintptr_t)ps;
+    }
+    if (!on || !p || !n) return;
+    uintptr_t a = (uintptr_t)p & ~(page - 1), b = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) && errno == EINVAL) on = 0;
+}
+
 static const backend_ops_t cpu_ops = {
     .name = "cpu", .alloc = cpu_alloc, .free = cpu_free, .upload = cpu_upload, .download = cpu_download,
     .prepare_weight = cpu_prepare_weight, .release_weight = cpu_release_weight, .matmul = cpu_matmul, .matmul_multi = cpu_matmul_multi, .rms_norm = cpu_rms_norm, .rope = cpu_rope,
     .glu = cpu_glu, .add = cpu_add, .add_bias = cpu_add_bias, .gather_rows = cpu_gather_rows, .embed = cpu_embed,
     .kv_write = cpu_kv_write, .attention = cpu_attention, .norm_rope_kv_attention = cpu_norm_rope_kv_attention,
     .conv1d_causal = cpu_conv1d_causal, .gated_delta = cpu_gated_delta, .sigmoid_mul = cpu_sigmoid_mul,
-    .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled, .kv_k_transposed = cpu_kv_k_transposed,
+    .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled, .kv_k_transposed = cpu_kv_k_transposed, .touch = cpu_touch,
 };
 
 #ifdef KILN_HAVE_CUDA
