@@ -259,6 +259,22 @@ static float *qd_wbound(cuda_impl_t *c, const dweight_t *w) {
     return p;
 }
 
+/* The convert kernels' grid: enough 256-thread blocks for `units` (code words or x's float4s, whichever
+ * is more), at most 8 an SM (a full wave; each thread then walks several); KILN_CUDA_QDEQ_GRID=N fewer
+ * (tests: threads that walk several words). */
+static int qd_grid(const cuda_impl_t *c, size_t units) {
+    const size_t cap = (size_t)(c->sm_count > 0 ? c->sm_count : 132) * 8;
+    int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
+    const char *gc = getenv("KILN_CUDA_QDEQ_GRID");
+    if (gc && atoi(gc) > 0 && atoi(gc) < grid) grid = atoi(gc);
+    return grid;
+}
+/* qd_words walks this weight: 4/8-bit codes, groups of 2^k columns that are whole words (every MLX group
+ * size: 32, 64, 128) */
+static int qd_words_ok(const dweight_t *w) {
+    return (w->bits == 4 || w->bits == 8) && (w->group & (w->group - 1)) == 0 && w->group % (32 / w->bits) == 0;
+}
+
 /* One matmul; with_x = 0: x16 and x's partial maxima are those the previous call left (the same
  * x, matmul_multi), only the weight is dequantized. */
 static void qd_run(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int with_x) {
@@ -275,16 +291,10 @@ static void qd_run(cuda_impl_t *c, float *y, const float *x, int T, const dweigh
         cudaLaunchCheck();
     }
     if (!wpart) wpart = part + QD_NP;
-    /* enough blocks to fill the GPU (8 of 256 threads per SM), each walking words and x */
-    const size_t wunits = w->bits == 4 ? nw / 8 : w->bits == 8 ? nw / 4 : nw, units = wunits > n4 ? wunits : n4;
-    const size_t cap = (size_t)(c->sm_count > 0 ? c->sm_count : 132) * 8;
-    int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
-    const char *gc = getenv("KILN_CUDA_QDEQ_GRID"); /* a smaller grid (tests: every thread walks several words) */
-    if (gc && atoi(gc) > 0 && atoi(gc) < grid) grid = atoi(gc);
+    const size_t wunits = w->bits == 4 ? nw / 8 : w->bits == 8 ? nw / 4 : nw;
+    const int grid = qd_grid(c, wunits > n4 ? wunits : n4);
     const char *dq = getenv("KILN_CUDA_DEQUANT");
-    const int old = dq && !strcmp(dq, "old"), div = dq && !strcmp(dq, "div");
-    /* INC needs groups of 2^k columns that are whole words (every MLX group size: 32, 64, 128) */
-    const int inc = !div && (w->group & (w->group - 1)) == 0 && w->group % (32 / (w->bits ? w->bits : 32)) == 0;
+    const int old = dq && !strcmp(dq, "old"), inc = !(dq && !strcmp(dq, "div")) && qd_words_ok(w);
     const float4 *x4 = (const float4 *)x;
     if (!old && w->bits == 4 && inc) qd_convert_kernel<4, 1><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, x4, n4);
     else if (!old && w->bits == 4) qd_convert_kernel<4, 0><<<grid, 256, 0, c->stream>>>(wd, x16, ab, part, wpart, *w, x4, n4);
@@ -307,9 +317,8 @@ static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
     const char *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
     if ((one && *one == '0') || (dq && *dq) || n > QD_MAXW) return -1;
     const int bits = w[0]->bits;
-    if (bits != 4 && bits != 8) return -1;
     for (int i = 0; i < n; i++)
-        if (w[i]->bits != bits || (w[i]->group & (w[i]->group - 1)) || w[i]->group % (32 / bits)) return -1;
+        if (w[i]->bits != bits || !qd_words_ok(w[i])) return -1;
     qd_multi m = {};
     size_t off[QD_MAXW + 1] = {0}, words = 0;
     for (int i = 0; i < n; i++) {
@@ -330,10 +339,7 @@ static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
     for (int i = 0; i < n; i++) m.wout[i] = (__half *)(wd + off[i]);
     qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, NULL, (const float4 *)x, n4, *w[0]);
     cudaLaunchCheck();
-    const size_t units = words > n4 ? words : n4, cap = (size_t)(c->sm_count > 0 ? c->sm_count : 132) * 8;
-    int grid = (int)(units / 256 + 1 < cap ? units / 256 + 1 : cap);
-    const char *gc = getenv("KILN_CUDA_QDEQ_GRID");
-    if (gc && atoi(gc) > 0 && atoi(gc) < grid) grid = atoi(gc);
+    const int grid = qd_grid(c, words > n4 ? words : n4);
     if (bits == 4) qd_convert_multi_kernel<4><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     else qd_convert_multi_kernel<8><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     cudaLaunchCheck();
