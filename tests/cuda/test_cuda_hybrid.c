@@ -15,8 +15,21 @@
  *
  * Snapshots: save a Qwen3.5 sequence's recurrent state (device memory) after a prefix,
  * continue, restore it and continue with the same tokens: bitwise the same logits (same
- * steps, same kernels). */
+ * steps, same kernels).
+ *
+ * Graphs over growing contexts: a 2-layer checkpoint with qwen3-0.6b's shapes (kiln synth: 16
+ * query heads, 8 KV heads, head_dim 128 — the decode attention's cluster kernel) decodes a
+ * 16-token prompt through 400 positions one token a step, once eager (KILN_CUDA_GRAPH=0) and once
+ * in CUDA graphs; every step's logits must be bitwise the eager run's. The decode attention goes
+ * from 1 split to clusters of 2 at 129 keys and 4 at 385: session 32 found that
+ * cudaGraphExecUpdate took the 1 → 2 change as a success and replayed the kernel without its
+ * clusters (an unspecified launch failure); KILN_CUDA_GRAPH_SIG=0 brings that key back, and
+ * KILN_TEST_HYBRID_ONLY=graph runs this check alone. */
+#include <errno.h>
+#include <ftw.h>
+#include <unistd.h>
 #include "cuda_test.h"
+#include "load/synth_presets.h"
 #include "model/model.h"
 
 #define NSEQ 5
@@ -204,16 +217,105 @@ out:
     model_free(m);
 }
 
+extern long kiln_cuda_graph_launches, kiln_cuda_graph_instantiations; /* cuda_backend.cu */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+/* FNV-1a over a step's logits: the graph run is compared with the eager run step by step */
+static uint64_t hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+#define GG_PROMPT 16
+#define GG_END 400
+/* Decodes toks[0, GG_END) on a fresh "cuda" model from dir: the prompt in one step, then one token a
+ * step; hash[i] is the hash of the logits that step i's last token gave (i = 0: the prompt's), and
+ * when fill, toks[p + 1] is the greedy pick after toks[p]. Returns the steps run, -1 on failure. */
+static int graph_decode(const char *dir, int32_t *toks, uint64_t *hash, int fill) {
+    err_t e = {0};
+    model_opts_t o = {"cuda", 0};
+    model_t *m = model_load(dir, &o, &e);
+    if (!m) { CHECK(0, "graph check: load %s: %s", dir, e.msg); return -1; }
+    int steps = -1;
+    kv_seq_t s;
+    kv_seq_init(&s);
+    if (model_init_kv(m, GG_END / 16 + 4, 16, DT_F16, &e)) { CHECK(0, "graph check: %s", e.msg); goto out; }
+    const int V = m->cfg.vocab_size;
+    float *lg = malloc(sizeof(float) * GG_PROMPT * V);
+    steps = 0;
+    for (int p0 = 0, p1 = GG_PROMPT; p1 <= GG_END; p0 = p1, p1++) {
+        if (feed(m, &s, toks, p0, p1, lg)) { steps = -1; break; }
+        const float *last = lg + (size_t)(p1 - p0 - 1) * V;
+        hash[steps++] = hash_bytes(last, sizeof(float) * V);
+        if (fill && p1 < GG_END) {
+            int best = 0;
+            for (int v = 1; v < V; v++) if (last[v] > last[best]) best = v;
+            toks[p1] = best;
+        }
+    }
+    free(lg);
+out:
+    model_seq_release(m, &s);
+    kv_seq_free(&s, &m->kv);
+    model_free(m);
+    return steps;
+}
+
+static void check_graph_growth(void) {
+    char dir[] = "/tmp/kiln-test-graph-XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0, "graph check: mkdtemp: %s", strerror(errno)); return; }
+    synth_opts_t so = {0};
+    so.preset = synth_preset_find("qwen3-0.6b", NULL);
+    so.dtype = DT_BF16;
+    so.seed = 5;
+    so.layers = 2;
+    so.out = dir;
+    err_t e = {0};
+    int32_t toks[GG_END];
+    uint64_t eager[GG_END], graph[GG_END];
+    if (!so.preset || synth_write(&so, &e)) { CHECK(0, "graph check: synth qwen3-0.6b: %s", so.preset ? e.msg : "no preset"); goto out; }
+    for (int i = 0; i < GG_PROMPT; i++) toks[i] = 1000 + 37 * i;
+    const char *was = getenv("KILN_CUDA_GRAPH");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("KILN_CUDA_GRAPH", "0", 1);
+    const long l0 = kiln_cuda_graph_launches;
+    int ne = graph_decode(dir, toks, eager, 1);
+    CHECK(kiln_cuda_graph_launches == l0, "graph check: the eager run launched %ld graphs", kiln_cuda_graph_launches - l0);
+    unsetenv("KILN_CUDA_GRAPH");
+    const long l1 = kiln_cuda_graph_launches, i1 = kiln_cuda_graph_instantiations;
+    int ng = graph_decode(dir, toks, graph, 0);
+    if (saved) { setenv("KILN_CUDA_GRAPH", saved, 1); free(saved); }
+    const int want = GG_END - GG_PROMPT + 1;
+    CHECK(ne == want && ng == want, "graph check: steps eager %d, graphs %d, not %d", ne, ng, want);
+    CHECK(kiln_cuda_graph_launches - l1 >= want - 1, "graph check: %ld graph launches for %d decode steps", kiln_cuda_graph_launches - l1, want - 1);
+    int first = -1, differ = 0;
+    for (int i = 0; i < want && ne == want && ng == want; i++)
+        if (eager[i] != graph[i]) { differ++; if (first < 0) first = i; }
+    CHECK(!differ, "graph check: %d of %d steps' logits differ from the eager run, first at position %d", differ, want, first + GG_PROMPT - 1);
+    printf("# qwen3-0.6b shapes (2 layers) decoded %d..%d in graphs (%ld launches, %ld instantiations): %d of %d steps bitwise the eager run\n",
+           GG_PROMPT, GG_END, kiln_cuda_graph_launches - l1, kiln_cuda_graph_instantiations - i1, ng == want ? want - differ : 0, want);
+out:
+    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *fix[] = {"qwen3_5-tiny", "qwen3_5-tiny-mlx-q4", "qwen3_5_moe-tiny", "qwen3_next-tiny",
                          "gemma3-tiny", "gemma4-tiny-ple", "gemma4-tiny-moe"};
-    const char *only = getenv("KILN_TEST_HYBRID_ONLY"); /* one fixture's ragged check alone */
+    const char *only = getenv("KILN_TEST_HYBRID_ONLY"); /* one fixture's ragged check alone; =graph: the graph check */
+    if (only && !strcmp(only, "graph")) { check_graph_growth(); return ct_done("test_cuda_hybrid (graph)"); }
     for (size_t i = 0; i < sizeof fix / sizeof fix[0]; i++)
         if (!only || !strcmp(only, fix[i])) check_ragged(fix[i]);
     if (only) return ct_done("test_cuda_hybrid");
     check_snapshot("qwen3_5-tiny");
     check_snapshot("qwen3_5_moe-tiny");
     check_snapshot("qwen3_next-tiny");
+    check_graph_growth();
     return ct_done("test_cuda_hybrid");
 }

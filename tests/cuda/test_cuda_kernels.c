@@ -3504,7 +3504,9 @@ static void test_attention_decode_mma(void) {
  * without the clusters — an unspecified launch failure (`kiln bench --prompt-tokens 16 --gen-tokens
  * 128` on the H200, session 32). Every captured step must give the eager step's bits. Steps at
  * positions 120..136 and 378..390 (1 → 2 → 4 splits: at 129 and 385 keys), qwen3-0.6b's heads (16 / 8,
- * head_dim 128). */
+ * head_dim 128). NOT the crash's regression test: with the attention alone in the graph it passed on the
+ * code before the fix (and with KILN_CUDA_GRAPH_SIG=0, session 33); test_cuda_hybrid's graph check, a
+ * whole model's decode, is (it aborts with the old key). */
 static void test_attention_decode_graph_growth(void) {
     backend_t *be = befast;
     const int nh = 16, nkv = 8, hd = 128, bs = 16, maxp = 400, nblk = (maxp + bs - 1) / bs;

@@ -93,6 +93,7 @@ typedef struct cuda_impl {
      * 129 positions (no cluster → clusters of 2) as a success and replayed it without the clusters — an
      * unspecified launch failure (session 32: `kiln bench --prompt-tokens 16|64 --gen-tokens 128`) */
     unsigned cap_sig;
+    int graph_sig;          /* KILN_CUDA_GRAPH_SIG=0: cap_sig left out of the key (reproduces that crash; tests only) */
     int step_T;             /* tokens of the step in progress (step_begin)              */
     /* segments: every seg_len matmuls the capture so far is launched and a new one starts,
      * so the GPU runs the first layers while the host records the next (KILN_CUDA_GRAPH_SEG,
