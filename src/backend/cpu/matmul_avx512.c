@@ -1010,7 +1010,6 @@ static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0,
         if (!q) abort();
         if (T == 1) q4ril_rows(y, q, w, j0, j1 < nr ? j1 : nr);
         else q4ril_gemm(y, q, T, w, j0, j1 < nr ? j1 : nr);
-        free(q);
     }
     if (j1 > nr) mm_q4(y, x, T, w, j0 > nr ? j0 : nr, j1);
 }
@@ -1104,7 +1103,6 @@ static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r
             if (j0 < nr) q4ril_rows(y, q, w, j0, j1 < nr ? j1 : nr);
             if (j1 > nr) mm_q4(y, x, 1, w, j0 > nr ? j0 : nr, j1);
         }
-        free(q);
     } else if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w)) {
         q4i_t q;
         if (q4i_prepare(&q, x, 1, w)) abort();

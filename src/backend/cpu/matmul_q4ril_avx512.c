@@ -58,6 +58,7 @@
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/avx512_common.h"
+#include "backend/cpu/cpu_scratch.h"
 #include "backend/cpu/q4ril.h"
 
 #define AI static inline __attribute__((always_inline))
@@ -79,7 +80,7 @@ void *q4ril_prepare(const float *x, int T, const weight_t *w) {
     int K = w->cols, G = w->group, nw = K / 8, ng = K / G;
     size_t hs = (sizeof(q4r_x_t) + 63) & ~(size_t)63, xdb = ((size_t)T * nw * 24 + 63) & ~(size_t)63;
     size_t bytes = hs + xdb + sizeof(float) * 2 * (size_t)T * ng;
-    char *m = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    char *m = cpu_scratch(CPU_SCRATCH_XPREP, bytes); /* this thread's, reused: no page faults per call */
     if (!m) return NULL;
     q4r_x_t *q = (q4r_x_t *)m;
     q->xd = (int8_t *)(m + hs);

@@ -50,6 +50,7 @@
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/avx512_common.h"
+#include "backend/cpu/cpu_scratch.h"
 #include "backend/cpu/q8ril.h"
 
 #pragma GCC push_options
@@ -59,11 +60,11 @@
 /* Prepared x rows: digits [t][g][d][G] (row stride xs bytes), p and group sums [t][g]. */
 typedef struct { int8_t *xd; float *pv, *xg; int K, ng; size_t xs; } q8r_x_t;
 
-/* x rows [0, T) into q (one allocation at q->xd; free it). */
+/* x rows [0, T) into q (in this thread's scratch, cpu_scratch.h: valid until its next prepare). */
 static int q8r_prepare(q8r_x_t *q, const float *x, int T, int K, int G) {
     int ng = K / G;
     size_t xs = ((size_t)3 * K + 63) & ~(size_t)63, fl = (size_t)T * ng * 2 * sizeof(float);
-    int8_t *xd = aligned_alloc(64, ((size_t)T * xs + fl + 63) & ~(size_t)63);
+    int8_t *xd = cpu_scratch(CPU_SCRATCH_XPREP, (size_t)T * xs + fl);
     if (!xd) return -1;
     float *pv = (float *)(xd + (size_t)T * xs), *xg = pv + (size_t)T * ng;
     for (size_t t = 0; t < (size_t)T; t++)
@@ -234,7 +235,6 @@ void q8ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, in
         q8r_x_t q;
         if (q8r_prepare(&q, x, T, w->cols, w->group)) abort();
         tiles(y, &q, T, w, j0, a1);
-        free(q.xd);
     }
     if (b0 < j1) avx512_q8_rows(y, x, T, w, b0, j1);
 }
@@ -248,6 +248,5 @@ void q8ril_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r) {
         if (j0 < a1) tiles(y, &q, 1, w, j0, a1);
         if (b0 < j1) avx512_q8_rows(y, x, 1, w, b0, j1);
     }
-    free(q.xd);
 }
 #pragma GCC pop_options

@@ -7,8 +7,9 @@
 
 #include "backend/cpu/cpu_kernels.h"
 
-/* x rows [0, T) prepared for w (digits per code word, p and sums per group); free() it.
- * NULL: out of memory. */
+/* x rows [0, T) prepared for w (digits per code word, p and sums per group) in the calling
+ * thread's scratch (cpu_scratch.h): not freed by the caller, valid until the thread's next
+ * prepare. NULL: out of memory. */
 void *q4ril_prepare(const float *x, int T, const weight_t *w);
 /* One token (q from q4ril_prepare with T = 1): y[j] for rows [j0, j1) inside full tiles
  * (j1 <= 16·⌊N/16⌋; a tile cut by the range is computed whole and stored masked). */
