@@ -17,9 +17,10 @@
  * continue, restore it and continue with the same tokens: bitwise the same logits (same
  * steps, same kernels).
  *
- * Graphs over growing contexts: a 2-layer checkpoint with qwen3-0.6b's shapes (kiln synth: 16
- * query heads, 8 KV heads, head_dim 128 — the decode attention's cluster kernel) decodes a
- * 16-token prompt through 400 positions one token a step, once eager (KILN_CUDA_GRAPH=0) and once
+ * Graphs over growing contexts: 2-layer checkpoints with qwen3-0.6b's and llama-3.2-1b's shapes
+ * (kiln synth: head_dim 128 and 64, f16 cache — the decode attention's cluster kernel) decode a
+ * 16-token prompt through 400 positions one token a step, and four rows of different prompts
+ * together (4, then 3, 2, 1 rows a step as they finish), once eager (KILN_CUDA_GRAPH=0) and once
  * in CUDA graphs; every step's logits must be bitwise the eager run's. The decode attention goes
  * from 1 split to clusters of 2 at 129 keys and 4 at 385: session 32 found that
  * cudaGraphExecUpdate took the 1 → 2 change as a success and replayed the kernel without its
@@ -232,76 +233,127 @@ static uint64_t hash_bytes(const void *p, size_t n) {
     return h;
 }
 
-#define GG_PROMPT 16
-#define GG_END 400
-/* Decodes toks[0, GG_END) on a fresh "cuda" model from dir: the prompt in one step, then one token a
- * step; hash[i] is the hash of the logits that step i's last token gave (i = 0: the prompt's), and
- * when fill, toks[p + 1] is the greedy pick after toks[p]. Returns the steps run, -1 on failure. */
-static int graph_decode(const char *dir, int32_t *toks, uint64_t *hash, int fill) {
+#define GG_END 400  /* every row decodes up to this position */
+#define GG_ROWS 4
+/* The rows' prompt lengths in the multi-row phase: they decode together, one token a row a step,
+ * and leave as they reach GG_END (4, then 3, 2, 1 rows a step) */
+static const int gg_prompt[GG_ROWS] = {16, 100, 3, 60};
+
+/* Decodes on a fresh "cuda" model from dir. R = 1: toks[0][0, 16) as the prompt in one step, then one
+ * token a step to GG_END; with fill, toks[0][p + 1] is the greedy pick after toks[0][p]. R = GG_ROWS:
+ * each row's prompt alone, then every unfinished row one token a step. hash[i]: the logits of step i's
+ * rows (the prompts' last tokens first). Returns the steps hashed, -1 on failure. */
+static int graph_decode(const char *dir, int R, int32_t toks[GG_ROWS][GG_END], uint64_t *hash, int fill) {
     err_t e = {0};
     model_opts_t o = {"cuda", 0};
     model_t *m = model_load(dir, &o, &e);
     if (!m) { CHECK(0, "graph check: load %s: %s", dir, e.msg); return -1; }
-    int steps = -1;
-    kv_seq_t s;
-    kv_seq_init(&s);
-    if (model_init_kv(m, GG_END / 16 + 4, 16, DT_F16, &e)) { CHECK(0, "graph check: %s", e.msg); goto out; }
+    int steps = -1, pos[GG_ROWS];
+    kv_seq_t s[GG_ROWS];
+    for (int r = 0; r < R; r++) kv_seq_init(&s[r]);
     const int V = m->cfg.vocab_size;
-    float *lg = malloc(sizeof(float) * GG_PROMPT * V);
+    float *lg = malloc(sizeof(float) * 100 * V);
+    if (model_init_kv(m, R * (GG_END / 16 + 2) + 4, 16, DT_F16, &e)) { CHECK(0, "graph check: %s", e.msg); goto out; }
     steps = 0;
-    for (int p0 = 0, p1 = GG_PROMPT; p1 <= GG_END; p0 = p1, p1++) {
-        if (feed(m, &s, toks, p0, p1, lg)) { steps = -1; break; }
-        const float *last = lg + (size_t)(p1 - p0 - 1) * V;
+    for (int r = 0; r < R; r++) { /* the prompts */
+        pos[r] = R == 1 ? 16 : gg_prompt[r];
+        if (feed(m, &s[r], toks[r], 0, pos[r], lg)) { steps = -1; goto out; }
+        const float *last = lg + (size_t)(pos[r] - 1) * V;
         hash[steps++] = hash_bytes(last, sizeof(float) * V);
-        if (fill && p1 < GG_END) {
+        if (fill) {
             int best = 0;
             for (int v = 1; v < V; v++) if (last[v] > last[best]) best = v;
-            toks[p1] = best;
+            toks[r][pos[r]] = best;
         }
     }
-    free(lg);
+    for (;;) { /* decode steps: the unfinished rows, one token each */
+        int32_t tk[GG_ROWS], ps[GG_ROWS], rs[GG_ROWS + 1] = {0}, li[GG_ROWS];
+        kv_seq_t *sp[GG_ROWS];
+        int nr = 0;
+        for (int r = 0; r < R; r++) {
+            if (pos[r] >= GG_END) continue;
+            if (kv_seq_reserve(&s[r], &m->kv, pos[r] + 1, &e)) { CHECK(0, "graph check: reserve: %s", e.msg); steps = -1; goto out; }
+            tk[nr] = toks[r][pos[r]];
+            ps[nr] = pos[r];
+            li[nr] = nr;
+            sp[nr] = &s[r];
+            rs[nr + 1] = nr + 1;
+            nr++;
+        }
+        if (!nr) break;
+        batch_t bt = {nr, nr, tk, ps, rs, sp, li, nr};
+        int rc = model_forward(m, &bt, lg, &e);
+        CHECK(rc == 0, "graph check: forward: %s", e.msg);
+        if (rc) { steps = -1; goto out; }
+        hash[steps++] = hash_bytes(lg, sizeof(float) * nr * V);
+        for (int r = 0, k = 0; r < R; r++) {
+            if (pos[r] >= GG_END) continue;
+            pos[r]++;
+            if (fill && pos[r] < GG_END) {
+                const float *row = lg + (size_t)k * V;
+                int best = 0;
+                for (int v = 1; v < V; v++) if (row[v] > row[best]) best = v;
+                toks[r][pos[r]] = best;
+            }
+            k++;
+        }
+    }
 out:
-    model_seq_release(m, &s);
-    kv_seq_free(&s, &m->kv);
+    free(lg);
+    for (int r = 0; r < R; r++) {
+        model_seq_release(m, &s[r]);
+        kv_seq_free(&s[r], &m->kv);
+    }
     model_free(m);
     return steps;
 }
 
-static void check_graph_growth(void) {
-    char dir[] = "/tmp/kiln-test-graph-XXXXXX";
-    if (!mkdtemp(dir)) { CHECK(0, "graph check: mkdtemp: %s", strerror(errno)); return; }
-    synth_opts_t so = {0};
-    so.preset = synth_preset_find("qwen3-0.6b", NULL);
-    so.dtype = DT_BF16;
-    so.seed = 5;
-    so.layers = 2;
-    so.out = dir;
-    err_t e = {0};
-    int32_t toks[GG_END];
-    uint64_t eager[GG_END], graph[GG_END];
-    if (!so.preset || synth_write(&so, &e)) { CHECK(0, "graph check: synth qwen3-0.6b: %s", so.preset ? e.msg : "no preset"); goto out; }
-    for (int i = 0; i < GG_PROMPT; i++) toks[i] = 1000 + 37 * i;
+/* One checkpoint: R rows eager, then in graphs; every step's logits bitwise equal. */
+static void graph_vs_eager(const char *dir, const char *name, int R) {
+    static int32_t toks[GG_ROWS][GG_END];
+    static uint64_t eager[4 * GG_END], graph[4 * GG_END];
+    uint64_t seed = 77;
+    for (int r = 0; r < GG_ROWS; r++)
+        for (int i = 0; i < GG_END; i++) toks[r][i] = (int32_t)((ct_rand(&seed) + 1.0f) * 0.5f * 30000);
     const char *was = getenv("KILN_CUDA_GRAPH");
     char *saved = was ? strdup(was) : NULL;
     setenv("KILN_CUDA_GRAPH", "0", 1);
     const long l0 = kiln_cuda_graph_launches;
-    int ne = graph_decode(dir, toks, eager, 1);
-    CHECK(kiln_cuda_graph_launches == l0, "graph check: the eager run launched %ld graphs", kiln_cuda_graph_launches - l0);
+    int ne = graph_decode(dir, R, toks, eager, R == 1); /* batch-1: the greedy continuation, for both runs */
+    CHECK(kiln_cuda_graph_launches == l0, "graph check %s: the eager run launched %ld graphs", name, kiln_cuda_graph_launches - l0);
     unsetenv("KILN_CUDA_GRAPH");
     const long l1 = kiln_cuda_graph_launches, i1 = kiln_cuda_graph_instantiations;
-    int ng = graph_decode(dir, toks, graph, 0);
+    int ng = graph_decode(dir, R, toks, graph, 0);
     if (saved) { setenv("KILN_CUDA_GRAPH", saved, 1); free(saved); }
-    const int want = GG_END - GG_PROMPT + 1;
-    CHECK(ne == want && ng == want, "graph check: steps eager %d, graphs %d, not %d", ne, ng, want);
-    CHECK(kiln_cuda_graph_launches - l1 >= want - 1, "graph check: %ld graph launches for %d decode steps", kiln_cuda_graph_launches - l1, want - 1);
+    CHECK(ne > 0 && ng == ne, "graph check %s, %d rows: steps eager %d, graphs %d", name, R, ne, ng);
+    CHECK(kiln_cuda_graph_launches - l1 >= ne - R, "graph check %s: %ld graph launches for %d decode steps", name, kiln_cuda_graph_launches - l1, ne - R);
     int first = -1, differ = 0;
-    for (int i = 0; i < want && ne == want && ng == want; i++)
+    for (int i = 0; i < ne && ng == ne; i++)
         if (eager[i] != graph[i]) { differ++; if (first < 0) first = i; }
-    CHECK(!differ, "graph check: %d of %d steps' logits differ from the eager run, first at position %d", differ, want, first + GG_PROMPT - 1);
-    printf("# qwen3-0.6b shapes (2 layers) decoded %d..%d in graphs (%ld launches, %ld instantiations): %d of %d steps bitwise the eager run\n",
-           GG_PROMPT, GG_END, kiln_cuda_graph_launches - l1, kiln_cuda_graph_instantiations - i1, ng == want ? want - differ : 0, want);
-out:
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    CHECK(!differ, "graph check %s, %d rows: %d of %d steps' logits differ from the eager run, first at step %d", name, R, differ, ne, first);
+    printf("# %s shapes (2 layers), %d row%s to position %d in graphs (%ld launches, %ld instantiations): %d of %d steps bitwise the eager run\n",
+           name, R, R > 1 ? "s" : "", GG_END, kiln_cuda_graph_launches - l1, kiln_cuda_graph_instantiations - i1, ng == ne ? ne - differ : 0, ne);
+}
+
+static void check_graph_growth(void) {
+    const char *presets[] = {"qwen3-0.6b", "llama-3.2-1b"}; /* head_dim 128 (16/8 heads) and 64 (32/8) */
+    for (int k = 0; k < 2; k++) {
+        char dir[] = "/tmp/kiln-test-graph-XXXXXX";
+        if (!mkdtemp(dir)) { CHECK(0, "graph check: mkdtemp: %s", strerror(errno)); return; }
+        synth_opts_t so = {0};
+        so.preset = synth_preset_find(presets[k], NULL);
+        so.dtype = DT_BF16;
+        so.seed = 5;
+        so.layers = 2;
+        so.out = dir;
+        err_t e = {0};
+        if (!so.preset || synth_write(&so, &e)) CHECK(0, "graph check: synth %s: %s", presets[k], so.preset ? e.msg : "no preset");
+        else {
+            graph_vs_eager(dir, presets[k], 1);
+            graph_vs_eager(dir, presets[k], GG_ROWS);
+        }
+        nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    }
 }
 
 int main(void) {
