@@ -47,6 +47,7 @@ test-cuda: cuda
 	./$(BUILD)/test_cuda_kernels
 	./$(BUILD)/test_cuda_parity
 	./$(BUILD)/test_cuda_hybrid
+	./$(BUILD)/test_cuda_shapes
 	./$(BUILD)/test_cuda_sample
 
 clean:

@@ -14,7 +14,7 @@ set -eu
 B=${1:?build dir}; P=${2:?package dir}
 T=$(mktemp -d)
 mkdir -p "$T/lib" "$P"
-for f in ${PACK_BINS:-kiln test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample kiln-cuda-probe}; do strip -o "$T/$f" "$B/$f"; done
+for f in ${PACK_BINS:-kiln test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample test_cuda_shapes kiln-cuda-probe}; do strip -o "$T/$f" "$B/$f"; done
 for l in libjansson.so.4 libpcre2-8.so.0 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libhogweed.so.6 \
          libnettle.so.8 libgmp.so.10 libidn2.so.0 libunistring.so.2 libp11-kit.so.0 libtasn1.so.6 libffi.so.8; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$T/lib/"
