@@ -6,6 +6,6 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-timeout 400 /tmp/k/test_cuda_shapes > $OUT/shapes.log 2>&1; echo "shapes: rc=$? at $(el) s" >> "$S"
+timeout 500 /tmp/k/test_cuda_shapes > $OUT/shapes.log 2>&1; echo "shapes: rc=$? at $(el) s" >> "$S"
 grep "^#\|FAIL\|checks\|cuda:" $OUT/shapes.log | head -60 >> "$S"
 cat "$S"

@@ -7,15 +7,17 @@
  * kernel (test_cuda_kernels), not as a model. Session 32's graph crash (a decode passing 128
  * positions) lived exactly there. Here 2-layer checkpoints with the shapes of qwen3-0.6b (bf16
  * and MLX 4-bit) and llama-3.2-1b (MLX 8-bit), written by synth_write, run on "cuda" (graphs
- * on, f16 cache) and on "cpu" (f16 cache), the same token ids:
+ * on, f16 cache) and on "cpu" (f16 cache), the same token ids — and the same for llama-3-8b (MLX q4),
+ * Qwen3.5-0.8B (bf16 and q4: gated DeltaNet layers and a gated full-attention layer, head_dim
+ * 256) and Gemma 3 1B (q4: sliding layers with a 512-token window and a global one):
  *  - prompts of 1, 7, 63, 64, 65, 100, 128, 129, 192, 193, 256 and 300 tokens in one step
  *    (each a fresh sequence; logits of every 7th token and the last);
- *  - one sequence decoding from a 16-token prompt through position 400, a token a step;
+ *  - one sequence decoding from a 16-token prompt through position 400 (gemma3: 600), a token a step;
  *  - mixed steps: a prefill chunk, a second chunk of a longer prompt and two decode rows at
  *    different contexts in one batch.
  * Every step's logits within 1e-2 of the CPU's, relative to the step's largest |logit| — the
  * issue's bound for the bf16 activation path (docs/cuda.md, Numerics). KILN_TEST_SHAPES_ONLY=N:
- * the N-th checkpoint alone (0..2). */
+ * the N-th checkpoint alone (0..6). */
 #include <errno.h>
 #include <ftw.h>
 #include <unistd.h>
@@ -24,7 +26,7 @@
 #include "model/model.h"
 
 #define SH_TOL 1e-2
-#define SH_END 400 /* the decode run's last position + 1 */
+#define SH_END 640 /* room for a decode run's positions (each checkpoint its own end) */
 #define SH_MAXP 300
 
 static double worst;
@@ -64,18 +66,19 @@ static int step_both(model_t *const *m, const batch_t *b, kv_seq_t *s0, kv_seq_t
     return 0;
 }
 
-static void check_checkpoint(const char *preset, dtype_t dt, int bits) {
+static void check_checkpoint(const char *preset, dtype_t dt, int bits, int layers, int end) {
     char dir[] = "/tmp/kiln-test-shapes-XXXXXX";
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp: %s", strerror(errno)); return; }
     char name[64];
     snprintf(name, sizeof name, "%s %s", preset, bits == 4 ? "q4" : bits == 8 ? "q8" : dtype_name(dt));
+    printf("# %s, %d layers: synth, then cuda and cpu\n", name, layers);
     synth_opts_t so = {0};
     so.preset = synth_preset_find(preset, NULL);
     so.dtype = dt;
     so.bits = bits;
     so.group_size = bits ? 64 : 0;
     so.seed = 9;
-    so.layers = 2;
+    so.layers = layers;
     so.out = dir;
     err_t e = {0};
     model_t *m[2] = {NULL, NULL};
@@ -118,9 +121,10 @@ static void check_checkpoint(const char *preset, dtype_t dt, int bits) {
     }
     printf("# %-18s prompts of 1..%d tokens: worst rel err %.3g (tol %g)\n", name, SH_MAXP, worst, SH_TOL);
 
-    /* a 16-token prompt, then a token a step through SH_END (the decode attention's 1 -> 2 -> 4 splits) */
+    /* a 16-token prompt, then a token a step through end (the decode attention's 1 -> 2 -> 4 splits;
+     * gemma3's 512-token window) */
     worst = 0;
-    for (int p = 0; p < SH_END; p = p ? p + 1 : 16) {
+    for (int p = 0; p < end; p = p ? p + 1 : 16) {
         const int n = p ? 1 : 16;
         for (int i = 0; i < n; i++) pos[i] = p + i;
         int32_t rs[2] = {0, n}, l1 = n - 1;
@@ -130,7 +134,7 @@ static void check_checkpoint(const char *preset, dtype_t dt, int bits) {
         snprintf(what, sizeof what, "%s decode at position %d", name, p + n - 1);
         if (step_both(m, &b, s[0], s[1], what, g, c)) goto out;
     }
-    printf("# %-18s decode 16..%d, a token a step: worst rel err %.3g\n", name, SH_END - 1, worst);
+    printf("# %-18s decode 16..%d, a token a step: worst rel err %.3g\n", name, end - 1, worst);
 
     /* mixed steps: rows 1-3 first get contexts of 140, 30 and 260 tokens; then each step has row 0's
      * next prompt chunk (40 tokens), row 1 and row 3 one decode token, row 2 a 9-token chunk */
@@ -184,9 +188,13 @@ out:
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *only = getenv("KILN_TEST_SHAPES_ONLY");
-    const struct { const char *preset; dtype_t dt; int bits; } ck[] = {
-        {"qwen3-0.6b", DT_BF16, 0}, {"qwen3-0.6b", DT_BF16, 4}, {"llama-3.2-1b", DT_BF16, 8}};
-    for (int i = 0; i < 3; i++)
-        if (!only || atoi(only) == i) check_checkpoint(ck[i].preset, ck[i].dt, ck[i].bits);
+    /* layers: 2, or enough to reach a hybrid's first full-attention layer (qwen3.5: every 4th) and
+     * gemma3's first global one (every 6th); gemma3 decodes past its 512-token window */
+    const struct { const char *preset; dtype_t dt; int bits, layers, end; } ck[] = {
+        {"qwen3-0.6b", DT_BF16, 0, 2, 400}, {"qwen3-0.6b", DT_BF16, 4, 2, 400}, {"llama-3.2-1b", DT_BF16, 8, 2, 400},
+        {"llama-3-8b", DT_BF16, 4, 2, 400}, {"qwen3.5-0.8b", DT_BF16, 0, 4, 400}, {"qwen3.5-0.8b", DT_BF16, 4, 4, 400},
+        {"gemma3-1b", DT_BF16, 4, 6, 600}};
+    for (int i = 0; i < (int)(sizeof ck / sizeof ck[0]); i++)
+        if (!only || atoi(only) == i) check_checkpoint(ck[i].preset, ck[i].dt, ck[i].bits, ck[i].layers, ck[i].end);
     return ct_done("test_cuda_shapes");
 }
