@@ -42,7 +42,8 @@ cuda:
 
 # The CUDA tests (need a GPU; run from the repository root for the fixtures): every
 # kernel against the CPU reference, then every fixture on the CUDA backend, then the hybrid
-# fixtures in ragged batches, chunked prefill and snapshots.
+# fixtures in ragged batches, chunked prefill, snapshots and graphs over growing contexts, then
+# real-shape synths against the CPU backend (test_cuda_shapes), then device sampling.
 test-cuda: cuda
 	./$(BUILD)/test_cuda_kernels
 	./$(BUILD)/test_cuda_parity
