@@ -103,6 +103,15 @@ __device__ __forceinline__ int qd_exp(float m) {
 }
 __device__ __forceinline__ float qd_pow2(int e) { return __int_as_float((127 + e) << 23); }
 
+/* x's float4s of the grid-stride walk to f16, scaled by px = 2^e (exact): f16(x·2^e) */
+__device__ __forceinline__ void qd_x_store(__half *xout, const float4 *x, float px, size_t n4, size_t i0, size_t stride) {
+    for (size_t i = i0; i < n4; i += stride) {
+        const float4 v = x[i];
+        __align__(8) __half2 h[2] = {__floats2half2_rn(v.x * px, v.y * px), __floats2half2_rn(v.z * px, v.w * px)};
+        ((uint2 *)xout)[i] = *(const uint2 *)h;
+    }
+}
+
 /* a word's codes → 16-byte (q4) / 8-byte (q8) f16 run: f16(fma(sc, code, bi)), the code made f32 as the
  * bits of 2^23 + code less 2^23 (exact) */
 template <int BITS>
@@ -187,11 +196,7 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
             wout[i] = __float2half_rn(__fmaf_rn(sc, (float)code, bi));
         }
     }
-    for (size_t i = i0; i < n4; i += stride) {
-        const float4 v = x[i];
-        __align__(8) __half2 h[2] = {__floats2half2_rn(v.x * px, v.y * px), __floats2half2_rn(v.z * px, v.w * px)};
-        ((uint2 *)xout)[i] = *(const uint2 *)h;
-    }
+    qd_x_store(xout, x, px, n4, i0, stride);
 }
 
 /* One launch for up to QD_MAXW weights of one x (q/k/v, gate/up; or one weight): each weight's bound was
@@ -227,11 +232,7 @@ __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __hal
         if (i0 == 0) { ab[2 * k] = qd_pow2(-(e + s)); ab[2 * k + 1] = 0.f; }
         qd_words<BITS>(w, m.wout[k], qd_pow2(s), i0, stride);
     }
-    for (size_t i = i0; i < n4; i += stride) {
-        const float4 v = x[i];
-        __align__(8) __half2 h[2] = {__floats2half2_rn(v.x * px, v.y * px), __floats2half2_rn(v.z * px, v.w * px)};
-        ((uint2 *)xout)[i] = *(const uint2 *)h;
-    }
+    qd_x_store(xout, x, px, n4, i0, stride);
 }
 
 /* Whether this path is on: KILN_CUDA_QDEQ unset or f16 (tf32 / f32 / bf16: matmul.cu's paths),
