@@ -26,11 +26,9 @@
  * cudaGraphExecUpdate took the 1 → 2 change as a success and replayed the kernel without its
  * clusters (an unspecified launch failure); KILN_CUDA_GRAPH_SIG=0 brings that key back, and
  * KILN_TEST_HYBRID_ONLY=graph runs this check alone. */
-#include <errno.h>
-#include <ftw.h>
 #include <unistd.h>
 #include "cuda_test.h"
-#include "load/synth_presets.h"
+#include "ct_synth.h"
 #include "model/model.h"
 
 #define NSEQ 5
@@ -220,11 +218,6 @@ out:
 
 extern long kiln_cuda_graph_launches, kiln_cuda_graph_instantiations; /* cuda_backend.cu */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
-
 /* FNV-1a over a step's logits: the graph run is compared with the eager run step by step */
 static uint64_t hash_bytes(const void *p, size_t n) {
     const unsigned char *b = p;
@@ -338,21 +331,13 @@ static void graph_vs_eager(const char *dir, const char *name, int R) {
 static void check_graph_growth(void) {
     const char *presets[] = {"qwen3-0.6b", "llama-3.2-1b"}; /* head_dim 128 (16/8 heads) and 64 (32/8) */
     for (int k = 0; k < 2; k++) {
-        char dir[] = "/tmp/kiln-test-graph-XXXXXX";
-        if (!mkdtemp(dir)) { CHECK(0, "graph check: mkdtemp: %s", strerror(errno)); return; }
-        synth_opts_t so = {0};
-        so.preset = synth_preset_find(presets[k], NULL);
-        so.dtype = DT_BF16;
-        so.seed = 5;
-        so.layers = 2;
-        so.out = dir;
-        err_t e = {0};
-        if (!so.preset || synth_write(&so, &e)) CHECK(0, "graph check: synth %s: %s", presets[k], so.preset ? e.msg : "no preset");
+        char dir[] = "/tmp/kiln-test-graph-XXXXXX", why[1200];
+        if (ct_synth_tmp(dir, presets[k], DT_BF16, 0, 2, 5, why, sizeof why)) CHECK(0, "graph check: %s", why);
         else {
             graph_vs_eager(dir, presets[k], 1);
             graph_vs_eager(dir, presets[k], GG_ROWS);
         }
-        nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+        ct_rm_tree(dir);
     }
 }
 

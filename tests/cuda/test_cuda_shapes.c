@@ -18,11 +18,9 @@
  * Every step's logits within 1e-2 of the CPU's, relative to the step's largest |logit| — the
  * issue's bound for the bf16 activation path (docs/cuda.md, Numerics). KILN_TEST_SHAPES_ONLY=N:
  * the N-th checkpoint alone (0..6). */
-#include <errno.h>
-#include <ftw.h>
 #include <unistd.h>
 #include "cuda_test.h"
-#include "load/synth_presets.h"
+#include "ct_synth.h"
 #include "model/model.h"
 
 #define SH_TOL 1e-2
@@ -30,11 +28,6 @@
 #define SH_MAXP 300
 
 static double worst;
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
 
 static model_t *load(const char *dir, const char *backend) {
     err_t e = {0};
@@ -67,27 +60,17 @@ static int step_both(model_t *const *m, const batch_t *b, kv_seq_t *s0, kv_seq_t
 }
 
 static void check_checkpoint(const char *preset, dtype_t dt, int bits, int layers, int end) {
-    char dir[] = "/tmp/kiln-test-shapes-XXXXXX";
-    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp: %s", strerror(errno)); return; }
+    char dir[] = "/tmp/kiln-test-shapes-XXXXXX", why[1200];
     char name[64];
     snprintf(name, sizeof name, "%s %s", preset, bits == 4 ? "q4" : bits == 8 ? "q8" : dtype_name(dt));
     printf("# %s, %d layers: synth, then cuda and cpu\n", name, layers);
-    synth_opts_t so = {0};
-    so.preset = synth_preset_find(preset, NULL);
-    so.dtype = dt;
-    so.bits = bits;
-    so.group_size = bits ? 64 : 0;
-    so.seed = 9;
-    so.layers = layers;
-    so.out = dir;
-    err_t e = {0};
     model_t *m[2] = {NULL, NULL};
     float *g = NULL, *c = NULL;
     int32_t *tok = NULL, *pos = NULL, *li = NULL;
     kv_seq_t s[2][4];
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < 4; i++) kv_seq_init(&s[k][i]);
-    if (!so.preset || synth_write(&so, &e)) { CHECK(0, "synth %s: %s", name, so.preset ? e.msg : "no preset"); goto out; }
+    if (ct_synth_tmp(dir, preset, dt, bits, layers, 9, why, sizeof why)) { CHECK(0, "%s: %s", name, why); goto out; }
     if (!(m[0] = load(dir, "cuda")) || !(m[1] = load(dir, "cpu"))) goto out;
     const int V = m[0]->cfg.vocab_size;
     g = malloc(sizeof(float) * 64 * V);
@@ -182,7 +165,7 @@ out:
     model_free(m[0]);
     model_free(m[1]);
     free(g); free(c); free(tok); free(pos); free(li);
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    ct_rm_tree(dir);
 }
 
 int main(void) {
