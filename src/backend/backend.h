@@ -266,6 +266,12 @@ typedef struct backend_ops {
      * and in all right now; 0 when known. The engine sizes its automatic KV cache from it after
      * the weights are uploaded (engine/kv_budget.c). */
     int (*mem_info)(backend_t *, size_t *free_bytes, size_t *total_bytes);
+    /* Optional (NULL: no such cache): the budget of the backend's weight cache — quantized weights
+     * kept dequantized after their first prefill, so later prefills skip the conversion (CUDA:
+     * matmul_dequant.cu). gb > 0: that many GB; 0: the backend's automatic choice; < 0: off. Called
+     * once the model's weights are prepared; returns the device bytes the cache may still take, which
+     * the engine keeps out of its automatic KV cache. */
+    size_t (*weight_cache)(backend_t *, double gb);
 } backend_ops_t;
 
 struct backend {

@@ -170,6 +170,7 @@ static int bench_concurrency(const char *dir, const model_args_t *ma, const char
     o.load_tokenizer = 0;
     o.snapshot_interval = (int)g_snap_interval;
     o.buffer_dtype = ma->buffer_dtype;
+    o.weight_cache_gb = ma->weight_cache_gb;
     err_t e = {0};
     kiln_engine_t *eng = kiln_engine_start(&o, &e);
     if (!eng) { fprintf(stderr, "kiln bench: %s\n", e.msg); return 1; }

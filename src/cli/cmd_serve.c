@@ -103,6 +103,7 @@ int cmd_serve(int argc, char **argv) {
     eo.threads = ma.threads;
     eo.kv_dtype = ma.kv_dtype;
     eo.block_size = ma.block_size;
+    eo.weight_cache_gb = ma.weight_cache_gb;
 
     sigset_t sigs;
     sigemptyset(&sigs);

@@ -703,6 +703,7 @@ static kv_budget_t auto_budget(const kiln_engine_t *eng, size_t block_bytes, int
     size_t fr = 0, tot = 0;
     in.device = be->ops->mem_info && be->ops->mem_info(be, &fr, &tot) == 0;
     in.dev_free = (double)fr;
+    in.cache_bytes = (double)eng->m->weight_cache_bytes;
     in.dev_total = (double)tot;
     in.token_bytes = (double)block_bytes / eng->o.block_size;
     in.ctx_len = eng->o.ctx_len;
@@ -731,7 +732,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     if (eng->o.step_tokens <= 0) eng->o.step_tokens = o->backend && !strncmp(o->backend, "cuda", 4) ? 2048 : 512;
     if (eng->o.max_batch <= 0) eng->o.max_batch = 64;
     if (eng->o.max_queue <= 0) eng->o.max_queue = 1024;
-    model_opts_t mo = {o->backend, o->threads, o->buffer_dtype};
+    model_opts_t mo = {o->backend, o->threads, o->buffer_dtype, o->weight_cache_gb};
     eng->m = model_load(o->model_dir, &mo, e);
     if (!eng->m) goto err;
     const model_config_t *c = &eng->m->cfg;

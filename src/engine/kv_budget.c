@@ -5,7 +5,9 @@
  * later — the activation buffers of the largest step (step_bytes: the model's per-token
  * widths × the step's token budget, counted twice for the kernels' own scratch), every batch
  * row's logits and recurrent state (row_bytes), and a margin for CUDA graphs, cuBLASLt, the
- * split-K and staging rings and the allocator's rounding: 6 % of the device, at least 2 GiB.
+ * split-K and staging rings and the allocator's rounding: 6 % of the device, at least 2 GiB —
+ * and what the weight cache may still take (quantized weights kept dequantized for prefill:
+ * backend_ops_t.weight_cache, --weight-cache-gb), which fills lazily at the first long prompts.
  * vLLM's --gpu-memory-utilization (0.9 by default) makes the same bet; the trade-off is that
  * a second process on the same GPU finds little room — it should pass --kv-cache-gb. It stops at four
  * times what max_batch rows at the full context hold, which only a small model reaches.
@@ -27,7 +29,7 @@ kv_budget_t kv_auto_budget(const kv_budget_in_t *in) {
     if (in->device) {
         double margin = in->dev_total * KV_AUTO_DEV_MARGIN_SHARE;
         if (margin < KV_AUTO_DEV_MARGIN_MIN) margin = KV_AUTO_DEV_MARGIN_MIN;
-        b.reserve_bytes = margin + 2 * in->step_bytes + (double)in->max_batch * in->row_bytes;
+        b.reserve_bytes = margin + 2 * in->step_bytes + (double)in->max_batch * in->row_bytes + in->cache_bytes;
         b.kv_bytes = in->dev_free - b.reserve_bytes;
         if (b.kv_bytes < 0) b.kv_bytes = 0;
         b.snap_cap = in->host_total * KV_AUTO_SNAP_HOST_SHARE;
@@ -37,8 +39,10 @@ kv_budget_t kv_auto_budget(const kv_budget_in_t *in) {
         const double cap = KV_AUTO_DEV_CTX_ROUNDS * (double)in->max_batch * (double)in->ctx_len * in->token_bytes;
         const int capped = cap > 0 && b.kv_bytes > cap;
         if (capped) b.kv_bytes = cap;
-        snprintf(b.why, sizeof b.why, "auto: %.1f GB free on the device after the weights, %.1f GB kept for activations and the runtime%s",
-                 in->dev_free / GB, b.reserve_bytes / GB, capped ? "; capped at 4 x max-batch full contexts" : "");
+        char wc[64] = "";
+        if (in->cache_bytes > 0) snprintf(wc, sizeof wc, " (%.1f GB of it for the weight cache)", in->cache_bytes / GB);
+        snprintf(b.why, sizeof b.why, "auto: %.1f GB free on the device after the weights, %.1f GB kept for activations and the runtime%s%s",
+                 in->dev_free / GB, b.reserve_bytes / GB, wc, capped ? "; capped at 4 x max-batch full contexts" : "");
         return b;
     }
     double one_ctx = in->token_bytes * (double)in->ctx_len, cap = in->host_total * KV_AUTO_HOST_SHARE;

@@ -15,13 +15,14 @@ typedef struct kv_budget_in {
     double step_bytes;     /* activation bytes one step of step_tokens may allocate (estimate)   */
     double row_bytes;      /* backend bytes each batch row holds beyond K/V (logits, states)     */
     int max_batch;
+    double cache_bytes;    /* device: what the backend's weight cache may still allocate (model_t.weight_cache_bytes) */
 } kv_budget_in_t;
 
 typedef struct kv_budget {
     double kv_bytes;       /* the pool (0: nothing fits; why says so)                             */
     double reserve_bytes;  /* device: what was kept free for activations and the runtime         */
     double snap_cap;       /* hybrids on a device: the most host memory snapshots may take       */
-    char why[160];         /* one line for the log: where the number came from                   */
+    char why[224];         /* one line for the log: where the number came from                   */
 } kv_budget_t;
 
 /* Floor and ceiling of the host's automatic cache, and the device's fixed margin. */

@@ -133,6 +133,12 @@ model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e) {
     m->be->act_bf16_ok = m->cfg.arch == ARCH_LLAMA || m->cfg.arch == ARCH_QWEN3;
     m->ops = family_for(m->cfg.arch);
     if (m->ops->load(m, e)) goto err;
+    if (m->be->ops->weight_cache) {
+        m->weight_cache_bytes = m->be->ops->weight_cache(m->be, opts->weight_cache_gb);
+        if (m->weight_cache_bytes)
+            log_info("weight cache: up to %.1f GB of device memory for quantized weights kept dequantized after their first long "
+                     "prefill (--weight-cache-gb; 0 turns it off)", m->weight_cache_bytes / 1e9);
+    }
     /* what decode's stream will meet: the copy's coverage after the family packed it (a
      * split huge page would show here: session 9's per-weight mprotect cost decode 35 %) */
     m->weight_huge_bytes = model_weight_huge_bytes(m, &m->weight_copy_bytes);

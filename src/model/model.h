@@ -64,6 +64,7 @@ struct model {
      * many of them sat in 2 MB pages once the family had built (packed) its weights
      * (model_weight_huge_bytes measures it again later) */
     size_t weight_copy_bytes, weight_huge_bytes;
+    size_t weight_cache_bytes; /* device bytes the backend's weight cache may still take (model_opts_t.weight_cache_gb) */
     int64_t n_params;
     rec_pool_t *rec;         /* recurrent state slots (hybrid families), else NULL */
     /* Device sampling: a family that can leave its logits in backend memory sets
@@ -79,6 +80,8 @@ typedef struct model_opts {
     int n_threads;           /* 0: all cores */
     dtype_t buffer_dtype;    /* DT_F32 (0, default): as from_pretrained; DT_BF16: as after
                                 model.to(bfloat16) in memory (see config.h param_dtype) */
+    double weight_cache_gb;  /* the backend's weight cache (backend_ops_t.weight_cache): 0 (default)
+                                auto, > 0 GB, < 0 off; CUDA only (--weight-cache-gb) */
 } model_opts_t;
 
 model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e);

@@ -48,6 +48,15 @@ expect 2 "unknown flag '--bogus'" -- "$KILN" logits $M --bogus
 expect 2 "--threads expects an integer" -- "$KILN" logits $M --ids 1 --out "$out" --threads 0
 expect 2 "--kv-dtype must be" -- "$KILN" logits $M --ids 1 --out "$out" --kv-dtype f8
 expect 2 "--backend must be" -- "$KILN" generate $M --prompt-ids 1 --backend tpu
+for v in lots -3 nan inf 1e9 ""; do
+  expect 2 "--weight-cache-gb must be a size in GB .*, got '$v'" -- "$KILN" logits $M --ids 1 --out "$out" --weight-cache-gb "$v"
+done
+expect 2 "--weight-cache-gb needs a value" -- "$KILN" bench $M --weight-cache-gb
+# its good values load (the CPU backend has no weight cache: accepted and unused)
+for v in auto off 0 2.5; do
+  if "$KILN" logits $M --ids 1 --out "$out" --weight-cache-gb $v 2>/dev/null; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: --weight-cache-gb $v"; fi
+  rm -f "$out"
+done
 expect 2 "--max-tokens expects an integer" -- "$KILN" generate $M --prompt-ids 1 --max-tokens -1
 expect 2 "--temperature expects a number" -- "$KILN" generate $M --prompt-ids 1 --temperature warm
 expect 2 "--temperature expects a number" -- "$KILN" generate $M --prompt-ids 1 --temperature nan

@@ -4407,6 +4407,8 @@ static void test_hybrid_recurrent(void) {
  * q4/q8 (word kernel), q3/q6 (per-element kernel), groups 32/64/128, f16/bf16 scales.
  * Also: KILN_CUDA_DEQUANT=old (per-element for 4/8 bits) bitwise equal to the word kernel,
  * and KILN_CUDA_QDEQ=tf32 still within its 1e-2 (printed: the worst error in units of u·Σ|w·x|). */
+extern long kiln_cuda_qdc_fills, kiln_cuda_qdc_hits; /* matmul_dequant.cu: the weight cache's counters */
+
 static uint32_t host_code(const weight_t *w, int r, int c) {
     const uint32_t *row = (const uint32_t *)w->data + (size_t)r * w->cols / 32 * w->bits;
     unsigned long long bit = (unsigned long long)c * w->bits, word = bit >> 5, off = bit & 31;
@@ -4516,6 +4518,36 @@ static void qdeq_case(int N, int K, int T, int bits, int group, dtype_t sbt, flo
             to_host(befast, old, dy, (size_t)T * N);
             CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: a second call (the kept bound) differs from the first",
                   bits, group, N, K, T);
+            /* the weight cache (matmul_dequant.cu qd_keep, 4/8 bits): with a budget the first call writes the weight's f16
+             * form into a kept copy, the next reads it and converts x alone — the same bits both times; a weight
+             * under the size floor or over the budget is not kept */
+            const long f0 = kiln_cuda_qdc_fills, h0 = kiln_cuda_qdc_hits;
+            setenv("KILN_CUDA_QDEQ_CACHE_GB", "1", 1);
+            setenv("KILN_CUDA_QDEQ_CACHE_MIN", "1000000000", 1); /* a floor over the weight's size: not kept */
+            befast->ops->matmul(befast, dy, dx, T, &w);
+            to_host(befast, old, dy, (size_t)T * N);
+            CHECK(!memcmp(old, got, sizeof(float) * T * N) && kiln_cuda_qdc_fills == f0,
+                  "qdeq f16 q%d g%d %dx%d T=%d: a weight under the cache's floor (%ld kept)", bits, group, N, K, T, kiln_cuda_qdc_fills - f0);
+            setenv("KILN_CUDA_QDEQ_CACHE_MIN", "0", 1); /* these weights are under the default floor (2^24 parameters) */
+            setenv("KILN_CUDA_QDEQ_CACHE_GB", "1e-9", 1);
+            befast->ops->matmul(befast, dy, dx, T, &w);
+            to_host(befast, old, dy, (size_t)T * N);
+            CHECK(!memcmp(old, got, sizeof(float) * T * N) && kiln_cuda_qdc_fills == f0,
+                  "qdeq f16 q%d g%d %dx%d T=%d: a cache budget under the weight's size (%ld kept)", bits, group, N, K, T, kiln_cuda_qdc_fills - f0);
+            setenv("KILN_CUDA_QDEQ_CACHE_GB", "1", 1);
+            for (int r = 0; r < 3; r++) {
+                befast->ops->matmul(befast, dy, dx, T, &w);
+                to_host(befast, old, dy, (size_t)T * N);
+                CHECK(!memcmp(old, got, sizeof(float) * T * N), "qdeq f16 q%d g%d %dx%d T=%d: call %d with the weight cache differs", bits, group,
+                      N, K, T, r);
+            }
+            unsetenv("KILN_CUDA_QDEQ_CACHE_GB");
+            unsetenv("KILN_CUDA_QDEQ_CACHE_MIN");
+            if (bits == 4 || bits == 8)
+                CHECK(kiln_cuda_qdc_fills == f0 + 1 && kiln_cuda_qdc_hits == h0 + 2, "qdeq f16 q%d g%d: cache fills %ld hits %ld (want 1, 2)", bits,
+                      group, kiln_cuda_qdc_fills - f0, kiln_cuda_qdc_hits - h0);
+            else
+                CHECK(kiln_cuda_qdc_fills == f0 && kiln_cuda_qdc_hits == h0, "qdeq f16 q%d: the per-element path kept its weight", bits);
         } else {
             CHECK(maxd <= 1e-2 * maxy, "qdeq tf32 q%d g%d %dx%d T=%d: rel err %.3g", bits, group, N, K, T, maxd / maxy);
             if (worst_u > *worst_tf32) *worst_tf32 = worst_u;
@@ -4564,6 +4596,32 @@ static void qdeq_multi_case(int n, const int *bits, const int *groups, uint64_t 
                   v == 0 ? "default" : v == 1 ? "grid 5" : "per-weight launches", i, n, Ns[i], K, bits[i], groups[i]);
         }
     }
+    /* the weight cache: each weight of one width kept by the first matmul_multi, read by the second — each y as
+     * its own matmul without the cache gave (`one` holds the last weight's; the others are compared by a
+     * fresh uncached matmul after) */
+    const int one_width = bits[0] == bits[n - 1] && bits[0] == bits[n > 1 ? 1 : 0];
+    const long f0 = kiln_cuda_qdc_fills, h0 = kiln_cuda_qdc_hits;
+    float *ref[3];
+    for (int i = 0; i < n; i++) {
+        ref[i] = malloc(sizeof(float) * T * Ns[i]);
+        befast->ops->matmul(befast, dy[i], dx, T, &w[i]);
+        to_host(befast, ref[i], dy[i], (size_t)T * Ns[i]);
+    }
+    setenv("KILN_CUDA_QDEQ_CACHE_GB", "1", 1);
+    setenv("KILN_CUDA_QDEQ_CACHE_MIN", "0", 1);
+    for (int r = 0; r < 2 && befast->ops->matmul_multi; r++) {
+        befast->ops->matmul_multi(befast, n, dy, dx, T, wp);
+        for (int i = 0; i < n; i++) {
+            to_host(befast, got, dy[i], (size_t)T * Ns[i]);
+            CHECK(!memcmp(got, ref[i], sizeof(float) * T * Ns[i]), "qdeq multi, weight cache call %d: weight %d of %d differs", r, i, n);
+        }
+    }
+    unsetenv("KILN_CUDA_QDEQ_CACHE_GB");
+    unsetenv("KILN_CUDA_QDEQ_CACHE_MIN");
+    if (befast->ops->matmul_multi && one_width)
+        CHECK(kiln_cuda_qdc_fills == f0 + n && kiln_cuda_qdc_hits == h0 + n, "qdeq multi: cache fills %ld hits %ld (want %d, %d)",
+              kiln_cuda_qdc_fills - f0, kiln_cuda_qdc_hits - h0, n, n);
+    for (int i = 0; i < n; i++) free(ref[i]);
     unsetenv("KILN_CUDA_QDEQ");
     for (int i = 0; i < n; i++) { befast->ops->free(befast, dy[i]); release(befast, &w[i]); free_hw(&h[i]); }
     befast->ops->free(befast, dx);

@@ -2,7 +2,8 @@
  * lazily mapped buffers that make a context-sized pool cheap until used.
  *
  * - device: free memory less the reserve (6 % of the device, at least 2 GiB, twice a step's
- *   activations, each row's logits and state); nothing left → 0; snapshots capped by the host;
+ *   activations, each row's logits and state, the weight cache's budget); nothing left → 0;
+ *   snapshots capped by the host;
  *   at most 4 × max_batch full contexts (a tiny model on a big GPU);
  * - host: one full context, at least 1 GB, at most a quarter of physical memory;
  * - an engine started with the defaults on llama-tiny holds the 1 GB floor; an explicit
@@ -41,6 +42,15 @@ static void test_device(void **st) {
     assert_true(fabs(b.kv_bytes - (140.0e9 - reserve)) < 1);
     assert_true(fabs(b.snap_cap - 0.10 * 128.0 * GiB) < 1);
     assert_non_null(strstr(b.why, "140.0 GB free"));
+    assert_null(strstr(b.why, "weight cache"));
+    /* the weight cache's still unallocated budget (quantized weights kept as f16 for prefill) comes out of
+     * the pool, not out of the margin, and the log line says how much */
+    kv_budget_in_t wc = h200_llama8b();
+    wc.cache_bytes = 13.9e9;
+    kv_budget_t bw = kv_auto_budget(&wc);
+    assert_true(fabs(bw.reserve_bytes - (reserve + 13.9e9)) < 1);
+    assert_true(fabs(bw.kv_bytes - (140.0e9 - reserve - 13.9e9)) < 1);
+    assert_non_null(strstr(bw.why, "13.9 GB of it for the weight cache"));
     /* a tiny model on a big device: at most 4 x max_batch full contexts */
     kv_budget_in_t tiny = h200_llama8b();
     tiny.token_bytes = 256;

@@ -333,8 +333,10 @@ static void cu_release_weight(backend_t *be, weight_t *w) {
         /* the list stays in preparation order: prepare_weight searches it newest first */
         memmove(&c->weights[i], &c->weights[i + 1], sizeof(dweight_t *) * (size_t)(c->n_weights - i - 1));
         c->n_weights--;
-        if (d->qd_wpart || !d->alias) cuda_sync(c); /* a kernel still reading it */
+        if (d->qd_wpart || d->qd_f16 || !d->alias) cuda_sync(c); /* a kernel still reading it */
         cudaFree(d->qd_wpart);
+        if (d->qd_f16) c->qdc_used -= (size_t)d->rows * d->cols * 2;
+        cudaFree(d->qd_f16);
         if (!d->alias) {
             cudaFree((void *)d->data);
             cudaFree((void *)d->scales);
@@ -351,6 +353,9 @@ static int cu_mem_info(backend_t *be, size_t *free_bytes, size_t *total_bytes) {
     if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) { cudaGetLastError(); return -1; }
     return 0;
 }
+
+size_t cuda_qdeq_cache_plan(cuda_impl_t *c, double gb); /* matmul_dequant.cu */
+static size_t cu_weight_cache(backend_t *be, double gb) { return cuda_qdeq_cache_plan(cuda_impl(be), gb); }
 
 static const backend_ops_t cuda_ops = {
     .name = "cuda",
@@ -392,6 +397,7 @@ static const backend_ops_t cuda_ops = {
     .delta_decode = cuda_delta_decode,
     .post_norm_add = cuda_post_norm_add,
     .mem_info = cu_mem_info, /* kv_k_transposed (between them) stays NULL */
+    .weight_cache = cu_weight_cache,
 };
 
 
@@ -536,6 +542,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     cuda_sync(c);
     for (int i = 0; i < c->n_weights; i++) {
         cudaFree(c->weights[i]->qd_wpart);
+        cudaFree(c->weights[i]->qd_f16);
         if (c->weights[i]->alias) { free(c->weights[i]); continue; }
         cudaFree((void *)c->weights[i]->data);
         cudaFree((void *)c->weights[i]->scales);

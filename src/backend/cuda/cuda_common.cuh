@@ -40,6 +40,8 @@ typedef struct dweight {
     size_t data_bytes, sb_bytes;
     int alias;              /* a view: not freed at destroy */
     float *qd_wpart;        /* matmul_dequant.cu: the bound's QD_NP partial maxima and their maximum (device, its own even in a view; NULL until a prefill needs it) */
+    __half *qd_f16;         /* matmul_dequant.cu: the weight dequantized to f16 (scaled by its 2^s), kept after its first prefill
+                             * within the backend's weight cache budget (qdc_*); NULL: dequantized each prefill */
 } dweight_t;
 
 /* The backend's state. One stream carries every op, so ops are ordered without events. */
@@ -63,6 +65,10 @@ typedef struct cuda_impl {
     void *act16; size_t act16_bytes;
     void *ysplit; size_t ysplit_bytes; /* [2T, N] f32: the hi and lo halves of a split bf16 GEMM */
     void *wdeq; size_t wdeq_bytes;
+    /* matmul_dequant.cu's weight cache: quantized weights kept dequantized (dweight_t.qd_f16) up to
+     * qdc_budget bytes (KILN_CUDA_QDEQ_CACHE_GB / backend_t's option; 0: off); qdc_used so far */
+    size_t qdc_budget, qdc_used;
+    int qdc_full;           /* an allocation failed: no more weights are kept */
     float *part; size_t part_bytes;
     float *qpart; size_t qpart_bytes; /* qmma_wide_kernel: the split-K slots' partial sums [KS][T][N] */
     void *delta; size_t delta_bytes; /* deltanet.cu prefill forms: normalized q, k, (decay, beta), log decay per token; the chunk form's T, P·T, coefficients */

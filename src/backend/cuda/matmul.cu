@@ -335,6 +335,22 @@ static const void *x16_of(cuda_impl_t *c, const float *x, size_t nx) {
  * this, cuda_qwg_slices cuts longer runs */
 static int qwg_max_t(const cuda_impl_t *c) { return cuda_qwg128_on() && c->qmma_max_t == 64 ? 128 : c->qmma_max_t; }
 
+/* A weight the weight cache keeps as f16 (matmul_dequant.cu cuda_qdeq_kept: kept, or would be at its next
+ * prefill) is a plain f16 GEMM past the wgmma kernels' 64 tokens from KILN_CUDA_QDEQ_CACHE_T tokens on (at
+ * least 65; 0: never — the tiles and runs keep their sizes) instead of the 128-token tile and the runs:
+ * those re-read and dequantize the packed weight per tile, the GEMM reads the kept copy once. */
+int cuda_qdeq_kept(const cuda_impl_t *c, const dweight_t *w);
+static int qdc_from_t(void) {
+    const char *e = getenv("KILN_CUDA_QDEQ_CACHE_T");
+    const int t = e && *e ? atoi(e) : 0;
+    return t > 0 && t < 65 ? 65 : t;
+}
+/* the most tokens the wgmma kernels take whole for this weight (qwg_max_t, less where the cache takes over) */
+static int qwg_cap(const cuda_impl_t *c, const dweight_t *w) {
+    const int m = qwg_max_t(c), t = qdc_from_t();
+    return t > 0 && t <= m && w->dtype == DT_U32 && cuda_qdeq_kept(c, w) ? t - 1 : m;
+}
+
 /* MLX 4/8-bit matmuls (and matmul_multi, matmul_glu) past the wgmma kernels' own sizes (64 tokens; 128 with the
  * 128-token tile, the default) up to MAXT tokens as runs of tokens on those kernels. Why: past them the
  * dequantizing path (matmul_dequant.cu) writes the whole weight as f16 whatever T is — ~0.35 ms a llama-3-8b
@@ -354,6 +370,7 @@ static int qwg_max_t(const cuda_impl_t *c) { return cuda_qwg128_on() && c->qmma_
 int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w, int *b) {
     const int direct = qwg_max_t(c), tile = direct > c->qmma_max_t; /* up to direct: the kernels whole, before this */
     if (T <= direct || !c->qmma || c->act_bf16 == 1 || c->qmma_max_t < 2 * c->qmma) return 0;
+    if (qdc_from_t() > 0 && T >= qdc_from_t() && cuda_qdeq_kept(c, w)) return 0; /* the kept f16 copy's GEMM instead */
     const char *e = getenv("KILN_CUDA_QWG_SLICE"); /* read per call: tests switch it */
     const long m = e && *e ? atol(e) : (long)w->rows * w->cols >= (1L << 24) ? (w->bits == 8 ? 256 : 192) : 128;
     if (m <= 0 || T > m) return 0;
@@ -391,7 +408,7 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * registers, x as f16 scaled per token (matmul_wgmma.cu: the prefill path's operands;
      * KILN_CUDA_QWG=0: qmma for all; x forced to bf16 keeps qmma's single rounding) */
     /* ... and at 65..128 tokens the 128-token tile (KILN_CUDA_QWG_128, default on; qwg_max_t) */
-    if (c->qmma && T >= c->qmma && T <= qwg_max_t(c) && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
+    if (c->qmma && T >= c->qmma && T <= qwg_cap(c, w) && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
     /* ... and past those up to 128–256 tokens, as runs of them (cuda_qwg_slices) */
     if (w->dtype == DT_U32) {
         int b[QWG_MAX_SLICES + 1];
@@ -510,8 +527,8 @@ int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float
     cuda_impl_t *c = cuda_impl(be);
     const char *m = getenv("KILN_CUDA_MULTI");
     /* 65..128 tokens: the 128-token tile's multi launch where cuda_qwg_glu_ok takes it */
-    if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || T > qwg_max_t(c) || c->act_bf16 == 1) return -1;
     const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
+    if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || T > qwg_cap(c, dg) || T > qwg_cap(c, du) || c->act_bf16 == 1) return -1;
     const size_t n = (size_t)T * dg->rows;
     xp_dst xp;
     if (!cuda_qwg_glu_ok(c, x, T, dg, du) || n >= (1u << 30) || cuda_xp_want(c, 1, (int)n, 1, &xp)) return -1;
@@ -769,8 +786,12 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
      * once for all n, each y bitwise its own matmul's */
     if (!off && n >= 2 && n <= 4 && c->qmma && T >= c->qmma && T <= qwg_max_t(c) && c->act_bf16 != 1) {
         const dweight_t *w[4];
-        for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
-        if (cuda_qwg_multi(c, n, y, x, T, w) == 0) {
+        int cap = qwg_max_t(c);
+        for (int i = 0; i < n; i++) {
+            w[i] = (const dweight_t *)wt[i]->device;
+            if (qwg_cap(c, w[i]) < cap) cap = qwg_cap(c, w[i]);
+        }
+        if (T <= cap && cuda_qwg_multi(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);
             return;
         }

@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __hal
         const dweight_t w = m.w[k];
         const int s = qd_exp(*m.wmax[k]);
         if (i0 == 0) { ab[2 * k] = qd_pow2(-(e + s)); ab[2 * k + 1] = 0.f; }
-        qd_words<BITS>(w, m.wout[k], qd_pow2(s), i0, stride);
+        if (m.wout[k]) qd_words<BITS>(w, m.wout[k], qd_pow2(s), i0, stride); /* NULL: kept from an earlier prefill (qd_keep) */
     }
     qd_x_store(xout, x, px, n4, i0, stride);
 }
@@ -310,6 +310,88 @@ static int qd_ok(const float *x, int T, const dweight_t *w) {
     return w->dtype == DT_U32 && !((uintptr_t)x & 15) && (size_t)T * w->cols % 4 == 0;
 }
 
+/* The weight cache: a weight's f16 form (the same values qd_words writes: they depend on the codes,
+ * scales, biases and the weight's own bound only, never on x) kept in device memory after its first
+ * prefill, so later prefills convert x alone — the quantized prefill then costs what a bf16 one does
+ * (issue 8: qwen3-0.6b q4 ran 232k tok/s against bf16's 310k at 2048 tokens; the ~80 µs a layer
+ * between them was this conversion). The trade-off is memory: 2 bytes a parameter on top of the
+ * codes (llama-3-8b's layers 14 GB, qwen3-0.6b's 0.9 GB), so it is bounded by qdc_budget, taken
+ * weight by weight in the order prefills reach them (a model over the budget keeps its first
+ * layers); not while a graph is captured (no allocation there), and a failed allocation turns
+ * it off (the step goes on through the scratch). Returns the weight's kept copy (fresh = 1: to be
+ * written by this launch) or NULL. */
+extern "C" long kiln_cuda_qdc_fills, kiln_cuda_qdc_hits; /* weights written into the cache, GEMMs that read a kept copy (tests) */
+long kiln_cuda_qdc_fills, kiln_cuda_qdc_hits;
+
+/* the budget: KILN_CUDA_QDEQ_CACHE_GB when set (read per call, like the other switches here: tests
+ * turn it on and off; 0 = off), else the backend's (cuda_qdeq_cache_plan: --weight-cache-gb) */
+static size_t qd_cache_budget(const cuda_impl_t *c) {
+    const char *e = getenv("KILN_CUDA_QDEQ_CACHE_GB");
+    if (e && *e) return atof(e) > 0 ? (size_t)(atof(e) * 1e9) : 0;
+    return c->qdc_budget;
+}
+
+/* Which weights are kept: 4/8-bit (qd_one's word walk) of at least QDC_MIN_ELEMS parameters
+ * (KILN_CUDA_QDEQ_CACHE_MIN=N overrides; tests set 0). Why a floor: a small weight's f16 form,
+ * written by the convert launch just before its GEMM, is still in the 50 MB L2 when the GEMM reads
+ * it, while a kept copy comes from HBM — on the H200 (session 34, call 1) qwen3-0.6b q4 (weights of
+ * 1–3 M parameters) prefilled 300 / 512 tokens 10 / 6 % slower with its weights kept (+5 % at 2048),
+ * llama-3-8b q4 (16.8–58.7 M) 55 / 39 / 12.5 % faster at 300 / 512 / 2048. */
+#define QDC_MIN_ELEMS (1L << 24)
+#define QDC_HEADROOM ((size_t)1 << 30) /* device bytes a fill leaves free */
+static int qd_cacheable(const dweight_t *w) {
+    const char *e = getenv("KILN_CUDA_QDEQ_CACHE_MIN");
+    const long min = e && *e ? atol(e) : QDC_MIN_ELEMS;
+    return w->dtype == DT_U32 && qd_words_ok(w) && (long)w->rows * w->cols >= min;
+}
+
+/* 1 where w has a kept f16 copy or its next prefill would keep one (room in the budget, not capturing):
+ * matmul.cu then sends it here from KILN_CUDA_QDEQ_CACHE_T tokens instead of to the wgmma tiles */
+int cuda_qdeq_kept(const cuda_impl_t *c, const dweight_t *w) {
+    if (w->qd_f16) return 1;
+    return qdeq_f16_on() && !c->capturing && !c->qdc_full && qd_cacheable(w) &&
+           c->qdc_used + (size_t)w->rows * w->cols * 2 <= qd_cache_budget(c);
+}
+
+/* The cache's budget from --weight-cache-gb (gb > 0: that much; 0: auto, an eighth of the device's
+ * memory; < 0: off), never more than the f16 forms of every weight it would keep; returns what is
+ * still unallocated (the engine leaves it out of the KV cache). Auto's eighth: llama-3-8b's layers
+ * (13.9 GB) fit on an H200 (141 GB) whole, on an 80 GB device ~70 % of them (the first layers a
+ * prefill reaches), on 24 GB ~20 %; the KV cache keeps the rest of what is free. */
+size_t cuda_qdeq_cache_plan(cuda_impl_t *c, double gb) {
+    size_t budget = 0, want = 0, fr = 0, tot = 0;
+    if (gb > 0) budget = (size_t)(gb * 1e9);
+    else if (gb == 0 && cudaMemGetInfo(&fr, &tot) == cudaSuccess) budget = tot / 8;
+    else cudaGetLastError();
+    for (int i = 0; i < c->n_weights; i++)
+        if (qd_cacheable(c->weights[i])) want += (size_t)c->weights[i]->rows * c->weights[i]->cols * 2;
+    c->qdc_budget = budget < want ? budget : want;
+    return c->qdc_budget > c->qdc_used ? c->qdc_budget - c->qdc_used : 0;
+}
+
+static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int *fresh) {
+    *fresh = 0;
+    if (w->qd_f16) { kiln_cuda_qdc_hits++; return w->qd_f16; }
+    const size_t bytes = (size_t)w->rows * w->cols * 2;
+    if (c->capturing || c->qdc_full || !qd_cacheable(w) || c->qdc_used + bytes > qd_cache_budget(c)) return NULL;
+    /* and never the last GB: the step's scratch still grows after the first prefills (an explicit
+     * --kv-cache-gb may have left less room than the automatic budget keeps for the cache) */
+    size_t fr = 0, tot = 0;
+    __half *p = NULL;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < bytes + QDC_HEADROOM || cudaMalloc((void **)&p, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        fprintf(stderr, "kiln cuda: the weight cache stops at %.2f GB: no device memory for %.1f MB more (the rest is dequantized per prefill)\n",
+                c->qdc_used / 1e9, bytes / 1e6);
+        c->qdc_full = 1;
+        return NULL;
+    }
+    c->qdc_used += bytes;
+    ((dweight_t *)w)->qd_f16 = p;
+    *fresh = 1;
+    kiln_cuda_qdc_fills++;
+    return p;
+}
+
 /* n weights of one x in one scan, one convert launch and n GEMMs (qd_convert_multi_kernel); -1 where it
  * does not apply (mixed or other bit widths, groups not 2^k whole words, more than QD_MAXW weights, a
  * graph capture before every bound is kept, KILN_CUDA_QDEQ_ONE=0 or KILN_CUDA_DEQUANT set): the caller
@@ -321,30 +403,37 @@ static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
     for (int i = 0; i < n; i++)
         if (w[i]->bits != bits || !qd_words_ok(w[i])) return -1;
     qd_multi m = {};
+    const __half *wg[QD_MAXW]; /* each GEMM's f16 weight: kept, fresh (written by this launch) or scratch */
     size_t off[QD_MAXW + 1] = {0}, words = 0;
     for (int i = 0; i < n; i++) {
         m.w[i] = *w[i];
         const float *wp = qd_wbound(c, w[i]);
         if (!wp) return -1;
         m.wmax[i] = wp + QD_NP;
+    }
+    for (int i = 0; i < n; i++) { /* after every bound: from here on this launch writes what qd_keep hands out */
         const size_t nw = (size_t)w[i]->rows * w[i]->cols;
-        off[i + 1] = off[i] + (nw * 2 + 255) / 256 * 256;
-        words += nw * bits / 32;
+        int fresh;
+        wg[i] = qd_keep(c, w[i], &fresh);
+        m.wout[i] = fresh ? (__half *)wg[i] : NULL;
+        off[i + 1] = off[i] + (wg[i] ? 0 : (nw * 2 + 255) / 256 * 256);
+        if (!wg[i] || fresh) words += nw * bits / 32;
     }
     m.n = n;
     const size_t nx = (size_t)T * w[0]->cols, n4 = nx / 4, xbytes = (nx * 2 + 255) / 256 * 256;
-    char *wd = (char *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, off[n]);
+    char *wd = off[n] ? (char *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, off[n]) : NULL;
     char *a16 = (char *)cuda_scratch(c, &c->act16, &c->act16_bytes, xbytes + (QD_NP + 2 * QD_MAXW) * sizeof(float));
     __half *x16 = (__half *)a16;
     float *part = (float *)(a16 + xbytes), *ab = part + QD_NP;
-    for (int i = 0; i < n; i++) m.wout[i] = (__half *)(wd + off[i]);
+    for (int i = 0; i < n; i++)
+        if (!wg[i]) wg[i] = m.wout[i] = (__half *)(wd + off[i]);
     qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, NULL, (const float4 *)x, n4, *w[0]);
     cudaLaunchCheck();
     const int grid = qd_grid(c, words > n4 ? words : n4);
     if (bits == 4) qd_convert_multi_kernel<4><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     else qd_convert_multi_kernel<8><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     cudaLaunchCheck();
-    for (int i = 0; i < n; i++) cuda_lt_matmul_dev(c, y[i], m.wout[i], x16, T, w[i]->rows, w[i]->cols, CUDA_R_16F, ab + 2 * i);
+    for (int i = 0; i < n; i++) cuda_lt_matmul_dev(c, y[i], wg[i], x16, T, w[i]->rows, w[i]->cols, CUDA_R_16F, ab + 2 * i);
     return 0;
 }
 
