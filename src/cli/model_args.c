@@ -24,8 +24,9 @@ const char *model_args_help(void) {
            "  --weight-cache-gb X|auto|off  CUDA: device memory for 4/8-bit weights kept dequantized\n"
            "                          to f16 after their first long prefill, so later prompts skip the\n"
            "                          conversion (llama-3-8b q4: +12 % at 2048 tokens, +40-55 % at\n"
-           "                          300-512). Only weights of 2^24+ parameters; auto (default): up\n"
-           "                          to 1/8 of the device's memory, taken from the KV cache's share\n";
+           "                          300-512; weights under 2^24 parameters only at 2048+ tokens).\n"
+           "                          auto (default): up to 1/8 of the device's memory, taken from\n"
+           "                          the KV cache's share\n";
 }
 
 int model_args_parse(model_args_t *a, const char *cmd, int argc, char **argv, int *i) {

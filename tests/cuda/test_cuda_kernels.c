@@ -4639,6 +4639,49 @@ static void test_qdeq_multi(void) {
     qdeq_multi_case(3, q8, g64, 4245);
 }
 
+/* The weight cache's small weights (under KILN_CUDA_QDEQ_CACHE_MIN parameters: kept only from
+ * KILN_CUDA_QDEQ_CACHE_SMALL_T tokens, matmul_dequant.cu qd_keep): a 96-token prefill neither keeps nor
+ * reads one, a 2048-token prefill keeps it, the next reads it, and a 96-token prefill after that takes
+ * the scratch again — every y the uncached one's bits. */
+static void test_qdeq_cache_small(void) {
+    const int N = 320, K = 512, T = 2048, Ts = 96;
+    hw_t h = make_quant(N, K, 4, 64, DT_BF16, 5150);
+    weight_t w = h.w;
+    err_t e = {0};
+    float *x = rand_vec((size_t)T * K, 5151, 3.0f), *ref = malloc(sizeof(float) * T * N), *refs = malloc(sizeof(float) * Ts * N),
+          *got = malloc(sizeof(float) * T * N);
+    if (befast->ops->prepare_weight(befast, &w, &e)) { CHECK(0, "qdeq cache small: prepare_weight: %s", e.msg); goto out; }
+    float *dx = dev_from(befast, x, (size_t)T * K), *dy = befast->ops->alloc(befast, sizeof(float) * T * N);
+    setenv("KILN_CUDA_QDEQ", "f16", 1);
+    befast->ops->matmul(befast, dy, dx, T, &w); /* uncached references (no budget yet) */
+    to_host(befast, ref, dy, (size_t)T * N);
+    befast->ops->matmul(befast, dy, dx, Ts, &w);
+    to_host(befast, refs, dy, (size_t)Ts * N);
+    setenv("KILN_CUDA_QDEQ_CACHE_GB", "1", 1);
+    setenv("KILN_CUDA_QDEQ_CACHE_MIN", "1000000", 1); /* 320 × 512 is under it */
+    unsetenv("KILN_CUDA_QDEQ_CACHE_SMALL_T");            /* the default, 2048 */
+    const int steps[] = {Ts, T, T, Ts};
+    const long want_f[] = {0, 1, 1, 1}, want_h[] = {0, 0, 1, 1};
+    const long f0 = kiln_cuda_qdc_fills, h0 = kiln_cuda_qdc_hits;
+    for (int i = 0; i < 4; i++) {
+        const int t = steps[i];
+        befast->ops->matmul(befast, dy, dx, t, &w);
+        to_host(befast, got, dy, (size_t)t * N);
+        CHECK(!memcmp(got, t == T ? ref : refs, sizeof(float) * t * N), "qdeq cache small: call %d (T=%d) differs from the uncached y", i, t);
+        CHECK(kiln_cuda_qdc_fills - f0 == want_f[i] && kiln_cuda_qdc_hits - h0 == want_h[i],
+              "qdeq cache small: after call %d (T=%d) fills %ld hits %ld (want %ld, %ld)", i, t, kiln_cuda_qdc_fills - f0,
+              kiln_cuda_qdc_hits - h0, want_f[i], want_h[i]);
+    }
+    unsetenv("KILN_CUDA_QDEQ_CACHE_GB");
+    unsetenv("KILN_CUDA_QDEQ_CACHE_MIN");
+    unsetenv("KILN_CUDA_QDEQ");
+    befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+    release(befast, &w);
+out:
+    free(x); free(ref); free(refs); free(got);
+    free_hw(&h);
+}
+
 static void test_qdeq_f16(void) {
     const int before = ct_checks, fails = ct_failures;
     const int groups[] = {32, 64, 128};
@@ -4659,6 +4702,7 @@ static void test_qdeq_f16(void) {
     qdeq_case(129, 1024, 67, 6, 64, DT_F16, 5000.f, 1802, &wf, &wt);
     qdeq_case(64, 256, 66, 2, 128, DT_BF16, 1e-5f, 1803, &wf, &wt);
     test_qdeq_multi();
+    test_qdeq_cache_small();
     unsetenv("KILN_CUDA_QWG_SLICE");
     unsetenv("KILN_CUDA_QWG_128");
     printf("# qdeq f16: %d checks, %d failed; worst |y^ - y| / (u·Σ|w·x|), u = 2^-11: f16 %.3f, TF32 %.3f\n", ct_checks - before,

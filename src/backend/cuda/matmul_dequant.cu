@@ -330,23 +330,32 @@ static size_t qd_cache_budget(const cuda_impl_t *c) {
     return c->qdc_budget;
 }
 
-/* Which weights are kept: 4/8-bit (qd_one's word walk) of at least QDC_MIN_ELEMS parameters
- * (KILN_CUDA_QDEQ_CACHE_MIN=N overrides; tests set 0). Why a floor: a small weight's f16 form,
- * written by the convert launch just before its GEMM, is still in the 50 MB L2 when the GEMM reads
- * it, while a kept copy comes from HBM — on the H200 (session 34, call 1) qwen3-0.6b q4 (weights of
- * 1–3 M parameters) prefilled 300 / 512 tokens 10 / 6 % slower with its weights kept (+5 % at 2048),
- * llama-3-8b q4 (16.8–58.7 M) 55 / 39 / 12.5 % faster at 300 / 512 / 2048. */
+/* Which weights are kept: 4/8-bit (qd_one's word walk). A small one — under QDC_MIN_ELEMS parameters
+ * (KILN_CUDA_QDEQ_CACHE_MIN=N; tests set 0 or more) — only from QDC_SMALL_T tokens on
+ * (KILN_CUDA_QDEQ_CACHE_SMALL_T), and below that its prefills take the scratch even once it is kept:
+ * its f16 form, written by the convert launch just before its GEMM, is still in the 50 MB L2 when
+ * the GEMM reads it, while a kept copy comes from HBM. On the H200 (session 34, call 1, every weight
+ * kept) qwen3-0.6b q4 (weights of 1–3 M parameters) prefilled 300 / 512 tokens 10 / 6 % slower and
+ * 2048 tokens 5 % faster (q8 +7 %); llama-3-8b q4 (16.8–58.7 M) 55 / 39 / 12.5 % faster at 300 / 512
+ * / 2048. Where between 512 and 2048 the small weights cross over is not measured: 2048 (the CUDA
+ * engine's step budget, so a long prompt's every chunk) is the measured side. */
 #define QDC_MIN_ELEMS (1L << 24)
+#define QDC_SMALL_T 2048
 #define QDC_HEADROOM ((size_t)1 << 30) /* device bytes a fill leaves free */
-static int qd_cacheable(const dweight_t *w) {
+static int qd_cacheable(const dweight_t *w) { return w->dtype == DT_U32 && qd_words_ok(w); }
+static int qd_small(const dweight_t *w) {
     const char *e = getenv("KILN_CUDA_QDEQ_CACHE_MIN");
-    const long min = e && *e ? atol(e) : QDC_MIN_ELEMS;
-    return w->dtype == DT_U32 && qd_words_ok(w) && (long)w->rows * w->cols >= min;
+    return (long)w->rows * w->cols < (e && *e ? atol(e) : QDC_MIN_ELEMS);
+}
+static int qd_small_t(void) {
+    const char *e = getenv("KILN_CUDA_QDEQ_CACHE_SMALL_T");
+    return e && *e ? atoi(e) : QDC_SMALL_T;
 }
 
 /* 1 where w has a kept f16 copy or its next prefill would keep one (room in the budget, not capturing):
  * matmul.cu then sends it here from KILN_CUDA_QDEQ_CACHE_T tokens instead of to the wgmma tiles */
 int cuda_qdeq_kept(const cuda_impl_t *c, const dweight_t *w) {
+    if (qd_small(w)) return 0; /* at the tiles' sizes a small weight takes the scratch anyway */
     if (w->qd_f16) return 1;
     return qdeq_f16_on() && !c->capturing && !c->qdc_full && qd_cacheable(w) &&
            c->qdc_used + (size_t)w->rows * w->cols * 2 <= qd_cache_budget(c);
@@ -368,8 +377,9 @@ size_t cuda_qdeq_cache_plan(cuda_impl_t *c, double gb) {
     return c->qdc_budget > c->qdc_used ? c->qdc_budget - c->qdc_used : 0;
 }
 
-static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int *fresh) {
+static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int T, int *fresh) {
     *fresh = 0;
+    if (qd_small(w) && T < qd_small_t()) return NULL;
     if (w->qd_f16) { kiln_cuda_qdc_hits++; return w->qd_f16; }
     const size_t bytes = (size_t)w->rows * w->cols * 2;
     if (c->capturing || c->qdc_full || !qd_cacheable(w) || c->qdc_used + bytes > qd_cache_budget(c)) return NULL;
@@ -413,7 +423,7 @@ static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
     for (int i = 0; i < n; i++) { /* after every bound: from here on this launch writes what qd_keep hands out */
         const size_t nw = (size_t)w[i]->rows * w[i]->cols;
         int fresh;
-        wg[i] = qd_keep(c, w[i], &fresh);
+        wg[i] = qd_keep(c, w[i], T, &fresh);
         m.wout[i] = fresh ? (__half *)wg[i] : NULL;
         off[i + 1] = off[i] + (wg[i] ? 0 : (nw * 2 + 255) / 256 * 256);
         if (!wg[i] || fresh) words += nw * bits / 32;
