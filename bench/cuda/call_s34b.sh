@@ -2,20 +2,22 @@
 # call_s34b.sh — session 34, call 2: the weight cache on by default (--weight-cache-gb auto: weights of 2^24+
 # parameters) — tests (the prefill matmul subsets; test_cuda_shapes' llama-3-8b q4 against the CPU by default and with
 # KILN_CUDA_QDEQ_CACHE_T=65, the kept copy's GEMM from 65 tokens), logits md5 cache on / off, prefill tok/s over
-# prompt lengths (auto, CACHE_T=65, off), the first prefill (the fill) and the engine at c = 1, 64, 128.
+# prompt lengths (auto, CACHE_T=65, off; qwen3-0.6b's small weights at 512 / 2048 auto vs off), the first prefill
+# (the fill) and the engine at c = 1, 64, 128.
 #   PACK_BINS="kiln test_cuda_kernels test_cuda_shapes"; run: bash bench/cuda/call_s34b.sh PKG
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
 call_synth q4 l8q4
-call_synth q8 l8q8
+call_synth q8 l8q8 q06q8
+call_synth q4 q06q4
 call_t1 qgemm KILN_CUDA_TEST_QGEMM_ONLY=1
 call_t1 qwg_multi KILN_CUDA_TEST_QWG_MULTI_ONLY=1
 for v in X=1 KILN_CUDA_QDEQ_CACHE_T=65; do
   env $v KILN_TEST_SHAPES_ONLY=3 timeout 200 /tmp/k/test_cuda_shapes > /tmp/shp.log 2>&1
   echo "shapes l8q4 $v rc=$? $(tail -1 /tmp/shp.log)" >> "$S"; grep -i "fail\|worst" /tmp/shp.log | head -4 >> "$S"
 done
-call_wait l8q4 l8q8
+call_wait l8q4 l8q8 q06q4 q06q8
 OFF=KILN_CUDA_QDEQ_CACHE_GB=0
 for v in X=1 $OFF; do
   env $v timeout 90 /tmp/k/kiln logits /tmp/s/l8q4 --backend cuda --ids "$(seq -s, 10 609)" --chunk 300 --out /tmp/lg.npy > /tmp/lg.log 2>&1
@@ -28,6 +30,7 @@ done
 call_prefill_ab l8q4 "65 128 192 256" X=1 KILN_CUDA_QDEQ_CACHE_T=65
 call_prefill_ab l8q8 "128 192 256" X=1 KILN_CUDA_QDEQ_CACHE_T=65
 call_prefill_ab "l8q4 l8q8" 2048 X=1 $OFF
+call_prefill_ab "q06q4 q06q8" "512 2048" X=1 $OFF   # small weights: kept from 2048 tokens only
 echo "prefill done at $(el) s" >> "$S"
 call_conc_env l8q4 X=1 1,64,128
 call_conc_env l8q4 $OFF 1,64,128
