@@ -36,4 +36,8 @@ call_conc_env l8q4 X=1 1,64,128
 call_conc_env l8q4 $OFF 1,64,128
 call_conc_env l8q4 KILN_CUDA_QDEQ_CACHE_T=65 1,64,128
 echo "conc done at $(el) s" >> "$S"
+# a KV cache of a given size that leaves less than the cache's auto budget: the engine shrinks it (one log line) and runs
+timeout 120 /tmp/k/kiln bench /tmp/s/l8q4 --backend cuda --concurrency 8 --prompt-tokens 2048 --gen-tokens 16 --kv-cache-gb 125 \
+  --json > /tmp/kv125.json 2> /tmp/kv125.err; echo "kv 125 GB rc=$? $(grep -o 'weight cache[^(]*' /tmp/kv125.err | head -2 | tr '\n' ' ')" >> "$S"
+grep -i "stops at\|error" /tmp/kv125.err | head -3 >> "$S"
 cat "$S" $OUT/bench.txt

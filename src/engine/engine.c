@@ -694,7 +694,7 @@ static void free_parts(kiln_engine_t *eng) {
 
 /* The numbers kv_auto_budget needs: the backend's memory (device) or the host's, the model's
  * widths for a step's activations and what each batch row holds beyond its K/V. */
-static kv_budget_t auto_budget(const kiln_engine_t *eng, size_t block_bytes, int *on_device) {
+static kv_budget_in_t budget_inputs(const kiln_engine_t *eng, size_t block_bytes) {
     const model_config_t *c = &eng->m->cfg;
     backend_t *be = eng->m->be;
     kv_budget_in_t in = {0};
@@ -716,8 +716,30 @@ static kv_budget_t auto_budget(const kiln_engine_t *eng, size_t block_bytes, int
     in.step_bytes = 4.0 * eng->o.step_tokens * (4.0 * c->hidden_size + 2 * q + 2 * kv + 3 * mlp + lin);
     in.row_bytes = 3 * 4.0 * c->vocab_size + 2.0 * (double)eng->state_bytes;
     in.max_batch = eng->o.max_batch;
+    return in;
+}
+
+static kv_budget_t auto_budget(const kiln_engine_t *eng, size_t block_bytes, int *on_device) {
+    kv_budget_in_t in = budget_inputs(eng, block_bytes);
     *on_device = in.device;
     return kv_auto_budget(&in);
+}
+
+/* The weight cache's automatic budget was planned against an automatic KV pool; a pool of a given
+ * size (--kv-cache-gb X, --kv-tokens) may leave less. Once the pool exists, an automatic cache
+ * shrinks to what is free less the reserve the automatic pool would have kept for the steps
+ * (kv_weight_cache_room), so its later fills never take what the scratch still needs. An explicit
+ * --weight-cache-gb is the user's word and stays. */
+static void weight_cache_fit(kiln_engine_t *eng, size_t block_bytes) {
+    backend_t *be = eng->m->be;
+    if (!eng->m->weight_cache_bytes || eng->o.weight_cache_gb != 0 || !be->ops->weight_cache) return;
+    kv_budget_in_t in = budget_inputs(eng, block_bytes);
+    if (!in.device) return;
+    const double room = kv_weight_cache_room(&in);
+    if (room >= in.cache_bytes - 256e6) return; /* an automatic pool leaves the whole budget, less its buffers' rounding */
+    eng->m->weight_cache_bytes = be->ops->weight_cache(be, room >= 1e6 ? room / 1e9 : -1.0);
+    log_info("engine: weight cache %.1f GB, what the KV cache as sized leaves (%.1f GB free, %.1f GB kept for the steps; "
+             "--weight-cache-gb sets it)", eng->m->weight_cache_bytes / 1e9, in.dev_free / 1e9, (in.dev_free - room) / 1e9);
 }
 
 kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
@@ -770,6 +792,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     if (swa_w) swa_pool_sizes(eng, swa_w, bb, bb_swa, budget, &n_blocks, &n_swa);
     if (n_blocks < 1) { err_set(e, "--kv-cache-gb %.3g holds no block of %d tokens (%zu bytes each)", budget / 1e9, eng->o.block_size, bb); goto err; }
     if (model_init_kv_groups(eng->m, n_blocks, n_swa, eng->o.block_size, eng->o.kv_dtype, e)) goto err;
+    weight_cache_fit(eng, bb);
     if (o->load_tokenizer) {
         char *tp = str_printf("%s/tokenizer.json", o->model_dir);
         if (file_exists(tp)) {

@@ -23,13 +23,23 @@
 #include "engine/kv_budget.h"
 #include <stdio.h>
 
+/* what a device keeps free for the steps: the runtime margin, twice a step's buffers, every row's logits and state */
+static double steps_reserve(const kv_budget_in_t *in) {
+    double margin = in->dev_total * KV_AUTO_DEV_MARGIN_SHARE;
+    if (margin < KV_AUTO_DEV_MARGIN_MIN) margin = KV_AUTO_DEV_MARGIN_MIN;
+    return margin + 2 * in->step_bytes + (double)in->max_batch * in->row_bytes;
+}
+
+double kv_weight_cache_room(const kv_budget_in_t *in) {
+    const double room = in->dev_free - steps_reserve(in);
+    return room > 0 ? room : 0;
+}
+
 kv_budget_t kv_auto_budget(const kv_budget_in_t *in) {
     kv_budget_t b = {0};
     const double GB = 1e9;
     if (in->device) {
-        double margin = in->dev_total * KV_AUTO_DEV_MARGIN_SHARE;
-        if (margin < KV_AUTO_DEV_MARGIN_MIN) margin = KV_AUTO_DEV_MARGIN_MIN;
-        b.reserve_bytes = margin + 2 * in->step_bytes + (double)in->max_batch * in->row_bytes + in->cache_bytes;
+        b.reserve_bytes = steps_reserve(in) + in->cache_bytes;
         b.kv_bytes = in->dev_free - b.reserve_bytes;
         if (b.kv_bytes < 0) b.kv_bytes = 0;
         b.snap_cap = in->host_total * KV_AUTO_SNAP_HOST_SHARE;

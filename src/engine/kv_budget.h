@@ -34,5 +34,9 @@ typedef struct kv_budget {
 #define KV_AUTO_DEV_CTX_ROUNDS 4.0 /* the device pool's cap: this many times max_batch full contexts */
 
 kv_budget_t kv_auto_budget(const kv_budget_in_t *in);
+/* Device: what is free now (dev_free, the KV pool made) less the reserve the automatic pool keeps for
+ * the steps (margin, step buffers, rows) — the most an automatic weight cache may still take once
+ * the pool was given a size (engine.c weight_cache_fit); 0 when nothing is left. */
+double kv_weight_cache_room(const kv_budget_in_t *in);
 
 #endif

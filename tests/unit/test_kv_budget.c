@@ -3,7 +3,7 @@
  *
  * - device: free memory less the reserve (6 % of the device, at least 2 GiB, twice a step's
  *   activations, each row's logits and state, the weight cache's budget); nothing left → 0;
- *   snapshots capped by the host;
+ *   snapshots capped by the host; the weight cache's room once a pool of a given size exists;
  *   at most 4 × max_batch full contexts (a tiny model on a big GPU);
  * - host: one full context, at least 1 GB, at most a quarter of physical memory;
  * - an engine started with the defaults on llama-tiny holds the 1 GB floor; an explicit
@@ -51,6 +51,15 @@ static void test_device(void **st) {
     assert_true(fabs(bw.reserve_bytes - (reserve + 13.9e9)) < 1);
     assert_true(fabs(bw.kv_bytes - (140.0e9 - reserve - 13.9e9)) < 1);
     assert_non_null(strstr(bw.why, "13.9 GB of it for the weight cache"));
+    /* after an automatic pool, the room for the cache is what it was given; after a pool of a given size
+     * (20 GB free left), the free memory less the steps' reserve; nothing left: 0 */
+    kv_budget_in_t after = wc;
+    after.dev_free = 140.0e9 - bw.kv_bytes;
+    assert_true(fabs(kv_weight_cache_room(&after) - 13.9e9) < 1);
+    after.dev_free = 20e9;
+    assert_true(fabs(kv_weight_cache_room(&after) - (20e9 - reserve)) < 1);
+    after.dev_free = 5e9;
+    assert_true(kv_weight_cache_room(&after) == 0);
     /* a tiny model on a big device: at most 4 x max_batch full contexts */
     kv_budget_in_t tiny = h200_llama8b();
     tiny.token_bytes = 256;
