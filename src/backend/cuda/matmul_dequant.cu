@@ -368,6 +368,9 @@ int cuda_qdeq_kept(const cuda_impl_t *c, const dweight_t *w) {
  * prefill reaches), on 24 GB ~20 %; the KV cache keeps the rest of what is free. */
 size_t cuda_qdeq_cache_plan(cuda_impl_t *c, double gb) {
     size_t budget = 0, want = 0, fr = 0, tot = 0;
+    /* none where prefills never come here: another dequantization forced (KILN_CUDA_QDEQ=tf32|bf16,
+     * KILN_CUDA_ACT=bf16: matmul.cu's paths) or "cuda-f32", whose matmuls never reach a GEMM */
+    if (!qdeq_f16_on() || c->deq_bf16 == 1 || (c->deq_bf16 < 0 && c->act_bf16 == 1) || c->gemm_min_t == 0x7fffffff) gb = -1;
     if (gb > 0) budget = (size_t)(gb * 1e9);
     else if (gb == 0 && cudaMemGetInfo(&fr, &tot) == cudaSuccess) budget = tot / 8;
     else cudaGetLastError();
