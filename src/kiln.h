@@ -38,7 +38,7 @@ typedef struct kiln_engine_opts {
     int load_tokenizer;        /* 1 (default): load tokenizer.json if the model has one    */
     dtype_t buffer_dtype;      /* see model_opts_t (DT_F32 default)                        */
     double weight_cache_gb;    /* CUDA: GB for quantized weights kept dequantized for prefill
-                                  (0 default: auto, 1/8 of the device; < 0: off)          */
+                                  (0 default: off; < 0: auto, up to 1/8 of the device)    */
     int snapshot_interval;     /* hybrid models: recurrent-state snapshot spacing in tokens,
                                   rounded to whole blocks (default 256)                    */
     double snapshot_share;     /* hybrid models: share of the cache budget for snapshots (0.25) */

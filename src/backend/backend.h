@@ -268,7 +268,7 @@ typedef struct backend_ops {
     int (*mem_info)(backend_t *, size_t *free_bytes, size_t *total_bytes);
     /* Optional (NULL: no such cache): the budget of the backend's weight cache — quantized weights
      * kept dequantized after their first prefill, so later prefills skip the conversion (CUDA:
-     * matmul_dequant.cu). gb > 0: that many GB; 0: the backend's automatic choice; < 0: off. Called
+     * matmul_dequant.cu). gb > 0: that many GB; < 0: the backend's automatic choice; 0: off. Called
      * once the model's weights are prepared; returns the device bytes the cache may still take, which
      * the engine keeps out of its automatic KV cache. */
     size_t (*weight_cache)(backend_t *, double gb);

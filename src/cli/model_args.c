@@ -11,7 +11,7 @@ void model_args_defaults(model_args_t *a) {
     a->kv_dtype = DT_F32;
     a->block_size = 16;
     a->buffer_dtype = DT_F32;
-    a->weight_cache_gb = 0; /* auto */
+    a->weight_cache_gb = 0; /* off: issue 2 keeps no dequantized copy of a weight unless asked */
 }
 
 const char *model_args_help(void) {
@@ -25,8 +25,8 @@ const char *model_args_help(void) {
            "                          to f16 after their first long prefill, so later prompts skip the\n"
            "                          conversion (llama-3-8b q4: +12 % at 2048 tokens, +40-55 % at\n"
            "                          300-512; weights under 2^24 parameters only at 2048+ tokens).\n"
-           "                          auto (default): up to 1/8 of the device's memory, taken from\n"
-           "                          the KV cache's share\n";
+           "                          Default off (weights stay in their stored format); auto: up to\n"
+           "                          1/8 of the device's memory, taken from the KV cache's share\n";
 }
 
 int model_args_parse(model_args_t *a, const char *cmd, int argc, char **argv, int *i) {
@@ -54,8 +54,8 @@ int model_args_parse(model_args_t *a, const char *cmd, int argc, char **argv, in
     } else if (!strcmp(f, "--weight-cache-gb")) {
         char *end = NULL;
         double x = strtod(v, &end);
-        if (!strcmp(v, "auto")) a->weight_cache_gb = 0;
-        else if (!strcmp(v, "off") || !strcmp(v, "0")) a->weight_cache_gb = -1;
+        if (!strcmp(v, "auto")) a->weight_cache_gb = -1;
+        else if (!strcmp(v, "off") || !strcmp(v, "0")) a->weight_cache_gb = 0;
         else if (end != v && !*end && x > 0 && x <= 65536) a->weight_cache_gb = x;
         else {
             fprintf(stderr, "kiln %s: --weight-cache-gb must be a size in GB (0 < X <= 65536), auto, or off/0, got '%s'\n", cmd, v);

@@ -11,7 +11,7 @@ typedef struct model_args {
     dtype_t kv_dtype;
     int block_size;
     dtype_t buffer_dtype;
-    double weight_cache_gb;  /* --weight-cache-gb: 0 auto (default), > 0 GB, < 0 off */
+    double weight_cache_gb;  /* --weight-cache-gb: 0 off (default), < 0 auto, > 0 GB */
 } model_args_t;
 
 void model_args_defaults(model_args_t *a);

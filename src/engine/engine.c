@@ -732,7 +732,7 @@ static kv_budget_t auto_budget(const kiln_engine_t *eng, size_t block_bytes, int
  * --weight-cache-gb is the user's word and stays. */
 static void weight_cache_fit(kiln_engine_t *eng, size_t block_bytes) {
     backend_t *be = eng->m->be;
-    if (!eng->m->weight_cache_bytes || eng->o.weight_cache_gb != 0 || !be->ops->weight_cache) return;
+    if (!eng->m->weight_cache_bytes || eng->o.weight_cache_gb >= 0 || !be->ops->weight_cache) return;
     kv_budget_in_t in = budget_inputs(eng, block_bytes);
     if (!in.device) return;
     const double room = kv_weight_cache_room(&in);

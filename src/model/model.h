@@ -81,7 +81,7 @@ typedef struct model_opts {
     dtype_t buffer_dtype;    /* DT_F32 (0, default): as from_pretrained; DT_BF16: as after
                                 model.to(bfloat16) in memory (see config.h param_dtype) */
     double weight_cache_gb;  /* the backend's weight cache (backend_ops_t.weight_cache): 0 (default)
-                                auto, > 0 GB, < 0 off; CUDA only (--weight-cache-gb) */
+                                off, < 0 auto, > 0 GB; CUDA only (--weight-cache-gb) */
 } model_opts_t;
 
 model_t *model_load(const char *dir, const model_opts_t *opts, err_t *e);

@@ -361,8 +361,8 @@ int cuda_qdeq_kept(const cuda_impl_t *c, const dweight_t *w) {
            c->qdc_used + (size_t)w->rows * w->cols * 2 <= qd_cache_budget(c);
 }
 
-/* The cache's budget from --weight-cache-gb (gb > 0: that much; 0: auto, an eighth of the device's
- * memory; < 0: off), never more than the f16 forms of every weight it would keep; returns what is
+/* The cache's budget from --weight-cache-gb (gb > 0: that much; < 0: auto, an eighth of the device's
+ * memory; 0: off, the default), never more than the f16 forms of every weight it would keep; returns what is
  * still unallocated (the engine leaves it out of the KV cache). Auto's eighth: llama-3-8b's layers
  * (13.9 GB) fit on an H200 (141 GB) whole, on an 80 GB device ~70 % of them (the first layers a
  * prefill reaches), on 24 GB ~20 %; the KV cache keeps the rest of what is free. */
@@ -370,9 +370,9 @@ size_t cuda_qdeq_cache_plan(cuda_impl_t *c, double gb) {
     size_t budget = 0, want = 0, fr = 0, tot = 0;
     /* none where prefills never come here: another dequantization forced (KILN_CUDA_QDEQ=tf32|bf16,
      * KILN_CUDA_ACT=bf16: matmul.cu's paths) or "cuda-f32", whose matmuls never reach a GEMM */
-    if (!qdeq_f16_on() || c->deq_bf16 == 1 || (c->deq_bf16 < 0 && c->act_bf16 == 1) || c->gemm_min_t == 0x7fffffff) gb = -1;
+    if (!qdeq_f16_on() || c->deq_bf16 == 1 || (c->deq_bf16 < 0 && c->act_bf16 == 1) || c->gemm_min_t == 0x7fffffff) gb = 0;
     if (gb > 0) budget = (size_t)(gb * 1e9);
-    else if (gb == 0 && cudaMemGetInfo(&fr, &tot) == cudaSuccess) budget = tot / 8;
+    else if (gb < 0 && cudaMemGetInfo(&fr, &tot) == cudaSuccess) budget = tot / 8;
     else cudaGetLastError();
     for (int i = 0; i < c->n_weights; i++)
         if (qd_cacheable(c->weights[i])) want += (size_t)c->weights[i]->rows * c->weights[i]->cols * 2;
