@@ -335,7 +335,7 @@ static void cu_release_weight(backend_t *be, weight_t *w) {
         c->n_weights--;
         if (d->qd_wpart || d->qd_f16 || !d->alias) cuda_sync(c); /* a kernel still reading it */
         cudaFree(d->qd_wpart);
-        if (d->qd_f16) c->qdc_used -= (size_t)d->rows * d->cols * 2;
+        if (d->qd_f16) c->qdc_used -= dweight_f16_bytes(d);
         cudaFree(d->qd_f16);
         if (!d->alias) {
             cudaFree((void *)d->data);

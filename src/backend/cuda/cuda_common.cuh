@@ -44,6 +44,9 @@ typedef struct dweight {
                              * within the backend's weight cache budget (qdc_*); NULL: dequantized each prefill */
 } dweight_t;
 
+/* bytes of the weight's f16 form (the weight cache's unit: matmul_dequant.cu) */
+static inline size_t dweight_f16_bytes(const dweight_t *w) { return (size_t)w->rows * w->cols * 2; }
+
 /* The backend's state. One stream carries every op, so ops are ordered without events. */
 typedef struct cuda_impl {
     cudaStream_t stream;

@@ -345,11 +345,14 @@ static int qdc_from_t(void) {
     const int t = e && *e ? atoi(e) : 0;
     return t > 0 && t < 65 ? 65 : t;
 }
-/* the most tokens the wgmma kernels take whole for this weight (qwg_max_t, less where the cache takes over) */
-static int qwg_cap(const cuda_impl_t *c, const dweight_t *w) {
-    const int m = qwg_max_t(c), t = qdc_from_t();
-    return t > 0 && t <= m && w->dtype == DT_U32 && cuda_qdeq_kept(c, w) ? t - 1 : m;
+/* the kept copy's GEMM takes T tokens of w (only past the 64-token kernels: decode steps never ask) */
+static int qdc_takes(const cuda_impl_t *c, const dweight_t *w, int T) {
+    if (T <= c->qmma_max_t || w->dtype != DT_U32) return 0;
+    const int t = qdc_from_t();
+    return t > 0 && T >= t && cuda_qdeq_kept(c, w);
 }
+/* the wgmma kernels take T tokens of w whole: up to qwg_max_t, unless the cache takes over */
+static int qwg_whole(const cuda_impl_t *c, const dweight_t *w, int T) { return T <= qwg_max_t(c) && !qdc_takes(c, w, T); }
 
 /* MLX 4/8-bit matmuls (and matmul_multi, matmul_glu) past the wgmma kernels' own sizes (64 tokens; 128 with the
  * 128-token tile, the default) up to MAXT tokens as runs of tokens on those kernels. Why: past them the
@@ -370,7 +373,7 @@ static int qwg_cap(const cuda_impl_t *c, const dweight_t *w) {
 int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w, int *b) {
     const int direct = qwg_max_t(c), tile = direct > c->qmma_max_t; /* up to direct: the kernels whole, before this */
     if (T <= direct || !c->qmma || c->act_bf16 == 1 || c->qmma_max_t < 2 * c->qmma) return 0;
-    if (qdc_from_t() > 0 && T >= qdc_from_t() && cuda_qdeq_kept(c, w)) return 0; /* the kept f16 copy's GEMM instead */
+    if (qdc_takes(c, w, T)) return 0; /* the kept f16 copy's GEMM instead */
     const char *e = getenv("KILN_CUDA_QWG_SLICE"); /* read per call: tests switch it */
     const long m = e && *e ? atol(e) : (long)w->rows * w->cols >= (1L << 24) ? (w->bits == 8 ? 256 : 192) : 128;
     if (m <= 0 || T > m) return 0;
@@ -408,7 +411,7 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
      * registers, x as f16 scaled per token (matmul_wgmma.cu: the prefill path's operands;
      * KILN_CUDA_QWG=0: qmma for all; x forced to bf16 keeps qmma's single rounding) */
     /* ... and at 65..128 tokens the 128-token tile (KILN_CUDA_QWG_128, default on; qwg_max_t) */
-    if (c->qmma && T >= c->qmma && T <= qwg_cap(c, w) && w->dtype == DT_U32 && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
+    if (c->qmma && T >= c->qmma && w->dtype == DT_U32 && qwg_whole(c, w, T) && c->act_bf16 != 1 && cuda_qwg(c, y, x, T, w) == 0) return;
     /* ... and past those up to 128–256 tokens, as runs of them (cuda_qwg_slices) */
     if (w->dtype == DT_U32) {
         int b[QWG_MAX_SLICES + 1];
@@ -528,7 +531,7 @@ int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float
     const char *m = getenv("KILN_CUDA_MULTI");
     /* 65..128 tokens: the 128-token tile's multi launch where cuda_qwg_glu_ok takes it */
     const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
-    if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || T > qwg_cap(c, dg) || T > qwg_cap(c, du) || c->act_bf16 == 1) return -1;
+    if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || !qwg_whole(c, dg, T) || !qwg_whole(c, du, T) || c->act_bf16 == 1) return -1;
     const size_t n = (size_t)T * dg->rows;
     xp_dst xp;
     if (!cuda_qwg_glu_ok(c, x, T, dg, du) || n >= (1u << 30) || cuda_xp_want(c, 1, (int)n, 1, &xp)) return -1;
@@ -786,12 +789,12 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
      * once for all n, each y bitwise its own matmul's */
     if (!off && n >= 2 && n <= 4 && c->qmma && T >= c->qmma && T <= qwg_max_t(c) && c->act_bf16 != 1) {
         const dweight_t *w[4];
-        int cap = qwg_max_t(c);
+        int whole = 1;
         for (int i = 0; i < n; i++) {
             w[i] = (const dweight_t *)wt[i]->device;
-            if (qwg_cap(c, w[i]) < cap) cap = qwg_cap(c, w[i]);
+            whole = whole && !qdc_takes(c, w[i], T);
         }
-        if (T <= cap && cuda_qwg_multi(c, n, y, x, T, w) == 0) {
+        if (whole && cuda_qwg_multi(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);
             return;
         }

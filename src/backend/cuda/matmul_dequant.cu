@@ -352,13 +352,16 @@ static int qd_small_t(void) {
     return e && *e ? atoi(e) : QDC_SMALL_T;
 }
 
-/* 1 where w has a kept f16 copy or its next prefill would keep one (room in the budget, not capturing):
- * matmul.cu then sends it here from KILN_CUDA_QDEQ_CACHE_T tokens instead of to the wgmma tiles */
+/* the cache would take w now: room in the budget, not capturing (no allocation there), not stopped */
+static int qd_room(const cuda_impl_t *c, const dweight_t *w) {
+    return !c->capturing && !c->qdc_full && qd_cacheable(w) && c->qdc_used + dweight_f16_bytes(w) <= qd_cache_budget(c);
+}
+
+/* 1 where w has a kept f16 copy or its next prefill would keep one: matmul.cu then sends it here from
+ * KILN_CUDA_QDEQ_CACHE_T tokens instead of to the wgmma tiles */
 int cuda_qdeq_kept(const cuda_impl_t *c, const dweight_t *w) {
     if (qd_small(w)) return 0; /* at the tiles' sizes a small weight takes the scratch anyway */
-    if (w->qd_f16) return 1;
-    return qdeq_f16_on() && !c->capturing && !c->qdc_full && qd_cacheable(w) &&
-           c->qdc_used + (size_t)w->rows * w->cols * 2 <= qd_cache_budget(c);
+    return w->qd_f16 || (qdeq_f16_on() && qd_room(c, w));
 }
 
 /* The cache's budget from --weight-cache-gb (gb > 0: that much; < 0: auto, an eighth of the device's
@@ -375,7 +378,7 @@ size_t cuda_qdeq_cache_plan(cuda_impl_t *c, double gb) {
     else if (gb < 0 && cudaMemGetInfo(&fr, &tot) == cudaSuccess) budget = tot / 8;
     else cudaGetLastError();
     for (int i = 0; i < c->n_weights; i++)
-        if (qd_cacheable(c->weights[i])) want += (size_t)c->weights[i]->rows * c->weights[i]->cols * 2;
+        if (qd_cacheable(c->weights[i])) want += dweight_f16_bytes(c->weights[i]);
     c->qdc_budget = budget < want ? budget : want;
     return c->qdc_budget > c->qdc_used ? c->qdc_budget - c->qdc_used : 0;
 }
@@ -384,8 +387,8 @@ static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int T, int *fresh) {
     *fresh = 0;
     if (qd_small(w) && T < qd_small_t()) return NULL;
     if (w->qd_f16) { kiln_cuda_qdc_hits++; return w->qd_f16; }
-    const size_t bytes = (size_t)w->rows * w->cols * 2;
-    if (c->capturing || c->qdc_full || !qd_cacheable(w) || c->qdc_used + bytes > qd_cache_budget(c)) return NULL;
+    if (!qd_room(c, w)) return NULL;
+    const size_t bytes = dweight_f16_bytes(w);
     /* and never the last GB: the step's scratch still grows after the first prefills (an explicit
      * --kv-cache-gb may have left less room than the automatic budget keeps for the cache) */
     size_t fr = 0, tot = 0;
