@@ -737,7 +737,7 @@ static void weight_cache_fit(kiln_engine_t *eng, size_t block_bytes) {
     if (!in.device) return;
     const double room = kv_weight_cache_room(&in);
     if (room >= in.cache_bytes - 256e6) return; /* an automatic pool leaves the whole budget, less its buffers' rounding */
-    eng->m->weight_cache_bytes = be->ops->weight_cache(be, room >= 1e6 ? room / 1e9 : -1.0);
+    eng->m->weight_cache_bytes = be->ops->weight_cache(be, room >= 1e6 ? room / 1e9 : 0.0); /* 0: off */
     log_info("engine: weight cache %.1f GB, what the KV cache as sized leaves (%.1f GB free, %.1f GB kept for the steps; "
              "--weight-cache-gb sets it)", eng->m->weight_cache_bytes / 1e9, in.dev_free / 1e9, (in.dev_free - room) / 1e9);
 }
