@@ -24,7 +24,8 @@
  * pool would choose (the CPU backend: transposed; KILN_KV_KT=0: rows). The same values either
  * way (check is equal).
  *
- * Usage: kiln-attn-bench [--T T] [--pos P] [--threads N] [--kv f16|bf16|f32] [--heads H]
+ * --kv q8: the int8 cache (`--kv-dtype q8`), codes and per-row scales written by the backend's kv_write.
+ * Usage: kiln-attn-bench [--T T] [--pos P] [--threads N] [--kv f16|bf16|f32|q8] [--heads H]
  *                        [--kv-heads K] [--head-dim D] [--window W] [--iters I] [--backend cpu|cpu-ref]
  *                        [--cold MIB] [--huge 0|1] [--pre 0|1|2] [--kt 0|1] */
 #include <math.h>
@@ -66,7 +67,8 @@ int main(int argc, char **argv) {
             if (!strcmp(v, "f16")) dt = DT_F16;
             else if (!strcmp(v, "bf16")) dt = DT_BF16;
             else if (!strcmp(v, "f32")) dt = DT_F32;
-            else { fprintf(stderr, "attn_bench: --kv f16|bf16|f32\n"); return 2; }
+            else if (!strcmp(v, "q8")) dt = DT_I8;
+            else { fprintf(stderr, "attn_bench: --kv f16|bf16|f32|q8\n"); return 2; }
         } else { fprintf(stderr, "attn_bench: unknown option %s\n", a); return 2; }
     }
     if (T < 1 || P < 0 || nt < 1 || nkv < 1 || nh < nkv || nh % nkv || hd < 1 || iters < 1 || window < 0) {
@@ -90,10 +92,22 @@ int main(int argc, char **argv) {
     if (!K || !V || !table || !pos || !q || !out) { fprintf(stderr, "attn_bench: out of memory\n"); return 1; }
     if (kt < 0) kt = be->ops->kv_k_transposed ? be->ops->kv_k_transposed(be, bs, hd, dt) : 0;
     kv_view_t kview = {K, V, dt, bs, nkv, hd, kt};
-    for (size_t i = 0; i < n; i++) {
-        store_from_f32(K, dt, kv_k_at(&kview, i / per, i % per), sinf((float)i * 0.37f));
-        store_from_f32(V, dt, i, cosf((float)i * 0.11f));
-    }
+    if (dt == DT_I8) { /* codes through the cache writer, slot by slot (per-row scales) */
+        kview.ks = malloc(sizeof(float) * (size_t)nb * bs * nkv);
+        kview.vs = malloc(sizeof(float) * (size_t)nb * bs * nkv);
+        float *kr = malloc(sizeof(float) * per * 2), *vr = kr + per;
+        if (!kview.ks || !kview.vs || !kr) { fprintf(stderr, "attn_bench: out of memory\n"); return 1; }
+        for (size_t sl = 0; sl < (size_t)nb * bs; sl++) {
+            for (size_t e = 0; e < per; e++) kr[e] = sinf((float)(sl * per + e) * 0.37f), vr[e] = cosf((float)(sl * per + e) * 0.11f);
+            int32_t slot = (int32_t)sl;
+            be->ops->kv_write(be, &kview, kr, vr, &slot, 1);
+        }
+        free(kr);
+    } else
+        for (size_t i = 0; i < n; i++) {
+            store_from_f32(K, dt, kv_k_at(&kview, i / per, i % per), sinf((float)i * 0.37f));
+            store_from_f32(V, dt, i, cosf((float)i * 0.11f));
+        }
     for (int i = 0; i < nb; i++) table[i] = i;
     for (int i = 0; i < T; i++) pos[i] = P + i;
     for (size_t i = 0; i < qn; i++) q[i] = sinf((float)i) * 0.5f;
@@ -136,7 +150,7 @@ int main(int argc, char **argv) {
     }
     printf("{\"backend\": \"%s\", \"simd\": \"%s\", \"threads\": %d, \"T\": %d, \"pos\": %d, \"kv\": \"%s\", \"heads\": %d, "
            "\"kv_heads\": %d, \"head_dim\": %d, \"kt\": %d, \"ms\": %.3f, \"mean_ms\": %.3f, \"gflop_s\": %.1f, \"check\": %.6f}\n",
-           bname, backend_simd_name(be), nt, T, P, dtype_name(dt), nh, nkv, hd, kt, best * 1e3, total / iters * 1e3, pairs * 4.0 * hd * nh / best / 1e9,
+           bname, backend_simd_name(be), nt, T, P, kv_dtype_name(dt), nh, nkv, hd, kt, best * 1e3, total / iters * 1e3, pairs * 4.0 * hd * nh / best / 1e9,
            out[qn / 2]);
     free(q0); free(k0); free(kx); free(vx); free(nw); free(inv); free(slots);
     free(cb); free(K); free(V); free(table); free(pos); free(q); free(out);

@@ -39,12 +39,61 @@ typedef struct kv_view {
      * of one (head, d) are contiguous; V keeps the row layout. 0 (zero-initialized views):
      * rows. kv_k_at gives an element's index in either layout. */
     int k_t;
+    /* dtype DT_I8 (`--kv-dtype q8`): K and V hold int8 codes and these their scales, one f32 per
+     * (slot, KV head) row of head_dim codes, laid out [n_blocks][n_kv_heads][block_size] (kv_s_at):
+     * a block's scales of one head are contiguous, in position order. An element's value is
+     * (float)code · scale, the same f32 product on every path (kv_q8_row writes them). NULL for
+     * the other dtypes. */
+    float *ks, *vs;
 } kv_view_t;
+
+/* Index of the scale of slot `slot`, KV head kvh, in kv_view_t.ks / .vs. */
+static inline size_t kv_s_at(const kv_view_t *kv, size_t slot, size_t kvh) {
+    size_t bs = (size_t)kv->block_size;
+    return (slot / bs * (size_t)kv->n_kv_heads + kvh) * bs + slot % bs;
+}
+
+/* int8 KV rows: x[0, n) → codes[i·stride] and *scale = max|x| / 127, code = round-to-nearest-even
+ * of x · (127 / max|x|) (one division per row, then products: every writer rounds alike). An
+ * all-zero row: scale 0, codes 0. A row with a NaN or infinity: scale NaN (attention over it
+ * gives NaN, as an f16 cache's inf/NaN would), codes 0. |code · scale − x| ≤ scale / 2 + a few
+ * ulps of max|x|. */
+static inline void kv_q8_row(int8_t *codes, size_t stride, float *scale, const float *x, size_t n) {
+    float amax = 0.f;
+    for (size_t i = 0; i < n; i++) {
+        float a = x[i] < 0 ? -x[i] : x[i];
+        if (!(a <= amax) && amax == amax) amax = a; /* a NaN, once met, sticks */
+    }
+    int finite = amax <= 3.4028234e38f;
+    float inv = finite && amax > 0 ? 127.f / amax : 0.f;
+    for (size_t i = 0; i < n; i++) {
+        /* |x·inv| <= 127 (+ an ulp): adding and taking away 1.5·2^23 rounds it to an integer,
+         * nearest-even (the build keeps C arithmetic as written: -ffp-contract=off, no fast-math),
+         * without a libm nearbyintf call per element (the x86-64 baseline has no roundss) */
+        float r = (x[i] * inv + 12582912.f) - 12582912.f;
+        codes[i * stride] = (int8_t)(finite ? (r > 127.f ? 127 : r < -127.f ? -127 : (int)r) : 0);
+    }
+    *scale = finite ? amax / 127.f : __builtin_nanf("");
+}
 
 /* Index (in elements) of K element e = kvh·head_dim + d of cache slot `slot`. */
 static inline size_t kv_k_at(const kv_view_t *kv, size_t slot, size_t e) {
     size_t per = (size_t)kv->n_kv_heads * kv->head_dim, bs = (size_t)kv->block_size;
     return kv->k_t ? slot / bs * bs * per + e * bs + slot % bs : slot * per + e;
+}
+
+/* K element e = kvh·head_dim + d of slot `slot` as f32, in any cache dtype (the reference's read). */
+static inline float kv_load_k(const kv_view_t *kv, size_t slot, size_t e) {
+    size_t i = kv_k_at(kv, slot, e);
+    if (kv->dtype == DT_I8) return (float)((const int8_t *)kv->k)[i] * kv->ks[kv_s_at(kv, slot, e / (size_t)kv->head_dim)];
+    return load_as_f32(kv->k, kv->dtype, i);
+}
+
+/* V element e of slot `slot` as f32, in any cache dtype. */
+static inline float kv_load_v(const kv_view_t *kv, size_t slot, size_t e) {
+    size_t i = slot * (size_t)kv->n_kv_heads * kv->head_dim + e;
+    if (kv->dtype == DT_I8) return (float)((const int8_t *)kv->v)[i] * kv->vs[kv_s_at(kv, slot, e / (size_t)kv->head_dim)];
+    return load_as_f32(kv->v, kv->dtype, i);
 }
 
 typedef struct attn_args {
@@ -258,6 +307,9 @@ typedef struct backend_ops {
     /* Optional (NULL: 0): 1 where the backend wants K stored transposed per block (kv_view_t.k_t)
      * in a pool of this block size and dtype. */
     int (*kv_k_transposed)(backend_t *, int block_size, int head_dim, dtype_t dtype);
+    /* Optional (NULL: no): 1 where the backend's kv_write and attention ops support an int8 cache
+     * (DT_I8 with kv_view_t.ks/vs: `--kv-dtype q8`); the pool refuses q8 otherwise. */
+    int (*kv_q8)(backend_t *);
     /* Optional (NULL: nothing to do): n bytes of this backend's memory at p are about to be written —
      * make them resident now (a hint; the contents stay as they are). The KV pool calls it for each
      * block the first time it hands the block out, so a decode step does not fault its pages in. */

@@ -17,7 +17,8 @@ void model_args_defaults(model_args_t *a) {
 const char *model_args_help(void) {
     return "  --backend cpu|cpu-ref   compute backend (cpu-ref: scalar reference kernels)\n"
            "  --threads N             CPU threads (default: all cores)\n"
-           "  --kv-dtype f32|f16|bf16 KV cache element type\n"
+           "  --kv-dtype f32|f16|bf16|q8  KV cache element type (q8: int8 with a scale per row,\n"
+           "                          half of f16's bytes; CPU backend only)\n"
            "  --block-size N          KV cache block size in tokens (default 16)\n"
            "  --buffer-dtype f32|bf16 RoPE/normalizer buffers: f32 as transformers' from_pretrained\n"
            "                          (default); bf16 as after model.to(bfloat16) (the fixtures)\n"
@@ -62,7 +63,7 @@ int model_args_parse(model_args_t *a, const char *cmd, int argc, char **argv, in
             return -1;
         }
     } else if (!strcmp(f, "--kv-dtype")) {
-        if (dtype_from_name(v, &a->kv_dtype)) { fprintf(stderr, "kiln %s: --kv-dtype must be f32, f16 or bf16, got '%s'\n", cmd, v); return -1; }
+        if (kv_dtype_from_name(v, &a->kv_dtype)) { fprintf(stderr, "kiln %s: --kv-dtype must be f32, f16, bf16 or q8, got '%s'\n", cmd, v); return -1; }
     } else {
         if (cli_parse_int(cmd, f, v, 1, 4096, &n)) return -1;
         a->block_size = (int)n;

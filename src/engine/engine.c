@@ -824,7 +824,7 @@ kiln_engine_t *kiln_engine_start(const kiln_engine_opts_t *o, err_t *e) {
     if (pthread_create(&eng->thread, NULL, engine_main, eng) != 0) { err_set(e, "cannot start the engine thread"); goto err; }
     if (ab.why[0] && eng->o.kv_tokens <= 0) log_info("engine: KV cache %s", ab.why);
     log_info("engine: %s, %d KV blocks of %d tokens (%s, %.1f MB), step budget %d tokens, up to %d rows",
-             o->model_dir, n_blocks, eng->o.block_size, dtype_name(eng->o.kv_dtype), n_blocks * (double)bb / 1e6,
+             o->model_dir, n_blocks, eng->o.block_size, kv_dtype_name(eng->o.kv_dtype), n_blocks * (double)bb / 1e6,
              eng->o.step_tokens, eng->o.max_batch);
     if (eng->m->swa_window)
         log_info("engine: sliding-window layers (window %d) in a pool of their own: %d blocks (%.1f MB)", eng->m->swa_window,

@@ -3,15 +3,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* an int8 cache's scales: one f32 per (position, KV head) for K and for V */
+static size_t scale_bytes(int block_size, int n_kv_heads, dtype_t dtype) {
+    return dtype == DT_I8 ? (size_t)block_size * n_kv_heads * sizeof(float) : 0;
+}
+
 size_t kv_pool_block_bytes(int n_layers, int block_size, int n_kv_heads, int head_dim, dtype_t dtype) {
-    return 2 * (size_t)n_layers * block_size * n_kv_heads * head_dim * dtype_size(dtype);
+    return 2 * (size_t)n_layers * ((size_t)block_size * n_kv_heads * head_dim * dtype_size(dtype) + scale_bytes(block_size, n_kv_heads, dtype));
 }
 
 int kv_pool_init(kv_pool_t *p, backend_t *be, int n_layers, int n_blocks, int block_size, int n_kv_heads, int head_dim,
                  dtype_t dtype, err_t *e) {
     memset(p, 0, sizeof *p);
     if (n_blocks <= 0 || block_size <= 0) return err_set(e, "KV pool: need at least one block (got %d of %d tokens)", n_blocks, block_size);
-    if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16) return err_set(e, "KV pool: dtype %s unsupported (f32, f16, bf16)", dtype_name(dtype));
+    if (dtype == DT_I8 && !(be->ops->kv_q8 && be->ops->kv_q8(be)))
+        return err_set(e, "KV pool: --kv-dtype q8 is not supported by the %s backend (only the CPU's); use f16 or bf16", be->ops->name);
+    if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16 && dtype != DT_I8)
+        return err_set(e, "KV pool: dtype %s unsupported (f32, f16, bf16, q8)", dtype_name(dtype));
     p->be = be;
     p->n_layers = n_layers;
     p->n_blocks = n_blocks;
@@ -23,13 +31,24 @@ int kv_pool_init(kv_pool_t *p, backend_t *be, int n_layers, int n_blocks, int bl
     p->k = calloc((size_t)n_layers, sizeof(void *));
     p->v = calloc((size_t)n_layers, sizeof(void *));
     size_t layer_bytes = (size_t)n_blocks * block_size * n_kv_heads * head_dim * dtype_size(dtype);
+    size_t layer_sbytes = (size_t)n_blocks * scale_bytes(block_size, n_kv_heads, dtype);
+    if (layer_sbytes) {
+        p->ks = calloc((size_t)n_layers, sizeof(float *));
+        p->vs = calloc((size_t)n_layers, sizeof(float *));
+    }
     for (int l = 0; l < n_layers; l++) {
         p->k[l] = be->ops->alloc(be, layer_bytes);
         p->v[l] = be->ops->alloc(be, layer_bytes);
-        if (!p->k[l] || !p->v[l]) {
+        int ok = p->k[l] && p->v[l];
+        if (layer_sbytes && ok) {
+            p->ks[l] = be->ops->alloc(be, layer_sbytes);
+            p->vs[l] = be->ops->alloc(be, layer_sbytes);
+            ok = p->ks[l] && p->vs[l];
+        }
+        if (!ok) {
             kv_pool_free(p);
             return err_set(e, "KV pool: cannot allocate %d blocks (%.1f MB); lower --kv-cache-gb", n_blocks,
-                           2.0 * n_layers * layer_bytes / 1e6);
+                           2.0 * n_layers * (layer_bytes + layer_sbytes) / 1e6);
         }
     }
     p->hash = calloc((size_t)n_blocks, sizeof(uint64_t));
@@ -54,10 +73,14 @@ void kv_pool_free(kv_pool_t *p) {
         for (int l = 0; l < p->n_layers; l++) {
             if (p->k) p->be->ops->free(p->be, p->k[l]);
             if (p->v) p->be->ops->free(p->be, p->v[l]);
+            if (p->ks) p->be->ops->free(p->be, p->ks[l]);
+            if (p->vs) p->be->ops->free(p->be, p->vs[l]);
         }
     }
     free(p->k);
     free(p->v);
+    free(p->ks);
+    free(p->vs);
     free(p->refcount);
     free(p->free_list);
     free(p->touched);
@@ -71,7 +94,8 @@ void kv_pool_free(kv_pool_t *p) {
 }
 
 kv_view_t kv_pool_view(const kv_pool_t *p, int layer) {
-    kv_view_t v = {p->k[layer], p->v[layer], p->dtype, p->block_size, p->n_kv_heads, p->head_dim, p->k_t};
+    kv_view_t v = {p->k[layer], p->v[layer], p->dtype, p->block_size, p->n_kv_heads, p->head_dim, p->k_t,
+                   p->ks ? p->ks[layer] : NULL, p->vs ? p->vs[layer] : NULL};
     return v;
 }
 
@@ -187,6 +211,11 @@ int32_t kv_block_alloc(kv_pool_t *p) {
         for (int l = 0; l < p->n_layers; l++) {
             p->be->ops->touch(p->be, (char *)p->k[l] + (size_t)b * bb, bb);
             p->be->ops->touch(p->be, (char *)p->v[l] + (size_t)b * bb, bb);
+            if (p->ks) { /* (a block's scales are a few hundred bytes: touched with their neighbours' page) */
+                const size_t sb = scale_bytes(p->block_size, p->n_kv_heads, p->dtype);
+                p->be->ops->touch(p->be, (char *)p->ks[l] + (size_t)b * sb, sb);
+                p->be->ops->touch(p->be, (char *)p->vs[l] + (size_t)b * sb, sb);
+            }
         }
         p->touched[b] = 1;
     }

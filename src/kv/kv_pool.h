@@ -3,7 +3,9 @@
  *
  * Storage: for each attention layer, K and V arrays of [n_blocks][block_size][n_kv][hd]
  * in the cache dtype (K transposed per block, [n_blocks][n_kv][hd][block_size], where the
- * backend asks for it: k_t), allocated through the backend (host or device memory). The pool
+ * backend asks for it: k_t), allocated through the backend (host or device memory); an
+ * int8 cache (`--kv-dtype q8`, backends with kv_q8) also holds per-row scales, ks and vs of
+ * [n_blocks][n_kv][block_size] f32 per layer (kv_view_t). The pool
  * only does bookkeeping on the host: reference counts and a free list. A sequence owns
  * one reference to each block in its table; kv_seq_free gives them back. Blocks are
  * handed out lowest-id first so runs are reproducible.
@@ -26,6 +28,7 @@ typedef struct kv_pool {
     dtype_t dtype;
     int k_t;                  /* K transposed per block (kv_view_t.k_t; the backend's choice) */
     void **k, **v;            /* [n_layers] */
+    float **ks, **vs;         /* [n_layers] per-row scales (DT_I8 only; else NULL) */
     int32_t *refcount;        /* [n_blocks] */
     int32_t *free_list;       /* stack of free block ids, lowest on top */
     uint8_t *touched;         /* [n_blocks] 1 once backend_ops.touch made the block's memory resident */

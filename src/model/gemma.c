@@ -69,6 +69,7 @@ typedef struct gemma {
     float ms_local, ms_global;
     int rot_local, rot_global, n_kv_layers, max_kv_width, max_hd, max_nkv;
     int n_full_layers, n_swa_layers, full_width, swa_width; /* the two KV groups             */
+    int full_rows, swa_rows;  /* the most KV heads of a layer in each group (q8 caches' scale rows) */
     /* run state */
     hyb_arena_t arena;
     hyb_arena_t larena; /* the logit rows: xl [n, hidden], logits [n, vocab], grown to the most rows a step asked for */
@@ -166,8 +167,9 @@ static int gemma_load(model_t *m, err_t *e) {
         } else {
             l->kv_layer = G->n_kv_layers++;
             l->grp_layer = l->sliding ? G->n_swa_layers++ : G->n_full_layers++;
-            int *wd = l->sliding ? &G->swa_width : &G->full_width;
+            int *wd = l->sliding ? &G->swa_width : &G->full_width, *rw = l->sliding ? &G->swa_rows : &G->full_rows;
             if (l->nkv * l->hd > *wd) *wd = l->nkv * l->hd;
+            if (l->nkv > *rw) *rw = l->nkv;
         }
         int hd = l->hd, nkv = l->nkv, I = l->inter;
         if (g_vec(m, i, "input_layernorm.weight", H, &l->ln_in, e) || g_vec(m, i, "post_attention_layernorm.weight", H, &l->ln_post_attn, e) ||
@@ -281,22 +283,26 @@ static int gemma_load(model_t *m, err_t *e) {
 
 /* One KV layer per non-shared layer, at the widest per-token width any layer needs: a
  * layer with fewer heads or a smaller head_dim packs its slots densely into the front of
- * the same buffer (its view carries its own shape). */
+ * the same buffer (its view carries its own shape). As max_nkv heads of ceil(width / max_nkv)
+ * (an int8 cache keeps a scale per position and head: room for the most heads of any layer). */
 static void gemma_kv_shape(const model_t *m, int *n_layers, int *n_kv_heads, int *head_dim) {
     const gemma_t *G = m->impl;
     *n_layers = G->n_kv_layers;
-    *n_kv_heads = 1;
-    *head_dim = G->max_kv_width;
+    *n_kv_heads = G->max_nkv > 0 ? G->max_nkv : 1;
+    *head_dim = (G->max_kv_width + *n_kv_heads - 1) / *n_kv_heads;
 }
 
 /* Sliding layers as a KV group of their own (DESIGN §5): full and sliding layers each packed
  * at their group's widest per-token width. */
-static int gemma_kv_groups(const model_t *m, int *full_layers, int *full_width, int *swa_layers, int *swa_width) {
+static int gemma_kv_groups(const model_t *m, int *full_layers, int *full_width, int *full_rows, int *swa_layers, int *swa_width,
+                           int *swa_rows) {
     const gemma_t *G = m->impl;
     *full_layers = G->n_full_layers;
     *full_width = G->full_width;
+    *full_rows = G->full_rows;
     *swa_layers = G->n_swa_layers;
     *swa_width = G->swa_width;
+    *swa_rows = G->swa_rows;
     return G->n_swa_layers > 0 && m->cfg.sliding_window > 0 ? m->cfg.sliding_window : 0;
 }
 

@@ -202,16 +202,20 @@ int model_init_kv(model_t *m, int n_blocks, int block_size, dtype_t dtype, err_t
 }
 
 int model_sliding_window(const model_t *m) {
-    int fl, fw, sl, sw;
-    return m->ops->kv_groups ? m->ops->kv_groups(m, &fl, &fw, &sl, &sw) : 0;
+    int fl, fw, fr, sl, sw, sr;
+    return m->ops->kv_groups ? m->ops->kv_groups(m, &fl, &fw, &fr, &sl, &sw, &sr) : 0;
 }
 
+/* a KV group's per-token width as `heads` heads (kv_groups) */
+static int group_hd(int width, int heads) { return (width + heads - 1) / heads; }
+
 void model_kv_group_bytes(const model_t *m, int block_size, dtype_t dtype, size_t *full, size_t *swa) {
-    int fl, fw, sl, sw;
+    int fl, fw, fr, sl, sw, sr;
     if (model_sliding_window(m) > 0) {
-        m->ops->kv_groups(m, &fl, &fw, &sl, &sw);
-        *full = kv_pool_block_bytes(fl, block_size, 1, fw, dtype);
-        *swa = kv_pool_block_bytes(sl, block_size, 1, sw, dtype);
+        m->ops->kv_groups(m, &fl, &fw, &fr, &sl, &sw, &sr);
+        fr = fr > 0 ? fr : 1, sr = sr > 0 ? sr : 1;
+        *full = kv_pool_block_bytes(fl, block_size, fr, group_hd(fw, fr), dtype);
+        *swa = kv_pool_block_bytes(sl, block_size, sr, group_hd(sw, sr), dtype);
         return;
     }
     int nl = m->cfg.n_layers, nkv = m->cfg.n_kv_heads, hd = m->cfg.head_dim;
@@ -221,16 +225,17 @@ void model_kv_group_bytes(const model_t *m, int block_size, dtype_t dtype, size_
 }
 
 int model_init_kv_groups(model_t *m, int n_blocks, int n_swa_blocks, int block_size, dtype_t dtype, err_t *e) {
-    int fl, fw, sl, sw, w = model_sliding_window(m);
+    int fl, fw, fr, sl, sw, sr, w = model_sliding_window(m);
     if (w <= 0 || n_swa_blocks <= 0) return model_init_kv(m, n_blocks, block_size, dtype, e);
     kv_pool_free(&m->kv);
     kv_pool_free(&m->kv_swa);
     m->swa_window = 0;
-    m->ops->kv_groups(m, &fl, &fw, &sl, &sw);
+    m->ops->kv_groups(m, &fl, &fw, &fr, &sl, &sw, &sr);
+    fr = fr > 0 ? fr : 1, sr = sr > 0 ? sr : 1;
     /* a model of sliding layers only still gets a (one-layer) full pool: it carries the
      * sequence's length and the block tables the engine keeps in step */
-    if (kv_pool_init(&m->kv, m->be, fl > 0 ? fl : 1, n_blocks, block_size, 1, fw > 0 ? fw : 1, dtype, e)) return -1;
-    if (kv_pool_init(&m->kv_swa, m->be, sl, n_swa_blocks, block_size, 1, sw, dtype, e)) {
+    if (kv_pool_init(&m->kv, m->be, fl > 0 ? fl : 1, n_blocks, block_size, fr, fw > 0 ? group_hd(fw, fr) : 1, dtype, e)) return -1;
+    if (kv_pool_init(&m->kv_swa, m->be, sl, n_swa_blocks, block_size, sr, group_hd(sw, sr), dtype, e)) {
         kv_pool_free(&m->kv);
         return -1;
     }

@@ -43,10 +43,12 @@ typedef struct model_ops {
      * KV-shared layers none, and per-layer shapes get the widest (n_kv_heads·head_dim). */
     void (*kv_shape)(const model_t *m, int *n_kv_layers, int *n_kv_heads, int *head_dim);
     /* Optional: the per-layer cache kinds as two KV groups (DESIGN §5): the CACHE_FULL layers
-     * and the CACHE_SLIDING ones, each as a layer count and a per-token width (stored as one
-     * head of that width). Returns the sliding window w, or 0 when there are no sliding layers
-     * (then the model has one group: kv_shape). */
-    int (*kv_groups)(const model_t *m, int *full_layers, int *full_width, int *swa_layers, int *swa_width);
+     * and the CACHE_SLIDING ones, each as a layer count, a per-token width and the most KV heads
+     * of a layer in the group (stored as that many heads of ceil(width / heads): an int8 cache
+     * keeps a scale per position and head). Returns the sliding window w, or 0 when there are no
+     * sliding layers (then the model has one group: kv_shape). */
+    int (*kv_groups)(const model_t *m, int *full_layers, int *full_width, int *full_rows, int *swa_layers, int *swa_width,
+                     int *swa_rows);
 } model_ops_t;
 
 struct model {

@@ -23,3 +23,18 @@ int dtype_from_name(const char *s, dtype_t *out) {
     if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16")) { *out = DT_BF16; return 0; }
     return -1;
 }
+
+int kv_dtype_from_name(const char *s, dtype_t *out) {
+    if (!strcmp(s, "q8")) { *out = DT_I8; return 0; }
+    return dtype_from_name(s, out);
+}
+
+const char *kv_dtype_name(dtype_t t) {
+    switch (t) {
+    case DT_F32: return "f32";
+    case DT_F16: return "f16";
+    case DT_BF16: return "bf16";
+    case DT_I8: return "q8";
+    default: return dtype_name(t);
+    }
+}

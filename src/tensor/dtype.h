@@ -21,6 +21,10 @@ const char *dtype_name(dtype_t t);
 int dtype_from_safetensors(const char *s, dtype_t *out);
 /* "f32" | "f16" | "bf16" (the KV cache and activations' choices). */
 int dtype_from_name(const char *s, dtype_t *out);
+/* The KV cache's choices: those, and "q8" (DT_I8: int8 codes with a scale per row, see
+ * backend.h kv_view_t). kv_dtype_name gives the name back ("q8", "f16", ...). */
+int kv_dtype_from_name(const char *s, dtype_t *out);
+const char *kv_dtype_name(dtype_t t);
 
 static inline float bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;

@@ -46,7 +46,8 @@ expect 2 "--ids and --out are required" -- "$KILN" logits $M --ids 1
 expect 2 "--out needs a value" -- "$KILN" logits $M --ids 1 --out
 expect 2 "unknown flag '--bogus'" -- "$KILN" logits $M --bogus
 expect 2 "--threads expects an integer" -- "$KILN" logits $M --ids 1 --out "$out" --threads 0
-expect 2 "--kv-dtype must be" -- "$KILN" logits $M --ids 1 --out "$out" --kv-dtype f8
+expect 2 "--kv-dtype must be f32, f16, bf16 or q8" -- "$KILN" logits $M --ids 1 --out "$out" --kv-dtype f8
+expect 2 "--kv-dtype must be f32, f16, bf16 or q8" -- "$KILN" logits $M --ids 1 --out "$out" --kv-dtype q4
 expect 2 "--backend must be" -- "$KILN" generate $M --prompt-ids 1 --backend tpu
 for v in lots -3 nan inf 1e9 ""; do
   expect 2 "--weight-cache-gb must be a size in GB .*, got '$v'" -- "$KILN" logits $M --ids 1 --out "$out" --weight-cache-gb "$v"

@@ -9,7 +9,8 @@
  * threads, and cpu-ref. Each step also runs on a cache with K transposed per block
  * (kv_view_t.k_t, the layout the CPU backend's pool asks for; also with 32-position blocks)
  * holding the same values: the separate ops and the fused op there must give bitwise the
- * row-layout out, q and k, and the same cache element by element. */
+ * row-layout out, q and k, and the same cache element by element. The int8 cache (q8) too:
+ * its codes and per-row scales. */
 #include <math.h>
 #include "../common/test_util.h"
 #include "backend/backend.h"
@@ -44,14 +45,24 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
     uint64_t seed = 77 + (uint64_t)T * 13 + (uint64_t)hd;
     /* 0, 1: rows (separate ops, fused op); 2, 3: the same with K transposed per block */
     void *kc[4], *vc[4];
+    float *ksc[4] = {0}, *vsc[4] = {0}; /* q8: the scales, [block][kv head][position] whatever K's layout */
+    size_t sn = (size_t)nb * bs * nkv;
     for (int i = 0; i < 4; i++) {
         kc[i] = malloc(cache_n * esz);
         vc[i] = malloc(cache_n * esz);
+        if (dt == DT_I8) ksc[i] = malloc(sizeof(float) * sn), vsc[i] = malloc(sizeof(float) * sn);
     }
     for (size_t i = 0; i < cache_n; i++) {
+        if (dt == DT_I8) {
+            ((int8_t *)kc[0])[i] = (int8_t)(127.f * tu_rand(&seed));
+            ((int8_t *)vc[0])[i] = (int8_t)(127.f * tu_rand(&seed));
+            continue;
+        }
         store_from_f32(kc[0], dt, i, tu_rand(&seed));
         store_from_f32(vc[0], dt, i, tu_rand(&seed));
     }
+    for (size_t i = 0; dt == DT_I8 && i < sn; i++) ksc[0][i] = 0.02f + 0.01f * tu_rand(&seed), vsc[0][i] = 0.01f + 0.005f * tu_rand(&seed);
+    for (int i = 1; dt == DT_I8 && i < 4; i++) memcpy(ksc[i], ksc[0], sizeof(float) * sn), memcpy(vsc[i], vsc[0], sizeof(float) * sn);
     kv_view_t kvt = {kc[2], vc[2], dt, bs, nkv, hd, 1};
     for (size_t sl = 0; sl < (size_t)nb * bs; sl++)
         for (size_t e = 0; e < per; e++) memcpy((char *)kc[2] + kv_k_at(&kvt, sl, e) * esz, (char *)kc[0] + (sl * per + e) * esz, esz);
@@ -76,7 +87,7 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
     for (int i = 0; i < s->rot / 2; i++) inv[i] = powf(rope_base, -2.0f * i / s->rot);
     const float eps = 1e-6f, ms = 1.0f;
     for (int i = 0; i < 4; i++) {
-        attn_args_t a = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, window, {kc[i], vc[i], dt, bs, nkv, hd, i >= 2}};
+        attn_args_t a = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, window, {kc[i], vc[i], dt, bs, nkv, hd, i >= 2, ksc[i], vsc[i]}};
         if (i % 2 == 0) { /* the separate ops */
             if (s->norm) {
                 be->ops->rms_norm(be, q[i], q[i], qw, 0.f, T * nh, hd, eps);
@@ -95,7 +106,9 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
         const char *bt = memcmp(out[0], out[i], sizeof(float) * qn_) ? "out"
                        : memcmp(q[0], q[i], sizeof(float) * qn_) ? "q"
                        : memcmp(k[0], k[i], sizeof(float) * kn_) ? "k"
-                       : memcmp(vc[0], vc[i], cache_n * esz) ? "V cache" : NULL;
+                       : memcmp(vc[0], vc[i], cache_n * esz) ? "V cache"
+                       : dt == DT_I8 && memcmp(ksc[0], ksc[i], sizeof(float) * sn) ? "K scales"
+                       : dt == DT_I8 && memcmp(vsc[0], vsc[i], sizeof(float) * sn) ? "V scales" : NULL;
         for (size_t sl = 0; !bt && sl < (size_t)nb * bs; sl++)
             for (size_t e = 0; !bt && e < per; e++)
                 if (memcmp((char *)kc[i] + kv_k_at(&kvt, sl, e) * esz, (char *)kc[0] + (sl * per + e) * esz, esz)) bt = "K cache";
@@ -107,21 +120,23 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
                     : memcmp(q[0], q[1], sizeof(float) * qn_) ? "q"
                     : memcmp(k[0], k[1], sizeof(float) * kn_) ? "k"
                     : memcmp(kc[0], kc[1], cache_n * esz) ? "K cache"
-                    : memcmp(vc[0], vc[1], cache_n * esz) ? "V cache" : NULL;
+                    : memcmp(vc[0], vc[1], cache_n * esz) ? "V cache"
+                    : dt == DT_I8 && memcmp(ksc[0], ksc[1], sizeof(float) * sn) ? "K scales"
+                    : dt == DT_I8 && memcmp(vsc[0], vsc[1], sizeof(float) * sn) ? "V scales" : NULL;
     if (bad)
         fail_msg("%s (%s, %d threads, %s KV, heads %d/%d, hd %d, rot %d, norm %d, T %d, rows %d, window %d): %s differs from the separate ops",
                  what, be->ops->name, be->n_threads, dtype_name(dt), nh, nkv, hd, s->rot, s->norm, T, n_rows, window, bad);
     for (int i = 0; i < 4; i++) {
-        free(kc[i]); free(vc[i]); free(q[i]); free(k[i]); free(out[i]);
+        free(kc[i]); free(vc[i]); free(ksc[i]); free(vsc[i]); free(q[i]); free(k[i]); free(out[i]);
     }
     free(v); free(qw); free(kw);
 }
 
 static void run_all(backend_t *be) {
     const shape_t shapes[] = {{16, 8, 128, 128, 1}, {8, 2, 64, 64, 0}, {6, 3, 80, 80, 1}, {4, 1, 64, 32, 1}, {8, 8, 32, 32, 0}};
-    const dtype_t dts[] = {DT_F16, DT_BF16, DT_F32};
+    const dtype_t dts[] = {DT_F16, DT_BF16, DT_F32, DT_I8};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-        for (int d = 0; d < 3; d++) {
+        for (int d = 0; d < 4; d++) {
             const shape_t *s = &shapes[si];
             int n1[] = {1}, l1[] = {543};
             check_step(be, s, dts[d], 1, n1, l1, 0, "decode, 1 row");
@@ -141,12 +156,13 @@ static void run_all(backend_t *be) {
     for (size_t si = 0; si < 2; si++) {
         int n3[] = {1, 1, 1}, l3[] = {5, 130, 700};
         check_step(be, &shapes[si], DT_F16, 3, n3, l3, 0, "split decode");
+        check_step(be, &shapes[si], DT_I8, 3, n3, l3, 0, "split decode");
     }
     simd_attention_set_seg(-1);
     /* 32-position blocks (the transposed K's runs of 16 keys start inside a block) */
     g_bs = 32;
     for (size_t si = 0; si < 3; si++)
-        for (int d = 0; d < 3; d += 2) {
+        for (int d = 0; d < 4; d += d == 0 ? 2 : 1) {
             int n1[] = {1}, l1[] = {543}, n3[] = {1, 1, 1}, l3[] = {0, 47, 300}, np[] = {5}, lp[] = {36};
             check_step(be, &shapes[si], dts[d], 1, n1, l1, 0, "decode, 1 row, block 32");
             check_step(be, &shapes[si], dts[d], 3, n3, l3, 40, "decode, 3 rows, window, block 32");

@@ -213,20 +213,75 @@ static void test_gelu_glu(void **st) {
     free(g); free(u); free(y); free(r); free(z);
 }
 
+/* An int8 (q8) cache's codes and scales for slots [0, n_slots): random rows (K × kmul) through
+ * ref_kv_write, the reference writer (kv->k, kv->v hold n_slots rows of int8; ks/vs allocated here) */
+static void q8_fill(kv_view_t *kv, size_t n_slots, float kmul, uint64_t *seed) {
+    size_t per = (size_t)kv->n_kv_heads * kv->head_dim;
+    kv->ks = malloc(sizeof(float) * n_slots * kv->n_kv_heads);
+    kv->vs = malloc(sizeof(float) * n_slots * kv->n_kv_heads);
+    float *k = malloc(sizeof(float) * per), *v = malloc(sizeof(float) * per);
+    for (size_t sl = 0; sl < n_slots; sl++) {
+        for (size_t i = 0; i < per; i++) k[i] = kmul * tu_rand(seed), v[i] = tu_rand(seed);
+        int32_t slot = (int32_t)sl;
+        ref_kv_write(kv, k, v, &slot, 1);
+    }
+    free(k); free(v);
+}
+
+/* int8 KV rows: each family's q8_row gives kv_q8_row's codes and scale bit for bit (odd lengths,
+ * spread magnitudes, zero, NaN and infinite rows), and the codes hold the row: |code·scale − x|
+ * within half a step (+ rounding), max |code| = 127 on every finite non-zero row. */
+static void test_q8_rows(void **st) {
+    uint64_t seed = 5;
+    float x[300];
+    int8_t c0[300], c1[300];
+    for (int n = 1; n <= 300; n += n < 20 ? 1 : 37)
+        for (int kind = 0; kind < 6; kind++) {
+            for (int i = 0; i < n; i++) x[i] = tu_rand(&seed) * (kind == 1 ? 1e-30f : kind == 2 ? 3e30f : 1.0f) * (i % 7 == 3 ? 9.f : 1.f);
+            if (kind == 3) memset(x, 0, sizeof(float) * n);
+            if (kind == 4) x[n / 2] = __builtin_nanf("");
+            if (kind == 5) x[n - 1] = -__builtin_inff();
+            float s0, s1;
+            kv_q8_row(c0, 1, &s0, x, n);
+            if (kind >= 4) assert_true(isnan(s0));
+            else if (kind == 3) assert_true(s0 == 0.f);
+            else {
+                int mx = 0;
+                for (int i = 0; i < n; i++) {
+                    double err = fabs((double)c0[i] * s0 - x[i]);
+                    if (err > 0.5 * s0 * (1 + 1e-5) + 1e-6 * fabs(x[i])) fail_msg("q8 n=%d kind %d: x[%d]=%g code %d scale %g", n, kind, i, x[i], c0[i], s0);
+                    mx = abs(c0[i]) > mx ? abs(c0[i]) : mx;
+                }
+                assert_int_equal(mx, 127);
+            }
+            for (int f = 0; f < n_families; f++) {
+                if (!families[f]->q8_row) continue;
+                memset(c1, 0x55, sizeof c1);
+                families[f]->q8_row(c1, &s1, x, n);
+                assert_memory_equal(c1, c0, (size_t)n);
+                assert_true(memcmp(&s0, &s1, 4) == 0 || (isnan(s0) && isnan(s1)));
+                assert_int_equal(c1[n < 300 ? n : 299], n < 300 ? 0x55 : c0[299]); /* nothing past n written */
+            }
+        }
+}
+
 /* Paged attention: SIMD against reference, with a scattered block table, GQA, a window
  * and soft-capping, in every KV dtype. */
 static void test_attention(void **st) {
-    const dtype_t kdt[] = {DT_F32, DT_F16, DT_BF16};
+    const dtype_t kdt[] = {DT_F32, DT_F16, DT_BF16, DT_I8};
     int nh = 4, nkv = 2, hd = 20, bs = 4, nblocks = 16, ctx = 23;
-    for (int d = 0; d < 3; d++)
+    for (int d = 0; d < 4; d++)
         for (int variant = 0; variant < 3; variant++) {
             uint64_t seed = 11 + d * 3 + variant;
             size_t per = (size_t)nkv * hd;
             void *K = calloc((size_t)nblocks * bs * per, 4), *Vv = calloc((size_t)nblocks * bs * per, 4);
-            for (size_t i = 0; i < (size_t)nblocks * bs * per; i++) {
-                store_from_f32(K, kdt[d], i, tu_rand(&seed));
-                store_from_f32(Vv, kdt[d], i, tu_rand(&seed));
-            }
+            kv_view_t kv = {K, Vv, kdt[d], bs, nkv, hd};
+            if (kdt[d] == DT_I8) q8_fill(&kv, (size_t)nblocks * bs, 1.f, &seed);
+            else
+                for (size_t i = 0; i < (size_t)nblocks * bs * per; i++) {
+                    store_from_f32(K, kdt[d], i, tu_rand(&seed));
+                    store_from_f32(Vv, kdt[d], i, tu_rand(&seed));
+                }
             int32_t table0[] = {7, 2, 11, 0, 5, 9}, table1[] = {3, 14, 1};
             const int32_t *tables[] = {table0, table1};
             /* row 0: 5 tokens at positions 18..22; row 1: 1 token at position 9 */
@@ -234,8 +289,7 @@ static void test_attention(void **st) {
             int T = 6;
             float *q = malloc(sizeof(float) * T * nh * hd), *o1 = malloc(sizeof(float) * T * nh * hd), *o2 = malloc(sizeof(float) * T * nh * hd);
             for (int i = 0; i < T * nh * hd; i++) q[i] = tu_rand(&seed);
-            attn_args_t a = {2, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), variant == 2 ? 5.0f : 0.f, variant == 1 ? 6 : 0,
-                             {K, Vv, kdt[d], bs, nkv, hd}};
+            attn_args_t a = {2, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), variant == 2 ? 5.0f : 0.f, variant == 1 ? 6 : 0, kv};
             float *scratch = malloc(sizeof(float) * (simd_attention_scratch(&a) + 64));
             ref_attention(o1, q, 0, T, &a, scratch);
             for (int f = 0; f < n_families; f++) {
@@ -250,7 +304,7 @@ static void test_attention(void **st) {
                 free(o3);
             }
             (void)ctx;
-            free(K); free(Vv); free(q); free(o1); free(o2); free(scratch);
+            free(K); free(Vv); free(kv.ks); free(kv.vs); free(q); free(o1); free(o2); free(scratch);
         }
 }
 
@@ -260,9 +314,12 @@ static void test_attention(void **st) {
  * a decode row and a chunk from position 0 share the step. Against the reference, and
  * bitwise: the whole step = token by token = uneven splits = each row in a step alone. */
 static void test_attention_tiles(void **st) {
-    static const struct { int nh, nkv, hd, bs, window; float softcap; dtype_t dt; } cf[] = {
+    /* kt: K transposed per block (the CPU pool's layout; the int8 decode path reads it only) */
+    static const struct { int nh, nkv, hd, bs, window; float softcap; dtype_t dt; int kt; } cf[] = {
         {6, 2, 37, 5, 0, 0.f, DT_F16},   {3, 3, 20, 16, 45, 0.f, DT_BF16}, {8, 2, 64, 16, 0, 30.f, DT_F32},
         {12, 4, 128, 7, 70, 0.f, DT_F16}, {40, 1, 24, 4, 0, 0.f, DT_BF16},  {4, 1, 9, 3, 33, 8.f, DT_F16},
+        {6, 2, 37, 5, 0, 0.f, DT_I8},    {8, 2, 64, 16, 0, 0.f, DT_I8, 1}, {12, 4, 128, 16, 70, 0.f, DT_I8, 1},
+        {6, 6, 32, 32, 0, 20.f, DT_I8, 1}, {12, 4, 128, 7, 0, 0.f, DT_I8},
     };
     for (size_t c = 0; c < sizeof cf / sizeof cf[0]; c++) {
         uint64_t seed = 101 + c;
@@ -281,15 +338,18 @@ static void test_attention_tiles(void **st) {
         const int32_t *tables[] = {tab[0], tab[1], tab[2]};
         size_t per = (size_t)nkv * hd, n = (size_t)nblocks * bs * per;
         void *K = calloc(n, 4), *Vv = calloc(n, 4);
-        for (size_t i = 0; i < n; i++) {
-            store_from_f32(K, cf[c].dt, i, 3.0f * tu_rand(&seed)); /* peaked scores: the max matters */
-            store_from_f32(Vv, cf[c].dt, i, tu_rand(&seed));
-        }
+        kv_view_t kv = {K, Vv, cf[c].dt, bs, nkv, hd, cf[c].kt};
+        if (cf[c].dt == DT_I8) q8_fill(&kv, (size_t)nblocks * bs, 3.0f, &seed);
+        else
+            for (size_t i = 0; i < n; i++) {
+                store_from_f32(K, cf[c].dt, i, 3.0f * tu_rand(&seed)); /* peaked scores: the max matters */
+                store_from_f32(Vv, cf[c].dt, i, tu_rand(&seed));
+            }
         size_t qn = (size_t)T * nh * hd;
         float *q = malloc(sizeof(float) * qn), *want = malloc(sizeof(float) * qn), *o1 = malloc(sizeof(float) * qn),
               *o2 = malloc(sizeof(float) * qn);
         for (size_t i = 0; i < qn; i++) q[i] = tu_rand(&seed);
-        attn_args_t a = {3, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), cf[c].softcap, cf[c].window, {K, Vv, cf[c].dt, bs, nkv, hd}};
+        attn_args_t a = {3, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), cf[c].softcap, cf[c].window, kv};
         float *scratch = malloc(sizeof(float) * (simd_attention_scratch(&a) + 200));
         ref_attention(want, q, 0, T, &a, scratch);
         for (int f = 0; f < n_families; f++) {
@@ -312,7 +372,7 @@ static void test_attention_tiles(void **st) {
             }
         }
         for (int r = 0; r < 3; r++) free(tab[r]);
-        free(K); free(Vv); free(q); free(want); free(o1); free(o2); free(scratch);
+        free(K); free(Vv); free(kv.ks); free(kv.vs); free(q); free(want); free(o1); free(o2); free(scratch);
     }
 }
 
@@ -323,9 +383,10 @@ static void test_attention_tiles(void **st) {
  * reference. Contexts of 1, 15, 16, 17, 511, 513 and 2049
  * positions, GQA 2/3/8/1, windows, soft-capping, every KV dtype, scattered blocks. */
 static void test_attention_split(void **st) {
-    static const struct { int nh, nkv, hd, bs, window; float softcap; dtype_t dt; } cf[] = {
+    static const struct { int nh, nkv, hd, bs, window; float softcap; dtype_t dt; int kt; } cf[] = {
         {16, 8, 128, 16, 0, 0.f, DT_F16}, {12, 4, 64, 7, 0, 0.f, DT_BF16}, {8, 1, 40, 5, 300, 0.f, DT_F32},
         {6, 6, 128, 16, 0, 20.f, DT_F16}, {9, 3, 24, 3, 1000, 0.f, DT_F16}, {4, 2, 16, 16, 130, 0.f, DT_F16},
+        {16, 8, 128, 16, 0, 0.f, DT_I8, 1}, {9, 3, 24, 3, 1000, 0.f, DT_I8},
     };
     static const int ctx[] = {1, 15, 16, 17, 511, 513, 2049};
     enum { R = 7 };
@@ -345,15 +406,18 @@ static void test_attention_split(void **st) {
         for (int r = 0; r < R; r++) tables[r] = tab[r];
         size_t per = (size_t)nkv * hd, n = (size_t)nblocks * bs * per;
         void *K = calloc(n, 4), *Vv = calloc(n, 4);
-        for (size_t i = 0; i < n; i++) {
-            store_from_f32(K, cf[c].dt, i, 3.0f * tu_rand(&seed));
-            store_from_f32(Vv, cf[c].dt, i, tu_rand(&seed));
-        }
+        kv_view_t kv = {K, Vv, cf[c].dt, bs, nkv, hd, cf[c].kt};
+        if (cf[c].dt == DT_I8) q8_fill(&kv, (size_t)nblocks * bs, 3.0f, &seed);
+        else
+            for (size_t i = 0; i < n; i++) {
+                store_from_f32(K, cf[c].dt, i, 3.0f * tu_rand(&seed));
+                store_from_f32(Vv, cf[c].dt, i, tu_rand(&seed));
+            }
         size_t qn = (size_t)R * nh * hd;
         float *q = malloc(sizeof(float) * qn), *want = malloc(sizeof(float) * qn), *o1 = malloc(sizeof(float) * qn),
               *o2 = malloc(sizeof(float) * qn);
         for (size_t i = 0; i < qn; i++) q[i] = tu_rand(&seed);
-        attn_args_t a = {R, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), cf[c].softcap, cf[c].window, {K, Vv, cf[c].dt, bs, nkv, hd}};
+        attn_args_t a = {R, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf(hd), cf[c].softcap, cf[c].window, kv};
         size_t sn = simd_attention_scratch(&a) + 200;
         float *scratch = malloc(sizeof(float) * (sn > 4096 ? sn : 4096));
         ref_attention(want, q, 0, R, &a, scratch);
@@ -380,7 +444,7 @@ static void test_attention_split(void **st) {
         }
         simd_attention_set_seg(-1);
         for (int r = 0; r < R; r++) free(tab[r]);
-        free(K); free(Vv); free(q); free(want); free(o1); free(o2); free(scratch);
+        free(K); free(Vv); free(kv.ks); free(kv.vs); free(q); free(want); free(o1); free(o2); free(scratch);
     }
 }
 
@@ -406,7 +470,7 @@ int main(void) {
         cmocka_unit_test(test_conversions),   cmocka_unit_test(test_code_extraction), cmocka_unit_test(test_matmul_dense),
         cmocka_unit_test(test_matmul_quant), cmocka_unit_test(test_matmul_q4_blocks),
         cmocka_unit_test(test_matmul_q4_big),
-        cmocka_unit_test(test_matmul_fk_blocks),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_matmul_fk_blocks),  cmocka_unit_test(test_dot_axpy),        cmocka_unit_test(test_gelu_glu),        cmocka_unit_test(test_q8_rows), cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_tiles), cmocka_unit_test(test_attention_split),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

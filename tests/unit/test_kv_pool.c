@@ -159,8 +159,49 @@ static void test_touch_resident(void **st) {
     backend_destroy(be);
 }
 
+/* The int8 cache (`--kv-dtype q8`): one byte a code plus an f32 scale per (position, KV head) for
+ * K and for V in kv_pool_block_bytes and in the allocation; every layer's view carries its scale
+ * arrays; a block handed out has its scales resident too; a backend without kv_q8 (CUDA today)
+ * refuses the dtype with a message that names it and what to use instead. */
+static void test_q8_pool(void **st) {
+    (void)st;
+    backend_t *be = backend_create("cpu", 1, NULL);
+    kv_pool_t p;
+    err_t e;
+    const int nl = 3, nb = 2048, bs = 16, nkv = 8, hd = 128;
+    assert_int_equal(kv_pool_block_bytes(nl, bs, nkv, hd, DT_I8), 2 * (size_t)nl * (bs * nkv * hd + bs * nkv * 4));
+    assert_int_equal(kv_pool_block_bytes(nl, bs, nkv, hd, DT_F16), 2 * (size_t)nl * bs * nkv * hd * 2);
+    assert_int_equal(kv_pool_init(&p, be, nl, nb, bs, nkv, hd, DT_I8, &e), 0);
+    for (int l = 0; l < nl; l++) {
+        kv_view_t v = kv_pool_view(&p, l);
+        assert_true(v.dtype == DT_I8 && v.ks && v.vs && v.ks == p.ks[l] && v.vs == p.vs[l] && v.k == p.k[l]);
+    }
+    const size_t sb = (size_t)bs * nkv * 4; /* a block's scales: 512 B, 8 blocks a page */
+    size_t pages;
+    assert_int_equal(resident((char *)p.ks[2] + 1000 * sb, sb, &pages), 0); /* lazy until handed out */
+    int32_t b = kv_block_alloc(&p);
+    assert_true(b >= 0);
+    for (int l = 0; l < nl; l++) {
+        assert_int_equal(resident((char *)p.ks[l] + (size_t)b * sb, sb, &pages), (int)pages);
+        assert_int_equal(resident((char *)p.vs[l] + (size_t)b * sb, sb, &pages), (int)pages);
+    }
+    /* the scales of the last slot of the last block lie inside the allocation (ASan) */
+    kv_view_t v = kv_pool_view(&p, nl - 1);
+    v.vs[kv_s_at(&v, (size_t)nb * bs - 1, nkv - 1)] = 1.f;
+    kv_pool_free(&p);
+    backend_ops_t ops = *be->ops; /* a backend without int8 K/V */
+    ops.kv_q8 = NULL;
+    backend_t be2 = *be;
+    be2.ops = &ops;
+    assert_int_not_equal(kv_pool_init(&p, &be2, nl, 16, bs, nkv, hd, DT_I8, &e), 0);
+    assert_non_null(strstr(e.msg, "q8"));
+    assert_non_null(strstr(e.msg, "f16"));
+    assert_int_not_equal(kv_pool_init(&p, be, nl, 16, bs, nkv, hd, DT_U8, &e), 0);
+    backend_destroy(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_random_ops), cmocka_unit_test(test_evicted_never_found),
-                                       cmocka_unit_test(test_touch_resident)};
+                                       cmocka_unit_test(test_touch_resident), cmocka_unit_test(test_q8_pool)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,12 +5,16 @@
  * same sequence run alone in one step. Chunked prefill with chunks of 1, 3, 16 and all at
  * once must agree bitwise too. Run on a dense, a quantized and a qwen3 fixture, with the
  * f32 KV cache and with a bf16 one (chunking still may not change a bit: each token
- * reads the same rounded K/V whichever step wrote it). */
+ * reads the same rounded K/V whichever step wrote it), and with the int8 one (q8: each row's
+ * codes and scale depend on that row alone), in 4- and 16-position blocks (16: K transposed
+ * per block, the int8 decode tiles' own path). */
 #include "../common/test_util.h"
 #include "model/model.h"
 
 #define NSEQ 5
 #define MAXLEN 40
+
+static int g_bs = 4;
 
 static model_t *load(const char *name, dtype_t kv) {
     char dir[256];
@@ -19,7 +23,7 @@ static model_t *load(const char *name, dtype_t kv) {
     model_opts_t o = {"cpu", 2};
     model_t *m = model_load(dir, &o, &e);
     if (!m) fail_msg("%s", e.msg);
-    if (model_init_kv(m, NSEQ * (MAXLEN / 4 + 1) + 4, 4, kv, &e)) fail_msg("%s", e.msg); /* small blocks: many boundaries */
+    if (model_init_kv(m, NSEQ * (MAXLEN / g_bs + 1) + 4, g_bs, kv, &e)) fail_msg("%s", e.msg); /* small blocks: many boundaries */
     return m;
 }
 
@@ -107,18 +111,26 @@ static void check(const char *name, dtype_t kv) {
         run(m, toks, len, got, scheds[k], 1000 + k);
         for (int s = 0; s < NSEQ; s++)
             if (memcmp(got[s], ref[s], sizeof(float) * len[s] * V) != 0)
-                fail_msg("%s (kv %s): %s: sequence %d differs from running alone", name, dtype_name(kv), names[k], s);
+                fail_msg("%s (kv %s, block %d): %s: sequence %d differs from running alone", name, kv_dtype_name(kv), g_bs, names[k], s);
     }
-    printf("# %s kv %s: 6 schedules bitwise equal to each sequence alone\n", name, dtype_name(kv));
+    printf("# %s kv %s block %d: 6 schedules bitwise equal to each sequence alone\n", name, kv_dtype_name(kv), g_bs);
     for (int s = 0; s < NSEQ; s++) { free(ref[s]); free(got[s]); }
     model_free(m);
 }
 
 static void test_llama(void **st) { check("llama-tiny", DT_F32); check("llama-tiny", DT_BF16); }
 static void test_quant(void **st) { check("llama-tiny-mlx-q4", DT_F32); check("qwen3-tiny-mlx-mixed", DT_F16); }
+static void test_kv_q8(void **st) {
+    check("qwen3-tiny", DT_I8);
+    g_bs = 16;
+    check("qwen3-tiny", DT_I8);
+    check("llama-tiny-mlx-q4", DT_I8);
+    g_bs = 4;
+}
 static void test_qwen3(void **st) { check("qwen3-tiny", DT_F32); check("llama-tiny-rope-llama3", DT_F32); }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_llama), cmocka_unit_test(test_quant), cmocka_unit_test(test_qwen3)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_llama), cmocka_unit_test(test_quant), cmocka_unit_test(test_qwen3),
+                                       cmocka_unit_test(test_kv_q8)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

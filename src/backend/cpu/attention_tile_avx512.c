@@ -267,8 +267,10 @@ static __attribute__((noinline)) void at_ks(float *S, const float *Qt, float *S2
  * constant where it is used) by zero-extending and shifting into the high half — both exact */
 #define AT_LOADB(p) _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 #define AT_LOAD16(p, BF) ((BF) ? AT_LOADB(p) : AT_LOADH(p))
-/* a cache element run of dtype KT (0 f16, 1 bf16, 2 f32; a constant) at byte address p */
-#define AT_LOADKV(p, KT) ((KT) == 2 ? _mm512_loadu_ps((const float *)(p)) : AT_LOAD16((const uint16_t *)(p), (KT) == 1))
+/* 16 int8 codes widened to f32 (exact; the caller multiplies by the row's scale) */
+#define AT_LOADQ8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
+/* a cache element run of dtype KT (0 f16, 1 bf16, 2 f32, 3 int8 codes; a constant) at byte address p */
+#define AT_LOADKV(p, KT) ((KT) == 2 ? _mm512_loadu_ps((const float *)(p)) : (KT) == 3 ? AT_LOADQ8(p) : AT_LOAD16((const uint16_t *)(p), (KT) == 1))
 #define AT_DQ 4
 #define AT_IOTA() _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 #define AT_ADD_I(a, b) _mm512_add_epi32(a, b)

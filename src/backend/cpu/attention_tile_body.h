@@ -27,8 +27,8 @@
 #ifndef AT_PF
 #define AT_PF 2 /* __builtin_prefetch locality of the next block's K/V: 2 = prefetcht1 (L2) */
 #endif
-/* bytes per cache element for the decode paths' KT (0 f16, 1 bf16, 2 f32) */
-#define AT_KV_BYTES(KT) ((KT) == 2 ? 4 : 2)
+/* bytes per cache element for the decode paths' KT (0 f16, 1 bf16, 2 f32, 3 int8 codes) */
+#define AT_KV_BYTES(KT) ((KT) == 2 ? 4 : (KT) == 3 ? 1 : 2)
 #define AT_CAT2(a, b) a##b
 #define AT_CAT(a, b) AT_CAT2(a, b)
 
@@ -46,6 +46,12 @@ static inline AT_V AT_CAT(AT_NAME, _exp)(AT_V x) {
     y = AT_FMA(y, r, AT_SET1(5.0000001201e-1f));
     y = AT_FMA(y, AT_MUL(r, r), AT_ADD(r, AT_SET1(1.0f)));
     return AT_MUL(y, AT_POW2I(n));
+}
+
+/* An int8 cache row (`--kv-dtype q8`) → f32: dst[i] = (float)c[i] · s, the product every path
+ * and the reference use (backend.h kv_load_k) */
+static inline void AT_CAT(AT_NAME, _q8_f32)(float *dst, const int8_t *c, float s, int n) {
+    for (int i = 0; i < n; i++) dst[i] = (float)c[i] * s;
 }
 
 /* Segments: a query's keys are cut at multiples of attn_seg() positions (0: one segment) (absolute, like the
@@ -202,13 +208,17 @@ static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float 
  * the transpose into Kb and its reload. Sk[i·AT_KB + j] (kl); runs with no key of the block
  * point at another run and are masked by the caller like any key outside [ja, jb]. */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)(float *S, const float *Qt,
-                                                                                const char *const *kr, size_t ds, int nqp,
-                                                                                int hd, float scale, const int NQ, const int KT) {
-    AT_V acc[4][AT_KB / AT_VW];
+                                                                                const char *const *kr, const float *const *sr,
+                                                                                size_t ds, int nqp, int hd, float scale,
+                                                                                const int NQ, const int KT) {
+    AT_V acc[4][AT_KB / AT_VW], ksc[AT_KB / AT_VW];
     const char *p[AT_KB / AT_VW];
     const size_t step = ds * AT_KV_BYTES(KT);
 #pragma GCC unroll 4
-    for (int u = 0; u < AT_KB / AT_VW; u++) p[u] = kr[u];
+    for (int u = 0; u < AT_KB / AT_VW; u++) {
+        p[u] = kr[u];
+        if (KT == 3) ksc[u] = AT_LOAD(sr[u]); /* int8: the run's 16 keys' scales, code · scale as _q8_f32 */
+    }
 #pragma GCC unroll 4
     for (int i = 0; i < NQ; i++)
 #pragma GCC unroll 4
@@ -218,6 +228,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)
 #pragma GCC unroll 4
         for (int u = 0; u < AT_KB / AT_VW; u++) {
             kd[u] = AT_LOADKV(p[u], KT);
+            if (KT == 3) kd[u] = AT_MUL(kd[u], ksc[u]);
             p[u] += step;
         }
 #pragma GCC unroll 4
@@ -234,11 +245,12 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)
         for (int u = 0; u < AT_KB / AT_VW; u++) AT_STORE(S + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[i][u], sc));
 }
 
-static void AT_CAT(AT_NAME, _scores_kth)(float *S, const float *Qt, const char *const *kr, size_t ds, int nqp, int hd, int nq,
-                                         float scale, int kvt) {
-#define AT_KTH(n) (kvt == 1   ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 1) \
-                   : kvt == 2 ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 2) \
-                              : AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, ds, nqp, hd, scale, n, 0))
+static void AT_CAT(AT_NAME, _scores_kth)(float *S, const float *Qt, const char *const *kr, const float *const *sr, size_t ds,
+                                         int nqp, int hd, int nq, float scale, int kvt) {
+#define AT_KTH(n) (kvt == 1   ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 1) \
+                   : kvt == 2 ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 2) \
+                   : kvt == 3 ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 3) \
+                              : AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 0))
     switch (nq) {
     case 1: AT_KTH(1); break;
     case 2: AT_KTH(2); break;
@@ -289,7 +301,8 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pv_nc)(float 
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float *acc, const float *P, const void *const *vrow,
                                                                            int pj, int pi, int hdp, int c0, int i, int i2,
                                                                            int ja, int jb, const int NC, const int pair,
-                                                                           const char *const *pf, int pfn, const int KT) {
+                                                                           const char *const *pf, int pfn, const float *vsc,
+                                                                           const int KT) {
     AT_V x[AT_CB], y[AT_CB];
     float *ai = acc + (size_t)i * hdp + c0, *bi = acc + (size_t)(pair ? i2 : i) * hdp + c0;
 #pragma GCC unroll 16
@@ -305,9 +318,11 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
                 __builtin_prefetch(pf[j] + o, 0, AT_PF);
                 __builtin_prefetch(pf[AT_KB + j] + o, 0, AT_PF);
             }
+        AT_V vs = AT_SET1(KT == 3 ? vsc[j] : 1.f); /* int8: the row's scale, code · scale as _q8_f32 */
 #pragma GCC unroll 16
         for (int c = 0; c < NC; c++) {
             AT_V vv = AT_LOADKV(vj + (size_t)c * AT_VW * AT_KV_BYTES(KT), KT);
+            if (KT == 3) vv = AT_MUL(vv, vs);
             x[c] = AT_FMA(p, vv, x[c]);
             if (pair) y[c] = AT_FMA(p2, vv, y[c]);
         }
@@ -324,25 +339,26 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_nc)(float
  * the next block's rows, asked for one at a time between the FMAs instead of all at once
  * (a burst of 512 prefetches stalls on the fill buffers) */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pvh_kt)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
-                                  int ja, int jb, const char *const *pf, int pfn,
+                                  int ja, int jb, const char *const *pf, int pfn, const float *vsc,
                                                                            const int KT) {
     int c0 = 0;
     if (i2 >= 0) {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1, c0 ? NULL : pf, pfn, KT);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1, c0 ? NULL : pf, pfn, KT);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1, c0 ? NULL : pf, pfn, KT);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, AT_CB, 1, c0 ? NULL : pf, pfn, vsc, KT);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 4, 1, c0 ? NULL : pf, pfn, vsc, KT);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i2, ja, jb, 1, 1, c0 ? NULL : pf, pfn, vsc, KT);
     } else {
-        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0, c0 ? NULL : pf, pfn, KT);
-        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0, c0 ? NULL : pf, pfn, KT);
-        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0, c0 ? NULL : pf, pfn, KT);
+        for (; c0 + AT_CB * AT_VW <= hdp; c0 += AT_CB * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, AT_CB, 0, c0 ? NULL : pf, pfn, vsc, KT);
+        for (; c0 + 4 * AT_VW <= hdp; c0 += 4 * AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 4, 0, c0 ? NULL : pf, pfn, vsc, KT);
+        for (; c0 < hdp; c0 += AT_VW) AT_CAT(AT_NAME, _pvh_nc)(acc, P, vrow, pj, pi, hdp, c0, i, i, ja, jb, 1, 0, c0 ? NULL : pf, pfn, vsc, KT);
     }
 }
 
 static void AT_CAT(AT_NAME, _pvh)(float *acc, const float *P, const void *const *vrow, int pj, int pi, int hdp, int i, int i2,
-                                  int ja, int jb, const char *const *pf, int pfn, int kvt) {
-    if (kvt == 1) AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 1);
-    else if (kvt == 2) AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 2);
-    else AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, 0);
+                                  int ja, int jb, const char *const *pf, int pfn, const float *vsc, int kvt) {
+    if (kvt == 1) AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, vsc, 1);
+    else if (kvt == 2) AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, vsc, 2);
+    else if (kvt == 3) AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, vsc, 3);
+    else AT_CAT(AT_NAME, _pvh_kt)(acc, P, vrow, pj, pi, hdp, i, i2, ja, jb, pf, pfn, vsc, 0);
 }
 #endif
 
@@ -483,9 +499,13 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #define AT_HMF(h) (AT_HACCF(h) + (size_t)nq * hdp)
 #define AT_HLF(h) (AT_HMF(h) + nqp)
     size_t per_tok = (size_t)kv->n_kv_heads * hd, esz = dtype_size(kv->dtype);
-    /* decode-sized tiles whose family can transpose K blocks (AT_KT): Kb holds Kᵀ */
+    /* an int8 cache (`--kv-dtype q8`): codes × the row's scale (kv_view_t.ks/vs) wherever a path
+     * widens an element — the same f32 values on every path, so the same bits as for any dtype */
+    const int q8 = kv->dtype == DT_I8;
+    /* decode-sized tiles whose family can transpose K blocks (AT_KT; int8 K only from the
+     * transposed cache, below): Kb holds Kᵀ */
 #ifdef AT_KT
-    int kt = nq <= AT_DQ && hd % AT_VW == 0;
+    int kt = nq <= AT_DQ && hd % AT_VW == 0 && !(q8 && !kv->k_t);
 #else
     const int kt = 0;
 #endif
@@ -494,8 +514,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
      * copied each block to f32 scratch first: 2-3x f16's decode attention, bench/cpu/RESULTS.md,
      * session 14) */
 #ifdef AT_LOADH
-    int vh = kt && (kv->dtype == DT_F16 || kv->dtype == DT_BF16 || kv->dtype == DT_F32);
-    int kvt = kv->dtype == DT_BF16 ? 1 : kv->dtype == DT_F32 ? 2 : 0;
+    int vh = kt && (kv->dtype == DT_F16 || kv->dtype == DT_BF16 || kv->dtype == DT_F32 || q8);
+    int kvt = kv->dtype == DT_BF16 ? 1 : kv->dtype == DT_F32 ? 2 : q8 ? 3 : 0;
 #else
     const int vh = 0;
 #endif
@@ -570,6 +590,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
     /* ktl: the element offset of position j's transposed block (kpo) and its slot there (kbo) */
     size_t kpo[2 * AT_KB];
     int kbo[2 * AT_KB];
+    /* q8: position j's cache slot (for its scales) */
+    size_t pslot[2 * AT_KB];
     /* part: only segments [s0, s1) of the row's keys, each segment's state written to part
      * (record (kvh, segment − klo/seg) of 2·nqp + nq·hdp floats: m[nqp], l[nqp], acc[nq][hdp]) */
     int seg = attn_seg(), kseg0 = seg ? klo / seg : 0, nseg = (seg ? khi / seg : 0) - kseg0 + 1, cs = -1;
@@ -602,6 +624,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
         for (int j = 0, pj = b0, bi = b0 / bs, bo = b0 % bs; j < 2 * AT_KB; j++, pj++) {
             poff[j] = pj <= klast ? ((size_t)bt[bi] * bs + bo) * per_tok : (size_t)-1;
             if (ktl) kpo[j] = pj <= klast ? (size_t)bt[bi] * ktbs : (size_t)-1, kbo[j] = bo;
+            if (q8) pslot[j] = pj <= klast ? (size_t)bt[bi] * bs + bo : 0;
             if (++bo == bs) bo = 0, bi++;
         }
         for (int kvh = h0; kvh < h1; kvh++) {
@@ -625,6 +648,10 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                      * its positions' hd-element shares of them, in turn */
                     if (ktl && po != (size_t)-1)
                         pfr[j] = (const char *)kv->k + (kpo[AT_KB + j] + ((size_t)kvh * bs + (size_t)kbo[AT_KB + j]) * hd) * esz;
+                    if (q8 && po != (size_t)-1 && (j == 0 || kbo[AT_KB + j] == 0)) { /* the next block's scale runs */
+                        __builtin_prefetch(kv->ks + kv_s_at(kv, pslot[AT_KB + j], (size_t)kvh), 0, AT_PF);
+                        __builtin_prefetch(kv->vs + kv_s_at(kv, pslot[AT_KB + j], (size_t)kvh), 0, AT_PF);
+                    }
                 }
 #endif
             if (!dk)
@@ -641,12 +668,14 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #endif
 #ifdef AT_LOADH
             const void *vrow[AT_KB];
+            float vsc[AT_KB]; /* q8: the V rows' scales */
 #endif
 #if defined(AT_LOADH) && defined(AT_KT)
             if (vh) /* K transposed below, V read by _pvh: the row pointers only */
                 for (int j = ja; j <= jb; j++) {
                     krow[j] = kbase + poff[j] * esz;
                     vrow[j] = vbase + poff[j] * esz;
+                    if (q8) vsc[j] = kv->vs[kv_s_at(kv, pslot[j], (size_t)kvh)];
                 }
             else
 #endif
@@ -659,7 +688,11 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 vrow[j] = (const char *)kv->v + off * esz;
 #endif
                 if (vh) continue; /* K transposed below, V read by _pvh */
-                if (kv->dtype == DT_F32) {
+                if (q8) {
+                    size_t si = kv_s_at(kv, pslot[j], (size_t)kvh);
+                    if (!kt && !ktl) AT_CAT(AT_NAME, _q8_f32)(Kb + (size_t)j * hdp, (const int8_t *)kv->k + off, kv->ks[si], hd);
+                    AT_CAT(AT_NAME, _q8_f32)(Vb + (size_t)j * hdp, (const int8_t *)kv->v + off, kv->vs[si], hd);
+                } else if (kv->dtype == DT_F32) {
                     if (!kt && !ktl) memcpy(Kb + (size_t)j * hdp, (const float *)kv->k + off, sizeof(float) * hd);
                     memcpy(Vb + (size_t)j * hdp, (const float *)kv->v + off, sizeof(float) * hd);
                 } else {
@@ -672,6 +705,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #endif
 #ifdef AT_LOADH
             const char *kr[AT_KB / AT_VW]; /* kd: the block's AT_VW-key runs of this head, d = 0 */
+            const float *sr[AT_KB / AT_VW]; /* ... and (q8) their keys' scales */
             if (kd) {
                 /* a run is inside one cache block: based from its first key in [ja, jb]; runs
                  * without one read the first run that has (their scores are masked) */
@@ -680,11 +714,12 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                     int j0 = u * AT_VW, j = j0 > ja ? j0 : ja;
                     if (j > jb || j0 + AT_VW - 1 < ja) continue;
                     kr[u] = (const char *)kv->k + (kpo[j] + (size_t)kvh * hd * bs + (size_t)(kbo[j] - (j - j0))) * esz;
+                    sr[u] = q8 ? kv->ks + kv_s_at(kv, pslot[j] - (size_t)(j - j0), (size_t)kvh) : NULL;
                     if (uf < 0) uf = u;
                 }
                 for (int u = 0; u < AT_KB / AT_VW; u++) {
                     int j0 = u * AT_VW, j = j0 > ja ? j0 : ja;
-                    if (j > jb || j0 + AT_VW - 1 < ja) kr[u] = kr[uf];
+                    if (j > jb || j0 + AT_VW - 1 < ja) kr[u] = kr[uf], sr[u] = sr[uf];
                 }
             } else
 #endif
@@ -692,6 +727,12 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 for (int j = ja, n; j <= jb; j += n) {
                     n = bs - kbo[j] < jb - j + 1 ? bs - kbo[j] : jb - j + 1;
                     const char *src = (const char *)kv->k + (kpo[j] + (size_t)kvh * hd * bs + (size_t)kbo[j]) * esz;
+                    if (q8) { /* the run's keys lie in one cache block: their scales are contiguous */
+                        const float *sc = kv->ks + kv_s_at(kv, pslot[j], (size_t)kvh);
+                        for (int d = 0; d < hd; d++, src += (size_t)bs)
+                            for (int c = 0; c < n; c++) Kb[(size_t)d * AT_KB + j + c] = (float)((const int8_t *)src)[c] * sc[c];
+                        continue;
+                    }
 #ifdef AT_LOADH
                     if (kv->dtype == DT_F16 && n % AT_VW == 0) /* (whole runs: the converts inline) */
                         for (int d = 0; d < hd; d++, src += (size_t)bs * esz)
@@ -724,7 +765,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 else if (ks == 2 && kvh + 1 < h1) AT_KS(Sk, Qt, Sk + AT_DQ * AT_KB, AT_HQT(kvh + 1), krow, nqp, hd, nq, a->scale, ja, jb);
                 else if (ks) AT_KS(Sk, Qt, NULL, NULL, krow, nqp, hd, nq, a->scale, ja, jb);
 #endif
-                if (kd) AT_CAT(AT_NAME, _scores_kth)(Sk, Qt, kr, (size_t)bs, nqp, hd, nq, a->scale, kvt);
+                if (kd) AT_CAT(AT_NAME, _scores_kth)(Sk, Qt, kr, sr, (size_t)bs, nqp, hd, nq, a->scale, kvt);
                 AT_CAT(AT_NAME, _decode_softmax)(Skh, Qt, Kb, m, l, corr, lo, hi, nq, nqp, hdp, hd, b0, ja, jb, a->scale, kt || ktl,
                                                  ks || kd);
                 goto pv;
@@ -786,8 +827,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 if (i2 >= 0 && c2 != 1.0f)
                     for (int d = 0; d < hdp; d += AT_VW) AT_STORE(acc + (size_t)i2 * hdp + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hdp + d), AT_SET1(c2)));
 #ifdef AT_LOADH
-                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Skh, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz, kvt);
-                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb, NULL, 0, kvt);
+                if (dk) AT_CAT(AT_NAME, _pvh)(acc, Skh, vrow, 1, AT_KB, hdp, i, i2, qa, qb, i == 0 ? pfr : NULL, hd * (int)esz, vsc, kvt);
+                else if (vh) AT_CAT(AT_NAME, _pvh)(acc, S, vrow, nqp, 1, hdp, i, i2, qa, qb, NULL, 0, vsc, kvt);
                 else
 #endif
                     AT_CAT(AT_NAME, _pv)(acc, S, Vb, nqp, hdp, i, i2, qa, qb);

@@ -315,7 +315,30 @@ static void cpu_matmul_multi(backend_t *be, int n, float *const *y, const float 
 /* K[slot][e0, e0 + n) = k[0, n) in the cache dtype — the bits of ref_kv_write (f16 through
  * the SIMD converter, which rounds as store_from_f32) — in either K layout (kv_view_t.k_t:
  * element e of the slot bs apart, from the slot's offset in its transposed block). */
+/* One int8 KV row (codes[i·stride], *scale) = kv_q8_row(x[0, n)): the family's q8_row where
+ * there is one (the same bits), through a row buffer for strided (transposed K) codes. */
+static void kv_put_q8(const simd_kernels_t *simd, int8_t *codes, size_t stride, float *scale, const float *x, size_t n) {
+    int8_t row[1024];
+    if (!simd || !simd->q8_row || (stride != 1 && n > sizeof row)) {
+        kv_q8_row(codes, stride, scale, x, n);
+        return;
+    }
+    if (stride == 1) {
+        simd->q8_row(codes, scale, x, (int)n);
+        return;
+    }
+    simd->q8_row(row, scale, x, (int)n);
+    for (size_t i = 0; i < n; i++) codes[i * stride] = row[i];
+}
+
 static void kv_put_k(const simd_kernels_t *simd, const kv_view_t *kv, size_t slot, size_t e0, const float *k, size_t n) {
+    if (kv->dtype == DT_I8) { /* whole heads: each row's codes and scale (kv_q8_row, as ref_kv_write) */
+        size_t hd = (size_t)kv->head_dim;
+        for (size_t h = e0 / hd; h < (e0 + n) / hd; h++)
+            kv_put_q8(simd, (int8_t *)kv->k + kv_k_at(kv, slot, h * hd), kv->k_t ? (size_t)kv->block_size : 1,
+                      kv->ks + kv_s_at(kv, slot, h), k + (h * hd - e0), hd);
+        return;
+    }
     if (!kv->k_t) {
         size_t base = slot * kv->n_kv_heads * kv->head_dim + e0;
         if (kv->dtype == DT_F16 && simd && simd->from_f32) simd->from_f32((uint16_t *)kv->k + base, DT_F16, k, (int)n);
@@ -333,6 +356,18 @@ static void kv_put_k(const simd_kernels_t *simd, const kv_view_t *kv, size_t slo
         }
     } else
         for (size_t i = 0; i < n; i++) store_from_f32(kv->k, kv->dtype, base + i * bs, k[i]);
+}
+
+/* V[slot][e0, e0 + n) = v[0, n), as ref_kv_write (e0 and n whole heads for q8) */
+static void kv_put_v(const simd_kernels_t *simd, const kv_view_t *kv, size_t slot, size_t e0, const float *v, size_t n) {
+    size_t base = slot * kv->n_kv_heads * kv->head_dim + e0;
+    if (kv->dtype == DT_I8) {
+        size_t hd = (size_t)kv->head_dim;
+        for (size_t h = e0 / hd; h < (e0 + n) / hd; h++)
+            kv_put_q8(simd, (int8_t *)kv->v + base + (h * hd - e0), 1, kv->vs + kv_s_at(kv, slot, h), v + (h * hd - e0), hd);
+    } else if (kv->dtype == DT_F16 && simd && simd->from_f32) simd->from_f32((uint16_t *)kv->v + base, DT_F16, v, (int)n);
+    else
+        for (size_t i = 0; i < n; i++) store_from_f32(kv->v, kv->dtype, base + i, v[i]);
 }
 
 /* --- per-row ops over the pool: rows [0, n) cut into one contiguous range per thread.
@@ -373,11 +408,10 @@ static void rows_task(void *ctx, int i, int nt) {
         size_t w = (size_t)kv->n_kv_heads * kv->head_dim;
         const float *k = (const float *)j->a, *v = (const float *)j->b;
         const int32_t *slots = j->c;
-        if (kv->dtype == DT_F16 && j->simd && j->simd->from_f32) /* the same bits as ref_kv_write */
-            for (size_t t = r0; t < r1; t++) {
-                size_t base = (size_t)slots[t] * w;
+        if ((kv->dtype == DT_F16 && j->simd && j->simd->from_f32) || (kv->dtype == DT_I8 && j->simd && j->simd->q8_row))
+            for (size_t t = r0; t < r1; t++) { /* the same bits as ref_kv_write */
                 kv_put_k(j->simd, kv, (size_t)slots[t], 0, k + t * w, w);
-                j->simd->from_f32((uint16_t *)kv->v + base, DT_F16, v + t * w, (int)w);
+                kv_put_v(j->simd, kv, (size_t)slots[t], 0, v + t * w, w);
             }
         else ref_kv_write(kv, k + r0 * w, v + r0 * w, slots + r0, cnt);
         break;
@@ -546,13 +580,10 @@ static void nrka_pre(void *ctx, int t, int h0, int h1) {
         }
     }
     const kv_view_t *kv = &a->kv;
-    size_t base = (size_t)c->slots[t] * nkv * hd + (size_t)h0 * hd, n = (size_t)nk * hd;
+    size_t n = (size_t)nk * hd;
     const float *vt = c->v + ((size_t)t * nkv + h0) * hd;
     kv_put_k(c->impl->simd, kv, (size_t)c->slots[t], (size_t)h0 * hd, kt, n); /* as cpu_kv_write */
-    if (kv->dtype == DT_F16 && c->impl->simd && c->impl->simd->from_f32)
-        c->impl->simd->from_f32((uint16_t *)kv->v + base, DT_F16, vt, (int)n);
-    else
-        for (size_t i = 0; i < n; i++) store_from_f32(kv->v, kv->dtype, base + i, vt[i]); /* as ref_kv_write */
+    kv_put_v(c->impl->simd, kv, (size_t)c->slots[t], (size_t)h0 * hd, vt, n);
 }
 
 static void cpu_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn,
@@ -627,6 +658,8 @@ static void cpu_add_rows_scaled(backend_t *be, float *y, const float *x, const i
 /* K transposed per block (kv_view_t.k_t) for the SIMD families' attention tiles: a decode
  * score then reads each 16-key run of a (head, d) as one load, with no transpose. Blocks of a
  * multiple of 16 positions; cpu-ref keeps rows. KILN_KV_KT=0: rows (the A/B switch). */
+static int cpu_kv_q8(backend_t *be) { (void)be; return 1; }
+
 static int cpu_kv_k_transposed(backend_t *be, int block_size, int head_dim, dtype_t dtype) {
     (void)head_dim, (void)dtype;
     const char *e = getenv("KILN_KV_KT");
@@ -663,7 +696,7 @@ static const backend_ops_t cpu_ops = {
     .glu = cpu_glu, .add = cpu_add, .add_bias = cpu_add_bias, .gather_rows = cpu_gather_rows, .embed = cpu_embed,
     .kv_write = cpu_kv_write, .attention = cpu_attention, .norm_rope_kv_attention = cpu_norm_rope_kv_attention,
     .conv1d_causal = cpu_conv1d_causal, .gated_delta = cpu_gated_delta, .sigmoid_mul = cpu_sigmoid_mul,
-    .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled, .kv_k_transposed = cpu_kv_k_transposed, .touch = cpu_touch,
+    .scale = cpu_scale, .add_rows_scaled = cpu_add_rows_scaled, .kv_k_transposed = cpu_kv_k_transposed, .kv_q8 = cpu_kv_q8, .touch = cpu_touch,
 };
 
 #ifdef KILN_HAVE_CUDA

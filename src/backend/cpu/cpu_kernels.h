@@ -63,6 +63,9 @@ typedef struct simd_kernels {
      * matmul_rows must then take w in that layout (and any other call, e.g. with
      * a row range that starts or ends inside a tile, gives the same bits per row). */
     int (*pack_layout)(const weight_t *w);
+    /* Optional: one int8 KV row, codes[0, n) and *scale — bit for bit backend.h's kv_q8_row
+     * (the same max, the same products, the same round-to-nearest-even) */
+    void (*q8_row)(int8_t *codes, float *scale, const float *x, int n);
 } simd_kernels_t;
 
 extern const simd_kernels_t simd_avx2, simd_avx512;

@@ -1151,6 +1151,33 @@ static int from_f32(void *dst, dtype_t t, const float *src, int n) {
     return 1;
 }
 
+/* One int8 KV row as kv_q8_row (backend.h): max |x| over 16 lanes (a max is exact in any order;
+ * NaN tracked apart, as the scalar loop lets it stick), then per element the same product with
+ * 127 / max, the same 1.5·2^23 add-and-subtract rounding and clamp, narrowed to bytes. */
+static void q8_row(int8_t *codes, float *scale, const float *x, int n) {
+    const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 nan = 0;
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        mx = _mm512_max_ps(mx, _mm512_and_ps(v, sign));
+    }
+    float amax = nan ? __builtin_nanf("") : _mm512_reduce_max_ps(mx);
+    int finite = amax <= 3.4028234e38f;
+    float inv = finite && amax > 0 ? 127.f / amax : 0.f;
+    const __m512 iv = _mm512_set1_ps(inv), mg = _mm512_set1_ps(12582912.f), hi = _mm512_set1_ps(127.f), lo = _mm512_set1_ps(-127.f);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 r = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), iv), mg), mg);
+        r = _mm512_max_ps(_mm512_min_ps(r, hi), lo);
+        __m128i c = finite ? _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(r)) : _mm_setzero_si128();
+        _mm_mask_storeu_epi8(codes + i, m, c);
+    }
+    *scale = finite ? amax / 127.f : __builtin_nanf("");
+}
+
 /* rms_norm / silu_glu: see cpu_kernels.h. */
 static void rms_norm(float *y, const float *x, const float *w, float w_offset, int T, int n, float eps) {
     const __m512 ov = _mm512_set1_ps(w_offset);
@@ -1206,4 +1233,4 @@ static int pack_layout(const weight_t *w) {
     return WL_ROWS;
 }
 
-const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows, from_f32, rms_norm, silu_glu, pack_layout};
+const simd_kernels_t simd_avx512 = {"avx512", matmul, dot, axpy, to_f32, gelu_glu, matmul_rows, from_f32, rms_norm, silu_glu, pack_layout, q8_row};

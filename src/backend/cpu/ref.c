@@ -70,9 +70,18 @@ void ref_embed(float *y, const int32_t *ids, int T, const weight_t *w, float sca
 }
 
 void ref_kv_write(const kv_view_t *kv, const float *k, const float *v, const int32_t *slots, int T) {
-    size_t per = (size_t)kv->n_kv_heads * kv->head_dim;
+    size_t per = (size_t)kv->n_kv_heads * kv->head_dim, hd = (size_t)kv->head_dim;
     for (int t = 0; t < T; t++) {
         size_t base = (size_t)slots[t] * per;
+        if (kv->dtype == DT_I8) { /* per (slot, KV head) row: codes and a scale */
+            for (size_t h = 0; h < (size_t)kv->n_kv_heads; h++) {
+                size_t sl = (size_t)slots[t], si = kv_s_at(kv, sl, h);
+                kv_q8_row((int8_t *)kv->k + kv_k_at(kv, sl, h * hd), kv->k_t ? (size_t)kv->block_size : 1, kv->ks + si,
+                          k + (size_t)t * per + h * hd, hd);
+                kv_q8_row((int8_t *)kv->v + base + h * hd, 1, kv->vs + si, v + (size_t)t * per + h * hd, hd);
+            }
+            continue;
+        }
         for (size_t i = 0; i < per; i++) {
             store_from_f32(kv->k, kv->dtype, kv_k_at(kv, (size_t)slots[t], i), k[(size_t)t * per + i]);
             store_from_f32(kv->v, kv->dtype, base + i, v[(size_t)t * per + i]);
@@ -90,7 +99,6 @@ static int row_of(const attn_args_t *a, int t) {
 void ref_attention(float *out, const float *q, int t0, int t1, const attn_args_t *a, float *scratch) {
     const kv_view_t *kv = &a->kv;
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = kv->block_size;
-    size_t per_tok = (size_t)kv->n_kv_heads * hd;
     for (int t = t0; t < t1; t++) {
         int r = row_of(a, t), p = a->pos[t];
         const int32_t *bt = a->block_tables[r];
@@ -102,7 +110,7 @@ void ref_attention(float *out, const float *q, int t0, int t1, const attn_args_t
             for (int j = lo; j <= p; j++) {
                 size_t slot = (size_t)bt[j / bs] * bs + j % bs;
                 float s = 0.f;
-                for (int d = 0; d < hd; d++) s += qh[d] * load_as_f32(kv->k, kv->dtype, kv_k_at(kv, slot, (size_t)kvh * hd + d));
+                for (int d = 0; d < hd; d++) s += qh[d] * kv_load_k(kv, slot, (size_t)kvh * hd + d);
                 s *= a->scale;
                 if (a->softcap > 0) s = a->softcap * tanhf(s / a->softcap);
                 scratch[j - lo] = s;
@@ -113,9 +121,9 @@ void ref_attention(float *out, const float *q, int t0, int t1, const attn_args_t
             float *o = out + ((size_t)t * a->n_heads + h) * hd;
             for (int d = 0; d < hd; d++) o[d] = 0.f;
             for (int j = lo; j <= p; j++) {
-                size_t base = ((size_t)bt[j / bs] * bs + j % bs) * per_tok + (size_t)kvh * hd;
+                size_t slot = (size_t)bt[j / bs] * bs + j % bs;
                 float pj = scratch[j - lo] / sum;
-                for (int d = 0; d < hd; d++) o[d] += pj * load_as_f32(kv->v, kv->dtype, base + d);
+                for (int d = 0; d < hd; d++) o[d] += pj * kv_load_v(kv, slot, (size_t)kvh * hd + d);
             }
         }
     }
