@@ -14,6 +14,7 @@
 # time and the weights' huge-page coverage (kiln bench --json): a slow run says whether its
 # threads lost their CPUs or its weights their 2 MB pages.
 # Usage: bench/run_cpu.sh BUILD_DIR SYNTH_DIR [names...]   (names default: the six below)
+# KILN_BENCH_ARGS: more `kiln bench` flags for every run (e.g. "--kv-dtype q8"; the default cache is f16).
 # Checkpoints: build/kiln synth --arch qwen3 --preset qwen3-0.6b --dtype q8 --out SYNTH_DIR/qwen3-0.6b-q8 ...
 # KILN_BENCH_PRIO=N (e.g. -15): run each kiln / kiln-probe in a session of its own whose
 # autogroup has nice N. With sched_autogroup on (Debian's default), `nice -n 19` on a build in
@@ -30,7 +31,8 @@ echo "uptime: $(uptime)  autogroup nice: ${KILN_BENCH_PRIO:-unchanged}"
 tmp=$(mktemp)
 for r in $(seq "$R"); do
   for n in $names; do
-    j=$(prio "$B/kiln" bench "$S/$n" --prompt-tokens 512 --gen-tokens 64 --runs 2 --probe --json)
+    # shellcheck disable=SC2086
+    j=$(prio "$B/kiln" bench "$S/$n" --prompt-tokens 512 --gen-tokens 64 --runs 2 --probe --json ${KILN_BENCH_ARGS:-})
     echo "$n $j" >> "$tmp"
     echo "round $r $n: $(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); dr=d.get("decode_runs") or [{}]*len(d["probe_runs"]); t=d.get("decode_token_ms")
 print(" ".join("%.2f tok/s %.1f/%.1f GB/s %.0f%% (load %.2f, CPU %.2f/s, %s preempted)" % (x["decode_tok_s"], x["probe_before_gb_s"], x["probe_after_gb_s"], 100*x["ratio"], x["load1"], r.get("cpu_per_wall", 0), r.get("preempted", "?")) for x, r in zip(d["probe_runs"], dr))

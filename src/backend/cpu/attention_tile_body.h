@@ -51,7 +51,11 @@ static inline AT_V AT_CAT(AT_NAME, _exp)(AT_V x) {
 /* An int8 cache row (`--kv-dtype q8`) → f32: dst[i] = (float)c[i] · s, the product every path
  * and the reference use (backend.h kv_load_k) */
 static inline void AT_CAT(AT_NAME, _q8_f32)(float *dst, const int8_t *c, float s, int n) {
-    for (int i = 0; i < n; i++) dst[i] = (float)c[i] * s;
+    int i = 0;
+#ifdef AT_LOADH
+    for (AT_V sv = AT_SET1(s); i + AT_VW <= n; i += AT_VW) AT_STORE(dst + i, AT_MUL(AT_LOADKV(c + i, 3), sv));
+#endif
+    for (; i < n; i++) dst[i] = (float)c[i] * s;
 }
 
 /* Segments: a query's keys are cut at multiples of attn_seg() positions (0: one segment) (absolute, like the
@@ -729,6 +733,14 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                     const char *src = (const char *)kv->k + (kpo[j] + (size_t)kvh * hd * bs + (size_t)kbo[j]) * esz;
                     if (q8) { /* the run's keys lie in one cache block: their scales are contiguous */
                         const float *sc = kv->ks + kv_s_at(kv, pslot[j], (size_t)kvh);
+#ifdef AT_LOADH
+                        if (n % AT_VW == 0) {
+                            for (int d = 0; d < hd; d++, src += (size_t)bs)
+                                for (int c = 0; c < n; c += AT_VW)
+                                    AT_STORE(Kb + (size_t)d * AT_KB + j + c, AT_MUL(AT_LOADKV(src + c, 3), AT_LOAD(sc + c)));
+                            continue;
+                        }
+#endif
                         for (int d = 0; d < hd; d++, src += (size_t)bs)
                             for (int c = 0; c < n; c++) Kb[(size_t)d * AT_KB + j + c] = (float)((const int8_t *)src)[c] * sc[c];
                         continue;
