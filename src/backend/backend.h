@@ -10,7 +10,8 @@
  * bitwise the same logits alone or inside any batch (DESIGN §1.6, §7).
  *
  * The KV cache is paged: for each layer, K and V live in blocks of `block_size` tokens,
- * layout [n_blocks][block_size][n_kv_heads][head_dim] in the cache dtype. A token's slot
+ * layout [n_blocks][block_size][n_kv_heads][head_dim] in the cache dtype (int8 codes plus a
+ * scale per row for q8: kv_view_t). A token's slot
  * is block_table[pos / block_size] * block_size + pos % block_size.
  *
  * Memory: float tensors passed to ops live in backend memory (alloc/upload); integer
