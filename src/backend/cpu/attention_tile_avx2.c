@@ -46,6 +46,8 @@ static void at_to_f32(float *dst, const void *src, dtype_t t, int n) {
 #define AT_SEL(m, a, b) _mm256_blendv_ps(b, a, _mm256_castsi256_ps(m))
 #define AT_FEQ(a, b) _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_EQ_OQ))
 #define AT_TO_F32 at_to_f32
+/* 8 int8 codes widened to f32 (exact; the caller multiplies by the scale) */
+#define AT_LOADQ8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
 #define AT_DQ 2
 #define AT_IOTA() _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
 #define AT_ADD_I(a, b) _mm256_add_epi32(a, b)

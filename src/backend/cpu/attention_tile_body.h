@@ -52,8 +52,8 @@ static inline AT_V AT_CAT(AT_NAME, _exp)(AT_V x) {
  * and the reference use (backend.h kv_load_k) */
 static inline void AT_CAT(AT_NAME, _q8_f32)(float *dst, const int8_t *c, float s, int n) {
     int i = 0;
-#ifdef AT_LOADH
-    for (AT_V sv = AT_SET1(s); i + AT_VW <= n; i += AT_VW) AT_STORE(dst + i, AT_MUL(AT_LOADKV(c + i, 3), sv));
+#ifdef AT_LOADQ8
+    for (AT_V sv = AT_SET1(s); i + AT_VW <= n; i += AT_VW) AT_STORE(dst + i, AT_MUL(AT_LOADQ8(c + i), sv));
 #endif
     for (; i < n; i++) dst[i] = (float)c[i] * s;
 }
@@ -733,11 +733,11 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                     const char *src = (const char *)kv->k + (kpo[j] + (size_t)kvh * hd * bs + (size_t)kbo[j]) * esz;
                     if (q8) { /* the run's keys lie in one cache block: their scales are contiguous */
                         const float *sc = kv->ks + kv_s_at(kv, pslot[j], (size_t)kvh);
-#ifdef AT_LOADH
+#ifdef AT_LOADQ8
                         if (n % AT_VW == 0) {
                             for (int d = 0; d < hd; d++, src += (size_t)bs)
                                 for (int c = 0; c < n; c += AT_VW)
-                                    AT_STORE(Kb + (size_t)d * AT_KB + j + c, AT_MUL(AT_LOADKV(src + c, 3), AT_LOAD(sc + c)));
+                                    AT_STORE(Kb + (size_t)d * AT_KB + j + c, AT_MUL(AT_LOADQ8(src + c), AT_LOAD(sc + c)));
                             continue;
                         }
 #endif
