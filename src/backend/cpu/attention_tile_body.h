@@ -205,7 +205,8 @@ static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float 
 }
 
 #ifdef AT_LOADH
-/* Decode scores straight from the cache (KT: 0 f16, 1 bf16, 2 f32) with K transposed per block (kv_view_t.k_t): the
+/* Decode scores straight from the cache (KT: 0 f16, 1 bf16, 2 f32, 3 int8 codes × their keys' scales sr[u]) with K
+ * transposed per block (kv_view_t.k_t): the
  * block's keys u·AT_VW.. (a run inside one cache block) of dim d are AT_VW halves at kr[u] +
  * d·ds, widened in the load (exact) and fed to the FMA chains: the operands and order of
  * _scores_few_n with KT (q[d] × K[j][d] from d = 0, then × scale) — the same bits, without
@@ -298,7 +299,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _pv_nc)(float 
 }
 
 #ifdef AT_LOADH
-/* _pv_nc for decode tiles with f16/bf16/f32 V (KT as in _scores_kth_n): V[j] read from the cache row
+/* _pv_nc for decode tiles with f16/bf16/f32/int8 V (KT as in _scores_kth_n; int8 × the row's scale vsc[j]): V[j] read from the cache row
  * itself (vrow[j]), widened in the load, instead of from an f32 copy: each -> f32 is exact, so each
  * FMA sees the same operands in the same order — the same bits as _pv_nc — without the
  * copy's store and reload (a decode step uses each V row once per query pair). */
