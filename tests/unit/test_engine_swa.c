@@ -2,7 +2,8 @@
  * (DESIGN §5, kv/swa.h), on the gemma fixtures (window 8, blocks of 4 tokens, inputs of 40+).
  *
  * - model level: the same tokens through a model whose sliding layers keep their KV apart
- *   (released blocks and all) and through one pool give bitwise the same logits, step by
+ *   (released blocks and all) and through one pool give bitwise the same logits (f32 cache, and
+ *   the int8 one: its per-head scale rows sized for gemma4's layers of their own shapes), step by
  *   step; the sliding table holds at most ceil(w/bs) + 1 blocks between steps; a row whose
  *   window reaches a released block is refused; every block is back at the end;
  * - engine: outputs identical alone / batched / preempted in a tiny pool / with prefix-cache
@@ -23,12 +24,12 @@
 
 /* --- model level ------------------------------------------------------------------------ */
 
-static model_t *load(const char *dir, int split) {
+static model_t *load(const char *dir, int split, dtype_t kv) {
     err_t e = {0};
     model_opts_t o = {"cpu", 2};
     model_t *m = model_load(dir, &o, &e);
     if (!m) fail_msg("%s", e.msg);
-    int rc = split ? model_init_kv_groups(m, 64, 64, BS, DT_F32, &e) : model_init_kv(m, 64, BS, DT_F32, &e);
+    int rc = split ? model_init_kv_groups(m, 64, 64, BS, kv, &e) : model_init_kv(m, 64, BS, kv, &e);
     if (rc) fail_msg("%s", e.msg);
     if (split) assert_int_equal(m->swa_window, W);
     else assert_int_equal(m->swa_window, 0);
@@ -84,10 +85,10 @@ static void feed(model_t *m, const int32_t *toks, int n, float *out, int split) 
     if (split) assert_int_equal(m->kv_swa.n_free, m->kv_swa.n_blocks);
 }
 
-static void split_vs_one_pool(const char *name) {
+static void split_vs_one_pool(const char *name, dtype_t kv) {
     char dir[256];
     snprintf(dir, sizeof dir, "tests/fixtures/models/%s", name);
-    model_t *a = load(dir, 0), *b = load(dir, 1);
+    model_t *a = load(dir, 0, kv), *b = load(dir, 1, kv);
     int n = 103, V = a->cfg.vocab_size;
     int32_t toks[128];
     uint64_t rng = 11;
@@ -97,12 +98,12 @@ static void split_vs_one_pool(const char *name) {
     feed(b, toks, n, lb, 1);
     for (int t = 0; t < n; t++)
         if (memcmp(la + (size_t)t * V, lb + (size_t)t * V, sizeof(float) * V) != 0)
-            fail_msg("%s: token %d: logits differ between the split pools and one pool", name, t);
+            fail_msg("%s (kv %s): token %d: logits differ between the split pools and one pool", name, kv_dtype_name(kv), t);
     /* the split pools are smaller per block: the full group stores only the full layers */
     size_t full, swa;
-    model_kv_group_bytes(b, BS, DT_F32, &full, &swa);
-    printf("# %s: one pool %zu bytes/block; split: full %zu + sliding %zu\n", name,
-           kv_pool_block_bytes(a->kv.n_layers, BS, a->kv.n_kv_heads, a->kv.head_dim, DT_F32), full, swa);
+    model_kv_group_bytes(b, BS, kv, &full, &swa);
+    printf("# %s (kv %s): one pool %zu bytes/block; split: full %zu + sliding %zu\n", name, kv_dtype_name(kv),
+           kv_pool_block_bytes(a->kv.n_layers, BS, a->kv.n_kv_heads, a->kv.head_dim, kv), full, swa);
     free(la);
     free(lb);
     model_free(a);
@@ -111,9 +112,12 @@ static void split_vs_one_pool(const char *name) {
 
 static void test_model_split_pools(void **st) {
     (void)st;
-    split_vs_one_pool("gemma3-tiny");
-    split_vs_one_pool("gemma4-tiny-ple");   /* own head_dim / KV heads on global layers */
-    split_vs_one_pool("gemma4-tiny-moe");   /* KV-shared layers read the group of their source */
+    for (int q = 0; q < 2; q++) {
+        dtype_t kv = q ? DT_I8 : DT_F32;
+        split_vs_one_pool("gemma3-tiny", kv);
+        split_vs_one_pool("gemma4-tiny-ple", kv);   /* own head_dim / KV heads on global layers */
+        split_vs_one_pool("gemma4-tiny-moe", kv);   /* KV-shared layers read the group of their source */
+    }
 }
 
 /* --- engine ----------------------------------------------------------------------------- */
