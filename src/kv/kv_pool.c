@@ -211,7 +211,7 @@ int32_t kv_block_alloc(kv_pool_t *p) {
         for (int l = 0; l < p->n_layers; l++) {
             p->be->ops->touch(p->be, (char *)p->k[l] + (size_t)b * bb, bb);
             p->be->ops->touch(p->be, (char *)p->v[l] + (size_t)b * bb, bb);
-            if (p->ks) { /* (a block's scales are a few hundred bytes: touched with their neighbours' page) */
+            if (p->ks) { /* and its scales (a few hundred bytes: the page holding them is made resident) */
                 const size_t sb = scale_bytes(p->block_size, p->n_kv_heads, p->dtype);
                 p->be->ops->touch(p->be, (char *)p->ks[l] + (size_t)b * sb, sb);
                 p->be->ops->touch(p->be, (char *)p->vs[l] + (size_t)b * sb, sb);

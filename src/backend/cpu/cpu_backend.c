@@ -312,9 +312,6 @@ static void cpu_matmul_multi(backend_t *be, int n, float *const *y, const float 
     for (int k = 0; k < n; k++) free(atomic_load(&m.job[k].sh.buf));
 }
 
-/* K[slot][e0, e0 + n) = k[0, n) in the cache dtype — the bits of ref_kv_write (f16 through
- * the SIMD converter, which rounds as store_from_f32) — in either K layout (kv_view_t.k_t:
- * element e of the slot bs apart, from the slot's offset in its transposed block). */
 /* One int8 KV row (codes[i·stride], *scale) = kv_q8_row(x[0, n)): the family's q8_row where
  * there is one (the same bits), through a row buffer for strided (transposed K) codes. */
 static void kv_put_q8(const simd_kernels_t *simd, int8_t *codes, size_t stride, float *scale, const float *x, size_t n) {
@@ -331,6 +328,9 @@ static void kv_put_q8(const simd_kernels_t *simd, int8_t *codes, size_t stride, 
     for (size_t i = 0; i < n; i++) codes[i * stride] = row[i];
 }
 
+/* K[slot][e0, e0 + n) = k[0, n) in the cache dtype — the bits of ref_kv_write (f16 through
+ * the SIMD converter, which rounds as store_from_f32) — in either K layout (kv_view_t.k_t:
+ * element e of the slot bs apart, from the slot's offset in its transposed block). */
 static void kv_put_k(const simd_kernels_t *simd, const kv_view_t *kv, size_t slot, size_t e0, const float *k, size_t n) {
     if (kv->dtype == DT_I8) { /* whole heads: each row's codes and scale (kv_q8_row, as ref_kv_write) */
         size_t hd = (size_t)kv->head_dim;
@@ -655,10 +655,12 @@ static void cpu_add_rows_scaled(backend_t *be, float *y, const float *x, const i
     ref_add_rows_scaled(y, x, idx, wt, n, width);
 }
 
+/* int8 K/V (`--kv-dtype q8`): every CPU path reads and writes them (SIMD and cpu-ref) */
+static int cpu_kv_q8(backend_t *be) { (void)be; return 1; }
+
 /* K transposed per block (kv_view_t.k_t) for the SIMD families' attention tiles: a decode
  * score then reads each 16-key run of a (head, d) as one load, with no transpose. Blocks of a
  * multiple of 16 positions; cpu-ref keeps rows. KILN_KV_KT=0: rows (the A/B switch). */
-static int cpu_kv_q8(backend_t *be) { (void)be; return 1; }
 
 static int cpu_kv_k_transposed(backend_t *be, int block_size, int head_dim, dtype_t dtype) {
     (void)head_dim, (void)dtype;
