@@ -399,8 +399,8 @@ int cmd_bench(int argc, char **argv) {
                    "\"decode_weight_gb_s\": %.6g, \"kv_bytes_per_token\": %.0f, \"decode_read_gb_s\": %.6g, \"params\": %lld, \"kiln\": \"%s\"",
                    dir, ma.backend, backend_simd_name(m->be), m->be->n_threads, np, ng, dev ? "device" : "host", pf, dc, m->weight_bytes, gbs,
                    kvb, rgbs, (long long)m->n_params, cli_version());
-            printf(", \"weight_copy_bytes\": %zu, \"weight_huge_bytes\": %zu, \"weight_huge_bytes_end\": %zu", m->weight_copy_bytes,
-                   m->weight_huge_bytes, huge_end);
+            printf(", \"kv_dtype\": \"%s\", \"weight_copy_bytes\": %zu, \"weight_huge_bytes\": %zu, \"weight_huge_bytes_end\": %zu",
+                   kv_dtype_name(m->kv.dtype), m->weight_copy_bytes, m->weight_huge_bytes, huge_end);
             if (nt)
                 printf(", \"decode_token_ms\": {\"min\": %.3f, \"p10\": %.3f, \"p50\": %.3f, \"p90\": %.3f, \"max\": %.3f}", TOK_PCT(0),
                        TOK_PCT(0.1), TOK_PCT(0.5), TOK_PCT(0.9), TOK_PCT(1));
@@ -420,7 +420,8 @@ int cmd_bench(int argc, char **argv) {
             printf("}\n");
         }
         else {
-            printf("model %s (%s, %s kernels, %d threads)\n", dir, ma.backend, backend_simd_name(m->be), m->be->n_threads);
+            printf("model %s (%s, %s kernels, %d threads, %s KV cache)\n", dir, ma.backend, backend_simd_name(m->be), m->be->n_threads,
+                   kv_dtype_name(m->kv.dtype));
             printf("prefill: %ld tokens in %.3f s = %.1f tok/s\n", np, best_pf, pf);
             if (ng) printf("decode:  %ld tokens in %.3f s = %.2f tok/s (%.1f MB weights/token -> %.2f GB/s; + %.1f MB K/V -> %.2f GB/s)\n",
                            ng, best_dc, dc, m->weight_bytes / 1e6, gbs, kvb / 1e6, rgbs);
