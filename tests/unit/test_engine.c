@@ -142,12 +142,17 @@ static void batch_vs_alone(int kv_tokens, int step_tokens, dtype_t kv, uint64_t 
     kiln_stats_t st;
     check_pool_free(eng);
     kiln_stats(eng, &st);
-    printf("# kv %s, pool %d tokens: %llu steps, %llu preemptions, %llu cached prompt tokens\n", dtype_name(kv), kv_tokens,
+    printf("# kv %s, pool %d tokens: %llu steps, %llu preemptions, %llu cached prompt tokens\n", kv_dtype_name(kv), kv_tokens,
            (unsigned long long)st.steps, (unsigned long long)st.preemptions, (unsigned long long)st.cached_tokens);
     kiln_engine_stop(eng);
 }
 
-static void test_batch_invariance(void **st) { batch_vs_alone(8192, 64, DT_F32, 1, 4, 0); batch_vs_alone(8192, 256, DT_F16, 2, 3, 20); }
+static void test_batch_invariance(void **st) {
+    batch_vs_alone(8192, 64, DT_F32, 1, 4, 0);
+    batch_vs_alone(8192, 256, DT_F16, 2, 3, 20);
+    batch_vs_alone(8192, 64, DT_I8, 3, 2, 20); /* the int8 cache: batched, chunked, prefix hits */
+    batch_vs_alone(160, 48, DT_I8, 4, 2, 0);   /* ... and preempted in a small pool */
+}
 
 /* A pool of 24 blocks of 4 tokens: requests of up to ~84 tokens each force preemption. */
 static void test_preemption_tiny_pool(void **st) {
