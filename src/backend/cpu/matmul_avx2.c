@@ -254,4 +254,35 @@ static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
     }
 }
 
-const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32, gelu_glu};
+/* One int8 KV row as kv_q8_row (backend.h), 8 lanes at a time: max |x| (exact in any order; NaN
+ * tracked apart), then the same product with 127 / max, the same 1.5·2^23 rounding and clamp. */
+static void q8_row(int8_t *codes, float *scale, const float *x, int n) {
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 mx = _mm256_setzero_ps();
+    int nan = 0;
+    for (int i = 0; i < n; i += 8) {
+        int left = n - i >= 8 ? 8 : n - i;
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 v = _mm256_maskload_ps(x + i, m); /* (masked lanes read 0) */
+        nan |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        mx = _mm256_max_ps(mx, _mm256_and_ps(v, sign));
+    }
+    float lane[8], amax = 0.f;
+    _mm256_storeu_ps(lane, mx);
+    for (int i = 0; i < 8; i++) amax = lane[i] > amax ? lane[i] : amax;
+    if (nan) amax = __builtin_nanf("");
+    int finite = amax <= 3.4028234e38f;
+    float inv = finite && amax > 0 ? 127.f / amax : 0.f;
+    const __m256 iv = _mm256_set1_ps(inv), mg = _mm256_set1_ps(12582912.f), hi = _mm256_set1_ps(127.f), lo = _mm256_set1_ps(-127.f);
+    int32_t c[8];
+    for (int i = 0; i < n; i += 8) {
+        int left = n - i >= 8 ? 8 : n - i;
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 r = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_maskload_ps(x + i, m), iv), mg), mg);
+        _mm256_storeu_si256((__m256i *)c, _mm256_cvttps_epi32(_mm256_max_ps(_mm256_min_ps(r, hi), lo)));
+        for (int k = 0; k < left; k++) codes[i + k] = (int8_t)(finite ? c[k] : 0);
+    }
+    *scale = finite ? amax / 127.f : __builtin_nanf("");
+}
+
+const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32, gelu_glu, NULL, NULL, NULL, NULL, NULL, q8_row};
