@@ -8,8 +8,10 @@
 #     decode GB/s over the higher of its two readings; the models are run round-robin
 #     ROUNDS times (default 3) × 2 runs, and the median, best and worst ratio are given.
 #   prefill share = achieved matmul+attention FLOP/s / f32 FMA peak (kiln-probe at start).
-# Also printed: the K/V bytes decode reads per token at this context (f16 cache), which
-# the weight-only roofline leaves out, and the 1-minute load average of each run; per run the
+# Also printed: the K/V bytes decode reads per token at this context (kiln bench's kv_bytes_per_token:
+# the cache's dtype), which the weight-only roofline leaves out, the same median ratio with them counted
+# ((weights + K/V) / probe: how close decode is to the bandwidth, not issue 2's metric), and the
+# 1-minute load average of each run; per run the
 # process's CPU seconds per second of decode and its preemptions, the decode tokens' min/p50/p90
 # time and the weights' huge-page coverage (kiln bench --json): a slow run says whether its
 # threads lost their CPUs or its weights their 2 MB pages.
@@ -47,14 +49,14 @@ runs = {}
 for line in open(path):
     n, j = line.split(" ", 1)
     runs.setdefault(n, []).append(json.loads(j))
-print("| model | weights MB/token | K/V MB/token | decode tok/s (median, best) | probe GB/s (min–max) | decode / roofline median | best | worst | runs | load | prefill tok/s (best) | prefill GFLOP/s | / FMA peak |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| model | weights MB/token | K/V MB/token | decode tok/s (median, best) | probe GB/s (min–max) | decode / roofline median | best | worst | (weights + K/V) / probe, median | runs | load | prefill tok/s (best) | prefill GFLOP/s | / FMA peak |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n, bs in runs.items():
     cfg = json.load(open(f"{S}/{n}/config.json"))
     H, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
     nh = cfg["num_attention_heads"]; hd = cfg.get("head_dim") or H // nh; nkv = cfg["num_key_value_heads"]; I = cfg["intermediate_size"]
     b0 = bs[0]; T = b0["prompt_tokens"]; G = b0["gen_tokens"]
-    kv = L * 2 * nkv * hd * 2 * (T + G / 2)                         # f16 K and V at the mean context
+    kv = b0.get("kv_bytes_per_token", L * 2 * nkv * hd * 2 * (T + G / 2))  # K and V at the mean context (kiln bench's count)
     layer = H * nh * hd * 2 + H * nkv * hd * 2 + 3 * H * I
     flops = 2 * L * layer * T + 2 * V * H + L * 2 * 2 * (T * (T + 1) / 2) * nh * hd
     pr_runs = [x for b in bs for x in b["probe_runs"]]
@@ -63,7 +65,8 @@ for n, bs in runs.items():
     loads = [x["load1"] for x in pr_runs]
     pf = max(b["prefill_tok_s"] for b in bs); gf = flops / (T / pf) / 1e9
     print(f"| {n} | {b0['weight_bytes']/1e6:.0f} | {kv/1e6:.0f} | {statistics.median(dc):.2f}, {max(dc):.2f} | {min(probes):.1f}–{max(probes):.1f} | "
-          f"**{statistics.median(rat):.0%}** | {max(rat):.0%} | {min(rat):.0%} | {len(rat)} | {min(loads):.1f}–{max(loads):.1f} | "
+          f"**{statistics.median(rat):.0%}** | {max(rat):.0%} | {min(rat):.0%} | {statistics.median(rat) * (1 + kv / b0['weight_bytes']):.0%} | "
+          f"{len(rat)} | {min(loads):.1f}–{max(loads):.1f} | "
           f"{pf:.1f} | {gf:.1f} | {gf/pr['fma_gflops']:.0%} |")
 PY
 rm -f "$tmp"
