@@ -2,7 +2,9 @@
 //
 // The binary comes from $KILN_BINARY (ctest sets it), else build/kiln. The server is
 // started with --port 0 and the port is read from its "listening on" log line; stderr is
-// kept so a failing test can show what the server said.
+// kept so a failing test can show what the server said. $KILN_TEST_SERVE_ARGS (split on
+// spaces) is added to every server's arguments, e.g. "--kv-dtype q8" to run the suite on the
+// int8 cache.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -16,7 +18,8 @@ export const SLOW = process.env.KILN_TEST_SANITIZE === '1' || process.env.KILN_T
 
 export async function startServer(model, args = [], env = {}) {
   if (!fs.existsSync(BIN)) throw new Error(`kiln binary not found at ${BIN} (set KILN_BINARY)`);
-  const proc = spawn(BIN, ['serve', model, '--port', '0', '--threads', '1', ...args], {
+  const extra = (process.env.KILN_TEST_SERVE_ARGS || '').split(' ').filter((x) => x);
+  const proc = spawn(BIN, ['serve', model, '--port', '0', '--threads', '1', ...extra, ...args], {
     env: { ...process.env, KILN_LOG: 'info', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
