@@ -595,8 +595,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
     /* ktl: the element offset of position j's transposed block (kpo) and its slot there (kbo) */
     size_t kpo[2 * AT_KB];
     int kbo[2 * AT_KB];
-    /* q8: position j's cache slot (for its scales) */
-    size_t pslot[2 * AT_KB];
+    /* q8: position j's scale index for KV head 0 (kv_s_at without its division: + kvh·bs for head kvh) */
+    size_t psc[2 * AT_KB];
     /* part: only segments [s0, s1) of the row's keys, each segment's state written to part
      * (record (kvh, segment − klo/seg) of 2·nqp + nq·hdp floats: m[nqp], l[nqp], acc[nq][hdp]) */
     int seg = attn_seg(), kseg0 = seg ? klo / seg : 0, nseg = (seg ? khi / seg : 0) - kseg0 + 1, cs = -1;
@@ -629,7 +629,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
         for (int j = 0, pj = b0, bi = b0 / bs, bo = b0 % bs; j < 2 * AT_KB; j++, pj++) {
             poff[j] = pj <= klast ? ((size_t)bt[bi] * bs + bo) * per_tok : (size_t)-1;
             if (ktl) kpo[j] = pj <= klast ? (size_t)bt[bi] * ktbs : (size_t)-1, kbo[j] = bo;
-            if (q8) pslot[j] = pj <= klast ? (size_t)bt[bi] * bs + bo : 0;
+            if (q8) psc[j] = pj <= klast ? (size_t)bt[bi] * kv->n_kv_heads * bs + bo : 0;
             if (++bo == bs) bo = 0, bi++;
         }
         for (int kvh = h0; kvh < h1; kvh++) {
@@ -654,8 +654,8 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                     if (ktl && po != (size_t)-1)
                         pfr[j] = (const char *)kv->k + (kpo[AT_KB + j] + ((size_t)kvh * bs + (size_t)kbo[AT_KB + j]) * hd) * esz;
                     if (q8 && po != (size_t)-1 && (j == 0 || kbo[AT_KB + j] == 0)) { /* the next block's scale runs */
-                        __builtin_prefetch(kv->ks + kv_s_at(kv, pslot[AT_KB + j], (size_t)kvh), 0, AT_PF);
-                        __builtin_prefetch(kv->vs + kv_s_at(kv, pslot[AT_KB + j], (size_t)kvh), 0, AT_PF);
+                        __builtin_prefetch(kv->ks + psc[AT_KB + j] + (size_t)kvh * bs, 0, AT_PF);
+                        __builtin_prefetch(kv->vs + psc[AT_KB + j] + (size_t)kvh * bs, 0, AT_PF);
                     }
                 }
 #endif
@@ -680,7 +680,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                 for (int j = ja; j <= jb; j++) {
                     krow[j] = kbase + poff[j] * esz;
                     vrow[j] = vbase + poff[j] * esz;
-                    if (q8) vsc[j] = kv->vs[kv_s_at(kv, pslot[j], (size_t)kvh)];
+                    if (q8) vsc[j] = kv->vs[psc[j] + (size_t)kvh * bs];
                 }
             else
 #endif
@@ -694,7 +694,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
 #endif
                 if (vh) continue; /* K transposed below, V read by _pvh */
                 if (q8) {
-                    size_t si = kv_s_at(kv, pslot[j], (size_t)kvh);
+                    size_t si = psc[j] + (size_t)kvh * bs;
                     if (!kt && !ktl) AT_CAT(AT_NAME, _q8_f32)(Kb + (size_t)j * hdp, (const int8_t *)kv->k + off, kv->ks[si], hd);
                     AT_CAT(AT_NAME, _q8_f32)(Vb + (size_t)j * hdp, (const int8_t *)kv->v + off, kv->vs[si], hd);
                 } else if (kv->dtype == DT_F32) {
@@ -719,7 +719,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                     int j0 = u * AT_VW, j = j0 > ja ? j0 : ja;
                     if (j > jb || j0 + AT_VW - 1 < ja) continue;
                     kr[u] = (const char *)kv->k + (kpo[j] + (size_t)kvh * hd * bs + (size_t)(kbo[j] - (j - j0))) * esz;
-                    sr[u] = q8 ? kv->ks + kv_s_at(kv, pslot[j] - (size_t)(j - j0), (size_t)kvh) : NULL;
+                    sr[u] = q8 ? kv->ks + psc[j] - (size_t)(j - j0) + (size_t)kvh * bs : NULL;
                     if (uf < 0) uf = u;
                 }
                 for (int u = 0; u < AT_KB / AT_VW; u++) {
@@ -733,7 +733,7 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
                     n = bs - kbo[j] < jb - j + 1 ? bs - kbo[j] : jb - j + 1;
                     const char *src = (const char *)kv->k + (kpo[j] + (size_t)kvh * hd * bs + (size_t)kbo[j]) * esz;
                     if (q8) { /* the run's keys lie in one cache block: their scales are contiguous */
-                        const float *sc = kv->ks + kv_s_at(kv, pslot[j], (size_t)kvh);
+                        const float *sc = kv->ks + psc[j] + (size_t)kvh * bs;
 #ifdef AT_LOADQ8
                         if (n % AT_VW == 0) {
                             for (int d = 0; d < hd; d++, src += (size_t)bs)
