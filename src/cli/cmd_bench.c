@@ -59,12 +59,16 @@ static void usage(FILE *f) {
 }
 
 /* K/V bytes attention reads for one decode token at context ctx (see the top comment). */
+/* K and V bytes of one position in one layer of pool p (q8: + a scale per head) */
+static double kv_pos_bytes(const kv_pool_t *p) {
+    return 2.0 * p->n_kv_heads * (p->head_dim * (double)dtype_size(p->dtype) + (p->dtype == DT_I8 ? 4 : 0));
+}
+
 static double kv_bytes_per_token(const model_t *m, double ctx) {
     const kv_pool_t *kv = &m->kv, *sw = &m->kv_swa;
-    double row = 2.0 * kv->n_kv_heads * (kv->head_dim * (double)dtype_size(kv->dtype) + (kv->dtype == DT_I8 ? 4 : 0)); /* (q8: + a scale per row) */
+    double row = kv_pos_bytes(kv);
     double win = m->cfg.sliding_window > 0 && m->cfg.sliding_window < ctx ? m->cfg.sliding_window : ctx;
-    if (sw->n_layers > 0)
-        return kv->n_layers * row * ctx + sw->n_layers * 2.0 * sw->n_kv_heads * (sw->head_dim * (double)dtype_size(sw->dtype) + (sw->dtype == DT_I8 ? 4 : 0)) * win;
+    if (sw->n_layers > 0) return kv->n_layers * row * ctx + sw->n_layers * kv_pos_bytes(sw) * win;
     int sliding = 0;
     for (int i = 0; i < m->cfg.n_layers && i < CFG_MAX_LAYERS; i++) sliding += m->cfg.layer_type[i] == LAYER_SLIDING;
     if (sliding > kv->n_layers) sliding = kv->n_layers;
