@@ -115,6 +115,25 @@ AI __m256 codes_q4(const uint8_t *row, int k) {
 AI __m256 codes_q8(const uint8_t *row, int k) {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + k))));
 }
+/* 8 codes of B bits (a constant, 1..8) of a row's little-endian bit stream, codes k..k+7 (k % 8
+ * == 0: they start on a byte): their B bytes (8 read while inside the row; nothing past it) to both 128-bit
+ * lanes; lane i takes the two bytes holding code i with vpshufb, shifts right by i·B % 8, masks
+ * (as the AVX-512 codes_bits) */
+#define CB_IX(i, B) ((int)((unsigned)((i) * (B) >> 3) | (unsigned)(((i) * (B) >> 3) + 1) << 8 | 0x80800000u))
+AI __m256 codes_bits(const uint8_t *row, int k, int K, const int B) {
+    const uint8_t *p = row + (size_t)k * B / 8;
+    uint64_t u = 0;
+    if ((size_t)k * B / 8 + 8 <= (size_t)K * B / 8) __builtin_memcpy(&u, p, 8); /* (one load, inside the row) */
+    else __builtin_memcpy(&u, p, (size_t)B);
+    const __m256i idx = _mm256_setr_epi32(CB_IX(0, B), CB_IX(1, B), CB_IX(2, B), CB_IX(3, B), CB_IX(4, B), CB_IX(5, B), CB_IX(6, B),
+                                          CB_IX(7, B));
+    const __m256i sh = _mm256_setr_epi32(0, B & 7, 2 * B & 7, 3 * B & 7, 4 * B & 7, 5 * B & 7, 6 * B & 7, 7 * B & 7);
+    __m256i v = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128((long long)u));
+    v = _mm256_srlv_epi32(_mm256_shuffle_epi8(v, idx), sh);
+    return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32((1 << B) - 1)));
+}
+#undef CB_IX
+/* any width at run time (widths MLX does not write): the reference's extraction */
 AI __m256 codes_any(const uint8_t *row, int k, int bits) {
     int32_t c[8];
     for (int i = 0; i < 8; i++) c[i] = (int32_t)weight_code((const uint32_t *)row, bits, k + i);
@@ -148,7 +167,8 @@ AI void qtile(float *y, const float *x, const weight_t *w, int t, int j, const i
             __m256 wv[4];
             #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) {
-                __m256 c = BITS == 4 ? codes_q4(rows[b], k) : BITS == 8 ? codes_q8(rows[b], k) : codes_any(rows[b], k, bits);
+                __m256 c = BITS == 4 ? codes_q4(rows[b], k) : BITS == 8 ? codes_q8(rows[b], k)
+                         : BITS ? codes_bits(rows[b], k, K, BITS) : codes_any(rows[b], k, bits);
                 wv[b] = _mm256_fmadd_ps(c, sv[b], bv[b]);
             }
             #pragma GCC unroll 4
@@ -188,7 +208,16 @@ static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, 
 static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f16); }
 static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 4); }
 static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 8); }
-static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 0); }
+/* 2, 3, 5 and 6 bits: qtile with the width a constant (codes_bits) */
+static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    switch (w->bits) {
+    case 2: qrun(y, x, T, w, j0, j1, 2); break;
+    case 3: qrun(y, x, T, w, j0, j1, 3); break;
+    case 5: qrun(y, x, T, w, j0, j1, 5); break;
+    case 6: qrun(y, x, T, w, j0, j1, 6); break;
+    default: qrun(y, x, T, w, j0, j1, 0);
+    }
+}
 
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (weight_is_quantized(w)) {

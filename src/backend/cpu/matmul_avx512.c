@@ -130,6 +130,7 @@ AI __m512 codes_q4(const uint8_t *row, int k) {
 AI __m512 codes_q8(const uint8_t *row, int k) {
     return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + k))));
 }
+/* any width at run time (2, 3, 5 and 6 bits have their own tile, qbtile): the reference's extraction */
 AI __m512 codes_any(const uint8_t *row, int k, int bits) {
     int32_t c[16];
     for (int i = 0; i < 16; i++) c[i] = (int32_t)weight_code((const uint32_t *)row, bits, k + i);
@@ -750,24 +751,64 @@ AI void q8tile(float *y, const float *x, const float *xg, const weight_t *w, int
 #define FB 128
 #endif
 #define FKC 512
-/* P[b * ps + (k - k0)] = weight (row j + b, column k) as f32 for k in [k0, k0 + ps), zeros past K. */
-AI void panel_full(float *P, int ps, const weight_t *w, int j, int nj, int k0, ldw_fn ld, const int Q8) {
-    int K = w->cols, G = w->group, ng = Q8 ? K / G : 0;
+/* --- 2, 3, 5 and 6 bits (MLX's other widths). A code of B bits sits at bit i·B of its row's
+ * stream; 16 codes from k (k % 16 == 0) start on a byte and take 2·B bytes, and lane i needs the
+ * two bytes at i·B/8 (vpshufb of the 16 bytes copied to every 128-bit lane) and its field at
+ * bit sh(i) = i·B % 8 of them. The field is masked where it lies — c·2^sh(i), an exact integer
+ * — and the scale it meets is s·2^-sh(i) (exact: a power of two), so w = c·s comes out of one
+ * vpand, vcvtdq2ps and multiply, exactly the q8 path's c·s (8 or fewer bits times a bf16/f16
+ * scale: exact in f32). From there the q8 arithmetic: decode q8tile's chain (qbtile), prefill
+ * gemm_fk's panels — the same per-element chain, so a row alone is bitwise the row in any
+ * batch. Before (weight_code per element): qwen3-0.6b at 3 or 6 bits decoded at ~3 tok/s and
+ * prefilled at ~16 (4 and 8 bits: 57–96 / 320–330). */
+#define QB_IX(i, B) ((int)((unsigned)((i) * (B) >> 3) | (unsigned)(((i) * (B) >> 3) + 1) << 8 | 0x80800000u))
+#define QB_M(i, B) ((int)(((1u << (B)) - 1) << ((i) * (B) & 7)))
+/* lane i's shuffle (idx), field mask (msk) and 2^-sh(i) (lsh) for width B */
+AI void qb_consts(const int B, __m512i *idx, __m512i *msk, __m512 *lsh) {
+    *idx = _mm512_setr_epi32(QB_IX(0, B), QB_IX(1, B), QB_IX(2, B), QB_IX(3, B), QB_IX(4, B), QB_IX(5, B), QB_IX(6, B), QB_IX(7, B),
+                             QB_IX(8, B), QB_IX(9, B), QB_IX(10, B), QB_IX(11, B), QB_IX(12, B), QB_IX(13, B), QB_IX(14, B),
+                             QB_IX(15, B));
+    *msk = _mm512_setr_epi32(QB_M(0, B), QB_M(1, B), QB_M(2, B), QB_M(3, B), QB_M(4, B), QB_M(5, B), QB_M(6, B), QB_M(7, B), QB_M(8, B),
+                             QB_M(9, B), QB_M(10, B), QB_M(11, B), QB_M(12, B), QB_M(13, B), QB_M(14, B), QB_M(15, B));
+    *lsh = _mm512_setr_ps(1.f, 1.f / (1 << (B & 7)), 1.f / (1 << (2 * B & 7)), 1.f / (1 << (3 * B & 7)), 1.f / (1 << (4 * B & 7)),
+                          1.f / (1 << (5 * B & 7)), 1.f / (1 << (6 * B & 7)), 1.f / (1 << (7 * B & 7)), 1.f / (1 << (8 * B & 7)),
+                          1.f / (1 << (9 * B & 7)), 1.f / (1 << (10 * B & 7)), 1.f / (1 << (11 * B & 7)), 1.f / (1 << (12 * B & 7)),
+                          1.f / (1 << (13 * B & 7)), 1.f / (1 << (14 * B & 7)), 1.f / (1 << (15 * B & 7)));
+}
+#undef QB_IX
+#undef QB_M
+/* codes k..k+15 of a row of rb bytes as f32 c·2^sh(i) (a plain 16-byte load while it stays in
+ * the row, masked at its end: nothing past the row is read) */
+AI __m512 qb_codes(const uint8_t *row, size_t rb, int k, const int B, __m512i idx, __m512i msk) {
+    size_t o = (size_t)k * B / 8;
+    __m128i c = o + 16 <= rb ? _mm_loadu_si128((const __m128i *)(row + o)) : _mm_maskz_loadu_epi8((__mmask16)((1u << (2 * B)) - 1), row + o);
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_shuffle_epi8(_mm512_broadcast_i32x4(c), idx), msk));
+}
+
+/* P[b * ps + (k - k0)] = weight (row j + b, column k) as f32 for k in [k0, k0 + ps), zeros past K.
+ * QB: 0 dense (ld), 8 (8-bit codes · scale), 2/3/5/6 (qb_codes · scale·2^-sh) */
+AI void panel_full(float *P, int ps, const weight_t *w, int j, int nj, int k0, ldw_fn ld, const int QB) {
+    int K = w->cols, G = w->group, ng = QB ? K / G : 0;
+    size_t rb = (size_t)K * (QB ? QB : 8) / 8;
+    __m512i idx = _mm512_setzero_si512(), msk = idx;
+    __m512 lsh = _mm512_set1_ps(1.f);
+    if (QB && QB != 8) qb_consts(QB, &idx, &msk, &lsh);
     for (int b = 0; b < nj; b++) {
-        const uint8_t *row = Q8 ? (const uint8_t *)w->data + (size_t)(j + b) * K : NULL;
+        const uint8_t *row = QB ? (const uint8_t *)w->data + (size_t)(j + b) * rb : NULL;
         __m512 sv = _mm512_setzero_ps();
         for (int i = 0, left = 0; i < ps; i += 16, left -= 16) {
             int k = k0 + i, n = K - k;
             __mmask16 m = n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
             __m512 v;
             if (!m) v = _mm512_setzero_ps();
-            else if (Q8) {
+            else if (QB) {
                 if (left <= 0) {
                     int g = k / G;
                     left = (g + 1) * G - k;
-                    sv = _mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g));
+                    sv = _mm512_mul_ps(_mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g)), lsh);
                 }
-                v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, row + k))), sv);
+                if (QB == 8) v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, row + k))), sv);
+                else v = _mm512_mul_ps(qb_codes(row, rb, k, QB, idx, msk), sv); /* (K % G == 0: whole chunks) */
             } else v = ld(w, j + b, k, m);
             _mm512_store_ps(P + (size_t)b * ps + i, v);
         }
@@ -820,7 +861,7 @@ AI void fk_tile(float *y, __m512 *A, const float *x, int K, int N, const float *
     }
 }
 
-AI void gemm_fk(float *y, const float *x, int T, const weight_t *w, int j0, int j1, ldw_fn ld, const int Q8, const float *xg, int ngp) {
+AI void gemm_fk(float *y, const float *x, int T, const weight_t *w, int j0, int j1, ldw_fn ld, const int QB, const float *xg, int ngp) {
     int K = w->cols, N = w->rows, kc = K < FKC ? (K + 15) & ~15 : FKC;
     const int fb = FB;
     float *P = aligned_alloc(64, sizeof(float) * FJ * (size_t)kc);
@@ -834,7 +875,7 @@ AI void gemm_fk(float *y, const float *x, int T, const weight_t *w, int j0, int 
                 for (int b = 0; b < nj; b++) A[a * FJ + b] = xg ? bias_term(w, jb + b, xg + (size_t)(t0 + a) * ngp) : _mm512_setzero_ps();
             for (int k0 = 0; k0 < K; k0 += kc) {
                 int k1 = k0 + kc < K ? k0 + kc : K;
-                panel_full(P, kc, w, jb, nj, k0, ld, Q8);
+                panel_full(P, kc, w, jb, nj, k0, ld, QB);
                 int a = 0;
                 for (; a + FT <= tn; a += FT) {
                     int b = 0;
@@ -861,7 +902,7 @@ static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, in
         for (; j + 4 <= j1; j += 4) q8tile(y, x, xg, w, j, 4);
         for (; j < j1; j++) q8tile(y, x, xg, w, j, 1);
     }
-    else gemm_fk(y, x, T, w, j0, j1, ld_f32, 1, xg, ngp);
+    else gemm_fk(y, x, T, w, j0, j1, ld_f32, 8, xg, ngp);
     free(xg);
 }
 
@@ -999,7 +1040,75 @@ static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, in
     else if (w->group == 32 || w->group == 64 || w->group == 128) mm_q4_lut(y, x, T, w, j0, j1);
     else qrun(y, x, T, w, j0, j1, 4);
 }
-static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 0); }
+/* 2, 3, 5 and 6 bits, decode: q8tile's chain with qb_codes (see panel_full): acc = bias term,
+ * acc = fma(x, c·s, acc) per 16 columns in order, one horizontal sum; codes, scales and biases
+ * prefetched PF_AHEAD as q8tile's */
+AI void qbtile(float *y, const float *x, const float *xg, const weight_t *w, int j, const int NJ, const int B) {
+    int K = w->cols, G = w->group, ng = K / G;
+    size_t rb = (size_t)K * B / 8, pfd = PF_AHEAD(rb);
+    __m512i idx, msk;
+    __m512 lsh;
+    qb_consts(B, &idx, &msk, &lsh);
+    const uint8_t *rows[4];
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) {
+        rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * rb;
+        acc[b] = bias_term(w, j + b, xg);
+        pf_sb(w, j + b, rb);
+    }
+    for (int g = 0; g < ng; g++) {
+        __m512 sv[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) sv[b] = _mm512_mul_ps(_mm512_set1_ps(load_as_f32(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g)), lsh);
+        for (int k = g * G; k < (g + 1) * G; k += 16) {
+            __m512 xv = _mm512_loadu_ps(x + k);
+            size_t o = (size_t)k * B / 8;
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) {
+                if ((o & 63) < 2 * B) _mm_prefetch((const char *)rows[b] + o + pfd, _MM_HINT_T0); /* once per line */
+                acc[b] = _mm512_fmadd_ps(xv, _mm512_mul_ps(qb_codes(rows[b], rb, k, B, idx, msk), sv[b]), acc[b]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) y[j + b] = _mm512_reduce_add_ps(acc[b]);
+}
+
+/* decode rows [j0, j1) of a 2/3/5/6-bit weight (B = w->bits), x's group sums given */
+static void qb_rows(float *y, const float *x, const float *xg, const weight_t *w, int j0, int j1, int B) {
+#define QB_ROWS(BB)                                                     \
+    {                                                                   \
+        int j = j0;                                                     \
+        for (; j + 4 <= j1; j += 4) qbtile(y, x, xg, w, j, 4, BB);      \
+        for (; j < j1; j++) qbtile(y, x, xg, w, j, 1, BB);              \
+    }
+    switch (B) {
+    case 2: QB_ROWS(2) break;
+    case 3: QB_ROWS(3) break;
+    case 5: QB_ROWS(5) break;
+    default: QB_ROWS(6)
+    }
+#undef QB_ROWS
+}
+
+AI void mm_qb(float *y, const float *x, int T, const weight_t *w, int j0, int j1, const int B) {
+    int ngp;
+    float *xg = group_sums(x, T, w->cols, w->group, &ngp);
+    if (T == 1) qb_rows(y, x, xg, w, j0, j1, B);
+    else gemm_fk(y, x, T, w, j0, j1, ld_f32, B, xg, ngp);
+    free(xg);
+}
+
+static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    switch (w->bits) {
+    case 2: mm_qb(y, x, T, w, j0, j1, 2); break;
+    case 3: mm_qb(y, x, T, w, j0, j1, 3); break;
+    case 5: mm_qb(y, x, T, w, j0, j1, 5); break;
+    case 6: mm_qb(y, x, T, w, j0, j1, 6); break;
+    default: qrun(y, x, T, w, j0, j1, 0); /* (widths MLX does not write) */
+    }
+}
 /* 4-bit in WL_Q_RIL16 (q4ril.h): rows in full tiles there, the N % 16 tail rows (stored
  * row-major) through mm_q4 (q4i) — the same code at any T for every row. */
 static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
@@ -1125,6 +1234,11 @@ static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r
             for (; j + 4 <= j1; j += 4) q8tile(y, x, xg, w, j, 4);
             for (; j < j1; j++) q8tile(y, x, xg, w, j, 1);
         }
+        free(xg);
+    } else if (weight_is_quantized(w) && (w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6)) {
+        int ngp, B = w->bits;
+        float *xg = group_sums(x, 1, w->cols, w->group, &ngp); /* once, not per hand-out */
+        while (mm_rows_next(r, &j0, &j1)) qb_rows(y, x, xg, w, j0, j1, B);
         free(xg);
     } else /* nothing to prepare */
         while (mm_rows_next(r, &j0, &j1)) matmul(y, x, 1, w, j0, j1);
