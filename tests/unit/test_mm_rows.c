@@ -3,7 +3,7 @@
  *      2-5 threads hammering the ranges (one of them slowed down so the others steal from it);
  *   2. the CPU backend's decode matmul (T = 1, 2 and 3 threads: rows taken through the
  *      ranges) is bitwise the SIMD kernel's own matmul over all rows on one thread, for f32,
- *      f16, bf16 and MLX 3/4/8-bit weights, row counts that are not multiples of 16, and
+ *      f16, bf16 and MLX 2/3/4/5/6/8-bit weights, row counts that are not multiples of 16, and
  *      through matmul_multi too. */
 #include <pthread.h>
 #include <sched.h>
@@ -63,6 +63,7 @@ static void test_decode_matmul_rows(void **st) {
         {'f', DT_F32, 0, 0, 1001, 256},  {'f', DT_F16, 0, 0, 2051, 256},  {'f', DT_BF16, 0, 0, 4099, 512},
         {'q', 0, 8, 64, 3001, 512},      {'q', 0, 8, 32, 1037, 1024},     {'q', 0, 4, 64, 4099, 512},
         {'q', 0, 4, 32, 2049, 1024},     {'q', 0, 4, 128, 1029, 1024},    {'q', 0, 3, 64, 1003, 256},
+        {'q', 0, 2, 32, 1001, 512},      {'q', 0, 5, 128, 1009, 1024},    {'q', 0, 6, 64, 2003, 512},
     };
     const int nsp = (int)(sizeof sp / sizeof sp[0]);
     for (int th = 2; th <= 3; th++) {
