@@ -12,6 +12,10 @@
 
 #define L 8
 #define AI static inline __attribute__((always_inline))
+/* Decode (one x row): each W row's line this many bytes ahead is asked for as a line is
+ * started — the AVX-512 family's distance (3 rows + 8 KB). Without it the 4-row tiles
+ * waited on their loads: qwen3-0.6b bf16 decode read ~23 GB/s of a ~48 GB/s machine. */
+#define PF_AHEAD(row_bytes) (3 * (row_bytes) + 8192)
 
 typedef __m256 (*ldw_fn)(const weight_t *w, int r, int k);
 
@@ -46,6 +50,10 @@ static __m256 tail_x(const float *x, int k, int K) {
 
 AI void tile(float *y, const float *x, const weight_t *w, int t, int j, const int NT, const int NJ, ldw_fn ld) {
     int K = w->cols, N = w->rows, nfull = K / L, rem = K % L;
+    size_t esz = w->dtype == DT_F32 ? 4 : 2, rb = (size_t)K * esz, pfd = PF_AHEAD(rb);
+    const char *pr[4];
+    #pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) pr[b] = (const char *)w->data + (size_t)(j + b) * rb;
     __m256 acc[2][4];
     #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
@@ -53,8 +61,12 @@ AI void tile(float *y, const float *x, const weight_t *w, int t, int j, const in
         for (int b = 0; b < NJ; b++) acc[a][b] = _mm256_setzero_ps();
     for (int c = 0; c < nfull; c++) {
         __m256 wv[4];
+        size_t o = (size_t)c * L * esz;
         #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) wv[b] = ld(w, j + b, c * L);
+        for (int b = 0; b < NJ; b++) {
+            if (NT == 1 && !(o & 63)) _mm_prefetch(pr[b] + o + pfd, _MM_HINT_T0);
+            wv[b] = ld(w, j + b, c * L);
+        }
         #pragma GCC unroll 4
         for (int a = 0; a < NT; a++) {
             __m256 xv = _mm256_loadu_ps(x + (size_t)(t + a) * K + c * L);
@@ -148,8 +160,21 @@ AI void qtile(float *y, const float *x, const weight_t *w, int t, int j, const i
     int K = w->cols, N = w->rows, G = w->group, ng = K / G, bits = BITS ? BITS : w->bits;
     size_t row_bytes = (size_t)K * bits / 8;
     const uint8_t *rows[4];
+    /* decode of 5..8-bit codes: prefetched (q8 +70-90 %, q6 +20-70 %; 2..4 bits are bound by
+     * their extraction, and the prefetches cost q3 ~5-10 %: bench/cpu/RESULTS.md, session 36) */
+    size_t pfd = PF_AHEAD(row_bytes);
+    int pf = NT == 1 && bits >= 5;
     #pragma GCC unroll 4
-    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
+    for (int b = 0; b < NJ; b++) {
+        rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
+        if (pf) { /* the scales and biases of the row the codes prefetch reaches */
+            size_t sz = w->sb_dtype == DT_F32 ? 4 : 2, ahead = pfd / row_bytes + 1, o0 = (j + b + ahead) * ng * sz;
+            for (size_t o = 0; o < (size_t)ng * sz; o += 64) {
+                _mm_prefetch((const char *)w->scales + o0 + o, _MM_HINT_T0);
+                _mm_prefetch((const char *)w->biases + o0 + o, _MM_HINT_T0);
+            }
+        }
+    }
     __m256 acc[2][4];
     #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
@@ -167,6 +192,8 @@ AI void qtile(float *y, const float *x, const weight_t *w, int t, int j, const i
             __m256 wv[4];
             #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) {
+                size_t o = (size_t)k * bits / 8;
+                if (pf && (o & 63) < (size_t)bits) _mm_prefetch((const char *)rows[b] + o + pfd, _MM_HINT_T0); /* once per line */
                 __m256 c = BITS == 4 ? codes_q4(rows[b], k) : BITS == 8 ? codes_q8(rows[b], k)
                          : BITS ? codes_bits(rows[b], k, K, BITS) : codes_any(rows[b], k, bits);
                 wv[b] = _mm256_fmadd_ps(c, sv[b], bv[b]);
