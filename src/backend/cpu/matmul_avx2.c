@@ -188,6 +188,26 @@ AI void qtile(float *y, const float *x, const weight_t *w, int t, int j, const i
             sv[b] = _mm256_set1_ps(load_as_f32(w->scales, w->sb_dtype, gi));
             bv[b] = _mm256_set1_ps(load_as_f32(w->biases, w->sb_dtype, gi));
         }
+        if (BITS == 4) { /* 16 codes per step from 8 bytes: one nibble split for two vectors (the same chain) */
+            for (int k = g * G; k < (g + 1) * G; k += 16) {
+                __m256 x0[2], x1[2];
+                #pragma GCC unroll 2
+                for (int a = 0; a < NT; a++) {
+                    x0[a] = _mm256_loadu_ps(x + (size_t)(t + a) * K + k);
+                    x1[a] = _mm256_loadu_ps(x + (size_t)(t + a) * K + k + 8);
+                }
+                #pragma GCC unroll 4
+                for (int b = 0; b < NJ; b++) {
+                    __m128i by = _mm_loadl_epi64((const __m128i *)(rows[b] + k / 2));
+                    __m128i cb = _mm_unpacklo_epi8(_mm_and_si128(by, _mm_set1_epi8(15)), _mm_and_si128(_mm_srli_epi16(by, 4), _mm_set1_epi8(15)));
+                    __m256 w0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(cb)), sv[b], bv[b]);
+                    __m256 w1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(cb, cb))), sv[b], bv[b]);
+                    #pragma GCC unroll 2
+                    for (int a = 0; a < NT; a++) acc[a][b] = _mm256_fmadd_ps(x1[a], w1, _mm256_fmadd_ps(x0[a], w0, acc[a][b]));
+                }
+            }
+            continue;
+        }
         for (int k = g * G; k < (g + 1) * G; k += 8) {
             __m256 wv[4];
             #pragma GCC unroll 4
