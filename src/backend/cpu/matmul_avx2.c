@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include "backend/cpu/cpu_kernels.h"
 
 #define L 8
@@ -250,21 +251,133 @@ AI void qrun(float *y, const float *x, int T, const weight_t *w, int j0, int j1,
     }
 }
 
+/* --- Quantized weights at T >= GP_MIN: qtile's chains through panels. The tiles dequantize each
+ * W chunk for every pair of x rows — ~4-7 ops per 8 codes against 8 FMAs — so 4/8-bit prefill
+ * ran at ~30-45 % of the FMA rate and 2/3/5/6-bit lower. Here a panel of GP_J W rows ×
+ * GP_KC columns is dequantized once per block of GP_B x rows into an L1 buffer, exactly as qtile
+ * does it (fma(code, scale, bias)), and 2 x rows × 4 panel rows walk it with their accumulators
+ * carried across panels (A): per element acc = 0, acc = fma(x, w, acc) per 8 columns in order,
+ * one hsum — qtile's chain, so a row alone (decode, T = 1) is bitwise the row in any batch. */
+#define GP_J 4
+#define GP_KC 512
+#define GP_B 64
+#define GP_MIN 4
+
+/* P[b·kc + (k − k0)] = qtile's w = fma(code, scale, bias) of row j + b, columns [k0, k1) in chunks of 8 */
+AI void gp_panel(float *P, int kc, const weight_t *w, int j, int nj, int k0, int k1, const int BITS) {
+    int K = w->cols;
+    for (int b = 0; b < nj; b++) {
+        int G = w->group, ng = K / G, bits = BITS > 0 ? BITS : w->bits;
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)(j + b) * ((size_t)K * bits / 8);
+        for (int k = k0; k < k1;) { /* (a panel's columns are whole chunks of 8 inside groups: G % 8 == 0) */
+            size_t gi = (size_t)(j + b) * ng + (size_t)(k / G);
+            __m256 sv = _mm256_set1_ps(load_as_f32(w->scales, w->sb_dtype, gi)), bv = _mm256_set1_ps(load_as_f32(w->biases, w->sb_dtype, gi));
+            int ke = (k / G + 1) * G < k1 ? (k / G + 1) * G : k1;
+            for (; k < ke; k += L) {
+                __m256 c = BITS == 4 ? codes_q4(row, k) : BITS == 8 ? codes_q8(row, k) : BITS > 0 ? codes_bits(row, k, K, BITS > 0 ? BITS : 8)
+                         : codes_any(row, k, bits);
+                _mm256_store_ps(P + (size_t)b * kc + (k - k0), _mm256_fmadd_ps(c, sv, bv));
+            }
+        }
+    }
+}
+
+/* NT x rows (from t) × NJ panel rows over columns [k0, k1): accumulators from A (x row a, W row b
+ * at A[a·GP_J + b]), back to A, or at k1 == K summed into y */
+AI void gp_tile(float *y, __m256 *A, const float *x, int K, int N, const float *P, int kc, int t, int j, int k0, int k1, const int NT,
+                const int NJ) {
+    __m256 acc[2][4];
+    #pragma GCC unroll 2
+    for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) acc[a][b] = A[a * GP_J + b];
+    for (int k = k0; k < k1; k += L) {
+        __m256 wv[4];
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) wv[b] = _mm256_load_ps(P + (size_t)b * kc + (k - k0));
+        #pragma GCC unroll 2
+        for (int a = 0; a < NT; a++) {
+            const float *xr = x + (size_t)(t + a) * K;
+            __m256 xv = _mm256_loadu_ps(xr + k); /* (quantized rows are whole groups: K % 8 == 0) */
+            #pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) acc[a][b] = _mm256_fmadd_ps(xv, wv[b], acc[a][b]);
+        }
+    }
+    #pragma GCC unroll 2
+    for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) {
+            if (k1 == K) y[(size_t)(t + a) * N + j + b] = hsum(acc[a][b]);
+            else A[a * GP_J + b] = acc[a][b];
+        }
+}
+
+/* BITS: 4/8/2/3/5/6 the width, -1 any width at run time */
+AI void gemm_p(float *y, const float *x, int T, const weight_t *w, int j0, int j1, const int BITS) {
+    int K = w->cols, N = w->rows, kc = K < GP_KC ? (K + L - 1) / L * L : GP_KC;
+    float *P = aligned_alloc(32, sizeof(float) * GP_J * (size_t)kc);
+    __m256 *A = aligned_alloc(32, sizeof(__m256) * GP_B * GP_J);
+    if (!P || !A) abort();
+    for (int t0 = 0; t0 < T; t0 += GP_B) {
+        int tn = T - t0 < GP_B ? T - t0 : GP_B;
+        for (int jb = j0; jb < j1; jb += GP_J) {
+            int nj = j1 - jb < GP_J ? j1 - jb : GP_J;
+            for (int i = 0; i < tn * GP_J; i++) A[i] = _mm256_setzero_ps();
+            for (int k0 = 0; k0 < K; k0 += kc) {
+                int k1 = k0 + kc < K ? k0 + kc : K;
+                gp_panel(P, kc, w, jb, nj, k0, k1, BITS);
+                int a = 0;
+                for (; a + 2 <= tn; a += 2) {
+                    if (nj == GP_J) gp_tile(y, A + a * GP_J, x, K, N, P, kc, t0 + a, jb, k0, k1, 2, 4);
+                    else
+                        for (int b = 0; b < nj; b++) gp_tile(y, A + a * GP_J + b, x, K, N, P + (size_t)b * kc, kc, t0 + a, jb + b, k0, k1, 2, 1);
+                }
+                for (; a < tn; a++) {
+                    if (nj == GP_J) gp_tile(y, A + a * GP_J, x, K, N, P, kc, t0 + a, jb, k0, k1, 1, 4);
+                    else
+                        for (int b = 0; b < nj; b++) gp_tile(y, A + a * GP_J + b, x, K, N, P + (size_t)b * kc, kc, t0 + a, jb + b, k0, k1, 1, 1);
+                }
+            }
+        }
+    }
+    free(P);
+    free(A);
+}
+
+/* dense weights stay on the tiles: their convert is 0-3 ops per 8 weights, and the panels' store,
+ * reload and accumulator round trip cost more (qwen3-0.6b bf16 prefill 130-144 → 110-125 tok/s
+ * through gemm_p; bench/cpu/RESULTS.md, session 36) */
 static void mm_f32(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f32); }
 static void mm_bf16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_bf16); }
 static void mm_f16(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { run(y, x, T, w, j0, j1, ld_f16); }
-static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 4); }
-static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { qrun(y, x, T, w, j0, j1, 8); }
-/* 2, 3, 5 and 6 bits: qtile with the width a constant (codes_bits) */
+/* one out-of-line GEMM per width: inlined beside qrun, it changed how the compiler laid out the
+ * decode tile (AVX2 q4 decode 31 → 21 tok/s) */
+#define GP_FN(N, B) \
+    static __attribute__((noinline)) void gemm_p##N(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { gemm_p(y, x, T, w, j0, j1, B); }
+GP_FN(4, 4)
+GP_FN(8, 8)
+GP_FN(2, 2)
+GP_FN(3, 3)
+GP_FN(5, 5)
+GP_FN(6, 6)
+GP_FN(any, -1)
+#undef GP_FN
+#define MMQ(N, B)                                              \
+    if (T >= GP_MIN) gemm_p##N(y, x, T, w, j0, j1);            \
+    else qrun(y, x, T, w, j0, j1, B);
+static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { MMQ(4, 4) }
+static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { MMQ(8, 8) }
+/* 2, 3, 5 and 6 bits: the width a constant (codes_bits) */
 static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     switch (w->bits) {
-    case 2: qrun(y, x, T, w, j0, j1, 2); break;
-    case 3: qrun(y, x, T, w, j0, j1, 3); break;
-    case 5: qrun(y, x, T, w, j0, j1, 5); break;
-    case 6: qrun(y, x, T, w, j0, j1, 6); break;
-    default: qrun(y, x, T, w, j0, j1, 0);
+    case 2: MMQ(2, 2) break;
+    case 3: MMQ(3, 3) break;
+    case 5: MMQ(5, 5) break;
+    case 6: MMQ(6, 6) break;
+    default: MMQ(any, 0)
     }
 }
+#undef MMQ
 
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (weight_is_quantized(w)) {
