@@ -19,6 +19,29 @@ static void at_to_f32(float *dst, const void *src, dtype_t t, int n) {
     for (; i < n; i++) dst[i] = load_as_f32(src, t, i);
 }
 
+/* Kt[d·32 + j] = K row j (keys [ja, jb]; the others 0) as f32: the decode tile's transposed block
+ * for a cache whose K is not transposed (block sizes not a multiple of 16; the CPU pool transposes
+ * K otherwise, and decode then scores from the cache runs themselves) — plain loops */
+static void at_kt_block(float *Kt, const void *const *rows, dtype_t t, int hd, int ja, int jb) {
+    for (int j = 0; j < 32; j++)
+        for (int d = 0; d < hd; d++) Kt[(size_t)d * 32 + j] = j < ja || j > jb ? 0.f : load_as_f32(rows[j], t, (size_t)d);
+}
+static inline float at_hmax8(__m256 x) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+/* the decode tiles' direct paths (attention_tile_body.h, AT_LOADH): K/V read from the cache
+ * rows, widened in the load — until session 36 only the AVX-512 family had them, and AVX2's
+ * decode attention converted every block to f32 scratch first (5x AVX-512's time a layer) */
+#define AT_KT at_kt_block
+#define AT_HMAX(x) at_hmax8(x)
+#define AT_LOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define AT_LOADB(p) _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define AT_LOAD16(p, BF) ((BF) ? AT_LOADB(p) : AT_LOADH(p))
+#define AT_LOADKV(p, KT) ((KT) == 2 ? _mm256_loadu_ps((const float *)(p)) : (KT) == 3 ? AT_LOADQ8(p) : AT_LOAD16((const uint16_t *)(p), (KT) == 1))
 #define AT_NAME attn_tile_avx2
 #define AT_VW 8
 #define AT_CB 4
