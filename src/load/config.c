@@ -145,6 +145,22 @@ static int parse_quant(model_config_t *c, json_t *root, const char *where, err_t
         return err_set(e, "%s: quantization bits %d unsupported (2, 3, 4, 5, 6, 8)", where, c->quant_bits);
     if (c->quant_group != 32 && c->quant_group != 64 && c->quant_group != 128)
         return err_set(e, "%s: quantization group_size %d unsupported (32, 64, 128)", where, c->quant_group);
+    /* per-module overrides ({"bits": B, "group_size": G}, either may be left out; false: not
+     * quantized) take the same values: a group_size of 0 divided a weight's columns, and widths
+     * or groups the kernels do not handle read past a row */
+    const char *key;
+    json_t *o;
+    json_object_foreach(q, key, o) {
+        if (!json_is_object(o)) continue;
+        json_t *ob = json_object_get(o, "bits"), *og = json_object_get(o, "group_size");
+        if ((ob && !json_is_integer(ob)) || (og && !json_is_integer(og)))
+            return err_set(e, "%s: quantization override '%s' needs integer \"bits\" and \"group_size\"", where, key);
+        json_int_t b = ob ? json_integer_value(ob) : c->quant_bits, g = og ? json_integer_value(og) : c->quant_group;
+        if (b < 2 || b > 8 || b == 7)
+            return err_set(e, "%s: quantization override '%s': bits %lld unsupported (2, 3, 4, 5, 6, 8)", where, key, (long long)b);
+        if (g != 32 && g != 64 && g != 128)
+            return err_set(e, "%s: quantization override '%s': group_size %lld unsupported (32, 64, 128)", where, key, (long long)g);
+    }
     c->quant = q;
     return 0;
 }

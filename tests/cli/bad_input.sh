@@ -28,7 +28,10 @@ for c in no_weights:"no model.safetensors" truncated:"truncated" tiny_file:"trun
          span_mismatch:"up_proj.weight.*span" unknown_dtype:"unknown dtype 'Q9'" missing_tensor:"missing tensor 'layers.0.mlp.up_proj.weight'" \
          shape_mismatch:"up_proj.weight' has shape \[64, 128\], expected \[128, 64\]" unknown_arch:"gpt99.*not supported" \
          missing_field:"hidden_size" bad_heads:"not a multiple" config_not_json:"config.json: not valid JSON" \
-         bad_index:"plain file name" index_missing_shard:"model-00001-of-00002.safetensors"; do
+         bad_index:"plain file name" index_missing_shard:"model-00001-of-00002.safetensors" \
+         quant_override_group0:"override 'model.layers.0.mlp.down_proj': group_size 0 unsupported" \
+         quant_override_bits:"override 'model.layers.0.mlp.down_proj': bits 7 unsupported" \
+         quant_override_type:"override 'model.layers.0.mlp.down_proj' needs integer"; do
   name=${c%%:*}; pat=${c#*:}
   expect 1 "$pat" -- "$KILN" logits "$tmp/$name" --ids $ids --out "$out"
   [ -e "$out" ] && { fail=$((fail+1)); echo "FAIL: $name left $out behind"; rm -f "$out"; }

@@ -55,3 +55,10 @@ d = os.path.join(out, "config_not_json"); os.makedirs(d); open(d + "/config.json
 shutil.copy(src + "/model.safetensors", d)
 d = case("bad_index"); open(d + "/model.safetensors.index.json", "w").write(json.dumps({"weight_map": {k: "../../etc/passwd"}}))
 d = case("index_missing_shard"); open(d + "/model.safetensors.index.json", "w").write(json.dumps({"weight_map": {k: "model-00001-of-00002.safetensors"}}))
+# per-module quantization overrides out of range (the top-level block is valid): group_size 0 once divided
+# a weight's columns (SIGFPE)
+def quant_override(o):
+    return lambda c: c.update(quantization={"group_size": 32, "bits": 4, "model.layers.0.mlp.down_proj": o})
+d = case("quant_override_group0", quant_override({"bits": 4, "group_size": 0})); shutil.copy(src + "/model.safetensors", d)
+d = case("quant_override_bits", quant_override({"bits": 7})); shutil.copy(src + "/model.safetensors", d)
+d = case("quant_override_type", quant_override({"bits": "4", "group_size": 64})); shutil.copy(src + "/model.safetensors", d)
