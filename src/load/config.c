@@ -96,7 +96,7 @@ static int parse_rope(model_config_t *c, json_t *tc, const char *where, err_t *e
     if (get_num(tc, "partial_rotary_factor", &r->partial_rotary_factor, where, e)) return -1;
     json_t *rp = json_object_get(tc, "rope_parameters");
     if (!json_is_object(rp)) rp = json_object_get(tc, "rope_scaling");
-    if (!json_is_object(rp)) return 0;
+    if (!json_is_object(rp)) return r->theta > 0 ? 0 : err_set(e, "%s: rope_theta %g must be positive", where, r->theta);
     return parse_rope_params(r, rp, where, e);
 }
 
@@ -123,6 +123,10 @@ static int parse_rope_params(rope_config_t *r, json_t *rp, const char *where, er
     json_t *tr = json_object_get(rp, "truncate");
     if (json_is_boolean(tr)) r->truncate = json_is_true(tr);
     if (r->type != ROPE_DEFAULT && !(r->factor > 0)) return err_set(e, "%s: rope factor must be positive", where);
+    /* (llama3's smoothing divides by high − low: equal factors gave NaN angles, not an error) */
+    if (r->type == ROPE_LLAMA3 && !(r->high_freq_factor > r->low_freq_factor))
+        return err_set(e, "%s: llama3 rope needs high_freq_factor (%g) > low_freq_factor (%g)", where, r->high_freq_factor, r->low_freq_factor);
+    if (!(r->theta > 0)) return err_set(e, "%s: rope_theta %g must be positive", where, r->theta);
     if (!(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1))
         return err_set(e, "%s: partial_rotary_factor must be in (0, 1]", where);
     return 0;
@@ -392,6 +396,7 @@ int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *w
     c->head_dim = c->hidden_size / c->n_heads;
     if (get_int(tc, "head_dim", &c->head_dim, 0, where, e)) return -1;
     if (c->head_dim <= 0 || c->head_dim % 2) return err_set(e, "%s: head_dim %d must be positive and even", where, c->head_dim);
+    if (!(c->rms_eps >= 0 && c->rms_eps < 1)) return err_set(e, "%s: rms_norm_eps %g must be in [0, 1)", where, c->rms_eps);
     if (c->n_heads % c->n_kv_heads)
         return err_set(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", where, c->n_heads, c->n_kv_heads);
     json_t *tie = json_object_get(tc, "tie_word_embeddings");

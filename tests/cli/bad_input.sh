@@ -31,7 +31,9 @@ for c in no_weights:"no model.safetensors" truncated:"truncated" tiny_file:"trun
          bad_index:"plain file name" index_missing_shard:"model-00001-of-00002.safetensors" \
          quant_override_group0:"override 'model.layers.0.mlp.down_proj': group_size 0 unsupported" \
          quant_override_bits:"override 'model.layers.0.mlp.down_proj': bits 7 unsupported" \
-         quant_override_type:"override 'model.layers.0.mlp.down_proj' needs integer"; do
+         quant_override_type:"override 'model.layers.0.mlp.down_proj' needs integer" \
+         bad_eps:"rms_norm_eps -1 must be in \[0, 1\)" llama3_factors:"high_freq_factor \(4\) > low_freq_factor \(4\)" \
+         rope_theta0:"rope_theta 0 must be positive"; do
   name=${c%%:*}; pat=${c#*:}
   expect 1 "$pat" -- "$KILN" logits "$tmp/$name" --ids $ids --out "$out"
   [ -e "$out" ] && { fail=$((fail+1)); echo "FAIL: $name left $out behind"; rm -f "$out"; }

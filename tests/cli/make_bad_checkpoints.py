@@ -62,3 +62,11 @@ def quant_override(o):
 d = case("quant_override_group0", quant_override({"bits": 4, "group_size": 0})); shutil.copy(src + "/model.safetensors", d)
 d = case("quant_override_bits", quant_override({"bits": 7})); shutil.copy(src + "/model.safetensors", d)
 d = case("quant_override_type", quant_override({"bits": "4", "group_size": 64})); shutil.copy(src + "/model.safetensors", d)
+# values that parsed but made NaN/garbage logits instead of an error
+d = case("bad_eps", lambda c: c.update(rms_norm_eps=-1)); shutil.copy(src + "/model.safetensors", d)
+d = case("llama3_factors", lambda c: c.update(rope_parameters={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
+                                                               "high_freq_factor": 4.0, "original_max_position_embeddings": 64,
+                                                               "rope_theta": 10000.0}))
+shutil.copy(src + "/model.safetensors", d)
+d = case("rope_theta0", lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 0}))
+shutil.copy(src + "/model.safetensors", d)
