@@ -274,6 +274,13 @@ static int parse_hybrid(model_config_t *c, json_t *tc, const char *where, err_t 
             get_num(tc, "attn_logit_softcapping", &c->attn_softcap, where, e) ||
             get_num(tc, "final_logit_softcapping", &c->final_softcap, where, e))
             return -1;
+        /* (given and not positive: 1/sqrt of it, or a cap that silently turned off — NaN or wrong logits) */
+        if (json_is_number(json_object_get(tc, "query_pre_attn_scalar")) && !(c->query_pre_attn_scalar > 0))
+            return err_set(e, "%s: query_pre_attn_scalar %g must be positive", where, c->query_pre_attn_scalar);
+        if (json_is_number(json_object_get(tc, "attn_logit_softcapping")) && !(c->attn_softcap > 0))
+            return err_set(e, "%s: attn_logit_softcapping %g must be positive (null: none)", where, c->attn_softcap);
+        if (json_is_number(json_object_get(tc, "final_logit_softcapping")) && !(c->final_softcap > 0))
+            return err_set(e, "%s: final_logit_softcapping %g must be positive (null: none)", where, c->final_softcap);
         if (c->arch == ARCH_GEMMA3 && !json_is_object(json_object_get(json_object_get(tc, "rope_parameters"), "sliding_attention"))) {
             /* older configs: rope_local_base_freq for the sliding layers, rope_theta/rope_scaling for global */
             c->rope_local = c->rope;

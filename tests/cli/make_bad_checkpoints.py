@@ -70,3 +70,14 @@ d = case("llama3_factors", lambda c: c.update(rope_parameters={"rope_type": "lla
 shutil.copy(src + "/model.safetensors", d)
 d = case("rope_theta0", lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 0}))
 shutil.copy(src + "/model.safetensors", d)
+# the same for gemma3-tiny's attention fields
+def gemma_case(name, config):
+    g = "tests/fixtures/models/gemma3-tiny"
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    cfg = json.load(open(os.path.join(g, "config.json")))
+    config(cfg)
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    shutil.copy(g + "/model.safetensors", d)
+gemma_case("gemma_qpas0", lambda c: c.update(query_pre_attn_scalar=0))
+gemma_case("gemma_softcap_neg", lambda c: c.update(final_logit_softcapping=-30.0))
