@@ -434,12 +434,28 @@ int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *w
         add_eos(c, json_object_get(gen, "eos_token_id"));
         json_t *gb = json_object_get(gen, "bos_token_id");
         if (c->bos_id < 0 && json_is_integer(gb)) c->bos_id = (int)json_integer_value(gb);
-        get_num(gen, "temperature", &c->gen_temperature, where, NULL);
-        get_num(gen, "top_p", &c->gen_top_p, where, NULL);
-        get_num(gen, "min_p", &c->gen_min_p, where, NULL);
-        get_num(gen, "repetition_penalty", &c->gen_repetition_penalty, where, NULL);
+        /* the sampling defaults: checked here, with the sampler's ranges (sampler.c), so that a bad
+         * one names this file at load instead of failing every request that leaves it out with a
+         * message about a value the client never sent */
+        size_t dl = strlen(where) >= 11 && !strcmp(where + strlen(where) - 11, "config.json") ? strlen(where) - 11 : 0;
+        char gwhere[1024];
+        snprintf(gwhere, sizeof gwhere, "%.*sgeneration_config.json", (int)dl, where);
+        if (get_num(gen, "temperature", &c->gen_temperature, gwhere, e) || get_num(gen, "top_p", &c->gen_top_p, gwhere, e) ||
+            get_num(gen, "min_p", &c->gen_min_p, gwhere, e) ||
+            get_num(gen, "repetition_penalty", &c->gen_repetition_penalty, gwhere, e))
+            return -1;
+        const char *fix = "(a default for requests that leave it out: fix the value or remove the field)";
+        if (!isnan(c->gen_temperature) && !(c->gen_temperature >= 0 && c->gen_temperature <= 100))
+            return err_set(e, "%s: temperature %g must be in [0, 100] %s", gwhere, c->gen_temperature, fix);
+        if (!isnan(c->gen_top_p) && !(c->gen_top_p > 0 && c->gen_top_p <= 1))
+            return err_set(e, "%s: top_p %g must be in (0, 1] %s", gwhere, c->gen_top_p, fix);
+        if (!isnan(c->gen_min_p) && !(c->gen_min_p >= 0 && c->gen_min_p <= 1))
+            return err_set(e, "%s: min_p %g must be in [0, 1] %s", gwhere, c->gen_min_p, fix);
+        if (!isnan(c->gen_repetition_penalty) && !(c->gen_repetition_penalty > 0 && c->gen_repetition_penalty <= 10))
+            return err_set(e, "%s: repetition_penalty %g must be in (0, 10] %s", gwhere, c->gen_repetition_penalty, fix);
         json_t *tk = json_object_get(gen, "top_k");
-        if (json_is_integer(tk)) c->gen_top_k = (int)json_integer_value(tk);
+        if (tk && !json_is_null(tk) && !json_is_integer(tk)) return err_set(e, "%s: field \"top_k\" must be an integer", gwhere);
+        if (json_is_integer(tk)) c->gen_top_k = (int)json_integer_value(tk); /* (<= 0: off, as transformers' 0) */
         json_t *ds = json_object_get(gen, "do_sample");
         if (json_is_false(ds)) c->gen_temperature = 0.0; /* greedy by default */
     }

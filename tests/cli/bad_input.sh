@@ -34,7 +34,10 @@ for c in no_weights:"no model.safetensors" truncated:"truncated" tiny_file:"trun
          quant_override_type:"override 'model.layers.0.mlp.down_proj' needs integer" \
          bad_eps:"rms_norm_eps -1 must be in \[0, 1\)" llama3_factors:"high_freq_factor \(4\) > low_freq_factor \(4\)" \
          rope_theta0:"rope_theta 0 must be positive" gemma_qpas0:"query_pre_attn_scalar 0 must be positive" \
-         gemma_softcap_neg:"final_logit_softcapping -30 must be positive"; do
+         gemma_softcap_neg:"final_logit_softcapping -30 must be positive" \
+         gen_temperature:"generation_config.json: temperature -1 must be in \[0, 100\]" \
+         gen_top_p:"generation_config.json: top_p 2 must be in \(0, 1\]" \
+         gen_not_number:"generation_config.json: field \"temperature\" must be a number"; do
   name=${c%%:*}; pat=${c#*:}
   expect 1 "$pat" -- "$KILN" logits "$tmp/$name" --ids $ids --out "$out"
   [ -e "$out" ] && { fail=$((fail+1)); echo "FAIL: $name left $out behind"; rm -f "$out"; }

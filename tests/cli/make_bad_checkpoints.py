@@ -81,3 +81,11 @@ def gemma_case(name, config):
     shutil.copy(g + "/model.safetensors", d)
 gemma_case("gemma_qpas0", lambda c: c.update(query_pre_attn_scalar=0))
 gemma_case("gemma_softcap_neg", lambda c: c.update(final_logit_softcapping=-30.0))
+# generation_config.json's sampling defaults: out of range once failed every request that left them out,
+# with a message about a value the client never sent
+def gen_case(name, gen):
+    d = case(name); shutil.copy(src + "/model.safetensors", d)
+    json.dump(gen, open(os.path.join(d, "generation_config.json"), "w"))
+gen_case("gen_temperature", {"temperature": -1})
+gen_case("gen_top_p", {"top_p": 2})
+gen_case("gen_not_number", {"temperature": "hot"})
