@@ -360,7 +360,7 @@ static int parse_hybrid(model_config_t *c, json_t *tc, const char *where, err_t 
     return 0;
 }
 
-int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *where, err_t *e) {
+int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *where, const char *gen_where, err_t *e) {
     memset(c, 0, sizeof *c);
     c->root = json_incref(root);
     c->bos_id = -1;
@@ -437,9 +437,7 @@ int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *w
         /* the sampling defaults: checked here, with the sampler's ranges (sampler.c), so that a bad
          * one names this file at load instead of failing every request that leaves it out with a
          * message about a value the client never sent */
-        size_t dl = strlen(where) >= 11 && !strcmp(where + strlen(where) - 11, "config.json") ? strlen(where) - 11 : 0;
-        char gwhere[1024];
-        snprintf(gwhere, sizeof gwhere, "%.*sgeneration_config.json", (int)dl, where);
+        const char *gwhere = gen_where ? gen_where : "generation_config.json";
         if (get_num(gen, "temperature", &c->gen_temperature, gwhere, e) || get_num(gen, "top_p", &c->gen_top_p, gwhere, e) ||
             get_num(gen, "min_p", &c->gen_min_p, gwhere, e) ||
             get_num(gen, "repetition_penalty", &c->gen_repetition_penalty, gwhere, e))
@@ -475,7 +473,7 @@ int config_load(model_config_t *c, const char *dir, err_t *e) {
         gen = json_load_file(gpath, 0, &je);
         if (!gen) { err_set(e, "%s: not valid JSON (%s, line %d)", gpath, je.text, je.line); goto out; }
     }
-    rc = config_from_json(c, root, gen, path, e);
+    rc = config_from_json(c, root, gen, path, gpath, e);
 out:
     json_decref(root);
     json_decref(gen);

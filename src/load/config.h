@@ -80,8 +80,9 @@ typedef struct model_config {
 
 /* Reads DIR/config.json and DIR/generation_config.json (optional). */
 int config_load(model_config_t *c, const char *dir, err_t *e);
-/* Same, from an already parsed config (takes a reference). gen may be NULL. */
-int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *where, err_t *e);
+/* Same, from an already parsed config (takes a reference). gen may be NULL; where and gen_where
+ * name the two files in errors (gen_where NULL: "generation_config.json"). */
+int config_from_json(model_config_t *c, json_t *root, json_t *gen, const char *where, const char *gen_where, err_t *e);
 void config_free(model_config_t *c);
 /* Quantization of the module at `path` (e.g. "model.layers.0.mlp.down_proj"): bits and
  * group size, bits = 0 when the module is not quantized. */

@@ -275,7 +275,7 @@ static void bad_config(const char *json, const char *want) {
     assert_non_null(root);
     model_config_t c;
     err_t e = {0};
-    int rc = config_from_json(&c, root, NULL, "config.json", &e);
+    int rc = config_from_json(&c, root, NULL, "config.json", NULL, &e);
     if (rc == 0 || !strstr(e.msg, want)) fail_msg("config %s: expected an error naming '%s', got rc %d '%s'", json, want, rc, e.msg);
     config_free(&c);
     json_decref(root);

@@ -304,7 +304,7 @@ static void check_parsed(const synth_opts_t *o) {
     json_t *gen = json_loads(gtxt, 0, NULL);
     assert_non_null(gen);
     model_config_t c;
-    if (config_from_json(&c, root, gen, "synth", &e)) fail_msg("%s", e.msg);
+    if (config_from_json(&c, root, gen, "synth", "synth generation_config", &e)) fail_msg("%s", e.msg);
     const synth_preset_t *p = o->preset;
     int L = o->layers ? o->layers : p->n_layers;
     assert_int_equal(c.n_layers, L);

@@ -28,6 +28,13 @@ void ref_attention(float *out, const float *q, int t0, int t1, const attn_args_t
  * there, so a thread that ran slower or was descheduled does not leave the others waiting.
  * Every row is computed whole by one thread with the same code, so who takes it never
  * changes a bit. Range bounds and chunks stay multiples of 16 rows (except at N). */
+/* Decode prefetch distance for a tile of up to 4 rows of row_bytes each, read side by side:
+ * past the tile's last row (3 rows ahead of the first), plus 8 KB — both SIMD families. With a
+ * flat 4 KB, rows of 2-3 KB were prefetched inside the tile being read (Zen 5, one thread,
+ * kiln-mm-bench --mib 256: bf16 K=1024 24-25 -> 29-33 GB/s, q8 K=3072 18-19 -> 26-31 GB/s, q4
+ * K=3072 13-15 -> 17-21 GB/s; K=1024 q8 and q4 about the same) */
+#define PF_AHEAD(row_bytes) (3 * (row_bytes) + 8192)
+
 #define MM_ROWS_MAX 16
 typedef struct { _Alignas(64) _Atomic uint64_t v; } mm_range_t; /* lo | (uint64_t)hi << 32 */
 typedef struct mm_rows { mm_range_t *rg; int n, self, chunk; } mm_rows_t;

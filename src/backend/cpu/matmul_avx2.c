@@ -13,10 +13,9 @@
 
 #define L 8
 #define AI static inline __attribute__((always_inline))
-/* Decode (one x row): each W row's line this many bytes ahead is asked for as a line is
- * started — the AVX-512 family's distance (3 rows + 8 KB). Without it the 4-row tiles
- * waited on their loads: qwen3-0.6b bf16 decode read ~23 GB/s of a ~48 GB/s machine. */
-#define PF_AHEAD(row_bytes) (3 * (row_bytes) + 8192)
+/* Decode (one x row): each W row's line PF_AHEAD bytes on (cpu_kernels.h) is asked for as a line
+ * is started. Without it the 4-row tiles waited on their loads: qwen3-0.6b bf16 decode read ~23
+ * GB/s of a ~48 GB/s machine. */
 
 typedef __m256 (*ldw_fn)(const weight_t *w, int r, int k);
 

@@ -19,12 +19,6 @@
 #include "backend/cpu/q4ril.h"
 
 #define L 16
-/* Decode prefetch distance for a tile of up to 4 rows of row_bytes each, read side by side:
- * past the tile's last row (3 rows ahead of the first), plus 8 KB. With a flat 4 KB, rows of
- * 2-3 KB were prefetched inside the tile being read (Zen 5, one thread, kiln-mm-bench --mib
- * 256: bf16 K=1024 24-25 -> 29-33 GB/s, q8 K=3072 18-19 -> 26-31 GB/s, q4 K=3072 13-15 -> 17-21
- * GB/s; K=1024 q8 and q4 about the same) */
-#define PF_AHEAD(row_bytes) (3 * (row_bytes) + 8192)
 #define AI static inline __attribute__((always_inline))
 
 /* Decode: the scales and biases of the row the codes prefetch is reaching (as many rows
