@@ -1,0 +1,85 @@
+/* q4i_avx2_body.h — the tile and driver of matmul_q4i_avx2.c, written once and compiled twice:
+ * with Q4V_DOT = dot_madd (any AVX2 CPU) and dot_vnni (AVX-VNNI, in a function target of its
+ * own). Define Q4V_DOT and Q4V_(name) before including. */
+#ifndef Q4V_DOT
+#error "define Q4V_DOT and Q4V_ before including q4i_avx2_body.h"
+#endif
+
+/* NT x rows (from t) against W rows [j, j + NJ), every (x row, W row) pair through the steps
+ * above in their order. Groups go 8 at a time (8·G columns: 4, 8 or 16 blocks), their scales
+ * loaded once; lane n of block bi of the window takes group (bi·64 + 8n) / G of it.
+ * PF: decode (W streams once: prefetch it). */
+AI void Q4V_(tile)(float *y, const q4v_t *q, int t, const weight_t *w, int j, const int NT, const int NJ, const int PF) {
+    int K = q->K, N = w->rows, ng = q->ng, G = q->G, nb = q->nb, nfull = K / 64, bpw = 8 * G / 64; /* blocks per window */
+    size_t row_bytes = (size_t)K / 2, pfd = PF_AHEAD(row_bytes);
+    const uint8_t *rows[4];
+    #pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i lane_grp = G == 32 ? _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1) : _mm256_setzero_si256();
+    __m256 acc[2][4];
+    #pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) acc[a][b] = bias_term8(w, j + b, q->xg + (size_t)(t + a) * q->ngp, ng);
+    for (int g0 = 0, blk = 0; g0 < ng; g0 += 8) {
+        __m256 s8[4], p8[2];
+        #pragma GCC unroll 4
+        for (int a = 0; a < NT; a++) p8[a] = _mm256_loadu_ps(q->pv + (size_t)(t + a) * q->ngp + g0);
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) {
+            s8[b] = sb8(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
+            if (NT == 1) s8[b] = _mm256_mul_ps(s8[b], p8[0]); /* s·p once per window (the same products as below) */
+        }
+        int bend = blk + bpw < nb ? blk + bpw : nb;
+        for (int bi = 0; blk < bend; blk++, bi++) {
+            __m256i gidx = _mm256_add_epi32(_mm256_set1_epi32(bi * 64 / G), lane_grp);
+            __m256 pa[2];
+            if (NT > 1)
+                #pragma GCC unroll 4
+                for (int a = 0; a < NT; a++) pa[a] = _mm256_permutevar8x32_ps(p8[a], gidx);
+            #pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) {
+                if (PF && !(blk & 1)) _mm_prefetch((const char *)rows[b] + (size_t)blk * 32 + pfd, _MM_HINT_T0);
+                __m256i v = codes32(rows[b], blk, nfull);
+                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                __m256 sv = _mm256_permutevar8x32_ps(s8[b], gidx);
+                #pragma GCC unroll 4
+                for (int a = 0; a < NT; a++) {
+                    const int8_t *xb = q->xd + (size_t)(t + a) * q->xds + (size_t)blk * 192;
+                    __m256i d = Q4V_DOT(lo, hi, xb);
+                    acc[a][b] = _mm256_fmadd_ps(NT == 1 ? sv : _mm256_mul_ps(sv, pa[a]), _mm256_cvtepi32_ps(d), acc[a][b]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = hsum8(acc[a][b]);
+}
+
+/* Decode: x row 0 against W rows [j0, j1), 4 at a time. The GEMM: chunks of x rows whose
+ * digits stay near 128 KB, and per chunk W in tiles of 4 rows against every pair of x rows
+ * (2 × 4, 2 × 2, 4 × 2, 3 × 2 and 4 × 1 tiles measured within 5 % of each other: the tile's
+ * integer ops, ~18 a (x row, W row, block), not the shared extraction, are the cost). */
+static __attribute__((noinline)) void Q4V_(run)(float *y, const q4v_t *q, int T, const weight_t *w, int j0, int j1) {
+    if (T == 1) {
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) Q4V_(tile)(y, q, 0, w, j, 1, 4, 1);
+        for (; j < j1; j++) Q4V_(tile)(y, q, 0, w, j, 1, 1, 1);
+        return;
+    }
+    int tc = (int)(131072 / (q->xds + 1)) & ~1;
+    if (tc < 2) tc = 2;
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        int t1 = t0 + tc < T ? t0 + tc : T, j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) Q4V_(tile)(y, q, t, w, j, 2, 4, 0);
+            for (; t < t1; t++) Q4V_(tile)(y, q, t, w, j, 1, 4, 0);
+        }
+        for (; j < j1; j++)
+            for (int t = t0; t < t1; t++) Q4V_(tile)(y, q, t, w, j, 1, 1, 0);
+    }
+}
