@@ -40,16 +40,17 @@ static void compare(const weight_t *w, int T, const char *what) {
         }
     }
     /* the AVX-512 family runs twice where the CPU has AMX: without it and with it; the AVX2
-     * family's 4-bit weights three times: the float tiles, the integer path with vpmaddubsw
-     * and with AVX-VNNI (where the CPU has it), the last two bitwise equal */
-    int q4 = weight_is_quantized(w) && w->bits == 4;
+     * family's 4- and 8-bit weights three times: the float tiles, the integer path with
+     * vpmaddubsw (4-bit; 8-bit: the tiles again) and with AVX-VNNI (where the CPU has it), the
+     * 4-bit integer paths bitwise equal */
+    int q4 = weight_is_quantized(w) && w->bits == 4, qi = q4 || (weight_is_quantized(w) && w->bits == 8);
     float *int_bits = q4 ? malloc(sizeof(float) * T * w->rows) : NULL;
     for (int f = 0; f < n_families; f++)
-    for (int amx = 0; amx < 1 + (have_amx && families[f] == &simd_avx512) + 2 * (q4 && families[f] == &simd_avx2); amx++) {
-        static const char *avx2_q4[] = {"avx2 (float q4)", "avx2 (int q4)", "avx2 (vnni q4)"};
-        const char *name = families[f] == &simd_avx2 ? (q4 ? avx2_q4[amx] : "avx2") : amx ? "avx512+amx" : families[f]->name;
+    for (int amx = 0; amx < 1 + (have_amx && families[f] == &simd_avx512) + 2 * (qi && families[f] == &simd_avx2); amx++) {
+        static const char *avx2_qi[] = {"avx2 (float tiles)", "avx2 (int madd)", "avx2 (int vnni)"};
+        const char *name = families[f] == &simd_avx2 ? (qi ? avx2_qi[amx] : "avx2") : amx ? "avx512+amx" : families[f]->name;
         if (have_amx) amx_set(families[f] == &simd_avx512 && amx);
-        if (families[f] == &simd_avx2) avx2_q4i_set(q4 ? amx : -1);
+        if (families[f] == &simd_avx2) avx2_qi_set(qi ? amx : -1);
         memset(got, 0, sizeof(float) * T * w->rows);
         /* split the columns unevenly, as threads would */
         int mid = (w->rows / 3) & ~3;
@@ -69,7 +70,7 @@ static void compare(const weight_t *w, int T, const char *what) {
             fail_msg("avx2 %s T=%d %dx%d: the AVX-VNNI integer path differs from the vpmaddubsw one", what, T, w->rows, w->cols);
     }
     if (have_amx) amx_set(0);
-    avx2_q4i_set(-1);
+    avx2_qi_set(-1);
     free(x); free(want); free(got); free(alone); free(exact); free(row); free(int_bits);
 }
 
@@ -152,16 +153,16 @@ static void test_matmul_fk_blocks(void **st) {
     free_quant(qb);
 }
 
-/* 4-bit weights and x rows the integer paths scale per group: a NaN (and an Inf) makes its
+/* 4- and 8-bit weights and x rows the integer paths scale per group: a NaN (and an Inf) makes its
  * row NaN in every family and leaves the other rows alone; a row of tiny values (groups near
  * 2^-100, and zero groups) keeps its relative accuracy. Each family against the exact product,
  * each row alone bitwise as in the batch. */
 static void test_matmul_q4_special(void **st) {
     const int groups[] = {32, 64, 128};
-    for (int gi = 0; gi < 3; gi++) {
-        int G = groups[gi], K = 5 * G, N = 13, T = 4;
+    for (int gi = 0; gi < 6; gi++) {
+        int G = groups[gi % 3], K = 5 * G, N = 13, T = 4, bits = gi < 3 ? 4 : 8;
         void *qb[3];
-        weight_t w = make_quant(N, K, 4, G, 401 + gi, qb);
+        weight_t w = make_quant(N, K, bits, G, 401 + gi, qb);
         uint64_t seed = 7;
         float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N), *alone = malloc(sizeof(float) * N);
         float *row = malloc(sizeof(float) * K);
@@ -171,16 +172,16 @@ static void test_matmul_q4_special(void **st) {
         for (int k = 0; k < K; k++) x[3 * K + k] = k < G ? 0.f : x[3 * K + k] * 0x1p-100f; /* a zero group, then tiny ones */
         for (int f = 0; f < n_families; f++)
             for (int mode = 0; mode < (families[f] == &simd_avx2 ? 3 : 1); mode++) {
-                if (families[f] == &simd_avx2) avx2_q4i_set(mode);
+                if (families[f] == &simd_avx2) avx2_qi_set(mode);
                 families[f]->matmul(y, x, T, &w, 0, N);
                 for (int t = 0; t < T; t++) {
                     families[f]->matmul(alone, x + (size_t)t * K, 1, &w, 0, N);
                     for (int j = 0; j < N; j++) {
                         float v = y[(size_t)t * N + j];
                         if (memcmp(&v, &alone[j], 4) != 0 && !(isnan(v) && isnan(alone[j])))
-                            fail_msg("%s g%d mode %d: row %d alone differs", families[f]->name, G, mode, t);
-                        if (t == 1 && !isnan(v)) fail_msg("%s g%d mode %d: a NaN in x gave %g, not NaN", families[f]->name, G, mode, v);
-                        if (t == 2 && isfinite(v)) fail_msg("%s g%d mode %d: an Inf in x gave finite %g", families[f]->name, G, mode, v);
+                            fail_msg("%s q%d g%d mode %d: row %d alone differs", families[f]->name, bits, G, mode, t);
+                        if (t == 1 && !isnan(v)) fail_msg("%s q%d g%d mode %d: a NaN in x gave %g, not NaN", families[f]->name, bits, G, mode, v);
+                        if (t == 2 && isfinite(v)) fail_msg("%s q%d g%d mode %d: an Inf in x gave finite %g", families[f]->name, bits, G, mode, v);
                     }
                 }
                 for (int t = 0; t < T; t += 3) { /* rows 0 and 3 against the exact product */
@@ -192,10 +193,10 @@ static void test_matmul_q4_special(void **st) {
                         exact[j] = (float)acc;
                     }
                     double err = tu_rel_err(y + (size_t)t * N, exact, N);
-                    if (err > 2e-6) fail_msg("%s g%d mode %d: row %d rel err %g from the exact product", families[f]->name, G, mode, t, err);
+                    if (err > 2e-6) fail_msg("%s q%d g%d mode %d: row %d rel err %g from the exact product", families[f]->name, bits, G, mode, t, err);
                 }
             }
-        avx2_q4i_set(-1);
+        avx2_qi_set(-1);
         free(x); free(y); free(alone); free(row);
         free_quant(qb);
     }

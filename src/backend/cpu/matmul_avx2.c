@@ -365,10 +365,13 @@ GP_FN(any, -1)
     if (T >= GP_MIN) gemm_p##N(y, x, T, w, j0, j1);            \
     else qrun(y, x, T, w, j0, j1, B);
 static void mm_q4(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (avx2_q4i_matmul(y, x, T, w, j0, j1)) return; /* integer dot products (matmul_q4i_avx2.c) */
+    if (avx2_qi_matmul(y, x, T, w, j0, j1)) return; /* integer dot products (matmul_qi_avx2.c) */
     MMQ(4, 4)
 }
-static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) { MMQ(8, 8) }
+static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    if (avx2_qi_matmul(y, x, T, w, j0, j1)) return; /* AVX-VNNI (matmul_qi_avx2.c) */
+    MMQ(8, 8)
+}
 /* 2, 3, 5 and 6 bits: the width a constant (codes_bits) */
 static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     switch (w->bits) {

@@ -28,6 +28,7 @@
  * to 23 bits per group): held to the same 2e-6 by test_kernels, as the AVX-512 twin is.
  * A group with a NaN or Inf in x gets p = NaN, so its rows' results are NaN. */
 #include <cpuid.h>
+#include <stdatomic.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -75,10 +76,12 @@ AI void split_eo(int8_t *even, int8_t *odd, __m256i a, __m256i b) {
     _mm256_store_si256((__m256i *)odd, _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* x rows [0, T) into q (one allocation at q->xd; free it). */
-static int q4v_prepare(q4v_t *q, const float *x, int T, const weight_t *w) {
-    int K = w->cols, G = w->group, ng = K / G, nb = (K + 63) / 64, ngp = (ng + 7) & ~7;
-    q->K = K; q->G = G; q->nb = nb; q->ng = ng; q->ngp = ngp; q->xds = (size_t)nb * 192;
+/* x rows [0, T) into q (one allocation at q->xd; free it). Q8: the 8-bit layout — blocks of
+ * 32 columns, digits in column order, xi of 21 bits (p = 2^(E-21)); else the 4-bit one above. */
+static int qv_prepare(q4v_t *q, const float *x, int T, const weight_t *w, const int Q8) {
+    const int BW = Q8 ? 32 : 64, XB = Q8 ? 21 : 22;
+    int K = w->cols, G = w->group, ng = K / G, nb = (K + BW - 1) / BW, ngp = (ng + 7) & ~7;
+    q->K = K; q->G = G; q->nb = nb; q->ng = ng; q->ngp = ngp; q->xds = (size_t)nb * 3 * BW;
     size_t bytes = (size_t)T * (q->xds + 2 * sizeof(float) * (size_t)ngp);
     int8_t *xd = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!xd) return -1;
@@ -89,10 +92,10 @@ static int q4v_prepare(q4v_t *q, const float *x, int T, const weight_t *w) {
         float *pt = pv + t * ngp, *gt = xg + t * ngp;
         int8_t *dt = xd + t * q->xds;
         for (int blk = 0; blk < nb; blk++) {
-            int c0 = blk * 64, cols = K - c0 < 64 ? K - c0 : 64; /* 64, or 32 in a last half block */
-            memset(xi + cols, 0, sizeof(int32_t) * (64 - cols));
-            /* the groups starting in this block (a block holds 2 groups of 32, one of 64, or half of 128) */
-            for (int k = 0; k < cols; k += G < 64 ? G : 64) {
+            int c0 = blk * BW, cols = K - c0 < BW ? K - c0 : BW; /* BW, or 32 in a last half block of 64 */
+            memset(xi + cols, 0, sizeof(int32_t) * (BW - cols));
+            /* the groups starting in this block (a block of 64 holds 2 groups of 32, one of 64, or half of 128) */
+            for (int k = 0; k < cols; k += G < BW ? G : BW) {
                 int c = c0 + k, g = c / G;
                 if (c % G == 0) { /* the group's scale factor, from all its columns */
                     __m256 mx = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
@@ -116,11 +119,11 @@ static int q4v_prepare(q4v_t *q, const float *x, int T, const weight_t *w) {
                     else {
                         frexpf(m, &E);
                         if (E < -126) E = -126; /* p = 2^-148 stays a (denormal) float */
-                        pt[g] = ldexpf(1.f, E - 22);
+                        pt[g] = ldexpf(1.f, E - XB);
                     }
                 }
             }
-            /* xi = round(x / p): x · 2^(22-E) as two exact power-of-two products (2^(22-E) may pass
+            /* xi = round(x / p): x · 2^(XB-E) as two exact power-of-two products (2^(XB-E) may pass
              * the float range for tiny groups), rounded to nearest even; a NaN group's xi are 0 */
             for (int i = 0; i < cols; i += 8) {
                 int g = (c0 + i) / G;
@@ -134,7 +137,7 @@ static int q4v_prepare(q4v_t *q, const float *x, int T, const weight_t *w) {
                 _mm256_store_si256((__m256i *)(xi + i), _mm256_cvtps_epi32(v));
             }
             __m256i d[3][8];
-            for (int i = 0; i < 8; i++) {
+            for (int i = 0; i < BW / 8; i++) {
                 __m256i v = _mm256_load_si256((const __m256i *)(xi + 8 * i));
                 __m256i d2 = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
                 __m256i r = _mm256_srai_epi32(_mm256_sub_epi32(v, d2), 8);
@@ -144,8 +147,9 @@ static int q4v_prepare(q4v_t *q, const float *x, int T, const weight_t *w) {
                 d[2][i] = d2;
             }
             for (int k = 0; k < 3; k++) {
-                int8_t *o = dt + (size_t)blk * 192 + k * 64;
-                split_eo(o, o + 32, pack32(d[k][0], d[k][1], d[k][2], d[k][3]), pack32(d[k][4], d[k][5], d[k][6], d[k][7]));
+                int8_t *o = dt + (size_t)blk * 3 * BW + k * BW;
+                if (Q8) _mm256_store_si256((__m256i *)o, pack32(d[k][0], d[k][1], d[k][2], d[k][3]));
+                else split_eo(o, o + 32, pack32(d[k][0], d[k][1], d[k][2], d[k][3]), pack32(d[k][4], d[k][5], d[k][6], d[k][7]));
             }
         }
         for (int g = ng; g < ngp; g++) pt[g] = gt[g] = 0.f;
@@ -210,6 +214,89 @@ AI __m256i dot_vnni(__m256i lo, __m256i hi, const int8_t *xb) {
     return _mm256_add_epi32(_mm256_slli_epi32(a01, 8), a2);
 }
 
+/* 8-bit weights (AVX-VNNI only: vpmaddubsw would saturate on codes past 127). A block is 32
+ * columns, 32 bytes of codes in column order against the digits in column order; lane n
+ * (columns 4n..4n+3, one group) gets a = Σ c·xi exactly, |a| <= 4·255·2^21 < 2^31 (xi of 21
+ * bits; the chain's shifts wrap, as vpdpbusd does, and only the final a must fit):
+ *   a = dpbusd(dpbusd(dpbusd(0, c, d0) << 8, c, d1) << 8, c, d2)
+ * then acc = fma(s·p, f32(a), acc) per block after the bias term, as for 4 bits. */
+AI __m256i dot8_vnni(__m256i c, const int8_t *xb) {
+    const __m256i *x = (const __m256i *)xb;
+    __m256i a = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), c, _mm256_load_si256(x));
+    a = _mm256_dpbusd_avx_epi32(_mm256_slli_epi32(a, 8), c, _mm256_load_si256(x + 1));
+    return _mm256_dpbusd_avx_epi32(_mm256_slli_epi32(a, 8), c, _mm256_load_si256(x + 2));
+}
+
+/* NT x rows (from t) against W rows [j, j + NJ); groups 8 at a time (8·G/32 blocks), each
+ * block inside one group. PF: decode (prefetch the W rows ahead). */
+AI void q8v_tile(float *y, const q4v_t *q, int t, const weight_t *w, int j, const int NT, const int NJ, const int PF) {
+    int K = q->K, N = w->rows, ng = q->ng, G = q->G, nb = q->nb, bpw = 8 * G / 32;
+    size_t pfd = PF_AHEAD((size_t)K);
+    const uint8_t *rows[4];
+    #pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * K;
+    __m256 acc[2][4];
+    #pragma GCC unroll 2
+    for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) acc[a][b] = bias_term8(w, j + b, q->xg + (size_t)(t + a) * q->ngp, ng);
+    for (int g0 = 0, blk = 0; g0 < ng; g0 += 8) {
+        __m256 s8[4], p8[2];
+        #pragma GCC unroll 2
+        for (int a = 0; a < NT; a++) p8[a] = _mm256_loadu_ps(q->pv + (size_t)(t + a) * q->ngp + g0);
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) {
+            s8[b] = sb8(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
+            if (NT == 1) s8[b] = _mm256_mul_ps(s8[b], p8[0]);
+        }
+        int bend = blk + bpw < nb ? blk + bpw : nb;
+        for (int bi = 0; blk < bend; blk++, bi++) {
+            __m256i gidx = _mm256_set1_epi32(bi * 32 / G);
+            __m256 pa[2];
+            if (NT > 1)
+                #pragma GCC unroll 2
+                for (int a = 0; a < NT; a++) pa[a] = _mm256_permutevar8x32_ps(p8[a], gidx);
+            #pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) {
+                if (PF && !(blk & 1)) _mm_prefetch((const char *)rows[b] + (size_t)blk * 32 + pfd, _MM_HINT_T0);
+                __m256i c = _mm256_loadu_si256((const __m256i *)(rows[b] + (size_t)blk * 32));
+                __m256 sv = _mm256_permutevar8x32_ps(s8[b], gidx);
+                #pragma GCC unroll 2
+                for (int a = 0; a < NT; a++) {
+                    __m256i d = dot8_vnni(c, q->xd + (size_t)(t + a) * q->xds + (size_t)blk * 96);
+                    acc[a][b] = _mm256_fmadd_ps(NT == 1 ? sv : _mm256_mul_ps(sv, pa[a]), _mm256_cvtepi32_ps(d), acc[a][b]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int a = 0; a < NT; a++)
+        #pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = hsum8(acc[a][b]);
+}
+
+/* as the 4-bit driver (q4i_avx2_body.h): decode in 4-row tiles; the GEMM in 2 × 4 tiles */
+static __attribute__((noinline)) void q8v_run(float *y, const q4v_t *q, int T, const weight_t *w, int j0, int j1) {
+    if (T == 1) {
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) q8v_tile(y, q, 0, w, j, 1, 4, 1);
+        for (; j < j1; j++) q8v_tile(y, q, 0, w, j, 1, 1, 1);
+        return;
+    }
+    int tc = (int)(131072 / (q->xds + 1)) & ~1;
+    if (tc < 2) tc = 2;
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        int t1 = t0 + tc < T ? t0 + tc : T, j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) q8v_tile(y, q, t, w, j, 2, 4, 0);
+            for (; t < t1; t++) q8v_tile(y, q, t, w, j, 1, 4, 0);
+        }
+        for (; j < j1; j++)
+            for (int t = t0; t < t1; t++) q8v_tile(y, q, t, w, j, 1, 1, 0);
+    }
+}
+
 #define Q4V_DOT dot_vnni
 #define Q4V_(name) q4v_##name##_vnni
 #include "backend/cpu/q4i_avx2_body.h"
@@ -221,31 +308,37 @@ AI __m256i dot_vnni(__m256i lo, __m256i hi, const int8_t *xb) {
 #pragma GCC pop_options
 #endif
 
-/* 0 float tiles, 1 vpmaddubsw, 2 AVX-VNNI; -1 until first asked */
-static int q4i_mode = -1;
+/* 0 float tiles, 1 vpmaddubsw (4-bit only), 2 AVX-VNNI (4 and 8 bits); -1 until first asked */
+static atomic_int qi_mode = -1;
 
 static int cpu_has_avxvnni(void) {
     unsigned a, b, c, d;
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1); /* CPUID.(7,1):EAX[4] */
 }
 
-int avx2_q4i_set(int mode) {
-    int was = q4i_mode;
+int avx2_qi_set(int mode) {
     if (mode == 2 && !cpu_has_avxvnni()) mode = 1;
-    if (mode < 0) { /* KILN_AVX2_Q4=fma|int|vnni, else the best this CPU has */
-        const char *e = getenv("KILN_AVX2_Q4");
-        mode = e && !strcmp(e, "fma") ? 0 : e && !strcmp(e, "int") ? 1 : cpu_has_avxvnni() ? 2 : 1;
+    if (mode < 0) { /* KILN_AVX2_INT=off|madd|vnni, else the best this CPU has */
+        const char *e = getenv("KILN_AVX2_INT");
+        mode = e && !strcmp(e, "off") ? 0 : e && !strcmp(e, "madd") ? 1 : cpu_has_avxvnni() ? 2 : 1;
     }
-    q4i_mode = mode;
-    return was;
+    return atomic_exchange(&qi_mode, mode);
 }
 
-int avx2_q4i_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
-    if (q4i_mode < 0) avx2_q4i_set(-1);
-    if (!q4i_mode || (w->group != 32 && w->group != 64 && w->group != 128) || w->cols % w->group) return 0;
+int avx2_qi_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int mode = atomic_load_explicit(&qi_mode, memory_order_relaxed);
+    if (mode < 0) {
+        avx2_qi_set(-1);
+        mode = atomic_load(&qi_mode);
+    }
+    int q8 = w->bits == 8;
+    if (!mode || (q8 && mode != 2) || (w->bits != 4 && !q8) || (w->group != 32 && w->group != 64 && w->group != 128) ||
+        w->cols % w->group)
+        return 0;
     q4v_t q;
-    if (q4v_prepare(&q, x, T, w)) abort();
-    if (q4i_mode == 2) q4v_run_vnni(y, &q, T, w, j0, j1);
+    if (qv_prepare(&q, x, T, w, q8)) abort();
+    if (q8) q8v_run(y, &q, T, w, j0, j1);
+    else if (mode == 2) q4v_run_vnni(y, &q, T, w, j0, j1);
     else q4v_run_madd(y, &q, T, w, j0, j1);
     free(q.xd);
     return 1;
