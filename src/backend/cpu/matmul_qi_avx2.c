@@ -1,5 +1,6 @@
-/* matmul_q4i_avx2.c — 4-bit MLX weights on AVX2 as integer dot products: the AVX2 twin of
- * matmul_avx512.c's q4i (read its comment first; this file keeps its arithmetic at 8 lanes).
+/* matmul_qi_avx2.c — 4-bit (and, with AVX-VNNI, 8-bit) MLX weights on AVX2 as integer dot
+ * products: the AVX2 twin of matmul_avx512.c's q4i (read its comment first; this file keeps its
+ * arithmetic at 8 lanes). The 8-bit variant is described above dot8_vnni.
  *
  * The float tiles of matmul_avx2.c turn every 8 codes into floats (unpack, widen, convert,
  * an FMA with scale and bias) before the FMA with x: ~0.8 vector ops a weight, so one core

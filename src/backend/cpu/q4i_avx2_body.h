@@ -1,4 +1,4 @@
-/* q4i_avx2_body.h — the tile and driver of matmul_q4i_avx2.c, written once and compiled twice:
+/* q4i_avx2_body.h — the 4-bit tile and driver of matmul_qi_avx2.c, written once and compiled twice:
  * with Q4V_DOT = dot_madd (any AVX2 CPU) and dot_vnni (AVX-VNNI, in a function target of its
  * own). Define Q4V_DOT and Q4V_(name) before including. */
 #ifndef Q4V_DOT
