@@ -760,5 +760,9 @@ const char *backend_simd_name(const backend_t *be) {
 #endif
     const cpu_impl_t *impl = be->impl;
     if (impl->simd == &simd_avx512 && amx_enabled()) return "avx512+amx";
+    if (impl->simd == &simd_avx2) { /* the integer 4/8-bit paths it takes (matmul_qi_avx2.c) */
+        int m = avx2_qi_mode();
+        return m == 2 ? "avx2+vnni" : m == 1 ? "avx2" : "avx2-fma"; /* fma: KILN_AVX2_INT=off */
+    }
     return impl->simd ? impl->simd->name : "scalar";
 }

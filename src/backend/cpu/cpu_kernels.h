@@ -83,6 +83,7 @@ extern const simd_kernels_t simd_avx2, simd_avx512;
  * mode (tests, A/B). */
 int avx2_qi_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
 int avx2_qi_set(int mode);
+int avx2_qi_mode(void); /* the mode in use (resolved on first ask) */
 
 /* Intel AMX for 8-bit MLX-affine and bf16 weights (matmul_amx_avx512.c), used by the AVX-512
  * family's matmul once amx_enable() has succeeded (simd_detect asks unless KILN_AMX=off).

@@ -326,12 +326,17 @@ int avx2_qi_set(int mode) {
     return atomic_exchange(&qi_mode, mode);
 }
 
-int avx2_qi_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+int avx2_qi_mode(void) {
     int mode = atomic_load_explicit(&qi_mode, memory_order_relaxed);
     if (mode < 0) {
         avx2_qi_set(-1);
         mode = atomic_load(&qi_mode);
     }
+    return mode;
+}
+
+int avx2_qi_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int mode = avx2_qi_mode();
     int q8 = w->bits == 8;
     if (!mode || (q8 && mode != 2) || (w->bits != 4 && !q8) || (w->group != 32 && w->group != 64 && w->group != 128) ||
         w->cols % w->group)
