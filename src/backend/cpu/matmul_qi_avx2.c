@@ -192,9 +192,12 @@ AI float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-#define Q4V_DOT dot_madd
+/* the 4-bit codes' nibble planes: low = even columns, high = odd */
+#define NIBBLES(v) _mm256_and_si256((v), _mm256_set1_epi8(15)), _mm256_and_si256(_mm256_srli_epi16((v), 4), _mm256_set1_epi8(15))
+#define Q4V_BITS 4
+#define Q4V_DOT(v, xb) dot_madd(NIBBLES(v), (xb))
 #define Q4V_(name) q4v_##name##_madd
-#include "backend/cpu/q4i_avx2_body.h"
+#include "backend/cpu/qi_avx2_body.h"
 #undef Q4V_DOT
 #undef Q4V_
 
@@ -228,81 +231,19 @@ AI __m256i dot8_vnni(__m256i c, const int8_t *xb) {
     return _mm256_dpbusd_avx_epi32(_mm256_slli_epi32(a, 8), c, _mm256_load_si256(x + 2));
 }
 
-/* NT x rows (from t) against W rows [j, j + NJ); groups 8 at a time (8·G/32 blocks), each
- * block inside one group. PF: decode (prefetch the W rows ahead). */
-AI void q8v_tile(float *y, const q4v_t *q, int t, const weight_t *w, int j, const int NT, const int NJ, const int PF) {
-    int K = q->K, N = w->rows, ng = q->ng, G = q->G, nb = q->nb, bpw = 8 * G / 32;
-    size_t pfd = PF_AHEAD((size_t)K);
-    const uint8_t *rows[4];
-    #pragma GCC unroll 4
-    for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * K;
-    __m256 acc[2][4];
-    #pragma GCC unroll 2
-    for (int a = 0; a < NT; a++)
-        #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) acc[a][b] = bias_term8(w, j + b, q->xg + (size_t)(t + a) * q->ngp, ng);
-    for (int g0 = 0, blk = 0; g0 < ng; g0 += 8) {
-        __m256 s8[4], p8[2];
-        #pragma GCC unroll 2
-        for (int a = 0; a < NT; a++) p8[a] = _mm256_loadu_ps(q->pv + (size_t)(t + a) * q->ngp + g0);
-        #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) {
-            s8[b] = sb8(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
-            if (NT == 1) s8[b] = _mm256_mul_ps(s8[b], p8[0]);
-        }
-        int bend = blk + bpw < nb ? blk + bpw : nb;
-        for (int bi = 0; blk < bend; blk++, bi++) {
-            __m256i gidx = _mm256_set1_epi32(bi * 32 / G);
-            __m256 pa[2];
-            if (NT > 1)
-                #pragma GCC unroll 2
-                for (int a = 0; a < NT; a++) pa[a] = _mm256_permutevar8x32_ps(p8[a], gidx);
-            #pragma GCC unroll 4
-            for (int b = 0; b < NJ; b++) {
-                if (PF && !(blk & 1)) _mm_prefetch((const char *)rows[b] + (size_t)blk * 32 + pfd, _MM_HINT_T0);
-                __m256i c = _mm256_loadu_si256((const __m256i *)(rows[b] + (size_t)blk * 32));
-                __m256 sv = _mm256_permutevar8x32_ps(s8[b], gidx);
-                #pragma GCC unroll 2
-                for (int a = 0; a < NT; a++) {
-                    __m256i d = dot8_vnni(c, q->xd + (size_t)(t + a) * q->xds + (size_t)blk * 96);
-                    acc[a][b] = _mm256_fmadd_ps(NT == 1 ? sv : _mm256_mul_ps(sv, pa[a]), _mm256_cvtepi32_ps(d), acc[a][b]);
-                }
-            }
-        }
-    }
-    #pragma GCC unroll 2
-    for (int a = 0; a < NT; a++)
-        #pragma GCC unroll 4
-        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = hsum8(acc[a][b]);
-}
-
-/* as the 4-bit driver (q4i_avx2_body.h): decode in 4-row tiles; the GEMM in 2 × 4 tiles */
-static __attribute__((noinline)) void q8v_run(float *y, const q4v_t *q, int T, const weight_t *w, int j0, int j1) {
-    if (T == 1) {
-        int j = j0;
-        for (; j + 4 <= j1; j += 4) q8v_tile(y, q, 0, w, j, 1, 4, 1);
-        for (; j < j1; j++) q8v_tile(y, q, 0, w, j, 1, 1, 1);
-        return;
-    }
-    int tc = (int)(131072 / (q->xds + 1)) & ~1;
-    if (tc < 2) tc = 2;
-    for (int t0 = 0; t0 < T; t0 += tc) {
-        int t1 = t0 + tc < T ? t0 + tc : T, j = j0;
-        for (; j + 4 <= j1; j += 4) {
-            int t = t0;
-            for (; t + 2 <= t1; t += 2) q8v_tile(y, q, t, w, j, 2, 4, 0);
-            for (; t < t1; t++) q8v_tile(y, q, t, w, j, 1, 4, 0);
-        }
-        for (; j < j1; j++)
-            for (int t = t0; t < t1; t++) q8v_tile(y, q, t, w, j, 1, 1, 0);
-    }
-}
-
-#define Q4V_DOT dot_vnni
+#define Q4V_DOT(v, xb) dot_vnni(NIBBLES(v), (xb))
 #define Q4V_(name) q4v_##name##_vnni
-#include "backend/cpu/q4i_avx2_body.h"
+#include "backend/cpu/qi_avx2_body.h"
 #undef Q4V_DOT
 #undef Q4V_
+#undef Q4V_BITS
+#define Q4V_BITS 8
+#define Q4V_DOT(v, xb) dot8_vnni((v), (xb))
+#define Q4V_(name) q8v_##name
+#include "backend/cpu/qi_avx2_body.h"
+#undef Q4V_DOT
+#undef Q4V_
+#undef Q4V_BITS
 #ifdef __clang__
 #pragma clang attribute pop
 #else

@@ -1,22 +1,24 @@
-/* q4i_avx2_body.h — the 4-bit tile and driver of matmul_qi_avx2.c, written once and compiled twice:
- * with Q4V_DOT = dot_madd (any AVX2 CPU) and dot_vnni (AVX-VNNI, in a function target of its
- * own). Define Q4V_DOT and Q4V_(name) before including. */
-#ifndef Q4V_DOT
-#error "define Q4V_DOT and Q4V_ before including q4i_avx2_body.h"
+/* qi_avx2_body.h — the tile and driver of matmul_qi_avx2.c, written once and compiled three
+ * times: 4-bit codes with Q4V_DOT = dot4_madd (any AVX2 CPU) or dot4_vnni, 8-bit codes with
+ * dot8_vnni (AVX-VNNI, in a function target of its own). Define Q4V_BITS (4 or 8), Q4V_DOT(codes,
+ * x digits) and Q4V_(name) before including. A block is 32 bytes of codes: 64 columns at 4 bits
+ * (lane n = columns 8n..8n+7), 32 at 8 bits (lane n = columns 4n..4n+3). */
+#if !defined(Q4V_DOT) || !defined(Q4V_BITS)
+#error "define Q4V_BITS, Q4V_DOT and Q4V_ before including qi_avx2_body.h"
 #endif
 
 /* NT x rows (from t) against W rows [j, j + NJ), every (x row, W row) pair through the steps
- * above in their order. Groups go 8 at a time (8·G columns: 4, 8 or 16 blocks), their scales
- * loaded once; lane n of block bi of the window takes group (bi·64 + 8n) / G of it.
+ * above in their order. Groups go 8 at a time (8·G columns: 8·G / BW blocks of BW columns),
+ * their scales loaded once; lane n of block bi of the window takes group (bi·BW + n·BW/8) / G.
  * PF: decode (W streams once: prefetch it). */
 AI void Q4V_(tile)(float *y, const q4v_t *q, int t, const weight_t *w, int j, const int NT, const int NJ, const int PF) {
-    int K = q->K, N = w->rows, ng = q->ng, G = q->G, nb = q->nb, nfull = K / 64, bpw = 8 * G / 64; /* blocks per window */
-    size_t row_bytes = (size_t)K / 2, pfd = PF_AHEAD(row_bytes);
+    const int BW = Q4V_BITS == 4 ? 64 : 32;
+    int K = q->K, N = w->rows, ng = q->ng, G = q->G, nb = q->nb, nfull = K / BW, bpw = 8 * G / BW; /* blocks per window */
+    size_t row_bytes = (size_t)K * Q4V_BITS / 8, pfd = PF_AHEAD(row_bytes);
     const uint8_t *rows[4];
     #pragma GCC unroll 4
     for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
-    const __m256i m4 = _mm256_set1_epi8(15);
-    const __m256i lane_grp = G == 32 ? _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1) : _mm256_setzero_si256();
+    const __m256i lane_grp = BW == 64 && G == 32 ? _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1) : _mm256_setzero_si256();
     __m256 acc[2][4];
     #pragma GCC unroll 4
     for (int a = 0; a < NT; a++)
@@ -33,7 +35,7 @@ AI void Q4V_(tile)(float *y, const q4v_t *q, int t, const weight_t *w, int j, co
         }
         int bend = blk + bpw < nb ? blk + bpw : nb;
         for (int bi = 0; blk < bend; blk++, bi++) {
-            __m256i gidx = _mm256_add_epi32(_mm256_set1_epi32(bi * 64 / G), lane_grp);
+            __m256i gidx = _mm256_add_epi32(_mm256_set1_epi32(bi * BW / G), lane_grp);
             __m256 pa[2];
             if (NT > 1)
                 #pragma GCC unroll 4
@@ -42,12 +44,11 @@ AI void Q4V_(tile)(float *y, const q4v_t *q, int t, const weight_t *w, int j, co
             for (int b = 0; b < NJ; b++) {
                 if (PF && !(blk & 1)) _mm_prefetch((const char *)rows[b] + (size_t)blk * 32 + pfd, _MM_HINT_T0);
                 __m256i v = codes32(rows[b], blk, nfull);
-                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 __m256 sv = _mm256_permutevar8x32_ps(s8[b], gidx);
                 #pragma GCC unroll 4
                 for (int a = 0; a < NT; a++) {
-                    const int8_t *xb = q->xd + (size_t)(t + a) * q->xds + (size_t)blk * 192;
-                    __m256i d = Q4V_DOT(lo, hi, xb);
+                    const int8_t *xb = q->xd + (size_t)(t + a) * q->xds + (size_t)blk * 3 * BW;
+                    __m256i d = Q4V_DOT(v, xb); /* (the 4-bit nibble split is common to both x rows: CSE'd) */
                     acc[a][b] = _mm256_fmadd_ps(NT == 1 ? sv : _mm256_mul_ps(sv, pa[a]), _mm256_cvtepi32_ps(d), acc[a][b]);
                 }
             }
