@@ -1086,7 +1086,232 @@ static void qb_rows(float *y, const float *x, const float *xg, const weight_t *w
 #undef QB_ROWS
 }
 
+/* --- 2/3/5/6-bit weights with AVX512-VBMI + VNNI (Zen 4/5, Ice Lake on): integer dot products.
+ * qbtile above spends ~7 ops per 16 codes and row (a load, broadcast, vpshufb, vpand, convert, scale
+ * multiply, FMA): ~13-20 G weights/s a core. Here a block is 128 columns, 16·B bytes of one row's bit
+ * stream, and lane n of the block's result covers its columns 8n..8n+7 (one group) as two runs of 4
+ * codes: vector A holds columns 8n..8n+3 in lane n, vector B columns 8n+4..8n+7. Each run of 4 codes
+ * is 4·B bits starting at bit 0 or 4 of a byte, so a qword (lanes 2k, 2k+1) is two runs' bytes put
+ * together by one vpermt2b, vpmultishiftqb takes each code's 8 bits from its offset, one vpand keeps
+ * B bits — 128 codes as bytes in 2 × 4 ops. x is q4i's (p = 2^(E-22) per group, xi = round(x / p)
+ * split exactly into three signed-byte digits, stored per block as [digit][A quads | B quads]), so
+ * lane n gets the exact integer a = Σ c·xi over its 8 columns, |a| <= 8·63·2^22 < 2^31:
+ *     a = dpbusd(dpbusd(dpbusd(dpbusd(dpbusd(dpbusd(0, A, d0A), B, d0B) << 8, A, d1A), B, d1B) << 8, A, d2A), B, d2B)
+ * and per (x row, W row): acc = bias term, acc = fma(s·p of each lane's group, f32(a), acc) per
+ * block, one horizontal sum — decode (T == 1) and the GEMM alike, so a row alone is bitwise the
+ * row in any batch. Not bitwise qbtile's float path (x rounded to 23 bits per group): the same
+ * 2e-6 in test_kernels. KILN_Q4_FMA=1 keeps the float paths (qbtile / gemm_fk) for these widths too. */
+#pragma GCC push_options
+#pragma GCC target("avx512vnni,avx512vbmi")
+typedef struct { int8_t *xd; float *pv, *xg; int K, nb, ng, ngp; size_t xds; uint8_t cst[4][64]; } qbi_t;
+static void qbi_consts(int B, int h, uint8_t *pidx, uint8_t *ctrl);
+
+/* x rows [0, T) into q (one allocation at q->xd; free it): digits [T][nb][3][A 64 | B 64], p and group sums [T][ngp] */
+static int qbi_prepare(qbi_t *q, const float *x, int T, const weight_t *w) {
+    int K = w->cols, G = w->group, ng = K / G, nb = (K + 127) / 128, ngp = (ng + 15) & ~15;
+    q->K = K; q->nb = nb; q->ng = ng; q->ngp = ngp; q->xds = (size_t)nb * 384;
+    qbi_consts(w->bits, 0, q->cst[0], q->cst[1]);
+    qbi_consts(w->bits, 1, q->cst[2], q->cst[3]);
+    size_t bytes = (size_t)T * (q->xds + 2 * sizeof(float) * (size_t)ngp);
+    int8_t *xd = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!xd) return -1;
+    float *pv = (float *)(xd + (size_t)T * q->xds), *xg = pv + (size_t)T * ngp;
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    int8_t tmp[3][128] __attribute__((aligned(64)));
+    for (size_t t = 0; t < (size_t)T; t++) {
+        const float *xt = x + t * K;
+        float *pt = pv + t * ngp, *gt = xg + t * ngp;
+        for (int g = 0; g < ng; g++) { /* p and the sum per group, as q4i_prepare */
+            __m512 mx = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
+            int nan = 0;
+            for (int i = 0; i < G; i += 16) {
+                __m512 v = _mm512_loadu_ps(xt + (size_t)g * G + i);
+                nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0;
+                mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+                sx = _mm512_add_ps(sx, v);
+            }
+            gt[g] = _mm512_reduce_add_ps(sx);
+            float m = _mm512_reduce_max_ps(mx);
+            int E = 0;
+            if (nan || !(m <= 3.4028235e38f)) pt[g] = NAN;
+            else if (m == 0.f) pt[g] = 1.f;
+            else {
+                frexpf(m, &E);
+                if (E < -126) E = -126;
+                pt[g] = ldexpf(1.f, E - 22);
+            }
+        }
+        for (int g = ng; g < ngp; g++) pt[g] = gt[g] = 0.f;
+        int8_t *dt = xd + t * q->xds;
+        for (int blk = 0; blk < nb; blk++) {
+            for (int i = 0; i < 128; i += 16) { /* digits in column order */
+                int c = blk * 128 + i;
+                __m128i z = _mm_setzero_si128(), d0 = z, d1 = z, d2 = z;
+                float p = c < K ? pt[c / G] : NAN; /* (K % 16 == 0: groups are 32+ columns) */
+                if (!isnan(p)) {
+                    int e;
+                    frexpf(p, &e); /* p = 2^(e-1): x / p = x · 2^(1-e), exact (scalef), then round to nearest even */
+                    __m512i xi = _mm512_cvtps_epi32(_mm512_scalef_ps(_mm512_loadu_ps(xt + c), _mm512_set1_ps((float)(1 - e))));
+                    __m512i v2 = _mm512_srai_epi32(_mm512_slli_epi32(xi, 24), 24);
+                    __m512i r = _mm512_srai_epi32(_mm512_sub_epi32(xi, v2), 8);
+                    __m512i v1 = _mm512_srai_epi32(_mm512_slli_epi32(r, 24), 24);
+                    d0 = _mm512_cvtepi32_epi8(_mm512_srai_epi32(_mm512_sub_epi32(r, v1), 8));
+                    d1 = _mm512_cvtepi32_epi8(v1);
+                    d2 = _mm512_cvtepi32_epi8(v2);
+                }
+                _mm_store_si128((__m128i *)&tmp[0][i], d0);
+                _mm_store_si128((__m128i *)&tmp[1][i], d1);
+                _mm_store_si128((__m128i *)&tmp[2][i], d2);
+            }
+            for (int d = 0; d < 3; d++) { /* quads 2n -> A lane n, quads 2n + 1 -> B lane n */
+                __m512i lo = _mm512_load_si512(&tmp[d][0]), hi = _mm512_load_si512(&tmp[d][64]);
+                int8_t *o = dt + (size_t)blk * 384 + d * 128;
+                _mm512_store_si512(o, _mm512_permutex2var_epi32(lo, ev, hi));
+                _mm512_store_si512(o + 64, _mm512_permutex2var_epi32(lo, od, hi));
+            }
+        }
+    }
+    q->xd = xd; q->pv = pv; q->xg = xg;
+    return 0;
+}
+
+/* the vpermt2b indexes and vpmultishiftqb offsets of width B for vector A (h = 0) or B (h = 1) */
+static void qbi_consts(int B, int h, uint8_t *pidx, uint8_t *ctrl) {
+    for (int k = 0; k < 8; k++)
+        for (int r = 0; r < 2; r++) { /* run r of qword k: columns 16k + 8r + 4h .. +3 */
+            int bit = (16 * k + 8 * r + 4 * h) * B, byte0 = bit / 8, off = bit % 8;
+            for (int m = 0; m < 4; m++) {
+                pidx[k * 8 + r * 4 + m] = (uint8_t)(byte0 + m);                /* (< 16·B + 4 <= 100: inside the two vectors) */
+                ctrl[k * 8 + r * 4 + m] = (uint8_t)(r * 32 + off + m * B);      /* code m of the run */
+            }
+        }
+}
+
+/* the 128 codes of block blk as A (columns 8n..8n+3 in lane n) and B (8n+4..8n+7), bytes; nothing past the row read */
+AI void qbi_codes(const uint8_t *row, size_t rb, int blk, const int B, const __m512i *cst, __m512i *ca, __m512i *cb) {
+    size_t o = (size_t)blk * 16 * B;
+    __m512i lo, hi;
+    if (o + 128 <= rb) lo = _mm512_loadu_si512(row + o), hi = _mm512_loadu_si512(row + o + 64);
+    else {
+        size_t n = rb - o; /* < 128 */
+        lo = _mm512_maskz_loadu_epi8(n >= 64 ? ~0ull : (1ull << n) - 1, row + o);
+        hi = n > 64 ? _mm512_maskz_loadu_epi8((1ull << (n - 64)) - 1, row + o + 64) : _mm512_setzero_si512();
+    }
+    const __m512i m = _mm512_set1_epi8((char)((1 << B) - 1));
+    *ca = _mm512_and_si512(_mm512_multishift_epi64_epi8(cst[1], _mm512_permutex2var_epi8(lo, cst[0], hi)), m);
+    *cb = _mm512_and_si512(_mm512_multishift_epi64_epi8(cst[3], _mm512_permutex2var_epi8(lo, cst[2], hi)), m);
+}
+
+/* NT x rows (from t) × W rows [j, j + NJ): groups 16 at a time (16·G / 128 blocks), lane n of block bi of the
+ * window taking group (bi·128 + 8n) / G. PF: decode (prefetch the rows ahead). */
+AI void qbi_tile(float *y, const qbi_t *q, int t, const weight_t *w, int j, const int NT, const int NJ, const int PF, const int B) {
+    int K = q->K, N = w->rows, ng = q->ng, G = w->group, nb = q->nb, bpw = 16 * G / 128;
+    size_t rb = (size_t)K * B / 8, pfd = PF_AHEAD(rb);
+    const __m512i cst[4] = {_mm512_loadu_si512(q->cst[0]), _mm512_loadu_si512(q->cst[1]), _mm512_loadu_si512(q->cst[2]), _mm512_loadu_si512(q->cst[3])};
+    const __m512i lane_grp = _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120),
+                                               G == 32 ? 5 : G == 64 ? 6 : 7);
+    const uint8_t *rows[4];
+    __m512 acc[2][4];
+#pragma GCC unroll 4
+    for (int b = 0; b < NJ; b++) {
+        rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * rb;
+        if (PF) pf_sb(w, j + b, rb);
+#pragma GCC unroll 2
+        for (int a = 0; a < NT; a++) acc[a][b] = bias_term(w, j + b, q->xg + (size_t)(t + a) * q->ngp);
+    }
+    for (int g0 = 0, blk = 0; g0 < ng; g0 += 16) {
+        __m512 s16[4], p16[2];
+#pragma GCC unroll 2
+        for (int a = 0; a < NT; a++) p16[a] = _mm512_loadu_ps(q->pv + (size_t)(t + a) * q->ngp + g0);
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) {
+            s16[b] = sb16(w->scales, w->sb_dtype, (size_t)(j + b) * ng + g0, ng - g0);
+            if (NT == 1) s16[b] = _mm512_mul_ps(s16[b], p16[0]); /* s·p once per window (the same products as below) */
+        }
+        int bend = blk + bpw < nb ? blk + bpw : nb;
+        for (int bi = 0; blk < bend; blk++, bi++) {
+            __m512i gidx = _mm512_add_epi32(_mm512_set1_epi32(bi * 128 / G), lane_grp);
+            __m512 pa[2];
+            if (NT > 1)
+#pragma GCC unroll 2
+                for (int a = 0; a < NT; a++) pa[a] = _mm512_permutexvar_ps(gidx, p16[a]);
+#pragma GCC unroll 4
+            for (int b = 0; b < NJ; b++) {
+                if (PF) _mm_prefetch((const char *)rows[b] + (size_t)blk * 16 * B + pfd, _MM_HINT_T0);
+                __m512i ca, cb;
+                qbi_codes(rows[b], rb, blk, B, cst, &ca, &cb);
+                __m512 sv = _mm512_permutexvar_ps(gidx, s16[b]);
+#pragma GCC unroll 2
+                for (int a = 0; a < NT; a++) {
+                    const __m512i *xb = (const __m512i *)(q->xd + (size_t)(t + a) * q->xds + (size_t)blk * 384);
+                    __m512i d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ca, xb[0]), cb, xb[1]);
+                    d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(d, 8), ca, xb[2]), cb, xb[3]);
+                    d = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(d, 8), ca, xb[4]), cb, xb[5]);
+                    acc[a][b] = _mm512_fmadd_ps(NT == 1 ? sv : _mm512_mul_ps(sv, pa[a]), _mm512_cvtepi32_ps(d), acc[a][b]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int a = 0; a < NT; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NJ; b++) y[(size_t)(t + a) * N + j + b] = _mm512_reduce_add_ps(acc[a][b]);
+}
+
+/* decode rows [j0, j1) in 4-row tiles; the GEMM: chunks of x rows near 128 KB of digits, 2 × 4 tiles */
+AI void qbi_run(float *y, const qbi_t *q, int T, const weight_t *w, int j0, int j1, const int B) {
+    if (T == 1) {
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) qbi_tile(y, q, 0, w, j, 1, 4, 1, B);
+        for (; j < j1; j++) qbi_tile(y, q, 0, w, j, 1, 1, 1, B);
+        return;
+    }
+    int tc = (int)(131072 / (q->xds + 1)) & ~1;
+    if (tc < 2) tc = 2;
+    for (int t0 = 0; t0 < T; t0 += tc) {
+        int t1 = t0 + tc < T ? t0 + tc : T, j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            int t = t0;
+            for (; t + 2 <= t1; t += 2) qbi_tile(y, q, t, w, j, 2, 4, 0, B);
+            for (; t < t1; t++) qbi_tile(y, q, t, w, j, 1, 4, 0, B);
+        }
+        for (; j < j1; j++)
+            for (int t = t0; t < t1; t++) qbi_tile(y, q, t, w, j, 1, 1, 0, B);
+    }
+}
+static __attribute__((noinline)) void qbi_run_w(float *y, const qbi_t *q, int T, const weight_t *w, int j0, int j1) {
+    switch (w->bits) {
+    case 2: qbi_run(y, q, T, w, j0, j1, 2); break;
+    case 3: qbi_run(y, q, T, w, j0, j1, 3); break;
+    case 5: qbi_run(y, q, T, w, j0, j1, 5); break;
+    default: qbi_run(y, q, T, w, j0, j1, 6);
+    }
+}
+#pragma GCC pop_options
+
+/* the integer path takes w: a CPU with VNNI and VBMI, 2/3/5/6-bit codes in groups of 32/64/128 dividing K */
+static int qbi_ok(const weight_t *w) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("KILN_Q4_FMA");
+        on = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") && !(e && *e == '1');
+    }
+    return on && (w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6) && (w->group == 32 || w->group == 64 || w->group == 128) &&
+           w->cols % w->group == 0;
+}
+static void mm_qbi(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    qbi_t q;
+    if (qbi_prepare(&q, x, T, w)) abort();
+    qbi_run_w(y, &q, T, w, j0, j1);
+    free(q.xd);
+}
+
 AI void mm_qb(float *y, const float *x, int T, const weight_t *w, int j0, int j1, const int B) {
+    if (qbi_ok(w)) {
+        mm_qbi(y, x, T, w, j0, j1);
+        return;
+    }
     int ngp;
     float *xg = group_sums(x, T, w->cols, w->group, &ngp);
     if (T == 1) qb_rows(y, x, xg, w, j0, j1, B);
@@ -1229,6 +1454,11 @@ static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r
             for (; j < j1; j++) q8tile(y, x, xg, w, j, 1);
         }
         free(xg);
+    } else if (weight_is_quantized(w) && qbi_ok(w)) {
+        qbi_t q;
+        if (qbi_prepare(&q, x, 1, w)) abort();
+        while (mm_rows_next(r, &j0, &j1)) qbi_run_w(y, &q, 1, w, j0, j1);
+        free(q.xd);
     } else if (weight_is_quantized(w) && (w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6)) {
         int ngp, B = w->bits;
         float *xg = group_sums(x, 1, w->cols, w->group, &ngp); /* once, not per hand-out */
