@@ -40,11 +40,11 @@
 #define AI static inline __attribute__((always_inline))
 
 typedef struct {
-    int8_t *xd;   /* [T][nb][3 digits][even 32 | odd 32] */
+    int8_t *xd;   /* [T][nb][3 digits][even 32 | odd 32] (8-bit: [T][nb][3 digits][32] in column order) */
     float *pv;    /* [T][ngp] p per group, 0 past ng */
     float *xg;    /* [T][ngp] group sums of x, 0 past ng */
     int K, G, nb, ng, ngp;
-    size_t xds;   /* bytes of one x row's digits: nb · 192 */
+    size_t xds;   /* bytes of one x row's digits: nb · 192 (8-bit: nb · 96) */
 } q4v_t;
 
 /* Up to 8 consecutive per-group scales (or biases) of a row as f32, zeros past n. */
