@@ -425,6 +425,33 @@ static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0
 #pragma GCC target("avx512vnni")
 typedef struct { int8_t *xd; float *pv, *xg; int K, nbt, ng, ngp, gshift; size_t xds, pvs; } q4i_t;
 
+/* One group of G columns of an x row for the integer paths (q4i, qbi): its sum (16 lanes, then one
+ * horizontal sum) into *sum, 22 - E into *ev (x · 2^ev, by scalef, is xi exactly before rounding) and
+ * the return value p = 2^(E-22), max|x| < 2^E: 1 for an all-zero group (E = 0), NaN if the group holds a
+ * NaN or an Inf (max_ps drops a NaN operand: checked apart). */
+AI float x_group(const float *xs, int G, float *sum, float *ev) {
+    __m512 mx = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
+    __mmask16 nan = 0;
+    for (int i = 0; i < G; i += 16) {
+        __m512 v = _mm512_loadu_ps(xs + i);
+        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+        sx = _mm512_add_ps(sx, v);
+    }
+    *sum = _mm512_reduce_add_ps(sx);
+    float m = _mm512_reduce_max_ps(mx), p;
+    int E = 0;
+    if (!(m <= 3.4028235e38f)) p = NAN;
+    else if (m == 0.f) p = 1.f;
+    else {
+        frexpf(m, &E);
+        if (E < -126) E = -126; /* p = 2^-148 stays a (denormal) float */
+        p = ldexpf(1.f, E - 22);
+    }
+    *ev = (float)(22 - E);
+    return nan ? NAN : p;
+}
+
 /* x rows [0, T) into q (allocated here; free q->xd). */
 static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
     int K = w->cols, G = w->group, ng = K / G, nbt = (K + 127) / 128, ngp = (ng + 15) & ~15;
@@ -442,26 +469,11 @@ static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
             float gp[4];
             memset(tmp, 0, sizeof tmp);
             for (int k = 0; k < cols; k += G) {
-                __m512 mx = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
+                float e;
+                gp[k / G] = x_group(xt + c0 + k, G, &xg[t * ngp + (c0 + k) / G], &e); /* p, and the group's sum for the bias term */
+                __m512 ev = _mm512_set1_ps(e);
                 for (int i = 0; i < G; i += 16) {
                     __m512 xv = _mm512_loadu_ps(xt + c0 + k + i);
-                    mx = _mm512_max_ps(mx, _mm512_abs_ps(xv));
-                    sx = _mm512_add_ps(sx, xv);
-                }
-                xg[t * ngp + (c0 + k) / G] = _mm512_reduce_add_ps(sx); /* the group's sum for the bias term */
-                float m = _mm512_reduce_max_ps(mx);
-                int E = 0;
-                if (!(m <= 3.4028235e38f)) gp[k / G] = NAN; /* NaN or Inf in the group (max_ps drops a NaN operand: also checked below) */
-                else if (m == 0.f) gp[k / G] = 1.f;
-                else {
-                    frexpf(m, &E);
-                    if (E < -126) E = -126; /* p = 2^-148 stays a (denormal) float */
-                    gp[k / G] = ldexpf(1.f, E - 22);
-                }
-                __m512 ev = _mm512_set1_ps((float)(22 - E));
-                for (int i = 0; i < G; i += 16) {
-                    __m512 xv = _mm512_loadu_ps(xt + c0 + k + i);
-                    if (_mm512_cmp_ps_mask(xv, xv, _CMP_UNORD_Q)) gp[k / G] = NAN;
                     __m512i xi = _mm512_cvtps_epi32(_mm512_scalef_ps(xv, ev)); /* x · 2^(22-E), exact; then round to nearest even */
                     __m512i d2 = _mm512_srai_epi32(_mm512_slli_epi32(xi, 24), 24);
                     __m512i r = _mm512_srai_epi32(_mm512_sub_epi32(xi, d2), 8);
@@ -1118,59 +1130,34 @@ static int qbi_prepare(qbi_t *q, const float *x, int T, const weight_t *w) {
     float *pv = (float *)(xd + (size_t)T * q->xds), *xg = pv + (size_t)T * ngp;
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    int8_t tmp[3][128] __attribute__((aligned(64)));
     for (size_t t = 0; t < (size_t)T; t++) {
         const float *xt = x + t * K;
         float *pt = pv + t * ngp, *gt = xg + t * ngp;
-        for (int g = 0; g < ng; g++) { /* p and the sum per group, as q4i_prepare */
-            __m512 mx = _mm512_setzero_ps(), sx = _mm512_setzero_ps();
-            int nan = 0;
+        int8_t *dt = xd + t * q->xds;
+        memset(dt, 0, q->xds); /* (digits past K stay zero) */
+        for (int g = 0; g < ng; g++) { /* p, the sum, and the digits in column order: [blk][d][128] */
+            float e;
+            pt[g] = x_group(xt + (size_t)g * G, G, &gt[g], &e);
             for (int i = 0; i < G; i += 16) {
-                __m512 v = _mm512_loadu_ps(xt + (size_t)g * G + i);
-                nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0;
-                mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
-                sx = _mm512_add_ps(sx, v);
-            }
-            gt[g] = _mm512_reduce_add_ps(sx);
-            float m = _mm512_reduce_max_ps(mx);
-            int E = 0;
-            if (nan || !(m <= 3.4028235e38f)) pt[g] = NAN;
-            else if (m == 0.f) pt[g] = 1.f;
-            else {
-                frexpf(m, &E);
-                if (E < -126) E = -126;
-                pt[g] = ldexpf(1.f, E - 22);
+                int c = g * G + i;
+                __m512i xi = _mm512_cvtps_epi32(_mm512_scalef_ps(_mm512_loadu_ps(xt + c), _mm512_set1_ps(e))); /* exact, then round to nearest even */
+                __m512i v2 = _mm512_srai_epi32(_mm512_slli_epi32(xi, 24), 24);
+                __m512i r = _mm512_srai_epi32(_mm512_sub_epi32(xi, v2), 8);
+                __m512i v1 = _mm512_srai_epi32(_mm512_slli_epi32(r, 24), 24);
+                int8_t *o = dt + (size_t)(c / 128) * 384 + c % 128;
+                _mm_storeu_si128((__m128i *)o, _mm512_cvtepi32_epi8(_mm512_srai_epi32(_mm512_sub_epi32(r, v1), 8)));
+                _mm_storeu_si128((__m128i *)(o + 128), _mm512_cvtepi32_epi8(v1));
+                _mm_storeu_si128((__m128i *)(o + 256), _mm512_cvtepi32_epi8(v2));
             }
         }
         for (int g = ng; g < ngp; g++) pt[g] = gt[g] = 0.f;
-        int8_t *dt = xd + t * q->xds;
-        for (int blk = 0; blk < nb; blk++) {
-            for (int i = 0; i < 128; i += 16) { /* digits in column order */
-                int c = blk * 128 + i;
-                __m128i z = _mm_setzero_si128(), d0 = z, d1 = z, d2 = z;
-                float p = c < K ? pt[c / G] : NAN; /* (K % 16 == 0: groups are 32+ columns) */
-                if (!isnan(p)) {
-                    int e;
-                    frexpf(p, &e); /* p = 2^(e-1): x / p = x · 2^(1-e), exact (scalef), then round to nearest even */
-                    __m512i xi = _mm512_cvtps_epi32(_mm512_scalef_ps(_mm512_loadu_ps(xt + c), _mm512_set1_ps((float)(1 - e))));
-                    __m512i v2 = _mm512_srai_epi32(_mm512_slli_epi32(xi, 24), 24);
-                    __m512i r = _mm512_srai_epi32(_mm512_sub_epi32(xi, v2), 8);
-                    __m512i v1 = _mm512_srai_epi32(_mm512_slli_epi32(r, 24), 24);
-                    d0 = _mm512_cvtepi32_epi8(_mm512_srai_epi32(_mm512_sub_epi32(r, v1), 8));
-                    d1 = _mm512_cvtepi32_epi8(v1);
-                    d2 = _mm512_cvtepi32_epi8(v2);
-                }
-                _mm_store_si128((__m128i *)&tmp[0][i], d0);
-                _mm_store_si128((__m128i *)&tmp[1][i], d1);
-                _mm_store_si128((__m128i *)&tmp[2][i], d2);
-            }
-            for (int d = 0; d < 3; d++) { /* quads 2n -> A lane n, quads 2n + 1 -> B lane n */
-                __m512i lo = _mm512_load_si512(&tmp[d][0]), hi = _mm512_load_si512(&tmp[d][64]);
+        for (int blk = 0; blk < nb; blk++) /* in place: quads 2n -> A lane n, quads 2n + 1 -> B lane n */
+            for (int d = 0; d < 3; d++) {
                 int8_t *o = dt + (size_t)blk * 384 + d * 128;
+                __m512i lo = _mm512_load_si512(o), hi = _mm512_load_si512(o + 64);
                 _mm512_store_si512(o, _mm512_permutex2var_epi32(lo, ev, hi));
                 _mm512_store_si512(o + 64, _mm512_permutex2var_epi32(lo, od, hi));
             }
-        }
     }
     q->xd = xd; q->pv = pv; q->xg = xg;
     return 0;
