@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_scratch.h"
 #include "backend/cpu/avx512_common.h"
 #include "backend/cpu/q8ril.h"
 #include "backend/cpu/q4ril.h"
@@ -1118,14 +1119,14 @@ static void qb_rows(float *y, const float *x, const float *xg, const weight_t *w
 typedef struct { int8_t *xd; float *pv, *xg; int K, nb, ng, ngp; size_t xds; uint8_t cst[4][64]; } qbi_t;
 static void qbi_consts(int B, int h, uint8_t *pidx, uint8_t *ctrl);
 
-/* x rows [0, T) into q (one allocation at q->xd; free it): digits [T][nb][3][A 64 | B 64], p and group sums [T][ngp] */
+/* x rows [0, T) into q (in the thread's XPREP scratch: not freed): digits [T][nb][3][A 64 | B 64], p and group sums [T][ngp] */
 static int qbi_prepare(qbi_t *q, const float *x, int T, const weight_t *w) {
     int K = w->cols, G = w->group, ng = K / G, nb = (K + 127) / 128, ngp = (ng + 15) & ~15;
     q->K = K; q->nb = nb; q->ng = ng; q->ngp = ngp; q->xds = (size_t)nb * 384;
     qbi_consts(w->bits, 0, q->cst[0], q->cst[1]);
     qbi_consts(w->bits, 1, q->cst[2], q->cst[3]);
     size_t bytes = (size_t)T * (q->xds + 2 * sizeof(float) * (size_t)ngp);
-    int8_t *xd = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    int8_t *xd = cpu_scratch(CPU_SCRATCH_XPREP, bytes); /* the thread's buffer, kept between calls (cpu_scratch.h) */
     if (!xd) return -1;
     float *pv = (float *)(xd + (size_t)T * q->xds), *xg = pv + (size_t)T * ngp;
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -1134,7 +1135,7 @@ static int qbi_prepare(qbi_t *q, const float *x, int T, const weight_t *w) {
         const float *xt = x + t * K;
         float *pt = pv + t * ngp, *gt = xg + t * ngp;
         int8_t *dt = xd + t * q->xds;
-        memset(dt, 0, q->xds); /* (digits past K stay zero) */
+        if (K % 128) memset(dt + (size_t)(nb - 1) * 384, 0, 384); /* a short last block: its digits past K are zero */
         for (int g = 0; g < ng; g++) { /* p, the sum, and the digits in column order: [blk][d][128] */
             float e;
             pt[g] = x_group(xt + (size_t)g * G, G, &gt[g], &e);
@@ -1291,7 +1292,6 @@ static void mm_qbi(float *y, const float *x, int T, const weight_t *w, int j0, i
     qbi_t q;
     if (qbi_prepare(&q, x, T, w)) abort();
     qbi_run_w(y, &q, T, w, j0, j1);
-    free(q.xd);
 }
 
 AI void mm_qb(float *y, const float *x, int T, const weight_t *w, int j0, int j1, const int B) {
@@ -1445,7 +1445,6 @@ static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r
         qbi_t q;
         if (qbi_prepare(&q, x, 1, w)) abort();
         while (mm_rows_next(r, &j0, &j1)) qbi_run_w(y, &q, 1, w, j0, j1);
-        free(q.xd);
     } else if (weight_is_quantized(w) && (w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6)) {
         int ngp, B = w->bits;
         float *xg = group_sums(x, 1, w->cols, w->group, &ngp); /* once, not per hand-out */

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_scratch.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -77,14 +78,14 @@ AI void split_eo(int8_t *even, int8_t *odd, __m256i a, __m256i b) {
     _mm256_store_si256((__m256i *)odd, _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-/* x rows [0, T) into q (one allocation at q->xd; free it). Q8: the 8-bit layout — blocks of
+/* x rows [0, T) into q (in the thread's XPREP scratch, cpu_scratch.h: not freed). Q8: the 8-bit layout — blocks of
  * 32 columns, digits in column order, xi of 21 bits (p = 2^(E-21)); else the 4-bit one above. */
 static int qv_prepare(q4v_t *q, const float *x, int T, const weight_t *w, const int Q8) {
     const int BW = Q8 ? 32 : 64, XB = Q8 ? 21 : 22;
     int K = w->cols, G = w->group, ng = K / G, nb = (K + BW - 1) / BW, ngp = (ng + 7) & ~7;
     q->K = K; q->G = G; q->nb = nb; q->ng = ng; q->ngp = ngp; q->xds = (size_t)nb * 3 * BW;
     size_t bytes = (size_t)T * (q->xds + 2 * sizeof(float) * (size_t)ngp);
-    int8_t *xd = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    int8_t *xd = cpu_scratch(CPU_SCRATCH_XPREP, bytes); /* the thread's buffer, kept between calls (cpu_scratch.h) */
     if (!xd) return -1;
     float *pv = (float *)(xd + (size_t)T * q->xds), *xg = pv + (size_t)T * ngp;
     int32_t xi[64] __attribute__((aligned(32)));
@@ -126,15 +127,18 @@ static int qv_prepare(q4v_t *q, const float *x, int T, const weight_t *w, const 
             }
             /* xi = round(x / p): x · 2^(XB-E) as two exact power-of-two products (2^(XB-E) may pass
              * the float range for tiny groups), rounded to nearest even; a NaN group's xi are 0 */
-            for (int i = 0; i < cols; i += 8) {
+            __m256 f1 = _mm256_setzero_ps(), f2 = f1;
+            for (int i = 0, gf = -1; i < cols; i += 8) {
                 int g = (c0 + i) / G;
                 float p = pt[g];
-                __m256 v = _mm256_loadu_ps(xt + c0 + i);
                 if (isnan(p)) { _mm256_store_si256((__m256i *)(xi + i), _mm256_setzero_si256()); continue; }
-                int e;
-                frexpf(p, &e); /* p = 2^(e-1) */
-                int s = 1 - e, s1 = s / 2;
-                v = _mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(ldexpf(1.f, s1))), _mm256_set1_ps(ldexpf(1.f, s - s1)));
+                if (g != gf) { /* the group's two factors, once per group in this block */
+                    int e, s, s1;
+                    frexpf(p, &e); /* p = 2^(e-1) */
+                    s = 1 - e, s1 = s / 2;
+                    f1 = _mm256_set1_ps(ldexpf(1.f, s1)), f2 = _mm256_set1_ps(ldexpf(1.f, s - s1)), gf = g;
+                }
+                __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xt + c0 + i), f1), f2);
                 _mm256_store_si256((__m256i *)(xi + i), _mm256_cvtps_epi32(v));
             }
             __m256i d[3][8];
@@ -287,6 +291,5 @@ int avx2_qi_matmul(float *y, const float *x, int T, const weight_t *w, int j0, i
     if (q8) q8v_run(y, &q, T, w, j0, j1);
     else if (mode == 2) q4v_run_vnni(y, &q, T, w, j0, j1);
     else q4v_run_madd(y, &q, T, w, j0, j1);
-    free(q.xd);
     return 1;
 }
