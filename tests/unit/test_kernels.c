@@ -46,11 +46,11 @@ static void compare(const weight_t *w, int T, const char *what) {
     int q4 = weight_is_quantized(w) && w->bits == 4, qi = q4 || (weight_is_quantized(w) && w->bits == 8);
     float *int_bits = q4 ? malloc(sizeof(float) * T * w->rows) : NULL;
     for (int f = 0; f < n_families; f++)
-    for (int amx = 0; amx < 1 + (have_amx && families[f] == &simd_avx512) + 2 * (qi && families[f] == &simd_avx2); amx++) {
+    for (int v = 0; v < 1 + (have_amx && families[f] == &simd_avx512) + 2 * (qi && families[f] == &simd_avx2); v++) {
         static const char *avx2_qi[] = {"avx2 (float tiles)", "avx2 (int madd)", "avx2 (int vnni)"};
-        const char *name = families[f] == &simd_avx2 ? (qi ? avx2_qi[amx] : "avx2") : amx ? "avx512+amx" : families[f]->name;
-        if (have_amx) amx_set(families[f] == &simd_avx512 && amx);
-        if (families[f] == &simd_avx2) avx2_qi_set(qi ? amx : -1);
+        const char *name = families[f] == &simd_avx2 ? (qi ? avx2_qi[v] : "avx2") : v ? "avx512+amx" : families[f]->name;
+        if (have_amx) amx_set(families[f] == &simd_avx512 && v);
+        if (families[f] == &simd_avx2) avx2_qi_set(qi ? v : -1);
         memset(got, 0, sizeof(float) * T * w->rows);
         /* split the columns unevenly, as threads would */
         int mid = (w->rows / 3) & ~3;
@@ -65,8 +65,8 @@ static void compare(const weight_t *w, int T, const char *what) {
             if (memcmp(alone, got + (size_t)t * w->rows, sizeof(float) * w->rows) != 0)
                 fail_msg("%s %s: row %d alone differs from row %d in a batch of %d", name, what, t, t, T);
         }
-        if (families[f] == &simd_avx2 && q4 && amx == 1) memcpy(int_bits, got, sizeof(float) * T * w->rows);
-        if (families[f] == &simd_avx2 && q4 && amx == 2 && memcmp(int_bits, got, sizeof(float) * T * w->rows) != 0)
+        if (families[f] == &simd_avx2 && q4 && v == 1) memcpy(int_bits, got, sizeof(float) * T * w->rows);
+        if (families[f] == &simd_avx2 && q4 && v == 2 && memcmp(int_bits, got, sizeof(float) * T * w->rows) != 0)
             fail_msg("avx2 %s T=%d %dx%d: the AVX-VNNI integer path differs from the vpmaddubsw one", what, T, w->rows, w->cols);
     }
     if (have_amx) amx_set(0);
