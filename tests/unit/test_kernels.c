@@ -40,10 +40,10 @@ static void compare(const weight_t *w, int T, const char *what) {
         }
     }
     /* the AVX-512 family runs twice where the CPU has AMX: without it and with it; the AVX2
-     * family's 4- and 8-bit weights three times: the float tiles, the integer path with
-     * vpmaddubsw (4-bit; 8-bit: the tiles again) and with AVX-VNNI (where the CPU has it), the
-     * 4-bit integer paths bitwise equal */
-    int q4 = weight_is_quantized(w) && w->bits == 4, qi = q4 || (weight_is_quantized(w) && w->bits == 8);
+     * family's quantized weights three times: the float tiles, the integer path with
+     * vpmaddubsw (2-6 bits; 8-bit: the tiles again) and with AVX-VNNI (where the CPU has it), the
+     * 2-6-bit integer paths bitwise equal */
+    int q4 = weight_is_quantized(w) && w->bits >= 2 && w->bits <= 6, qi = q4 || (weight_is_quantized(w) && w->bits == 8);
     float *int_bits = q4 ? malloc(sizeof(float) * T * w->rows) : NULL;
     for (int f = 0; f < n_families; f++)
     for (int v = 0; v < 1 + (have_amx && families[f] == &simd_avx512) + 2 * (qi && families[f] == &simd_avx2); v++) {
@@ -153,14 +153,15 @@ static void test_matmul_fk_blocks(void **st) {
     free_quant(qb);
 }
 
-/* 4- and 8-bit weights and x rows the integer paths scale per group: a NaN (and an Inf) makes its
+/* 4-, 8-, 3- and 6-bit weights and x rows the integer paths scale per group: a NaN (and an Inf) makes its
  * row NaN in every family and leaves the other rows alone; a row of tiny values (groups near
  * 2^-100, and zero groups) keeps its relative accuracy. Each family against the exact product,
  * each row alone bitwise as in the batch. */
 static void test_matmul_q4_special(void **st) {
     const int groups[] = {32, 64, 128};
-    for (int gi = 0; gi < 6; gi++) {
-        int G = groups[gi % 3], K = 5 * G, N = 13, T = 4, bits = gi < 3 ? 4 : 8;
+    const int widths[] = {4, 8, 3, 6};
+    for (int gi = 0; gi < 12; gi++) {
+        int G = groups[gi % 3], K = 5 * G, N = 13, T = 4, bits = widths[gi / 3];
         void *qb[3];
         weight_t w = make_quant(N, K, bits, G, 401 + gi, qb);
         uint64_t seed = 7;

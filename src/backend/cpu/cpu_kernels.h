@@ -76,9 +76,9 @@ typedef struct simd_kernels {
 } simd_kernels_t;
 
 extern const simd_kernels_t simd_avx2, simd_avx512;
-/* The AVX2 family's 4- and 8-bit MLX weights (groups of 32/64/128 dividing K) as integer dot
+/* The AVX2 family's 2/3/4/5/6- and 8-bit MLX weights (groups of 32/64/128 dividing K) as integer dot
  * products (matmul_qi_avx2.c): 1 = done, 0 = not taken (the float tiles then). avx2_qi_set: 0 the
- * float tiles, 1 vpmaddubsw (4-bit; 8-bit stays on the tiles), 2 AVX-VNNI (both; where the CPU
+ * float tiles, 1 vpmaddubsw (2-6 bits; 8-bit stays on the tiles), 2 AVX-VNNI (all; where the CPU
  * has it, else 1), -1 KILN_AVX2_INT=off|madd|vnni or the best the CPU has; returns the previous
  * mode (tests, A/B). */
 int avx2_qi_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1);

@@ -21,7 +21,9 @@
 
 #include <stddef.h>
 
-enum { CPU_SCRATCH_XPREP = 0, CPU_SCRATCH_SLOTS = 1 };
+/* XPREP: a kernel's prepared x; WPANEL: a GEMM's unpacked weight codes (matmul_qi_avx2.c), held
+ * while XPREP is too */
+enum { CPU_SCRATCH_XPREP = 0, CPU_SCRATCH_WPANEL = 1, CPU_SCRATCH_SLOTS = 2 };
 
 /* 64-byte aligned (2 MB aligned from 2 MB), at least bytes long; NULL when out of memory. */
 void *cpu_scratch(int slot, size_t bytes);

@@ -374,6 +374,7 @@ static void mm_q8(float *y, const float *x, int T, const weight_t *w, int j0, in
 }
 /* 2, 3, 5 and 6 bits: the width a constant (codes_bits) */
 static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    if (avx2_qi_matmul(y, x, T, w, j0, j1)) return; /* integer dot products (matmul_qi_avx2.c, codes_lb) */
     switch (w->bits) {
     case 2: MMQ(2, 2) break;
     case 3: MMQ(3, 3) break;

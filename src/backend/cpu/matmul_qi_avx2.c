@@ -1,6 +1,7 @@
-/* matmul_qi_avx2.c — 4-bit (and, with AVX-VNNI, 8-bit) MLX weights on AVX2 as integer dot
- * products: the AVX2 twin of matmul_avx512.c's q4i (read its comment first; this file keeps its
- * arithmetic at 8 lanes). The 8-bit variant is described above dot8_vnni.
+/* matmul_qi_avx2.c — 4-bit (2/3/5/6-bit, and with AVX-VNNI 8-bit) MLX weights on AVX2 as integer
+ * dot products: the AVX2 twin of matmul_avx512.c's q4i (read its comment first; this file keeps its
+ * arithmetic at 8 lanes). The 8-bit variant is described above dot8_vnni, the 2/3/5/6-bit
+ * unpacking into the 4-bit layout above codes_lb.
  *
  * The float tiles of matmul_avx2.c turn every 8 codes into floats (unpack, widen, convert,
  * an FMA with scale and bias) before the FMA with x: ~0.8 vector ops a weight, so one core
@@ -196,10 +197,57 @@ AI float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* 2, 3, 5 and 6-bit codes into the 4-bit path's planes (lo: the block's even columns as bytes, hi:
+ * the odd ones), so they meet the same x digits through the same dot products: a block of 64
+ * columns is 8·B bytes of the row's bit stream (column c at bit c·B, little-endian, as MLX packs
+ * it). Its 16-column quarters start on byte boundaries (2·B bytes each) and are read as 16-byte
+ * windows at 0, 2B, 4B, 6B: vector a = [quarter 0 | quarter 2], b = [quarter 1 | quarter 3], so one
+ * vpshufb pattern serves every 128-bit lane. It puts the two bytes holding column k's code in
+ * 16-bit lane k / 2 (even columns; odd ones with a second pattern); vpmullw by 2^(16-B-s) moves
+ * the code from its bit offset s to the top of the lane and vpsrlw by 16 - B brings it down alone
+ * (AVX2 has no per-lane 16-bit shift); vpackuswb of the a and b results gives the columns in
+ * order: bytes 0-7 quarter 0's even columns, 8-15 quarter 1's, 16-23 quarter 2's, 24-31 quarter 3's.
+ * 18 ops per 64 codes (4 loads, 4 shuffles, 4 multiplies, 4 shifts, 2 packs) against the 4-bit
+ * path's 3; the float tiles spent ~0.8 a code. A code is below 64, so vpmaddubsw's 16-bit sums stay
+ * within 4·63·128 < 2^15 and a lane's integer within 8·63·2^22 < 2^31: exact, as at 4 bits. */
+static void lb_consts(__m256i *c, int B) {
+    uint8_t ix[2][16];
+    uint16_t mul[2][8];
+    for (int o = 0; o < 2; o++) /* even, odd columns */
+        for (int k = 0; k < 8; k++) {
+            int bit = (2 * k + o) * B, byte = bit >> 3;
+            ix[o][2 * k] = (uint8_t)byte, ix[o][2 * k + 1] = (uint8_t)(byte + 1); /* <= 12: inside the window */
+            mul[o][k] = (uint16_t)(1u << (16 - B - (bit & 7)));
+        }
+    for (int o = 0; o < 2; o++) {
+        c[o] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ix[o]));
+        c[2 + o] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mul[o]));
+    }
+}
+
+/* Block p (8·B bytes; half: only its first 32 columns exist, their x digits past them are zero)
+ * into the planes. The windows read up to 6·B + 16 bytes, past the block: copied through a
+ * buffer where that would pass the weight's end (its last block) or in a half block. */
+AI void codes_lb(__m256i *lo, __m256i *hi, const uint8_t *p, int half, const uint8_t *end, const __m256i *c, const int B) {
+    uint8_t buf[6 * 6 + 16] __attribute__((aligned(16)));
+    if (__builtin_expect(half || p + 6 * B + 16 > end, 0)) {
+        memset(buf, 0, sizeof buf);
+        memcpy(buf, p, (size_t)(half ? 4 : 8) * B);
+        p = buf;
+    }
+    __m256i a = _mm256_loadu2_m128i((const __m128i *)(p + 4 * B), (const __m128i *)p);
+    __m256i b = _mm256_loadu2_m128i((const __m128i *)(p + 6 * B), (const __m128i *)(p + 2 * B));
+#define LB_(v, o) _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8((v), c[o]), c[2 + (o)]), 16 - B)
+    *lo = _mm256_packus_epi16(LB_(a, 0), LB_(b, 0));
+    *hi = _mm256_packus_epi16(LB_(a, 1), LB_(b, 1));
+#undef LB_
+}
+
 /* the 4-bit codes' nibble planes: low = even columns, high = odd */
-#define NIBBLES(v) _mm256_and_si256((v), _mm256_set1_epi8(15)), _mm256_and_si256(_mm256_srli_epi16((v), 4), _mm256_set1_epi8(15))
+#define NIBBLES_LO(v) _mm256_and_si256((v), _mm256_set1_epi8(15))
+#define NIBBLES_HI(v) _mm256_and_si256(_mm256_srli_epi16((v), 4), _mm256_set1_epi8(15))
 #define Q4V_BITS 4
-#define Q4V_DOT(v, xb) dot_madd(NIBBLES(v), (xb))
+#define Q4V_DOT(lo, hi, xb) dot_madd((lo), (hi), (xb))
 #define Q4V_(name) q4v_##name##_madd
 #include "backend/cpu/qi_avx2_body.h"
 #undef Q4V_DOT
@@ -235,14 +283,14 @@ AI __m256i dot8_vnni(__m256i c, const int8_t *xb) {
     return _mm256_dpbusd_avx_epi32(_mm256_slli_epi32(a, 8), c, _mm256_load_si256(x + 2));
 }
 
-#define Q4V_DOT(v, xb) dot_vnni(NIBBLES(v), (xb))
+#define Q4V_DOT(lo, hi, xb) dot_vnni((lo), (hi), (xb))
 #define Q4V_(name) q4v_##name##_vnni
 #include "backend/cpu/qi_avx2_body.h"
 #undef Q4V_DOT
 #undef Q4V_
 #undef Q4V_BITS
 #define Q4V_BITS 8
-#define Q4V_DOT(v, xb) dot8_vnni((v), (xb))
+#define Q4V_DOT(lo, hi, xb) dot8_vnni((lo), (xb))
 #define Q4V_(name) q8v_##name
 #include "backend/cpu/qi_avx2_body.h"
 #undef Q4V_DOT
@@ -283,7 +331,8 @@ int avx2_qi_mode(void) {
 int avx2_qi_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     int mode = avx2_qi_mode();
     int q8 = w->bits == 8;
-    if (!mode || (q8 && mode != 2) || (w->bits != 4 && !q8) || (w->group != 32 && w->group != 64 && w->group != 128) ||
+    int lowb = w->bits == 2 || w->bits == 3 || w->bits == 4 || w->bits == 5 || w->bits == 6;
+    if (!mode || (q8 && mode != 2) || (!lowb && !q8) || (w->group != 32 && w->group != 64 && w->group != 128) ||
         w->cols % w->group)
         return 0;
     q4v_t q;
