@@ -393,13 +393,17 @@ static void AT_CAT(AT_NAME, _pv)(float *acc, const float *P, const float *Vb, in
  * is added in key order from +0 over [qa, qb] (the query-lane loop also adds the masked
  * keys' exact +0s, which change nothing). corr and l: the same vector code on mn, lb. */
 /* lbv[i] = Σ_{j < AT_KB} Sk[i·AT_KB + j], j in order from +0, for i < NQ (a constant) */
+/* Each query's chain in a scalar register of its own (addss: the same IEEE add as `s += x`):
+ * written as plain C, GCC's SLP vectorizer packed the queries' sums into one 2-float vector it
+ * kept in a general register, so every add of the 32-long chain also paid a vmovq there and back
+ * (~3× the add's latency; ~10 % of a decode tile's cycles at 4096 positions). */
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _rowsums)(float *lbv, const float *Sk, const int NQ) {
-    float s[4] = {0.f, 0.f, 0.f, 0.f};
+    __m128 s[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     for (int j = 0; j < AT_KB; j++)
 #pragma GCC unroll 4
-        for (int i = 0; i < NQ; i++) s[i] += Sk[(size_t)i * AT_KB + j];
+        for (int i = 0; i < NQ; i++) s[i] = _mm_add_ss(s[i], _mm_load_ss(Sk + (size_t)i * AT_KB + j));
 #pragma GCC unroll 4
-    for (int i = 0; i < NQ; i++) lbv[i] = s[i];
+    for (int i = 0; i < NQ; i++) lbv[i] = _mm_cvtss_f32(s[i]);
 }
 
 static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const float *Kb, float *m, float *l, float *corr,
