@@ -11,6 +11,11 @@
  *   5  as 3, each block first touched in address order (one load per line)
  *   6  as 3, the next block prefetched (prefetcht1) in address order at each block's start
  *   7  as 6, the first block too
+ *   8  heads split, K and V head-major per 16-position block ([block][head][16][hd]), per 32
+ *      positions head after head (each head's 4 KB of K and of V contiguous; session 38)
+ *   9  positions split, the same layout and order (a block's K and V: two address-order runs)
+ *  10  heads split, K and V head-major over the whole layer ([head][position][hd]): per 32
+ *      positions head after head, 8 sequential streams a thread
  * Usage: kv_read_pattern MODE HUGE(0|1) ITERS
  * gcc -O2 -mavx512f -o kv_read_pattern bench/cpu/kv_read_pattern.c -lpthread */
 #define _GNU_SOURCE
@@ -35,6 +40,12 @@ static float run(int t,int L){ float s=0; char *k=K[L],*v=V[L];
       if(mode==5){ for(int j=b;j<e;j++) for(int o=0;o<ROW;o+=64){ s+=k[(size_t)j*ROW+o]; } for(int j=b;j<e;j++) for(int o=0;o<ROW;o+=64){ s+=v[(size_t)j*ROW+o]; } }
       else { int nb=b+32, ne=nb+32<p1?nb+32:p1; if(mode==7&&b==p0){nb=b;ne=e;} for(int j=nb;j<ne;j++) for(int o=0;o<ROW;o+=64){ __builtin_prefetch(k+(size_t)j*ROW+o,0,2);} for(int j=nb;j<ne;j++) for(int o=0;o<ROW;o+=64){ __builtin_prefetch(v+(size_t)j*ROW+o,0,2);} }
       for(int h=0;h<8;h++){ for(int j=b;j<e;j++) s+=readrows(k+(size_t)j*ROW+h*256,256); for(int j=b;j<e;j++) s+=readrows(v+(size_t)j*ROW+h*256,256);} } }
+  else if(mode==8){ /* heads split, K and V head-major per 16-position block ([block][head][16 x 128]): t reads heads [4t, 4t+4), per 32 positions head after head */
+      for(int b=0;b<NPOS;b+=32) for(int h=4*t;h<4*t+4;h++) for(int q=0;q<2;q++){ size_t o=(size_t)(b/16+q)*16*ROW+(size_t)h*16*256; s+=readrows(k+o,4096); s+=readrows(v+o,4096);} }
+  else if(mode==9){ /* positions split, the same layout, per 32 positions head after head (K and V of a block: two address-order runs) */
+      int p0=t*NPOS/2,p1=(t+1)*NPOS/2; for(int b=p0;b<p1;b+=32) for(int h=0;h<8;h++) for(int q=0;q<2&&b+16*q<p1;q++){ size_t o=(size_t)(b/16+q)*16*ROW+(size_t)h*16*256; s+=readrows(k+o,4096); s+=readrows(v+o,4096);} }
+  else if(mode==10){ /* heads split, K and V head-major over the whole layer ([head][position][hd]): per 32 positions head after head, each head one sequential stream */
+      for(int b=0;b<NPOS;b+=32) for(int h=4*t;h<4*t+4;h++){ size_t o=((size_t)h*NPOS+b)*256; s+=readrows(k+o,32*256); s+=readrows(v+o,32*256);} }
   else { int p0=t*NPOS/2,p1=(t+1)*NPOS/2; s+=readrows(k+(size_t)p0*ROW,(p1-p0)*ROW); s+=readrows(v+(size_t)p0*ROW,(p1-p0)*ROW);} 
   return s;}
 static int iters; static double tt[2];
