@@ -7,8 +7,14 @@
  * f32 KV cache and with a bf16 one (chunking still may not change a bit: each token
  * reads the same rounded K/V whichever step wrote it), and with the int8 one (q8: each row's
  * codes and scale depend on that row alone), in 4- and 16-position blocks (16: K transposed
- * per block, the int8 decode tiles' own path). */
+ * per block, the int8 decode tiles' own path). The fixtures have 4- and 8-bit weights only, so
+ * `kiln synth`'s tiny qwen3 at 3 and 6 bits (written to a temp folder) covers the 2/3/5/6-bit
+ * kernels' integer paths end to end. */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <stdlib.h>
 #include "../common/test_util.h"
+#include "load/synth_presets.h"
 #include "model/model.h"
 
 #define NSEQ 5
@@ -18,7 +24,7 @@ static int g_bs = 4;
 
 static model_t *load(const char *name, dtype_t kv) {
     char dir[256];
-    snprintf(dir, sizeof dir, "tests/fixtures/models/%s", name);
+    snprintf(dir, sizeof dir, name[0] == '/' ? "%s" : "tests/fixtures/models/%s", name); /* a path, or a fixture */
     err_t e = {0};
     model_opts_t o = {"cpu", 2};
     model_t *m = model_load(dir, &o, &e);
@@ -129,8 +135,35 @@ static void test_kv_q8(void **st) {
 }
 static void test_qwen3(void **st) { check("qwen3-tiny", DT_F32); check("llama-tiny-rope-llama3", DT_F32); }
 
+static int rm_cb(const char *p, const struct stat *sb, int f, struct FTW *w) {
+    (void)sb, (void)f, (void)w;
+    return remove(p);
+}
+static char g_tmp[64]; /* the synthesized checkpoint, removed by the teardown even when a check fails */
+static int rm_tmp(void **st) {
+    (void)st;
+    if (g_tmp[0]) nftw(g_tmp, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    g_tmp[0] = 0;
+    return 0;
+}
+static void test_lowbits(void **st) {
+    const int bits[] = {3, 6};
+    for (int i = 0; i < 2; i++) {
+        char *dir = strcpy(g_tmp, "/tmp/kiln-test-ragged-XXXXXX");
+        assert_non_null(mkdtemp(dir));
+        synth_opts_t o = {0};
+        o.preset = synth_preset_find("tiny", "qwen3");
+        assert_non_null(o.preset);
+        o.dtype = DT_BF16, o.bits = bits[i], o.group_size = 32, o.seed = 11, o.out = dir, o.force = 1;
+        err_t e = {0};
+        if (synth_write(&o, &e)) fail_msg("synth_write: %s", e.msg);
+        check(dir, DT_F32);
+        rm_tmp(NULL);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_llama), cmocka_unit_test(test_quant), cmocka_unit_test(test_qwen3),
-                                       cmocka_unit_test(test_kv_q8)};
+                                       cmocka_unit_test(test_kv_q8), cmocka_unit_test_teardown(test_lowbits, rm_tmp)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
