@@ -14,13 +14,11 @@
  * their scales loaded once; lane n of block bi of the window takes group (bi·BW + n·BW/8) / G.
  * PF: decode (W streams once: prefetch it). */
 AI void Q4V_(tile)(float *y, const q4v_t *q, int t, const weight_t *w, int j, const int NT, const int NJ, const int PF, const int B,
-                   const uint8_t *pl) {
+                   const uint8_t *pl, const __m256i *lbc) {
     const int BW = Q4V_BITS == 4 ? 64 : 32;
     int K = q->K, N = w->rows, ng = q->ng, G = q->G, nb = q->nb, nfull = K / BW, bpw = 8 * G / BW; /* blocks per window */
     size_t row_bytes = (size_t)K * B / 8, pfd = PF_AHEAD(row_bytes);
     const uint8_t *rows[4], *wend = (const uint8_t *)w->data + (size_t)N * row_bytes;
-    __m256i lbc[4]; /* B = 2/3/5/6: codes_lb's shuffles and multipliers */
-    if (B != 4 && B != 8 && !pl) lb_consts(lbc, B);
     #pragma GCC unroll 4
     for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
     const __m256i lane_grp = BW == 64 && G == 32 ? _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1) : _mm256_setzero_si256();
@@ -85,11 +83,10 @@ AI void Q4V_(tile)(float *y, const q4v_t *q, int t, const weight_t *w, int j, co
 /* W rows [j, j + nj) of a 2/3/5/6-bit weight as codes_lb's planes, [row][block][lo 32 | hi 32]: the
  * GEMM's tiles then read 2 vectors a block instead of unpacking it again for every pair of x rows
  * (18 ops a block: 3-bit prefill 47 -> ~70 GFLOP/s with AVX-VNNI, even with the float panels) */
-static void Q4V_(planes)(uint8_t *pl, const q4v_t *q, const weight_t *w, int j, int nj, const int B) {
+static void Q4V_(planes)(uint8_t *pl, const q4v_t *q, const weight_t *w, int j, int nj, const int B, const __m256i *lbc) {
     size_t row_bytes = (size_t)q->K * B / 8;
     const uint8_t *wend = (const uint8_t *)w->data + (size_t)w->rows * row_bytes;
-    __m256i lbc[4], lo, hi;
-    lb_consts(lbc, B);
+    __m256i lo, hi;
     for (int b = 0; b < nj; b++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
         for (int blk = 0; blk < q->nb; blk++) {
@@ -102,10 +99,12 @@ static void Q4V_(planes)(uint8_t *pl, const q4v_t *q, const weight_t *w, int j, 
 #endif
 
 AI void Q4V_(run_b)(float *y, const q4v_t *q, int T, const weight_t *w, int j0, int j1, const int B) {
+    __m256i lbc[4]; /* B = 2/3/5/6: codes_lb's shuffles and multipliers, once a call */
+    if (B != 4 && B != 8) lb_consts(lbc, B);
     if (T == 1) {
         int j = j0;
-        for (; j + 4 <= j1; j += 4) Q4V_(tile)(y, q, 0, w, j, 1, 4, 1, B, NULL);
-        for (; j < j1; j++) Q4V_(tile)(y, q, 0, w, j, 1, 1, 1, B, NULL);
+        for (; j + 4 <= j1; j += 4) Q4V_(tile)(y, q, 0, w, j, 1, 4, 1, B, NULL, lbc);
+        for (; j < j1; j++) Q4V_(tile)(y, q, 0, w, j, 1, 1, 1, B, NULL, lbc);
         return;
     }
     uint8_t *pl = NULL;
@@ -119,16 +118,16 @@ AI void Q4V_(run_b)(float *y, const q4v_t *q, int T, const weight_t *w, int j0, 
         for (; j + 4 <= j1; j += 4) {
             int t = t0;
 #if Q4V_BITS == 4
-            if (pl) Q4V_(planes)(pl, q, w, j, 4, B);
+            if (pl) Q4V_(planes)(pl, q, w, j, 4, B, lbc);
 #endif
-            for (; t + 2 <= t1; t += 2) Q4V_(tile)(y, q, t, w, j, 2, 4, 0, B, pl);
-            for (; t < t1; t++) Q4V_(tile)(y, q, t, w, j, 1, 4, 0, B, pl);
+            for (; t + 2 <= t1; t += 2) Q4V_(tile)(y, q, t, w, j, 2, 4, 0, B, pl, lbc);
+            for (; t < t1; t++) Q4V_(tile)(y, q, t, w, j, 1, 4, 0, B, pl, lbc);
         }
         for (; j < j1; j++) {
 #if Q4V_BITS == 4
-            if (pl) Q4V_(planes)(pl, q, w, j, 1, B);
+            if (pl) Q4V_(planes)(pl, q, w, j, 1, B, lbc);
 #endif
-            for (int t = t0; t < t1; t++) Q4V_(tile)(y, q, t, w, j, 1, 1, 0, B, pl);
+            for (int t = t0; t < t1; t++) Q4V_(tile)(y, q, t, w, j, 1, 1, 0, B, pl, lbc);
         }
     }
 }
