@@ -5,7 +5,9 @@
  *   3. each thread its own buffer (two threads filling theirs at once do not see each other's
  *      bytes), and a thread's buffers freed at its exit (under ASan's leak check, a missed
  *      free fails the run);
- *   4. cpu_scratch_free_all and a bad slot. */
+ *   4. cpu_scratch_free_all and a bad slot;
+ *   5. the slots apart: a GEMM holds its prepared x (XPREP) and its unpacked weight panel (WPANEL) at
+ *      once, so growing one must neither move nor overwrite the other. */
 #include <pthread.h>
 #include <stdint.h>
 #include "../common/test_util.h"
@@ -71,10 +73,28 @@ static void test_per_thread(void **st) {
     cpu_scratch_free_all();
 }
 
+static void test_slots_apart(void **st) {
+    (void)st;
+    unsigned char *x = cpu_scratch(CPU_SCRATCH_XPREP, 4096);
+    assert_non_null(x);
+    memset(x, 0x11, 4096);
+    unsigned char *w = cpu_scratch(CPU_SCRATCH_WPANEL, 4096);
+    assert_non_null(w);
+    assert_true(w + 4096 <= x || x + 4096 <= w); /* disjoint */
+    memset(w, 0x22, 4096);
+    unsigned char *w2 = cpu_scratch(CPU_SCRATCH_WPANEL, (size_t)3 << 20); /* grows: a new buffer */
+    assert_non_null(w2);
+    memset(w2, 0x33, (size_t)3 << 20);
+    assert_ptr_equal(cpu_scratch(CPU_SCRATCH_XPREP, 4096), x); /* XPREP stays where it was */
+    for (int i = 0; i < 4096; i++) assert_int_equal(x[i], 0x11);
+    cpu_scratch_free_all();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_align_reuse),
         cmocka_unit_test(test_per_thread),
+        cmocka_unit_test(test_slots_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
