@@ -424,7 +424,9 @@ static void mm_q4_lut(float *y, const float *x, int T, const weight_t *w, int j0
  * test_kernels. A group with a NaN or Inf gets p = NaN, so the row's result is NaN. */
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
-typedef struct { int8_t *xd; float *pv, *xg; int K, nbt, ng, ngp, gshift; size_t xds, pvs; } q4i_t;
+/* bits: the weight's width — 4, or 2/3/5/6 through lb512_codes (lbc: its shuffles and multipliers) */
+typedef struct { int8_t *xd; float *pv, *xg; int K, nbt, ng, ngp, gshift, bits; size_t xds, pvs; uint8_t lbc[4][64]; } q4i_t;
+static void lb512_consts(q4i_t *q, int B);
 
 /* One group of G columns of an x row for the integer paths (q4i, qbi): its sum (16 lanes, then one
  * horizontal sum) into *sum, 22 - E into *ev (x · 2^ev, by scalef, is xi exactly before rounding) and
@@ -453,13 +455,21 @@ AI float x_group(const float *xs, int G, float *sum, float *ev) {
     return nan ? NAN : p;
 }
 
-/* x rows [0, T) into q (allocated here; free q->xd). */
+/* x rows [0, T) into q: 4-bit weights allocate it here (free q->xd with q4i_free: the 4-bit tail rows of
+ * a q4ril weight come here while q4ril's prepared x holds the thread's XPREP scratch); 2/3/5/6-bit ones
+ * (lb512_codes, never inside q4ril) use XPREP, as qbi does — a per-call allocation re-faulted its pages
+ * (bench/cpu/RESULTS.md, session 37). */
+static void q4i_free(q4i_t *q) {
+    if (q->bits == 4) free(q->xd);
+}
 static int q4i_prepare(q4i_t *q, const float *x, int T, const weight_t *w) {
     int K = w->cols, G = w->group, ng = K / G, nbt = (K + 127) / 128, ngp = (ng + 15) & ~15;
     q->K = K; q->nbt = nbt; q->ng = ng; q->ngp = ngp; q->gshift = G == 32 ? 5 : G == 64 ? 6 : 7;
+    q->bits = w->bits;
+    if (w->bits != 4) lb512_consts(q, w->bits);
     q->xds = (size_t)nbt * 384; q->pvs = (size_t)ngp; /* pv: p per group, 0 past ng */
     size_t bytes = (size_t)T * (q->xds + sizeof(float) * (q->pvs + (size_t)ngp));
-    int8_t *xd = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    int8_t *xd = w->bits == 4 ? aligned_alloc(64, (bytes + 63) & ~(size_t)63) : cpu_scratch(CPU_SCRATCH_XPREP, bytes);
     if (!xd) return -1;
     float *pv = (float *)(xd + (size_t)T * q->xds), *xg = pv + (size_t)T * q->pvs;
     int8_t tmp[3][128] __attribute__((aligned(64)));
@@ -509,17 +519,71 @@ AI __m512i q4i_codes(const uint8_t *p, int blk, int nfull, __mmask16 mtail) {
     return _mm512_maskz_loadu_epi32(mtail, p);
 }
 
-/* x row t against W rows [j, j + NJ). PF: decode (W streams once: prefetch it). */
-AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, const int NJ, const int PF) {
+/* 2, 3, 5 and 6-bit codes into the nibble planes above (lo: the block's even columns as bytes, hi:
+ * the odd ones), so they meet q4i's x digits through the same vpdpbusd chains — the path of AVX-512
+ * CPUs with VNNI but no VBMI (Cascade Lake, Cooper Lake), whose qbi (vpermt2b, vpmultishiftqb) is
+ * missing; matmul_qi_avx2.c's codes_lb at 512 bits (read its comment). A block of 128 columns is 16·B
+ * bytes; its 16-column windows start at byte 2·B·m; a = windows 0, 2, 4, 6 in the four 128-bit
+ * lanes, b = 1, 3, 5, 7, so vpackuswb's per-lane order [a's 8 | b's 8] puts the columns in order.
+ * 22 ops per 128 codes (8 loads and inserts, 4 vpshufb, 4 vpmullw, 4 vpsrlw, 2 vpackuswb) against
+ * qbi's 6; the float path (qbtile) spent ~56. */
+static void lb512_consts(q4i_t *q, int B) {
+    for (int o = 0; o < 2; o++) /* even, odd columns */
+        for (int k = 0; k < 8; k++) {
+            int bit = (2 * k + o) * B, byte = bit >> 3;
+            uint16_t mul = (uint16_t)(1u << (16 - B - (bit & 7)));
+            for (int l = 0; l < 4; l++) {
+                q->lbc[o][16 * l + 2 * k] = (uint8_t)byte, q->lbc[o][16 * l + 2 * k + 1] = (uint8_t)(byte + 1);
+                memcpy(&q->lbc[2 + o][16 * l + 2 * k], &mul, 2);
+            }
+        }
+}
+/* Block p (cols of its 128 columns exist; past them x's digits are zero) into lo, hi. The windows
+ * read up to 14·B + 16 bytes: through a buffer in a short last block or where that would pass the
+ * weight's end. */
+AI void lb512_codes(__m512i *lo, __m512i *hi, const uint8_t *p, int cols, const uint8_t *end, const q4i_t *q, int B) {
+    uint8_t buf[14 * 6 + 16] __attribute__((aligned(16)));
+    if (__builtin_expect(cols < 128 || p + 14 * B + 16 > end, 0)) {
+        memset(buf, 0, sizeof buf);
+        memcpy(buf, p, (size_t)cols * B / 8);
+        p = buf;
+    }
+#define LB_W(o) _mm_loadu_si128((const __m128i *)(p + (o) * 2 * B))
+    __m512i a = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(LB_W(0)), LB_W(2), 1), LB_W(4), 2), LB_W(6), 3);
+    __m512i b = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(LB_W(1)), LB_W(3), 1), LB_W(5), 2), LB_W(7), 3);
+#undef LB_W
+    const __m128i sh = _mm_cvtsi32_si128(16 - B);
+#define LB_(v, o) _mm512_srl_epi16(_mm512_mullo_epi16(_mm512_shuffle_epi8((v), _mm512_loadu_si512(q->lbc[o])), _mm512_loadu_si512(q->lbc[2 + (o)])), sh)
+    *lo = _mm512_packus_epi16(LB_(a, 0), LB_(b, 0));
+    *hi = _mm512_packus_epi16(LB_(a, 1), LB_(b, 1));
+#undef LB_
+}
+
+/* Block blk of W row `row` as nibble planes: 4-bit codes as they are (LB 0), else lb512_codes, or
+ * from the GEMM's unpacked panel pl ([row of the tile][block][lo 64 | hi 64]) when given. */
+AI void q4i_planes(__m512i *lo, __m512i *hi, const q4i_t *q, const uint8_t *row, int b, int blk, int nfull, __mmask16 mtail,
+                   const uint8_t *wend, const uint8_t *pl, const int LB) {
+    if (!LB) {
+        __m512i v = q4i_codes(row + (size_t)blk * 64, blk, nfull, mtail), m4 = _mm512_set1_epi8(15);
+        *lo = _mm512_and_si512(v, m4), *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    } else if (pl) {
+        *lo = _mm512_load_si512(pl + ((size_t)b * q->nbt + blk) * 128);
+        *hi = _mm512_load_si512(pl + ((size_t)b * q->nbt + blk) * 128 + 64);
+    } else
+        lb512_codes(lo, hi, row + (size_t)blk * 16 * q->bits, blk < nfull ? 128 : q->K % 128, wend, q, q->bits);
+}
+
+/* x row t against W rows [j, j + NJ). PF: decode (W streams once: prefetch it). LB: 2/3/5/6 bits (q->bits). */
+AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, const int NJ, const int PF, const int LB, const uint8_t *pl) {
     int K = q->K, N = w->rows, ng = q->ng, bpsb = 16 * w->group / 128; /* blocks per 16 groups */
-    size_t row_bytes = (size_t)K / 2;
+    size_t row_bytes = (size_t)K * (LB ? q->bits : 4) / 8, blk_bytes = LB ? (size_t)16 * q->bits : 64;
+    const uint8_t *wend = (const uint8_t *)w->data + (size_t)N * row_bytes;
     const int8_t *xd = q->xd + (size_t)t * q->xds;
     const float *pv = q->pv + (size_t)t * q->pvs;
     const uint8_t *rows[8];
 #pragma GCC unroll 8
     for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
     const __m512i lane_grp = _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120), q->gshift);
-    const __m512i m4 = _mm512_set1_epi8(15);
     const int nfull = K / 128;                                   /* blocks of 128 columns */
     const __mmask16 mtail = (__mmask16)((1u << (K % 128 / 8)) - 1); /* the last block's lanes when K % 128 */
     __m512 acc[8];
@@ -539,9 +603,9 @@ AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, cons
             __m512i o1 = _mm512_load_si512(xb + 192), e2 = _mm512_load_si512(xb + 256), o2 = _mm512_load_si512(xb + 320);
 #pragma GCC unroll 8
             for (int b = 0; b < NJ; b++) {
-                if (PF) _mm_prefetch((const char *)rows[b] + (size_t)blk * 64 + PF_AHEAD(row_bytes), _MM_HINT_T0);
-                __m512i v = q4i_codes(rows[b] + (size_t)blk * 64, blk, nfull, mtail);
-                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (PF) _mm_prefetch((const char *)rows[b] + (size_t)blk * blk_bytes + PF_AHEAD(row_bytes), _MM_HINT_T0);
+                __m512i lo, hi;
+                q4i_planes(&lo, &hi, q, rows[b], b, blk, nfull, mtail, wend, pl, LB);
                 /* digits 0 and 1 in one chain (a01 = 256·S0 + S1), digit 2 in another */
                 __m512i a01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, e0), hi, o0);
                 __m512i a2 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, e2), hi, o2);
@@ -558,16 +622,16 @@ AI void q4i_tile(float *y, const q4i_t *q, int t, const weight_t *w, int j, cons
 /* The GEMM's tile: x rows t and t + 1 against W rows [j, j + NJ), each (x row, W row)
  * pair with exactly q4i_tile's steps in its order (the W row's nibble planes and scale
  * vector are shared by the two x rows; the x digits are memory operands). */
-AI void q4i_tile2(float *y, const q4i_t *q, int t, const weight_t *w, int j, const int NJ) {
+AI void q4i_tile2(float *y, const q4i_t *q, int t, const weight_t *w, int j, const int NJ, const int LB, const uint8_t *pl) {
     int K = q->K, N = w->rows, ng = q->ng, bpsb = 16 * w->group / 128;
-    size_t row_bytes = (size_t)K / 2;
+    size_t row_bytes = (size_t)K * (LB ? q->bits : 4) / 8;
+    const uint8_t *wend = (const uint8_t *)w->data + (size_t)N * row_bytes;
     const int8_t *xd0 = q->xd + (size_t)t * q->xds, *xd1 = xd0 + q->xds;
     const float *pv0 = q->pv + (size_t)t * q->pvs, *pv1 = pv0 + q->pvs;
     const uint8_t *rows[4];
 #pragma GCC unroll 4
     for (int b = 0; b < NJ; b++) rows[b] = (const uint8_t *)w->data + (size_t)(j + b) * row_bytes;
     const __m512i lane_grp = _mm512_srli_epi32(_mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120), q->gshift);
-    const __m512i m4 = _mm512_set1_epi8(15);
     const int nfull = K / 128;
     const __mmask16 mtail = (__mmask16)((1u << (K % 128 / 8)) - 1);
     __m512 acc[2][4];
@@ -586,8 +650,8 @@ AI void q4i_tile2(float *y, const q4i_t *q, int t, const weight_t *w, int j, con
             const __m512i *x0 = (const __m512i *)(xd0 + (size_t)blk * 384), *x1 = (const __m512i *)(xd1 + (size_t)blk * 384);
 #pragma GCC unroll 4
             for (int b = 0; b < NJ; b++) {
-                __m512i v = q4i_codes(rows[b] + (size_t)blk * 64, blk, nfull, mtail);
-                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                __m512i lo, hi;
+                q4i_planes(&lo, &hi, q, rows[b], b, blk, nfull, mtail, wend, pl, LB);
                 __m512 sv0 = _mm512_permutexvar_ps(gidx, _mm512_mul_ps(s16[b], p0)), sv1 = _mm512_permutexvar_ps(gidx, _mm512_mul_ps(s16[b], p1));
 #pragma GCC unroll 2
                 for (int a = 0; a < 2; a++) {
@@ -609,17 +673,36 @@ AI void q4i_tile2(float *y, const q4i_t *q, int t, const weight_t *w, int j, con
 }
 
 /* x row t, W rows [j0, j1): tiles of 8 rows, then 4, then single rows. */
-static void q4i_rows(float *y, const q4i_t *q, int t, const weight_t *w, int j0, int j1, int pf) {
+AI void q4i_rows_lb(float *y, const q4i_t *q, int t, const weight_t *w, int j0, int j1, int pf, const int LB) {
     int j = j0;
     if (pf) {
-        for (; j + 8 <= j1; j += 8) q4i_tile(y, q, t, w, j, 8, 1);
-        for (; j + 4 <= j1; j += 4) q4i_tile(y, q, t, w, j, 4, 1);
-        for (; j < j1; j++) q4i_tile(y, q, t, w, j, 1, 1);
+        for (; j + 8 <= j1; j += 8) q4i_tile(y, q, t, w, j, 8, 1, LB, NULL);
+        for (; j + 4 <= j1; j += 4) q4i_tile(y, q, t, w, j, 4, 1, LB, NULL);
+        for (; j < j1; j++) q4i_tile(y, q, t, w, j, 1, 1, LB, NULL);
     } else {
-        for (; j + 8 <= j1; j += 8) q4i_tile(y, q, t, w, j, 8, 0);
-        for (; j + 4 <= j1; j += 4) q4i_tile(y, q, t, w, j, 4, 0);
-        for (; j < j1; j++) q4i_tile(y, q, t, w, j, 1, 0);
+        for (; j + 8 <= j1; j += 8) q4i_tile(y, q, t, w, j, 8, 0, LB, NULL);
+        for (; j + 4 <= j1; j += 4) q4i_tile(y, q, t, w, j, 4, 0, LB, NULL);
+        for (; j < j1; j++) q4i_tile(y, q, t, w, j, 1, 0, LB, NULL);
     }
+}
+static void q4i_rows(float *y, const q4i_t *q, int t, const weight_t *w, int j0, int j1, int pf) {
+    if (q->bits == 4) q4i_rows_lb(y, q, t, w, j0, j1, pf, 0);
+    else q4i_rows_lb(y, q, t, w, j0, j1, pf, 1);
+}
+
+/* 2/3/5/6 bits: W rows [j, j + nj) unpacked into pl once (lb512_codes), for every x row of the chunk */
+static void q4i_lb_panel(uint8_t *pl, const q4i_t *q, const weight_t *w, int j, int nj) {
+    size_t row_bytes = (size_t)q->K * q->bits / 8;
+    const uint8_t *wend = (const uint8_t *)w->data + (size_t)w->rows * row_bytes;
+    int nfull = q->K / 128;
+    for (int b = 0; b < nj; b++)
+        for (int blk = 0; blk < q->nbt; blk++) {
+            __m512i lo, hi;
+            lb512_codes(&lo, &hi, (const uint8_t *)w->data + (size_t)(j + b) * row_bytes + (size_t)blk * 16 * q->bits,
+                        blk < nfull ? 128 : q->K % 128, wend, q, q->bits);
+            _mm512_store_si512(pl + ((size_t)b * q->nbt + blk) * 128, lo);
+            _mm512_store_si512(pl + ((size_t)b * q->nbt + blk) * 128 + 64, hi);
+        }
 }
 
 /* T > 1: chunks of x rows whose prepared form (~3.5 bytes per element) stays near 256 KB,
@@ -628,14 +711,27 @@ static void q4i_gemm(float *y, const q4i_t *q, int T, const weight_t *w, int j0,
     size_t per_row = q->xds + sizeof(float) * (q->pvs + (size_t)q->ngp);
     int tc = (int)(262144 / per_row);
     if (tc < 4) tc = 4;
+    uint8_t *pl = NULL; /* 2/3/5/6 bits: the 4-row tile's codes unpacked once (the thread's WPANEL scratch) */
+    if (q->bits != 4 && !(pl = cpu_scratch(CPU_SCRATCH_WPANEL, (size_t)4 * q->nbt * 128))) abort();
     for (int t0 = 0; t0 < T; t0 += tc) {
         int t1 = t0 + tc < T ? t0 + tc : T;
         int j = j0;
         for (; j + 4 <= j1; j += 4) {
             int t = t0;
-            for (; t + 2 <= t1; t += 2) q4i_tile2(y, q, t, w, j, 4);
-            for (; t < t1; t++) q4i_tile(y, q, t, w, j, 4, 0);
+            if (pl) {
+                q4i_lb_panel(pl, q, w, j, 4);
+                for (; t + 2 <= t1; t += 2) q4i_tile2(y, q, t, w, j, 4, 1, pl);
+                for (; t < t1; t++) q4i_tile(y, q, t, w, j, 4, 0, 1, pl);
+                continue;
+            }
+            for (; t + 2 <= t1; t += 2) q4i_tile2(y, q, t, w, j, 4, 0, NULL);
+            for (; t < t1; t++) q4i_tile(y, q, t, w, j, 4, 0, 0, NULL);
         }
+        if (pl)
+            for (; j < j1; j++) {
+                q4i_lb_panel(pl, q, w, j, 1);
+                for (int t = t0; t < t1; t++) q4i_tile(y, q, t, w, j, 1, 0, 1, pl);
+            }
         for (int t = t0; t < t1; t++) q4i_rows(y, q, t, w, j, j1, 0);
     }
 }
@@ -657,7 +753,7 @@ static void mm_q4i(float *y, const float *x, int T, const weight_t *w, int j0, i
     if (q4i_prepare(&q, x, T, w)) abort();
     if (T == 1) q4i_rows(y, &q, 0, w, j0, j1, 1);
     else q4i_gemm(y, &q, T, w, j0, j1);
-    free(q.xd);
+    q4i_free(&q);
 }
 
 /* Group sums of x rows, in column order, zero-padded to a multiple of 16 groups: the
@@ -1278,15 +1374,20 @@ static __attribute__((noinline)) void qbi_run_w(float *y, const qbi_t *q, int T,
 }
 #pragma GCC pop_options
 
-/* the integer path takes w: a CPU with VNNI and VBMI, 2/3/5/6-bit codes in groups of 32/64/128 dividing K */
+/* the integer path takes w: a CPU with VNNI and VBMI, 2/3/5/6-bit codes in groups of 32/64/128 dividing K
+ * (KILN_QB_VBMI=0: as if the CPU had no VBMI — q4i's lb512_codes path below instead, for tests and A/B) */
 static int qbi_ok(const weight_t *w) {
     static int on = -1;
     if (on < 0) {
-        const char *e = getenv("KILN_Q4_FMA");
-        on = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") && !(e && *e == '1');
+        const char *e = getenv("KILN_Q4_FMA"), *v = getenv("KILN_QB_VBMI");
+        on = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") && !(e && *e == '1') && !(v && *v == '0');
     }
     return on && (w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6) && (w->group == 32 || w->group == 64 || w->group == 128) &&
            w->cols % w->group == 0;
+}
+/* 2/3/5/6 bits where qbi is not: a CPU with VNNI but no VBMI takes q4i with lb512_codes */
+static int qlb_ok(const weight_t *w) {
+    return (w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6) && q4i_ok(w);
 }
 static void mm_qbi(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     qbi_t q;
@@ -1294,9 +1395,19 @@ static void mm_qbi(float *y, const float *x, int T, const weight_t *w, int j0, i
     qbi_run_w(y, &q, T, w, j0, j1);
 }
 
+/* From this many x rows the 2/3/5/6-bit GEMM takes q4i with its unpacked panel even where qbi
+ * exists: the two give the same bits (the same x digits, the same exact integer per 8-column lane,
+ * the same fold and order: kiln logits md5 equal for qwen3-0.6b q2/q3/q5/q6 with and without
+ * KILN_QB_VBMI=0), and qbi unpacks each block again for every pair of x rows (kiln-mm-bench --rows
+ * 1024 --cols 1024, GFLOP/s qbi / panel: T=8 103 / 90-108, T=16 104 / 127, T=32 85-104 / 140). */
+#define QB_GEMM_T 12
 AI void mm_qb(float *y, const float *x, int T, const weight_t *w, int j0, int j1, const int B) {
-    if (qbi_ok(w)) {
+    if (qbi_ok(w) && T < QB_GEMM_T) {
         mm_qbi(y, x, T, w, j0, j1);
+        return;
+    }
+    if (qlb_ok(w)) {
+        mm_q4i(y, x, T, w, j0, j1);
         return;
     }
     int ngp;
@@ -1422,7 +1533,7 @@ static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r
         q4i_t q;
         if (q4i_prepare(&q, x, 1, w)) abort();
         while (mm_rows_next(r, &j0, &j1)) q4i_rows(y, &q, 0, w, j0, j1, 1);
-        free(q.xd);
+        q4i_free(&q);
     } else if (weight_is_quantized(w) && w->bits == 4 && (w->group == 32 || w->group == 64 || w->group == 128)) {
         q4x_t q;
         if (q4_prepare(&q, x, 1, w)) abort();
@@ -1445,6 +1556,11 @@ static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r
         qbi_t q;
         if (qbi_prepare(&q, x, 1, w)) abort();
         while (mm_rows_next(r, &j0, &j1)) qbi_run_w(y, &q, 1, w, j0, j1);
+    } else if (weight_is_quantized(w) && qlb_ok(w)) {
+        q4i_t q;
+        if (q4i_prepare(&q, x, 1, w)) abort();
+        while (mm_rows_next(r, &j0, &j1)) q4i_rows(y, &q, 0, w, j0, j1, 1);
+        q4i_free(&q);
     } else if (weight_is_quantized(w) && (w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6)) {
         int ngp, B = w->bits;
         float *xg = group_sums(x, 1, w->cols, w->group, &ngp); /* once, not per hand-out */
