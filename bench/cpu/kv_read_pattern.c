@@ -16,6 +16,8 @@
  *   9  positions split, the same layout and order (a block's K and V: two address-order runs)
  *  10  heads split, K and V head-major over the whole layer ([head][position][hd]): per 32
  *      positions head after head, 8 sequential streams a thread
+ *  11  heads split, each thread's heads in a region of their own ([head group][position][heads of
+ *      the group][hd]): per 32 positions its K then its V, 2 sequential streams a thread
  * Usage: kv_read_pattern MODE HUGE(0|1) ITERS
  * gcc -O2 -mavx512f -o kv_read_pattern bench/cpu/kv_read_pattern.c -lpthread */
 #define _GNU_SOURCE
@@ -46,6 +48,8 @@ static float run(int t,int L){ float s=0; char *k=K[L],*v=V[L];
       int p0=t*NPOS/2,p1=(t+1)*NPOS/2; for(int b=p0;b<p1;b+=32) for(int h=0;h<8;h++) for(int q=0;q<2&&b+16*q<p1;q++){ size_t o=(size_t)(b/16+q)*16*ROW+(size_t)h*16*256; s+=readrows(k+o,4096); s+=readrows(v+o,4096);} }
   else if(mode==10){ /* heads split, K and V head-major over the whole layer ([head][position][hd]): per 32 positions head after head, each head one sequential stream */
       for(int b=0;b<NPOS;b+=32) for(int h=4*t;h<4*t+4;h++){ size_t o=((size_t)h*NPOS+b)*256; s+=readrows(k+o,32*256); s+=readrows(v+o,32*256);} }
+  else if(mode==11){ /* heads split, each thread's 4 heads in a region of their own ([head group][position][4 heads x hd]): per 32 positions K then V, two sequential streams a thread */
+      size_t hg=(size_t)t*NPOS*1024; for(int b=0;b<NPOS;b+=32){ s+=readrows(k+hg+(size_t)b*1024,32*1024); s+=readrows(v+hg+(size_t)b*1024,32*1024);} }
   else { int p0=t*NPOS/2,p1=(t+1)*NPOS/2; s+=readrows(k+(size_t)p0*ROW,(p1-p0)*ROW); s+=readrows(v+(size_t)p0*ROW,(p1-p0)*ROW);} 
   return s;}
 static int iters; static double tt[2];
