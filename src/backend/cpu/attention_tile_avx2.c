@@ -3,6 +3,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/attention_tile.h"
 #include "tensor/dtype.h"
@@ -72,6 +73,7 @@ static inline float at_hmax8(__m256 x) {
 /* 8 int8 codes widened to f32 (exact; the caller multiplies by the scale) */
 #define AT_LOADQ8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
 #define AT_DQ 2
+#define AT_DEC_PAIR 0 /* one KV head at a time (16 registers: two heads' chains would spill) */
 #define AT_IOTA() _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
 #define AT_ADD_I(a, b) _mm256_add_epi32(a, b)
 #define AT_MULLO_I(a, b) _mm256_mullo_epi32(a, b)

@@ -272,6 +272,7 @@ static __attribute__((noinline)) void at_ks(float *S, const float *Qt, float *S2
 /* a cache element run of dtype KT (0 f16, 1 bf16, 2 f32, 3 int8 codes; a constant) at byte address p */
 #define AT_LOADKV(p, KT) ((KT) == 2 ? _mm512_loadu_ps((const float *)(p)) : (KT) == 3 ? AT_LOADQ8(p) : AT_LOAD16((const uint16_t *)(p), (KT) == 1))
 #define AT_DQ 4
+#define AT_DEC_PAIR 1 /* the decode walk scores two KV heads at once (32 registers hold both) */
 #define AT_IOTA() _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 #define AT_ADD_I(a, b) _mm512_add_epi32(a, b)
 #define AT_MULLO_I(a, b) _mm512_mullo_epi32(a, b)

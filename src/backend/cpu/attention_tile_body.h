@@ -469,6 +469,253 @@ static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const f
 }
 #endif
 
+#ifdef AT_LOADH
+/* The decode walk (one token, nq = group <= AT_DQ queries, K transposed per block, no soft-cap,
+ * one segment): what _heads does for such a tile — the same operations on the same operands
+ * in the same order, so the same bits (test_kernels, test_ragged: decode against the whole
+ * step and against running alone) — without its general machinery. _heads rebuilt, for every
+ * (block, head), 64 prefetch pointers through branches and multiplies, 32 row pointers, the
+ * runs' pointers, per-query key ranges and the Qt lanes of a 16-query tile: ~15 % of a warm
+ * decode tile (perf, qwen3-0.6b shape at 576 positions). Here a block's cache-block lookups
+ * and offsets are made once for all the item's heads, each head adding its own constant
+ * offset (a vector add), and every query of the token shares one key range. */
+/* _scores_kth_n for two KV heads at once (the second's K runs kdelta bytes and its key scales
+ * sdelta floats after the first's; Qt2, S2 its query lanes and scores): each head's chains are
+ * exactly _scores_kth_n's, so the same bits; side by side they are twice the independent FMA
+ * chains (one head's NQ·AT_KB/AT_VW chains of hd dependent FMAs are a block's latency floor). */
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth2_n)(float *S, float *S2, const float *Qt,
+                                                                                 const float *Qt2, const char *const *kr,
+                                                                                 size_t kdelta, const float *const *sr,
+                                                                                 size_t sdelta, size_t ds, int hd, float scale,
+                                                                                 const int NQ, const int KT) {
+    AT_V acc[2][4][AT_KB / AT_VW], ksc[2][AT_KB / AT_VW];
+    const char *p[AT_KB / AT_VW];
+    const size_t step = ds * AT_KV_BYTES(KT);
+#pragma GCC unroll 4
+    for (int u = 0; u < AT_KB / AT_VW; u++) {
+        p[u] = kr[u];
+        if (KT == 3) ksc[0][u] = AT_LOAD(sr[u]), ksc[1][u] = AT_LOAD(sr[u] + sdelta);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+            for (int u = 0; u < AT_KB / AT_VW; u++) acc[h][i][u] = AT_ZERO();
+    for (int d = 0; d < hd; d++) {
+        AT_V kd[2][AT_KB / AT_VW];
+#pragma GCC unroll 4
+        for (int u = 0; u < AT_KB / AT_VW; u++) {
+            kd[0][u] = AT_LOADKV(p[u], KT);
+            kd[1][u] = AT_LOADKV(p[u] + kdelta, KT);
+            if (KT == 3) kd[0][u] = AT_MUL(kd[0][u], ksc[0][u]), kd[1][u] = AT_MUL(kd[1][u], ksc[1][u]);
+            p[u] += step;
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < NQ; i++) {
+            AT_V q0 = AT_SET1(Qt[(size_t)d * NQ + i]), q1 = AT_SET1(Qt2[(size_t)d * NQ + i]);
+#pragma GCC unroll 4
+            for (int u = 0; u < AT_KB / AT_VW; u++) {
+                acc[0][i][u] = AT_FMA(q0, kd[0][u], acc[0][i][u]);
+                acc[1][i][u] = AT_FMA(q1, kd[1][u], acc[1][i][u]);
+            }
+        }
+    }
+    AT_V sc = AT_SET1(scale);
+#pragma GCC unroll 4
+    for (int i = 0; i < NQ; i++)
+#pragma GCC unroll 4
+        for (int u = 0; u < AT_KB / AT_VW; u++) {
+            AT_STORE(S + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[0][i][u], sc));
+            AT_STORE(S2 + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[1][i][u], sc));
+        }
+}
+
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _dec_n)(float *out, const float *q, const attn_args_t *a, int r,
+                                                                         int t0, int h0, int h1, float *scratch, const int NQ,
+                                                                         const int KT, const int PAIR) {
+    const kv_view_t *kv = &a->kv;
+    const int32_t *bt = a->block_tables[r];
+    const int hd = a->head_dim, bs = kv->block_size, nkv = kv->n_kv_heads;
+    const size_t esz = AT_KV_BYTES(KT), per_tok = (size_t)nkv * hd, ktbs = (size_t)bs * per_tok;
+    const int p = a->pos[t0], klo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0, khi = p;
+    /* scratch: Sk [2][AT_DQ][AT_KB] (a pair of heads' scores); per head Qt [hd][NQ], m [AT_VW], l [AT_VW], acc [NQ][hd] */
+    float *Sk0 = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *heads = Sk0 + 2 * AT_DQ * AT_KB;
+    const size_t ph = (size_t)hd * NQ + 2 * AT_VW + (size_t)NQ * hd;
+    int32_t lo[AT_VW] __attribute__((aligned(64))), hi[AT_VW] __attribute__((aligned(64)));
+    float mnv[AT_VW] __attribute__((aligned(64))), lbv[AT_VW] __attribute__((aligned(64))), corr[AT_VW] __attribute__((aligned(64)));
+    for (int i = 0; i < AT_VW; i++) lo[i] = i < NQ ? klo : INT32_MAX, hi[i] = i < NQ ? khi : -1;
+    for (int kvh = h0; kvh < h1; kvh++) {
+        float *Qt = heads + (size_t)(kvh - h0) * ph, *m = Qt + (size_t)hd * NQ, *l = m + AT_VW, *acc = l + AT_VW;
+        for (int i = 0; i < NQ; i++) {
+            const float *qi = q + ((size_t)t0 * a->n_heads + (size_t)kvh * NQ + i) * hd;
+            for (int d = 0; d < hd; d++) Qt[(size_t)d * NQ + i] = qi[d];
+        }
+        AT_STORE(m, AT_SET1(-INFINITY));
+        AT_STORE(l, AT_ZERO());
+        memset(acc, 0, sizeof(float) * (size_t)NQ * hd);
+    }
+    const AT_V ninf = AT_SET1(-INFINITY);
+    const AT_VI vlo = AT_LOADI(lo), vhi = AT_LOADI(hi);
+    /* head 0's addresses for this block: the runs of AT_VW keys (each inside one cache block:
+     * bs % AT_VW == 0) from their first key in [ja, jb] (runs with none read the first run that
+     * has one, as _heads; their scores are masked); V rows of [ja, jb]; the next block's K pieces
+     * and V rows to prefetch (positions past khi: khi's) */
+    const char *kr0[AT_KB / AT_VW], *vr0[AT_KB], *pfk0[AT_KB], *pfv0[AT_KB];
+    const float *sr0[AT_KB / AT_VW] = {0}, *vs0[AT_KB] = {0};
+    for (int b0 = klo / AT_KB * AT_KB; b0 <= khi; b0 += AT_KB) {
+        int ja = klo > b0 ? klo - b0 : 0, jb = khi < b0 + AT_KB - 1 ? khi - b0 : AT_KB - 1, uf = -1;
+        for (int u = 0; u < AT_KB / AT_VW; u++) {
+            int j0 = u * AT_VW, j = j0 > ja ? j0 : ja;
+            if (j > jb || j0 + AT_VW - 1 < ja) continue;
+            int pj = b0 + j, blk = bt[pj / bs], off = pj % bs - (j - j0); /* the run's first slot in its cache block */
+            kr0[u] = (const char *)kv->k + ((size_t)blk * ktbs + (size_t)off) * esz;
+            if (KT == 3) sr0[u] = kv->ks + (size_t)blk * nkv * bs + off;
+            for (int jj = j; jj <= jb && jj < j0 + AT_VW; jj++) {
+                vr0[jj] = (const char *)kv->v + ((size_t)blk * bs + off + (jj - j0)) * per_tok * esz;
+                if (KT == 3) vs0[jj] = kv->vs + (size_t)blk * nkv * bs + off + (jj - j0);
+            }
+            if (uf < 0) uf = u;
+        }
+        for (int u = 0; u < AT_KB / AT_VW; u++) {
+            int j0 = u * AT_VW, j = j0 > ja ? j0 : ja;
+            if (j > jb || j0 + AT_VW - 1 < ja) kr0[u] = kr0[uf], sr0[u] = sr0[uf];
+        }
+        int pfon = b0 + AT_KB <= khi;
+        if (pfon)
+            for (int j = 0, pj = b0 + AT_KB; j < AT_KB; j++, pj++) {
+                int pc = pj <= khi ? pj : khi, blk = bt[pc / bs], off = pc % bs;
+                pfk0[j] = (const char *)kv->k + ((size_t)blk * ktbs + (size_t)off * hd) * esz; /* an hd-element share of the head's block */
+                pfv0[j] = (const char *)kv->v + ((size_t)blk * bs + off) * per_tok * esz;
+            }
+        /* the block's key mask (every query has the same keys) */
+        AT_M ok[AT_KB / AT_VW];
+        for (int u = 0; u < AT_KB / AT_VW; u++) {
+            AT_VI jv = AT_ADD_I(AT_IOTA(), AT_SET1I(u * AT_VW));
+            ok[u] = AT_MAND(AT_ILE(AT_SET1I(ja), jv), AT_ILE(jv, AT_SET1I(jb)));
+        }
+        AT_M act = AT_MAND(AT_ILE(vlo, AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), vhi));
+        for (int kvh = h0; kvh < h1; kvh++) {
+            float *Qt = heads + (size_t)(kvh - h0) * ph, *m = Qt + (size_t)hd * NQ, *l = m + AT_VW, *acc = l + AT_VW;
+            const size_t koff = (size_t)kvh * hd * bs * esz, voff = (size_t)kvh * hd * esz;
+            const char *kr[AT_KB / AT_VW], *vrow[AT_KB], *pf[2 * AT_KB];
+            const float *sr[AT_KB / AT_VW];
+            float vsc[AT_KB];
+            for (int u = 0; u < AT_KB / AT_VW; u++) {
+                kr[u] = kr0[u] + koff;
+                sr[u] = KT == 3 ? sr0[u] + (size_t)kvh * bs : NULL;
+            }
+            for (int j = ja; j <= jb; j++) {
+                vrow[j] = vr0[j] + voff;
+                if (KT == 3) vsc[j] = vs0[j][(size_t)kvh * bs];
+            }
+            if (pfon)
+                for (int j = 0; j < AT_KB; j++) pf[j] = pfk0[j] + koff, pf[AT_KB + j] = pfv0[j] + voff;
+            /* then _decode_softmax's steps for queries that all have keys [ja, jb] */
+            /* scores; with PAIR two heads' together, the first of the pair scoring both */
+            float *Sk = Sk0 + (PAIR && (kvh - h0) % 2 ? AT_DQ * AT_KB : 0);
+            if (PAIR && (kvh - h0) % 2 == 0 && kvh + 1 < h1)
+                AT_CAT(AT_NAME, _scores_kth2_n)(Sk, Sk + AT_DQ * AT_KB, Qt, Qt + ph, kr, (size_t)hd * bs * esz, sr, (size_t)bs,
+                                                (size_t)bs, hd, a->scale, NQ, KT);
+            else if (!PAIR || (kvh - h0) % 2 == 0)
+                AT_CAT(AT_NAME, _scores_kth_n)(Sk, Qt, kr, sr, (size_t)bs, NQ, hd, a->scale, NQ, KT);
+            AT_STORE(mnv, AT_LOAD(m));
+            AT_STORE(lbv, AT_ZERO());
+#pragma GCC unroll 4
+            for (int i = 0; i < NQ; i++) {
+                AT_V mx = ninf;
+                for (int u = 0; u < AT_KB / AT_VW; u++) {
+                    float *sk = Sk + (size_t)i * AT_KB + u * AT_VW;
+                    AT_V sv = AT_SEL(ok[u], AT_LOAD(sk), ninf);
+                    AT_STORE(sk, sv);
+                    mx = AT_MAX(mx, sv);
+                }
+                float mb = AT_HMAX(mx), mo = m[i];
+                mnv[i] = mo > mb ? mo : mb;
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < NQ; i++) {
+                AT_V mn = AT_SET1(mnv[i]);
+                float *sk = Sk + (size_t)i * AT_KB;
+                for (int u = 0; u < AT_KB / AT_VW; u++) {
+                    AT_V sv = AT_LOAD(sk + u * AT_VW);
+                    AT_STORE(sk + u * AT_VW, AT_SEL(AT_FEQ(sv, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(sv, mn))));
+                }
+            }
+            AT_CAT(AT_NAME, _rowsums)(lbv, Sk, NQ);
+            {
+                AT_V mo = AT_LOAD(m), mn = AT_LOAD(mnv);
+                AT_V c = AT_SEL(AT_FEQ(mo, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(mo, mn)));
+                c = AT_SEL(act, c, AT_SET1(1.0f));
+                AT_V l0 = AT_LOAD(l);
+                AT_STORE(l, AT_SEL(act, AT_ADD(AT_MUL(l0, c), AT_LOAD(lbv)), l0));
+                AT_STORE(m, mn);
+                AT_STORE(corr, c);
+            }
+            /* V: the token's queries in pairs (_heads' pv) */
+#pragma GCC unroll 4
+            for (int i = 0; i < NQ; i += 2) {
+                int i2 = i + 1 < NQ ? i + 1 : -1;
+                float c1 = corr[i], c2 = i2 >= 0 ? corr[i2] : 1.0f;
+                if (c1 != 1.0f)
+                    for (int d = 0; d < hd; d += AT_VW) AT_STORE(acc + (size_t)i * hd + d, AT_MUL(AT_LOAD(acc + (size_t)i * hd + d), AT_SET1(c1)));
+                if (i2 >= 0 && c2 != 1.0f)
+                    for (int d = 0; d < hd; d += AT_VW) AT_STORE(acc + (size_t)i2 * hd + d, AT_MUL(AT_LOAD(acc + (size_t)i2 * hd + d), AT_SET1(c2)));
+                AT_CAT(AT_NAME, _pvh_kt)(acc, Sk, (const void *const *)vrow, 1, AT_KB, hd, i, i2, ja, jb, i == 0 && pfon ? pf : NULL,
+                                         hd * (int)esz, vsc, KT);
+            }
+        }
+    }
+    /* the one segment folded into a fresh state and emitted, as _heads' AT_CLOSE_SEG and _emit */
+    for (int kvh = h0; kvh < h1; kvh++) {
+        float *Qt = heads + (size_t)(kvh - h0) * ph, *m = Qt + (size_t)hd * NQ, *l = m + AT_VW, *acc = l + AT_VW;
+        for (int i = 0; i < NQ; i++) {
+            float M = -INFINITY, L = 0.f, ACC[hd] __attribute__((aligned(64)));
+            memset(ACC, 0, sizeof(float) * (size_t)hd);
+            AT_CAT(AT_NAME, _fold)(&M, &L, ACC, m[i], l[i], acc + (size_t)i * hd, hd);
+            AT_CAT(AT_NAME, _emit)(out + ((size_t)t0 * a->n_heads + (size_t)kvh * NQ + i) * hd, ACC, L, hd);
+        }
+    }
+}
+
+static int dec_on = -1; /* KILN_ATTN_DEC=0: decode tiles through _heads' general walk (A/B) */
+
+/* _dec_n for the tiles it serves (1: done; 0: _heads runs it) */
+static int AT_CAT(AT_NAME, _dec)(float *out, const float *q, const attn_args_t *a, int r, int t0, int t1, int h0, int h1,
+                                 float *scratch) {
+    if (dec_on < 0) {
+        const char *e = getenv("KILN_ATTN_DEC");
+        dec_on = e && *e ? atoi(e) : 2;
+    }
+    const kv_view_t *kv = &a->kv;
+    int nq = a->n_heads / a->n_kv_heads, seg = attn_seg(), p = a->pos[t0];
+    int klo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+    if (!dec_on || t1 - t0 != 1 || nq > AT_DQ || a->softcap > 0 || !kv->k_t || kv->block_size % AT_VW || a->head_dim % 16 ||
+        (seg && klo / seg != p / seg))
+        return 0;
+    int kt = kv->dtype == DT_F16 ? 0 : kv->dtype == DT_BF16 ? 1 : kv->dtype == DT_F32 ? 2 : kv->dtype == DT_I8 ? 3 : -1;
+    if (kt < 0) return 0;
+    const int pair = dec_on == 2;
+#define AT_DEC(n) (pair ? AT_DEC_P(n, AT_DEC_PAIR) : AT_DEC_P(n, 0))
+#define AT_DEC_P(n, AT_DEC_PAIR)                                                                       \
+    (kt == 0   ? AT_CAT(AT_NAME, _dec_n)(out, q, a, r, t0, h0, h1, scratch, n, 0, AT_DEC_PAIR)        \
+     : kt == 1 ? AT_CAT(AT_NAME, _dec_n)(out, q, a, r, t0, h0, h1, scratch, n, 1, AT_DEC_PAIR)        \
+     : kt == 2 ? AT_CAT(AT_NAME, _dec_n)(out, q, a, r, t0, h0, h1, scratch, n, 2, AT_DEC_PAIR)        \
+               : AT_CAT(AT_NAME, _dec_n)(out, q, a, r, t0, h0, h1, scratch, n, 3, AT_DEC_PAIR))
+    switch (nq) {
+    case 1: AT_DEC(1); break;
+    case 2: AT_DEC(2); break;
+#if AT_DQ >= 4
+    case 3: AT_DEC(3); break;
+    case 4: AT_DEC(4); break;
+#endif
+    }
+#undef AT_DEC
+#undef AT_DEC_P
+    return 1;
+}
+#endif
+
 /* Queries of tokens [t0, t1) (one row, r) and KV heads [h0, h1): out[t, kvh·group + g].
  * The heads are walked together, block by block (for each block of keys, each head in
  * turn), each with its own Qt/acc/m/l: a head's operations and their order are exactly
@@ -482,6 +729,9 @@ static void AT_CAT(AT_NAME, _heads)(float *out, const float *q, const attn_args_
     const int32_t *bt = a->block_tables[r];
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, bs = kv->block_size;
     int nq = (t1 - t0) * group;
+#ifdef AT_LOADH
+    if (!part && AT_CAT(AT_NAME, _dec)(out, q, a, r, t0, t1, h0, h1, scratch)) return;
+#endif
     attn_tile_dims_t D;
     attn_tile_dims(a, t1 - t0, &D);
     int nqp = D.nqp, hdp = D.hdp;

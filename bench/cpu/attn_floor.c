@@ -1,0 +1,142 @@
+/* attn_floor.c — how fast can one core run a decode step's attention for one layer of
+ * qwen3-0.6b (8 KV heads, 2 queries per KV head, head_dim 128, f16 K/V) in kiln's cache
+ * layout — K transposed per 16-position block ([block][head][d][16]), V rows
+ * ([block][slot][head][d]) — with nothing but the arithmetic: a floor to hold the decode
+ * tile (attention_tile_body.h) against. Not part of kiln; its numbers are not kiln's bits
+ * (the score chains over d are split in NSPLIT for latency).
+ *
+ * Per KV head, per 32 positions: scores s[q][j] = q·K[j] (2 queries × 2 lane vectors of
+ * 16 keys, d split over NSPLIT chains), online softmax (max, exp, rescale), then
+ * acc[q] += Σ_j p[q][j] · V[j] (16 accumulators: 2 queries × 8 vectors of head_dim).
+ * Usage: attn_floor POSITIONS ITERS [COLD(0|1)]
+ * gcc -O2 -mavx512f -mavx512bw -mavx512vl -mfma -mf16c -o /tmp/attn_floor bench/cpu/attn_floor.c -lm */
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+enum { NH = 8, G = 2, HD = 128, BS = 16, KB = 32 };
+#ifndef NSPLIT
+#define NSPLIT 2
+#endif
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+
+/* e^x for x <= 0 (x = -inf -> 0): 2^(x·log2e) by a degree-6 polynomial, as the tile does */
+static inline __m512 exp_ps(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.f));
+    __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504f));
+    __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_sub_ps(t, n);
+    __m512 p = _mm512_set1_ps(1.535336188e-4f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.339887440e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357e-3f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471e-2f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028e-1f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* one KV head over positions [0, npos): out[2][HD] */
+static void head(float *out, const float *q /* [2][HD] */, const uint16_t *kt, const uint16_t *v, int npos, int h) {
+    __m512 acc0[8], acc1[8];
+    for (int c = 0; c < 8; c++) acc0[c] = acc1[c] = _mm512_setzero_ps();
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0;
+    const size_t kblk = (size_t)NH * HD * BS, vrow = (size_t)NH * HD;
+    for (int b0 = 0; b0 < npos; b0 += KB) {
+        /* scores: keys [b0, b0+16) from cache block b0/16, [b0+16, b0+32) from the next */
+        const uint16_t *k0 = kt + (size_t)(b0 / BS) * kblk + (size_t)h * HD * BS, *k1 = k0 + kblk;
+        __m512 s[2][2][NSPLIT];
+        for (int a = 0; a < 2; a++)
+            for (int u = 0; u < 2; u++)
+                for (int z = 0; z < NSPLIT; z++) s[a][u][z] = _mm512_setzero_ps();
+        for (int d = 0; d < HD; d += NSPLIT)
+#pragma GCC unroll 4
+            for (int z = 0; z < NSPLIT; z++) {
+                __m512 ka = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + (size_t)(d + z) * BS)));
+                __m512 kb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k1 + (size_t)(d + z) * BS)));
+                __m512 q0 = _mm512_set1_ps(q[d + z]), q1 = _mm512_set1_ps(q[HD + d + z]);
+                s[0][0][z] = _mm512_fmadd_ps(q0, ka, s[0][0][z]);
+                s[0][1][z] = _mm512_fmadd_ps(q0, kb, s[0][1][z]);
+                s[1][0][z] = _mm512_fmadd_ps(q1, ka, s[1][0][z]);
+                s[1][1][z] = _mm512_fmadd_ps(q1, kb, s[1][1][z]);
+            }
+        __m512 sv[2][2];
+        for (int a = 0; a < 2; a++)
+            for (int u = 0; u < 2; u++) {
+                __m512 t = s[a][u][0];
+                for (int z = 1; z < NSPLIT; z++) t = _mm512_add_ps(t, s[a][u][z]);
+                sv[a][u] = _mm512_mul_ps(t, _mm512_set1_ps(0.08838834764f));
+            }
+        float mb0 = _mm512_reduce_max_ps(_mm512_max_ps(sv[0][0], sv[0][1]));
+        float mb1 = _mm512_reduce_max_ps(_mm512_max_ps(sv[1][0], sv[1][1]));
+        float mn0 = m0 > mb0 ? m0 : mb0, mn1 = m1 > mb1 ? m1 : mb1;
+        __m512 p00 = exp_ps(_mm512_sub_ps(sv[0][0], _mm512_set1_ps(mn0))), p01 = exp_ps(_mm512_sub_ps(sv[0][1], _mm512_set1_ps(mn0)));
+        __m512 p10 = exp_ps(_mm512_sub_ps(sv[1][0], _mm512_set1_ps(mn1))), p11 = exp_ps(_mm512_sub_ps(sv[1][1], _mm512_set1_ps(mn1)));
+        float c0 = expf(m0 - mn0), c1 = expf(m1 - mn1);
+        l0 = l0 * c0 + _mm512_reduce_add_ps(_mm512_add_ps(p00, p01));
+        l1 = l1 * c1 + _mm512_reduce_add_ps(_mm512_add_ps(p10, p11));
+        m0 = mn0, m1 = mn1;
+        __m512 cv0 = _mm512_set1_ps(c0), cv1 = _mm512_set1_ps(c1);
+        for (int c = 0; c < 8; c++) acc0[c] = _mm512_mul_ps(acc0[c], cv0), acc1[c] = _mm512_mul_ps(acc1[c], cv1);
+        float P[2][KB] __attribute__((aligned(64)));
+        _mm512_store_ps(P[0], p00); _mm512_store_ps(P[0] + 16, p01);
+        _mm512_store_ps(P[1], p10); _mm512_store_ps(P[1] + 16, p11);
+        const uint16_t *vb = v + (size_t)b0 * vrow + (size_t)h * HD;
+        for (int j = 0; j < KB; j++) {
+            const uint16_t *vj = vb + (size_t)j * vrow;
+            if (b0 + KB < npos) __builtin_prefetch(vj + KB * vrow, 0, 2), __builtin_prefetch(vj + KB * vrow + 32, 0, 2),
+                                __builtin_prefetch(vj + KB * vrow + 64, 0, 2), __builtin_prefetch(vj + KB * vrow + 96, 0, 2);
+            __m512 pa = _mm512_set1_ps(P[0][j]), pb = _mm512_set1_ps(P[1][j]);
+#pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + c * 16)));
+                acc0[c] = _mm512_fmadd_ps(pa, vv, acc0[c]);
+                acc1[c] = _mm512_fmadd_ps(pb, vv, acc1[c]);
+            }
+        }
+        if (b0 + KB < npos) /* the next 32 keys' K runs */
+            for (int o = 0; o < HD * BS; o += 32) __builtin_prefetch(k0 + 2 * kblk + o, 0, 2), __builtin_prefetch(k1 + 2 * kblk + o, 0, 2);
+    }
+    __m512 r0 = _mm512_set1_ps(1.f / l0), r1 = _mm512_set1_ps(1.f / l1);
+    for (int c = 0; c < 8; c++) {
+        _mm512_storeu_ps(out + c * 16, _mm512_mul_ps(acc0[c], r0));
+        _mm512_storeu_ps(out + HD + c * 16, _mm512_mul_ps(acc1[c], r1));
+    }
+}
+
+int main(int argc, char **argv) {
+    int npos = argc > 1 ? atoi(argv[1]) : 576, iters = argc > 2 ? atoi(argv[2]) : 200, cold = argc > 3 ? atoi(argv[3]) : 0;
+    npos = (npos + KB - 1) / KB * KB;
+    size_t kv = (size_t)npos * NH * HD;
+    uint16_t *K = aligned_alloc(2 << 20, (kv * 2 + (2 << 20)) & ~(size_t)((2 << 20) - 1));
+    uint16_t *V = aligned_alloc(2 << 20, (kv * 2 + (2 << 20)) & ~(size_t)((2 << 20) - 1));
+    madvise(K, kv * 2, MADV_HUGEPAGE); madvise(V, kv * 2, MADV_HUGEPAGE);
+    srand(1);
+    for (size_t i = 0; i < kv; i++) K[i] = _cvtss_sh((float)rand() / RAND_MAX - 0.5f, 0), V[i] = _cvtss_sh((float)rand() / RAND_MAX - 0.5f, 0);
+    float q[NH][2 * HD], out[NH][2 * HD];
+    for (int h = 0; h < NH; h++) for (int i = 0; i < 2 * HD; i++) q[h][i] = (float)rand() / RAND_MAX - 0.5f;
+    size_t flush = 256u << 20;
+    char *fl = cold ? malloc(flush) : NULL;
+    if (fl) memset(fl, 1, flush);
+    double best = 1e9, sum = 0;
+    volatile float sink = 0;
+    for (int it = 0; it < iters; it++) {
+        if (fl) { for (size_t o = 0; o < flush; o += 64) sink += fl[o]; }
+        double t = now();
+        for (int h = 0; h < NH; h++) head(out[h], q[h], K, V, npos, h);
+        t = now() - t;
+        if (t < best) best = t;
+        sum += t;
+        sink += out[3][5];
+    }
+    double bytes = 2.0 * kv * 2;
+    printf("{\"pos\": %d, \"nsplit\": %d, \"cold\": %d, \"best_ms\": %.4f, \"mean_ms\": %.4f, \"GB_s\": %.1f, \"ns_per_block_head\": %.1f}\n",
+           npos, NSPLIT, cold, best * 1e3, sum / iters * 1e3, bytes / best / 1e9, best * 1e9 / (NH * (npos / KB)));
+    return 0;
+}
