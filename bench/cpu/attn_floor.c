@@ -8,8 +8,8 @@
  * Per KV head, per 32 positions: scores s[q][j] = q·K[j] (2 queries × 2 lane vectors of
  * 16 keys, d split over NSPLIT chains), online softmax (max, exp, rescale), then
  * acc[q] += Σ_j p[q][j] · V[j] (16 accumulators: 2 queries × 8 vectors of head_dim).
- * Usage: attn_floor POSITIONS ITERS [COLD(0|1)]
- * gcc -O2 -mavx512f -mavx512bw -mavx512vl -mfma -mf16c -o /tmp/attn_floor bench/cpu/attn_floor.c -lm */
+ * Usage: attn_floor POSITIONS ITERS [COLD(0|1) [THREADS [MODE: 0 heads split, 1 positions split (head-outer); 2 heads split, 3 positions split (block-outer)]]]
+ * gcc -O2 -mavx512f -mavx512bw -mavx512vl -mfma -mf16c -o /tmp/attn_floor bench/cpu/attn_floor.c -lm -lpthread */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <math.h>
@@ -43,12 +43,12 @@ static inline __m512 exp_ps(__m512 x) {
 }
 
 /* one KV head over positions [0, npos): out[2][HD] */
-static void head(float *out, const float *q /* [2][HD] */, const uint16_t *kt, const uint16_t *v, int npos, int h) {
+static void head(float *out, const float *q /* [2][HD] */, const uint16_t *kt, const uint16_t *v, int p0, int npos, int h) {
     __m512 acc0[8], acc1[8];
     for (int c = 0; c < 8; c++) acc0[c] = acc1[c] = _mm512_setzero_ps();
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0;
     const size_t kblk = (size_t)NH * HD * BS, vrow = (size_t)NH * HD;
-    for (int b0 = 0; b0 < npos; b0 += KB) {
+    for (int b0 = p0; b0 < npos; b0 += KB) {
         /* scores: keys [b0, b0+16) from cache block b0/16, [b0+16, b0+32) from the next */
         const uint16_t *k0 = kt + (size_t)(b0 / BS) * kblk + (size_t)h * HD * BS, *k1 = k0 + kblk;
         __m512 s[2][2][NSPLIT];
@@ -110,17 +110,146 @@ static void head(float *out, const float *q /* [2][HD] */, const uint16_t *kt, c
     }
 }
 
+/* one KV head's online-softmax state, kept in memory between blocks (the block-outer walks) */
+typedef struct { float m[2], l[2]; float acc[2][HD] __attribute__((aligned(64))); } hstate_t;
+
+/* keys [b0, b0 + KB) of head h into its state st (head()'s loop body, state loaded and stored) */
+static void head_block(hstate_t *st, const float *q, const uint16_t *kt, const uint16_t *v, int b0, int npos, int h) {
+    __m512 acc0[8], acc1[8];
+    for (int c = 0; c < 8; c++) acc0[c] = _mm512_load_ps(st->acc[0] + c * 16), acc1[c] = _mm512_load_ps(st->acc[1] + c * 16);
+    float m0 = st->m[0], m1 = st->m[1], l0 = st->l[0], l1 = st->l[1];
+    const size_t kblk = (size_t)NH * HD * BS, vrow = (size_t)NH * HD;
+    const uint16_t *k0 = kt + (size_t)(b0 / BS) * kblk + (size_t)h * HD * BS, *k1 = k0 + kblk;
+    __m512 s[2][2][NSPLIT];
+    for (int a = 0; a < 2; a++)
+        for (int u = 0; u < 2; u++)
+            for (int z = 0; z < NSPLIT; z++) s[a][u][z] = _mm512_setzero_ps();
+    for (int d = 0; d < HD; d += NSPLIT)
+#pragma GCC unroll 4
+        for (int z = 0; z < NSPLIT; z++) {
+            __m512 ka = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + (size_t)(d + z) * BS)));
+            __m512 kb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k1 + (size_t)(d + z) * BS)));
+            __m512 q0 = _mm512_set1_ps(q[d + z]), q1 = _mm512_set1_ps(q[HD + d + z]);
+            s[0][0][z] = _mm512_fmadd_ps(q0, ka, s[0][0][z]);
+            s[0][1][z] = _mm512_fmadd_ps(q0, kb, s[0][1][z]);
+            s[1][0][z] = _mm512_fmadd_ps(q1, ka, s[1][0][z]);
+            s[1][1][z] = _mm512_fmadd_ps(q1, kb, s[1][1][z]);
+        }
+    __m512 sv[2][2];
+    for (int a = 0; a < 2; a++)
+        for (int u = 0; u < 2; u++) {
+            __m512 t = s[a][u][0];
+            for (int z = 1; z < NSPLIT; z++) t = _mm512_add_ps(t, s[a][u][z]);
+            sv[a][u] = _mm512_mul_ps(t, _mm512_set1_ps(0.08838834764f));
+        }
+    float mb0 = _mm512_reduce_max_ps(_mm512_max_ps(sv[0][0], sv[0][1]));
+    float mb1 = _mm512_reduce_max_ps(_mm512_max_ps(sv[1][0], sv[1][1]));
+    float mn0 = m0 > mb0 ? m0 : mb0, mn1 = m1 > mb1 ? m1 : mb1;
+    __m512 p00 = exp_ps(_mm512_sub_ps(sv[0][0], _mm512_set1_ps(mn0))), p01 = exp_ps(_mm512_sub_ps(sv[0][1], _mm512_set1_ps(mn0)));
+    __m512 p10 = exp_ps(_mm512_sub_ps(sv[1][0], _mm512_set1_ps(mn1))), p11 = exp_ps(_mm512_sub_ps(sv[1][1], _mm512_set1_ps(mn1)));
+    float c0 = expf(m0 - mn0), c1 = expf(m1 - mn1);
+    l0 = l0 * c0 + _mm512_reduce_add_ps(_mm512_add_ps(p00, p01));
+    l1 = l1 * c1 + _mm512_reduce_add_ps(_mm512_add_ps(p10, p11));
+    __m512 cv0 = _mm512_set1_ps(c0), cv1 = _mm512_set1_ps(c1);
+    for (int c = 0; c < 8; c++) acc0[c] = _mm512_mul_ps(acc0[c], cv0), acc1[c] = _mm512_mul_ps(acc1[c], cv1);
+    float P[2][KB] __attribute__((aligned(64)));
+    _mm512_store_ps(P[0], p00); _mm512_store_ps(P[0] + 16, p01);
+    _mm512_store_ps(P[1], p10); _mm512_store_ps(P[1] + 16, p11);
+    const uint16_t *vb = v + (size_t)b0 * vrow + (size_t)h * HD;
+    for (int j = 0; j < KB; j++) {
+        const uint16_t *vj = vb + (size_t)j * vrow;
+        __m512 pa = _mm512_set1_ps(P[0][j]), pb = _mm512_set1_ps(P[1][j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + c * 16)));
+            acc0[c] = _mm512_fmadd_ps(pa, vv, acc0[c]);
+            acc1[c] = _mm512_fmadd_ps(pb, vv, acc1[c]);
+        }
+    }
+    for (int c = 0; c < 8; c++) _mm512_store_ps(st->acc[0] + c * 16, acc0[c]), _mm512_store_ps(st->acc[1] + c * 16, acc1[c]);
+    st->m[0] = mn0, st->m[1] = mn1, st->l[0] = l0, st->l[1] = l1;
+}
+
+/* heads [h0, h1) over keys [p0, p1), block-outer: each block's K (32 KB for all heads) and V
+ * rows read head after head, the next block prefetched line by line through the block */
+static void walk_blocks(hstate_t *st, int h0, int h1, int p0, int p1, int npos) {
+    for (int h = h0; h < h1; h++) {
+        st[h].m[0] = st[h].m[1] = -INFINITY, st[h].l[0] = st[h].l[1] = 0;
+        memset(st[h].acc, 0, sizeof st[h].acc);
+    }
+    extern uint16_t *gK, *gV;
+    extern float gq[NH][2 * HD];
+    const size_t kblk = (size_t)NH * HD * BS, vrow = (size_t)NH * HD;
+    for (int b0 = p0; b0 < p1; b0 += KB) {
+        if (b0 + KB < npos) { /* the next 32 positions of heads [h0, h1): K runs and V rows */
+            const char *kn = (const char *)(gK + (size_t)((b0 + KB) / BS) * kblk + (size_t)h0 * HD * BS);
+            size_t kbytes = (size_t)(h1 - h0) * HD * BS * 2;
+            for (int cb = 0; cb < KB / BS; cb++)
+                for (size_t o = 0; o < kbytes; o += 64) __builtin_prefetch(kn + cb * kblk * 2 + o, 0, 2);
+            for (int j = 0; j < KB; j++) {
+                const char *vn = (const char *)(gV + (size_t)(b0 + KB + j) * vrow + (size_t)h0 * HD);
+                for (size_t o = 0; o < (size_t)(h1 - h0) * HD * 2; o += 64) __builtin_prefetch(vn + o, 0, 2);
+            }
+        }
+        for (int h = h0; h < h1; h++) head_block(&st[h], gq[h], gK, gV, b0, npos, h);
+    }
+}
+
+#include <pthread.h>
+#include <stdatomic.h>
+static int g_npos, g_mode, g_nt;
+uint16_t *gK, *gV;
+float gq[NH][2 * HD];
+static float gout[2][NH][2 * HD];
+static hstate_t gst[2][NH];
+static atomic_int g_go, g_done;
+/* thread t's share: mode 0 heads [t·NH/nt, ...) over all positions; mode 1 all heads over
+ * positions [t·npos/nt, ...) (a partial state each, merge not timed: 8 heads × 2 × 128 floats) */
+static void share(int t) {
+    if (g_mode == 2) { /* heads split, block-outer */
+        walk_blocks(gst[t & 1], t * NH / g_nt, (t + 1) * NH / g_nt, 0, g_npos, g_npos);
+        return;
+    }
+    if (g_mode == 3) { /* positions split, block-outer over all heads */
+        int p0 = g_npos / KB * t / g_nt * KB, p1 = g_npos / KB * (t + 1) / g_nt * KB;
+        walk_blocks(gst[t & 1], 0, NH, p0, p1, p1);
+        return;
+    }
+    if (g_mode == 0)
+        for (int h = t * NH / g_nt; h < (t + 1) * NH / g_nt; h++) head(gout[0][h], gq[h], gK, gV, 0, g_npos, h);
+    else {
+        int p0 = g_npos / KB * t / g_nt * KB, p1 = g_npos / KB * (t + 1) / g_nt * KB;
+        for (int h = 0; h < NH; h++) head(gout[t & 1][h], gq[h], gK, gV, p0, p1, h);
+    }
+}
+static void *worker(void *arg) {
+    int t = (int)(intptr_t)arg, seen = 0;
+    for (;;) {
+        int g;
+        while ((g = atomic_load(&g_go)) == seen) __builtin_ia32_pause();
+        if (g < 0) return NULL;
+        seen = g;
+        share(t);
+        atomic_fetch_add(&g_done, 1);
+    }
+}
+
 int main(int argc, char **argv) {
     int npos = argc > 1 ? atoi(argv[1]) : 576, iters = argc > 2 ? atoi(argv[2]) : 200, cold = argc > 3 ? atoi(argv[3]) : 0;
+    g_nt = argc > 4 ? atoi(argv[4]) : 1;
+    g_mode = argc > 5 ? atoi(argv[5]) : 0;
     npos = (npos + KB - 1) / KB * KB;
+    g_npos = npos;
     size_t kv = (size_t)npos * NH * HD;
     uint16_t *K = aligned_alloc(2 << 20, (kv * 2 + (2 << 20)) & ~(size_t)((2 << 20) - 1));
     uint16_t *V = aligned_alloc(2 << 20, (kv * 2 + (2 << 20)) & ~(size_t)((2 << 20) - 1));
     madvise(K, kv * 2, MADV_HUGEPAGE); madvise(V, kv * 2, MADV_HUGEPAGE);
+    gK = K, gV = V;
     srand(1);
     for (size_t i = 0; i < kv; i++) K[i] = _cvtss_sh((float)rand() / RAND_MAX - 0.5f, 0), V[i] = _cvtss_sh((float)rand() / RAND_MAX - 0.5f, 0);
-    float q[NH][2 * HD], out[NH][2 * HD];
-    for (int h = 0; h < NH; h++) for (int i = 0; i < 2 * HD; i++) q[h][i] = (float)rand() / RAND_MAX - 0.5f;
+    for (int h = 0; h < NH; h++) for (int i = 0; i < 2 * HD; i++) gq[h][i] = (float)rand() / RAND_MAX - 0.5f;
+    pthread_t th[8];
+    for (int t = 1; t < g_nt; t++) pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t);
     size_t flush = 256u << 20;
     char *fl = cold ? malloc(flush) : NULL;
     if (fl) memset(fl, 1, flush);
@@ -128,15 +257,20 @@ int main(int argc, char **argv) {
     volatile float sink = 0;
     for (int it = 0; it < iters; it++) {
         if (fl) { for (size_t o = 0; o < flush; o += 64) sink += fl[o]; }
+        atomic_store(&g_done, 0);
         double t = now();
-        for (int h = 0; h < NH; h++) head(out[h], q[h], K, V, npos, h);
+        atomic_store(&g_go, it + 1);
+        share(0);
+        while (atomic_load(&g_done) < g_nt - 1) __builtin_ia32_pause();
         t = now() - t;
         if (t < best) best = t;
         sum += t;
-        sink += out[3][5];
+        sink += gout[0][3][5];
     }
+    atomic_store(&g_go, -1);
+    for (int t = 1; t < g_nt; t++) pthread_join(th[t], NULL);
     double bytes = 2.0 * kv * 2;
-    printf("{\"pos\": %d, \"nsplit\": %d, \"cold\": %d, \"best_ms\": %.4f, \"mean_ms\": %.4f, \"GB_s\": %.1f, \"ns_per_block_head\": %.1f}\n",
-           npos, NSPLIT, cold, best * 1e3, sum / iters * 1e3, bytes / best / 1e9, best * 1e9 / (NH * (npos / KB)));
+    printf("{\"pos\": %d, \"threads\": %d, \"mode\": %d, \"nsplit\": %d, \"cold\": %d, \"best_ms\": %.4f, \"mean_ms\": %.4f, \"GB_s\": %.1f}\n",
+           npos, g_nt, g_mode, NSPLIT, cold, best * 1e3, sum / iters * 1e3, bytes / best / 1e9);
     return 0;
 }
