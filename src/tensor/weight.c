@@ -21,16 +21,19 @@ void weight_row_f32(const weight_t *w, int r, float *out) {
     }
     size_t nw = (size_t)w->cols * w->bits / 32, ng = (size_t)(w->cols / w->group);
     if (w->layout == WL_Q_RIL16 && r < (w->rows & ~15)) {
-        /* the row's words are 16 apart; bits divide 32 here, so no code straddles two */
+        /* the row's words are 16 apart; bits 4 and 8 divide 32, so no code straddles two; the
+         * other widths are in planes (weight_qril_code) */
         const uint32_t *tile = (const uint32_t *)w->data + (size_t)(r >> 4) * nw * 16 + (r & 15);
         size_t sb0 = (size_t)(r >> 4) * ng * 16 + (r & 15);
         uint32_t mask = (1u << w->bits) - 1;
+        int planes = weight_qril_planes(w);
         for (size_t g = 0; g < ng; g++) {
             float s = load_as_f32(w->scales, w->sb_dtype, sb0 + g * 16);
             float b = load_as_f32(w->biases, w->sb_dtype, sb0 + g * 16);
             for (int j = (int)g * w->group; j < ((int)g + 1) * w->group; j++) {
                 size_t bit = (size_t)j * w->bits;
-                out[j] = s * (float)((tile[(bit >> 5) * 16] >> (bit & 31)) & mask) + b;
+                uint32_t code = planes ? weight_qril_code(tile, 16, w->bits, j) : (tile[(bit >> 5) * 16] >> (bit & 31)) & mask;
+                out[j] = s * (float)code + b;
             }
         }
         return;

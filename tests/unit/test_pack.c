@@ -1,8 +1,9 @@
 /* test_pack.c — weights packed in place for the CPU kernels (backend/cpu/cpu_pack.h):
  *   1. pack_weight to WL_Q_RIL16 and back restores every byte of codes, scales and biases;
- *      packed, weight_row_f32 reads every row exactly as before (4 and 8 bits, row counts
- *      with and without a tail of N % 16, groups 32/64/128);
- *   2. pack_fits refuses what no kernel reads (3 bits, fewer than 16 rows);
+ *      packed, weight_row_f32 reads every row exactly as before (2, 3, 4, 5, 6 and 8 bits —
+ *      2/3/5/6 re-encoded in planes —, row counts with and without a tail of N % 16, groups
+ *      32/64/128);
+ *   2. pack_fits refuses what no kernel reads (planes with K % 32 != 0, 7 bits, fewer than 16 rows);
  *   3. the registry: a second prepare of the same tensor (tied lm_head) is not packed
  *      twice; a view of whole tiles takes the layout; a view that is not on whole tiles
  *      unpacks the region (bytes as stored again) and every later view stays unpacked;
@@ -34,10 +35,10 @@ static void qw_free(qw_t *q) {
 }
 
 static void test_roundtrip(void **st) {
-    const int Ns[] = {16, 33, 48, 100}, Ks[] = {128, 384}, bits[] = {4, 8}, Gs[] = {32, 64, 128};
+    const int Ns[] = {16, 33, 48, 100}, Ks[] = {128, 384}, bits[] = {4, 8, 2, 3, 5, 6}, Gs[] = {32, 64, 128};
     for (int ni = 0; ni < 4; ni++)
         for (int ki = 0; ki < 2; ki++)
-            for (int bi = 0; bi < 2; bi++)
+            for (int bi = 0; bi < 6; bi++)
                 for (int gi = 0; gi < 3; gi++) {
                     int N = Ns[ni], K = Ks[ki];
                     qw_t q = qw_make(N, K, bits[bi], Gs[gi], 1000u + (uint64_t)(ni * 100 + ki * 10 + bi * 3 + gi));
@@ -64,10 +65,16 @@ static void test_roundtrip(void **st) {
 }
 
 static void test_fits(void **st) {
-    qw_t q = qw_make(32, 96, 3, 32, 7);
+    qw_t q = qw_make(32, 80, 3, 16, 7); /* planes need whole 32-column chunks */
     assert_false(pack_fits(&q.w, WL_Q_RIL16));
     assert_int_equal(pack_weight(&q.w, WL_Q_RIL16), -1);
     assert_true(qw_as_stored(&q));
+    qw_free(&q);
+    q = qw_make(32, 128, 7, 32, 10); /* a width MLX does not write */
+    assert_false(pack_fits(&q.w, WL_Q_RIL16));
+    qw_free(&q);
+    q = qw_make(32, 96, 3, 32, 11);
+    assert_true(pack_fits(&q.w, WL_Q_RIL16));
     qw_free(&q);
     q = qw_make(15, 128, 4, 64, 8);
     assert_false(pack_fits(&q.w, WL_Q_RIL16));

@@ -1,6 +1,7 @@
 /* test_q4ril.c — 4-bit MLX weights in the rows-in-lanes layout WL_Q_RIL16 through the AVX-512
  * family (matmul_q4ril_avx512.c for rows in full tiles, the row-major q4i kernel for the
- * N % 16 tail), on CPUs with AVX512-VNNI:
+ * N % 16 tail), on CPUs with AVX512-VNNI; and 2/3/5/6-bit weights in its planes (weight.h)
+ * through the same kernels (their tail rows through the row-major low-bit kernels), each of:
  *   1. against the scalar reference (ref_matmul on the stored weight, and the exact product of
  *      weight_row_f32's rows of the PACKED weight in double) at 2e-6, as the q4i path: N in
  *      {16, 33, 48, 100}, K/G with K % 128 != 0, G 32/64/128, bf16/f16/f32 scales, T = 1 and
@@ -8,7 +9,9 @@
  *      ranges [0, 5), [5, 37), [37, N) bitwise the whole call;
  *   2. bitwise: each token of a T-token call equals the T = 1 call of that token (matmul and
  *      matmul_rows), and a view of whole tiles equals those rows of the whole weight;
- *   3. a NaN in x makes that token's whole output row NaN and leaves the others bitwise. */
+ *   3. a NaN in x makes that token's whole output row NaN and leaves the others bitwise;
+ *   4. unpack_weight restores every stored byte of the codes (and the planes' codes are the
+ *      stored codes: 1 compares against ref_matmul on the stored weight). */
 #include "../common/test_util.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_pack.h"
@@ -19,6 +22,7 @@ static const simd_kernels_t *avx512;
 static int setup(void **st) {
     __builtin_cpu_init();
     setenv("KILN_PACK_Q4", "1", 1); /* whatever the default: this test is about the layout */
+    setenv("KILN_PACK_QB", "1", 1);
     const char *fma = getenv("KILN_Q4_FMA");
     if (fma && *fma == '1') return 0; /* the float q4 path: no packing */
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -48,9 +52,12 @@ static void via_rows(float *y, const float *x, const weight_t *w) {
     if (!avx512->matmul_rows(y, x, w, &r)) fail_msg("matmul_rows did not take a WL_Q_RIL16 weight");
 }
 
-static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) {
+static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
     void *bufs[3];
-    weight_t w = make_quant(N, K, 4, G, seed, bufs);
+    weight_t w = make_quant(N, K, B, G, seed, bufs);
+    size_t code_bytes = (size_t)N * K * B / 8;
+    void *stored = malloc(code_bytes);
+    memcpy(stored, w.data, code_bytes);
     sb_to(&w, sbt, bufs);
     const int Ts[] = {1, 2, 5, 17, 37};
     int maxT = 37;
@@ -61,7 +68,7 @@ static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) {
     float *got = malloc(sizeof(float) * maxT * N), *alone = malloc(sizeof(float) * N), *rows = malloc(sizeof(float) * N);
     float *row = malloc(sizeof(float) * K);
     ref_matmul(want, x, maxT, &w, 0, N); /* stored order */
-    if (avx512->pack_layout(&w) != WL_Q_RIL16) fail_msg("pack_layout: %d, not WL_Q_RIL16, for q4 %dx%d g%d", avx512->pack_layout(&w), N, K, G);
+    if (avx512->pack_layout(&w) != WL_Q_RIL16) fail_msg("pack_layout: %d, not WL_Q_RIL16, for q%d %dx%d g%d", avx512->pack_layout(&w), B, N, K, G);
     if (pack_weight(&w, WL_Q_RIL16) || w.layout != WL_Q_RIL16) fail_msg("pack_weight failed");
     for (int j = 0; j < N; j++) {
         weight_row_f32(&w, j, row); /* the packed weight's rows */
@@ -78,28 +85,28 @@ static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) {
         avx512->matmul(got, x, T, &w, 0, mid);
         avx512->matmul(got, x, T, &w, mid, N);
         double err = tu_rel_err(got, want, (size_t)T * N), errx = tu_rel_err(got, exact, (size_t)T * N);
-        if (K <= 512 && err > 2e-6) fail_msg("q4ril %dx%d g%d %s T=%d: rel err %g", N, K, G, dtype_name(sbt), T, err);
-        if (errx > 2e-6) fail_msg("q4ril %dx%d g%d %s T=%d: rel err %g from the exact product", N, K, G, dtype_name(sbt), T, errx);
+        if (K <= 512 && err > 2e-6) fail_msg("q%dril %dx%d g%d %s T=%d: rel err %g", B, N, K, G, dtype_name(sbt), T, err);
+        if (errx > 2e-6) fail_msg("q%dril %dx%d g%d %s T=%d: rel err %g from the exact product", B, N, K, G, dtype_name(sbt), T, errx);
         /* any row ranges, e.g. [5, 37): tiles cut by a range are computed whole, stored masked */
         {
             int cuts[] = {0, 5 < N ? 5 : N, 37 < N ? 37 : N, N};
             float *part = malloc(sizeof(float) * T * N);
             for (int c = 0; c < 3; c++)
                 if (cuts[c] < cuts[c + 1]) avx512->matmul(part, x, T, &w, cuts[c], cuts[c + 1]);
-            if (memcmp(part, got, sizeof(float) * T * N)) fail_msg("q4ril %dx%d g%d T=%d: ranges [0,5) [5,37) [37,N) differ", N, K, G, T);
+            if (memcmp(part, got, sizeof(float) * T * N)) fail_msg("q%dril %dx%d g%d T=%d: ranges [0,5) [5,37) [37,N) differ", B, N, K, G, T);
             free(part);
         }
         for (int t = 0; t < T; t++) {
             avx512->matmul(alone, x + (size_t)t * K, 1, &w, 0, N);
             if (memcmp(alone, got + (size_t)t * N, sizeof(float) * N))
-                fail_msg("q4ril %dx%d g%d T=%d: token %d alone differs from the batch", N, K, G, T, t);
+                fail_msg("q%dril %dx%d g%d T=%d: token %d alone differs from the batch", B, N, K, G, T, t);
             via_rows(rows, x + (size_t)t * K, &w);
-            if (memcmp(rows, alone, sizeof(float) * N)) fail_msg("q4ril %dx%d g%d: matmul_rows differs from matmul", N, K, G);
+            if (memcmp(rows, alone, sizeof(float) * N)) fail_msg("q%dril %dx%d g%d: matmul_rows differs from matmul", B, N, K, G);
         }
     }
     /* a view of whole tiles [16, 16·⌊N/16⌋) is the same rows */
     if (N >= 32) {
-        int a = 1, b = N / 16, nw = K / 8, ng = K / G;
+        int a = 1, b = N / 16, nw = K * B / 32, ng = K / G;
         size_t sz = dtype_size(sbt);
         weight_t v = w;
         v.rows = (b - a) * 16;
@@ -110,7 +117,7 @@ static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) {
         avx512->matmul(yv, x, 5, &v, 0, v.rows);
         for (int t = 0; t < 5; t++)
             if (memcmp(yv + (size_t)t * v.rows, got + (size_t)t * N + 16 * a, sizeof(float) * v.rows))
-                fail_msg("q4ril %dx%d g%d: a view of tiles differs", N, K, G);
+                fail_msg("q%dril %dx%d g%d: a view of tiles differs", B, N, K, G);
         free(yv);
     }
     /* NaN (and Inf) in x: that token's row is all NaN, the others unchanged */
@@ -126,8 +133,8 @@ static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) {
             for (int j = 0; j < N; j++) {
                 float v = yn[(size_t)t * N + j];
                 if (t == 1 || t == 3) {
-                    if (!isnan(v)) fail_msg("q4ril %dx%d g%d: token %d row %d = %g, not NaN", N, K, G, t, j, v);
-                } else if (memcmp(&v, &got[(size_t)t * N + j], 4)) fail_msg("q4ril %dx%d g%d: NaN leaked into token %d", N, K, G, t);
+                    if (!isnan(v)) fail_msg("q%dril %dx%d g%d: token %d row %d = %g, not NaN", B, N, K, G, t, j, v);
+                } else if (memcmp(&v, &got[(size_t)t * N + j], 4)) fail_msg("q%dril %dx%d g%d: NaN leaked into token %d", B, N, K, G, t);
             }
         via_rows(alone, xn + 1 * (size_t)K, &w);
         for (int j = 0; j < N; j++)
@@ -135,9 +142,13 @@ static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) {
         free(xn); free(yn);
     }
     if (unpack_weight(&w) || w.layout != WL_ROWS) fail_msg("unpack_weight failed");
+    if (memcmp(w.data, stored, code_bytes)) fail_msg("q%d %dx%d g%d: unpack_weight did not restore the stored codes", B, N, K, G);
+    free(stored);
     free(x); free(want); free(exact); free(got); free(alone); free(rows); free(row);
     free_quant(bufs);
 }
+
+static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) { check_b(N, K, 4, G, sbt, seed); }
 
 static void test_q4ril_vs_ref(void **st) {
     if (!avx512) skip();
@@ -156,7 +167,21 @@ static void test_q4ril_sb_dtypes(void **st) {
     check(100, 384, 32, DT_F32, 103);
 }
 
+/* 2, 3, 5, 6 bits in planes: the same checks on fewer shapes (every group size, K with K % 128 != 0) */
+static void test_qbril_vs_ref(void **st) {
+    if (!avx512) skip();
+    const int Ns[] = {16, 33, 100}, Bs[] = {2, 3, 5, 6};
+    const int KG[][2] = {{128, 32}, {384, 64}, {1024, 128}, {320, 32}, {192, 64}, {640, 128}};
+    uint64_t seed = 201;
+    for (size_t b = 0; b < 4; b++)
+        for (size_t n = 0; n < 3; n++)
+            for (size_t k = 0; k < sizeof KG / sizeof KG[0]; k++) check_b(Ns[n], KG[k][0], Bs[b], KG[k][1], DT_BF16, seed++);
+    check_b(48, 256, 3, 128, DT_F32, seed++);
+    check_b(33, 320, 6, 64, DT_F16, seed++);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4ril_vs_ref), cmocka_unit_test(test_q4ril_sb_dtypes)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4ril_vs_ref), cmocka_unit_test(test_q4ril_sb_dtypes),
+                                       cmocka_unit_test(test_qbril_vs_ref)};
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -22,7 +22,8 @@ size_t pack_row_bytes(const weight_t *w) {
 int pack_fits(const weight_t *w, int layout) {
     switch (layout) {
     case WL_Q_RIL16:
-        return weight_is_quantized(w) && (w->bits == 4 || w->bits == 8) && w->rows >= 16 && w->group > 0 && w->cols % w->group == 0;
+        return weight_is_quantized(w) && w->rows >= 16 && w->group > 0 && w->cols % w->group == 0 &&
+               (w->bits == 4 || w->bits == 8 || ((w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6) && w->cols % 32 == 0));
     case WL_DENSE_T4:
         return (w->dtype == DT_F32 || w->dtype == DT_F16 || w->dtype == DT_BF16) && w->rows >= 4 && w->cols > 0 && w->cols % 16 == 0;
     default: return 0;
@@ -40,17 +41,54 @@ static void ril16_tile(char *base, size_t n, size_t esz, char *tmp, int pack) {
     memcpy(base, tmp, 16 * n * esz);
 }
 
+/* One row of B-bit codes (B in 2, 3, 5, 6; K % 32 == 0) between the stored bit stream and
+ * WL_Q_RIL16's planes (weight.h), in place through tmp (the row's nw words). */
+static void planes_row(uint32_t *row, size_t K, int B, uint32_t *tmp, int pack) {
+    size_t nw = K * (size_t)B / 32;
+    memset(tmp, 0, nw * 4);
+    if (!pack) { /* planes -> stream */
+        for (size_t j = 0; j < K; j++) {
+            uint64_t v = weight_qril_code(row, 1, B, (int)j), bit = j * (size_t)B;
+            tmp[bit >> 5] |= (uint32_t)(v << (bit & 31));
+            if ((bit & 31) + (size_t)B > 32) tmp[(bit >> 5) + 1] |= (uint32_t)(v >> (32 - (bit & 31)));
+        }
+        memcpy(row, tmp, nw * 4);
+        return;
+    }
+    int p2 = B == 6 ? 4 : 0, p1 = B - 1;
+    for (size_t j = 0; j < K; j++) {
+        uint32_t code = weight_code(row, B, (int)j), *c = tmp + (j >> 5) * (size_t)B;
+        int w = (int)(j & 31) >> 3, k = (int)(j & 7) >> 1, odd = (int)(j & 1);
+        uint32_t lo4 = B >= 5 ? code & 15 : 0, two = B == 6 ? code >> 4 : code & 3, one = B == 3 ? code >> 2 : code >> 4;
+        if (B >= 5) c[w] |= lo4 << (8 * k + 4 * odd);
+        if (B != 5) c[p2 + (w >> 1)] |= two << (8 * k + 4 * (w & 1) + 2 * odd);
+        if (B == 3 || B == 5) c[p1] |= (one & 1) << (8 * k + 2 * w + odd);
+    }
+    memcpy(row, tmp, nw * 4);
+}
+
 static int ril16(weight_t *w, int pack) {
     size_t nw = (size_t)w->cols * w->bits / 32, ng = (size_t)(w->cols / w->group), sbs = dtype_size(w->sb_dtype);
     size_t nt = (size_t)w->rows / 16, big = 16 * (nw * 4 > ng * sbs ? nw * 4 : ng * sbs);
     char *tmp = malloc(big);
     if (!tmp) return -1;
+    uint32_t *rowtmp = weight_qril_planes(w) ? malloc(nw * 4) : NULL;
+    if (weight_qril_planes(w) && !rowtmp) {
+        free(tmp);
+        return -1;
+    }
     for (size_t t = 0; t < nt; t++) {
-        ril16_tile((char *)w->data + t * 16 * nw * 4, nw, 4, tmp, pack);
+        uint32_t *tw = (uint32_t *)w->data + t * 16 * nw;
+        if (rowtmp && pack)
+            for (size_t r = 0; r < 16; r++) planes_row(tw + r * nw, (size_t)w->cols, w->bits, rowtmp, 1);
+        ril16_tile((char *)tw, nw, 4, tmp, pack);
+        if (rowtmp && !pack)
+            for (size_t r = 0; r < 16; r++) planes_row(tw + r * nw, (size_t)w->cols, w->bits, rowtmp, 0);
         ril16_tile((char *)w->scales + t * 16 * ng * sbs, ng, sbs, tmp, pack);
         ril16_tile((char *)w->biases + t * 16 * ng * sbs, ng, sbs, tmp, pack);
     }
     free(tmp);
+    free(rowtmp);
     w->layout = pack ? WL_Q_RIL16 : WL_ROWS;
     return 0;
 }

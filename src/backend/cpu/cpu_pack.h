@@ -20,7 +20,8 @@
  *     so the reference kernels and the embedding lookup need nothing.
  *
  * Layouts (weight.h has the enum):
- *   WL_Q_RIL16  quantized, bits 4 or 8: rows in the lanes, see weight.h.
+ *   WL_Q_RIL16  quantized: rows in the lanes, see weight.h (bits 2, 3, 5, 6: each row's codes
+ *               also re-encoded into planes per 32 columns, the same bytes).
  *   WL_DENSE_T4 dense (f32/f16/bf16, K % 16 == 0, N >= 4): tiles of 4 rows x 16 columns;
  *               element (4t + r, 16c + i) at ((t·nc + c)·4 + r)·16 + i, nc = K/16 — per 16
  *               columns the tile's 4 rows side by side (bf16: 128 B), so decode reads a tile

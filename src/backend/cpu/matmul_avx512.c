@@ -1426,8 +1426,9 @@ static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, 
     default: qrun(y, x, T, w, j0, j1, 0); /* (widths MLX does not write) */
     }
 }
-/* 4-bit in WL_Q_RIL16 (q4ril.h): rows in full tiles there, the N % 16 tail rows (stored
- * row-major) through mm_q4 (q4i) — the same code at any T for every row. */
+/* 4-bit in WL_Q_RIL16 (q4ril.h), and 2/3/5/6-bit in its planes: rows in full tiles there, the
+ * N % 16 tail rows (stored row-major) through mm_q4 (q4i) or mm_qany — the same code at any T
+ * for every row. */
 static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     int nr = w->rows & ~15;
     if (T <= 0) return; /* llama.c asks for no logits in some engine steps (as q8ril_matmul, mm_t4) */
@@ -1437,14 +1438,15 @@ static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0,
         if (T == 1) q4ril_rows(y, q, w, j0, j1 < nr ? j1 : nr);
         else q4ril_gemm(y, q, T, w, j0, j1 < nr ? j1 : nr);
     }
-    if (j1 > nr) mm_q4(y, x, T, w, j0 > nr ? j0 : nr, j1);
+    if (j1 > nr && w->bits == 4) mm_q4(y, x, T, w, j0 > nr ? j0 : nr, j1);
+    else if (j1 > nr) mm_qany(y, x, T, w, j0 > nr ? j0 : nr, j1);
 }
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (amx_q8_ok(w)) amx_matmul_q8(y, x, T, w, j0, j1, NULL);
     else if (amx_q4_ok(w)) amx_matmul_q4(y, x, T, w, j0, j1, NULL);
     else if (amx_bf16_ok(w)) amx_matmul_bf16(y, x, T, w, j0, j1, NULL);
     else if (weight_is_quantized(w)) {
-        if (w->bits == 4 && w->layout == WL_Q_RIL16) mm_q4ril(y, x, T, w, j0, j1);
+        if (w->bits != 8 && w->layout == WL_Q_RIL16) mm_q4ril(y, x, T, w, j0, j1); /* 4-bit, or 2/3/5/6 in planes */
         else if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
         else if (w->bits == 8 && w->layout == WL_Q_RIL16) q8ril_matmul(y, x, T, w, j0, j1); /* q8ril.h */
         else if (w->bits == 8) mm_q8(y, x, T, w, j0, j1);
@@ -1521,13 +1523,14 @@ static int matmul_rows(float *y, const float *x, const weight_t *w, mm_rows_t *r
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return 0;
     int j0, j1;
     if (weight_is_quantized(w) && w->bits == 8 && w->layout == WL_Q_RIL16) q8ril_rows(y, x, w, r); /* q8ril.h */
-    else if (weight_is_quantized(w) && w->bits == 4 && w->layout == WL_Q_RIL16) { /* q4ril.h; the tail rows as matmul */
+    else if (weight_is_quantized(w) && w->layout == WL_Q_RIL16) { /* q4ril.h (4-bit; 2/3/5/6 in planes); the tail rows as matmul */
         int nr = w->rows & ~15;
         void *q = q4ril_prepare(x, 1, w);
         if (!q) abort();
         while (mm_rows_next(r, &j0, &j1)) {
             if (j0 < nr) q4ril_rows(y, q, w, j0, j1 < nr ? j1 : nr);
-            if (j1 > nr) mm_q4(y, x, 1, w, j0 > nr ? j0 : nr, j1);
+            if (j1 > nr && w->bits == 4) mm_q4(y, x, 1, w, j0 > nr ? j0 : nr, j1);
+            else if (j1 > nr) mm_qany(y, x, 1, w, j0 > nr ? j0 : nr, j1);
         }
     } else if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w)) {
         q4i_t q;
@@ -1668,6 +1671,9 @@ static int pack_layout(const weight_t *w) {
     if (amx_q8_ok(w) || amx_q4_ok(w) || amx_bf16_ok(w)) return WL_ROWS;
     if (q8ril_ok(w) && pack_kind_on("KILN_PACK_Q8")) return WL_Q_RIL16;
     if (weight_is_quantized(w) && w->bits == 4 && q4i_ok(w) && w->rows >= 16 && pack_kind_on("KILN_PACK_Q4")) return WL_Q_RIL16;
+    if (weight_is_quantized(w) && (w->bits == 2 || w->bits == 3 || w->bits == 5 || w->bits == 6) && q4i_ok(w) && w->rows >= 16 &&
+        w->cols % 32 == 0 && pack_kind_on("KILN_PACK_QB"))
+        return WL_Q_RIL16; /* in planes (weight.h): q4ril's kernels */
     if ((w->dtype == DT_BF16 || w->dtype == DT_F16) && w->rows >= 4 && w->cols % 16 == 0 && pack_kind_on("KILN_PACK_DENSE"))
         return WL_DENSE_T4; /* mm_t4 */
     return WL_ROWS;

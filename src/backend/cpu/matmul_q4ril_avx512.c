@@ -191,20 +191,130 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
     _mm512_mask_storeu_ps(y + (size_t)t * 16, lanes(l0, l1), acc);
 }
 
+/* shift each 16-bit lane of v by n bits: left for n > 0, right for n < 0 (a constant) */
+AI __m512i sh16(__m512i v, const int n) {
+    return n > 0 ? _mm512_slli_epi16(v, n) : n < 0 ? _mm512_srli_epi16(v, -n) : v;
+}
+/* a | (b & m), one vpternlogd */
+AI __m512i or_and(__m512i a, __m512i b, __m512i m) { return _mm512_ternarylogic_epi32(a, b, m, 0xF8); }
+
+/* B-bit codes (B in 2, 3, 5, 6) of the 32-column chunk at c, 16 rows in the lanes, in
+ * WL_Q_RIL16's planes (weight.h) → for each of its four 8-column words w the even and odd
+ * code bytes ce[w], co[w] (byte k of lane r: the code of column 8w + 2k, resp. 8w + 2k + 1, of
+ * row r), the 4-bit path's lo/hi planes. A part is moved to its place in the byte by a 16-bit
+ * shift (bits from the lane's other byte are masked off) and merged by one vpternlogd:
+ * 6-bit: the 4-bit plane's 3 ops + 2 shifts + 2 merges a word; 5-bit: 3 + 2 + 2; 3-bit:
+ * 3.5 + 2 + 2; 2-bit: 3.5 (against 3 for 4-bit codes). */
+AI void qb_codes(__m512i ce[4], __m512i co[4], const uint8_t *c, const int B) {
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    if (B >= 5) {
+#pragma GCC unroll 4
+        for (int w = 0; w < 4; w++) {
+            __m512i v = _mm512_loadu_si512(c + 64 * w);
+            ce[w] = _mm512_and_si512(v, m4);
+            co[w] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        if (B == 6) { /* P2 (words 4, 5): the parts of word 2m + h at bits 4h + 0 (even), 4h + 2 (odd) -> bits 4-5 */
+            const __m512i m30 = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 2
+            for (int m = 0; m < 2; m++) {
+                __m512i v2 = _mm512_loadu_si512(c + 256 + 64 * m);
+                ce[2 * m] = or_and(ce[2 * m], sh16(v2, 4), m30);
+                co[2 * m] = or_and(co[2 * m], sh16(v2, 2), m30);
+                ce[2 * m + 1] = or_and(ce[2 * m + 1], v2, m30);
+                co[2 * m + 1] = or_and(co[2 * m + 1], sh16(v2, -2), m30);
+            }
+        } else { /* P1 (word 4): word w's parts at bits 2w (even), 2w + 1 (odd) -> bit 4 */
+            const __m512i m10 = _mm512_set1_epi8(0x10);
+            __m512i v1 = _mm512_loadu_si512(c + 256);
+            ce[0] = or_and(ce[0], sh16(v1, 4), m10), co[0] = or_and(co[0], sh16(v1, 3), m10);
+            ce[1] = or_and(ce[1], sh16(v1, 2), m10), co[1] = or_and(co[1], sh16(v1, 1), m10);
+            ce[2] = or_and(ce[2], v1, m10), co[2] = or_and(co[2], sh16(v1, -1), m10);
+            ce[3] = or_and(ce[3], sh16(v1, -2), m10), co[3] = or_and(co[3], sh16(v1, -3), m10);
+        }
+        return;
+    }
+#pragma GCC unroll 2
+    for (int m = 0; m < 2; m++) { /* P2 (words 0, 1): word 2m + h's parts at bits 4h (even), 4h + 2 (odd) */
+        __m512i v2 = _mm512_loadu_si512(c + 64 * m);
+        ce[2 * m] = _mm512_and_si512(v2, m3);
+        co[2 * m] = _mm512_and_si512(_mm512_srli_epi16(v2, 2), m3);
+        ce[2 * m + 1] = _mm512_and_si512(_mm512_srli_epi16(v2, 4), m3);
+        co[2 * m + 1] = _mm512_and_si512(_mm512_srli_epi16(v2, 6), m3);
+    }
+    if (B == 3) { /* P1 (word 2): word w's parts at bits 2w (even), 2w + 1 (odd) -> bit 2 */
+        const __m512i m04 = _mm512_set1_epi8(0x04);
+        __m512i v1 = _mm512_loadu_si512(c + 128);
+        ce[0] = or_and(ce[0], sh16(v1, 2), m04), co[0] = or_and(co[0], sh16(v1, 1), m04);
+        ce[1] = or_and(ce[1], v1, m04), co[1] = or_and(co[1], sh16(v1, -1), m04);
+        ce[2] = or_and(ce[2], sh16(v1, -2), m04), co[2] = or_and(co[2], sh16(v1, -3), m04);
+        ce[3] = or_and(ce[3], sh16(v1, -4), m04), co[3] = or_and(co[3], sh16(v1, -5), m04);
+    }
+}
+
+/* q4r_tile1 for B-bit codes in planes: the same digit chains and fold, the codes of each 32
+ * columns (B lines of the tile's stream) from qb_codes. Range: codes <= 63, so |A_0| <= 63·64·G
+ * and |a01| <= 63·2^14·G < 2^27 for G = 128 (int32); f32(a01) may round once from 2^24 up (G >= 16
+ * at 6 bits), the same class as the 4-bit G = 128 case above. */
+AI void qbr_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, int l1, const int B) {
+    const int ng = q->ng, cpg = q->G / 32; /* 32-column chunks per group */
+    const size_t tb = (size_t)q->K / 32 * B * 64; /* a tile's code bytes */
+    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * tb;
+    size_t sb = (size_t)t * ng * 16, sbz = w->sb_dtype == DT_F32 ? 4 : 2;
+    const char *sp = (const char *)w->scales + sb * sbz, *bp = (const char *)w->biases + sb * sbz;
+    const int8_t *xd = q->xd;
+    __m512 acc = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        if (!((g * 16 * sbz) & 63)) {
+            _mm_prefetch(sp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
+            _mm_prefetch(bp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
+        }
+        __m512i a0l = _mm512_setzero_si512(), a0h = a0l, a1l = a0l, a1h = a0l, a2l = a0l, a2h = a0l;
+        const uint8_t *c = cw + (size_t)g * cpg * B * 64;
+        const int8_t *xw = xd + (size_t)g * (q->G / 8) * 24;
+        for (int ch = 0; ch < cpg; ch++, c += B * 64) {
+#pragma GCC unroll 6
+            for (int l = 0; l < B; l++) _mm_prefetch((const char *)c + Q4R_PF + 64 * l, _MM_HINT_T0);
+            __m512i ce[4], co[4];
+            qb_codes(ce, co, c, B);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++, xw += 24) {
+                a0l = dpb(a0l, ce[i], xw);
+                a0h = dpb(a0h, co[i], xw + 4);
+                a1l = dpb(a1l, ce[i], xw + 8);
+                a1h = dpb(a1h, co[i], xw + 12);
+                a2l = dpb(a2l, ce[i], xw + 16);
+                a2h = dpb(a2h, co[i], xw + 20);
+            }
+        }
+        acc = fold(acc, _mm512_add_epi32(a0l, a0h), _mm512_add_epi32(a1l, a1h), _mm512_add_epi32(a2l, a2h),
+                   sb16(w->biases, w->sb_dtype, sb + (size_t)g * 16, 16), sb16(w->scales, w->sb_dtype, sb + (size_t)g * 16, 16),
+                   q->xs + g, q->pv + g);
+    }
+    _mm512_mask_storeu_ps(y + (size_t)t * 16, lanes(l0, l1), acc);
+}
+
 /* Rows [j0, j1) of one token (decode), all inside full tiles: y[j] for j in [j0, j1). */
 void q4ril_rows(float *y, const void *xp, const weight_t *w, int j0, int j1) {
     const q4r_x_t *q = xp;
     for (int t = j0 / 16; t * 16 < j1; t++) {
         int l0 = j0 > t * 16 ? j0 - t * 16 : 0, l1 = j1 < t * 16 + 16 ? j1 - t * 16 : 16;
-        q4r_tile1(y, q, w, t, l0, l1);
+        switch (w->bits) {
+        case 2: qbr_tile1(y, q, w, t, l0, l1, 2); break;
+        case 3: qbr_tile1(y, q, w, t, l0, l1, 3); break;
+        case 5: qbr_tile1(y, q, w, t, l0, l1, 5); break;
+        case 6: qbr_tile1(y, q, w, t, l0, l1, 6); break;
+        default: q4r_tile1(y, q, w, t, l0, l1);
+        }
     }
 }
 
 /* The GEMM's tile: NT tokens (from tok) against tile t, sharing each code load and its nibble
  * planes; per token three digit chains (the same integers as q4r_tile1's six) and the same fold. */
-AI void q4r_tileN(float *y, const q4r_x_t *q, const weight_t *w, int N, int tok, int t, int l0, int l1, const int NT) {
+AI void q4r_tileN(float *y, const q4r_x_t *q, const weight_t *w, int N, int tok, int t, int l0, int l1, const int NT,
+                  const int B) {
     const int nw = q->nw, ng = q->ng, wpg = q->G / 8;
-    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * nw * 64;
+    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * (q->K / 32) * B * 64; /* (B == 4: nw·64) */
     size_t sb = (size_t)t * ng * 16, xds = (size_t)nw * 24;
     const __m512i m4 = _mm512_set1_epi8(15);
     const int8_t *xd = q->xd + (size_t)tok * xds;
@@ -215,18 +325,26 @@ AI void q4r_tileN(float *y, const q4r_x_t *q, const weight_t *w, int N, int tok,
         __m512i a0[4], a1[4], a2[4];
 #pragma GCC unroll 4
         for (int a = 0; a < NT; a++) a0[a] = a1[a] = a2[a] = _mm512_setzero_si512();
-        const uint8_t *c = cw + (size_t)g * wpg * 64;
+        const uint8_t *c = cw + (size_t)g * (wpg / 4) * B * 64;
         const int8_t *xw = xd + (size_t)g * wpg * 24;
-        for (int i = 0; i < wpg; i++, c += 64, xw += 24) {
-            __m512i v = _mm512_loadu_si512(c);
-            __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int i = 0; i < wpg; i += 4, c += B * 64) { /* 32 columns: four code words */
+            __m512i ce[4], co[4];
+            if (B == 4)
 #pragma GCC unroll 4
-            for (int a = 0; a < NT; a++) {
-                const int8_t *x = xw + (size_t)a * xds;
-                a0[a] = dpb(dpb(a0[a], lo, x), hi, x + 4);
-                a1[a] = dpb(dpb(a1[a], lo, x + 8), hi, x + 12);
-                a2[a] = dpb(dpb(a2[a], lo, x + 16), hi, x + 20);
-            }
+                for (int u = 0; u < 4; u++) {
+                    __m512i v = _mm512_loadu_si512(c + 64 * u);
+                    ce[u] = _mm512_and_si512(v, m4), co[u] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                }
+            else qb_codes(ce, co, c, B);
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++, xw += 24)
+#pragma GCC unroll 4
+                for (int a = 0; a < NT; a++) {
+                    const int8_t *x = xw + (size_t)a * xds;
+                    a0[a] = dpb(dpb(a0[a], ce[u], x), co[u], x + 4);
+                    a1[a] = dpb(dpb(a1[a], ce[u], x + 8), co[u], x + 12);
+                    a2[a] = dpb(dpb(a2[a], ce[u], x + 16), co[u], x + 20);
+                }
         }
         __m512 bias = sb16(w->biases, w->sb_dtype, sb + (size_t)g * 16, 16), scale = sb16(w->scales, w->sb_dtype, sb + (size_t)g * 16, 16);
 #pragma GCC unroll 4
@@ -240,8 +358,7 @@ AI void q4r_tileN(float *y, const q4r_x_t *q, const weight_t *w, int N, int tok,
 
 /* T tokens, rows [j0, j1) inside full tiles: y[tok·N + j]. Tokens in chunks whose digits
  * (3 B per element) stay near 256 KB, so each tile's codes are read from L1/L2 per 4 tokens. */
-void q4ril_gemm(float *y, const void *xp, int T, const weight_t *w, int j0, int j1) {
-    const q4r_x_t *q = xp;
+AI void q4ril_gemm_b(float *y, const q4r_x_t *q, int T, const weight_t *w, int j0, int j1, const int B) {
     int N = w->rows, tc = (int)(262144 / ((size_t)q->nw * 24 + 8 * (size_t)q->ng)) & ~3;
     if (tc < 4) tc = 4;
     for (int t0 = 0; t0 < T; t0 += tc) {
@@ -249,13 +366,24 @@ void q4ril_gemm(float *y, const void *xp, int T, const weight_t *w, int j0, int 
         for (int t = j0 / 16; t * 16 < j1; t++) {
             int l0 = j0 > t * 16 ? j0 - t * 16 : 0, l1 = j1 < t * 16 + 16 ? j1 - t * 16 : 16;
             int a = t0;
-            for (; a + 4 <= t1; a += 4) q4r_tileN(y, q, w, N, a, t, l0, l1, 4);
+            for (; a + 4 <= t1; a += 4) q4r_tileN(y, q, w, N, a, t, l0, l1, 4, B);
             switch (t1 - a) {
-            case 3: q4r_tileN(y, q, w, N, a, t, l0, l1, 3); break;
-            case 2: q4r_tileN(y, q, w, N, a, t, l0, l1, 2); break;
-            case 1: q4r_tileN(y, q, w, N, a, t, l0, l1, 1); break;
+            case 3: q4r_tileN(y, q, w, N, a, t, l0, l1, 3, B); break;
+            case 2: q4r_tileN(y, q, w, N, a, t, l0, l1, 2, B); break;
+            case 1: q4r_tileN(y, q, w, N, a, t, l0, l1, 1, B); break;
             }
         }
+    }
+}
+
+void q4ril_gemm(float *y, const void *xp, int T, const weight_t *w, int j0, int j1) {
+    const q4r_x_t *q = xp;
+    switch (w->bits) {
+    case 2: q4ril_gemm_b(y, q, T, w, j0, j1, 2); break;
+    case 3: q4ril_gemm_b(y, q, T, w, j0, j1, 3); break;
+    case 5: q4ril_gemm_b(y, q, T, w, j0, j1, 5); break;
+    case 6: q4ril_gemm_b(y, q, T, w, j0, j1, 6); break;
+    default: q4ril_gemm_b(y, q, T, w, j0, j1, 4);
     }
 }
 
