@@ -65,7 +65,7 @@ static void test_roundtrip(void **st) {
 }
 
 static void test_fits(void **st) {
-    qw_t q = qw_make(32, 80, 3, 16, 7); /* planes need whole 32-column chunks */
+    qw_t q = qw_make(32, 80, 6, 16, 7); /* planes need whole 32-column chunks (6-bit rows need only K % 16 == 0) */
     assert_false(pack_fits(&q.w, WL_Q_RIL16));
     assert_int_equal(pack_weight(&q.w, WL_Q_RIL16), -1);
     assert_true(qw_as_stored(&q));
