@@ -42,84 +42,10 @@ static inline __m512 exp_ps(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-/* one KV head over positions [0, npos): out[2][HD] */
-static void head(float *out, const float *q /* [2][HD] */, const uint16_t *kt, const uint16_t *v, int p0, int npos, int h) {
-    __m512 acc0[8], acc1[8];
-    for (int c = 0; c < 8; c++) acc0[c] = acc1[c] = _mm512_setzero_ps();
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0, l1 = 0;
-    const size_t kblk = (size_t)NH * HD * BS, vrow = (size_t)NH * HD;
-    for (int b0 = p0; b0 < npos; b0 += KB) {
-        /* scores: keys [b0, b0+16) from cache block b0/16, [b0+16, b0+32) from the next */
-        const uint16_t *k0 = kt + (size_t)(b0 / BS) * kblk + (size_t)h * HD * BS, *k1 = k0 + kblk;
-        __m512 s[2][2][NSPLIT];
-        for (int a = 0; a < 2; a++)
-            for (int u = 0; u < 2; u++)
-                for (int z = 0; z < NSPLIT; z++) s[a][u][z] = _mm512_setzero_ps();
-        for (int d = 0; d < HD; d += NSPLIT)
-#pragma GCC unroll 4
-            for (int z = 0; z < NSPLIT; z++) {
-                __m512 ka = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k0 + (size_t)(d + z) * BS)));
-                __m512 kb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k1 + (size_t)(d + z) * BS)));
-                __m512 q0 = _mm512_set1_ps(q[d + z]), q1 = _mm512_set1_ps(q[HD + d + z]);
-                s[0][0][z] = _mm512_fmadd_ps(q0, ka, s[0][0][z]);
-                s[0][1][z] = _mm512_fmadd_ps(q0, kb, s[0][1][z]);
-                s[1][0][z] = _mm512_fmadd_ps(q1, ka, s[1][0][z]);
-                s[1][1][z] = _mm512_fmadd_ps(q1, kb, s[1][1][z]);
-            }
-        __m512 sv[2][2];
-        for (int a = 0; a < 2; a++)
-            for (int u = 0; u < 2; u++) {
-                __m512 t = s[a][u][0];
-                for (int z = 1; z < NSPLIT; z++) t = _mm512_add_ps(t, s[a][u][z]);
-                sv[a][u] = _mm512_mul_ps(t, _mm512_set1_ps(0.08838834764f));
-            }
-        float mb0 = _mm512_reduce_max_ps(_mm512_max_ps(sv[0][0], sv[0][1]));
-        float mb1 = _mm512_reduce_max_ps(_mm512_max_ps(sv[1][0], sv[1][1]));
-        float mn0 = m0 > mb0 ? m0 : mb0, mn1 = m1 > mb1 ? m1 : mb1;
-        __m512 p00 = exp_ps(_mm512_sub_ps(sv[0][0], _mm512_set1_ps(mn0))), p01 = exp_ps(_mm512_sub_ps(sv[0][1], _mm512_set1_ps(mn0)));
-        __m512 p10 = exp_ps(_mm512_sub_ps(sv[1][0], _mm512_set1_ps(mn1))), p11 = exp_ps(_mm512_sub_ps(sv[1][1], _mm512_set1_ps(mn1)));
-        float c0 = expf(m0 - mn0), c1 = expf(m1 - mn1);
-        l0 = l0 * c0 + _mm512_reduce_add_ps(_mm512_add_ps(p00, p01));
-        l1 = l1 * c1 + _mm512_reduce_add_ps(_mm512_add_ps(p10, p11));
-        m0 = mn0, m1 = mn1;
-        __m512 cv0 = _mm512_set1_ps(c0), cv1 = _mm512_set1_ps(c1);
-        for (int c = 0; c < 8; c++) acc0[c] = _mm512_mul_ps(acc0[c], cv0), acc1[c] = _mm512_mul_ps(acc1[c], cv1);
-        float P[2][KB] __attribute__((aligned(64)));
-        _mm512_store_ps(P[0], p00); _mm512_store_ps(P[0] + 16, p01);
-        _mm512_store_ps(P[1], p10); _mm512_store_ps(P[1] + 16, p11);
-        const uint16_t *vb = v + (size_t)b0 * vrow + (size_t)h * HD;
-        for (int j = 0; j < KB; j++) {
-            const uint16_t *vj = vb + (size_t)j * vrow;
-            if (b0 + KB < npos) __builtin_prefetch(vj + KB * vrow, 0, 2), __builtin_prefetch(vj + KB * vrow + 32, 0, 2),
-                                __builtin_prefetch(vj + KB * vrow + 64, 0, 2), __builtin_prefetch(vj + KB * vrow + 96, 0, 2);
-            __m512 pa = _mm512_set1_ps(P[0][j]), pb = _mm512_set1_ps(P[1][j]);
-#pragma GCC unroll 8
-            for (int c = 0; c < 8; c++) {
-                __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + c * 16)));
-                acc0[c] = _mm512_fmadd_ps(pa, vv, acc0[c]);
-                acc1[c] = _mm512_fmadd_ps(pb, vv, acc1[c]);
-            }
-        }
-        if (b0 + KB < npos) /* the next 32 keys' K runs */
-            for (int o = 0; o < HD * BS; o += 32) __builtin_prefetch(k0 + 2 * kblk + o, 0, 2), __builtin_prefetch(k1 + 2 * kblk + o, 0, 2);
-    }
-    __m512 r0 = _mm512_set1_ps(1.f / l0), r1 = _mm512_set1_ps(1.f / l1);
-    for (int c = 0; c < 8; c++) {
-        _mm512_storeu_ps(out + c * 16, _mm512_mul_ps(acc0[c], r0));
-        _mm512_storeu_ps(out + HD + c * 16, _mm512_mul_ps(acc1[c], r1));
-    }
-}
-
-/* one KV head's online-softmax state, kept in memory between blocks (the block-outer walks) */
-typedef struct { float m[2], l[2]; float acc[2][HD] __attribute__((aligned(64))); } hstate_t;
-
-/* keys [b0, b0 + KB) of head h into its state st (head()'s loop body, state loaded and stored) */
-static void head_block(hstate_t *st, const float *q, const uint16_t *kt, const uint16_t *v, int b0, int npos, int h) {
-    __m512 acc0[8], acc1[8];
-    for (int c = 0; c < 8; c++) acc0[c] = _mm512_load_ps(st->acc[0] + c * 16), acc1[c] = _mm512_load_ps(st->acc[1] + c * 16);
-    float m0 = st->m[0], m1 = st->m[1], l0 = st->l[0], l1 = st->l[1];
-    const size_t kblk = (size_t)NH * HD * BS, vrow = (size_t)NH * HD;
-    const uint16_t *k0 = kt + (size_t)(b0 / BS) * kblk + (size_t)h * HD * BS, *k1 = k0 + kblk;
+/* the scores of 32 keys (K runs k0, k1: 16 keys each, [d][16]) for the head's 2 queries and the
+ * online-softmax step: m, l updated, P[q][j] = e^(s - m'), c[q] = e^(m - m') (the acc rescale) */
+static inline void block_softmax(float P[2][KB], float c[2], float m[2], float l[2], const float *q, const uint16_t *k0,
+                                 const uint16_t *k1) {
     __m512 s[2][2][NSPLIT];
     for (int a = 0; a < 2; a++)
         for (int u = 0; u < 2; u++)
@@ -135,39 +61,76 @@ static void head_block(hstate_t *st, const float *q, const uint16_t *kt, const u
             s[1][0][z] = _mm512_fmadd_ps(q1, ka, s[1][0][z]);
             s[1][1][z] = _mm512_fmadd_ps(q1, kb, s[1][1][z]);
         }
-    __m512 sv[2][2];
-    for (int a = 0; a < 2; a++)
+    for (int a = 0; a < 2; a++) {
+        __m512 sv[2];
         for (int u = 0; u < 2; u++) {
             __m512 t = s[a][u][0];
             for (int z = 1; z < NSPLIT; z++) t = _mm512_add_ps(t, s[a][u][z]);
-            sv[a][u] = _mm512_mul_ps(t, _mm512_set1_ps(0.08838834764f));
+            sv[u] = _mm512_mul_ps(t, _mm512_set1_ps(0.08838834764f));
         }
-    float mb0 = _mm512_reduce_max_ps(_mm512_max_ps(sv[0][0], sv[0][1]));
-    float mb1 = _mm512_reduce_max_ps(_mm512_max_ps(sv[1][0], sv[1][1]));
-    float mn0 = m0 > mb0 ? m0 : mb0, mn1 = m1 > mb1 ? m1 : mb1;
-    __m512 p00 = exp_ps(_mm512_sub_ps(sv[0][0], _mm512_set1_ps(mn0))), p01 = exp_ps(_mm512_sub_ps(sv[0][1], _mm512_set1_ps(mn0)));
-    __m512 p10 = exp_ps(_mm512_sub_ps(sv[1][0], _mm512_set1_ps(mn1))), p11 = exp_ps(_mm512_sub_ps(sv[1][1], _mm512_set1_ps(mn1)));
-    float c0 = expf(m0 - mn0), c1 = expf(m1 - mn1);
-    l0 = l0 * c0 + _mm512_reduce_add_ps(_mm512_add_ps(p00, p01));
-    l1 = l1 * c1 + _mm512_reduce_add_ps(_mm512_add_ps(p10, p11));
-    __m512 cv0 = _mm512_set1_ps(c0), cv1 = _mm512_set1_ps(c1);
-    for (int c = 0; c < 8; c++) acc0[c] = _mm512_mul_ps(acc0[c], cv0), acc1[c] = _mm512_mul_ps(acc1[c], cv1);
-    float P[2][KB] __attribute__((aligned(64)));
-    _mm512_store_ps(P[0], p00); _mm512_store_ps(P[0] + 16, p01);
-    _mm512_store_ps(P[1], p10); _mm512_store_ps(P[1] + 16, p11);
-    const uint16_t *vb = v + (size_t)b0 * vrow + (size_t)h * HD;
+        float mb = _mm512_reduce_max_ps(_mm512_max_ps(sv[0], sv[1])), mn = m[a] > mb ? m[a] : mb;
+        __m512 p0 = exp_ps(_mm512_sub_ps(sv[0], _mm512_set1_ps(mn))), p1 = exp_ps(_mm512_sub_ps(sv[1], _mm512_set1_ps(mn)));
+        c[a] = expf(m[a] - mn);
+        l[a] = l[a] * c[a] + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+        m[a] = mn;
+        _mm512_storeu_ps(P[a], p0);
+        _mm512_storeu_ps(P[a] + 16, p1);
+    }
+}
+
+/* acc[q] = acc[q]·c[q] + Σ_j P[q][j] · V[j] over the 32 V rows from vb (row stride vrow
+ * elements); pf: prefetch the next 32 rows' lines as it goes */
+static inline void block_pv(__m512 acc0[8], __m512 acc1[8], float P[2][KB], const float c[2], const uint16_t *vb, size_t vrow,
+                            int pf) {
+    __m512 cv0 = _mm512_set1_ps(c[0]), cv1 = _mm512_set1_ps(c[1]);
+    for (int k = 0; k < 8; k++) acc0[k] = _mm512_mul_ps(acc0[k], cv0), acc1[k] = _mm512_mul_ps(acc1[k], cv1);
     for (int j = 0; j < KB; j++) {
         const uint16_t *vj = vb + (size_t)j * vrow;
+        if (pf) __builtin_prefetch(vj + KB * vrow, 0, 2), __builtin_prefetch(vj + KB * vrow + 32, 0, 2),
+                __builtin_prefetch(vj + KB * vrow + 64, 0, 2), __builtin_prefetch(vj + KB * vrow + 96, 0, 2);
         __m512 pa = _mm512_set1_ps(P[0][j]), pb = _mm512_set1_ps(P[1][j]);
 #pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) {
-            __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + c * 16)));
-            acc0[c] = _mm512_fmadd_ps(pa, vv, acc0[c]);
-            acc1[c] = _mm512_fmadd_ps(pb, vv, acc1[c]);
+        for (int k = 0; k < 8; k++) {
+            __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vj + k * 16)));
+            acc0[k] = _mm512_fmadd_ps(pa, vv, acc0[k]);
+            acc1[k] = _mm512_fmadd_ps(pb, vv, acc1[k]);
         }
     }
-    for (int c = 0; c < 8; c++) _mm512_store_ps(st->acc[0] + c * 16, acc0[c]), _mm512_store_ps(st->acc[1] + c * 16, acc1[c]);
-    st->m[0] = mn0, st->m[1] = mn1, st->l[0] = l0, st->l[1] = l1;
+}
+
+/* one KV head over positions [p0, npos): out[2][HD], the accumulators in registers throughout */
+static void head(float *out, const float *q /* [2][HD] */, const uint16_t *kt, const uint16_t *v, int p0, int npos, int h) {
+    __m512 acc0[8], acc1[8];
+    for (int k = 0; k < 8; k++) acc0[k] = acc1[k] = _mm512_setzero_ps();
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0}, c[2], P[2][KB] __attribute__((aligned(64)));
+    const size_t kblk = (size_t)NH * HD * BS, vrow = (size_t)NH * HD;
+    for (int b0 = p0; b0 < npos; b0 += KB) {
+        const uint16_t *k0 = kt + (size_t)(b0 / BS) * kblk + (size_t)h * HD * BS, *k1 = k0 + kblk;
+        block_softmax(P, c, m, l, q, k0, k1);
+        block_pv(acc0, acc1, P, c, v + (size_t)b0 * vrow + (size_t)h * HD, vrow, b0 + KB < npos);
+        if (b0 + KB < npos) /* the next 32 keys' K runs */
+            for (int o = 0; o < HD * BS; o += 32) __builtin_prefetch(k0 + 2 * kblk + o, 0, 2), __builtin_prefetch(k1 + 2 * kblk + o, 0, 2);
+    }
+    __m512 r0 = _mm512_set1_ps(1.f / l[0]), r1 = _mm512_set1_ps(1.f / l[1]);
+    for (int k = 0; k < 8; k++) {
+        _mm512_storeu_ps(out + k * 16, _mm512_mul_ps(acc0[k], r0));
+        _mm512_storeu_ps(out + HD + k * 16, _mm512_mul_ps(acc1[k], r1));
+    }
+}
+
+/* one KV head's online-softmax state, kept in memory between blocks (the block-outer walks) */
+typedef struct { float m[2], l[2]; float acc[2][HD] __attribute__((aligned(64))); } hstate_t;
+
+/* keys [b0, b0 + KB) of head h into its state st (no prefetch: walk_blocks does it) */
+static void head_block(hstate_t *st, const float *q, const uint16_t *kt, const uint16_t *v, int b0, int h) {
+    __m512 acc0[8], acc1[8];
+    for (int k = 0; k < 8; k++) acc0[k] = _mm512_load_ps(st->acc[0] + k * 16), acc1[k] = _mm512_load_ps(st->acc[1] + k * 16);
+    const size_t kblk = (size_t)NH * HD * BS, vrow = (size_t)NH * HD;
+    const uint16_t *k0 = kt + (size_t)(b0 / BS) * kblk + (size_t)h * HD * BS, *k1 = k0 + kblk;
+    float c[2], P[2][KB] __attribute__((aligned(64)));
+    block_softmax(P, c, st->m, st->l, q, k0, k1);
+    block_pv(acc0, acc1, P, c, v + (size_t)b0 * vrow + (size_t)h * HD, vrow, 0);
+    for (int k = 0; k < 8; k++) _mm512_store_ps(st->acc[0] + k * 16, acc0[k]), _mm512_store_ps(st->acc[1] + k * 16, acc1[k]);
 }
 
 /* heads [h0, h1) over keys [p0, p1), block-outer: each block's K (32 KB for all heads) and V
@@ -191,7 +154,7 @@ static void walk_blocks(hstate_t *st, int h0, int h1, int p0, int p1, int npos) 
                 for (size_t o = 0; o < (size_t)(h1 - h0) * HD * 2; o += 64) __builtin_prefetch(vn + o, 0, 2);
             }
         }
-        for (int h = h0; h < h1; h++) head_block(&st[h], gq[h], gK, gV, b0, npos, h);
+        for (int h = h0; h < h1; h++) head_block(&st[h], gq[h], gK, gV, b0, h);
     }
 }
 

@@ -215,47 +215,68 @@ static void AT_CAT(AT_NAME, _scores_few)(float *S, const float *Qt, const float 
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth_n)(float *S, const float *Qt,
                                                                                 const char *const *kr, const float *const *sr,
                                                                                 size_t ds, int nqp, int hd, float scale,
-                                                                                const int NQ, const int KT) {
-    AT_V acc[4][AT_KB / AT_VW], ksc[AT_KB / AT_VW];
+                                                                                const int NQ, const int KT, float *S2,
+                                                                                const float *Qt2, size_t kdelta, size_t sdelta,
+                                                                                const int NH) {
+    /* NH == 2: a second KV head at once (its K runs kdelta bytes and its key scales sdelta floats
+     * after the first's; Qt2, S2 its query lanes and scores): each head's chains are exactly the
+     * one-head chains, side by side twice the independent FMA chains (one head's NQ·AT_KB/AT_VW
+     * chains of hd dependent FMAs are a block's latency floor: the decode walk, _dec_n) */
+    AT_V acc[2][4][AT_KB / AT_VW], ksc[2][AT_KB / AT_VW];
     const char *p[AT_KB / AT_VW];
+    const float *Qh[2] = {Qt, Qt2};
+    float *Sh[2] = {S, S2};
     const size_t step = ds * AT_KV_BYTES(KT);
 #pragma GCC unroll 4
     for (int u = 0; u < AT_KB / AT_VW; u++) {
         p[u] = kr[u];
-        if (KT == 3) ksc[u] = AT_LOAD(sr[u]); /* int8: the run's 16 keys' scales, code · scale as _q8_f32 */
+#pragma GCC unroll 2
+        for (int h = 0; h < NH; h++)
+            if (KT == 3) ksc[h][u] = AT_LOAD(sr[u] + h * sdelta); /* int8: the run's 16 keys' scales, code · scale as _q8_f32 */
     }
+#pragma GCC unroll 2
+    for (int h = 0; h < NH; h++)
 #pragma GCC unroll 4
-    for (int i = 0; i < NQ; i++)
+        for (int i = 0; i < NQ; i++)
 #pragma GCC unroll 4
-        for (int u = 0; u < AT_KB / AT_VW; u++) acc[i][u] = AT_ZERO();
+            for (int u = 0; u < AT_KB / AT_VW; u++) acc[h][i][u] = AT_ZERO();
     for (int d = 0; d < hd; d++) {
-        AT_V kd[AT_KB / AT_VW];
+        AT_V kd[2][AT_KB / AT_VW];
 #pragma GCC unroll 4
         for (int u = 0; u < AT_KB / AT_VW; u++) {
-            kd[u] = AT_LOADKV(p[u], KT);
-            if (KT == 3) kd[u] = AT_MUL(kd[u], ksc[u]);
+#pragma GCC unroll 2
+            for (int h = 0; h < NH; h++) {
+                kd[h][u] = AT_LOADKV(p[u] + h * kdelta, KT);
+                if (KT == 3) kd[h][u] = AT_MUL(kd[h][u], ksc[h][u]);
+            }
             p[u] += step;
         }
 #pragma GCC unroll 4
         for (int i = 0; i < NQ; i++) {
-            AT_V qd = AT_SET1(Qt[(size_t)d * nqp + i]);
+            AT_V qd[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < NH; h++) qd[h] = AT_SET1(Qh[h][(size_t)d * nqp + i]);
 #pragma GCC unroll 4
-            for (int u = 0; u < AT_KB / AT_VW; u++) acc[i][u] = AT_FMA(qd, kd[u], acc[i][u]);
+            for (int u = 0; u < AT_KB / AT_VW; u++)
+#pragma GCC unroll 2
+                for (int h = 0; h < NH; h++) acc[h][i][u] = AT_FMA(qd[h], kd[h][u], acc[h][i][u]);
         }
     }
     AT_V sc = AT_SET1(scale);
+#pragma GCC unroll 2
+    for (int h = 0; h < NH; h++)
 #pragma GCC unroll 4
-    for (int i = 0; i < NQ; i++)
+        for (int i = 0; i < NQ; i++)
 #pragma GCC unroll 4
-        for (int u = 0; u < AT_KB / AT_VW; u++) AT_STORE(S + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[i][u], sc));
+            for (int u = 0; u < AT_KB / AT_VW; u++) AT_STORE(Sh[h] + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[h][i][u], sc));
 }
 
 static void AT_CAT(AT_NAME, _scores_kth)(float *S, const float *Qt, const char *const *kr, const float *const *sr, size_t ds,
                                          int nqp, int hd, int nq, float scale, int kvt) {
-#define AT_KTH(n) (kvt == 1   ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 1) \
-                   : kvt == 2 ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 2) \
-                   : kvt == 3 ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 3) \
-                              : AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 0))
+#define AT_KTH(n) (kvt == 1   ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 1, NULL, NULL, 0, 0, 1) \
+                   : kvt == 2 ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 2, NULL, NULL, 0, 0, 1) \
+                   : kvt == 3 ? AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 3, NULL, NULL, 0, 0, 1) \
+                              : AT_CAT(AT_NAME, _scores_kth_n)(S, Qt, kr, sr, ds, nqp, hd, scale, n, 0, NULL, NULL, 0, 0, 1))
     switch (nq) {
     case 1: AT_KTH(1); break;
     case 2: AT_KTH(2); break;
@@ -479,58 +500,6 @@ static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const f
  * decode tile (perf, qwen3-0.6b shape at 576 positions). Here a block's cache-block lookups
  * and offsets are made once for all the item's heads, each head adding its own constant
  * offset (a vector add), and every query of the token shares one key range. */
-/* _scores_kth_n for two KV heads at once (the second's K runs kdelta bytes and its key scales
- * sdelta floats after the first's; Qt2, S2 its query lanes and scores): each head's chains are
- * exactly _scores_kth_n's, so the same bits; side by side they are twice the independent FMA
- * chains (one head's NQ·AT_KB/AT_VW chains of hd dependent FMAs are a block's latency floor). */
-static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _scores_kth2_n)(float *S, float *S2, const float *Qt,
-                                                                                 const float *Qt2, const char *const *kr,
-                                                                                 size_t kdelta, const float *const *sr,
-                                                                                 size_t sdelta, size_t ds, int hd, float scale,
-                                                                                 const int NQ, const int KT) {
-    AT_V acc[2][4][AT_KB / AT_VW], ksc[2][AT_KB / AT_VW];
-    const char *p[AT_KB / AT_VW];
-    const size_t step = ds * AT_KV_BYTES(KT);
-#pragma GCC unroll 4
-    for (int u = 0; u < AT_KB / AT_VW; u++) {
-        p[u] = kr[u];
-        if (KT == 3) ksc[0][u] = AT_LOAD(sr[u]), ksc[1][u] = AT_LOAD(sr[u] + sdelta);
-    }
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
-        for (int i = 0; i < NQ; i++)
-#pragma GCC unroll 4
-            for (int u = 0; u < AT_KB / AT_VW; u++) acc[h][i][u] = AT_ZERO();
-    for (int d = 0; d < hd; d++) {
-        AT_V kd[2][AT_KB / AT_VW];
-#pragma GCC unroll 4
-        for (int u = 0; u < AT_KB / AT_VW; u++) {
-            kd[0][u] = AT_LOADKV(p[u], KT);
-            kd[1][u] = AT_LOADKV(p[u] + kdelta, KT);
-            if (KT == 3) kd[0][u] = AT_MUL(kd[0][u], ksc[0][u]), kd[1][u] = AT_MUL(kd[1][u], ksc[1][u]);
-            p[u] += step;
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < NQ; i++) {
-            AT_V q0 = AT_SET1(Qt[(size_t)d * NQ + i]), q1 = AT_SET1(Qt2[(size_t)d * NQ + i]);
-#pragma GCC unroll 4
-            for (int u = 0; u < AT_KB / AT_VW; u++) {
-                acc[0][i][u] = AT_FMA(q0, kd[0][u], acc[0][i][u]);
-                acc[1][i][u] = AT_FMA(q1, kd[1][u], acc[1][i][u]);
-            }
-        }
-    }
-    AT_V sc = AT_SET1(scale);
-#pragma GCC unroll 4
-    for (int i = 0; i < NQ; i++)
-#pragma GCC unroll 4
-        for (int u = 0; u < AT_KB / AT_VW; u++) {
-            AT_STORE(S + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[0][i][u], sc));
-            AT_STORE(S2 + (size_t)i * AT_KB + u * AT_VW, AT_MUL(acc[1][i][u], sc));
-        }
-}
-
 static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _dec_n)(float *out, const float *q, const attn_args_t *a, int r,
                                                                          int t0, int h0, int h1, float *scratch, const int NQ,
                                                                          const int KT, const int PAIR) {
@@ -615,10 +584,10 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _dec_n)(float 
             /* scores; with PAIR two heads' together, the first of the pair scoring both */
             float *Sk = Sk0 + (PAIR && (kvh - h0) % 2 ? AT_DQ * AT_KB : 0);
             if (PAIR && (kvh - h0) % 2 == 0 && kvh + 1 < h1)
-                AT_CAT(AT_NAME, _scores_kth2_n)(Sk, Sk + AT_DQ * AT_KB, Qt, Qt + ph, kr, (size_t)hd * bs * esz, sr, (size_t)bs,
-                                                (size_t)bs, hd, a->scale, NQ, KT);
+                AT_CAT(AT_NAME, _scores_kth_n)(Sk, Qt, kr, sr, (size_t)bs, NQ, hd, a->scale, NQ, KT, Sk + AT_DQ * AT_KB, Qt + ph,
+                                               (size_t)hd * bs * esz, (size_t)bs, 2);
             else if (!PAIR || (kvh - h0) % 2 == 0)
-                AT_CAT(AT_NAME, _scores_kth_n)(Sk, Qt, kr, sr, (size_t)bs, NQ, hd, a->scale, NQ, KT);
+                AT_CAT(AT_NAME, _scores_kth_n)(Sk, Qt, kr, sr, (size_t)bs, NQ, hd, a->scale, NQ, KT, NULL, NULL, 0, 0, 1);
             AT_STORE(mnv, AT_LOAD(m));
             AT_STORE(lbv, AT_ZERO());
 #pragma GCC unroll 4

@@ -154,43 +154,6 @@ AI __m512 fold(__m512 acc, __m512i a0, __m512i a1, __m512i a2, __m512 bias, __m5
     return _mm512_fmadd_ps(_mm512_mul_ps(scale, _mm512_set1_ps(*pv)), tv, acc);
 }
 
-/* Decode: one token against tile t, lanes [l0, l1) stored to y + 16t. The digit chains are
- * split by nibble plane (six chains, one vpdpbusd per word each) for latency; summed per group. */
-AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, int l1) {
-    const int nw = q->nw, ng = q->ng, wpg = q->G / 8; /* words per group */
-    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * nw * 64;
-    size_t sb = (size_t)t * ng * 16, sbz = w->sb_dtype == DT_F32 ? 4 : 2;
-    const char *sp = (const char *)w->scales + sb * sbz, *bp = (const char *)w->biases + sb * sbz;
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const int8_t *xd = q->xd;
-    __m512 acc = _mm512_setzero_ps();
-    for (int g = 0; g < ng; g++) {
-        /* the next tile's scales and biases, a line at a time */
-        if (!((g * 16 * sbz) & 63)) {
-            _mm_prefetch(sp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
-            _mm_prefetch(bp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
-        }
-        __m512i a0l = _mm512_setzero_si512(), a0h = a0l, a1l = a0l, a1h = a0l, a2l = a0l, a2h = a0l;
-        const uint8_t *c = cw + (size_t)g * wpg * 64;
-        const int8_t *xw = xd + (size_t)g * wpg * 24;
-        for (int i = 0; i < wpg; i++, c += 64, xw += 24) {
-            _mm_prefetch((const char *)c + Q4R_PF, _MM_HINT_T0);
-            __m512i v = _mm512_loadu_si512(c);
-            __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            a0l = dpb(a0l, lo, xw);
-            a0h = dpb(a0h, hi, xw + 4);
-            a1l = dpb(a1l, lo, xw + 8);
-            a1h = dpb(a1h, hi, xw + 12);
-            a2l = dpb(a2l, lo, xw + 16);
-            a2h = dpb(a2h, hi, xw + 20);
-        }
-        acc = fold(acc, _mm512_add_epi32(a0l, a0h), _mm512_add_epi32(a1l, a1h), _mm512_add_epi32(a2l, a2h),
-                   sb16(w->biases, w->sb_dtype, sb + (size_t)g * 16, 16), sb16(w->scales, w->sb_dtype, sb + (size_t)g * 16, 16),
-                   q->xs + g, q->pv + g);
-    }
-    _mm512_mask_storeu_ps(y + (size_t)t * 16, lanes(l0, l1), acc);
-}
-
 /* shift each 16-bit lane of v by n bits: left for n > 0, right for n < 0 (a constant) */
 AI __m512i sh16(__m512i v, const int n) {
     return n > 0 ? _mm512_slli_epi16(v, n) : n < 0 ? _mm512_srli_epi16(v, -n) : v;
@@ -252,41 +215,57 @@ AI void qb_codes(__m512i ce[4], __m512i co[4], const uint8_t *c, const int B) {
     }
 }
 
-/* q4r_tile1 for B-bit codes in planes: the same digit chains and fold, the codes of each 32
- * columns (B lines of the tile's stream) from qb_codes. Range: codes <= 63, so |A_0| <= 63·64·G
+/* Decode: one token against tile t, lanes [l0, l1) stored to y + 16t. The digit chains are
+ * split by nibble plane (six chains, one vpdpbusd per word each) for latency; summed per group.
+ * B-bit codes in planes (B in 2, 3, 5, 6) come a 32-column chunk (B lines of the stream) at a
+ * time through qb_codes into the same planes and chains. Range: codes <= 63, so |A_0| <= 63·64·G
  * and |a01| <= 63·2^14·G < 2^27 for G = 128 (int32); f32(a01) may round once from 2^24 up (G >= 16
  * at 6 bits), the same class as the 4-bit G = 128 case above. */
-AI void qbr_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, int l1, const int B) {
-    const int ng = q->ng, cpg = q->G / 32; /* 32-column chunks per group */
-    const size_t tb = (size_t)q->K / 32 * B * 64; /* a tile's code bytes */
-    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * tb;
+AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, int l1, const int B) {
+    const int ng = q->ng, wpg = q->G / 8; /* words per group */
+    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * (q->K / 32) * B * 64; /* (B == 4: nw·64) */
     size_t sb = (size_t)t * ng * 16, sbz = w->sb_dtype == DT_F32 ? 4 : 2;
     const char *sp = (const char *)w->scales + sb * sbz, *bp = (const char *)w->biases + sb * sbz;
+    const __m512i m4 = _mm512_set1_epi8(15);
     const int8_t *xd = q->xd;
     __m512 acc = _mm512_setzero_ps();
     for (int g = 0; g < ng; g++) {
+        /* the next tile's scales and biases, a line at a time */
         if (!((g * 16 * sbz) & 63)) {
             _mm_prefetch(sp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
             _mm_prefetch(bp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
         }
         __m512i a0l = _mm512_setzero_si512(), a0h = a0l, a1l = a0l, a1h = a0l, a2l = a0l, a2h = a0l;
-        const uint8_t *c = cw + (size_t)g * cpg * B * 64;
-        const int8_t *xw = xd + (size_t)g * (q->G / 8) * 24;
-        for (int ch = 0; ch < cpg; ch++, c += B * 64) {
-#pragma GCC unroll 6
-            for (int l = 0; l < B; l++) _mm_prefetch((const char *)c + Q4R_PF + 64 * l, _MM_HINT_T0);
-            __m512i ce[4], co[4];
-            qb_codes(ce, co, c, B);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++, xw += 24) {
-                a0l = dpb(a0l, ce[i], xw);
-                a0h = dpb(a0h, co[i], xw + 4);
-                a1l = dpb(a1l, ce[i], xw + 8);
-                a1h = dpb(a1h, co[i], xw + 12);
-                a2l = dpb(a2l, ce[i], xw + 16);
-                a2h = dpb(a2h, co[i], xw + 20);
+        const uint8_t *c = cw + (size_t)g * (wpg / 4) * B * 64;
+        const int8_t *xw = xd + (size_t)g * wpg * 24;
+        if (B == 4)
+            for (int i = 0; i < wpg; i++, c += 64, xw += 24) {
+                _mm_prefetch((const char *)c + Q4R_PF, _MM_HINT_T0);
+                __m512i v = _mm512_loadu_si512(c);
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                a0l = dpb(a0l, lo, xw);
+                a0h = dpb(a0h, hi, xw + 4);
+                a1l = dpb(a1l, lo, xw + 8);
+                a1h = dpb(a1h, hi, xw + 12);
+                a2l = dpb(a2l, lo, xw + 16);
+                a2h = dpb(a2h, hi, xw + 20);
             }
-        }
+        else
+            for (int ch = 0; ch < wpg / 4; ch++, c += B * 64) {
+#pragma GCC unroll 6
+                for (int l = 0; l < B; l++) _mm_prefetch((const char *)c + Q4R_PF + 64 * l, _MM_HINT_T0);
+                __m512i ce[4], co[4];
+                qb_codes(ce, co, c, B);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++, xw += 24) {
+                    a0l = dpb(a0l, ce[i], xw);
+                    a0h = dpb(a0h, co[i], xw + 4);
+                    a1l = dpb(a1l, ce[i], xw + 8);
+                    a1h = dpb(a1h, co[i], xw + 12);
+                    a2l = dpb(a2l, ce[i], xw + 16);
+                    a2h = dpb(a2h, co[i], xw + 20);
+                }
+            }
         acc = fold(acc, _mm512_add_epi32(a0l, a0h), _mm512_add_epi32(a1l, a1h), _mm512_add_epi32(a2l, a2h),
                    sb16(w->biases, w->sb_dtype, sb + (size_t)g * 16, 16), sb16(w->scales, w->sb_dtype, sb + (size_t)g * 16, 16),
                    q->xs + g, q->pv + g);
@@ -300,11 +279,11 @@ void q4ril_rows(float *y, const void *xp, const weight_t *w, int j0, int j1) {
     for (int t = j0 / 16; t * 16 < j1; t++) {
         int l0 = j0 > t * 16 ? j0 - t * 16 : 0, l1 = j1 < t * 16 + 16 ? j1 - t * 16 : 16;
         switch (w->bits) {
-        case 2: qbr_tile1(y, q, w, t, l0, l1, 2); break;
-        case 3: qbr_tile1(y, q, w, t, l0, l1, 3); break;
-        case 5: qbr_tile1(y, q, w, t, l0, l1, 5); break;
-        case 6: qbr_tile1(y, q, w, t, l0, l1, 6); break;
-        default: q4r_tile1(y, q, w, t, l0, l1);
+        case 2: q4r_tile1(y, q, w, t, l0, l1, 2); break;
+        case 3: q4r_tile1(y, q, w, t, l0, l1, 3); break;
+        case 5: q4r_tile1(y, q, w, t, l0, l1, 5); break;
+        case 6: q4r_tile1(y, q, w, t, l0, l1, 6); break;
+        default: q4r_tile1(y, q, w, t, l0, l1, 4);
         }
     }
 }
