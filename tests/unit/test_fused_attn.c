@@ -2,7 +2,7 @@
  * write and attention in one op; a decode step in one pool pass, each item doing its own
  * heads' pre-work) must leave bitwise what the separate ops leave: out, q, k and the whole
  * K/V cache. Shapes: qwen3-like (16/8 heads, hd 128, q/k norms), GQA 4 without norms, hd 80
- * (not a multiple of 16), one KV head (MQA), partial rope; KV f16/bf16/f32; decode steps of
+ * (not a multiple of 16), one KV head (MQA), partial rope, GQA 7 and 8; KV f16/bf16/f32; decode steps of
  * 1 and 3 rows (positions across block edges), a prefill row, a step with an empty row and a
  * two-token row (the same row count as tokens, not all decode), a window, the split decode
  * (KILN_ATTN_SEG-style segments: the pre-work then runs first, on the caller); 1, 2 and 3
@@ -133,7 +133,8 @@ static void check_step(backend_t *be, const shape_t *s, dtype_t dt, int n_rows, 
 }
 
 static void run_all(backend_t *be) {
-    const shape_t shapes[] = {{16, 8, 128, 128, 1}, {8, 2, 64, 64, 0}, {6, 3, 80, 80, 1}, {4, 1, 64, 32, 1}, {8, 8, 32, 32, 0}};
+    const shape_t shapes[] = {{16, 8, 128, 128, 1}, {8, 2, 64, 64, 0}, {6, 3, 80, 80, 1}, {4, 1, 64, 32, 1}, {8, 8, 32, 32, 0},
+                              {14, 2, 64, 64, 1}, {16, 2, 128, 128, 0}}; /* (GQA 7 and 8: the decode walk in two query passes) */
     const dtype_t dts[] = {DT_F16, DT_BF16, DT_F32, DT_I8};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int d = 0; d < 4; d++) {
