@@ -491,7 +491,7 @@ static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const f
 #endif
 
 #ifdef AT_LOADH
-/* The decode walk (one token, nq = group <= 2·AT_DQ queries, K transposed per block, no soft-cap,
+/* The decode walk (one token, nq = group <= 8 queries, K transposed per block, no soft-cap,
  * one segment): what _heads does for such a tile — the same operations on the same operands
  * in the same order, so the same bits (test_kernels, test_ragged: decode against the whole
  * step and against running alone) — without its general machinery. _heads rebuilt, for every
@@ -506,11 +506,10 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _dec_n)(float 
     const kv_view_t *kv = &a->kv;
     const int32_t *bt = a->block_tables[r];
     const int hd = a->head_dim, bs = kv->block_size, nkv = kv->n_kv_heads;
-    const int NQ1 = NQ > AT_DQ ? AT_DQ : NQ, NQ2 = NQ - NQ1; /* the scores' two query passes (NQ <= 2·AT_DQ) */
     const size_t esz = AT_KV_BYTES(KT), per_tok = (size_t)nkv * hd, ktbs = (size_t)bs * per_tok;
     const int p = a->pos[t0], klo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0, khi = p;
-    /* scratch: Sk [2][AT_DQ][AT_KB] (a pair of heads' scores); per head Qt [hd][NQ], m [AT_VW], l [AT_VW], acc [NQ][hd] */
-    float *Sk0 = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *heads = Sk0 + 2 * AT_DQ * AT_KB;
+    /* scratch: Sk [8][AT_KB] (up to 8 queries' scores, or a pair of heads' AT_DQ each); per head Qt [hd][NQ], m [AT_VW], l [AT_VW], acc [NQ][hd] */
+    float *Sk0 = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *heads = Sk0 + 8 * AT_KB;
     const size_t ph = (size_t)hd * NQ + 2 * AT_VW + (size_t)NQ * hd;
     int32_t lo[AT_VW] __attribute__((aligned(64))), hi[AT_VW] __attribute__((aligned(64)));
     float mnv[AT_VW] __attribute__((aligned(64))), lbv[AT_VW] __attribute__((aligned(64))), corr[AT_VW] __attribute__((aligned(64)));
@@ -588,12 +587,17 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _dec_n)(float 
                 AT_CAT(AT_NAME, _scores_kth_n)(Sk, Qt, kr, sr, (size_t)bs, NQ, hd, a->scale, NQ, KT, Sk + AT_DQ * AT_KB, Qt + ph,
                                                (size_t)hd * bs * esz, (size_t)bs, 2);
             else if (!PAIR || (kvh - h0) % 2 == 0) {
-                /* more queries than a decode tile's registers hold (GQA groups of 5-8): two passes over the
-                 * block's K runs, the first AT_DQ queries, then the rest — each query's chains unchanged */
-                AT_CAT(AT_NAME, _scores_kth_n)(Sk, Qt, kr, sr, (size_t)bs, NQ, hd, a->scale, NQ1, KT, NULL, NULL, 0, 0, 1);
-                if (NQ2 > 0)
-                    AT_CAT(AT_NAME, _scores_kth_n)(Sk + NQ1 * AT_KB, Qt + NQ1, kr, sr, (size_t)bs, NQ, hd, a->scale, NQ2, KT, NULL, NULL,
-                                                   0, 0, 1);
+                /* more queries than a decode tile's registers hold (a GQA group past AT_DQ): passes of AT_DQ
+                 * queries over the block's K runs — each query's chains unchanged */
+#define AT_DEC_SCORES(q0)                                                                                              \
+    if (NQ > (q0))                                                                                                     \
+        AT_CAT(AT_NAME, _scores_kth_n)(Sk + (q0) * AT_KB, Qt + (q0), kr, sr, (size_t)bs, NQ, hd, a->scale,              \
+                                       NQ - (q0) < AT_DQ ? NQ - (q0) : AT_DQ, KT, NULL, NULL, 0, 0, 1)
+                AT_DEC_SCORES(0);
+                AT_DEC_SCORES(AT_DQ);
+                AT_DEC_SCORES(2 * AT_DQ);
+                AT_DEC_SCORES(3 * AT_DQ);
+#undef AT_DEC_SCORES
             }
             AT_STORE(mnv, AT_LOAD(m));
             AT_STORE(lbv, AT_ZERO());
@@ -618,8 +622,9 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _dec_n)(float 
                     AT_STORE(sk + u * AT_VW, AT_SEL(AT_FEQ(sv, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(sv, mn))));
                 }
             }
-            AT_CAT(AT_NAME, _rowsums)(lbv, Sk, NQ1);
-            if (NQ2 > 0) AT_CAT(AT_NAME, _rowsums)(lbv + NQ1, Sk + NQ1 * AT_KB, NQ2);
+#pragma GCC unroll 4
+            for (int q0 = 0; q0 < NQ; q0 += AT_DQ) /* (the same passes: _rowsums holds up to AT_DQ chains) */
+                AT_CAT(AT_NAME, _rowsums)(lbv + q0, Sk + (size_t)q0 * AT_KB, NQ - q0 < AT_DQ ? NQ - q0 : AT_DQ);
             {
                 AT_V mo = AT_LOAD(m), mn = AT_LOAD(mnv);
                 AT_V c = AT_SEL(AT_FEQ(mo, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(mo, mn)));
@@ -667,7 +672,7 @@ static int AT_CAT(AT_NAME, _dec)(float *out, const float *q, const attn_args_t *
     const kv_view_t *kv = &a->kv;
     int nq = a->n_heads / a->n_kv_heads, seg = attn_seg(), p = a->pos[t0];
     int klo = a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
-    if (!dec_on || t1 - t0 != 1 || nq > 2 * AT_DQ || a->softcap > 0 || !kv->k_t || kv->block_size % AT_VW || a->head_dim % 16 ||
+    if (!dec_on || t1 - t0 != 1 || nq > 8 || a->softcap > 0 || !kv->k_t || kv->block_size % AT_VW || a->head_dim % 16 ||
         (seg && klo / seg != p / seg))
         return 0;
     int kt = kv->dtype == DT_F16 ? 0 : kv->dtype == DT_BF16 ? 1 : kv->dtype == DT_F32 ? 2 : kv->dtype == DT_I8 ? 3 : -1;
@@ -684,12 +689,10 @@ static int AT_CAT(AT_NAME, _dec)(float *out, const float *q, const attn_args_t *
     case 2: AT_DEC(2); break;
     case 3: AT_DEC(3); break;
     case 4: AT_DEC(4); break;
-#if AT_DQ >= 4 /* (groups past AT_DQ: no head pairs, the registers hold one head's chains) */
-    case 5: AT_DEC_P(5, 0); break;
+    case 5: AT_DEC_P(5, 0); break; /* (groups past AT_DQ: no head pairs, the registers hold one head's chains) */
     case 6: AT_DEC_P(6, 0); break;
     case 7: AT_DEC_P(7, 0); break;
     case 8: AT_DEC_P(8, 0); break;
-#endif
     }
 #undef AT_DEC
 #undef AT_DEC_P
