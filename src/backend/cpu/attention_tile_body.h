@@ -427,6 +427,21 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _rowsums)(floa
     for (int i = 0; i < NQ; i++) lbv[i] = _mm_cvtss_f32(s[i]);
 }
 
+/* The online-softmax state of a decode tile's query lanes after a block: with mn the new maxima
+ * (mnv) and lb the block's row sums (lbv), for the lanes act marks (the queries with keys in the
+ * block): c = e^(m − mn) (0 where m was −inf: nothing to rescale), l = l·c + lb, m = mn; corr = c
+ * (1 for the other lanes, whose l stays). */
+static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _state_step)(float *m, float *l, float *corr, const float *mnv,
+                                                                              const float *lbv, AT_M act) {
+    AT_V mo = AT_LOAD(m), mn = AT_LOAD(mnv);
+    AT_V c = AT_SEL(AT_FEQ(mo, AT_SET1(-INFINITY)), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(mo, mn)));
+    c = AT_SEL(act, c, AT_SET1(1.0f));
+    AT_V l0 = AT_LOAD(l);
+    AT_STORE(l, AT_SEL(act, AT_ADD(AT_MUL(l0, c), AT_LOAD(lbv)), l0));
+    AT_STORE(m, mn);
+    AT_STORE(corr, c);
+}
+
 static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const float *Kb, float *m, float *l, float *corr,
                                              const int32_t *lo, const int32_t *hi, int nq, int nqp, int hdp, int hd, int b0,
                                              int ja, int jb, float scale, int kt, int scored) {
@@ -479,14 +494,7 @@ static void AT_CAT(AT_NAME, _decode_softmax)(float *Sk, const float *Qt, const f
     for (int i = 0; i < nq; i++)
         if (qa_[i] > qb_[i]) lbv[i] = 0.f;
     AT_VI vlo = AT_LOADI(lo), vhi = AT_LOADI(hi);
-    AT_M act = AT_MAND(AT_ILE(vlo, AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), vhi));
-    AT_V mo = AT_LOAD(m), mn = AT_LOAD(mnv);
-    AT_V c = AT_SEL(AT_FEQ(mo, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(mo, mn)));
-    c = AT_SEL(act, c, AT_SET1(1.0f));
-    AT_V l0 = AT_LOAD(l);
-    AT_STORE(l, AT_SEL(act, AT_ADD(AT_MUL(l0, c), AT_LOAD(lbv)), l0));
-    AT_STORE(m, mn);
-    AT_STORE(corr, c);
+    AT_CAT(AT_NAME, _state_step)(m, l, corr, mnv, lbv, AT_MAND(AT_ILE(vlo, AT_SET1I(b0 + jb)), AT_ILE(AT_SET1I(b0 + ja), vhi)));
 }
 #endif
 
@@ -625,15 +633,7 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _dec_n)(float 
 #pragma GCC unroll 4
             for (int q0 = 0; q0 < NQ; q0 += AT_DQ) /* (the same passes: _rowsums holds up to AT_DQ chains) */
                 AT_CAT(AT_NAME, _rowsums)(lbv + q0, Sk + (size_t)q0 * AT_KB, NQ - q0 < AT_DQ ? NQ - q0 : AT_DQ);
-            {
-                AT_V mo = AT_LOAD(m), mn = AT_LOAD(mnv);
-                AT_V c = AT_SEL(AT_FEQ(mo, ninf), AT_ZERO(), AT_CAT(AT_NAME, _exp)(AT_SUB(mo, mn)));
-                c = AT_SEL(act, c, AT_SET1(1.0f));
-                AT_V l0 = AT_LOAD(l);
-                AT_STORE(l, AT_SEL(act, AT_ADD(AT_MUL(l0, c), AT_LOAD(lbv)), l0));
-                AT_STORE(m, mn);
-                AT_STORE(corr, c);
-            }
+            AT_CAT(AT_NAME, _state_step)(m, l, corr, mnv, lbv, act);
             /* V: the token's queries in pairs (_heads' pv) */
 #pragma GCC unroll 4
             for (int i = 0; i < NQ; i += 2) {
