@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <immintrin.h>
 #include "backend/cpu/cpu_pack.h"
 
 int pack_tile_rows(int layout) {
@@ -41,9 +42,63 @@ static void ril16_tile(char *base, size_t n, size_t esz, char *tmp, int pack) {
     memcpy(base, tmp, 16 * n * esz);
 }
 
+/* The bits of a B-bit field's part over 8 consecutive fields (8·B bits): n bits from bit lo. */
+static uint64_t field_mask(int B, int lo, int n) {
+    uint64_t m = 0;
+    for (int i = 0; i < 8; i++) m |= ((1ull << n) - 1) << (i * B + lo);
+    return m;
+}
+
+/* planes_row with BMI2, a 32-column chunk (B words) at a time in place: the 8 codes of each
+ * 8-column word are B bytes of the stream from byte B·w, so one pext per part gathers them —
+ * the low 4 bits are then already the nibble layout's word, and one pdep spreads a 2-bit or
+ * 1-bit part's pairs to their bytes (weight.h); unpacking runs the same steps backwards. ~3 ns a
+ * code for the bit loops below, ~0.1 here: a 3-bit 8B model would spend ~25 s of its load. */
+__attribute__((target("bmi2"))) static void planes_row_bmi2(uint32_t *row, size_t K, int B, int pack) {
+    const uint64_t m4 = field_mask(B, 0, 4), m2 = field_mask(B, B == 6 ? 4 : 0, 2), m1 = field_mask(B, B - 1, 1);
+    const int p2 = B == 6 ? 4 : 0, p1 = B - 1;
+    for (size_t c = 0; c < K / 32; c++) {
+        uint32_t *ch = row + c * (size_t)B, pl[6] = {0};
+        uint8_t st[32] = {0}; /* the chunk's stream, zero past its 4·B bytes (8-byte reads at B·w) */
+        if (pack) {
+            memcpy(st, ch, 4 * (size_t)B);
+            for (int w = 0; w < 4; w++) {
+                uint64_t x;
+                memcpy(&x, st + B * w, 8);
+                x &= (1ull << (8 * B)) - 1;
+                if (B >= 5) pl[w] = (uint32_t)_pext_u64(x, m4);
+                if (B != 5) pl[p2 + (w >> 1)] |= (uint32_t)_pdep_u64(_pext_u64(x, m2), (w & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu);
+                if (B == 3 || B == 5) pl[p1] |= (uint32_t)_pdep_u64(_pext_u64(x, m1), 0x03030303u << (2 * w));
+            }
+            memcpy(ch, pl, 4 * (size_t)B);
+        } else {
+            memcpy(pl, ch, 4 * (size_t)B);
+            for (int w = 0; w < 4; w++) {
+                uint64_t x = 0;
+                if (B >= 5) x |= _pdep_u64(pl[w], m4);
+                if (B != 5) x |= _pdep_u64(_pext_u64(pl[p2 + (w >> 1)], (w & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu), m2);
+                if (B == 3 || B == 5) x |= _pdep_u64(_pext_u64(pl[p1], 0x03030303u << (2 * w)), m1);
+                memcpy(st + B * w, &x, (size_t)B); /* (little-endian: the word's B bytes) */
+            }
+            memcpy(ch, st, 4 * (size_t)B);
+        }
+    }
+}
+
 /* One row of B-bit codes (B in 2, 3, 5, 6; K % 32 == 0) between the stored bit stream and
- * WL_Q_RIL16's planes (weight.h), in place through tmp (the row's nw words). */
+ * WL_Q_RIL16's planes (weight.h), in place through tmp (the row's nw words); the bit-by-bit
+ * form where the CPU has no BMI2 (every AVX-512 CPU has it; test_pack runs both). */
+static int planes_bmi2 = -1; /* KILN_PACK_BMI2=0: the bit loops (test_pack's second pass) */
 static void planes_row(uint32_t *row, size_t K, int B, uint32_t *tmp, int pack) {
+    if (planes_bmi2 < 0) {
+        const char *e = getenv("KILN_PACK_BMI2");
+        __builtin_cpu_init();
+        planes_bmi2 = __builtin_cpu_supports("bmi2") && !(e && *e == '0');
+    }
+    if (planes_bmi2) {
+        planes_row_bmi2(row, K, B, pack);
+        return;
+    }
     size_t nw = K * (size_t)B / 32;
     memset(tmp, 0, nw * 4);
     if (!pack) { /* planes -> stream */
