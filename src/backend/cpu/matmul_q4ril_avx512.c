@@ -273,19 +273,25 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
     _mm512_mask_storeu_ps(y + (size_t)t * 16, lanes(l0, l1), acc);
 }
 
+/* fn(args..., B) with w's width as the constant B (4: the 4-bit layout; 2/3/5/6: its planes) */
+#define QRIL_BITS(w, fn, ...)                                \
+    switch ((w)->bits) {                                     \
+    case 2: fn(__VA_ARGS__, 2); break;                       \
+    case 3: fn(__VA_ARGS__, 3); break;                       \
+    case 5: fn(__VA_ARGS__, 5); break;                       \
+    case 6: fn(__VA_ARGS__, 6); break;                       \
+    default: fn(__VA_ARGS__, 4);                             \
+    }
+
 /* Rows [j0, j1) of one token (decode), all inside full tiles: y[j] for j in [j0, j1). */
-void q4ril_rows(float *y, const void *xp, const weight_t *w, int j0, int j1) {
-    const q4r_x_t *q = xp;
+AI void q4ril_rows_b(float *y, const q4r_x_t *q, const weight_t *w, int j0, int j1, const int B) {
     for (int t = j0 / 16; t * 16 < j1; t++) {
         int l0 = j0 > t * 16 ? j0 - t * 16 : 0, l1 = j1 < t * 16 + 16 ? j1 - t * 16 : 16;
-        switch (w->bits) {
-        case 2: q4r_tile1(y, q, w, t, l0, l1, 2); break;
-        case 3: q4r_tile1(y, q, w, t, l0, l1, 3); break;
-        case 5: q4r_tile1(y, q, w, t, l0, l1, 5); break;
-        case 6: q4r_tile1(y, q, w, t, l0, l1, 6); break;
-        default: q4r_tile1(y, q, w, t, l0, l1, 4);
-        }
+        q4r_tile1(y, q, w, t, l0, l1, B);
     }
+}
+void q4ril_rows(float *y, const void *xp, const weight_t *w, int j0, int j1) {
+    QRIL_BITS(w, q4ril_rows_b, y, (const q4r_x_t *)xp, w, j0, j1)
 }
 
 /* The GEMM's tile: NT tokens (from tok) against tile t, sharing each code load and its nibble
@@ -356,14 +362,7 @@ AI void q4ril_gemm_b(float *y, const q4r_x_t *q, int T, const weight_t *w, int j
 }
 
 void q4ril_gemm(float *y, const void *xp, int T, const weight_t *w, int j0, int j1) {
-    const q4r_x_t *q = xp;
-    switch (w->bits) {
-    case 2: q4ril_gemm_b(y, q, T, w, j0, j1, 2); break;
-    case 3: q4ril_gemm_b(y, q, T, w, j0, j1, 3); break;
-    case 5: q4ril_gemm_b(y, q, T, w, j0, j1, 5); break;
-    case 6: q4ril_gemm_b(y, q, T, w, j0, j1, 6); break;
-    default: q4ril_gemm_b(y, q, T, w, j0, j1, 4);
-    }
+    QRIL_BITS(w, q4ril_gemm_b, y, (const q4r_x_t *)xp, T, w, j0, j1)
 }
 
 #pragma GCC pop_options
