@@ -13,7 +13,7 @@
  *          bf16 GEMV's kind of stream, the ceiling for this item size
  * GB/s = bytes / time (best of 5 launches over a 1 GiB buffer: every launch from HBM).
  *
- *   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o gemv_load_probe bench/cuda/gemv_load_probe.cu
+ *   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o gemv_load_probe bench/cuda/gemv_load_probe.cu
  *   ./gemv_load_probe            (one JSON line per variant) */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -32,21 +32,23 @@ __device__ __forceinline__ void ld_item(uint4 (&b)[8], const char *W, int RB, lo
     const int cpr = RB / 256, g = lane >> 2, q = lane & 3;
     const long long tile = it / cpr;
     const int chunk = (int)(it - tile * cpr);
-    if (PAT == 2) {
+    if constexpr (PAT == 2) {
         const char *p = W + it * 4096;
 #pragma unroll
         for (int j = 0; j < 8; j++) b[j] = ldnc(p + 16 * lane + 512 * j);
-        return;
-    }
+    } else {
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const char *p = W + (tile * 16 + g + 8 * r) * (long long)RB + chunk * 256;
+        for (int r = 0; r < 2; r++) {
+            const char *p = W + (tile * 16 + g + 8 * r) * (long long)RB + chunk * 256;
 #pragma unroll
-        for (int j = 0; j < 4; j++) b[4 * r + j] = ldnc(p + (PAT == 0 ? 64 * q + 16 * j : 16 * q + 64 * j));
+            for (int j = 0; j < 4; j++) b[4 * r + j] = ldnc(p + (PAT == 0 ? 64 * q + 16 * j : 16 * q + 64 * j));
+        }
     }
 }
 
-template <int PAT, int DEPTH, int SPIN>
+/* BAR (DEPTH 2 only): every second item the block's warps in groups of 4 meet at a named barrier, as the GEMV's
+ * tile groups do at a tile's end — 1: the next item's loads after the barrier (main before session 40), 2: before */
+template <int PAT, int DEPTH, int SPIN, int BAR = 0>
 __global__ void __launch_bounds__(512) probe(const char *W, int RB, long long nitems, unsigned *sink) {
     const int lane = threadIdx.x & 31, NW = blockDim.x >> 5;
     const long long gw = (long long)blockIdx.x * NW + (threadIdx.x >> 5), NWg = (long long)gridDim.x * NW;
@@ -66,14 +68,16 @@ __global__ void __launch_bounds__(512) probe(const char *W, int RB, long long ni
                 f += (float)(acc & 1);
 #pragma unroll 8
                 for (int s = 0; s < SPIN; s++) f = fmaf(f, 0.999f, 1e-3f);
-                if (base + d + DEPTH < ie) ld_item<PAT>(buf[d], W, RB, base + d + DEPTH, lane);
+                if (BAR == 2 && base + d + DEPTH < ie) ld_item<PAT>(buf[d], W, RB, base + d + DEPTH, lane);
+                if (BAR && d == DEPTH - 1) asm volatile("bar.sync %0, 128;\n" ::"r"(1 + (int)((threadIdx.x >> 5) >> 2)) : "memory");
+                if (BAR != 2 && base + d + DEPTH < ie) ld_item<PAT>(buf[d], W, RB, base + d + DEPTH, lane);
             }
         }
     }
     if (acc == 0x9e3779b9u && f == 1.2345f) *sink = acc;
 }
 
-template <int PAT, int DEPTH, int SPIN>
+template <int PAT, int DEPTH, int SPIN, int BAR = 0>
 static int run(const char *W, size_t bytes, int RB, int threads, int per_sm, int sms, unsigned *sink) {
     const long long nitems = (long long)(bytes / 4096);
     cudaEvent_t e0, e1;
@@ -83,7 +87,7 @@ static int run(const char *W, size_t bytes, int RB, int threads, int per_sm, int
     float best = 1e30f;
     for (int r = 0; r < 6; r++) {
         CK(cudaEventRecord(e0));
-        probe<PAT, DEPTH, SPIN><<<grid, threads>>>(W, RB, nitems, sink);
+        probe<PAT, DEPTH, SPIN, BAR><<<grid, threads>>>(W, RB, nitems, sink);
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         float ms;
@@ -91,9 +95,9 @@ static int run(const char *W, size_t bytes, int RB, int threads, int per_sm, int
         if (r > 0 && ms < best) best = ms;
     }
     int occ = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, probe<PAT, DEPTH, SPIN>, threads, 0);
-    printf("{\"pat\": %d, \"depth\": %d, \"spin\": %d, \"threads\": %d, \"blocks_per_sm\": %d, \"occupancy\": %d, \"RB\": %d, \"us\": %.1f, \"gb_s\": %.1f}\n",
-           PAT, DEPTH, SPIN, threads, per_sm, occ, RB, best * 1e3, (double)nitems * 4096 / (best * 1e-3) / 1e9);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, probe<PAT, DEPTH, SPIN, BAR>, threads, 0);
+    printf("{\"pat\": %d, \"depth\": %d, \"spin\": %d, \"bar\": %d, \"threads\": %d, \"blocks_per_sm\": %d, \"occupancy\": %d, \"RB\": %d, \"us\": %.1f, \"gb_s\": %.1f}\n",
+           PAT, DEPTH, SPIN, BAR, threads, per_sm, occ, RB, best * 1e3, (double)nitems * 4096 / (best * 1e-3) / 1e9);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     return 0;
@@ -123,6 +127,8 @@ int main(void) {
         rc |= run<0, 3, 0>(W, bytes, RB, 256, 2, sms, sink);
         rc |= run<1, 3, 0>(W, bytes, RB, 256, 2, sms, sink);
         rc |= run<0, 2, 0>(W, bytes, RB, 256, 3, sms, sink);
+        rc |= run<0, 2, 150, 1>(W, bytes, RB, 256, 2, sms, sink);
+        rc |= run<0, 2, 150, 2>(W, bytes, RB, 256, 2, sms, sink);
     }
     return rc;
 }
