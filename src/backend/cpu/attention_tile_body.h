@@ -597,15 +597,10 @@ static inline __attribute__((always_inline)) void AT_CAT(AT_NAME, _dec_n)(float 
             else if (!PAIR || (kvh - h0) % 2 == 0) {
                 /* more queries than a decode tile's registers hold (a GQA group past AT_DQ): passes of AT_DQ
                  * queries over the block's K runs — each query's chains unchanged */
-#define AT_DEC_SCORES(q0)                                                                                              \
-    if (NQ > (q0))                                                                                                     \
-        AT_CAT(AT_NAME, _scores_kth_n)(Sk + (q0) * AT_KB, Qt + (q0), kr, sr, (size_t)bs, NQ, hd, a->scale,              \
-                                       NQ - (q0) < AT_DQ ? NQ - (q0) : AT_DQ, KT, NULL, NULL, 0, 0, 1)
-                AT_DEC_SCORES(0);
-                AT_DEC_SCORES(AT_DQ);
-                AT_DEC_SCORES(2 * AT_DQ);
-                AT_DEC_SCORES(3 * AT_DQ);
-#undef AT_DEC_SCORES
+#pragma GCC unroll 4
+                for (int q0 = 0; q0 < NQ; q0 += AT_DQ)
+                    AT_CAT(AT_NAME, _scores_kth_n)(Sk + (size_t)q0 * AT_KB, Qt + q0, kr, sr, (size_t)bs, NQ, hd, a->scale,
+                                                   NQ - q0 < AT_DQ ? NQ - q0 : AT_DQ, KT, NULL, NULL, 0, 0, 1);
             }
             AT_STORE(mnv, AT_LOAD(m));
             AT_STORE(lbv, AT_ZERO());
