@@ -4562,6 +4562,149 @@ out:
     free_hw(&h);
 }
 
+/* a (the fused op's y) against b (the separate ops'): the fused ops' f16 operands are the separate ops' up to a
+ * power of two wherever both keep a value in f16's normal range, so nearly every output is bitwise the same;
+ * the rest differ by f16's subnormal spacing at the scaled bound (≤ B·2^-38 an operand, B ≤ √K·max|w| for the
+ * norm) carried through the GEMM and its f32 sums: far under 2^-20 of y's largest value. Returns the share of
+ * bitwise-equal outputs. */
+static double qd_fused_cmp(const float *a, const float *b, size_t n, const char *what) {
+    size_t same = 0, bad = 0;
+    double m = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)b[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - b[i]);
+        if (!memcmp(&a[i], &b[i], sizeof(float))) same++;
+        if (!(d <= ldexp(m, -20))) bad++;
+        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+    }
+    CHECK(bad == 0, "%s: %zu of %zu outputs off by more than 2^-20 of max|y| %.3g (worst %.3g)", what, bad, n, m, worst);
+    CHECK(same >= n * 99 / 100, "%s: only %zu of %zu outputs bitwise the separate ops'", what, same, n);
+    return (double)same / n;
+}
+
+/* a fresh device copy of h[n] in place of d */
+static float *reup(backend_t *be, float *d, const float *h, size_t n) {
+    be->ops->free(be, d);
+    return dev_from(be, h, n);
+}
+
+/* matmul_dequant.cu's fused prefill ops for MLX weights past the wgmma kernels (the norm writing the GEMMs'
+ * f16 x with a static bound, matmul_add's beta = 1, rms_mlp's GLU scaled per row): taken where cuda_matmul
+ * takes the dequantizing GEMM, against the separate ops on the same backend — matmul_add bitwise,
+ * rms_matmul_multi and rms_mlp by qd_fused_cmp — q4 and q8, silu and gelu, a norm weight with an outlier
+ * (a loose bound), the weight cache on; declined under KILN_CUDA_QD_FUSE=0 and at the wgmma kernels'
+ * sizes (100 tokens). */
+static void test_qd_fused(void) {
+    backend_t *be = befast;
+    const int T = 300;
+    struct { int H, I, bits, group; act_t act; float wout; } sets[] = {
+        {1024, 3072, 4, 64, ACT_SILU, 0.f}, {512, 1088, 8, 64, ACT_GELU_TANH, 0.f}, {768, 2080, 4, 32, ACT_SILU, 40.f}};
+    double share = 1;
+    setenv("KILN_CUDA_QDEQ", "f16", 1);
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int H = sets[si].H, I = sets[si].I, bits = sets[si].bits, gr = sets[si].group;
+        const int Nq = 2 * H, Nk = H / 2;
+        hw_t hq = make_quant(Nq, H, bits, gr, DT_BF16, 6100 + si), hk = make_quant(Nk, H, bits, gr, DT_F16, 6110 + si),
+             hv = make_quant(Nk, H, bits, gr, DT_BF16, 6120 + si), hg = make_quant(I, H, bits, gr, DT_BF16, 6130 + si),
+             hu = make_quant(I, H, bits, gr, DT_BF16, 6140 + si), hd = make_quant(H, I, bits, gr, DT_BF16, 6150 + si),
+             ho = make_quant(H, Nq, bits, gr, DT_BF16, 6160 + si);
+        weight_t wq = hq.w, wk = hk.w, wv = hv.w, wg = hg.w, wu = hu.w, wd = hd.w, wo = ho.w;
+        err_t e = {0};
+        int ok = 1;
+        weight_t *all[7] = {&wq, &wk, &wv, &wg, &wu, &wd, &wo};
+        for (int i = 0; i < 7; i++) ok = ok && !be->ops->prepare_weight(be, all[i], &e);
+        CHECK(ok, "qd fused: prepare_weight: %s", e.msg);
+        float *x = rand_vec((size_t)T * H, 6200 + si, 2.0f), *nw = rand_vec(H, 6210 + si, 1.0f), *att = rand_vec((size_t)T * Nq, 6220 + si, 1.5f);
+        if (sets[si].wout) nw[H / 3] = sets[si].wout;
+        for (int k = 0; k < H; k++) x[(size_t)7 * H + k] *= 1e-4f; /* a token of tiny values (the norm rescales it) */
+        float *dx = dev_from(be, x, (size_t)T * H), *dx2 = dev_from(be, x, (size_t)T * H), *dnw = dev_from(be, nw, H);
+        float *datt = dev_from(be, att, (size_t)T * Nq);
+        float *dh = be->ops->alloc(be, sizeof(float) * T * H), *dd = be->ops->alloc(be, sizeof(float) * T * H);
+        float *dgg = be->ops->alloc(be, sizeof(float) * T * I), *duu = be->ops->alloc(be, sizeof(float) * T * I);
+        float *dy[3], *dz[3];
+        const int rows[3] = {Nq, Nk, Nk};
+        for (int i = 0; i < 3; i++) { dy[i] = be->ops->alloc(be, sizeof(float) * T * rows[i]); dz[i] = be->ops->alloc(be, sizeof(float) * T * rows[i]); }
+        float *a = malloc(sizeof(float) * T * (Nq > I ? Nq : I)), *b = malloc(sizeof(float) * T * (Nq > I ? Nq : I));
+        char what[128];
+        for (int cache = 0; cache < 2 && ok; cache++) {
+            if (cache) { /* every weight kept as f16 by the first call, read by the second: the same bits */
+                setenv("KILN_CUDA_QDEQ_CACHE_GB", "1", 1);
+                setenv("KILN_CUDA_QDEQ_CACHE_MIN", "0", 1);
+                setenv("KILN_CUDA_QDEQ_CACHE_SMALL_T", "1", 1);
+            }
+            const weight_t *wqkv[3] = {&wq, &wk, &wv};
+            /* rms_matmul_multi against rms_norm + matmul_multi */
+            be->ops->rms_norm(be, dh, dx, dnw, 0.f, T, H, 1e-6f);
+            be->ops->matmul_multi(be, 3, dz, dh, T, wqkv);
+            for (int rep = 0; rep < 1 + cache; rep++) {
+                const long u0 = cuda_qd_fused_uses(be);
+                const int r = be->ops->rms_matmul_multi(be, 3, dy, dx, dnw, 0.f, 1e-6f, T, wqkv);
+                CHECK(r == 0 && cuda_qd_fused_uses(be) == u0 + 1, "qd rms_matmul_multi set %zu: not taken (%d)", si, r);
+                for (int i = 0; r == 0 && i < 3; i++) {
+                    to_host(be, a, dy[i], (size_t)T * rows[i]);
+                    to_host(be, b, dz[i], (size_t)T * rows[i]);
+                    snprintf(what, sizeof what, "qd rms_matmul_multi set %zu weight %d cache %d call %d", si, i, cache, rep);
+                    share = fmin(share, qd_fused_cmp(a, b, (size_t)T * rows[i], what));
+                }
+            }
+            /* matmul_add against matmul + add: bitwise */
+            dd = reup(be, dd, x, (size_t)T * H);
+            be->ops->matmul(be, dh, datt, T, &wo);
+            be->ops->add(be, dd, dh, (size_t)T * H);
+            dx2 = reup(be, dx2, x, (size_t)T * H);
+            const long u1 = cuda_qd_fused_uses(be);
+            const int ra = be->ops->matmul_add(be, dx2, datt, T, &wo);
+            CHECK(ra == 0 && cuda_qd_fused_uses(be) == u1 + 1, "qd matmul_add set %zu: not taken (%d)", si, ra);
+            to_host(be, a, dx2, (size_t)T * H);
+            to_host(be, b, dd, (size_t)T * H);
+            CHECK(ra || !memcmp(a, b, sizeof(float) * T * H), "qd matmul_add set %zu cache %d: differs from matmul + add", si, cache);
+            /* rms_mlp against rms_norm + matmul_multi + glu + matmul + add */
+            dd = reup(be, dd, x, (size_t)T * H);
+            be->ops->rms_norm(be, dh, dd, dnw, 0.f, T, H, 1e-6f);
+            float *const gu[2] = {dgg, duu};
+            const weight_t *const wgu[2] = {&wg, &wu};
+            be->ops->matmul_multi(be, 2, gu, dh, T, wgu);
+            be->ops->glu(be, dgg, dgg, duu, (size_t)T * I, sets[si].act);
+            be->ops->matmul(be, dh, dgg, T, &wd);
+            be->ops->add(be, dd, dh, (size_t)T * H);
+            to_host(be, b, dd, (size_t)T * H);
+            for (int rep = 0; rep < 1 + cache; rep++) {
+                dx2 = reup(be, dx2, x, (size_t)T * H);
+                const long u2 = cuda_qd_fused_uses(be);
+                const int rp = be->ops->rms_mlp(be, dx2, dnw, 0.f, 1e-6f, T, &wg, &wu, &wd, sets[si].act);
+                CHECK(rp == 0 && cuda_qd_fused_uses(be) == u2 + 1, "qd rms_mlp set %zu: not taken (%d)", si, rp);
+                to_host(be, a, dx2, (size_t)T * H);
+                snprintf(what, sizeof what, "qd rms_mlp %dx%d set %zu cache %d call %d", I, H, si, cache, rep);
+                if (rp == 0) share = fmin(share, qd_fused_cmp(a, b, (size_t)T * H, what));
+            }
+            unsetenv("KILN_CUDA_QDEQ_CACHE_GB");
+            unsetenv("KILN_CUDA_QDEQ_CACHE_MIN");
+            unsetenv("KILN_CUDA_QDEQ_CACHE_SMALL_T");
+        }
+        if (ok && si == 0) { /* declined: the switch off, and 100 tokens (the wgmma kernels' 128-token tile) */
+            const weight_t *wqkv[3] = {&wq, &wk, &wv};
+            const long u0 = cuda_qd_fused_uses(be);
+            setenv("KILN_CUDA_QD_FUSE", "0", 1);
+            be->ops->rms_matmul_multi(be, 3, dy, dx, dnw, 0.f, 1e-6f, T, wqkv);
+            be->ops->matmul_add(be, dx2, datt, T, &wo);
+            be->ops->rms_mlp(be, dx2, dnw, 0.f, 1e-6f, T, &wg, &wu, &wd, ACT_SILU);
+            unsetenv("KILN_CUDA_QD_FUSE");
+            be->ops->rms_matmul_multi(be, 3, dy, dx, dnw, 0.f, 1e-6f, 100, wqkv);
+            be->ops->matmul_add(be, dx2, datt, 100, &wo);
+            be->ops->rms_mlp(be, dx2, dnw, 0.f, 1e-6f, 100, &wg, &wu, &wd, ACT_SILU);
+            CHECK(cuda_qd_fused_uses(be) == u0, "qd fused ops: taken %ld times where they should decline", cuda_qd_fused_uses(be) - u0);
+        }
+        for (int i = 0; i < 3; i++) { be->ops->free(be, dy[i]); be->ops->free(be, dz[i]); }
+        be->ops->free(be, dx); be->ops->free(be, dx2); be->ops->free(be, dnw); be->ops->free(be, datt);
+        be->ops->free(be, dh); be->ops->free(be, dd); be->ops->free(be, dgg); be->ops->free(be, duu);
+        for (int i = 0; i < 7; i++) release(be, all[i]);
+        free_hw(&hq); free_hw(&hk); free_hw(&hv); free_hw(&hg); free_hw(&hu); free_hw(&hd); free_hw(&ho);
+        free(x); free(nw); free(att); free(a); free(b);
+    }
+    unsetenv("KILN_CUDA_QDEQ");
+    printf("# qd fused prefill ops: %ld taken; worst share of outputs bitwise the separate ops' %.6f\n", cuda_qd_fused_uses(be), share);
+}
+
 /* one matmul_multi case of test_qdeq_multi (below): n weights of K = 512 and the given widths and groups */
 static void qdeq_multi_case(int n, const int *bits, const int *groups, uint64_t seed) {
     const int K = 512, T = 70, Ns[3] = {256, 64, 96};
@@ -4750,6 +4893,7 @@ int main(void) {
         test_qgemm();
         test_matmul_conc();
         test_lt_fused();
+        test_qd_fused();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
@@ -4868,6 +5012,7 @@ int main(void) {
     test_matmul_multi();
     test_matmul_conc();
     test_lt_fused();
+    test_qd_fused();
     test_matmul_glu();
     test_bfmma();
     test_fused_gemv();

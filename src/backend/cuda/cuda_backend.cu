@@ -570,7 +570,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
         cudaFree(c->side_ws[i]);
     }
     if (c->n_side) cudaEventDestroy(c->ev_fork);
-    cudaFree(c->mlp_gu); cudaFree(c->mlp16); cudaFree(c->mlp_g); cudaFree(c->mlp_ctr);
+    cudaFree(c->mlp_gu); cudaFree(c->mlp16); cudaFree(c->qdf); cudaFree(c->mlp_g); cudaFree(c->mlp_ctr);
     cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->delta); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFree(c->dring_alt);
     cudaFreeHost(c->pin);

@@ -40,6 +40,7 @@ long cuda_wgx_uses(const backend_t *be);
 long cuda_mm_conc_uses(const backend_t *be);
 /* how many matmul_add / rms_matmul_multi / rms_matmul_glu calls took matmul.cu's prefill path (tests) */
 long cuda_lt_fused_uses(const backend_t *be);
+long cuda_qd_fused_uses(const backend_t *be); /* matmul_dequant.cu's fused prefill ops for MLX weights */
 /* how many pairs of prefill GEMMs ran as one batched cuBLASLt launch (matmul.cu lt_batch2; tests) */
 long cuda_lt_batch_uses(void);
 /* how many rms_mlp calls ran as one persistent GEMV launch (matmul_gemv.cu gemvp_mlp_kernel; tests) */

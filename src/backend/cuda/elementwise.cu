@@ -9,6 +9,7 @@
 #include "backend/cuda/glu_act.cuh"
 #include "backend/cuda/xprep.cuh"
 #include "backend/cuda/x16.cuh"
+#include "backend/cuda/wgx.cuh"
 
 __global__ void glu_kernel(float *y, const float *g, const float *u, size_t n, int gelu) {
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; g, u read after the wait */
@@ -118,6 +119,72 @@ static int grid_for(size_t n) {
 void cuda_glu_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *g, const float *u, size_t n, act_t act) {
     cuda_launch_pdl(c->stream, glu_x16_kernel, grid_for(n / 4), 256, 0, (float4 *)nullptr, (const float4 *)g, (const float4 *)u, (uint2 *)y16,
                     n / 4, (int)(act == ACT_GELU_TANH));
+}
+
+/* f16(glu(g, u)·2^e_t) of each row t (a block a row, I/4 float4s over 256 threads, RV a thread), e_t from the
+ * row's own max|glu| (wg_exp: the row's max lands in [2^14, 2^15)), rs[t] = 2^-e_t — the down projection's x
+ * on matmul_dequant.cu's f16 GEMM, whose output row t the add below scales back. The glu_act values of
+ * glu_x16_kernel; a row's scaling instead of one for the matrix keeps every row's values in f16's normal
+ * range (a power of two moves no rounding there: the GEMM's sums are those of one global scaling times
+ * 2^(e_t − e), exactly), and it needs no pass over the matrix before the write. */
+template <int RV>
+__global__ void __launch_bounds__(256) glu_f16row_kernel(uint2 *y16, float *rs, const float4 *g, const float4 *u, int I4, int gelu) {
+    __shared__ float ws[8];
+    pdl_trigger();
+    pdl_wait();
+    const size_t r0 = (size_t)blockIdx.x * I4;
+    float4 v[RV];
+    float m = 0.f;
+#pragma unroll
+    for (int r = 0; r < RV; r++) {
+        const int i = threadIdx.x + r * 256;
+        if (i >= I4) break;
+        const float4 a = g[r0 + i], b = u[r0 + i];
+        v[r] = make_float4(glu_act(a.x, b.x, gelu), glu_act(a.y, b.y, gelu), glu_act(a.z, b.z, gelu), glu_act(a.w, b.w, gelu));
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(v[r].x), fabsf(v[r].y)), fmaxf(fabsf(v[r].z), fabsf(v[r].w))));
+    }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = ws[0];
+    for (int i = 1; i < 8; i++) m = fmaxf(m, ws[i]);
+    const int e = wg_exp(m);
+    const float px = wg_pow2(e);
+    if (threadIdx.x == 0) rs[blockIdx.x] = wg_pow2(-e);
+#pragma unroll
+    for (int r = 0; r < RV; r++) {
+        const int i = threadIdx.x + r * 256;
+        if (i >= I4) break;
+        __align__(8) __half2 h[2] = {__floats2half2_rn(v[r].x * px, v[r].y * px), __floats2half2_rn(v[r].z * px, v[r].w * px)};
+        y16[r0 + i] = *(const uint2 *)h;
+    }
+}
+
+/* 0: launched; -1: I not a multiple of 4, over 16384, or pointers not 16-byte aligned (nothing launched) */
+int cuda_glu_f16row(cuda_impl_t *c, __half *y16, float *rs, const float *g, const float *u, int T, int I, act_t act) {
+    if (T <= 0 || I % 4 || I > 16384 || (((uintptr_t)y16 | (uintptr_t)g | (uintptr_t)u) & 15)) return -1;
+    const int I4 = I / 4, gelu = act == ACT_GELU_TANH;
+    if (I4 <= 256 * 4) cuda_launch_pdl(c->stream, glu_f16row_kernel<4>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu);
+    else if (I4 <= 256 * 8) cuda_launch_pdl(c->stream, glu_f16row_kernel<8>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu);
+    else cuda_launch_pdl(c->stream, glu_f16row_kernel<16>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu);
+    return 0;
+}
+
+/* x[t, :] += rs[t]·d[t, :] (n % 4 == 0, 16-byte aligned; a block a row): the down projection's rows scaled back
+ * by the GLU's 2^-e_t (exact: a power of two) and added with one rounding, as the add op adds the GEMM's output */
+__global__ void __launch_bounds__(256) add_rowscale_kernel(float4 *x, const float4 *d, const float *rs, int n4) {
+    pdl_trigger();
+    pdl_wait();
+    const float s = rs[blockIdx.x];
+    const size_t r0 = (size_t)blockIdx.x * n4;
+    for (int i = threadIdx.x; i < n4; i += 256) {
+        const float4 a = x[r0 + i], b = d[r0 + i];
+        x[r0 + i] = make_float4(__fadd_rn(a.x, __fmul_rn(s, b.x)), __fadd_rn(a.y, __fmul_rn(s, b.y)), __fadd_rn(a.z, __fmul_rn(s, b.z)),
+                                __fadd_rn(a.w, __fmul_rn(s, b.w)));
+    }
+}
+void cuda_add_rowscale(cuda_impl_t *c, float *x, const float *d, const float *rs, int T, int n) {
+    cuda_launch_pdl(c->stream, add_rowscale_kernel, T, 256, 0, (float4 *)x, (const float4 *)d, rs, n / 4);
 }
 
 void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act) {

@@ -44,6 +44,11 @@ int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int 
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
 int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qdeq_f16_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
+int cuda_qd_rms_matmul_multi(cuda_impl_t *c, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                             const dweight_t *const *w);
+int cuda_qd_matmul_add(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
+int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float eps, int T, const dweight_t *wg, const dweight_t *wu,
+                    const dweight_t *wd, act_t act);
 int cuda_bfmma(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, int split, int glu, int gelu);
 
 #define TB_M 64 /* tokens per tile     */
@@ -396,6 +401,18 @@ int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w, int *b) {
     return ns;
 }
 
+/* cuda_matmul sends w at T tokens to the dequantizing f16 GEMM (cuda_qdeq_f16, below): MLX codes past the
+ * wgmma kernels, their runs and qmma, x not forced to bf16, no qgemm (each as the branches below decide
+ * it); matmul_dequant.cu's fused prefill ops take only such weights */
+int cuda_qd_takes(cuda_impl_t *c, const dweight_t *w, int T) {
+    if (w->dtype != DT_U32 || T < c->gemm_min_t || T < 2) return 0;
+    if (c->qmma && T >= c->qmma && (T <= c->qmma_max_t || (qwg_whole(c, w, T) && c->act_bf16 != 1))) return 0;
+    int b[QWG_MAX_SLICES + 1];
+    if (cuda_qwg_slices(c, T, w, b)) return 0;
+    const char *qg = getenv("KILN_CUDA_QGEMM");
+    return !(c->deq_bf16 == 1 || (c->deq_bf16 < 0 && c->act_bf16 == 1)) && !(qg && atoi(qg) > 0);
+}
+
 void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *wt) {
     if (T <= 0) return;
     cuda_impl_t *c = cuda_impl(be);
@@ -685,6 +702,7 @@ int cuda_mm_conc(backend_t *be, int n, float *const *y, const float *x, int T, c
 /* backend.h matmul_add at prefill sizes: the GEMM with beta = 1 (above). 0: done; -1: declined. */
 int cuda_lt_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
     cuda_impl_t *c = cuda_impl(be);
+    if (cuda_qd_matmul_add(c, y, x, T, (const dweight_t *)w->device) == 0) return 0; /* MLX weights (matmul_dequant.cu) */
     if (!lt_fuse_on() || !lt_single_ok(be, 1, &w, T)) return -1;
     lt_run(c, 1, &y, x16_of(c, x, (size_t)T * ((const dweight_t *)w->device)->cols), T, &w, 1.f);
     c->lt_fused_uses++;
@@ -702,6 +720,11 @@ static const void *lt_norm16(cuda_impl_t *c, const float *x, const float *nw, fl
 int cuda_lt_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
                              const weight_t *const *wt) {
     cuda_impl_t *c = cuda_impl(be);
+    if (n >= 1 && n <= 4) { /* MLX weights (matmul_dequant.cu) */
+        const dweight_t *dw[4];
+        for (int i = 0; i < n; i++) dw[i] = (const dweight_t *)wt[i]->device;
+        if (cuda_qd_rms_matmul_multi(c, n, y, x, nw, off, eps, T, dw) == 0) return 0;
+    }
     if (!lt_fuse_on() || !lt_single_ok(be, n, wt, T)) return -1;
     const void *h16 = lt_norm16(c, x, nw, off, eps, T, ((const dweight_t *)wt[0]->device)->cols);
     if (!h16) return -1;
@@ -749,6 +772,7 @@ int cuda_lt_rms_mlp(backend_t *be, float *x, const float *nw, float off, float e
     cuda_impl_t *c = cuda_impl(be);
     const weight_t *const wt[2] = {wg, wu};
     const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device, *dd = (const dweight_t *)wd->device;
+    if (cuda_qd_rms_mlp(c, x, nw, off, eps, T, dg, du, dd, act) == 0) return 0; /* MLX weights (matmul_dequant.cu) */
     if (!lt_fuse_on() || dg->rows != du->rows || dd->cols != dg->rows || dd->rows != dg->cols || !lt_single_ok(be, 2, wt, T) ||
         !lt_single_ok(be, 1, &wd, T))
         return -1;

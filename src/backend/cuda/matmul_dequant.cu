@@ -213,23 +213,35 @@ struct qd_multi {
     __half *wout[QD_MAXW];
     const float *wmax[QD_MAXW]; /* each weight's bound (its kept partials' maximum) */
     int n;
+    /* x's exponent: QDX_SCAN from the scan's partials (x converted here), QDX_GIVEN *xe (x16 written by its
+     * producer: the norm of the fused ops), QDX_ROWS 0 (x16 scaled per row by its producer, the rows scaled
+     * back after the GEMM: the GLU of qd rms_mlp) */
+    int xmode;
+    const int *xe;
+    float beta; /* each GEMM's beta (1: y += x·Wᵀ, matmul_add) */
 };
+#define QDX_SCAN 0
+#define QDX_GIVEN 1
+#define QDX_ROWS 2
 
 template <int BITS>
 __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __half *xout, float *ab, const float *xpart, const float4 *x, size_t n4) {
     __shared__ float sh[8];
-    float xm = 0.f; /* x's maximum from the scan's QD_NP partials (a weight's bound was reduced once when it was kept) */
+    int e = 0;
+    if (m.xmode == QDX_SCAN) { /* x's maximum from the scan's QD_NP partials (a weight's bound was reduced once when it was kept) */
+        float xm = 0.f;
 #pragma unroll
-    for (int j = 0; j < QD_NP / 256; j++) xm = fmaxf(xm, xpart[threadIdx.x + 256 * j]);
-    xm = qd_block_max(xm, sh);
-    const int e = qd_exp(xm);
+        for (int j = 0; j < QD_NP / 256; j++) xm = fmaxf(xm, xpart[threadIdx.x + 256 * j]);
+        xm = qd_block_max(xm, sh);
+        e = qd_exp(xm);
+    } else if (m.xmode == QDX_GIVEN) e = *m.xe;
     const float px = qd_pow2(e);
     const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 #pragma unroll 1
     for (int k = 0; k < m.n; k++) {
         const dweight_t w = m.w[k];
         const int s = qd_exp(*m.wmax[k]);
-        if (i0 == 0) { ab[2 * k] = qd_pow2(-(e + s)); ab[2 * k + 1] = 0.f; }
+        if (i0 == 0) { ab[2 * k] = qd_pow2(-(e + s)); ab[2 * k + 1] = m.beta; }
         if (m.wout[k]) qd_words<BITS>(w, m.wout[k], qd_pow2(s), i0, stride); /* NULL: kept from an earlier prefill (qd_keep) */
     }
     qd_x_store(xout, x, px, n4, i0, stride);
@@ -407,11 +419,20 @@ static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int T, int *fresh) {
     return p;
 }
 
+/* c->qdf's layout (qd_fused_scratch): x's exponent from the norm, the alphas and betas of qd_one_ex's GEMMs
+ * where x comes from a producer, the rows' 2^-e_t from the GLU, then x as f16 */
+#define QDF_XE 0
+#define QDF_AB 64
+#define QDF_RS 256
+
 /* n weights of one x in one scan, one convert launch and n GEMMs (qd_convert_multi_kernel); -1 where it
  * does not apply (mixed or other bit widths, groups not 2^k whole words, more than QD_MAXW weights, a
  * graph capture before every bound is kept, KILN_CUDA_QDEQ_ONE=0 or KILN_CUDA_DEQUANT set): the caller
- * then runs qd_run per weight. */
-static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+ * then runs qd_run per weight. qd_one_ex: x already f16 (x16, T × K) from its producer — its exponent
+ * at *xe (QDX_GIVEN) or per row (QDX_ROWS: the GEMMs' exponent 0) — with no scan and no x conversion;
+ * beta 1: y += x·Wᵀ. The small values (xe, the alphas) in c->qdf's head. */
+static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, const __half *x16in, int xmode, const int *xe, float beta,
+                     int T, const dweight_t *const *w) {
     const char *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
     if ((one && *one == '0') || (dq && *dq) || n > QD_MAXW) return -1;
     const int bits = w[0]->bits;
@@ -435,21 +456,37 @@ static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T,
         if (!wg[i] || fresh) words += nw * bits / 32;
     }
     m.n = n;
-    const size_t nx = (size_t)T * w[0]->cols, n4 = nx / 4, xbytes = (nx * 2 + 255) / 256 * 256;
+    m.xmode = xmode;
+    m.xe = xe;
+    m.beta = beta;
+    const size_t nx = (size_t)T * w[0]->cols, n4 = xmode == QDX_SCAN ? nx / 4 : 0, xbytes = (nx * 2 + 255) / 256 * 256;
     char *wd = off[n] ? (char *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, off[n]) : NULL;
-    char *a16 = (char *)cuda_scratch(c, &c->act16, &c->act16_bytes, xbytes + (QD_NP + 2 * QD_MAXW) * sizeof(float));
-    __half *x16 = (__half *)a16;
-    float *part = (float *)(a16 + xbytes), *ab = part + QD_NP;
+    __half *x16;
+    float *part = NULL, *ab;
+    if (xmode == QDX_SCAN) {
+        char *a16 = (char *)cuda_scratch(c, &c->act16, &c->act16_bytes, xbytes + (QD_NP + 2 * QD_MAXW) * sizeof(float));
+        x16 = (__half *)a16;
+        part = (float *)(a16 + xbytes);
+        ab = part + QD_NP;
+    } else {
+        x16 = (__half *)x16in;
+        ab = (float *)((char *)c->qdf + QDF_AB); /* qd_fused_scratch made it */
+    }
     for (int i = 0; i < n; i++)
         if (!wg[i]) wg[i] = m.wout[i] = (__half *)(wd + off[i]);
-    qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, NULL, (const float4 *)x, n4, *w[0]);
-    cudaLaunchCheck();
+    if (xmode == QDX_SCAN) {
+        qd_scan_kernel<<<QD_NP, 256, 0, c->stream>>>(part, NULL, (const float4 *)x, n4, *w[0]);
+        cudaLaunchCheck();
+    }
     const int grid = qd_grid(c, words > n4 ? words : n4);
     if (bits == 4) qd_convert_multi_kernel<4><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     else qd_convert_multi_kernel<8><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     cudaLaunchCheck();
     for (int i = 0; i < n; i++) cuda_lt_matmul_dev(c, y[i], wg[i], x16, T, w[i]->rows, w[i]->cols, CUDA_R_16F, ab + 2 * i);
     return 0;
+}
+static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
+    return qd_one_ex(c, n, y, x, NULL, QDX_SCAN, NULL, 0.f, T, w);
 }
 
 int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
@@ -469,3 +506,95 @@ int cuda_qdeq_f16_multi(cuda_impl_t *c, int n, float *const *y, const float *x, 
     for (int i = 0; i < n; i++) qd_run(c, y[i], x, T, w[i], i == 0);
     return 0;
 }
+
+/* --- The fused prefill ops on this path: backend.h rms_matmul_multi, matmul_add and rms_mlp for MLX
+ * weights that cuda_matmul would send here (cuda_qd_takes, matmul.cu). The separate ops moved every
+ * activation through f32 and then through the scan and conversion above; here the producers write
+ * the GEMMs' f16 operands themselves:
+ *   rms_matmul_multi  the norm writes f16(h·2^e) with e from a bound known without a pass over h
+ *                     (rmsnorm.cu rms_norm_f16s_kernel: |h| ≤ √K·max|off + w|), no f32 h, no scan,
+ *                     no x conversion; one convert launch for the weights, the GEMMs
+ *   matmul_add        the scan and conversion of x as before, the GEMM with beta = 1 on y (the
+ *                     residual add in its epilogue, no f32 product and no add pass)
+ *   rms_mlp           the norm as above, gate and up, then the GLU writes f16(glu·2^e_t) with e_t
+ *                     from its own row (elementwise.cu glu_f16row_kernel: no f32 GLU output, no scan,
+ *                     no conversion), down into a scratch, x[t] += 2^-e_t·that (add_rowscale_kernel)
+ * A 2048-token qwen3-0.6b q4 layer moved ~330 MB outside its GEMMs through the separate ops against
+ * ~160 MB for a bf16 checkpoint's fused ones (the estimate that started this: bench/cuda/RESULTS.md,
+ * session 41); these cut ~120 MB and five launches of it. Numerics: the floats of the separate ops
+ * wherever a value stays in f16's normal range under both scalings (a power of two moves no rounding
+ * there, and the GEMMs' f32 sums scale exactly with their operands): matmul_add is bitwise matmul +
+ * add; the other two differ only where the separate path's one scale for the matrix put a value under
+ * 2^-14 of f16's range and these did not, or the reverse (docs/cuda.md, Numerics; test_qd_fused).
+ * KILN_CUDA_QD_FUSE=0: the three decline (A/B). */
+int cuda_rms_norm_f16s(cuda_impl_t *c, __half *y16, int *xe, const float *x, const float *w, float off, int T, int n, float eps);
+int cuda_glu_f16row(cuda_impl_t *c, __half *y16, float *rs, const float *g, const float *u, int T, int I, act_t act);
+void cuda_add_rowscale(cuda_impl_t *c, float *x, const float *d, const float *rs, int T, int n);
+int cuda_qd_takes(cuda_impl_t *c, const dweight_t *w, int T);
+
+static size_t qdf_rs_bytes(int T) { return ((size_t)T * sizeof(float) + 255) / 256 * 256; }
+/* c->qdf for T rows and an f16 x of nx elements (before anything of the op is launched: a grown scratch
+ * is a new buffer) */
+static char *qd_fused_scratch(cuda_impl_t *c, int T, size_t nx) {
+    return (char *)cuda_scratch(c, &c->qdf, &c->qdf_bytes, QDF_RS + qdf_rs_bytes(T) + nx * 2);
+}
+
+/* the n weights take this path at T tokens, all through qd_one_ex (so nothing the op launches can be
+ * declined half way): the switches, bit widths and word walk qd_one_ex checks, each weight's kept bound
+ * (made here if new: never while a graph is captured) */
+static int qd_fused_ok(cuda_impl_t *c, int n, const dweight_t *const *w, int T) {
+    const char *f = getenv("KILN_CUDA_QD_FUSE"), *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
+    if ((f && !strcmp(f, "0")) || (one && *one == '0') || (dq && *dq) || !qdeq_f16_on() || c->capturing || n < 1 || n > QD_MAXW) return 0;
+    for (int i = 0; i < n; i++)
+        if (!cuda_qd_takes(c, w[i], T) || w[i]->bits != w[0]->bits || !qd_words_ok(w[i]) || w[i]->cols != w[0]->cols || !qd_wbound(c, w[i]))
+            return 0;
+    return 1;
+}
+
+int cuda_qd_rms_matmul_multi(cuda_impl_t *c, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                             const dweight_t *const *w) {
+    const int K = w[0]->cols;
+    if (!qd_fused_ok(c, n, w, T) || K % 4 || K <= 256 || K > 8192 || (((uintptr_t)x | (uintptr_t)nw) & 15)) return -1;
+    char *q = qd_fused_scratch(c, T, (size_t)T * K);
+    int *xe = (int *)(q + QDF_XE);
+    __half *h16 = (__half *)(q + QDF_RS + qdf_rs_bytes(T));
+    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, K, eps)) return -1; /* not reached: the sizes were checked */
+    qd_one_ex(c, n, y, NULL, h16, QDX_GIVEN, xe, 0.f, T, w);
+    c->qd_fused_uses++;
+    return 0;
+}
+
+int cuda_qd_matmul_add(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
+    if (!qd_fused_ok(c, 1, &w, T) || !qd_ok(x, T, w)) return -1;
+    qd_one_ex(c, 1, &y, x, NULL, QDX_SCAN, NULL, 1.f, T, &w);
+    c->qd_fused_uses++;
+    return 0;
+}
+
+int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float eps, int T, const dweight_t *wg, const dweight_t *wu,
+                    const dweight_t *wd, act_t act) {
+    const dweight_t *const gu[2] = {wg, wu};
+    const int H = wg->cols, I = wg->rows;
+    if (wu->rows != I || wu->cols != H || wd->rows != H || wd->cols != I || H % 4 || H <= 256 || H > 8192 || I % 4 || I > 16384 ||
+        (((uintptr_t)x | (uintptr_t)nw) & 15) || !qd_fused_ok(c, 2, gu, T) || !qd_fused_ok(c, 1, &wd, T))
+        return -1;
+    const size_t ng = (size_t)T * I, nh = (size_t)T * H;
+    /* every scratch first (a grown one is a new buffer): the norm's f16 h, gate and up (f32, one buffer), the GLU's f16, down's rows */
+    char *q = qd_fused_scratch(c, T, nh);
+    float *g = (float *)cuda_scratch(c, &c->mlp_gu, &c->mlp_gu_bytes, 2 * ng * 4), *u = g + ng;
+    __half *g16 = (__half *)cuda_scratch(c, &c->mlp16, &c->mlp16_bytes, ng * 2);
+    float *yd = (float *)cuda_scratch(c, &c->ysplit, &c->ysplit_bytes, nh * 4);
+    q = (char *)c->qdf; /* (no scratch above is qdf: still the buffer qd_fused_scratch made) */
+    int *xe = (int *)(q + QDF_XE);
+    float *rs = (float *)(q + QDF_RS);
+    __half *h16 = (__half *)(q + QDF_RS + qdf_rs_bytes(T));
+    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, H, eps)) return -1; /* not reached: the sizes were checked */
+    float *const ygu[2] = {g, u};
+    qd_one_ex(c, 2, ygu, NULL, h16, QDX_GIVEN, xe, 0.f, T, gu);
+    cuda_glu_f16row(c, g16, rs, g, u, T, I, act); /* its conditions: I % 4, I <= 16384, scratch aligned */
+    qd_one_ex(c, 1, &yd, NULL, g16, QDX_ROWS, NULL, 0.f, T, &wd);
+    cuda_add_rowscale(c, x, yd, rs, T, H);
+    c->qd_fused_uses++;
+    return 0;
+}
+extern "C" long cuda_qd_fused_uses(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->qd_fused_uses; }

@@ -181,6 +181,66 @@ int cuda_rms_norm_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *x, const
     return 0;
 }
 
+/* F16S (matmul_dequant.cu's fused prefill ops for MLX weights): y16 = f16(rms_norm(x)·2^e) only, e ONE exponent
+ * for the whole matrix that needs no pass over it: every output obeys |x_i|/rms(x) ≤ √n (x_i² ≤ Σx², and eps
+ * only lowers it), so |y| ≤ √n·max|off + w| = B, and e puts B·2^e in [2^14, 2^15) (wg_exp; the f32 sum of
+ * squares may round ~n·2^-24 low: |y|·2^e stays under 2^15·1.001, below f16's 65504). Every block reduces
+ * max|off + w| over the row's weights itself (the same floats in every block), block 0 stores e for the
+ * GEMM's alpha. The floats are rms_norm4_kernel's (its loads, fmaf chain, reduction and products), so
+ * f16(y·2^e) is what the dequantizing matmul's own conversion of y writes wherever both scalings keep y in
+ * f16's normal range: a power of two moves no rounding there (its scan's e from max|y| may be up to
+ * log2(√n·max|w| / max|y|) larger; only values ~2^-24 of B round differently, to f16's subnormal spacing:
+ * docs/cuda.md, Numerics). */
+template <int RV>
+__global__ void __launch_bounds__(256) rms_norm_f16s_kernel(__half *y16, int *xe, const float *x, const float *w, float off, int n, float eps) {
+    __shared__ float warp_sums[8];
+    pdl_trigger();
+    pdl_wait();
+    const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * n);
+    const int n4 = n / 4;
+    float4 v[RV];
+    float ss = 0.f, wm = w ? 0.f : 1.f;
+#pragma unroll
+    for (int r = 0; r < RV; r++) {
+        const int i = threadIdx.x + r * 256;
+        v[r] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        ss = fmaf(v[r].x, v[r].x, ss); ss = fmaf(v[r].y, v[r].y, ss);
+        ss = fmaf(v[r].z, v[r].z, ss); ss = fmaf(v[r].w, v[r].w, ss);
+        if (w && i < n4) {
+            const float4 wv = ((const float4 *)w)[i];
+            wm = fmaxf(wm, fmaxf(fmaxf(fabsf(off + wv.x), fabsf(off + wv.y)), fmaxf(fabsf(off + wv.z), fabsf(off + wv.w))));
+        }
+    }
+    const float inv = rms_inv_block<256>(ss, warp_sums, n, eps);
+    const int e = wg_exp(sqrtf((float)n) * block_max256(wm, warp_sums));
+    const float px = wg_pow2(e);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *xe = e;
+    uint2 *yr = (uint2 *)(y16 + (size_t)blockIdx.x * n);
+#pragma unroll
+    for (int r = 0; r < RV; r++) {
+        const int i = threadIdx.x + r * 256;
+        if (i >= n4) break;
+        float4 o = v[r];
+        if (w) {
+            const float4 wv = ((const float4 *)w)[i];
+            o.x = (o.x * inv) * (off + wv.x); o.y = (o.y * inv) * (off + wv.y);
+            o.z = (o.z * inv) * (off + wv.z); o.w = (o.w * inv) * (off + wv.w);
+        } else {
+            o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
+        }
+        __align__(8) __half2 h[2] = {__floats2half2_rn(o.x * px, o.y * px), __floats2half2_rn(o.z * px, o.w * px)};
+        yr[i] = *(const uint2 *)h;
+    }
+}
+
+/* the F16S launch: 0 launched; -1 where rms_norm4_kernel's sizes or alignments do not hold (nothing launched) */
+int cuda_rms_norm_f16s(cuda_impl_t *c, __half *y16, int *xe, const float *x, const float *w, float off, int T, int n, float eps) {
+    if (T <= 0 || n % 4 || n <= 256 || n > 8192 || (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y16) & 15)) return -1;
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<4>, T, 256, 0, y16, xe, x, w, off, n, eps);
+    else cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<8>, T, 256, 0, y16, xe, x, w, off, n, eps);
+    return 0;
+}
+
 void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps) {
     if (T <= 0) return;
     cudaStream_t s = cuda_impl(be)->stream;
