@@ -30,7 +30,10 @@
  * GEMM's f32 accumulation. That is TF32's bound (which rounds both operands to the same 10
  * bits, per element, without the tiny absolute terms): x with a wide dynamic range costs
  * nothing unless a token's whole row sits ~2^25 below the matrix's max.
- * Declines (returns -1, the caller takes TF32) when x is not 16-byte aligned. */
+ * Declines (returns -1, the caller takes TF32) when x is not 16-byte aligned.
+ * At the bottom, the fused prefill ops on this path (session 41): producers that write the GEMMs' f16
+ * x themselves — the norm with a bound known in advance, the GLU scaled per row — and o's residual add
+ * in its GEMM's epilogue. */
 #include "backend/cuda/cuda_common.cuh"
 
 void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type,
@@ -584,7 +587,6 @@ int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float 
     float *g = (float *)cuda_scratch(c, &c->mlp_gu, &c->mlp_gu_bytes, 2 * ng * 4), *u = g + ng;
     __half *g16 = (__half *)cuda_scratch(c, &c->mlp16, &c->mlp16_bytes, ng * 2);
     float *yd = (float *)cuda_scratch(c, &c->ysplit, &c->ysplit_bytes, nh * 4);
-    q = (char *)c->qdf; /* (no scratch above is qdf: still the buffer qd_fused_scratch made) */
     int *xe = (int *)(q + QDF_XE);
     float *rs = (float *)(q + QDF_RS);
     __half *h16 = (__half *)(q + QDF_RS + qdf_rs_bytes(T));
