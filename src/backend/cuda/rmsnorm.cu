@@ -34,6 +34,18 @@ __device__ __forceinline__ float block_max256(float mx, float *ws) {
     return m;
 }
 
+/* x·(1/rms)·(off + w) of a row's float4 i (w NULL: no weight) — the products of every float4 norm here */
+__device__ __forceinline__ float4 rms_scale4(float4 o, float inv, const float *w, float off, int i) {
+    if (w) {
+        const float4 wv = ((const float4 *)w)[i];
+        o.x = (o.x * inv) * (off + wv.x); o.y = (o.y * inv) * (off + wv.y);
+        o.z = (o.z * inv) * (off + wv.z); o.w = (o.w * inv) * (off + wv.w);
+    } else {
+        o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
+    }
+    return o;
+}
+
 template <int NT>
 __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float off, int n, float eps) {
     __shared__ float warp_sums[NT / 32];
@@ -94,14 +106,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
     for (int r = 0; r < RV; r++) {
         const int i = threadIdx.x + r * 256;
         if (i >= n4) break;
-        float4 o = v[r];
-        if (w) {
-            const float4 wv = ((const float4 *)w)[i];
-            o.x = (o.x * inv) * (off + wv.x); o.y = (o.y * inv) * (off + wv.y);
-            o.z = (o.z * inv) * (off + wv.z); o.w = (o.w * inv) * (off + wv.w);
-        } else {
-            o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
-        }
+        const float4 o = rms_scale4(v[r], inv, w, off, i);
         if constexpr (Y32) yr[i] = o;
         if constexpr (X16) {
             const __nv_bfloat162 a = __floats2bfloat162_rn(o.x, o.y), b = __floats2bfloat162_rn(o.z, o.w);
@@ -220,14 +225,7 @@ __global__ void __launch_bounds__(256) rms_norm_f16s_kernel(__half *y16, int *xe
     for (int r = 0; r < RV; r++) {
         const int i = threadIdx.x + r * 256;
         if (i >= n4) break;
-        float4 o = v[r];
-        if (w) {
-            const float4 wv = ((const float4 *)w)[i];
-            o.x = (o.x * inv) * (off + wv.x); o.y = (o.y * inv) * (off + wv.y);
-            o.z = (o.z * inv) * (off + wv.z); o.w = (o.w * inv) * (off + wv.w);
-        } else {
-            o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
-        }
+        const float4 o = rms_scale4(v[r], inv, w, off, i);
         __align__(8) __half2 h[2] = {__floats2half2_rn(o.x * px, o.y * px), __floats2half2_rn(o.z * px, o.w * px)};
         yr[i] = *(const uint2 *)h;
     }
@@ -305,15 +303,7 @@ __global__ void __launch_bounds__(256) post_norm_add_kernel(float *x, float *y, 
     for (int r = 0; r < 4; r++) {
         const int i = threadIdx.x + r * 256;
         if (i >= n4) break;
-        float4 o = u[r];
-        if (w2) {
-            const float4 wv = ((const float4 *)w2)[i];
-            o.x = (o.x * inv2) * (off + wv.x); o.y = (o.y * inv2) * (off + wv.y);
-            o.z = (o.z * inv2) * (off + wv.z); o.w = (o.w * inv2) * (off + wv.w);
-        } else {
-            o.x *= inv2; o.y *= inv2; o.z *= inv2; o.w *= inv2;
-        }
-        yr[i] = o;
+        yr[i] = rms_scale4(u[r], inv2, w2, off, i);
     }
 }
 
