@@ -4,7 +4,8 @@
 # Tracked (the `run` tool carries the working tree, not git-ignored folders), so a call is
 #   run: bash bench/cuda/combined.sh PKG/kiln-cuda.tar.xz     (carry: the package's folder)
 # with PKG from bench/cuda/pack.sh. Results go to $OUT (at most 8 files come back):
-# summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, peer.jsonl, bench.err.
+# summary.txt, tests.log, probe.jsonl, bench.jsonl, conc.jsonl, peer.jsonl, bench.err; summary.txt ends with
+# bench/cuda/issue_table.py's table (decode against the copy probe, prefill against the layer mix, c=64 / c=1).
 #   MODELS="l8q4 l8bf16"      batch-1 checkpoints (l8 = llama-3-8b, q06 = qwen3-0.6b, q352 = qwen3.5-2b,
 #                             g31 = gemma3-1b, moe4 = qwen3.5-moe-35b at 4 layers; + bf16/q8/q4)
 #   CONC="l8q4:1,64,1"        concurrency runs (model:levels[:extra,args]; a repeated c=1 shows run-to-run
@@ -80,4 +81,5 @@ for m in ${PEER:-}; do
   echo "peer $m rc=$? at $(el) s" >> "$OUT/summary.txt"; tail -c 1500 /tmp/peer.err >> "$OUT/bench.err" 2>/dev/null
 done
 tail -c 2000 "$OUT/bench.err" > /tmp/be 2>/dev/null && mv /tmp/be "$OUT/bench.err"
+python3 bench/cuda/issue_table.py "$OUT" >> "$OUT/summary.txt" 2>&1 || true  # the shares against the probe, computed
 cat "$OUT/summary.txt"
