@@ -238,6 +238,18 @@ __device__ __forceinline__ uint32_t wword(const dweight_t &w, size_t i, size_t w
  * kernel wrote with plain or .cg loads, not ld.global.nc (read-only for the kernel's lifetime,
  * which now overlaps the writer). pdl_trigger() in a kernel lets the next PDL-launched kernel
  * start early; without PDL both are no-ops. KILN_CUDA_PDL=0: plain launches (A/B). */
+/* the block's largest of each thread's mx (256 threads): an xor tree per warp, then the 8 warp maxima in warp order
+ * through ws[8], which the caller has finished reading (rmsnorm.cu's per-row exponents, the GLU's in elementwise.cu) */
+__device__ __forceinline__ float block_max256(float mx, float *ws) {
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    __syncthreads(); /* ws may still be read (rms_inv_block): reused for the maxima */
+    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    float m = ws[0];
+    for (int i = 1; i < 8; i++) m = fmaxf(m, ws[i]);
+    return m;
+}
+
 __device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 static inline int cuda_pdl_on(void) {

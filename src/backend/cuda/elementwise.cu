@@ -143,12 +143,7 @@ __global__ void __launch_bounds__(256) glu_f16row_kernel(uint2 *y16, float *rs, 
         v[r] = make_float4(glu_act(a.x, b.x, gelu), glu_act(a.y, b.y, gelu), glu_act(a.z, b.z, gelu), glu_act(a.w, b.w, gelu));
         m = fmaxf(m, fmaxf(fmaxf(fabsf(v[r].x), fabsf(v[r].y)), fmaxf(fabsf(v[r].z), fabsf(v[r].w))));
     }
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = m;
-    __syncthreads();
-    m = ws[0];
-    for (int i = 1; i < 8; i++) m = fmaxf(m, ws[i]);
-    const int e = wg_exp(m);
+    const int e = wg_exp(block_max256(m, ws));
     const float px = wg_pow2(e);
     if (threadIdx.x == 0) rs[blockIdx.x] = wg_pow2(-e);
 #pragma unroll

@@ -35,6 +35,7 @@
  * x themselves — the norm with a bound known in advance, the GLU scaled per row — and o's residual add
  * in its GEMM's epilogue. */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/wgx.cuh"
 
 void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type,
                         const float *alpha_beta);
@@ -95,16 +96,9 @@ __global__ void __launch_bounds__(256) qd_max_kernel(float *p) {
     if (threadIdx.x == 0) p[QD_NP] = m;
 }
 
-/* the exponent e with m·2^e in [2^14, 2^15) (0 for m = 0, inf or NaN), within ±60 so that
- * 2^-(e+s) stays a normal f32 */
-__device__ __forceinline__ int qd_exp(float m) {
-    if (!(m > 0.f) || !isfinite(m)) return 0;
-    int k;
-    frexpf(m, &k); /* m = f·2^k, f in [0.5, 1) */
-    const int e = 15 - k;
-    return e < -60 ? -60 : e > 60 ? 60 : e;
-}
-__device__ __forceinline__ float qd_pow2(int e) { return __int_as_float((127 + e) << 23); }
+/* the exponent e with m·2^e in [2^14, 2^15) and 2^e: wgx.cuh's wg_exp / wg_pow2 (within ±60, so that 2^-(e+s)
+ * stays a normal f32) — one definition for this path, the 64-token kernels and the fused ops' producers, whose
+ * exponents meet in one alpha */
 
 /* x's float4s of the grid-stride walk to f16, scaled by px = 2^e (exact): f16(x·2^e) */
 __device__ __forceinline__ void qd_x_store(__half *xout, const float4 *x, float px, size_t n4, size_t i0, size_t stride) {
@@ -167,9 +161,9 @@ __global__ void __launch_bounds__(256) qd_convert_kernel(__half *wout, __half *x
     for (int i = threadIdx.x; i < QD_NP; i += blockDim.x) { xm = fmaxf(xm, xpart[i]); wm = fmaxf(wm, wpart[i]); }
     xm = qd_block_max(xm, sh);
     wm = qd_block_max(wm, sh);
-    const int e = qd_exp(xm), s = qd_exp(wm);
-    if (blockIdx.x == 0 && threadIdx.x == 0) { ab[0] = qd_pow2(-(e + s)); ab[1] = 0.f; }
-    const float px = qd_pow2(e), pw = qd_pow2(s);
+    const int e = wg_exp(xm), s = wg_exp(wm);
+    if (blockIdx.x == 0 && threadIdx.x == 0) { ab[0] = wg_pow2(-(e + s)); ab[1] = 0.f; }
+    const float px = wg_pow2(e), pw = wg_pow2(s);
     const int ng = w.cols / w.group;
     const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if constexpr ((BITS == 4 || BITS == 8) && INC) {
@@ -236,16 +230,16 @@ __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __hal
 #pragma unroll
         for (int j = 0; j < QD_NP / 256; j++) xm = fmaxf(xm, xpart[threadIdx.x + 256 * j]);
         xm = qd_block_max(xm, sh);
-        e = qd_exp(xm);
+        e = wg_exp(xm);
     } else if (m.xmode == QDX_GIVEN) e = *m.xe;
-    const float px = qd_pow2(e);
+    const float px = wg_pow2(e);
     const size_t stride = (size_t)gridDim.x * blockDim.x, i0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 #pragma unroll 1
     for (int k = 0; k < m.n; k++) {
         const dweight_t w = m.w[k];
-        const int s = qd_exp(*m.wmax[k]);
-        if (i0 == 0) { ab[2 * k] = qd_pow2(-(e + s)); ab[2 * k + 1] = m.beta; }
-        if (m.wout[k]) qd_words<BITS>(w, m.wout[k], qd_pow2(s), i0, stride); /* NULL: kept from an earlier prefill (qd_keep) */
+        const int s = wg_exp(*m.wmax[k]);
+        if (i0 == 0) { ab[2 * k] = wg_pow2(-(e + s)); ab[2 * k + 1] = m.beta; }
+        if (m.wout[k]) qd_words<BITS>(w, m.wout[k], wg_pow2(s), i0, stride); /* NULL: kept from an earlier prefill (qd_keep) */
     }
     qd_x_store(xout, x, px, n4, i0, stride);
 }
@@ -557,11 +551,11 @@ static int qd_fused_ok(cuda_impl_t *c, int n, const dweight_t *const *w, int T) 
 int cuda_qd_rms_matmul_multi(cuda_impl_t *c, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
                              const dweight_t *const *w) {
     const int K = w[0]->cols;
-    if (!qd_fused_ok(c, n, w, T) || K % 4 || K <= 256 || K > 8192 || (((uintptr_t)x | (uintptr_t)nw) & 15)) return -1;
+    if (!qd_fused_ok(c, n, w, T)) return -1;
     char *q = qd_fused_scratch(c, T, (size_t)T * K);
     int *xe = (int *)(q + QDF_XE);
     __half *h16 = (__half *)(q + QDF_RS + qdf_rs_bytes(T));
-    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, K, eps)) return -1; /* not reached: the sizes were checked */
+    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, K, eps)) return -1; /* its sizes and alignments: nothing launched */
     qd_one_ex(c, n, y, NULL, h16, QDX_GIVEN, xe, 0.f, T, w);
     c->qd_fused_uses++;
     return 0;
@@ -578,8 +572,9 @@ int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float 
                     const dweight_t *wd, act_t act) {
     const dweight_t *const gu[2] = {wg, wu};
     const int H = wg->cols, I = wg->rows;
-    if (wu->rows != I || wu->cols != H || wd->rows != H || wd->cols != I || H % 4 || H <= 256 || H > 8192 || I % 4 || I > 16384 ||
-        (((uintptr_t)x | (uintptr_t)nw) & 15) || !qd_fused_ok(c, 2, gu, T) || !qd_fused_ok(c, 1, &wd, T))
+    /* the GLU's conditions here (it runs after the GEMMs); the norm's are its own, checked before anything runs */
+    if (wu->rows != I || wu->cols != H || wd->rows != H || wd->cols != I || I % 4 || I > 16384 || !qd_fused_ok(c, 2, gu, T) ||
+        !qd_fused_ok(c, 1, &wd, T))
         return -1;
     const size_t ng = (size_t)T * I, nh = (size_t)T * H;
     /* every scratch first (a grown one is a new buffer): the norm's f16 h, gate and up (f32, one buffer), the GLU's f16, down's rows */
@@ -590,7 +585,7 @@ int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float 
     int *xe = (int *)(q + QDF_XE);
     float *rs = (float *)(q + QDF_RS);
     __half *h16 = (__half *)(q + QDF_RS + qdf_rs_bytes(T));
-    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, H, eps)) return -1; /* not reached: the sizes were checked */
+    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, H, eps)) return -1; /* its sizes and alignments: nothing launched */
     float *const ygu[2] = {g, u};
     qd_one_ex(c, 2, ygu, NULL, h16, QDX_GIVEN, xe, 0.f, T, gu);
     cuda_glu_f16row(c, g16, rs, g, u, T, I, act); /* its conditions: I % 4, I <= 16384, scratch aligned */

@@ -22,18 +22,6 @@ __device__ __forceinline__ float rms_inv_block(float ss, float *ws, int n, float
     return 1.0f / sqrtf(tot / (float)n + eps);
 }
 
-/* the block's largest of each thread's mx (256 threads): an xor tree per warp, then the 8 warp maxima in warp order
- * through ws, which the caller has finished reading (the PREP and WG forms' one exponent per row) */
-__device__ __forceinline__ float block_max256(float mx, float *ws) {
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    __syncthreads(); /* ws may still be read (rms_inv_block): reused for the maxima */
-    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = mx;
-    __syncthreads();
-    float m = ws[0];
-    for (int i = 1; i < 8; i++) m = fmaxf(m, ws[i]);
-    return m;
-}
-
 /* x·(1/rms)·(off + w) of a row's float4 i (w NULL: no weight) — the products of every float4 norm here */
 __device__ __forceinline__ float4 rms_scale4(float4 o, float inv, const float *w, float off, int i) {
     if (w) {

@@ -13,7 +13,8 @@
 #include <cuda_fp16.h>
 #include "backend/cuda/cuda_common.cuh"
 
-/* the exponent e with m·2^e in [2^14, 2^15) (0 for m = 0, inf or NaN), within ±60 (matmul_dequant.cu's qd_exp) */
+/* the exponent e with m·2^e in [2^14, 2^15) (0 for m = 0, inf or NaN), within ±60 (so 2^-(e+s) stays a normal f32):
+ * the 64-token kernels', matmul_dequant.cu's and the fused prefill ops' producers' one definition */
 __device__ __forceinline__ int wg_exp(float m) {
     if (!(m > 0.f) || !isfinite(m)) return 0;
     int k;
