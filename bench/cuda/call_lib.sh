@@ -24,6 +24,8 @@
 #                              given concurrency levels under one environment, with TTFT and ITL (X=1 for none)
 #   call_qwgbench BIN...       KILN_CUDA_TEST_QWG_BENCH of each test binary: v8's µs a matmul at 64 tokens into $OUT/qwgbench.txt
 #   call_logits_chunks CKPTS CHUNKS BIN...   md5 of `kiln logits` over 64 ids at each prefill chunk size, per binary, into $S
+#   call_ncu_prefill NAME VAR=V  ncu kernel times of one 2048-token prefill (+ 2 decode steps) of /tmp/s/NAME under that
+#                              environment (X=1 for none), summed per kernel by ncu_sum.py, appended to $OUT/ncu.txt
 #   call_md5_ab "CKPTS" "CHUNKS"   md5 of `kiln logits` (ids $IDS) of kiln-base and kiln per checkpoint and prefill chunk into $S
 #   call_prefill NAME BIN RUNS   prefill tok/s of a 2048-token prompt (best of RUNS) into $OUT/bench.txt
 #   call_sass FUN...           cuobjdump -sass of kernels (mangled names) of /tmp/k/kiln into $OUT/sass_*.txt
@@ -131,6 +133,12 @@ call_ncu_decode() {
   KILN_CUDA_GRAPH=0 timeout 120 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/$1 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_q.csv 2>/tmp/ncu.err
   python3 bench/cuda/ncu_sum.py $OUT/ncu_q.csv > $OUT/ncu_decode.txt 2>&1
   echo "ncu done at $(el) s" >> "$S"
+}
+call_ncu_prefill() {
+  env $2 timeout 150 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 2 \
+    --runs 1 > /tmp/ncu.csv 2>/tmp/ncu.err
+  echo "=== ncu $1 $2 rc=$?" >> $OUT/ncu.txt
+  python3 bench/cuda/ncu_sum.py /tmp/ncu.csv 2>&1 | head -40 >> $OUT/ncu.txt
 }
 call_md5_ab() {
   local m ch

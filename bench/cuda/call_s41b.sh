@@ -11,11 +11,7 @@ call_synth bf16 q06bf16
 call_t1 qgemm KILN_CUDA_TEST_QGEMM_ONLY=1
 grep "qd fused\|lt fused\|qdeq f16:" /tmp/t_qgemm.log >> "$S"
 call_wait q06q4 q06bf16
-for v in "q06q4 X=1" "q06q4 KILN_CUDA_QD_FUSE=0" "q06bf16 X=1"; do
-  set -- $v
-  env $2 timeout 150 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 2 \
-    --runs 1 > /tmp/ncu.csv 2>/tmp/ncu.err
-  echo "=== ncu $1 $2 rc=$? (at $(el) s)" >> $OUT/ncu.txt
-  python3 bench/cuda/ncu_sum.py /tmp/ncu.csv 2>&1 | head -40 >> $OUT/ncu.txt
-done
+call_ncu_prefill q06q4 X=1
+call_ncu_prefill q06q4 KILN_CUDA_QD_FUSE=0
+call_ncu_prefill q06bf16 X=1
 cat "$S" $OUT/ncu.txt

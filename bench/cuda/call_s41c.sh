@@ -7,11 +7,7 @@
 P=${1:?package}
 MODELS="l8q4 l8bf16 q06q4 q06bf16" VARIANTS="KILN_CUDA_QD_FUSE=0:q06q4" CONC="l8q4:1,64" bash bench/cuda/combined.sh "$P"
 export LD_LIBRARY_PATH=/tmp/k/lib
-for v in "q06q4 X=1" "q06bf16 X=1"; do
-  set -- $v
-  env $2 timeout 100 ncu --metrics gpu__time_duration.sum --csv /tmp/k/kiln bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 2 \
-    --runs 1 > /tmp/ncu.csv 2>/tmp/ncu.err
-  echo "=== ncu $1 $2 rc=$?" >> $OUT/ncu.txt
-  python3 bench/cuda/ncu_sum.py /tmp/ncu.csv 2>&1 | head -40 >> $OUT/ncu.txt
-done
+. bench/cuda/call_lib.sh
+call_ncu_prefill q06q4 X=1
+call_ncu_prefill q06bf16 X=1
 cat $OUT/ncu.txt
