@@ -4668,14 +4668,16 @@ static void test_qd_fused(void) {
             be->ops->matmul(be, dh, dgg, T, &wd);
             be->ops->add(be, dd, dh, (size_t)T * H);
             to_host(be, b, dd, (size_t)T * H);
-            for (int rep = 0; rep < 1 + cache; rep++) {
+            for (int rep = 0; rep < 2 + cache; rep++) { /* rep 1: gate and up as two GEMMs (KILN_CUDA_QD_BATCH=0; else one batched GEMM) */
                 dx2 = reup(be, dx2, x, (size_t)T * H);
+                if (rep == 1) setenv("KILN_CUDA_QD_BATCH", "0", 1);
                 const long u2 = cuda_qd_fused_uses(be);
                 const int rp = be->ops->rms_mlp(be, dx2, dnw, 0.f, 1e-6f, T, &wg, &wu, &wd, sets[si].act);
                 CHECK(rp == 0 && cuda_qd_fused_uses(be) == u2 + 1, "qd rms_mlp set %zu: not taken (%d)", si, rp);
                 to_host(be, a, dx2, (size_t)T * H);
                 snprintf(what, sizeof what, "qd rms_mlp %dx%d set %zu cache %d call %d", I, H, si, cache, rep);
                 if (rp == 0) share = fmin(share, qd_fused_cmp(a, b, (size_t)T * H, what));
+                unsetenv("KILN_CUDA_QD_BATCH");
             }
             unsetenv("KILN_CUDA_QDEQ_CACHE_GB");
             unsetenv("KILN_CUDA_QDEQ_CACHE_MIN");
@@ -4703,6 +4705,105 @@ static void test_qd_fused(void) {
     }
     unsetenv("KILN_CUDA_QDEQ");
     printf("# qd fused prefill ops: %ld taken; worst share of outputs bitwise the separate ops' %.6f\n", cuda_qd_fused_uses(be), share);
+}
+
+/* The q4 o projection's x as the prefill attention's unscaled f16 output (KILN_CUDA_QD_ATT16, default on;
+ * x16.cuh's f16 form): norm_rope_kv_attention (tensor-core kernels: wgmma at head_dim 128, attention_mma at
+ * 64) → matmul_add of an MLX o weight on the f16 dequantizing path, twice — the first pass notes the length,
+ * the second must take the attention's f16 form (counted) — over an f16 cache; over an f32 cache and under
+ * KILN_CUDA_QD_ATT16=0 nothing is taken. Every pass against an exact (double) reference on the attention's
+ * f32 output x, element by element: qdeq_case's bound with u = 2^-11 for x's rounding (f16(x) unscaled:
+ * also 2^-25 absolute below f16's normal range, times Σ|w|) plus the residual add's rounding. */
+static void test_qd_att16(void) {
+    backend_t *be = befast;
+    const int T = 300, nh = 4, nkv = 2, bs = 16, H = 512;
+    const int hds[2] = {128, 64};
+    setenv("KILN_CUDA_QDEQ", "f16", 1);
+    setenv("KILN_CUDA_FA_MIN", "1", 1);
+    for (int hi = 0; hi < 2; hi++) {
+        const int hd = hds[hi], Kq = nh * hd, nblk = (T + bs - 1) / bs;
+        hw_t ho = make_quant(H, Kq, 4, 64, DT_BF16, 6300 + hi);
+        weight_t wo = ho.w;
+        err_t e = {0};
+        if (be->ops->prepare_weight(be, &wo, &e)) { CHECK(0, "qd att16: prepare_weight: %s", e.msg); free_hw(&ho); continue; }
+        float *q0 = rand_vec((size_t)T * Kq, 6310 + hi, 1.0f), *k0 = rand_vec((size_t)T * nkv * hd, 6320 + hi, 1.0f);
+        float *v0 = rand_vec((size_t)T * nkv * hd, 6330 + hi, 1.0f), *d0 = rand_vec((size_t)T * H, 6340 + hi, 1.0f);
+        float *qn = rand_vec(hd, 6350 + hi, 1.0f), *kn = rand_vec(hd, 6360 + hi, 1.0f), inv[128];
+        for (int j = 0; j < hd / 2; j++) inv[j] = powf(1000000.f, -2.f * j / hd);
+        int32_t *pos = malloc(sizeof(int32_t) * T), *tab = malloc(sizeof(int32_t) * nblk), rs[2] = {0, T};
+        for (int t = 0; t < T; t++) pos[t] = t;
+        for (int b = 0; b < nblk; b++) tab[b] = nblk - 1 - b;
+        const int32_t *tabs[1] = {tab};
+        /* the weight in double, its bound B and Σ|w| per row */
+        const int ng = Kq / 64;
+        double *wd = malloc(sizeof(double) * H * Kq), *sw = calloc(H, sizeof(double)), B = 0;
+        for (int n = 0; n < H; n++)
+            for (int k = 0; k < Kq; k++) {
+                const size_t gi = (size_t)n * ng + k / 64;
+                const double s = load_as_f32(ho.b, DT_BF16, gi), b = load_as_f32(ho.c, DT_BF16, gi);
+                wd[(size_t)n * Kq + k] = s * host_code(&wo, n, k) + b;
+                sw[n] += fabs(wd[(size_t)n * Kq + k]);
+                if (k % 64 == 0 && fabs(s) * 15 + fabs(b) > B) B = fabs(s) * 15 + fabs(b);
+            }
+        float *x = malloc(sizeof(float) * T * Kq), *y = malloc(sizeof(float) * T * H);
+        const double u = ldexp(1.0, -11), u1 = u + ldexp(1.0, -23), gam = Kq * ldexp(1.0, -23);
+        for (int run = 0; run < 3; run++) { /* 0: f16 cache; 1: f16 cache, KILN_CUDA_QD_ATT16=0; 2: f32 cache */
+            const dtype_t kvt = run == 2 ? DT_F32 : DT_F16;
+            const size_t cells = (size_t)nblk * bs * nkv * hd;
+            attn_args_t da = {1, rs, pos, tabs, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {NULL, NULL, kvt, bs, nkv, hd}};
+            da.kv.k = be->ops->alloc(be, dtype_size(kvt) * cells);
+            da.kv.v = be->ops->alloc(be, dtype_size(kvt) * cells);
+            float *dq = dev_from(be, q0, (size_t)T * Kq), *dk = dev_from(be, k0, (size_t)T * nkv * hd), *dv = dev_from(be, v0, (size_t)T * nkv * hd);
+            float *dqn = dev_from(be, qn, hd), *dkn = dev_from(be, kn, hd), *att = be->ops->alloc(be, sizeof(float) * T * Kq);
+            float *dd = dev_from(be, d0, (size_t)T * H);
+            if (run == 1) setenv("KILN_CUDA_QD_ATT16", "0", 1);
+            for (int pass = 0; pass < 2; pass++) {
+                /* the attention rotates q and k in place: fresh copies each pass; every upload / free before the
+                 * attention (the op wrappers forget the producer's record at each: the model runs attention → o
+                 * back to back) */
+                dq = reup(be, dq, q0, (size_t)T * Kq);
+                dk = reup(be, dk, k0, (size_t)T * nkv * hd);
+                dd = reup(be, dd, d0, (size_t)T * H);
+                be->ops->norm_rope_kv_attention(be, att, dq, dk, dv, dqn, dkn, 1e-6f, hd, inv, 1.0f, pos, T, &da);
+                const long u0 = cuda_x16_uses(be), f0 = cuda_qd_fused_uses(be);
+                const int r = be->ops->matmul_add(be, dd, att, T, &wo);
+                const long took = cuda_x16_uses(be) - u0;
+                to_host(be, x, att, (size_t)T * Kq);
+                CHECK(r == 0 && cuda_qd_fused_uses(be) == f0 + 1, "qd att16 hd %d run %d pass %d: matmul_add not taken (%d)", hd, run, pass, r);
+                const long want = run == 0 && pass == 1;
+                CHECK(took == want, "qd att16 hd %d run %d pass %d: the attention's f16 form taken %ld times, want %ld", hd, run, pass, took, want);
+                to_host(be, y, dd, (size_t)T * H);
+                size_t bad = 0;
+                double worst = 0;
+                for (int t = 0; t < T; t++) {
+                    const float *xt = x + (size_t)t * Kq;
+                    double sx = 0, mx = 0;
+                    for (int k = 0; k < Kq; k++) { sx += fabs(xt[k]); mx = fmax(mx, fabs(xt[k])); }
+                    for (int n = 0; n < H; n++) {
+                        const double *wr = wd + (size_t)n * Kq;
+                        double ref = 0, a = 0;
+                        for (int k = 0; k < Kq; k++) { ref += wr[k] * xt[k]; a += fabs(wr[k] * xt[k]); }
+                        ref += d0[(size_t)t * H + n];
+                        const double bound = (2 * u1 + u1 * u1 + gam) * a + ldexp(1.0, -38) * (B * sx + mx * sw[n]) +
+                                             ldexp(1.0, -25) * (1 + u1) * sw[n] + ldexp(1.0, -24) * fabs(ref);
+                        const double d = fabs(y[(size_t)t * H + n] - ref);
+                        if (!(d <= bound)) bad++;
+                        if (bound > 0 && d / bound > worst) worst = d / bound;
+                    }
+                }
+                CHECK(bad == 0, "qd att16 hd %d run %d pass %d: %zu of %d outputs outside the bound (worst %.3g of it)", hd, run, pass, bad, T * H, worst);
+            }
+            unsetenv("KILN_CUDA_QD_ATT16");
+            be->ops->free(be, dq); be->ops->free(be, dk); be->ops->free(be, dv); be->ops->free(be, dqn); be->ops->free(be, dkn);
+            be->ops->free(be, att); be->ops->free(be, dd); be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v);
+        }
+        release(be, &wo);
+        free_hw(&ho);
+        free(q0); free(k0); free(v0); free(d0); free(qn); free(kn); free(pos); free(tab); free(wd); free(sw); free(x); free(y);
+    }
+    unsetenv("KILN_CUDA_FA_MIN");
+    unsetenv("KILN_CUDA_QDEQ");
+    printf("# qd att16: the o projection took the attention's f16 form where it should (head_dim 128, 64), within the bound\n");
 }
 
 /* one matmul_multi case of test_qdeq_multi (below): n weights of K = 512 and the given widths and groups */
@@ -4894,6 +4995,7 @@ int main(void) {
         test_matmul_conc();
         test_lt_fused();
         test_qd_fused();
+        test_qd_att16();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
@@ -5013,6 +5115,7 @@ int main(void) {
     test_matmul_conc();
     test_lt_fused();
     test_qd_fused();
+    test_qd_att16();
     test_matmul_glu();
     test_bfmma();
     test_fused_gemv();

@@ -259,7 +259,11 @@ __global__ void __launch_bounds__(32 * FWARPS) attn_mma_kernel(fa_dev_t a) {
         const float inv = 1.0f / l[h];
 #pragma unroll
         for (int i = 0; i < NO; i++) *(float2 *)(orow + i * 8 + 2 * c4) = make_float2(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
-        if (a.out16) {
+        if (a.out16 && a.out16_half) {
+            __half *o16 = (__half *)a.out16 + ((size_t)t * a.n_heads + hh) * HD;
+#pragma unroll
+            for (int i = 0; i < NO; i++) *(__half2 *)(o16 + i * 8 + 2 * c4) = __floats2half2_rn(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
+        } else if (a.out16) {
             __nv_bfloat16 *o16 = a.out16 + ((size_t)t * a.n_heads + hh) * HD;
 #pragma unroll
             for (int i = 0; i < NO; i++) *(__nv_bfloat162 *)(o16 + i * 8 + 2 * c4) = __floats2bfloat162_rn(o[i][2 * h] * inv, o[i][2 * h + 1] * inv);
@@ -317,6 +321,7 @@ int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const a
     else if (hd == 128) FA_GO(128);
     else { FA_GO(256); kiln_cuda_attn_mma_hd256_calls++; }
 #undef FA_GO
-    if (a.out16) cuda_x16_set(c, out, (size_t)T * aa->n_heads * hd);
+    if (a.out16 && a.out16_half) cuda_x16h_set(c, out, (size_t)T * aa->n_heads * hd);
+    else if (a.out16) cuda_x16_set(c, out, (size_t)T * aa->n_heads * hd);
     return 1;
 }

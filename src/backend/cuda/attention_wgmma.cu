@@ -596,7 +596,14 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1)
 #pragma unroll
             for (int i = 0; i < 8; i++)
                 *(float2 *)(orow + b * 64 + i * 8 + 2 * c4) = make_float2(o[b][4 * i + 2 * h] * inv, o[b][4 * i + 2 * h + 1] * inv);
-        if (a.out16) {
+        if (a.out16 && a.out16_half) {
+            __half *o16 = (__half *)a.out16 + ((size_t)t * a.n_heads + hh) * HD;
+#pragma unroll
+            for (int b = 0; b < NB; b++)
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    *(__half2 *)(o16 + b * 64 + i * 8 + 2 * c4) = __floats2half2_rn(o[b][4 * i + 2 * h] * inv, o[b][4 * i + 2 * h + 1] * inv);
+        } else if (a.out16) {
             __nv_bfloat16 *o16 = a.out16 + ((size_t)t * a.n_heads + hh) * HD;
 #pragma unroll
             for (int b = 0; b < NB; b++)
@@ -807,7 +814,8 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
     else FW_NWG(128);
 #undef FW_NWG
 #undef FW_GO
-    if (a.out16) cuda_x16_set(c, out, (size_t)T * aa->n_heads * hd);
+    if (a.out16 && a.out16_half) cuda_x16h_set(c, out, (size_t)T * aa->n_heads * hd);
+    else if (a.out16) cuda_x16_set(c, out, (size_t)T * aa->n_heads * hd);
     kiln_cuda_attn_wg_calls++;
     return 1;
 }

@@ -128,10 +128,13 @@ void cuda_glu_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *g, const flo
  * range (a power of two moves no rounding there: the GEMM's sums are those of one global scaling times
  * 2^(e_t − e), exactly), and it needs no pass over the matrix before the write. */
 template <int RV>
-__global__ void __launch_bounds__(256) glu_f16row_kernel(uint2 *y16, float *rs, const float4 *g, const float4 *u, int I4, int gelu) {
+__global__ void __launch_bounds__(256) glu_f16row_kernel(uint2 *y16, float *rs, const float4 *g, const float4 *u, int I4, int gelu,
+                                                         const float *un, const float *ud) {
     __shared__ float ws[8];
     pdl_trigger();
     pdl_wait();
+    /* un/ud (gate and up as one batched GEMM with gate's alpha): up times its own alpha over gate's, a power of two — exact */
+    const float uf = un ? __fdiv_rn(un[0], ud[0]) : 1.f;
     const size_t r0 = (size_t)blockIdx.x * I4;
     float4 v[RV];
     float m = 0.f;
@@ -140,7 +143,8 @@ __global__ void __launch_bounds__(256) glu_f16row_kernel(uint2 *y16, float *rs, 
         const int i = threadIdx.x + r * 256;
         if (i >= I4) break;
         const float4 a = g[r0 + i], b = u[r0 + i];
-        v[r] = make_float4(glu_act(a.x, b.x, gelu), glu_act(a.y, b.y, gelu), glu_act(a.z, b.z, gelu), glu_act(a.w, b.w, gelu));
+        v[r] = make_float4(glu_act(a.x, __fmul_rn(b.x, uf), gelu), glu_act(a.y, __fmul_rn(b.y, uf), gelu), glu_act(a.z, __fmul_rn(b.z, uf), gelu),
+                           glu_act(a.w, __fmul_rn(b.w, uf), gelu));
         m = fmaxf(m, fmaxf(fmaxf(fabsf(v[r].x), fabsf(v[r].y)), fmaxf(fabsf(v[r].z), fabsf(v[r].w))));
     }
     const int e = wg_exp(block_max256(m, ws));
@@ -156,12 +160,13 @@ __global__ void __launch_bounds__(256) glu_f16row_kernel(uint2 *y16, float *rs, 
 }
 
 /* 0: launched; -1: I not a multiple of 4, over 16384, or pointers not 16-byte aligned (nothing launched) */
-int cuda_glu_f16row(cuda_impl_t *c, __half *y16, float *rs, const float *g, const float *u, int T, int I, act_t act) {
+int cuda_glu_f16row(cuda_impl_t *c, __half *y16, float *rs, const float *g, const float *u, int T, int I, act_t act, const float *un,
+                    const float *ud) {
     if (T <= 0 || I % 4 || I > 16384 || (((uintptr_t)y16 | (uintptr_t)g | (uintptr_t)u) & 15)) return -1;
     const int I4 = I / 4, gelu = act == ACT_GELU_TANH;
-    if (I4 <= 256 * 4) cuda_launch_pdl(c->stream, glu_f16row_kernel<4>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu);
-    else if (I4 <= 256 * 8) cuda_launch_pdl(c->stream, glu_f16row_kernel<8>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu);
-    else cuda_launch_pdl(c->stream, glu_f16row_kernel<16>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu);
+    if (I4 <= 256 * 4) cuda_launch_pdl(c->stream, glu_f16row_kernel<4>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu, un, ud);
+    else if (I4 <= 256 * 8) cuda_launch_pdl(c->stream, glu_f16row_kernel<8>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu, un, ud);
+    else cuda_launch_pdl(c->stream, glu_f16row_kernel<16>, T, 256, 0, (uint2 *)y16, rs, (const float4 *)g, (const float4 *)u, I4, gelu, un, ud);
     return 0;
 }
 

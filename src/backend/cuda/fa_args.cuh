@@ -18,7 +18,8 @@
     const void *k, *v;                                                                                \
     int block_size, max_blocks, n_tiles;                                                              \
     int n_heads, n_kv_heads, group, hc, n_chunks, window;                                             \
-    float scale, softcap;
+    float scale, softcap;                                                                             \
+    int out16_half; /* out16 holds f16(out) (x16.cuh's f16 form), not bf16 */
 
 typedef struct fa_dev {
     FA_ARGS_FIELDS
@@ -49,6 +50,11 @@ static inline void fa_args_fill(A &a, cuda_impl_t *c, const float *q, float *out
                                 int hc, int n_chunks) {
     a.q = q; a.out = out;
     a.out16 = cuda_x16_want(c, (size_t)T * aa->n_heads * aa->head_dim);
+    a.out16_half = 0;
+    if (!a.out16 && aa->kv.dtype == DT_F16) { /* the f16 form only over an f16 cache: out then lies in f16's range */
+        a.out16 = (__nv_bfloat16 *)cuda_x16h_want(c, (size_t)T * aa->n_heads * aa->head_dim);
+        a.out16_half = a.out16 != NULL;
+    }
     a.pos = tl.pos; a.tables = tl.tables; a.tiles = tl.tiles;
     a.k = aa->kv.k; a.v = aa->kv.v; a.block_size = aa->kv.block_size; a.max_blocks = tl.max_blocks; a.n_tiles = tl.n_tiles;
     a.n_heads = aa->n_heads; a.n_kv_heads = aa->n_kv_heads; a.group = aa->n_heads / aa->n_kv_heads; a.hc = hc; a.n_chunks = n_chunks;

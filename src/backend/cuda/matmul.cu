@@ -206,7 +206,7 @@ static lt_plan_t *lt_plan(cuda_impl_t *c, int N, int K, int T, cudaDataType_t ty
     next_plan = (next_plan + 1) % LT_PLANS;
     p->N = N; p->K = K; p->T = T; p->type = (int)type; p->tf32 = tf32; p->fresh = 1;
     cublasCheck(cublasLtMatmulDescCreate(&p->op, tf32 == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    if (tf32 == 2) { /* alpha and beta in device memory (cuda_lt_matmul_dev) */
+    if (tf32 == 2 || tf32 == 4) { /* alpha and beta in device memory (cuda_lt_matmul_dev, _dev2) */
         cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
         cublasCheck(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm));
     }
@@ -216,7 +216,7 @@ static lt_plan_t *lt_plan(cuda_impl_t *c, int N, int K, int T, cudaDataType_t ty
     cublasCheck(cublasLtMatrixLayoutCreate(&p->a, type, K, N, K));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->b, type, K, T, K));
     cublasCheck(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, N, T, N));
-    if (tf32 == 3) { /* lt_batch2: a strided batch of two weights on one x (x's stride 0); the A and D strides are set per call */
+    if (tf32 == 3 || tf32 == 4) { /* lt_batch2, _dev2: a strided batch of two weights on one x (x's stride 0); A and D strides set per call */
         const int32_t two = 2;
         const int64_t sa = (int64_t)N * K, sb = 0, sd = (int64_t)N * T;
         cublasCheck(cublasLtMatrixLayoutSetAttribute(p->a, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &two, sizeof two));
@@ -314,6 +314,18 @@ void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, 
                         const float *alpha_beta) {
     lt_plan_t *p = lt_plan(c, N, K, T, type, 2);
     cublasCheck(cublasLtMatmul(c->lt, p->op, alpha_beta, W, p->a, X, p->b, alpha_beta + 1, y, p->d, y, p->d, &p->algo, c->lt_workspace,
+                               c->lt_workspace_bytes, c->stream));
+}
+
+/* cuda_lt_matmul_dev for two weights of one shape and one x as ONE strided batch: W0 and W0 + sa, y0 and y0 + sd
+ * (element strides, positive, sa ≥ N·K and 16-byte multiples), the batch's one alpha/beta from device memory
+ * (matmul_dequant.cu's gate/up: up's own power of two is put back by the GLU) */
+void cuda_lt_matmul_dev2(cuda_impl_t *c, float *y0, const void *W0, int64_t sa, int64_t sd, const void *X, int T, int N, int K,
+                         cudaDataType_t type, const float *alpha_beta) {
+    lt_plan_t *p = lt_plan(c, N, K, T, type, 4);
+    cublasCheck(cublasLtMatrixLayoutSetAttribute(p->a, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa));
+    cublasCheck(cublasLtMatrixLayoutSetAttribute(p->d, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sd, sizeof sd));
+    cublasCheck(cublasLtMatmul(c->lt, p->op, alpha_beta, W0, p->a, X, p->b, alpha_beta + 1, y0, p->d, y0, p->d, &p->algo, c->lt_workspace,
                                c->lt_workspace_bytes, c->stream));
 }
 

@@ -33,9 +33,12 @@
  * Declines (returns -1, the caller takes TF32) when x is not 16-byte aligned.
  * At the bottom, the fused prefill ops on this path (session 41): producers that write the GEMMs' f16
  * x themselves — the norm with a bound known in advance, the GLU scaled per row — and o's residual add
- * in its GEMM's epilogue. */
+ * in its GEMM's epilogue; session 42: o's x as the tensor-core attention's unscaled f16 output over an
+ * f16 cache (|x̂ − x| ≤ u·|x| + 2^-25: the bound above with 2^-25·Σ|w| for the scaled term of x), gate
+ * and up as one batched GEMM. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/wgx.cuh"
+#include "backend/cuda/x16.cuh"
 
 void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type,
                         const float *alpha_beta);
@@ -429,7 +432,7 @@ static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int T, int *fresh) {
  * at *xe (QDX_GIVEN) or per row (QDX_ROWS: the GEMMs' exponent 0) — with no scan and no x conversion;
  * beta 1: y += x·Wᵀ. The small values (xe, the alphas) in c->qdf's head. */
 static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, const __half *x16in, int xmode, const int *xe, float beta,
-                     int T, const dweight_t *const *w) {
+                     int T, const dweight_t *const *w, const __half **wf16 = NULL, const float **wab = NULL) {
     const char *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
     if ((one && *one == '0') || (dq && *dq) || n > QD_MAXW) return -1;
     const int bits = w[0]->bits;
@@ -479,7 +482,10 @@ static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, con
     if (bits == 4) qd_convert_multi_kernel<4><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     else qd_convert_multi_kernel<8><<<grid, 256, 0, c->stream>>>(m, x16, ab, part, (const float4 *)x, n4);
     cudaLaunchCheck();
-    for (int i = 0; i < n; i++) cuda_lt_matmul_dev(c, y[i], wg[i], x16, T, w[i]->rows, w[i]->cols, CUDA_R_16F, ab + 2 * i);
+    for (int i = 0; i < n; i++) {
+        if (wf16) { wf16[i] = wg[i]; wab[i] = ab + 2 * i; continue; } /* converted only: the caller's GEMMs */
+        cuda_lt_matmul_dev(c, y[i], wg[i], x16, T, w[i]->rows, w[i]->cols, CUDA_R_16F, ab + 2 * i);
+    }
     return 0;
 }
 static int qd_one(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) {
@@ -525,7 +531,10 @@ int cuda_qdeq_f16_multi(cuda_impl_t *c, int n, float *const *y, const float *x, 
  * 2^-14 of f16's range and these did not, or the reverse (docs/cuda.md, Numerics; test_qd_fused).
  * KILN_CUDA_QD_FUSE=0: the three decline (A/B). */
 int cuda_rms_norm_f16s(cuda_impl_t *c, __half *y16, int *xe, const float *x, const float *w, float off, int T, int n, float eps);
-int cuda_glu_f16row(cuda_impl_t *c, __half *y16, float *rs, const float *g, const float *u, int T, int I, act_t act);
+int cuda_glu_f16row(cuda_impl_t *c, __half *y16, float *rs, const float *g, const float *u, int T, int I, act_t act, const float *un,
+                    const float *ud);
+void cuda_lt_matmul_dev2(cuda_impl_t *c, float *y0, const void *W0, int64_t sa, int64_t sd, const void *X, int T, int N, int K,
+                         cudaDataType_t type, const float *alpha_beta);
 void cuda_add_rowscale(cuda_impl_t *c, float *x, const float *d, const float *rs, int T, int n);
 int cuda_qd_takes(cuda_impl_t *c, const dweight_t *w, int T);
 
@@ -561,8 +570,25 @@ int cuda_qd_rms_matmul_multi(cuda_impl_t *c, int n, float *const *y, const float
     return 0;
 }
 
+/* o's x as the attention's f16 form (x16.cuh) where the attention wrote one — unscaled (e = 0: QDX_ROWS' alpha
+ * 2^-s), no scan, no conversion; otherwise the scan as before, noting the length so that the next layers'
+ * attentions write that form. Default since session 42 (H200: qwen3-0.6b q4 prefill +1.6 % alone, logits
+ * md5-identical over 600 ids; test_qd_att16); KILN_CUDA_QD_ATT16=0: the scan always (read per call) */
+static int qd_att16_on(void) {
+    const char *e = getenv("KILN_CUDA_QD_ATT16");
+    return !e || atoi(e) > 0;
+}
 int cuda_qd_matmul_add(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w) {
     if (!qd_fused_ok(c, 1, &w, T) || !qd_ok(x, T, w)) return -1;
+    const size_t nx = (size_t)T * w->cols;
+    const __half *xh = qd_att16_on() ? cuda_x16h_get(c, x, nx) : NULL;
+    if (xh) {
+        qd_fused_scratch(c, T, 0); /* the alphas' home */
+        qd_one_ex(c, 1, &y, NULL, xh, QDX_ROWS, NULL, 1.f, T, &w);
+        c->qd_fused_uses++;
+        return 0;
+    }
+    if (qd_att16_on()) cuda_x16h_note(c, nx);
     qd_one_ex(c, 1, &y, x, NULL, QDX_SCAN, NULL, 1.f, T, &w);
     c->qd_fused_uses++;
     return 0;
@@ -587,8 +613,22 @@ int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float 
     __half *h16 = (__half *)(q + QDF_RS + qdf_rs_bytes(T));
     if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, H, eps)) return -1; /* its sizes and alignments: nothing launched */
     float *const ygu[2] = {g, u};
-    qd_one_ex(c, 2, ygu, NULL, h16, QDX_GIVEN, xe, 0.f, T, gu);
-    cuda_glu_f16row(c, g16, rs, g, u, T, I, act); /* its conditions: I % 4, I <= 16384, scratch aligned */
+    /* gate and up as ONE batched GEMM where their f16 forms lie a whole positive stride apart (the scratch: always;
+     * kept copies: by their addresses) with gate's alpha; the GLU multiplies up by its own alpha over gate's (a power
+     * of two: exact). Default since session 42 (H200: qwen3-0.6b q4 prefill +1.1 % alone, +2.5 % with the f16
+     * attention form); KILN_CUDA_QD_BATCH=0: two GEMMs (read per call) */
+    const char *qb = getenv("KILN_CUDA_QD_BATCH");
+    const __half *w16[2];
+    const float *ab2[2];
+    qd_one_ex(c, 2, ygu, NULL, h16, QDX_GIVEN, xe, 0.f, T, gu, w16, ab2);
+    const int64_t sa = (int64_t)(w16[1] - w16[0]);
+    if ((!qb || atoi(qb) > 0) && sa >= (int64_t)I * H && sa % 8 == 0) {
+        cuda_lt_matmul_dev2(c, g, w16[0], sa, (int64_t)ng, h16, T, I, H, CUDA_R_16F, ab2[0]);
+        cuda_glu_f16row(c, g16, rs, g, u, T, I, act, ab2[1], ab2[0]);
+    } else {
+        for (int i = 0; i < 2; i++) cuda_lt_matmul_dev(c, ygu[i], w16[i], h16, T, I, H, CUDA_R_16F, ab2[i]);
+        cuda_glu_f16row(c, g16, rs, g, u, T, I, act, NULL, NULL); /* its conditions: I % 4, I <= 16384, scratch aligned */
+    }
     qd_one_ex(c, 1, &yd, NULL, g16, QDX_ROWS, NULL, 0.f, T, &wd);
     cuda_add_rowscale(c, x, yd, rs, T, H);
     c->qd_fused_uses++;

@@ -33,6 +33,14 @@
 __nv_bfloat16 *cuda_x16_want(cuda_impl_t *c, size_t n);
 /* ... and after launching it: y's copy is in the buffer */
 void cuda_x16_set(cuda_impl_t *c, const float *y, size_t n);
+/* The f16 form, unscaled (KILN_CUDA_QD_ATT16, default on: matmul_dequant.cu's o projection of MLX weights notes n,
+ * the tensor-core prefill attentions over an f16 KV cache write f16(out) — a convex combination of f16 cache
+ * values, so in f16's range and rounded no coarser than the cache itself): want (NULL where a bf16 copy of n is
+ * wanted, or none), set after the launch, get, note. */
+__half *cuda_x16h_want(cuda_impl_t *c, size_t n);
+void cuda_x16h_set(cuda_impl_t *c, const float *y, size_t n);
+const __half *cuda_x16h_get(cuda_impl_t *c, const float *x, size_t n);
+void cuda_x16h_note(cuda_impl_t *c, size_t n);
 /* a matmul: bf16(x[0..n)) if the record names it, else NULL */
 const __nv_bfloat16 *cuda_x16_get(cuda_impl_t *c, const float *x, size_t n);
 /* a matmul's own conversion: the buffer to convert x into (NULL: x16 off, use the old scratch);

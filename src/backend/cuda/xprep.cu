@@ -45,9 +45,11 @@ typedef struct {
     __nv_bfloat16 *x16b[2];       /* taken in turn, so a kernel that reads one record and writes the */
     size_t x16b_bytes[2];         /* next (matmul_bfmma's GLU) never writes what it reads */
     int x16_cur;
-    struct { const float *x; size_t n; long seq; int conv; } x16_rec;
+    struct { const float *x; size_t n; long seq; int conv, half; } x16_rec; /* half: the copy is f16(y), unscaled */
     size_t x16_hint[16];
     int x16_nh, x16_next;
+    size_t x16h_hint[8]; /* element counts whose f16 copy a matmul asked for (cuda_x16h_note) */
+    int x16h_nh, x16h_next;
     long x16_used;
     /* wgx.cuh: the 64-token matmul's x prepared by its norm — the (K, NP) pairs the matmuls asked for, the
      * buffer, the record */
@@ -177,11 +179,46 @@ __nv_bfloat16 *cuda_x16_want(cuda_impl_t *c, size_t n) {
 void cuda_x16_set(cuda_impl_t *c, const float *y, size_t n) {
     xp_state_t *s = x16s(c);
     if (!s) return;
-    s->x16_rec.x = y; s->x16_rec.n = n; s->x16_rec.seq = ++s->seq; s->x16_rec.conv = 0;
+    s->x16_rec.x = y; s->x16_rec.n = n; s->x16_rec.seq = ++s->seq; s->x16_rec.conv = 0; s->x16_rec.half = 0;
+}
+/* the f16 form (x16.cuh, cuda_x16h_*): the same buffers and record, the record marked half; a producer
+ * writes it only where no bf16 copy of that length is wanted */
+__half *cuda_x16h_want(cuda_impl_t *c, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (!s || !n) return NULL;
+    for (int i = 0; i < s->x16_nh; i++)
+        if (s->x16_hint[i] == n) return NULL;
+    for (int i = 0; i < s->x16h_nh; i++)
+        if (s->x16h_hint[i] == n) {
+            s->x16_rec.x = NULL;
+            return (__half *)x16_buf(c, s, n);
+        }
+    return NULL;
+}
+void cuda_x16h_set(cuda_impl_t *c, const float *y, size_t n) {
+    cuda_x16_set(c, y, n);
+    xp_state_t *s = x16s(c);
+    if (s) s->x16_rec.half = 1;
+}
+const __half *cuda_x16h_get(cuda_impl_t *c, const float *x, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (!s || !x || s->x16_rec.x != x || s->x16_rec.n != n || !s->x16_rec.half) return NULL;
+    s->x16_used++;
+    return (const __half *)s->x16;
+}
+void cuda_x16h_note(cuda_impl_t *c, size_t n) {
+    xp_state_t *s = x16s(c);
+    if (!s || !n) return;
+    int i = 0;
+    while (i < s->x16h_nh && s->x16h_hint[i] != n) i++;
+    if (i < s->x16h_nh) return;
+    if (i == 8) { i = s->x16h_next; s->x16h_next = (s->x16h_next + 1) % 8; }
+    else s->x16h_nh++;
+    s->x16h_hint[i] = n;
 }
 const __nv_bfloat16 *cuda_x16_get(cuda_impl_t *c, const float *x, size_t n) {
     xp_state_t *s = x16s(c);
-    if (!s || !x || s->x16_rec.x != x || s->x16_rec.n != n || (s->x16_rec.conv && !s->x16_multi)) return NULL;
+    if (!s || !x || s->x16_rec.x != x || s->x16_rec.n != n || s->x16_rec.half || (s->x16_rec.conv && !s->x16_multi)) return NULL;
     s->x16_used++;
     return s->x16;
 }
@@ -204,7 +241,7 @@ __nv_bfloat16 *cuda_x16_conv(cuda_impl_t *c, const float *x, size_t n) {
     x16_hint(s, n);
     s->x16_rec.x = NULL;
     __nv_bfloat16 *b = x16_buf(c, s, n);
-    s->x16_rec.x = x; s->x16_rec.n = n; s->x16_rec.seq = ++s->seq; s->x16_rec.conv = 1;
+    s->x16_rec.x = x; s->x16_rec.n = n; s->x16_rec.seq = ++s->seq; s->x16_rec.conv = 1; s->x16_rec.half = 0;
     return b;
 }
 void cuda_x16_multi(cuda_impl_t *c, int on) {
