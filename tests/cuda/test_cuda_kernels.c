@@ -4803,7 +4803,7 @@ static void test_qd_att16(void) {
     }
     unsetenv("KILN_CUDA_FA_MIN");
     unsetenv("KILN_CUDA_QDEQ");
-    printf("# qd att16: the o projection took the attention's f16 form where it should (head_dim 128, 64), within the bound\n");
+    printf("# qd att16: head_dim 128 and 64, f16 cache / KILN_CUDA_QD_ATT16=0 / f32 cache, two passes each checked\n");
 }
 
 /* one matmul_multi case of test_qdeq_multi (below): n weights of K = 512 and the given widths and groups */
