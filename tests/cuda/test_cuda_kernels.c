@@ -4498,12 +4498,14 @@ static void qdeq_case(int N, int K, int T, int bits, int group, dtype_t sbt, flo
                   bits, group, N, K, T);
             /* the default (q4/q8: one convert launch with the kept bound's maximum: qd_one) again, the per-matmul
              * word kernel with row and column by increments (KILN_CUDA_QDEQ_ONE=0) and by divisions
-             * (KILN_CUDA_DEQUANT=div), at the default grid and at 5 blocks (threads then walk several words, the
-             * row advancing by stride / words-a-row and the column wrapping): the same bits */
-            static const char *const vars[][2] = {{"KILN_X", "1"}, {"KILN_CUDA_QDEQ_ONE", "0"}, {"KILN_CUDA_DEQUANT", "div"}};
+             * (KILN_CUDA_DEQUANT=div), the multi launch with qd_words instead of its lean walk (KILN_CUDA_QDEQ_LEAN=0:
+             * the default's row by a division magic), at the default grid and at 5 blocks (threads then walk several
+             * words, the row advancing by stride / words-a-row and the column wrapping): the same bits */
+            static const char *const vars[][2] = {
+                {"KILN_X", "1"}, {"KILN_CUDA_QDEQ_ONE", "0"}, {"KILN_CUDA_DEQUANT", "div"}, {"KILN_CUDA_QDEQ_LEAN", "0"}};
             for (int gcap = 0; gcap < 2; gcap++) {
                 if (gcap) setenv("KILN_CUDA_QDEQ_GRID", "5", 1);
-                for (int dv = 0; dv < 3; dv++) {
+                for (int dv = 0; dv < 4; dv++) {
                     setenv(vars[dv][0], vars[dv][1], 1);
                     befast->ops->matmul(befast, dy, dx, T, &w);
                     to_host(befast, old, dy, (size_t)T * N);
@@ -4945,6 +4947,7 @@ static void test_qdeq_f16(void) {
     qdeq_case(200, 640, 80, 3, 32, DT_BF16, 1.f, 1801, &wf, &wt);
     qdeq_case(129, 1024, 67, 6, 64, DT_F16, 5000.f, 1802, &wf, &wt);
     qdeq_case(64, 256, 66, 2, 128, DT_BF16, 1e-5f, 1803, &wf, &wt);
+    qdeq_case(130, 1024, 70, 4, 64, DT_F32, 1.f, 1804, &wf, &wt); /* f32 scales: qd_words_lean's third type */
     test_qdeq_multi();
     test_qdeq_cache_small();
     unsetenv("KILN_CUDA_QWG_SLICE");

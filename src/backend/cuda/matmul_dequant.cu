@@ -21,7 +21,9 @@
  *                     maximum once (qd_max_kernel), so a block reduces x's QD_NP partials only;
  *                     the word's row and column by increments, a code to f32 by OR + subtract (no
  *                     64-bit division, no I2F); then one GEMM per weight. qwen3-0.6b q4 had 7
- *                     convert launches a layer of ~10 µs each, now 4
+ *                     convert launches a layer of ~10 µs each, now 4. Session 42: each word's row
+ *                     by a division magic from the host, 32-bit indices, the scale type a template
+ *                     parameter (qd_words_lean; KILN_CUDA_QDEQ_LEAN=0: qd_words) — the same bits
  *
  * Numerics (docs/cuda.md): with u = 2^-11 (f16: 10 stored mantissa bits, the same as TF32),
  * |ŵ − w| ≤ u·|w| + 2^-24|w| (the fma) + 2^-39·B (f16's subnormal half-spacing 2^-25, scaled
@@ -219,10 +221,37 @@ struct qd_multi {
     int xmode;
     const int *xe;
     float beta; /* each GEMM's beta (1: y += x·Wᵀ, matmul_add) */
+    /* qd_words_lean's walk, from the host (qd_walk_fill): words, words a row and its division magic, groups a row,
+     * log2 words a group; lean = 0: some weight has 2^30 words or more — qd_words for all */
+    uint32_t nw[QD_MAXW], wpr[QD_MAXW], dm[QD_MAXW];
+    int dl[QD_MAXW], ng[QD_MAXW], lgw[QD_MAXW], lean;
 };
 #define QDX_SCAN 0
 #define QDX_GIVEN 1
 #define QDX_ROWS 2
+
+/* qd_words without its per-thread setup (session 42): ncu had qd_convert_multi_kernel issue-bound (SM busy 53 %,
+ * IPC 2.97 of 4, DRAM 6 %, H100) at ~200 instructions a code word — a thread walks only ~1.5 words of a weight
+ * at qwen3-0.6b's sizes, so qd_words' per-weight divisions (row and column of its first word, of the stride:
+ * 32-bit divisions behind 64-bit guards), 64-bit indices and the scale type's switch inside the loop cost more
+ * than the codes. Here: 32-bit indices (nw < 2^30, checked on the host), the row by the host's division magic
+ * (q = (umulhi(i, dm) + i) >> dl, exact for i < 2^31 and any divisor: Granlund–Montgomery's round-up form),
+ * the scale type a template parameter. The same word, scale, bias and fma as qd_words: the same bits. */
+template <int BITS, int SBT>
+__device__ __forceinline__ void qd_words_lean(const dweight_t &w, const qd_multi &m, int k, __half *wout, float pw, uint32_t i0,
+                                              uint32_t stride) {
+    const uint32_t nw = m.nw[k], wpr = m.wpr[k], dm = m.dm[k];
+    const int dl = m.dl[k], ng = m.ng[k], lgw = m.lgw[k];
+    const uint32_t *data = (const uint32_t *)w.data;
+    for (uint32_t i = i0; i < nw; i += stride) {
+        const uint32_t r = (__umulhi(i, dm) + i) >> dl, cw = i - r * wpr, gi = r * ng + (cw >> lgw);
+        float sc, bi;
+        if constexpr (SBT == DT_F32) { sc = ((const float *)w.scales)[gi]; bi = ((const float *)w.biases)[gi]; }
+        else if constexpr (SBT == DT_F16) { sc = __half2float(((const __half *)w.scales)[gi]); bi = __half2float(((const __half *)w.biases)[gi]); }
+        else { sc = __bfloat162float(((const __nv_bfloat16 *)w.scales)[gi]); bi = __bfloat162float(((const __nv_bfloat16 *)w.biases)[gi]); }
+        qd_word_store<BITS>(wout, i, __ldg(data + i), sc * pw, bi * pw);
+    }
+}
 
 template <int BITS>
 __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __half *xout, float *ab, const float *xpart, const float4 *x, size_t n4) {
@@ -242,7 +271,11 @@ __global__ void __launch_bounds__(256) qd_convert_multi_kernel(qd_multi m, __hal
         const dweight_t w = m.w[k];
         const int s = wg_exp(*m.wmax[k]);
         if (i0 == 0) { ab[2 * k] = wg_pow2(-(e + s)); ab[2 * k + 1] = m.beta; }
-        if (m.wout[k]) qd_words<BITS>(w, m.wout[k], wg_pow2(s), i0, stride); /* NULL: kept from an earlier prefill (qd_keep) */
+        if (!m.wout[k]) continue; /* NULL: kept from an earlier prefill (qd_keep) */
+        if (!m.lean) qd_words<BITS>(w, m.wout[k], wg_pow2(s), i0, stride);
+        else if (w.sb_dtype == DT_F32) qd_words_lean<BITS, DT_F32>(w, m, k, m.wout[k], wg_pow2(s), (uint32_t)i0, (uint32_t)stride);
+        else if (w.sb_dtype == DT_F16) qd_words_lean<BITS, DT_F16>(w, m, k, m.wout[k], wg_pow2(s), (uint32_t)i0, (uint32_t)stride);
+        else qd_words_lean<BITS, DT_BF16>(w, m, k, m.wout[k], wg_pow2(s), (uint32_t)i0, (uint32_t)stride);
     }
     qd_x_store(xout, x, px, n4, i0, stride);
 }
@@ -286,6 +319,29 @@ static int qd_grid(const cuda_impl_t *c, size_t units) {
  * size: 32, 64, 128) */
 static int qd_words_ok(const dweight_t *w) {
     return (w->bits == 4 || w->bits == 8) && (w->group & (w->group - 1)) == 0 && w->group % (32 / w->bits) == 0;
+}
+
+/* qd_words_lean's constants for m's weights (after m.w and m.n): words a row wpr and its magic (dm, dl) with
+ * i / wpr = (umulhi(i, dm) + i) >> dl for every i < 2^31 — dl = ceil(log2 wpr), dm = 2^32·(2^dl − wpr) / wpr + 1
+ * (checked exhaustively below 2^22 and on 2·10^7 random i < 2^31 for 21 divisors, session 42); lean only where
+ * every weight has fewer than 2^30 words (i + stride then stays under 2^31) */
+static void qd_walk_fill(qd_multi *m, int bits) {
+    const int cpw = 32 / bits;
+    m->lean = getenv("KILN_CUDA_QDEQ_LEAN") ? atoi(getenv("KILN_CUDA_QDEQ_LEAN")) != 0 : 1;
+    for (int k = 0; k < m->n; k++) {
+        const dweight_t *w = &m->w[k];
+        const uint64_t nw = (uint64_t)w->rows * (w->cols / cpw);
+        const uint32_t wpr = (uint32_t)(w->cols / cpw);
+        int dl = 0;
+        while ((1ull << dl) < wpr) dl++;
+        m->nw[k] = (uint32_t)nw;
+        m->wpr[k] = wpr;
+        m->dl[k] = dl;
+        m->dm[k] = (uint32_t)((((1ull << dl) - wpr) << 32) / wpr + 1);
+        m->ng[k] = w->cols / w->group;
+        m->lgw[k] = __builtin_ctz((unsigned)(w->group / cpw));
+        if (nw >= (1ull << 30)) m->lean = 0;
+    }
 }
 
 /* One matmul; with_x = 0: x16 and x's partial maxima are those the previous call left (the same
@@ -459,6 +515,7 @@ static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, con
     m.xmode = xmode;
     m.xe = xe;
     m.beta = beta;
+    qd_walk_fill(&m, bits);
     const size_t nx = (size_t)T * w[0]->cols, n4 = xmode == QDX_SCAN ? nx / 4 : 0, xbytes = (nx * 2 + 255) / 256 * 256;
     char *wd = off[n] ? (char *)cuda_scratch(c, &c->wdeq, &c->wdeq_bytes, off[n]) : NULL;
     __half *x16;
