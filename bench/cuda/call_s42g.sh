@@ -1,8 +1,11 @@
 #!/bin/bash
 # call_s42g.sh — for bench/cuda/qd_prologue.patch (session 42, compiled, NOT run): the MLX convert launch's prologue
-# loads (x's exponent, each weight's bound) issued together instead of one exposed round trip each. Build main as
-# kiln-base and main + the patch as kiln (bench/cuda/build_here.sh twice, copying kiln to kiln-base between), pack
-# PACK_BINS="kiln kiln-base test_cuda_kernels" (test_cuda_kernels of the patched tree); then:
+# loads (x's exponent, each weight's bound) issued together instead of one exposed round trip each. The package:
+# main as kiln-base, main + the patch as kiln and test_cuda_kernels (build_here.sh's next run reverts the patch):
+#   bash bench/cuda/build_here.sh /work/cb/s26 kiln test_cuda_kernels && cp /work/cb/s26/b/kiln /work/cb/s26/b/kiln-base
+#   (cd /work/cb/s26/src && patch -p1 < bench/cuda/qd_prologue.patch) && cmake --build /work/cb/s26/b --target kiln test_cuda_kernels
+#   PACK_BINS="kiln kiln-base test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s26/b build-lead   (kiln-tiny's weights parked)
+# then:
 #   run: bash bench/cuda/call_s42g.sh PKG
 # The prefill-matmul tests, logits md5 of both binaries (bitwise by construction), ncu time / instructions of the convert
 # launches per binary, prefill at 2048 alternating; and the convert grid A/B of call_s42f.sh on the patched binary.
