@@ -5,6 +5,9 @@
 #   bench/cuda/build_here.sh [TREE] [TARGET...]     TREE default /work/cb/s26; targets default: kiln, the five
 #                                                   CUDA test binaries and kiln-cuda-probe
 #   then: PACK_BINS="kiln test_cuda_kernels" bash bench/cuda/pack.sh TREE/b build-lead   (carry ["build-lead"])
+#   PATCH=bench/cuda/x.patch bench/cuda/build_here.sh ...   an A/B pair: kiln built from the tree as it is, copied to
+#                                                   TREE/b/kiln-base, then the patch applied in TREE/src and the
+#                                                   targets built again (kiln = with the patch; pack kiln-base too)
 #
 # TREE/src holds a copy of the tracked sources (src, tests, cmake, bench, CMakeLists.txt), refreshed on every run
 # by content: a file is rewritten only where it differs, so make rebuilds what changed and nothing else (tar would
@@ -27,5 +30,13 @@ export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda-13.0/bin
 L=""
 command -v ccache > /dev/null && L="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"
 [ -f "$TREE/b/CMakeCache.txt" ] || cmake -S "$TREE/src" -B "$TREE/b" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON $L > "$TREE/cmake.log"
-cmake --build "$TREE/b" -j"$(nproc)" --target $TARGETS 2>&1 | grep -E "error|warning:|Built target (kiln|test_cuda)" || true
+build() { cmake --build "$TREE/b" -j"$(nproc)" --target "$@" 2>&1 | grep -E "error|warning:|Built target (kiln|test_cuda)" || true; }
+if [ -n "${PATCH:-}" ]; then
+  build kiln
+  [ -x "$TREE/b/kiln" ] || { echo "build_here: kiln missing" >&2; exit 1; }
+  cp "$TREE/b/kiln" "$TREE/b/kiln-base"
+  (cd "$TREE/src" && patch -p1 --no-backup-if-mismatch < "$ROOT/$PATCH") > /dev/null || { echo "build_here: $PATCH does not apply" >&2; exit 1; }
+  echo "build_here: kiln-base without, kiln with $PATCH"
+fi
+build $TARGETS
 for t in $TARGETS; do [ -x "$TREE/b/$t" ] || { echo "build_here: $t missing" >&2; exit 1; }; done

@@ -2,8 +2,7 @@
 # call_s42g.sh — for bench/cuda/qd_prologue.patch (session 42, compiled, NOT run): the MLX convert launch's prologue
 # loads (x's exponent, each weight's bound) issued together instead of one exposed round trip each. The package:
 # main as kiln-base, main + the patch as kiln and test_cuda_kernels (build_here.sh's next run reverts the patch):
-#   bash bench/cuda/build_here.sh /work/cb/s26 kiln test_cuda_kernels && cp /work/cb/s26/b/kiln /work/cb/s26/b/kiln-base
-#   (cd /work/cb/s26/src && patch -p1 < bench/cuda/qd_prologue.patch) && cmake --build /work/cb/s26/b --target kiln test_cuda_kernels
+#   PATCH=bench/cuda/qd_prologue.patch bash bench/cuda/build_here.sh /work/cb/s26 kiln test_cuda_kernels
 #   PACK_BINS="kiln kiln-base test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s26/b build-lead   (kiln-tiny's weights parked)
 # then:
 #   run: bash bench/cuda/call_s42g.sh PKG
