@@ -321,6 +321,16 @@ static int qd_words_ok(const dweight_t *w) {
     return (w->bits == 4 || w->bits == 8) && (w->group & (w->group - 1)) == 0 && w->group % (32 / w->bits) == 0;
 }
 
+/* qd_one_ex takes these n weights: the one-launch path on (KILN_CUDA_QDEQ_ONE, KILN_CUDA_DEQUANT unset), at
+ * most QD_MAXW weights of one bit width that qd_words walks (the fused ops ask first: qd_fused_ok) */
+static int qd_one_ok(int n, const dweight_t *const *w) {
+    const char *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
+    if ((one && *one == '0') || (dq && *dq) || n < 1 || n > QD_MAXW) return 0;
+    for (int i = 0; i < n; i++)
+        if (w[i]->bits != w[0]->bits || !qd_words_ok(w[i])) return 0;
+    return 1;
+}
+
 /* qd_words_lean's constants for m's weights (after m.w and m.n): words a row wpr and its magic (dm, dl) with
  * i / wpr = (umulhi(i, dm) + i) >> dl for every i < 2^31 — dl = ceil(log2 wpr), dm = 2^32·(2^dl − wpr) / wpr + 1
  * (checked exhaustively below 2^22 and on 2·10^7 random i < 2^31 for 21 divisors, session 42); lean only where
@@ -489,11 +499,8 @@ static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int T, int *fresh) {
  * beta 1: y += x·Wᵀ. The small values (xe, the alphas) in c->qdf's head. */
 static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, const __half *x16in, int xmode, const int *xe, float beta,
                      int T, const dweight_t *const *w, const __half **wf16 = NULL, const float **wab = NULL) {
-    const char *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
-    if ((one && *one == '0') || (dq && *dq) || n > QD_MAXW) return -1;
+    if (!qd_one_ok(n, w)) return -1;
     const int bits = w[0]->bits;
-    for (int i = 0; i < n; i++)
-        if (w[i]->bits != bits || !qd_words_ok(w[i])) return -1;
     qd_multi m = {};
     const __half *wg[QD_MAXW]; /* each GEMM's f16 weight: kept, fresh (written by this launch) or scratch */
     size_t off[QD_MAXW + 1] = {0}, words = 0;
@@ -606,11 +613,10 @@ static char *qd_fused_scratch(cuda_impl_t *c, int T, size_t nx) {
  * declined half way): the switches, bit widths and word walk qd_one_ex checks, each weight's kept bound
  * (made here if new: never while a graph is captured) */
 static int qd_fused_ok(cuda_impl_t *c, int n, const dweight_t *const *w, int T) {
-    const char *f = getenv("KILN_CUDA_QD_FUSE"), *one = getenv("KILN_CUDA_QDEQ_ONE"), *dq = getenv("KILN_CUDA_DEQUANT");
-    if ((f && !strcmp(f, "0")) || (one && *one == '0') || (dq && *dq) || !qdeq_f16_on() || c->capturing || n < 1 || n > QD_MAXW) return 0;
+    const char *f = getenv("KILN_CUDA_QD_FUSE");
+    if ((f && !strcmp(f, "0")) || !qdeq_f16_on() || c->capturing || !qd_one_ok(n, w)) return 0;
     for (int i = 0; i < n; i++)
-        if (!cuda_qd_takes(c, w[i], T) || w[i]->bits != w[0]->bits || !qd_words_ok(w[i]) || w[i]->cols != w[0]->cols || !qd_wbound(c, w[i]))
-            return 0;
+        if (!cuda_qd_takes(c, w[i], T) || w[i]->cols != w[0]->cols || !qd_wbound(c, w[i])) return 0;
     return 1;
 }
 
