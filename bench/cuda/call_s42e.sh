@@ -21,17 +21,7 @@ call_prefill_ab "q06q4 l8q4" 2048 X=1 KILN_CUDA_QDEQ_LEAN=0 X=1 KILN_CUDA_QDEQ_L
 for v in X=1 KILN_CUDA_QDEQ_LEAN=0; do
   env $v timeout 120 ncu --metrics gpu__time_duration.sum,smsp__inst_executed.sum -k regex:qd_convert_multi --csv /tmp/k/kiln bench /tmp/s/q06q4 --backend cuda \
     --prompt-tokens 2048 --gen-tokens 2 --runs 1 > /tmp/nc.csv 2>/dev/null
-  python3 - "$v" >> "$S" <<'PY'
-import csv, sys
-t = {}; n = {}
-for r in csv.DictReader(l for l in open('/tmp/nc.csv') if l.startswith('"')):
-    v = float(r['Metric Value'].replace(',', ''))
-    u = r.get('Metric Unit', '')
-    v *= {'usecond': 1e3, 'msecond': 1e6}.get(u, 1.0)
-    k = r['Metric Name']; t.setdefault(k, []).append(v)
-d = t.get('gpu__time_duration.sum', []); i = t.get('smsp__inst_executed.sum', [])
-print('ncu %s: %d convert launches, %.1f us total, %.2f us mean, %.2fM warp instructions' % (sys.argv[1], len(d), sum(d)/1e3, sum(d)/1e3/max(len(d),1), sum(i)/1e6))
-PY
+  python3 bench/cuda/ncu_launches.py "$v" >> "$S"
 done
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"
 cat "$S" $OUT/bench.txt

@@ -10,15 +10,7 @@ call_wait q06q4
 for v in X=1 KILN_CUDA_QDEQ_GRID=528 KILN_CUDA_QDEQ_GRID=264; do
   env $v timeout 100 ncu --metrics gpu__time_duration.sum,smsp__inst_executed.sum -k regex:qd_convert_multi --csv /tmp/k/kiln bench /tmp/s/q06q4 --backend cuda \
     --prompt-tokens 2048 --gen-tokens 2 --runs 1 > /tmp/nc.csv 2>/dev/null
-  python3 - "$v" >> "$S" <<'PY'
-import csv, sys
-t = {}
-for r in csv.DictReader(l for l in open('/tmp/nc.csv') if l.startswith('"')):
-    v = float(r['Metric Value'].replace(',', '')) * {'usecond': 1e3, 'msecond': 1e6}.get(r.get('Metric Unit', ''), 1.0)
-    t.setdefault(r['Metric Name'], []).append(v)
-d = t.get('gpu__time_duration.sum', []); i = t.get('smsp__inst_executed.sum', [])
-print('ncu %s: %d convert launches, %.1f us total, %.2f us mean, %.2fM warp instructions' % (sys.argv[1], len(d), sum(d)/1e3, sum(d)/1e3/max(len(d),1), sum(i)/1e6))
-PY
+  python3 bench/cuda/ncu_launches.py "$v" >> "$S"
 done
 call_prefill_ab q06q4 2048 X=1 KILN_CUDA_QDEQ_GRID=528 KILN_CUDA_QDEQ_GRID=264 X=1 KILN_CUDA_QDEQ_GRID=528 KILN_CUDA_QDEQ_GRID=264
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"

@@ -25,15 +25,7 @@ for b in kiln-base kiln "kiln KILN_CUDA_QDEQ_GRID=528" "kiln KILN_CUDA_QDEQ_GRID
   set -- $b
   env ${2:-X=1} timeout 100 ncu --metrics gpu__time_duration.sum,smsp__inst_executed.sum -k regex:qd_convert_multi --csv /tmp/k/$1 bench /tmp/s/q06q4 \
     --backend cuda --prompt-tokens 2048 --gen-tokens 2 --runs 1 > /tmp/nc.csv 2>/dev/null
-  python3 - "$b" >> "$S" <<'PY'
-import csv, sys
-t = {}
-for r in csv.DictReader(l for l in open('/tmp/nc.csv') if l.startswith('"')):
-    v = float(r['Metric Value'].replace(',', '')) * {'usecond': 1e3, 'msecond': 1e6}.get(r.get('Metric Unit', ''), 1.0)
-    t.setdefault(r['Metric Name'], []).append(v)
-d = t.get('gpu__time_duration.sum', []); i = t.get('smsp__inst_executed.sum', [])
-print('ncu %s: %d convert launches, %.1f us total, %.2f us mean, %.2fM warp instructions' % (sys.argv[1], len(d), sum(d)/1e3, sum(d)/1e3/max(len(d),1), sum(i)/1e6))
-PY
+  python3 bench/cuda/ncu_launches.py "$b" >> "$S"
 done
 for i in 1 2; do for m in q06q4 l8q4; do for b in kiln-base kiln; do call_prefill $m $b 3; done; done; done
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"
