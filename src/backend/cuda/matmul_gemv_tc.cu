@@ -627,7 +627,14 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     if (gmax > 1) {
         const int per1 = per_sm_of(S * 32, smem + sizeof(float) * S * 16), want = (a.ntiles + sms - 1) / sms;
         Gn = per1 < want ? per1 : want;
-        if (Gn > gmax) Gn = gmax;
+        /* one wave, one block an SM: a launch whose tiles fit one block of `want` groups an SM (want ≤ per1) takes
+         * them past the cap — llama-3-8b's q+k+v (384 tiles) at the cap of 2 was 192 blocks, two on 60 SMs and one
+         * on 72; now 128 blocks of 3 groups, one an SM (the same warps; a row's sums do not depend on the groups a
+         * block holds: bitwise). H200, ncu: that launch 14.6 → 12.7 µs; llama-3-8b q4 batch-1 +0.5..+0.8 % (inside
+         * the runs' spread; bench/cuda/RESULTS.md, session 43). KILN_CUDA_GEMV_TC_WAVE1=0: the cap always */
+        static int wave1 = -1;
+        if (wave1 < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_WAVE1"); wave1 = !(e && !strcmp(e, "0")); }
+        if (Gn > gmax && !(wave1 && want <= per1)) Gn = gmax;
         if (Gn > TC_MAXT / (32 * S)) Gn = TC_MAXT / (32 * S);
         while (Gn > 1 && smem + sizeof(float) * Gn * S * 16 > c->smem_optin) Gn--;
         if (Gn < 1) Gn = 1;
