@@ -620,7 +620,8 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     const int sms = c->sm_count > 0 ? c->sm_count : 132;
     /* G tile groups per block share one x preparation: as many as blocks of one group would
      * fit on an SM, no more than the tiles need to cover every SM (G = 1: a block per group) */
-    static int gmax = -1; /* KILN_CUDA_GEMV_TC_GROUPS=N: at most N groups a block (0 or 1: a block per group, as
+    static int gmax = -1; /* KILN_CUDA_GEMV_TC_GROUPS=N: at most N groups a block where the tiles need more than one wave
+                           * (one-wave launches: below; 0 or 1: a block per group always, as
                            * before); 2 by default (llama-3-8b q4: 347 tok/s at 2, 345 at 4, ncu: gate/up slower at 4) */
     if (gmax < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_GROUPS"); gmax = e ? atoi(e) : 2; gmax = gmax < 1 ? 1 : gmax; }
     int Gn = 1;
