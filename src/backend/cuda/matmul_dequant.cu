@@ -337,7 +337,8 @@ static int qd_one_ok(int n, const dweight_t *const *w) {
  * every weight has fewer than 2^30 words (i + stride then stays under 2^31) */
 static void qd_walk_fill(qd_multi *m, int bits) {
     const int cpw = 32 / bits;
-    m->lean = getenv("KILN_CUDA_QDEQ_LEAN") ? atoi(getenv("KILN_CUDA_QDEQ_LEAN")) != 0 : 1;
+    const char *le = getenv("KILN_CUDA_QDEQ_LEAN");
+    m->lean = le ? atoi(le) != 0 : 1;
     for (int k = 0; k < m->n; k++) {
         const dweight_t *w = &m->w[k];
         const uint64_t nw = (uint64_t)w->rows * (w->cols / cpw);
