@@ -40,7 +40,7 @@ static uint32_t next(void) {
  * (what KILN_HUGE_WEIGHTS=1 gives the model's weights). */
 static int mmb_mmap(void) { const char *e = getenv("MMB_MMAP"); return e && *e == '1'; }
 static int mmb_huge(void) { const char *e = getenv("MMB_HUGE"); return e && *e == '1'; }
-/* MMB_PACK=1: each weight packed in place into the layout the AVX-512 family asks for
+/* MMB_PACK=1: each weight packed in place into the layout the benchmarked family asks for
  * (pack_layout, cpu_pack.h), as cpu_prepare_weight does at load (KILN_PACK_Q4 etc. apply). */
 static int mmb_pack(void) { const char *e = getenv("MMB_PACK"); return e && *e == '1'; }
 static void *walloc(size_t n) {
@@ -64,6 +64,7 @@ static void *file_backed(void *src, size_t n) {
 }
 
 /* One random N x K weight: bf16 (bits 16) or MLX-affine codes with bf16 scales/biases. */
+static const simd_kernels_t *mmb_simd; /* the family --simd picked */
 static weight_t make_weight(int N, int K, int bits, int group) {
     weight_t w = {N, K, bits == 16 ? DT_BF16 : DT_U32};
     size_t nw = (size_t)N * K;
@@ -84,8 +85,8 @@ static weight_t make_weight(int N, int K, int bits, int group) {
         if (mmb_mmap()) c = file_backed(c, words * 4); /* the codes as a checkpoint's: a page-cache mmap */
         w.data = c; w.bits = bits; w.group = group; w.scales = sc; w.biases = bi; w.sb_dtype = DT_BF16;
     }
-    if (mmb_pack() && !mmb_mmap() && simd_avx512.pack_layout && __builtin_cpu_supports("avx512f")) {
-        int l = simd_avx512.pack_layout(&w);
+    if (mmb_pack() && !mmb_mmap() && mmb_simd && mmb_simd->pack_layout) {
+        int l = mmb_simd->pack_layout(&w);
         if (l && pack_weight(&w, l)) { fprintf(stderr, "MMB_PACK: pack_weight failed\n"); exit(1); }
     }
     return w;
@@ -157,6 +158,7 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     const simd_kernels_t *s = !strcmp(simd, "avx2") ? &simd_avx2 : &simd_avx512;
+    mmb_simd = s;
     if (!strcmp(simd, "amx") && !amx_enable()) { fprintf(stderr, "no AMX on this CPU (or the kernel refused it)\n"); return 1; }
     if (model) return model_mode(s, model, bits, group, iters ? iters : 10);
     double bpw = bits == 16 ? 2.0 : bits / 8.0 + 4.0 / group; /* bytes per weight */

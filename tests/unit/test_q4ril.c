@@ -1,7 +1,9 @@
 /* test_q4ril.c — 4-bit MLX weights in the rows-in-lanes layout WL_Q_RIL16 through the AVX-512
  * family (matmul_q4ril_avx512.c for rows in full tiles, the row-major q4i kernel for the
- * N % 16 tail), on CPUs with AVX512-VNNI; and 2/3/5/6-bit weights in its planes (weight.h)
- * through the same kernels (their tail rows through the row-major low-bit kernels), each of:
+ * N % 16 tail), on CPUs with AVX512-VNNI; 2/3/5/6-bit weights in its planes (weight.h)
+ * through the same kernels (their tail rows through the row-major low-bit kernels); and 4-bit
+ * weights through the AVX2 family (matmul_q4ril_avx2.c, the tail through matmul_qi_avx2.c) by
+ * vpmaddubsw and, where the CPU has it, AVX-VNNI — which must give the same bits. Each of:
  *   1. against the scalar reference (ref_matmul on the stored weight, and the exact product of
  *      weight_row_f32's rows of the PACKED weight in double) at 2e-6, as the q4i path: N in
  *      {16, 33, 48, 100}, K/G with K % 128 != 0, G 32/64/128, bf16/f16/f32 scales, T = 1 and
@@ -18,6 +20,8 @@
 #include "../common/test_weights.h"
 
 static const simd_kernels_t *avx512;
+static int avx2_ok;
+static const simd_kernels_t *fam; /* the family under test */
 
 static int setup(void **st) {
     __builtin_cpu_init();
@@ -28,6 +32,7 @@ static int setup(void **st) {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512vnni"))
         avx512 = &simd_avx512;
+    avx2_ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return 0;
 }
 
@@ -49,7 +54,11 @@ static void via_rows(float *y, const float *x, const weight_t *w) {
     mm_range_t rg[1];
     atomic_init(&rg[0].v, (uint64_t)(uint32_t)w->rows << 32);
     mm_rows_t r = {rg, 1, 0, 16};
-    if (!avx512->matmul_rows(y, x, w, &r)) fail_msg("matmul_rows did not take a WL_Q_RIL16 weight");
+    if (!fam->matmul_rows) { /* the AVX2 family: no hand-out, its matmul on the whole range */
+        fam->matmul(y, x, 1, w, 0, w->rows);
+        return;
+    }
+    if (!fam->matmul_rows(y, x, w, &r)) fail_msg("matmul_rows did not take a WL_Q_RIL16 weight");
 }
 
 static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
@@ -68,7 +77,7 @@ static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
     float *got = malloc(sizeof(float) * maxT * N), *alone = malloc(sizeof(float) * N), *rows = malloc(sizeof(float) * N);
     float *row = malloc(sizeof(float) * K);
     ref_matmul(want, x, maxT, &w, 0, N); /* stored order */
-    if (avx512->pack_layout(&w) != WL_Q_RIL16) fail_msg("pack_layout: %d, not WL_Q_RIL16, for q%d %dx%d g%d", avx512->pack_layout(&w), B, N, K, G);
+    if (fam->pack_layout(&w) != WL_Q_RIL16) fail_msg("pack_layout: %d, not WL_Q_RIL16, for q%d %dx%d g%d", fam->pack_layout(&w), B, N, K, G);
     if (pack_weight(&w, WL_Q_RIL16) || w.layout != WL_Q_RIL16) fail_msg("pack_weight failed");
     for (int j = 0; j < N; j++) {
         weight_row_f32(&w, j, row); /* the packed weight's rows */
@@ -82,8 +91,8 @@ static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
         int T = Ts[ti];
         memset(got, 0, sizeof(float) * T * N);
         int mid = (N / 3) & ~3; /* inside a tile for N = 33, 48, 100 */
-        avx512->matmul(got, x, T, &w, 0, mid);
-        avx512->matmul(got, x, T, &w, mid, N);
+        fam->matmul(got, x, T, &w, 0, mid);
+        fam->matmul(got, x, T, &w, mid, N);
         double err = tu_rel_err(got, want, (size_t)T * N), errx = tu_rel_err(got, exact, (size_t)T * N);
         if (K <= 512 && err > 2e-6) fail_msg("q%dril %dx%d g%d %s T=%d: rel err %g", B, N, K, G, dtype_name(sbt), T, err);
         if (errx > 2e-6) fail_msg("q%dril %dx%d g%d %s T=%d: rel err %g from the exact product", B, N, K, G, dtype_name(sbt), T, errx);
@@ -92,12 +101,12 @@ static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
             int cuts[] = {0, 5 < N ? 5 : N, 37 < N ? 37 : N, N};
             float *part = malloc(sizeof(float) * T * N);
             for (int c = 0; c < 3; c++)
-                if (cuts[c] < cuts[c + 1]) avx512->matmul(part, x, T, &w, cuts[c], cuts[c + 1]);
+                if (cuts[c] < cuts[c + 1]) fam->matmul(part, x, T, &w, cuts[c], cuts[c + 1]);
             if (memcmp(part, got, sizeof(float) * T * N)) fail_msg("q%dril %dx%d g%d T=%d: ranges [0,5) [5,37) [37,N) differ", B, N, K, G, T);
             free(part);
         }
         for (int t = 0; t < T; t++) {
-            avx512->matmul(alone, x + (size_t)t * K, 1, &w, 0, N);
+            fam->matmul(alone, x + (size_t)t * K, 1, &w, 0, N);
             if (memcmp(alone, got + (size_t)t * N, sizeof(float) * N))
                 fail_msg("q%dril %dx%d g%d T=%d: token %d alone differs from the batch", B, N, K, G, T, t);
             via_rows(rows, x + (size_t)t * K, &w);
@@ -114,7 +123,7 @@ static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
         v.scales = (const char *)w.scales + (size_t)a * 16 * ng * sz;
         v.biases = (const char *)w.biases + (size_t)a * 16 * ng * sz;
         float *yv = malloc(sizeof(float) * 5 * v.rows);
-        avx512->matmul(yv, x, 5, &v, 0, v.rows);
+        fam->matmul(yv, x, 5, &v, 0, v.rows);
         for (int t = 0; t < 5; t++)
             if (memcmp(yv + (size_t)t * v.rows, got + (size_t)t * N + 16 * a, sizeof(float) * v.rows))
                 fail_msg("q%dril %dx%d g%d: a view of tiles differs", B, N, K, G);
@@ -127,8 +136,8 @@ static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
         memcpy(xn, x, sizeof(float) * T * K);
         xn[1 * K + K / 2 + 1] = NAN;
         xn[3 * K + 5] = INFINITY;
-        avx512->matmul(yn, xn, T, &w, 0, N);
-        avx512->matmul(got, x, T, &w, 0, N);
+        fam->matmul(yn, xn, T, &w, 0, N);
+        fam->matmul(got, x, T, &w, 0, N);
         for (int t = 0; t < T; t++)
             for (int j = 0; j < N; j++) {
                 float v = yn[(size_t)t * N + j];
@@ -150,8 +159,41 @@ static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
 
 static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) { check_b(N, K, 4, G, sbt, seed); }
 
+/* The AVX2 family: check() by vpmaddubsw, and by AVX-VNNI where the CPU has it; both packed
+ * weights' results bitwise equal (a 37-token call and a decode call). */
+static void check_avx2(int N, int K, int G, dtype_t sbt, uint64_t seed) {
+    fam = &simd_avx2;
+    int was = avx2_qi_set(1), vnni = avx2_qi_set(2) == 1 && avx2_qi_mode() == 2;
+    avx2_qi_set(1);
+    check(N, K, G, sbt, seed);
+    if (vnni) {
+        avx2_qi_set(2);
+        check(N, K, G, sbt, seed);
+        void *bufs[3];
+        weight_t w = make_quant(N, K, 4, G, seed, bufs);
+        sb_to(&w, sbt, bufs);
+        if (pack_weight(&w, WL_Q_RIL16)) fail_msg("pack_weight failed");
+        float *x = malloc(sizeof(float) * 37 * K), *y[2], *y1[2];
+        uint64_t s = seed * 31 + 7;
+        for (int i = 0; i < 37 * K; i++) x[i] = tu_rand(&s);
+        for (int m = 0; m < 2; m++) {
+            avx2_qi_set(m ? 2 : 1);
+            y[m] = malloc(sizeof(float) * 37 * N), y1[m] = malloc(sizeof(float) * N);
+            fam->matmul(y[m], x, 37, &w, 0, N);
+            fam->matmul(y1[m], x + 5 * (size_t)K, 1, &w, 0, N);
+        }
+        if (memcmp(y[0], y[1], sizeof(float) * 37 * N) || memcmp(y1[0], y1[1], sizeof(float) * N))
+            fail_msg("avx2 q4ril %dx%d g%d: vpmaddubsw and AVX-VNNI differ", N, K, G);
+        for (int m = 0; m < 2; m++) free(y[m]), free(y1[m]);
+        free(x);
+        free_quant(bufs);
+    }
+    avx2_qi_set(was);
+}
+
 static void test_q4ril_vs_ref(void **st) {
     if (!avx512) skip();
+    fam = avx512;
     const int Ns[] = {16, 33, 48, 100};
     const int KG[][2] = {{128, 32}, {128, 64}, {128, 128}, {384, 32}, {384, 64}, {384, 128}, {1024, 32}, {1024, 64}, {1024, 128},
                          {320, 32}, {320, 64}, {192, 64}, {640, 128}};
@@ -162,6 +204,7 @@ static void test_q4ril_vs_ref(void **st) {
 
 static void test_q4ril_sb_dtypes(void **st) {
     if (!avx512) skip();
+    fam = avx512;
     check(33, 320, 64, DT_F16, 101);
     check(48, 256, 128, DT_F32, 102);
     check(100, 384, 32, DT_F32, 103);
@@ -170,6 +213,7 @@ static void test_q4ril_sb_dtypes(void **st) {
 /* 2, 3, 5, 6 bits in planes: the same checks on fewer shapes (every group size, K with K % 128 != 0) */
 static void test_qbril_vs_ref(void **st) {
     if (!avx512) skip();
+    fam = avx512;
     const int Ns[] = {16, 33, 100}, Bs[] = {2, 3, 5, 6};
     const int KG[][2] = {{128, 32}, {384, 64}, {1024, 128}, {320, 32}, {192, 64}, {640, 128}};
     uint64_t seed = 201;
@@ -180,8 +224,22 @@ static void test_qbril_vs_ref(void **st) {
     check_b(33, 320, 6, 64, DT_F16, seed++);
 }
 
+/* The AVX2 family's 4-bit tiles: every group size, N with a tail and without, K % 128 != 0,
+ * the three scale dtypes */
+static void test_q4ril_avx2(void **st) {
+    if (!avx2_ok) skip();
+    const int Ns[] = {16, 33, 48, 100};
+    const int KG[][2] = {{128, 32}, {128, 64}, {128, 128}, {384, 64}, {1024, 32}, {1024, 128}, {320, 32}, {320, 64}, {192, 64}, {640, 128}};
+    uint64_t seed = 301;
+    for (size_t n = 0; n < 4; n++)
+        for (size_t k = 0; k < sizeof KG / sizeof KG[0]; k++) check_avx2(Ns[n], KG[k][0], KG[k][1], DT_BF16, seed++);
+    check_avx2(33, 320, 64, DT_F16, seed++);
+    check_avx2(48, 256, 128, DT_F32, seed++);
+    check_avx2(100, 384, 32, DT_F32, seed++);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4ril_vs_ref), cmocka_unit_test(test_q4ril_sb_dtypes),
-                                       cmocka_unit_test(test_qbril_vs_ref)};
+                                       cmocka_unit_test(test_qbril_vs_ref), cmocka_unit_test(test_q4ril_avx2)};
     return cmocka_run_group_tests(tests, setup, NULL);
 }

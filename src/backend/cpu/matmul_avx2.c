@@ -385,9 +385,19 @@ static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, 
 }
 #undef MMQ
 
+/* 4-bit in WL_Q_RIL16: rows in full tiles through matmul_q4ril_avx2.c, the N % 16 tail rows
+ * (stored row-major) through mm_q4 — the same code at any T for every row */
+static void mm_q4ril(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int nr = w->rows & ~15;
+    if (T <= 0) return;
+    if (j0 < nr) avx2_q4ril_matmul(y, x, T, w, j0, j1 < nr ? j1 : nr);
+    if (j1 > nr) mm_q4(y, x, T, w, j0 > nr ? j0 : nr, j1);
+}
+
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (weight_is_quantized(w)) {
-        if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
+        if (w->bits == 4 && w->layout == WL_Q_RIL16) mm_q4ril(y, x, T, w, j0, j1);
+        else if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
         else if (w->bits == 8) mm_q8(y, x, T, w, j0, j1);
         else mm_qany(y, x, T, w, j0, j1);
     } else if (w->dtype == DT_BF16) mm_bf16(y, x, T, w, j0, j1);
@@ -480,4 +490,13 @@ static void q8_row(int8_t *codes, float *scale, const float *x, int n) {
     *scale = finite ? amax / 127.f : __builtin_nanf("");
 }
 
-const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32, gelu_glu, NULL, NULL, NULL, NULL, NULL, q8_row};
+/* The packed layout each weight kind's kernels want (cpu_pack.h), asked once per weight at load:
+ * 4-bit weights in WL_Q_RIL16 (matmul_q4ril_avx2.c) unless the integer paths are off
+ * (KILN_AVX2_INT=off: the float tiles read rows) or KILN_PACK_Q4=0 (A/B). */
+static int pack_layout(const weight_t *w) {
+    const char *e = getenv("KILN_PACK_Q4");
+    if (avx2_q4ril_ok(w) && avx2_qi_mode() != 0 && !(e && *e == '0')) return WL_Q_RIL16;
+    return WL_ROWS;
+}
+
+const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32, gelu_glu, NULL, NULL, NULL, NULL, pack_layout, q8_row};

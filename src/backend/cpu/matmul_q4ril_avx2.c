@@ -1,0 +1,206 @@
+/* matmul_q4ril_avx2.c — 4-bit MLX-affine weights in the rows-in-lanes layout WL_Q_RIL16 on
+ * AVX2 CPUs: the AVX2 family's twin of matmul_q4ril_avx512.c (read its story first: the
+ * layout, the x digits and the fold are the same; this file keeps them at 8 lanes).
+ *
+ * Why: the AVX2 family's row-major integer path (matmul_qi_avx2.c) decoded 4-bit weights at
+ * ~31 G weights/s a core from L2 (kiln-mm-bench --simd avx2 --bits 4 --rows 256 --cols 1024),
+ * below the ~37 G weights/s a core's ~21 GB/s of reads carries: it spends per 64 codes of a row
+ * 6 dot-product instructions plus a fold (convert, scale, FMA) and, per row, a horizontal sum.
+ * Here a 64-byte code word holds the 16 rows' u32 words side by side (rows 0-7 in its first
+ * 32 bytes, 8-15 in the second), lane r of a 256-bit load is row r, the x digits of the word's
+ * 8 columns are 4-byte broadcasts, every lane sums whole groups of its own row in int32 and
+ * the affine fold runs once per (group, 8 rows, token); no horizontal sums.
+ *
+ * Per 32 bytes of codes (8 rows × 8 columns) and x digit d (0, 1, 2), lane r:
+ *   AVX-VNNI   A_d += dpbusd(lo, even digits) + dpbusd(hi, odd digits)       (int32, exact)
+ *   vpmaddubsw s_d += maddubs(lo, even) + maddubs(hi, odd)  (int16: per word |.| <= 4·15·128 =
+ *              7680, so four words <= 30720 < 2^15, no saturation), then every four words
+ *              A_d += madd(s_d, 1) (the pair of 16-bit halves summed into the lane)
+ * — the same integers both ways, so the same bits (lo/hi: the word's low / high nibbles =
+ * its even / odd columns). Per (token, group g, 8 rows), in this order at every T:
+ *   a01 = (A_0 << 8) + A_1;  tv = fma(f32(a01), 256, f32(A_2))
+ *   acc = fma(bias_g, xs_g, acc);  acc = fma(scale_g · p_g, tv, acc)
+ * exactly q4ril's fold (the range argument there holds here), so a row alone is bitwise that
+ * row in any batch, decode or GEMM, VNNI or not. Not bitwise the AVX-512 kernel: xs, the group
+ * sum of x, is summed here in 8 lanes (and the row-major AVX2 path is a different fold).
+ *
+ * x per token (q4ra_prepare): per group p = 2^(E-22) with max|x| < 2^E (NaN: the group has a
+ * NaN or Inf, its digits 0; 1: all zero), xi = round(x / p) as two exact power-of-two products
+ * (2^(22-E) may pass f32's range), xi = d0·2^16 + d1·2^8 + d2 in signed bytes, stored per code
+ * word as 24 bytes [d0 even 4][d0 odd 4][d1 even][d1 odd][d2 even][d2 odd] — the AVX-512
+ * layout — plus p and xs per group.
+ *
+ * Decode walks a tile's two halves one after the other inside each group (the group's lines
+ * are in L1 for the second half): 6 chains of one instruction a word (VNNI) fit the 16 ymm
+ * registers with the codes and a broadcast; both halves at once would need 12 chains or chains
+ * of two (latency-bound). The GEMM runs one half against 4 tokens (12 chains), each code
+ * load and its nibble planes shared by the 4 tokens. The N % 16 tail rows stay row-major and
+ * go through matmul_qi_avx2.c (the caller: matmul_avx2.c). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_scratch.h"
+
+#define AI static inline __attribute__((always_inline))
+/* decode: prefetch distance into the tile's stream (as q4ril's) */
+#define Q4RA_PF 8192
+
+typedef struct {
+    int8_t *xd;     /* [T][nw][24]: digits per code word */
+    float *pv, *xs; /* [T][ng]: p and the group sums of x */
+    int K, G, nw, ng;
+} q4ra_x_t;
+
+/* 32 int32 values (four vectors, columns in order; each fits a byte) as 32 bytes in column order */
+AI __m256i pack32b(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+    __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static void *q4ra_prepare(const float *x, int T, const weight_t *w) {
+    int K = w->cols, G = w->group, nw = K / 8, ng = K / G;
+    size_t hs = (sizeof(q4ra_x_t) + 63) & ~(size_t)63, xdb = ((size_t)T * nw * 24 + 63) & ~(size_t)63;
+    char *m = cpu_scratch(CPU_SCRATCH_XPREP, hs + xdb + sizeof(float) * 2 * (size_t)T * ng);
+    if (!m) return NULL;
+    q4ra_x_t *q = (q4ra_x_t *)m;
+    q->xd = (int8_t *)(m + hs);
+    q->pv = (float *)((char *)q->xd + xdb);
+    q->xs = q->pv + (size_t)T * ng;
+    q->K = K; q->G = G; q->nw = nw; q->ng = ng;
+    /* per 128-bit lane: bytes in column order -> per 8 columns [even 4][odd 4] */
+    const __m256i eo = _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12,
+                                        14, 9, 11, 13, 15);
+    for (size_t t = 0; t < (size_t)T; t++) {
+        const float *xt = x + t * K;
+        int8_t *xd = q->xd + t * nw * 24;
+        for (int g = 0; g < ng; g++) {
+            const float *xg = xt + (size_t)g * G;
+            __m256 mx = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
+            int nan = 0;
+            for (int i = 0; i < G; i += 8) {
+                __m256 v = _mm256_loadu_ps(xg + i);
+                nan |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                mx = _mm256_max_ps(mx, _mm256_andnot_ps(_mm256_set1_ps(-0.f), v));
+                sx = _mm256_add_ps(sx, v);
+            }
+            float lane[8], mval = 0.f, p;
+            _mm256_storeu_ps(lane, mx);
+            for (int i = 0; i < 8; i++) mval = lane[i] > mval ? lane[i] : mval;
+            __m128 h = _mm_add_ps(_mm256_castps256_ps128(sx), _mm256_extractf128_ps(sx, 1));
+            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+            q->xs[t * ng + g] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+            int E = 0;
+            if (nan || !(mval <= 3.4028235e38f)) p = NAN;
+            else if (mval == 0.f) p = 1.f;
+            else {
+                frexpf(mval, &E);
+                if (E < -126) E = -126; /* p = 2^-148 stays a (denormal) float */
+                p = ldexpf(1.f, E - 22);
+            }
+            q->pv[t * ng + g] = p;
+            /* x / p = x · 2^(22-E) as two exact products (E >= -126: 2^(22-E) up to 2^148) */
+            int s = 22 - E, s1 = s / 2;
+            __m256 f1 = _mm256_set1_ps(ldexpf(1.f, s1)), f2 = _mm256_set1_ps(ldexpf(1.f, s - s1));
+            for (int i = 0; i < G; i += 32) { /* 32 columns: four code words */
+                __m256i d[3][4];
+                for (int k = 0; k < 4; k++) {
+                    __m256i v = isnan(p) ? _mm256_setzero_si256()
+                                         : _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xg + i + 8 * k), f1), f2));
+                    __m256i d2 = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
+                    __m256i r = _mm256_srai_epi32(_mm256_sub_epi32(v, d2), 8);
+                    __m256i d1 = _mm256_srai_epi32(_mm256_slli_epi32(r, 24), 24);
+                    d[0][k] = _mm256_srai_epi32(_mm256_sub_epi32(r, d1), 8);
+                    d[1][k] = d1;
+                    d[2][k] = d2;
+                }
+                int8_t *o = xd + (size_t)(g * G + i) / 8 * 24; /* word (g·G + i)/8 and the next three */
+                for (int k = 0; k < 3; k++) {
+                    __m256i b = _mm256_shuffle_epi8(pack32b(d[k][0], d[k][1], d[k][2], d[k][3]), eo);
+                    uint64_t u[4];
+                    _mm256_storeu_si256((__m256i *)u, b);
+                    for (int wd = 0; wd < 4; wd++) memcpy(o + wd * 24 + 8 * k, &u[wd], 8);
+                }
+            }
+        }
+    }
+    return q;
+}
+
+/* 8 consecutive scales (or biases) as f32 */
+AI __m256 sb8f(const void *p, dtype_t t, size_t i) {
+    if (t == DT_F32) return _mm256_loadu_ps((const float *)p + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
+    if (t == DT_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* the 4 x digits at p broadcast to every lane */
+typedef int32_t i32_alias __attribute__((may_alias));
+AI __m256i bc(const int8_t *p) { return _mm256_set1_epi32(*(const i32_alias *)p); }
+
+/* The fold of one (token, group, 8 rows): see the top. */
+AI __m256 fold8(__m256 acc, __m256i a0, __m256i a1, __m256i a2, __m256 bias, __m256 scale, float xs, float pv) {
+    __m256i a01 = _mm256_add_epi32(_mm256_slli_epi32(a0, 8), a1);
+    __m256 tv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a01), _mm256_set1_ps(256.f), _mm256_cvtepi32_ps(a2));
+    acc = _mm256_fmadd_ps(bias, _mm256_set1_ps(xs), acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(pv)), tv, acc);
+}
+
+/* v & 0x0F in every byte, the mask a memory operand: decode's twelve chains, two code vectors and
+ * a broadcast then fit the 16 ymm registers (with the mask in one, gcc spilled three chains) */
+static const uint8_t nib_mask[32] __attribute__((aligned(32))) = {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+                                                                  15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15};
+AI __m256i and_m4(__m256i v) {
+    __m256i r;
+    __asm__("vpand %1, %2, %0" : "=x"(r) : "m"(*(const __m256i *)nib_mask), "x"(v));
+    return r;
+}
+
+/* lanes [l0, l1) of 8 as a maskstore mask */
+AI __m256i lanes8(int l0, int l1) {
+    __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(l1), i), _mm256_cmpgt_epi32(i, _mm256_set1_epi32(l0 - 1)));
+}
+
+/* The kernels, written once and compiled twice: RA_VNNI 1 (AVX-VNNI's vpdpbusd) and 0
+ * (vpmaddubsw + vpmaddwd: any AVX2 CPU). */
+#define RA_VNNI 0
+#define RA_(name) q4ra_##name##_madd
+#include "backend/cpu/q4ril_avx2_body.h"
+#undef RA_VNNI
+#undef RA_
+
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avxvnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+#endif
+#define RA_VNNI 1
+#define RA_(name) q4ra_##name##_vnni
+#include "backend/cpu/q4ril_avx2_body.h"
+#undef RA_VNNI
+#undef RA_
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+int avx2_q4ril_ok(const weight_t *w) {
+    return weight_is_quantized(w) && w->bits == 4 && w->rows >= 16 && (w->group == 32 || w->group == 64 || w->group == 128) &&
+           w->cols % w->group == 0;
+}
+
+void avx2_q4ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
+    int nr = w->rows & ~15;
+    if (T <= 0 || j0 >= nr) return;
+    const q4ra_x_t *q = q4ra_prepare(x, T, w);
+    if (!q) abort();
+    if (j1 > nr) j1 = nr;
+    if (avx2_qi_mode() == 2) q4ra_run_vnni(y, q, T, w, j0, j1);
+    else q4ra_run_madd(y, q, T, w, j0, j1);
+}
