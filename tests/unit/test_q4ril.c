@@ -1,9 +1,10 @@
 /* test_q4ril.c — 4-bit MLX weights in the rows-in-lanes layout WL_Q_RIL16 through the AVX-512
  * family (matmul_q4ril_avx512.c for rows in full tiles, the row-major q4i kernel for the
  * N % 16 tail), on CPUs with AVX512-VNNI; 2/3/5/6-bit weights in its planes (weight.h)
- * through the same kernels (their tail rows through the row-major low-bit kernels); and 4-bit
- * weights through the AVX2 family (matmul_q4ril_avx2.c, the tail through matmul_qi_avx2.c) by
- * vpmaddubsw and, where the CPU has it, AVX-VNNI — which must give the same bits. Each of:
+ * through the same kernels (their tail rows through the row-major low-bit kernels); and 4- and
+ * 8-bit weights through the AVX2 family (matmul_q4ril_avx2.c, matmul_q8ril_avx2.c; the tail
+ * rows through matmul_qi_avx2.c or the float tiles) by vpmaddubsw and, where the CPU has it,
+ * AVX-VNNI — which must give the same bits. Each of:
  *   1. against the scalar reference (ref_matmul on the stored weight, and the exact product of
  *      weight_row_f32's rows of the PACKED weight in double) at 2e-6, as the q4i path: N in
  *      {16, 33, 48, 100}, K/G with K % 128 != 0, G 32/64/128, bf16/f16/f32 scales, T = 1 and
@@ -77,7 +78,10 @@ static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
     float *got = malloc(sizeof(float) * maxT * N), *alone = malloc(sizeof(float) * N), *rows = malloc(sizeof(float) * N);
     float *row = malloc(sizeof(float) * K);
     ref_matmul(want, x, maxT, &w, 0, N); /* stored order */
-    if (fam->pack_layout(&w) != WL_Q_RIL16) fail_msg("pack_layout: %d, not WL_Q_RIL16, for q%d %dx%d g%d", fam->pack_layout(&w), B, N, K, G);
+    /* (the AVX2 family packs 8-bit weights only where AVX-VNNI runs; its vpmaddubsw tiles still
+     * take a weight packed before a switch, which is what this checks for them) */
+    int layout = fam == &simd_avx2 && B == 8 && avx2_qi_mode() != 2 ? WL_ROWS : WL_Q_RIL16;
+    if (fam->pack_layout(&w) != layout) fail_msg("pack_layout: %d, not %d, for q%d %dx%d g%d", fam->pack_layout(&w), layout, B, N, K, G);
     if (pack_weight(&w, WL_Q_RIL16) || w.layout != WL_Q_RIL16) fail_msg("pack_weight failed");
     for (int j = 0; j < N; j++) {
         weight_row_f32(&w, j, row); /* the packed weight's rows */
@@ -138,16 +142,21 @@ static void check_b(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
         xn[3 * K + 5] = INFINITY;
         fam->matmul(yn, xn, T, &w, 0, N);
         fam->matmul(got, x, T, &w, 0, N);
+        /* the AVX2 family's 8-bit tail rows without AVX-VNNI take the float tiles, where an Inf in x
+         * is an IEEE Inf (or NaN) in the sum: not finite is what those rows promise */
+        int float_tail = fam == &simd_avx2 && B == 8 && avx2_qi_mode() != 2;
         for (int t = 0; t < T; t++)
             for (int j = 0; j < N; j++) {
                 float v = yn[(size_t)t * N + j];
-                if (t == 1 || t == 3) {
+                if (float_tail && j >= (N & ~15) && (t == 1 || t == 3)) {
+                    if (isfinite(v)) fail_msg("q%dril %dx%d g%d: token %d tail row %d = %g, finite", B, N, K, G, t, j, v);
+                } else if (t == 1 || t == 3) {
                     if (!isnan(v)) fail_msg("q%dril %dx%d g%d: token %d row %d = %g, not NaN", B, N, K, G, t, j, v);
                 } else if (memcmp(&v, &got[(size_t)t * N + j], 4)) fail_msg("q%dril %dx%d g%d: NaN leaked into token %d", B, N, K, G, t);
             }
         via_rows(alone, xn + 1 * (size_t)K, &w);
         for (int j = 0; j < N; j++)
-            if (!isnan(alone[j])) fail_msg("q4ril decode: row %d not NaN", j);
+            if (!isnan(alone[j])) fail_msg("q4ril decode: row %d not NaN", j); /* (token 1: a NaN, NaN on every path) */
         free(xn); free(yn);
     }
     if (unpack_weight(&w) || w.layout != WL_ROWS) fail_msg("unpack_weight failed");
@@ -161,16 +170,16 @@ static void check(int N, int K, int G, dtype_t sbt, uint64_t seed) { check_b(N, 
 
 /* The AVX2 family: check() by vpmaddubsw, and by AVX-VNNI where the CPU has it; both packed
  * weights' results bitwise equal (a 37-token call and a decode call). */
-static void check_avx2(int N, int K, int G, dtype_t sbt, uint64_t seed) {
+static void check_avx2(int N, int K, int B, int G, dtype_t sbt, uint64_t seed) {
     fam = &simd_avx2;
     int was = avx2_qi_set(1), vnni = avx2_qi_set(2) == 1 && avx2_qi_mode() == 2;
     avx2_qi_set(1);
-    check(N, K, G, sbt, seed);
+    check_b(N, K, B, G, sbt, seed);
     if (vnni) {
         avx2_qi_set(2);
-        check(N, K, G, sbt, seed);
+        check_b(N, K, B, G, sbt, seed);
         void *bufs[3];
-        weight_t w = make_quant(N, K, 4, G, seed, bufs);
+        weight_t w = make_quant(N, K, B, G, seed, bufs);
         sb_to(&w, sbt, bufs);
         if (pack_weight(&w, WL_Q_RIL16)) fail_msg("pack_weight failed");
         float *x = malloc(sizeof(float) * 37 * K), *y[2], *y1[2];
@@ -182,8 +191,12 @@ static void check_avx2(int N, int K, int G, dtype_t sbt, uint64_t seed) {
             fam->matmul(y[m], x, 37, &w, 0, N);
             fam->matmul(y1[m], x + 5 * (size_t)K, 1, &w, 0, N);
         }
-        if (memcmp(y[0], y[1], sizeof(float) * 37 * N) || memcmp(y1[0], y1[1], sizeof(float) * N))
-            fail_msg("avx2 q4ril %dx%d g%d: vpmaddubsw and AVX-VNNI differ", N, K, G);
+        /* every row at 4 bits; at 8 the tiles' rows (the tail rows take the float tiles without VNNI) */
+        int nc = B == 8 ? N & ~15 : N;
+        for (int t = 0; t < 37; t++)
+            if (memcmp(y[0] + (size_t)t * N, y[1] + (size_t)t * N, sizeof(float) * nc))
+                fail_msg("avx2 q%dril %dx%d g%d: vpmaddubsw and AVX-VNNI differ (token %d)", B, N, K, G, t);
+        if (memcmp(y1[0], y1[1], sizeof(float) * nc)) fail_msg("avx2 q%dril %dx%d g%d: decode differs by path", B, N, K, G);
         for (int m = 0; m < 2; m++) free(y[m]), free(y1[m]);
         free(x);
         free_quant(bufs);
@@ -224,22 +237,24 @@ static void test_qbril_vs_ref(void **st) {
     check_b(33, 320, 6, 64, DT_F16, seed++);
 }
 
-/* The AVX2 family's 4-bit tiles: every group size, N with a tail and without, K % 128 != 0,
+/* The AVX2 family's 4- and 8-bit tiles: every group size, N with a tail and without, K % 128 != 0,
  * the three scale dtypes */
-static void test_q4ril_avx2(void **st) {
+static void test_qril_avx2(void **st) {
     if (!avx2_ok) skip();
     const int Ns[] = {16, 33, 48, 100};
     const int KG[][2] = {{128, 32}, {128, 64}, {128, 128}, {384, 64}, {1024, 32}, {1024, 128}, {320, 32}, {320, 64}, {192, 64}, {640, 128}};
     uint64_t seed = 301;
-    for (size_t n = 0; n < 4; n++)
-        for (size_t k = 0; k < sizeof KG / sizeof KG[0]; k++) check_avx2(Ns[n], KG[k][0], KG[k][1], DT_BF16, seed++);
-    check_avx2(33, 320, 64, DT_F16, seed++);
-    check_avx2(48, 256, 128, DT_F32, seed++);
-    check_avx2(100, 384, 32, DT_F32, seed++);
+    for (int B = 4; B <= 8; B += 4) {
+        for (size_t n = 0; n < 4; n++)
+            for (size_t k = 0; k < sizeof KG / sizeof KG[0]; k++) check_avx2(Ns[n], KG[k][0], B, KG[k][1], DT_BF16, seed++);
+        check_avx2(33, 320, B, 64, DT_F16, seed++);
+        check_avx2(48, 256, B, 128, DT_F32, seed++);
+        check_avx2(100, 384, B, 32, DT_F32, seed++);
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_q4ril_vs_ref), cmocka_unit_test(test_q4ril_sb_dtypes),
-                                       cmocka_unit_test(test_qbril_vs_ref), cmocka_unit_test(test_q4ril_avx2)};
+                                       cmocka_unit_test(test_qbril_vs_ref), cmocka_unit_test(test_qril_avx2)};
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -90,6 +90,9 @@ int avx2_qi_mode(void); /* the mode in use (resolved on first ask) */
  * AVX-VNNI where avx2_qi_mode() is 2, else by vpmaddubsw — the same bits either way. */
 int avx2_q4ril_ok(const weight_t *w);
 void avx2_q4ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
+/* The same for 8-bit weights (matmul_q8ril_avx2.c). */
+int avx2_q8ril_ok(const weight_t *w);
+void avx2_q8ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
 
 /* Intel AMX for 8-bit MLX-affine and bf16 weights (matmul_amx_avx512.c), used by the AVX-512
  * family's matmul once amx_enable() has succeeded (simd_detect asks unless KILN_AMX=off).

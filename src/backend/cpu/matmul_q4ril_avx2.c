@@ -30,12 +30,15 @@
  * word as 24 bytes [d0 even 4][d0 odd 4][d1 even][d1 odd][d2 even][d2 odd] — the AVX-512
  * layout — plus p and xs per group.
  *
- * Decode walks a tile's two halves one after the other inside each group (the group's lines
- * are in L1 for the second half): 6 chains of one instruction a word (VNNI) fit the 16 ymm
- * registers with the codes and a broadcast; both halves at once would need 12 chains or chains
- * of two (latency-bound). The GEMM runs one half against 4 tokens (12 chains), each code
- * load and its nibble planes shared by the 4 tokens. The N % 16 tail rows stay row-major and
- * go through matmul_qi_avx2.c (the caller: matmul_avx2.c). */
+ * Decode takes both halves of a tile's word in one pass, so each x digit broadcast (AVX2 has
+ * no broadcast operand: each is a load of its own) serves 16 rows; the GEMM runs one half
+ * against 4 tokens, each code load and its nibble planes shared by them (q4ril_avx2_body.h
+ * has the chain layouts and what they measured). Against the row-major integer path, one
+ * core (kiln-mm-bench --simd avx2 --bits 4 --group 64 --model qwen3-0.6b, the model's GEMV
+ * stream): VNNI 13.1 → 15.4 GB/s, vpmaddubsw 9.9 → 14.1; prefill GEMM (--rows 1024 --cols 1024
+ * --T 64/512) VNNI 76 → 93-100 GFLOP/s, vpmaddubsw 48-61 → 66-77 (bench/cpu/RESULTS.md,
+ * session 44). The N % 16 tail rows stay row-major and go through matmul_qi_avx2.c (the
+ * caller: matmul_avx2.c). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -43,8 +46,8 @@
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_scratch.h"
+#include "backend/cpu/ril_avx2.h"
 
-#define AI static inline __attribute__((always_inline))
 /* decode: prefetch distance into the tile's stream (as q4ril's) */
 #define Q4RA_PF 8192
 
@@ -53,12 +56,6 @@ typedef struct {
     float *pv, *xs; /* [T][ng]: p and the group sums of x */
     int K, G, nw, ng;
 } q4ra_x_t;
-
-/* 32 int32 values (four vectors, columns in order; each fits a byte) as 32 bytes in column order */
-AI __m256i pack32b(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
-    __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
-    return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
 
 static void *q4ra_prepare(const float *x, int T, const weight_t *w) {
     int K = w->cols, G = w->group, nw = K / 8, ng = K / G;
@@ -78,47 +75,15 @@ static void *q4ra_prepare(const float *x, int T, const weight_t *w) {
         int8_t *xd = q->xd + t * nw * 24;
         for (int g = 0; g < ng; g++) {
             const float *xg = xt + (size_t)g * G;
-            __m256 mx = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
-            int nan = 0;
-            for (int i = 0; i < G; i += 8) {
-                __m256 v = _mm256_loadu_ps(xg + i);
-                nan |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-                mx = _mm256_max_ps(mx, _mm256_andnot_ps(_mm256_set1_ps(-0.f), v));
-                sx = _mm256_add_ps(sx, v);
-            }
-            float lane[8], mval = 0.f, p;
-            _mm256_storeu_ps(lane, mx);
-            for (int i = 0; i < 8; i++) mval = lane[i] > mval ? lane[i] : mval;
-            __m128 h = _mm_add_ps(_mm256_castps256_ps128(sx), _mm256_extractf128_ps(sx, 1));
-            h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-            q->xs[t * ng + g] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-            int E = 0;
-            if (nan || !(mval <= 3.4028235e38f)) p = NAN;
-            else if (mval == 0.f) p = 1.f;
-            else {
-                frexpf(mval, &E);
-                if (E < -126) E = -126; /* p = 2^-148 stays a (denormal) float */
-                p = ldexpf(1.f, E - 22);
-            }
+            int E;
+            float p = ril_group_scan(xg, G, &q->xs[t * ng + g], &E);
             q->pv[t * ng + g] = p;
-            /* x / p = x · 2^(22-E) as two exact products (E >= -126: 2^(22-E) up to 2^148) */
-            int s = 22 - E, s1 = s / 2;
-            __m256 f1 = _mm256_set1_ps(ldexpf(1.f, s1)), f2 = _mm256_set1_ps(ldexpf(1.f, s - s1));
             for (int i = 0; i < G; i += 32) { /* 32 columns: four code words */
-                __m256i d[3][4];
-                for (int k = 0; k < 4; k++) {
-                    __m256i v = isnan(p) ? _mm256_setzero_si256()
-                                         : _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xg + i + 8 * k), f1), f2));
-                    __m256i d2 = _mm256_srai_epi32(_mm256_slli_epi32(v, 24), 24);
-                    __m256i r = _mm256_srai_epi32(_mm256_sub_epi32(v, d2), 8);
-                    __m256i d1 = _mm256_srai_epi32(_mm256_slli_epi32(r, 24), 24);
-                    d[0][k] = _mm256_srai_epi32(_mm256_sub_epi32(r, d1), 8);
-                    d[1][k] = d1;
-                    d[2][k] = d2;
-                }
+                __m256i d[4][3];
+                for (int k = 0; k < 4; k++) ril_digits8(d[k], xg + i + 8 * k, p, E);
                 int8_t *o = xd + (size_t)(g * G + i) / 8 * 24; /* word (g·G + i)/8 and the next three */
                 for (int k = 0; k < 3; k++) {
-                    __m256i b = _mm256_shuffle_epi8(pack32b(d[k][0], d[k][1], d[k][2], d[k][3]), eo);
+                    __m256i b = _mm256_shuffle_epi8(pack32b(d[0][k], d[1][k], d[2][k], d[3][k]), eo);
                     uint64_t u[4];
                     _mm256_storeu_si256((__m256i *)u, b);
                     for (int wd = 0; wd < 4; wd++) memcpy(o + wd * 24 + 8 * k, &u[wd], 8);
@@ -127,42 +92,6 @@ static void *q4ra_prepare(const float *x, int T, const weight_t *w) {
         }
     }
     return q;
-}
-
-/* 8 consecutive scales (or biases) as f32 */
-AI __m256 sb8f(const void *p, dtype_t t, size_t i) {
-    if (t == DT_F32) return _mm256_loadu_ps((const float *)p + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
-    if (t == DT_F16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* the 4 x digits at p broadcast to every lane */
-typedef int32_t i32_alias __attribute__((may_alias));
-AI __m256i bc(const int8_t *p) { return _mm256_set1_epi32(*(const i32_alias *)p); }
-
-/* The fold of one (token, group, 8 rows): see the top. */
-AI __m256 fold8(__m256 acc, __m256i a0, __m256i a1, __m256i a2, __m256 bias, __m256 scale, float xs, float pv) {
-    __m256i a01 = _mm256_add_epi32(_mm256_slli_epi32(a0, 8), a1);
-    __m256 tv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a01), _mm256_set1_ps(256.f), _mm256_cvtepi32_ps(a2));
-    acc = _mm256_fmadd_ps(bias, _mm256_set1_ps(xs), acc);
-    return _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(pv)), tv, acc);
-}
-
-/* v & 0x0F in every byte, the mask a memory operand: decode's twelve chains, two code vectors and
- * a broadcast then fit the 16 ymm registers (with the mask in one, gcc spilled three chains) */
-static const uint8_t nib_mask[32] __attribute__((aligned(32))) = {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
-                                                                  15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15};
-AI __m256i and_m4(__m256i v) {
-    __m256i r;
-    __asm__("vpand %1, %2, %0" : "=x"(r) : "m"(*(const __m256i *)nib_mask), "x"(v));
-    return r;
-}
-
-/* lanes [l0, l1) of 8 as a maskstore mask */
-AI __m256i lanes8(int l0, int l1) {
-    __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(l1), i), _mm256_cmpgt_epi32(i, _mm256_set1_epi32(l0 - 1)));
 }
 
 /* The kernels, written once and compiled twice: RA_VNNI 1 (AVX-VNNI's vpdpbusd) and 0
