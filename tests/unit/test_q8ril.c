@@ -158,8 +158,9 @@ static void test_q8ril_nan(void **st) {
  * slices) and matmul_multi give bitwise the single-thread kernel's results. */
 static void test_q8ril_backend(void **st) {
     if (!have_vnni()) skip();
-    const char *e8 = getenv("KILN_PACK_Q8"), *ep = getenv("KILN_PACK");
+    const char *e8 = getenv("KILN_PACK_Q8"), *ep = getenv("KILN_PACK"), *es = getenv("KILN_SIMD");
     if ((e8 && *e8 == '0') || (ep && *ep == '0')) skip();
+    if (es && *es && strcmp(es, "avx512")) skip(); /* the backend runs another family (the AVX2 one packs 8-bit weights its own way) */
     const int Ns[] = {1000, 37, 2051}, Ks[] = {1024, 192, 256}, Gs[] = {64, 32, 128};
     uint64_t seed = 55;
     for (int nt = 1; nt <= 3; nt++) {
