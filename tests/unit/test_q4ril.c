@@ -1,7 +1,7 @@
 /* test_q4ril.c — 4-bit MLX weights in the rows-in-lanes layout WL_Q_RIL16 through the AVX-512
  * family (matmul_q4ril_avx512.c for rows in full tiles, the row-major q4i kernel for the
  * N % 16 tail), on CPUs with AVX512-VNNI; 2/3/5/6-bit weights in its planes (weight.h)
- * through the same kernels (their tail rows through the row-major low-bit kernels); and 4- and
+ * through the same kernels (their tail rows through the row-major low-bit kernels); and 2- to
  * 8-bit weights through the AVX2 family (matmul_q4ril_avx2.c, matmul_q8ril_avx2.c; the tail
  * rows through matmul_qi_avx2.c or the float tiles) by vpmaddubsw and, where the CPU has it,
  * AVX-VNNI — which must give the same bits. Each of:
@@ -237,8 +237,8 @@ static void test_qbril_vs_ref(void **st) {
     check_b(33, 320, 6, 64, DT_F16, seed++);
 }
 
-/* The AVX2 family's 4- and 8-bit tiles: every group size, N with a tail and without, K % 128 != 0,
- * the three scale dtypes */
+/* The AVX2 family's 4- and 8-bit tiles, and 2/3/5/6-bit in planes: every group size, N with a
+ * tail and without, K % 128 != 0, the three scale dtypes */
 static void test_qril_avx2(void **st) {
     if (!avx2_ok) skip();
     const int Ns[] = {16, 33, 48, 100};
@@ -251,6 +251,14 @@ static void test_qril_avx2(void **st) {
         check_avx2(48, 256, B, 128, DT_F32, seed++);
         check_avx2(100, 384, B, 32, DT_F32, seed++);
     }
+    /* 2, 3, 5, 6 bits in planes (the tail rows through the row-major integer path) */
+    const int Bs[] = {2, 3, 5, 6}, Nb[] = {16, 33, 100};
+    const int KGb[][2] = {{128, 32}, {384, 64}, {1024, 128}, {320, 32}, {192, 64}, {640, 128}};
+    for (size_t b = 0; b < 4; b++)
+        for (size_t n = 0; n < 3; n++)
+            for (size_t k = 0; k < sizeof KGb / sizeof KGb[0]; k++) check_avx2(Nb[n], KGb[k][0], Bs[b], KGb[k][1], DT_BF16, seed++);
+    check_avx2(48, 256, 3, 128, DT_F32, seed++);
+    check_avx2(33, 320, 6, 64, DT_F16, seed++);
 }
 
 int main(void) {

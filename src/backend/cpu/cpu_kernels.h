@@ -84,10 +84,11 @@ extern const simd_kernels_t simd_avx2, simd_avx512;
 int avx2_qi_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
 int avx2_qi_set(int mode);
 int avx2_qi_mode(void); /* the mode in use (resolved on first ask) */
-/* The AVX2 family's 4-bit weights in WL_Q_RIL16 (matmul_q4ril_avx2.c): avx2_q4ril_ok says whether
- * w's shape fits (the family's pack_layout asks it); avx2_q4ril_matmul computes rows [j0, j1) that
- * lie in full tiles (rows past 16·⌊N/16⌋ are the caller's: row-major, through avx2_qi_matmul) by
- * AVX-VNNI where avx2_qi_mode() is 2, else by vpmaddubsw — the same bits either way. */
+/* The AVX2 family's 4-bit weights in WL_Q_RIL16, 2/3/5/6-bit ones in its planes (matmul_q4ril_avx2.c):
+ * avx2_q4ril_ok says whether w's shape fits (the family's pack_layout asks it); avx2_q4ril_matmul
+ * computes rows [j0, j1) that lie in full tiles (rows past 16·⌊N/16⌋ are the caller's: row-major,
+ * through avx2_qi_matmul) by AVX-VNNI where avx2_qi_mode() is 2, else by vpmaddubsw — the same bits
+ * either way. */
 int avx2_q4ril_ok(const weight_t *w);
 void avx2_q4ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
 /* The same for 8-bit weights (matmul_q8ril_avx2.c). */

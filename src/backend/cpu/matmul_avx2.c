@@ -392,12 +392,12 @@ static void mm_qril(float *y, const float *x, int T, const weight_t *w, int j0, 
     int nr = w->rows & ~15;
     if (T <= 0) return;
     if (j0 < nr) (w->bits == 8 ? avx2_q8ril_matmul : avx2_q4ril_matmul)(y, x, T, w, j0, j1 < nr ? j1 : nr);
-    if (j1 > nr) (w->bits == 8 ? mm_q8 : mm_q4)(y, x, T, w, j0 > nr ? j0 : nr, j1);
+    if (j1 > nr) (w->bits == 8 ? mm_q8 : w->bits == 4 ? mm_q4 : mm_qany)(y, x, T, w, j0 > nr ? j0 : nr, j1);
 }
 
 static void matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     if (weight_is_quantized(w)) {
-        if ((w->bits == 4 || w->bits == 8) && w->layout == WL_Q_RIL16) mm_qril(y, x, T, w, j0, j1);
+        if (w->layout == WL_Q_RIL16) mm_qril(y, x, T, w, j0, j1);
         else if (w->bits == 4) mm_q4(y, x, T, w, j0, j1);
         else if (w->bits == 8) mm_q8(y, x, T, w, j0, j1);
         else mm_qany(y, x, T, w, j0, j1);
@@ -492,16 +492,18 @@ static void q8_row(int8_t *codes, float *scale, const float *x, int n) {
 }
 
 /* The packed layout each weight kind's kernels want (cpu_pack.h), asked once per weight at load:
- * 4-bit weights in WL_Q_RIL16 (matmul_q4ril_avx2.c) unless the integer paths are off
- * (KILN_AVX2_INT=off: the float tiles read rows), 8-bit ones (matmul_q8ril_avx2.c) where AVX-VNNI
- * runs them; KILN_PACK_Q4=0 / KILN_PACK_Q8=0 keep a kind row-major (A/B). */
+ * 4-bit weights in WL_Q_RIL16 and 2/3/5/6-bit ones in its planes (matmul_q4ril_avx2.c) unless the
+ * integer paths are off (KILN_AVX2_INT=off: the float tiles read rows), 8-bit ones
+ * (matmul_q8ril_avx2.c) where AVX-VNNI runs them; KILN_PACK_Q4=0 / KILN_PACK_QB=0 / KILN_PACK_Q8=0
+ * keep a kind row-major (A/B). */
 static int pack_on(const char *name) {
     const char *e = getenv(name);
     return !(e && *e == '0');
 }
 static int pack_layout(const weight_t *w) {
     if (avx2_qi_mode() == 0) return WL_ROWS;
-    if (avx2_q4ril_ok(w) && pack_on("KILN_PACK_Q4")) return WL_Q_RIL16;
+    if (avx2_q4ril_ok(w) && w->bits == 4 && pack_on("KILN_PACK_Q4")) return WL_Q_RIL16;
+    if (avx2_q4ril_ok(w) && w->bits != 4 && w->cols % 32 == 0 && pack_on("KILN_PACK_QB")) return WL_Q_RIL16; /* in planes */
     /* 8-bit only with AVX-VNNI: without it the packed tiles split each code into nibbles
      * (vpmaddubsw's pair sums would saturate), ~33 ops a 64-code word, and decode read the model's
      * weights no faster than the float tiles (12.6-14.5 against 13.7 GB/s a core) while prefill

@@ -31,81 +31,82 @@
  * vpmaddubsw: both halves too, each word's two 16-bit pair sums added into six int32 chains
  * (digit × half) at once (vpmaddwd by 1) — 16-bit sums kept over four words, a half at a time,
  * measured 32 against 34 G weights/s a core from L2 and 11.5 against 14 GB/s on the model's
- * stream (kiln-mm-bench --model qwen3-0.6b). */
-AI void RA_(tile1)(float *y, const q4ra_x_t *q, const weight_t *w, int t, int l0, int l1) {
-    const int ng = q->ng, wpg = q->G / 8;
-    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * q->nw * 64;
+ * stream (kiln-mm-bench --model qwen3-0.6b).
+ * B-bit codes (B = 2, 3, 5, 6: WL_Q_RIL16's planes, qb8_word) with VNNI: both halves, six chains
+ * (digit × half, the two planes in one chain) — each word's planes are built before the chains
+ * take them, so the twelve-chain layout would have no registers left. */
+AI void RA_(tile1)(float *y, const q4ra_x_t *q, const weight_t *w, int t, int l0, int l1, const int B) {
+    const int ng = q->ng, cpg = q->G / 32; /* 32-column chunks a group (B lines of 64 bytes each) */
+    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * (q->K / 32) * B * 64;
     size_t sb = (size_t)t * ng * 16, sbz = w->sb_dtype == DT_F32 ? 4 : 2;
     const char *sp = (const char *)w->scales + sb * sbz, *bp = (const char *)w->biases + sb * sbz;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-#if RA_VNNI
-    for (int g = 0; g < ng; g++) {
-        if (!((g * 16 * sbz) & 63)) { /* the next tile's scales and biases, a line at a time */
-            _mm_prefetch(sp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
-            _mm_prefetch(bp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
-        }
-        const uint8_t *c = cw + (size_t)g * wpg * 64;
-        const int8_t *xw = q->xd + (size_t)g * wpg * 24;
-        /* [digit][half] */
-        __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
-        __m256i b00 = a00, b01 = a00, b10 = a00, b11 = a00, b20 = a00, b21 = a00;
-        for (int i = 0; i < wpg; i += 4) { /* 32 columns: four words */
-#define RA_LO(d, h) a##d##h
-#define RA_HI(d, h) b##d##h
-#pragma GCC unroll 4
-            for (int u = 0; u < 4; u++, c += 64, xw += 24) {
-                _mm_prefetch((const char *)c + Q4RA_PF, _MM_HINT_T0);
-                __m256i lo0 = and_m4(_mm256_loadu_si256((const __m256i *)c));
-                __m256i lo1 = and_m4(_mm256_loadu_si256((const __m256i *)(c + 32)));
-                RA_DOT(RA_LO(0, 0), lo0, xw), RA_DOT(RA_LO(0, 1), lo1, xw);
-                RA_DOT(RA_LO(1, 0), lo0, xw + 8), RA_DOT(RA_LO(1, 1), lo1, xw + 8);
-                RA_DOT(RA_LO(2, 0), lo0, xw + 16), RA_DOT(RA_LO(2, 1), lo1, xw + 16);
-                __m256i hi0 = and_m4(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)c), 4));
-                __m256i hi1 = and_m4(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(c + 32)), 4));
-                RA_DOT(RA_HI(0, 0), hi0, xw + 4), RA_DOT(RA_HI(0, 1), hi1, xw + 4);
-                RA_DOT(RA_HI(1, 0), hi0, xw + 12), RA_DOT(RA_HI(1, 1), hi1, xw + 12);
-                RA_DOT(RA_HI(2, 0), hi0, xw + 20), RA_DOT(RA_HI(2, 1), hi1, xw + 20);
-            }
-#undef RA_LO
-#undef RA_HI
-        }
-        a00 = _mm256_add_epi32(a00, b00), a01 = _mm256_add_epi32(a01, b01), a10 = _mm256_add_epi32(a10, b10);
-        a11 = _mm256_add_epi32(a11, b11), a20 = _mm256_add_epi32(a20, b20), a21 = _mm256_add_epi32(a21, b21);
-        size_t si = sb + (size_t)g * 16;
-        acc[0] = fold8(acc[0], a00, a10, a20, sb8f(w->biases, w->sb_dtype, si), sb8f(w->scales, w->sb_dtype, si), q->xs[g], q->pv[g]);
-        acc[1] = fold8(acc[1], a01, a11, a21, sb8f(w->biases, w->sb_dtype, si + 8), sb8f(w->scales, w->sb_dtype, si + 8), q->xs[g], q->pv[g]);
-    }
-#else
+#if !RA_VNNI
     const __m256i one = _mm256_set1_epi16(1);
+#endif
     for (int g = 0; g < ng; g++) {
         if (!((g * 16 * sbz) & 63)) { /* the next tile's scales and biases, a line at a time */
             _mm_prefetch(sp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
             _mm_prefetch(bp + (size_t)(ng + g) * 16 * sbz, _MM_HINT_T0);
         }
-        const uint8_t *c = cw + (size_t)g * wpg * 64;
-        const int8_t *xw = q->xd + (size_t)g * wpg * 24;
+        const uint8_t *c = cw + (size_t)g * cpg * B * 64;
+        const int8_t *xw = q->xd + (size_t)g * cpg * 4 * 24;
         /* [digit][half] */
         __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
+#if RA_VNNI
+        __m256i b00 = a00, b01 = a00, b10 = a00, b11 = a00, b20 = a00, b21 = a00;
+#endif
+        for (int k = 0; k < cpg; k++, c += B * 64) { /* 32 columns: four words */
+#pragma GCC unroll 6
+            for (int l = 0; l < B; l++) _mm_prefetch((const char *)c + Q4RA_PF + 64 * l, _MM_HINT_T0);
 #pragma GCC unroll 4
-        for (int i = 0; i < wpg; i++, c += 64, xw += 24) {
-            _mm_prefetch((const char *)c + Q4RA_PF, _MM_HINT_T0);
-            __m256i v0 = _mm256_loadu_si256((const __m256i *)c), v1 = _mm256_loadu_si256((const __m256i *)(c + 32));
-            __m256i lo0 = and_m4(v0), hi0 = and_m4(_mm256_srli_epi16(v0, 4)), lo1 = and_m4(v1), hi1 = and_m4(_mm256_srli_epi16(v1, 4));
-            /* a += the word's sums of one half against digit pair (e, o) */
+            for (int u = 0; u < 4; u++, xw += 24) {
+#if RA_VNNI
+                if (B == 4) {
+                    __m256i lo0 = and_m4(_mm256_loadu_si256((const __m256i *)(c + 64 * u)));
+                    __m256i lo1 = and_m4(_mm256_loadu_si256((const __m256i *)(c + 64 * u + 32)));
+                    RA_DOT(a00, lo0, xw), RA_DOT(a01, lo1, xw);
+                    RA_DOT(a10, lo0, xw + 8), RA_DOT(a11, lo1, xw + 8);
+                    RA_DOT(a20, lo0, xw + 16), RA_DOT(a21, lo1, xw + 16);
+                    __m256i hi0 = and_m4(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(c + 64 * u)), 4));
+                    __m256i hi1 = and_m4(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(c + 64 * u + 32)), 4));
+                    RA_DOT(b00, hi0, xw + 4), RA_DOT(b01, hi1, xw + 4);
+                    RA_DOT(b10, hi0, xw + 12), RA_DOT(b11, hi1, xw + 12);
+                    RA_DOT(b20, hi0, xw + 20), RA_DOT(b21, hi1, xw + 20);
+                } else {
+                    __m256i lo0, hi0, lo1, hi1;
+                    qb8_word(&lo0, &hi0, c, u, B);
+                    qb8_word(&lo1, &hi1, c + 32, u, B);
+                    RA_DOT(a00, lo0, xw), RA_DOT(a00, hi0, xw + 4), RA_DOT(a01, lo1, xw), RA_DOT(a01, hi1, xw + 4);
+                    RA_DOT(a10, lo0, xw + 8), RA_DOT(a10, hi0, xw + 12), RA_DOT(a11, lo1, xw + 8), RA_DOT(a11, hi1, xw + 12);
+                    RA_DOT(a20, lo0, xw + 16), RA_DOT(a20, hi0, xw + 20), RA_DOT(a21, lo1, xw + 16), RA_DOT(a21, hi1, xw + 20);
+                }
+#else
+                __m256i lo0, hi0, lo1, hi1;
+                qb8_word(&lo0, &hi0, c, u, B);
+                qb8_word(&lo1, &hi1, c + 32, u, B);
+                /* a += the word's sums of one half against digit pair (e, o) */
 #define RA_MD(a, lo, hi) a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, e), _mm256_maddubs_epi16(hi, o)), one))
-            __m256i e = bc(xw), o = bc(xw + 4);
-            RA_MD(a00, lo0, hi0), RA_MD(a01, lo1, hi1);
-            e = bc(xw + 8), o = bc(xw + 12);
-            RA_MD(a10, lo0, hi0), RA_MD(a11, lo1, hi1);
-            e = bc(xw + 16), o = bc(xw + 20);
-            RA_MD(a20, lo0, hi0), RA_MD(a21, lo1, hi1);
+                __m256i e = bc(xw), o = bc(xw + 4);
+                RA_MD(a00, lo0, hi0), RA_MD(a01, lo1, hi1);
+                e = bc(xw + 8), o = bc(xw + 12);
+                RA_MD(a10, lo0, hi0), RA_MD(a11, lo1, hi1);
+                e = bc(xw + 16), o = bc(xw + 20);
+                RA_MD(a20, lo0, hi0), RA_MD(a21, lo1, hi1);
 #undef RA_MD
+#endif
+            }
         }
+#if RA_VNNI
+        if (B == 4) {
+            a00 = _mm256_add_epi32(a00, b00), a01 = _mm256_add_epi32(a01, b01), a10 = _mm256_add_epi32(a10, b10);
+            a11 = _mm256_add_epi32(a11, b11), a20 = _mm256_add_epi32(a20, b20), a21 = _mm256_add_epi32(a21, b21);
+        }
+#endif
         size_t si = sb + (size_t)g * 16;
         acc[0] = fold8(acc[0], a00, a10, a20, sb8f(w->biases, w->sb_dtype, si), sb8f(w->scales, w->sb_dtype, si), q->xs[g], q->pv[g]);
         acc[1] = fold8(acc[1], a01, a11, a21, sb8f(w->biases, w->sb_dtype, si + 8), sb8f(w->scales, w->sb_dtype, si + 8), q->xs[g], q->pv[g]);
     }
-#endif
     float *yt = y + (size_t)t * 16;
     if (l0 == 0 && l1 == 16) {
         _mm256_storeu_ps(yt, acc[0]);
@@ -117,14 +118,14 @@ AI void RA_(tile1)(float *y, const q4ra_x_t *q, const weight_t *w, int t, int l0
 }
 
 /* The GEMM's tile: NT tokens (from tok) against half h of tile t (its rows 8h..8h+7), lanes
- * [l0, l1) of the half stored; each code load and its nibble planes shared by the NT tokens,
- * per token three int32 chains (the planes in one chain; the same integers as tile1's). */
-AI void RA_(tileN)(float *y, const q4ra_x_t *q, const weight_t *w, int N, int tok, int t, int h, int l0, int l1, const int NT) {
-    const int nw = q->nw, ng = q->ng, wpg = q->G / 8;
-    const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * nw * 64 + 32 * h;
-    size_t sb = (size_t)t * ng * 16 + 8 * h, xds = (size_t)nw * 24;
-    const __m256i m4 = _mm256_set1_epi8(15);
-    const int8_t *xd = q->xd + (size_t)tok * xds;
+ * [l0, l1) of the half stored; each word's planes built once for the NT tokens, per token three
+ * int32 chains (the planes in one chain; the same integers as tile1's). */
+AI void RA_(tileN)(float *y, const q4ra_x_t *q, const weight_t *w, int N, int tok, int t, int h, int l0, int l1, const int NT,
+                   const int B) {
+    const int ng = q->ng, cpg = q->G / 32;
+    const uint8_t *c = (const uint8_t *)w->data + (size_t)t * (q->K / 32) * B * 64 + 32 * h;
+    size_t sb = (size_t)t * ng * 16 + 8 * h, xds = (size_t)q->nw * 24;
+    const int8_t *xw = q->xd + (size_t)tok * xds;
     __m256 acc[4];
 #pragma GCC unroll 4
     for (int a = 0; a < NT; a++) acc[a] = _mm256_setzero_ps();
@@ -132,13 +133,11 @@ AI void RA_(tileN)(float *y, const q4ra_x_t *q, const weight_t *w, int N, int to
         __m256i a0[4], a1[4], a2[4];
 #pragma GCC unroll 4
         for (int a = 0; a < NT; a++) a0[a] = a1[a] = a2[a] = _mm256_setzero_si256();
-        const uint8_t *c = cw + (size_t)g * wpg * 64;
-        const int8_t *xw = xd + (size_t)g * wpg * 24;
-        for (int i = 0; i < wpg; i += 4) { /* 32 columns: four words */
+        for (int k = 0; k < cpg; k++, c += B * 64) { /* 32 columns: four words */
 #pragma GCC unroll 4
-            for (int u = 0; u < 4; u++, c += 64, xw += 24) {
-                __m256i v = _mm256_loadu_si256((const __m256i *)c);
-                __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            for (int u = 0; u < 4; u++, xw += 24) {
+                __m256i lo, hi;
+                qb8_word(&lo, &hi, c, u, B);
 #pragma GCC unroll 4
                 for (int a = 0; a < NT; a++) {
                     const int8_t *x = xw + (size_t)a * xds;
@@ -150,7 +149,7 @@ AI void RA_(tileN)(float *y, const q4ra_x_t *q, const weight_t *w, int N, int to
                     RA_DOT(a2[a], lo, x + 16);
                     RA_DOT(a2[a], hi, x + 20);
 #else /* the word's two 16-bit pair sums into the lane at once (four tokens' 16-bit sums
-       * kept over four words, as decode does, spilled: 43-58 against 66-77 GFLOP/s) */
+       * kept over four words, as decode once did, spilled: 43-58 against 66-77 GFLOP/s) */
                     const __m256i one = _mm256_set1_epi16(1);
                     a0[a] = _mm256_add_epi32(a0[a], _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, bc(x)), _mm256_maddubs_epi16(hi, bc(x + 4))), one));
                     a1[a] = _mm256_add_epi32(a1[a], _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, bc(x + 8)), _mm256_maddubs_epi16(hi, bc(x + 12))), one));
@@ -175,11 +174,11 @@ AI void RA_(tileN)(float *y, const q4ra_x_t *q, const weight_t *w, int N, int to
 
 /* T tokens, rows [j0, j1) inside full tiles. Decode: tile by tile. The GEMM: tokens in chunks
  * whose digits stay near 256 KB, and per chunk every half tile against 4 tokens at a time. */
-static __attribute__((noinline)) void RA_(run)(float *y, const q4ra_x_t *q, int T, const weight_t *w, int j0, int j1) {
+AI void RA_(run_b)(float *y, const q4ra_x_t *q, int T, const weight_t *w, int j0, int j1, const int B) {
     if (T == 1) {
         for (int t = j0 / 16; t * 16 < j1; t++) {
             int l0 = j0 > t * 16 ? j0 - t * 16 : 0, l1 = j1 < t * 16 + 16 ? j1 - t * 16 : 16;
-            RA_(tile1)(y, q, w, t, l0, l1);
+            RA_(tile1)(y, q, w, t, l0, l1, B);
         }
         return;
     }
@@ -192,12 +191,23 @@ static __attribute__((noinline)) void RA_(run)(float *y, const q4ra_x_t *q, int 
                 int r0 = t * 16 + 8 * h, l0 = j0 > r0 ? j0 - r0 : 0, l1 = j1 < r0 + 8 ? j1 - r0 : 8;
                 if (l0 >= l1) continue;
                 int a = t0;
-                for (; a + 4 <= t1; a += 4) RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 4);
+                for (; a + 4 <= t1; a += 4) RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 4, B);
                 switch (t1 - a) {
-                case 3: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 3); break;
-                case 2: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 2); break;
-                case 1: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 1); break;
+                case 3: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 3, B); break;
+                case 2: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 2, B); break;
+                case 1: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 1, B); break;
                 }
             }
+    }
+}
+
+/* one out-of-line copy per width */
+static __attribute__((noinline)) void RA_(run)(float *y, const q4ra_x_t *q, int T, const weight_t *w, int j0, int j1) {
+    switch (w->bits) {
+    case 2: RA_(run_b)(y, q, T, w, j0, j1, 2); break;
+    case 3: RA_(run_b)(y, q, T, w, j0, j1, 3); break;
+    case 5: RA_(run_b)(y, q, T, w, j0, j1, 5); break;
+    case 6: RA_(run_b)(y, q, T, w, j0, j1, 6); break;
+    default: RA_(run_b)(y, q, T, w, j0, j1, 4);
     }
 }
