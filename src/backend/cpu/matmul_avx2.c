@@ -385,9 +385,9 @@ static void mm_qany(float *y, const float *x, int T, const weight_t *w, int j0, 
 }
 #undef MMQ
 
-/* 4/8-bit in WL_Q_RIL16: rows in full tiles through matmul_q4ril_avx2.c / matmul_q8ril_avx2.c,
- * the N % 16 tail rows (stored row-major) through mm_q4 / mm_q8 — the same code at any T for
- * every row */
+/* 2-8-bit in WL_Q_RIL16: rows in full tiles through matmul_q4ril_avx2.c (8-bit:
+ * matmul_q8ril_avx2.c), the N % 16 tail rows (stored row-major) through mm_q4 / mm_qany / mm_q8 —
+ * the same code at any T for every row */
 static void mm_qril(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {
     int nr = w->rows & ~15;
     if (T <= 0) return;

@@ -56,48 +56,9 @@
 /* decode: prefetch distance into the tile's stream (as q4ril's) */
 #define Q4RA_PF 8192
 
-typedef struct {
-    int8_t *xd;     /* [T][nw][24]: digits per code word */
-    float *pv, *xs; /* [T][ng]: p and the group sums of x */
-    int K, G, nw, ng;
-} q4ra_x_t;
+typedef ril_x_t q4ra_x_t; /* 24 bytes a code word (8 columns): [d0 even 4][d0 odd 4][d1 ..][d2 ..] */
 
-static void *q4ra_prepare(const float *x, int T, const weight_t *w) {
-    int K = w->cols, G = w->group, nw = K / 8, ng = K / G;
-    size_t hs = (sizeof(q4ra_x_t) + 63) & ~(size_t)63, xdb = ((size_t)T * nw * 24 + 63) & ~(size_t)63;
-    char *m = cpu_scratch(CPU_SCRATCH_XPREP, hs + xdb + sizeof(float) * 2 * (size_t)T * ng);
-    if (!m) return NULL;
-    q4ra_x_t *q = (q4ra_x_t *)m;
-    q->xd = (int8_t *)(m + hs);
-    q->pv = (float *)((char *)q->xd + xdb);
-    q->xs = q->pv + (size_t)T * ng;
-    q->K = K; q->G = G; q->nw = nw; q->ng = ng;
-    /* per 128-bit lane: bytes in column order -> per 8 columns [even 4][odd 4] */
-    const __m256i eo = _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15, 0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12,
-                                        14, 9, 11, 13, 15);
-    for (size_t t = 0; t < (size_t)T; t++) {
-        const float *xt = x + t * K;
-        int8_t *xd = q->xd + t * nw * 24;
-        for (int g = 0; g < ng; g++) {
-            const float *xg = xt + (size_t)g * G;
-            int E;
-            float p = ril_group_scan(xg, G, &q->xs[t * ng + g], &E);
-            q->pv[t * ng + g] = p;
-            for (int i = 0; i < G; i += 32) { /* 32 columns: four code words */
-                __m256i d[4][3];
-                for (int k = 0; k < 4; k++) ril_digits8(d[k], xg + i + 8 * k, p, E);
-                int8_t *o = xd + (size_t)(g * G + i) / 8 * 24; /* word (g·G + i)/8 and the next three */
-                for (int k = 0; k < 3; k++) {
-                    __m256i b = _mm256_shuffle_epi8(pack32b(d[0][k], d[1][k], d[2][k], d[3][k]), eo);
-                    uint64_t u[4];
-                    _mm256_storeu_si256((__m256i *)u, b);
-                    for (int wd = 0; wd < 4; wd++) memcpy(o + wd * 24 + 8 * k, &u[wd], 8);
-                }
-            }
-        }
-    }
-    return q;
-}
+static void *q4ra_prepare(const float *x, int T, const weight_t *w) { return ril_prepare(x, T, w, 0); }
 
 /* shift each 16-bit lane of v by n bits: left for n > 0, right for n < 0 (a constant) */
 AI __m256i sh16(__m256i v, const int n) { return n > 0 ? _mm256_slli_epi16(v, n) : n < 0 ? _mm256_srli_epi16(v, -n) : v; }

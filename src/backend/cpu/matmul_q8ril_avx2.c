@@ -31,44 +31,9 @@
 
 #define Q8RA_PF 8192 /* decode: prefetch distance into the tile's stream */
 
-typedef struct {
-    int8_t *xd;     /* [T][nw][12]: digits per code word (4 columns) */
-    float *pv, *xs; /* [T][ng]: p and the group sums of x */
-    int K, G, nw, ng;
-} q8ra_x_t;
+typedef ril_x_t q8ra_x_t; /* 12 bytes a code word (4 columns): [d0 4][d1 4][d2 4] */
 
-static void *q8ra_prepare(const float *x, int T, const weight_t *w) {
-    int K = w->cols, G = w->group, nw = K / 4, ng = K / G;
-    size_t hs = (sizeof(q8ra_x_t) + 63) & ~(size_t)63, xdb = ((size_t)T * nw * 12 + 63) & ~(size_t)63;
-    char *m = cpu_scratch(CPU_SCRATCH_XPREP, hs + xdb + sizeof(float) * 2 * (size_t)T * ng);
-    if (!m) return NULL;
-    q8ra_x_t *q = (q8ra_x_t *)m;
-    q->xd = (int8_t *)(m + hs);
-    q->pv = (float *)((char *)q->xd + xdb);
-    q->xs = q->pv + (size_t)T * ng;
-    q->K = K; q->G = G; q->nw = nw; q->ng = ng;
-    for (size_t t = 0; t < (size_t)T; t++) {
-        const float *xt = x + t * K;
-        int8_t *xd = q->xd + t * nw * 12;
-        for (int g = 0; g < ng; g++) {
-            const float *xg = xt + (size_t)g * G;
-            int E;
-            float p = ril_group_scan(xg, G, &q->xs[t * ng + g], &E);
-            q->pv[t * ng + g] = p;
-            for (int i = 0; i < G; i += 32) { /* 32 columns: eight code words */
-                __m256i d[4][3];
-                for (int k = 0; k < 4; k++) ril_digits8(d[k], xg + i + 8 * k, p, E);
-                int8_t *o = xd + (size_t)(g * G + i) / 4 * 12;
-                for (int k = 0; k < 3; k++) {
-                    uint32_t u[8];
-                    _mm256_storeu_si256((__m256i *)u, pack32b(d[0][k], d[1][k], d[2][k], d[3][k]));
-                    for (int wd = 0; wd < 8; wd++) memcpy(o + wd * 12 + 4 * k, &u[wd], 4);
-                }
-            }
-        }
-    }
-    return q;
-}
+static void *q8ra_prepare(const float *x, int T, const weight_t *w) { return ril_prepare(x, T, w, 1); }
 
 /* The kernels, written once and compiled twice (R8_VNNI 1: AVX-VNNI; 0: vpmaddubsw). */
 #define R8_VNNI 0

@@ -107,14 +107,7 @@ AI void RA_(tile1)(float *y, const q4ra_x_t *q, const weight_t *w, int t, int l0
         acc[0] = fold8(acc[0], a00, a10, a20, sb8f(w->biases, w->sb_dtype, si), sb8f(w->scales, w->sb_dtype, si), q->xs[g], q->pv[g]);
         acc[1] = fold8(acc[1], a01, a11, a21, sb8f(w->biases, w->sb_dtype, si + 8), sb8f(w->scales, w->sb_dtype, si + 8), q->xs[g], q->pv[g]);
     }
-    float *yt = y + (size_t)t * 16;
-    if (l0 == 0 && l1 == 16) {
-        _mm256_storeu_ps(yt, acc[0]);
-        _mm256_storeu_ps(yt + 8, acc[1]);
-        return;
-    }
-    if (l0 < 8) _mm256_maskstore_ps(yt, lanes8(l0, l1 < 8 ? l1 : 8), acc[0]);
-    if (l1 > 8) _mm256_maskstore_ps(yt + 8, lanes8(l0 > 8 ? l0 - 8 : 0, l1 - 8), acc[1]);
+    ril_store16(y + (size_t)t * 16, acc, l0, l1);
 }
 
 /* The GEMM's tile: NT tokens (from tok) against half h of tile t (its rows 8h..8h+7), lanes
@@ -163,17 +156,12 @@ AI void RA_(tileN)(float *y, const q4ra_x_t *q, const weight_t *w, int N, int to
         for (int a = 0; a < NT; a++)
             acc[a] = fold8(acc[a], a0[a], a1[a], a2[a], bias, scale, q->xs[(size_t)(tok + a) * ng + g], q->pv[(size_t)(tok + a) * ng + g]);
     }
-    float *yt = y + (size_t)t * 16 + 8 * h;
-#pragma GCC unroll 4
-    for (int a = 0; a < NT; a++) {
-        if (l0 == 0 && l1 == 8) _mm256_storeu_ps(yt + (size_t)(tok + a) * N, acc[a]);
-        else _mm256_maskstore_ps(yt + (size_t)(tok + a) * N, lanes8(l0, l1), acc[a]);
-    }
+    ril_store(y + (size_t)tok * N + (size_t)t * 16 + 8 * h, (size_t)N, acc, l0, l1, NT);
 }
 #undef RA_DOT
 
-/* T tokens, rows [j0, j1) inside full tiles. Decode: tile by tile. The GEMM: tokens in chunks
- * whose digits stay near 256 KB, and per chunk every half tile against 4 tokens at a time. */
+/* T tokens, rows [j0, j1) inside full tiles. Decode: tile by tile. The GEMM: RIL_GEMM_WALK
+ * (ril_avx2.h: token chunks near 256 KB of digits, each half tile against 4 tokens at a time). */
 AI void RA_(run_b)(float *y, const q4ra_x_t *q, int T, const weight_t *w, int j0, int j1, const int B) {
     if (T == 1) {
         for (int t = j0 / 16; t * 16 < j1; t++) {
@@ -182,23 +170,10 @@ AI void RA_(run_b)(float *y, const q4ra_x_t *q, int T, const weight_t *w, int j0
         }
         return;
     }
-    int N = w->rows, tc = (int)(262144 / ((size_t)q->nw * 24 + 8 * (size_t)q->ng)) & ~3;
-    if (tc < 4) tc = 4;
-    for (int t0 = 0; t0 < T; t0 += tc) {
-        int t1 = t0 + tc < T ? t0 + tc : T;
-        for (int t = j0 / 16; t * 16 < j1; t++)
-            for (int h = 0; h < 2; h++) {
-                int r0 = t * 16 + 8 * h, l0 = j0 > r0 ? j0 - r0 : 0, l1 = j1 < r0 + 8 ? j1 - r0 : 8;
-                if (l0 >= l1) continue;
-                int a = t0;
-                for (; a + 4 <= t1; a += 4) RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 4, B);
-                switch (t1 - a) {
-                case 3: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 3, B); break;
-                case 2: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 2, B); break;
-                case 1: RA_(tileN)(y, q, w, N, a, t, h, l0, l1, 1, B); break;
-                }
-            }
-    }
+    int N = w->rows;
+#define RA_TILE(a, t, h, l0, l1, NT) RA_(tileN)(y, q, w, N, a, t, h, l0, l1, NT, B)
+    RIL_GEMM_WALK(T, j0, j1, (size_t)q->nw * 24 + 8 * (size_t)q->ng, RA_TILE);
+#undef RA_TILE
 }
 
 /* one out-of-line copy per width */

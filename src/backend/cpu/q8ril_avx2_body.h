@@ -72,14 +72,7 @@ AI void R8_(tile1)(float *y, const q8ra_x_t *q, const weight_t *w, int t, int l0
         }
 #endif
     }
-    float *yt = y + (size_t)t * 16;
-    if (l0 == 0 && l1 == 16) {
-        _mm256_storeu_ps(yt, acc[0]);
-        _mm256_storeu_ps(yt + 8, acc[1]);
-        return;
-    }
-    if (l0 < 8) _mm256_maskstore_ps(yt, lanes8(l0, l1 < 8 ? l1 : 8), acc[0]);
-    if (l1 > 8) _mm256_maskstore_ps(yt + 8, lanes8(l0 > 8 ? l0 - 8 : 0, l1 - 8), acc[1]);
+    ril_store16(y + (size_t)t * 16, acc, l0, l1);
 }
 
 /* The GEMM's tile: NT tokens (from tok) against half h of tile t, lanes [l0, l1) of the half
@@ -128,12 +121,7 @@ AI void R8_(tileN)(float *y, const q8ra_x_t *q, const weight_t *w, int N, int to
         for (int a = 0; a < NT; a++)
             acc[a] = fold8(acc[a], a0[a], a1[a], a2[a], bias, scale, q->xs[(size_t)(tok + a) * ng + g], q->pv[(size_t)(tok + a) * ng + g]);
     }
-    float *yt = y + (size_t)t * 16 + 8 * h;
-#pragma GCC unroll 4
-    for (int a = 0; a < NT; a++) {
-        if (l0 == 0 && l1 == 8) _mm256_storeu_ps(yt + (size_t)(tok + a) * N, acc[a]);
-        else _mm256_maskstore_ps(yt + (size_t)(tok + a) * N, lanes8(l0, l1), acc[a]);
-    }
+    ril_store(y + (size_t)tok * N + (size_t)t * 16 + 8 * h, (size_t)N, acc, l0, l1, NT);
 }
 
 /* T tokens, rows [j0, j1) inside full tiles: as matmul_q4ril_avx2.c's driver. */
@@ -145,21 +133,8 @@ static __attribute__((noinline)) void R8_(run)(float *y, const q8ra_x_t *q, int 
         }
         return;
     }
-    int N = w->rows, tc = (int)(262144 / ((size_t)q->nw * 12 + 8 * (size_t)q->ng)) & ~3;
-    if (tc < 4) tc = 4;
-    for (int t0 = 0; t0 < T; t0 += tc) {
-        int t1 = t0 + tc < T ? t0 + tc : T;
-        for (int t = j0 / 16; t * 16 < j1; t++)
-            for (int h = 0; h < 2; h++) {
-                int r0 = t * 16 + 8 * h, l0 = j0 > r0 ? j0 - r0 : 0, l1 = j1 < r0 + 8 ? j1 - r0 : 8;
-                if (l0 >= l1) continue;
-                int a = t0;
-                for (; a + 4 <= t1; a += 4) R8_(tileN)(y, q, w, N, a, t, h, l0, l1, 4);
-                switch (t1 - a) {
-                case 3: R8_(tileN)(y, q, w, N, a, t, h, l0, l1, 3); break;
-                case 2: R8_(tileN)(y, q, w, N, a, t, h, l0, l1, 2); break;
-                case 1: R8_(tileN)(y, q, w, N, a, t, h, l0, l1, 1); break;
-                }
-            }
-    }
+    int N = w->rows;
+#define R8_TILE(a, t, h, l0, l1, NT) R8_(tileN)(y, q, w, N, a, t, h, l0, l1, NT)
+    RIL_GEMM_WALK(T, j0, j1, (size_t)q->nw * 12 + 8 * (size_t)q->ng, R8_TILE);
+#undef R8_TILE
 }
