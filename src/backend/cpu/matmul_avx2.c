@@ -434,30 +434,97 @@ static void to_f32(float *dst, const void *src, dtype_t t, int n) {
 /* gelu_glu: see cpu_kernels.h. exp(x) = 2^n · e^r, n = round(x·log2 e), r = x - n·ln2 (two
  * parts), e^r by Cephes expf's polynomial; x clamped to [-87.3, 88.3] so 2^n is a normal
  * float (below, 1 + e rounds to 1 anyway; above, e is set to inf: the result is ±0). */
+/* exp(x0) for 8 lanes, x0 clamped to [-87.3, 88.3] first and +Inf past 88.3: 2^n · e^r with
+ * n = round(x·log2 e), r = x - n·ln2 (two parts), e^r by Cephes expf's polynomial (gelu_glu and
+ * silu_glu; NaN: max/min return the bound) */
+AI __m256 exp8(__m256 x0) {
+    const __m256 one = _mm256_set1_ps(1.f);
+    __m256 x = _mm256_min_ps(_mm256_max_ps(x0, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, one));
+    __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23)));
+    return _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x0, _mm256_set1_ps(88.3f), _CMP_GT_OQ));
+}
+
+/* the lanes of 8 from i that a row of n has */
+AI __m256i tail8(size_t n, size_t i) {
+    int left = n - i >= 8 ? 8 : (int)(n - i);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 static void gelu_glu(float *y, const float *gate, const float *up, size_t n) {
     const __m256 c0 = _mm256_set1_ps(0.7978845608028654f), c1 = _mm256_set1_ps(0.044715f), one = _mm256_set1_ps(1.f);
     for (size_t i = 0; i < n; i += 8) {
-        int left = n - i >= 8 ? 8 : (int)(n - i);
-        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i m = tail8(n, i);
         __m256 g = _mm256_maskload_ps(gate + i, m);
         __m256 u = _mm256_mul_ps(c0, _mm256_add_ps(g, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(c1, g), g), g)));
-        __m256 x0 = _mm256_mul_ps(u, _mm256_set1_ps(-2.f)), x = _mm256_min_ps(_mm256_max_ps(x0, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
-        __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
-        r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-        p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, one));
-        __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23)));
-        e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x0, _mm256_set1_ps(88.3f), _CMP_GT_OQ));
-        __m256 a = _mm256_div_ps(g, _mm256_add_ps(one, e));
+        __m256 a = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_mul_ps(u, _mm256_set1_ps(-2.f)))));
         a = _mm256_blendv_ps(a, u, _mm256_cmp_ps(u, u, _CMP_UNORD_Q)); /* NaN in, NaN out */
         _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(a, _mm256_maskload_ps(up + i, m)));
     }
+}
+
+/* silu_glu: see cpu_kernels.h; g / (1 + exp8(-g)) (NaN g: NaN) */
+static void silu_glu(float *y, const float *gate, const float *up, size_t n) {
+    const __m256 one = _mm256_set1_ps(1.f);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256i m = tail8(n, i);
+        __m256 g = _mm256_maskload_ps(gate + i, m);
+        __m256 a = _mm256_div_ps(g, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(a, _mm256_maskload_ps(up + i, m)));
+    }
+}
+
+/* rms_norm: see cpu_kernels.h; the sum of squares in 8 lanes + one fixed horizontal sum per row */
+static void rms_norm(float *y, const float *x, const float *w, float w_offset, int T, int n, float eps) {
+    const __m256 ov = _mm256_set1_ps(w_offset);
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * n;
+        float *yt = y + (size_t)t * n;
+        __m256 ss = _mm256_setzero_ps();
+        for (int i = 0; i < n; i += 8) {
+            __m256 v = _mm256_maskload_ps(xt + i, tail8((size_t)n, (size_t)i));
+            ss = _mm256_fmadd_ps(v, v, ss);
+        }
+        __m256 iv = _mm256_set1_ps(1.0f / sqrtf(hsum(ss) / (float)n + eps));
+        for (int i = 0; i < n; i += 8) {
+            __m256i m = tail8((size_t)n, (size_t)i);
+            __m256 r = _mm256_mul_ps(_mm256_maskload_ps(xt + i, m), iv);
+            if (w) r = _mm256_mul_ps(r, _mm256_add_ps(ov, _mm256_maskload_ps(w + i, m)));
+            _mm256_maskstore_ps(yt + i, m, r);
+        }
+    }
+}
+
+/* from_f32: see cpu_kernels.h; F16C's conversion rounds to nearest even as f32_to_f16 does, NaNs
+ * rewritten to its sign | 0x7e00, the last n % 8 through f32_to_f16 itself */
+static int from_f32(void *dst, dtype_t t, const float *src, int n) {
+    if (t != DT_F16) return 0;
+    uint16_t *d = dst;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(src + i);
+        __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+        if (_mm256_movemask_ps(nan)) {
+            __m256i sg = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 16), _mm256_set1_epi32(0x8000)),
+                                         _mm256_set1_epi32(0x7e00));
+            __m128i sg16 = _mm_packus_epi32(_mm256_castsi256_si128(sg), _mm256_extracti128_si256(sg, 1));
+            __m128i nm = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(nan)), _mm256_extracti128_si256(_mm256_castps_si256(nan), 1));
+            h = _mm_blendv_epi8(h, sg16, nm);
+        }
+        _mm_storeu_si128((__m128i *)(d + i), h);
+    }
+    for (; i < n; i++) d[i] = f32_to_f16(src[i]);
+    return 1;
 }
 
 /* One int8 KV row as kv_q8_row (backend.h), 8 lanes at a time: max |x| (exact in any order; NaN
@@ -512,4 +579,4 @@ static int pack_layout(const weight_t *w) {
     return WL_ROWS;
 }
 
-const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32, gelu_glu, NULL, NULL, NULL, NULL, pack_layout, q8_row};
+const simd_kernels_t simd_avx2 = {"avx2", matmul, dot, axpy, to_f32, gelu_glu, NULL, from_f32, rms_norm, silu_glu, pack_layout, q8_row};
