@@ -570,7 +570,7 @@ static int pack_on(const char *name) {
 static int pack_layout(const weight_t *w) {
     if (avx2_qi_mode() == 0) return WL_ROWS;
     if (avx2_q4ril_ok(w) && w->bits == 4 && pack_on("KILN_PACK_Q4")) return WL_Q_RIL16;
-    if (avx2_q4ril_ok(w) && w->bits != 4 && w->cols % 32 == 0 && pack_on("KILN_PACK_QB")) return WL_Q_RIL16; /* in planes */
+    if (avx2_q4ril_ok(w) && w->bits != 4 && pack_on("KILN_PACK_QB")) return WL_Q_RIL16; /* in planes */
     /* 8-bit only with AVX-VNNI: without it the packed tiles split each code into nibbles
      * (vpmaddubsw's pair sums would saturate), ~33 ops a 64-code word, and decode read the model's
      * weights no faster than the float tiles (12.6-14.5 against 13.7 GB/s a core) while prefill

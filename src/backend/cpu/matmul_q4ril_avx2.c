@@ -125,8 +125,7 @@ AI void qb8_word(__m256i *lo, __m256i *hi, const uint8_t *c, const int u, const 
 
 int avx2_q4ril_ok(const weight_t *w) {
     int b = w->bits;
-    return weight_is_quantized(w) && (b == 2 || b == 3 || b == 4 || b == 5 || b == 6) && w->rows >= 16 &&
-           (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % w->group == 0;
+    return ril_shape_ok(w) && (b == 2 || b == 3 || b == 4 || b == 5 || b == 6);
 }
 
 void avx2_q4ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {

@@ -60,8 +60,7 @@ static void *q8ra_prepare(const float *x, int T, const weight_t *w) { return ril
 #endif
 
 int avx2_q8ril_ok(const weight_t *w) {
-    return weight_is_quantized(w) && w->bits == 8 && w->rows >= 16 && (w->group == 32 || w->group == 64 || w->group == 128) &&
-           w->cols % w->group == 0;
+    return ril_shape_ok(w) && w->bits == 8;
 }
 
 void avx2_q8ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1) {

@@ -38,6 +38,7 @@
 #include <string.h>
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_scratch.h"
+#include "backend/cpu/ril_avx2.h"
 
 #define AI static inline __attribute__((always_inline))
 
@@ -100,30 +101,9 @@ static int qv_prepare(q4v_t *q, const float *x, int T, const weight_t *w, const 
             /* the groups starting in this block (a block of 64 holds 2 groups of 32, one of 64, or half of 128) */
             for (int k = 0; k < cols; k += G < BW ? G : BW) {
                 int c = c0 + k, g = c / G;
-                if (c % G == 0) { /* the group's scale factor, from all its columns */
-                    __m256 mx = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
-                    int nan = 0;
-                    for (int i = 0; i < G; i += 8) {
-                        __m256 v = _mm256_loadu_ps(xt + c + i);
-                        nan |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-                        mx = _mm256_max_ps(mx, _mm256_andnot_ps(_mm256_set1_ps(-0.f), v));
-                        sx = _mm256_add_ps(sx, v);
-                    }
-                    float lane[8], m = 0.f, s;
-                    _mm256_storeu_ps(lane, mx);
-                    for (int i = 0; i < 8; i++) m = lane[i] > m ? lane[i] : m;
-                    __m128 h = _mm_add_ps(_mm256_castps256_ps128(sx), _mm256_extractf128_ps(sx, 1));
-                    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-                    s = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
-                    gt[g] = s; /* the group's sum for the bias term */
-                    int E = 0;
-                    if (nan || !(m <= 3.4028235e38f)) pt[g] = NAN;
-                    else if (m == 0.f) pt[g] = 1.f;
-                    else {
-                        frexpf(m, &E);
-                        if (E < -126) E = -126; /* p = 2^-148 stays a (denormal) float */
-                        pt[g] = ldexpf(1.f, E - XB);
-                    }
+                if (c % G == 0) { /* the group's scale factor and sum, from all its columns (ril_avx2.h) */
+                    int E;
+                    pt[g] = ril_group_scan(xt + c, G, &gt[g], &E, XB);
                 }
             }
             /* xi = round(x / p): x · 2^(XB-E) as two exact power-of-two products (2^(XB-E) may pass

@@ -45,10 +45,18 @@ AI float pow2f(int e) {
     return v.f;
 }
 
+/* A weight the rows-in-lanes kernels take (any width they handle): one full tile at least, groups of
+ * 32/64/128 dividing K (so K % 32 == 0: whole 32-column chunks) */
+static inline int ril_shape_ok(const weight_t *w) {
+    return weight_is_quantized(w) && w->rows >= 16 && (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % w->group == 0;
+}
+
 /* One group of G columns of x (G % 8 == 0): its f32 sum (8-lane partial sums, then a fixed tree)
- * into *xs, and p = 2^(E-22) with max|x| < 2^E (NaN if the group holds a NaN or Inf, 1 if all
- * zero; E = 0 then), E clamped to -126 so that p stays a (denormal) float. */
-AI float ril_group_scan(const float *xg, int G, float *xs, int *Eo) {
+ * into *xs, and p = 2^(E-XB) with max|x| < 2^E, so that xi = round(x / p) has at most XB + 1 bits
+ * (NaN if the group holds a NaN or Inf, 1 if all zero; E = 0 then), E clamped to -126 so that p
+ * stays a (denormal) float. The row-major integer paths (matmul_qi_avx2.c, XB 22 or 21) and the
+ * rows-in-lanes ones (XB 22) share it. */
+AI float ril_group_scan(const float *xg, int G, float *xs, int *Eo, const int XB) {
     __m256 mx = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
     int nan = 0;
     for (int i = 0; i < G; i += 8) {
@@ -70,7 +78,7 @@ AI float ril_group_scan(const float *xg, int G, float *xs, int *Eo) {
     else {
         frexpf(mval, &E);
         if (E < -126) E = -126;
-        p = pow2f(E - 22);
+        p = pow2f(E - XB);
     }
     *Eo = E;
     return p;
@@ -196,7 +204,7 @@ static inline ril_x_t *ril_prepare(const float *x, int T, const weight_t *w, con
         for (int g = 0; g < ng; g++) {
             const float *xg = xt + (size_t)g * G;
             int E;
-            float p = ril_group_scan(xg, G, &q->xs[t * ng + g], &E);
+            float p = ril_group_scan(xg, G, &q->xs[t * ng + g], &E, 22);
             q->pv[t * ng + g] = p;
             for (int i = 0; i < G; i += 32) { /* 32 columns: four 4-bit words, eight 8-bit ones */
                 __m256i d[4][3];
