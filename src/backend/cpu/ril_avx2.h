@@ -1,6 +1,7 @@
 /* ril_avx2.h — what the AVX2 family's rows-in-lanes kernels (matmul_q4ril_avx2.c,
- * matmul_q8ril_avx2.c) share: x's per-group scale and digits, scale/bias loads, the x digit
- * broadcast, the affine fold and the store masks. Include only from *_avx2.c files. */
+ * matmul_q8ril_avx2.c) share: x's per-group scale and digits (the group scan also serves the
+ * row-major integer paths, matmul_qi_avx2.c), scale/bias loads, the x digit broadcast, the affine
+ * fold, the stores and the GEMM's walk. Include only from *_avx2.c files. */
 #ifndef KILN_RIL_AVX2_H
 #define KILN_RIL_AVX2_H
 
