@@ -436,7 +436,7 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes (matmul_qmma.cu), x split
      * into hi + lo; rounded once only where KILN_CUDA_ACT=bf16 forces it (not the policy's
      * default: the dense MLX fixtures moved by 1.5-2.8e-2 that way) */
-    /* ... from 9 tokens (KILN_CUDA_QWG) first Hopper's wgmma on the weights dequantized to f16 in
+    /* ... from 2 tokens (KILN_CUDA_QWG) first Hopper's wgmma on the weights dequantized to f16 in
      * registers, x as f16 scaled per token (matmul_wgmma.cu: the prefill path's operands;
      * KILN_CUDA_QWG=0: qmma for all; x forced to bf16 keeps qmma's single rounding) */
     /* ... and at 65..128 tokens the 128-token tile (KILN_CUDA_QWG_128, default on; qwg_max_t) */
@@ -821,7 +821,7 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
             return;
         }
     }
-    /* MLX 4/8-bit at 9..64 tokens on matmul_wgmma.cu (as cuda_matmul would take it): x converted
+    /* MLX 4/8-bit at 2..64 tokens on matmul_wgmma.cu (as cuda_matmul would take it): x converted
      * once for all n, each y bitwise its own matmul's */
     if (!off && n >= 2 && n <= 4 && c->qmma && T >= c->qmma && T <= qwg_max_t(c) && c->act_bf16 != 1) {
         const dweight_t *w[4];

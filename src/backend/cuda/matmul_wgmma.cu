@@ -1,5 +1,5 @@
-/* matmul_wgmma.cu — y[T, N] = x[T, K] · Wᵀ for MLX 4/8-bit weights at 9..64 tokens (batched
- * decode; 2..8 with KILN_CUDA_QWG=2) on Hopper's warpgroup MMA (wgmma.mma_async m64nNk16,
+/* matmul_wgmma.cu — y[T, N] = x[T, K] · Wᵀ for MLX 4/8-bit weights at 2..64 tokens (batched
+ * decode; from 9 only with KILN_CUDA_QWG=9, the default before session 45) on Hopper's warpgroup MMA (wgmma.mma_async m64nNk16,
  * f16 × f16 → f32), and at 65..128 tokens with the 128-token tile (wgm128_kernel: n = 128, one
  * block a SM; short prompts and 128-row decode steps — see cuda_qwg128_on).
  *
@@ -1687,13 +1687,20 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     return true;
 }
 
-/* KILN_CUDA_QWG=N: the fewest tokens that take this kernel (default 9: at 2..8 tokens qmma_kernel
- * was as fast per matmul and needs no x preparation or split sums — H200, bench/cuda/RESULTS.md
- * session 8; 2: every 2..64-token step; 0: never, matmul_qmma.cu for all, A/B).
+/* KILN_CUDA_QWG=N: the fewest tokens that take this kernel (default 2: every 2..64-token step. Session 8
+ * had qmma_kernel as fast per matmul at 2..8 tokens and set 9; by session 45 this kernel had moved on and
+ * the engine's 2..8-row decode steps ran 1.1-1.8x faster on it — llama-3-8b q4 c=8 980 -> 1729 tok/s
+ * steady on an H100, bench/cuda/RESULTS.md; 9: the old split; 0: never, matmul_qmma.cu for all, A/B).
  * KILN_CUDA_QWG_DESC=swap: the descriptor's two offsets exchanged (a layout probe). Read once. */
 static int wg_min_t(void) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("KILN_CUDA_QWG"); v = e ? atoi(e) : 9; if (v <= 0) v = 1 << 30; }
+    if (v < 0) { const char *e = getenv("KILN_CUDA_QWG"); v = e ? atoi(e) : 2; if (v <= 0) v = 1 << 30; }
+    return v;
+}
+
+int cuda_qwg_s16(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_QWG_S16"); v = e && atoi(e) == 1; }
     return v;
 }
 
@@ -1752,8 +1759,9 @@ int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     }
     for (int i = 0; i < n; i++)
         if (!wg_ok(x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
-    const int kind = T > 8 ? wg_multi_kind(c, n, w, T) : 0; /* 2..8 tokens (KILN_CUDA_QWG=2): a launch per weight */
-    if (T <= 8) wg_run<8>(c, n, y, x, T, w, 0, 0, 0, NULL);
+    /* 2..8 tokens: a launch per weight in the 8-token bucket, or (KILN_CUDA_QWG_S16=1) the 16-token bucket's multi launch */
+    const int kind = T > 8 || cuda_qwg_s16() ? wg_multi_kind(c, n, w, T) : 0;
+    if (T <= 8 && !cuda_qwg_s16()) wg_run<8>(c, n, y, x, T, w, 0, 0, 0, NULL);
     else if (T <= 16) wg_run<16>(c, n, y, x, T, w, kind, 0, 0, NULL);
     else if (T <= 32) wg_run<32>(c, n, y, x, T, w, kind, 0, 0, NULL);
     else wg_run<64>(c, n, y, x, T, w, kind, 0, 0, NULL);
@@ -1766,7 +1774,7 @@ int cuda_qwg_glu_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *wg, 
     const dweight_t *w[2] = {wg, wu};
     /* 65..128 tokens: the 128-token tile's multi launch (KILN_CUDA_QWG128_MULTI=0: off) */
     const bool takes = T > 64 ? T <= 128 && cuda_qwg128_multi_on() && wg128_ok(c, x, T, wg) && wg128_ok(c, x, T, wu)
-                              : T > 8 && wg_ok(x, T, wg) && wg_ok(x, T, wu);
+                              : (T > 8 || cuda_qwg_s16()) && wg_ok(x, T, wg) && wg_ok(x, T, wu);
     return takes && wg->cols == wu->cols && wg->rows == wu->rows && wg_multi_kind(c, 2, w, T) != 0;
 }
 /* y[T, I] = act(x·wgᵀ) ⊙ (x·wuᵀ), bitwise cuda_qwg_multi into g and u then glu_kernel (y16: bf16(y) as
