@@ -1,10 +1,12 @@
 #!/bin/bash
-# call_s45d.sh — session 45, call_s45c.sh cut to the device time left after seven refused starts, in the order of
-# what the call must bring back (each result lands in pre.txt as it comes): main with KILN_CUDA_QWG's default at 2
-# — the test subsets the change touches (MoE: the per-expert check's bound; test_qwg with the multi launch at
-# T = 2 / 7, slices, 128-token tile, wgx) —, then the opt-in KILN_CUDA_QWG_S16=1 against the default (engine at
-# c = 2, 8; `kiln logits` md5 at prefill chunk 8: it should give the same bits; its tests with the norms' prepared
-# x at T = 2 / 5 / 8; test_cuda_parity, test_cuda_hybrid), then combined.sh's issue table without its tests.
+# call_s45d.sh — session 45's last planned call, NOT RUN (seven refused starts spent the device budget); the first
+# call of session 46. In the order of what it must bring back (each result lands in pre.txt as it comes): main with
+# KILN_CUDA_QWG's default at 2 — the test subsets the change touches (MoE: the per-expert check's bound; test_qwg
+# with the multi launch at T = 2 / 7, slices, 128-token tile, wgx) —, then KILN_CUDA_QWG_S16=1 against the default
+# (engine at c = 2, 8; `kiln logits` md5 at prefill chunk 8: it should give the same bits; its tests with the norms'
+# prepared x at T = 2 / 5 / 8; test_cuda_parity, test_cuda_hybrid), then combined.sh's issue table without its tests.
+# Package: the default seven binaries built with bench/cuda/qwg_s16.patch applied (S16 is off unless set, so the
+# patched binaries at their defaults are main's).
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"

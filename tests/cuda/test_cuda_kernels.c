@@ -2317,7 +2317,7 @@ static void test_qwg_bench(void) {
 }
 
 /* matmul_wgmma.cu's multi launch (KILN_CUDA_QWG_MULTI, default on): matmul_multi of 2..4 MLX weights at
- * 9..64 tokens (2..8 with KILN_CUDA_QWG_S16=1) as one kernel launch over a slot table plus one split reduce, and matmul_glu with the
+ * 9..64 tokens as one kernel launch over a slot table plus one split reduce, and matmul_glu with the
  * GLU in that reduce's epilogue — bitwise the per-weight launches: each y against its own matmul, and
  * against matmul_multi with KILN_CUDA_QWG_MULTI=0; matmul_glu (y apart and y = g) against matmul,
  * matmul, glu. q4 (wgm_kernel) and q8 (wg2_kernel; also KILN_CUDA_QWG_V=3, its f32 conversion), groups
@@ -2441,7 +2441,7 @@ static void test_qwg_multi(void) {
                     const int T = Ts[(k + 3 * ti) % 6];
                     qwg_multi_case(sh[si].n, sh[si].rows, sh[si].K, T, bits, groups[g], sbts[(k + ti) % 3], 4100 + 7 * k + ti, ti == 0);
                 }
-    /* 2..8 tokens: a launch per weight in the 8-token bucket, the multi launch with KILN_CUDA_QWG_S16=1 */
+    /* 2..8 tokens (a launch per weight in the 8-token bucket): the same bits as each weight's matmul */
     for (int bits = 4; bits <= 8; bits += 4)
         for (size_t si = 0; si < 2; si++)
             for (int T = 2; T <= 8; T += 5)
@@ -2669,11 +2669,9 @@ static void test_wgx_norm(void) {
     }
     backend_t *be = befast;
     const int before = ct_checks, fails = ct_failures, K = 1024, rows[3] = {640, 136, 136};
-    /* 2, 5, 8: the 16-token bucket's steps with KILN_CUDA_QWG_S16=1 (the norms prepare no x for them otherwise) */
-    const int Ts[] = {2, 5, 8, 9, 13, 16, 31, 33, 64};
-    const char *s16 = getenv("KILN_CUDA_QWG_S16");
+    const int Ts[] = {9, 13, 16, 31, 33, 64};
     for (int bits = 4; bits <= 8; bits += 4)
-        for (size_t ti = s16 && atoi(s16) == 1 ? 0 : 3; ti < sizeof Ts / sizeof Ts[0]; ti++)
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
             for (int add = 0; add < 2; add++) {
                 const int T = Ts[ti];
                 const uint64_t seed = 9100 + 10 * ti + add + 100 * bits;

@@ -127,7 +127,7 @@ void cuda_wgx_note(cuda_impl_t *c, int K, int NP) {
 }
 unsigned char *cuda_wgx_want(cuda_impl_t *c, int T, int K, int *NP) {
     xp_state_t *s = xs(c);
-    if (!s || T < (cuda_qwg_s16() ? 2 : 9) || T > 64 || K % 64) return NULL; /* the buckets that take prepared x */
+    if (!s || T < 9 || T > 64 || K % 64) return NULL;
     const int np = T <= 16 ? 16 : T <= 32 ? 32 : 64;
     for (int i = 0; i < s->wgx_n; i++)
         if (s->wgx_fmt[i].K == K && s->wgx_fmt[i].NP == np) {
