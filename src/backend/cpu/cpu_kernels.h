@@ -94,6 +94,16 @@ void avx2_q4ril_matmul(float *y, const float *x, int T, const weight_t *w, int j
 /* The same for 8-bit weights (matmul_q8ril_avx2.c). */
 int avx2_q8ril_ok(const weight_t *w);
 void avx2_q8ril_matmul(float *y, const float *x, int T, const weight_t *w, int j0, int j1);
+/* fn(args..., B) with w's width as the constant B (4: the 4-bit layout; 2/3/5/6: its bit planes), so that
+ * each width gets its own copy of a kernel body (the rows-in-lanes and row-major integer kernels, both families) */
+#define QRIL_BITS(w, fn, ...)          \
+    switch ((w)->bits) {               \
+    case 2: fn(__VA_ARGS__, 2); break; \
+    case 3: fn(__VA_ARGS__, 3); break; \
+    case 5: fn(__VA_ARGS__, 5); break; \
+    case 6: fn(__VA_ARGS__, 6); break; \
+    default: fn(__VA_ARGS__, 4);       \
+    }
 
 /* Intel AMX for 8-bit MLX-affine and bf16 weights (matmul_amx_avx512.c), used by the AVX-512
  * family's matmul once amx_enable() has succeeded (simd_detect asks unless KILN_AMX=off).

@@ -273,16 +273,6 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
     _mm512_mask_storeu_ps(y + (size_t)t * 16, lanes(l0, l1), acc);
 }
 
-/* fn(args..., B) with w's width as the constant B (4: the 4-bit layout; 2/3/5/6: its planes) */
-#define QRIL_BITS(w, fn, ...)                                \
-    switch ((w)->bits) {                                     \
-    case 2: fn(__VA_ARGS__, 2); break;                       \
-    case 3: fn(__VA_ARGS__, 3); break;                       \
-    case 5: fn(__VA_ARGS__, 5); break;                       \
-    case 6: fn(__VA_ARGS__, 6); break;                       \
-    default: fn(__VA_ARGS__, 4);                             \
-    }
-
 /* Rows [j0, j1) of one token (decode), all inside full tiles: y[j] for j in [j0, j1). */
 AI void q4ril_rows_b(float *y, const q4r_x_t *q, const weight_t *w, int j0, int j1, const int B) {
     for (int t = j0 / 16; t * 16 < j1; t++) {

@@ -178,11 +178,5 @@ AI void RA_(run_b)(float *y, const q4ra_x_t *q, int T, const weight_t *w, int j0
 
 /* one out-of-line copy per width */
 static __attribute__((noinline)) void RA_(run)(float *y, const q4ra_x_t *q, int T, const weight_t *w, int j0, int j1) {
-    switch (w->bits) {
-    case 2: RA_(run_b)(y, q, T, w, j0, j1, 2); break;
-    case 3: RA_(run_b)(y, q, T, w, j0, j1, 3); break;
-    case 5: RA_(run_b)(y, q, T, w, j0, j1, 5); break;
-    case 6: RA_(run_b)(y, q, T, w, j0, j1, 6); break;
-    default: RA_(run_b)(y, q, T, w, j0, j1, 4);
-    }
+    QRIL_BITS(w, RA_(run_b), y, q, T, w, j0, j1)
 }

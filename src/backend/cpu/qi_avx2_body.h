@@ -137,12 +137,6 @@ static __attribute__((noinline)) void Q4V_(run)(float *y, const q4v_t *q, int T,
 #if Q4V_BITS == 8
     Q4V_(run_b)(y, q, T, w, j0, j1, 8);
 #else
-    switch (w->bits) {
-    case 2: Q4V_(run_b)(y, q, T, w, j0, j1, 2); break;
-    case 3: Q4V_(run_b)(y, q, T, w, j0, j1, 3); break;
-    case 5: Q4V_(run_b)(y, q, T, w, j0, j1, 5); break;
-    case 6: Q4V_(run_b)(y, q, T, w, j0, j1, 6); break;
-    default: Q4V_(run_b)(y, q, T, w, j0, j1, 4);
-    }
+    QRIL_BITS(w, Q4V_(run_b), y, q, T, w, j0, j1)
 #endif
 }
