@@ -112,6 +112,22 @@ static int gemv_tc_ok(const weight_t *w) {
            (w->sb_dtype == DT_BF16 || w->sb_dtype == DT_F16);
 }
 
+/* MLX 4/8-bit at 2..KILN_CUDA_GEMV_TC_T tokens (default 4, at most 4; 1: off) on "cuda": matmul_gemv_tc.cu's
+ * gemv_tcm_kernel, each token's rows bitwise its own one-token launch — where that kernel's shared memory fits
+ * (its launcher's formula: the digit planes of NT tokens, Σx, the reduction of one 8-warp group) */
+static int tcm_max_t(void) {
+    const char *e = getenv("KILN_CUDA_GEMV_TC_T");
+    const int v = e ? atoi(e) : 4;
+    return v < 1 ? 1 : v > 4 ? 4 : v;
+}
+static int tcm_takes(const weight_t *w, int T) {
+    if (T < 2 || T > tcm_max_t() || !gemv_tc || qmma_min_t < 2 || qmma_min_t >= 1000 || !gemv_tc_ok(w)) return 0;
+    const int K = w->cols, span = 512 / w->bits, chunks = (K + 4 * span - 1) / (4 * span), M = (3 * T + 1) / 2;
+    const int unit = span / (span / (w->group < span ? w->group : span)), S = K >= 8192 ? 8 : 4;
+    const size_t smem = (size_t)(4 * chunks + 1) * ((span / 8) * 16 * M + 16) + 4 * (size_t)T * (K / unit) + 4 * (size_t)S * T * 16;
+    return smem <= 227 * 1024;
+}
+
 /* ref_matmul of x rounded to bf16 (round to nearest even): what qmma computes with x rounded once
  * (KILN_CUDA_ACT=bf16) up to f32 summation order — its products are exact */
 static float *ref_bf16x(const float *x, int T, const weight_t *w) {
@@ -159,15 +175,16 @@ static void check_matmul(hw_t *h, int T, const char *what) {
         /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes, x as bf16 hi + lo
          * (matmul_qmma.cu): 1e-4, bitwise batch invariant like the GEMV */
         const int qmma = (bi == 1 || bi == 2) && inq; /* bi == 2: x rounded once, vs ref on bf16(x) */
-        const int qwg = bi == 1 && inq && T >= qwg_min_t() && qwg_ok(&h->w); /* matmul_wgmma.cu: f16 operands */
+        const int tcm = bi == 1 && tcm_takes(&h->w, T); /* 2..4 tokens on the tensor-core GEMV: 1e-4, rows bitwise alone */
+        const int qwg = bi == 1 && inq && T >= qwg_min_t() && qwg_ok(&h->w) && !tcm; /* matmul_wgmma.cu: f16 operands */
         /* one token of MLX 4/8-bit (groups 32/64/128, K % 128 == 0, 16-bit scales) on "cuda":
          * the tensor-core decode GEMV (matmul_gemv_tc.cu), x to 2^-23 of max|x|: 1e-4 like qmma */
         const int gmma = bi == 1 && T == 1 && gemv_tc && qmma_min_t >= 2 && qmma_min_t < 1000 && gemv_tc_ok(&h->w);
-        double tol = qwg ? 1e-2 : qmma || gmma ? 1e-4 : bi == 0 || !gemm || h->w.dtype == DT_F32 ? 1e-5 : bi == 1 && h->w.dtype == DT_BF16 ? 1e-4 : 1e-2;
+        double tol = qwg ? 1e-2 : qmma || gmma || tcm ? 1e-4 : bi == 0 || !gemm || h->w.dtype == DT_F32 ? 1e-5 : bi == 1 && h->w.dtype == DT_BF16 ? 1e-4 : 1e-2;
         CHECK(err < tol, "%s%s %s T=%d %dx%d: rel err %.3g (tol %g)", be->ops->name, bi == 2 ? " (act bf16)" : "", what, T, N, K,
               err, tol);
         /* GEMV and qmma: batch invariance (qmma's when it also takes T = 1: KILN_CUDA_QMMA=1) */
-        if ((bi == 0 && T <= 8) || (qmma && qmma_min_t == 1 && !qwg)) /* qwg: test_qwg */
+        if ((bi == 0 && T <= 8) || (qmma && qmma_min_t == 1 && !qwg) || tcm) /* qwg: test_qwg */
             for (int t = 0; t < T; t++) {
                 float *dxt = dev_from(be, x + (size_t)t * K, K), *dyt = be->ops->alloc(be, sizeof(float) * N);
                 be->ops->matmul(be, dyt, dxt, 1, ws[bi]);
@@ -227,6 +244,7 @@ static void test_prefill_matmul_variants(void) {
 }
 
 static void test_gemv_tc_shapes(void);
+static void test_gemv_tcm(void);
 static void test_matmul(void) {
     const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
     /* 2304 and 4352 rows: enough for the GEMV's 2 and 4 rows per warp on a 132-SM GPU */
@@ -258,6 +276,7 @@ static void test_matmul(void) {
                 free_hw(&h);
             }
     test_gemv_tc_shapes();
+    test_gemv_tcm();
 }
 
 /* whether "cuda" (befast) runs a fused decode op at T tokens on matmul_bfmma.cu (its conditions:
@@ -672,6 +691,31 @@ static void test_gemv_tc_shapes(void) {
             }
 }
 
+/* 2..4 tokens on the tensor-core GEMV (matmul_gemv_tc.cu gemv_tcm_kernel), the shapes above: each token's
+ * rows bitwise that token alone (one-token launch) and the whole within 1e-4 of ref_matmul (check_matmul);
+ * K = 14336 at 4 tokens is the kernel's largest shared-memory image (172 KB). KILN_CUDA_GEMV_TC_T=1: the
+ * same calls on matmul_wgmma.cu (check_matmul's bounds follow the path). */
+static void test_gemv_tcm(void) {
+    const int groups[] = {32, 64, 128};
+    char what[64];
+    const int gshapes[][2] = {{70001, 256}, {300, 14336}, {4111, 640}, {1000, 4096}, {17, 384}, {33, 128}, {2200, 8192}};
+    const int before = ct_checks, fails = ct_failures;
+    for (int b = 4; b <= 8; b += 4)
+        for (int g = 0; g < 3; g++)
+            for (int s = 0; s < 7; s++) {
+                hw_t h = make_quant(gshapes[s][0], gshapes[s][1], b, groups[g], s & 1 ? DT_BF16 : DT_F16, 500 + b * 7 + g + 11 * s);
+                snprintf(what, sizeof what, "q%d g%d (tcm)", b, groups[g]);
+                for (int T = 2; T <= 4; T++) {
+                    if (gshapes[s][0] * (size_t)gshapes[s][1] > 4000000 && T != 2 + (g + s) % 3) continue; /* the big ones at one T each */
+                    CHECK(tcm_max_t() < T || tcm_takes(&h.w, T), "q%d g%d %dx%d T=%d: the tensor-core GEMV should take it", b, groups[g],
+                          gshapes[s][0], gshapes[s][1], T);
+                    check_matmul(&h, T, what);
+                }
+                free_hw(&h);
+            }
+    printf("# gemv tcm (2..%d tokens): %d checks, %d failed\n", tcm_max_t(), ct_checks - before, ct_failures - fails);
+}
+
 /* matmul_multi: each y[i] bitwise what matmul gives for w[i] alone (one launch over all the
  * weights' rows on "cuda" at T = 1 for MLX 4/8-bit of one K/bits/group/scale type; one by
  * one otherwise), and within the path's tolerance of ref_matmul. Sets like q/k/v and
@@ -937,7 +981,7 @@ static void test_matmul_multi(void) {
         {4, {2304, 17, 4400, 1}, 136, {0, 0, 0, 0}, 32, DT_BF16},
         {2, {1000, 2500}, 14336, {0, 0}, 32, DT_BF16},
     };
-    const int Ts[] = {1, 2, 9};
+    const int Ts[] = {1, 2, 4, 9};
     backend_t *bes[2] = {be32, befast};
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         const int n = sets[si].n, K = sets[si].K;
@@ -979,7 +1023,7 @@ static void test_matmul_multi(void) {
                     const double err = ct_rel_err(a, want, ny);
                     /* MLX 4/8-bit at 9..64 tokens on "cuda" is matmul_wgmma.cu: f16 operands (2^-11 roundings,
                      * the prefill path's class), 1e-2 as in check_matmul; its per-element bound is test_qwg's */
-                    const int qwg = bi == 1 && T >= qwg_min_t() && T <= 64 && qwg_ok(&h[i].w);
+                    const int qwg = bi == 1 && T >= qwg_min_t() && T <= 64 && qwg_ok(&h[i].w) && !tcm_takes(&h[i].w, T);
                     const double tol = qwg ? 1e-2 : bi == 0 || (T < KILN_CUDA_GEMM_MIN_T_BF16_DEFAULT && h[i].w.dtype == DT_BF16) ? 1e-5 : 1e-4;
                     CHECK(err < tol, "%s matmul_multi set %zu weight %d T=%d: rel err %.3g (tol %g)", be->ops->name, si, i, T, err, tol);
                     free(a); free(b); free(want);
@@ -2120,6 +2164,7 @@ static void test_qmma_wide(void) {
  * fewer tokens than the kernel takes are skipped (T = 2, 5, 8 run with KILN_CUDA_QWG=2). */
 static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, float fs, uint64_t seed, double *worst) {
     hw_t h = make_quant(N, K, bits, group, sbt, seed);
+    if (tcm_takes(&h.w, T)) { free_hw(&h); return; } /* 2..4 tokens of this weight go to the tensor-core GEMV: test_gemv_tcm */
     const int ng = K / group;
     for (int i = 0; i < N * ng; i++) {
         store_from_f32(h.b, sbt, i, load_as_f32(h.b, sbt, i) * fs);
@@ -2185,7 +2230,9 @@ static void qwg_case(int N, int K, int T, int bits, int group, dtype_t sbt, floa
           K, T, bad, wb);
     if (wb > *worst) *worst = wb;
     for (int part = 0; part < 2; part++) { /* tokens 0..1 (or the fewest the kernel takes) alone, then T-9..T-1 */
-        const int n = part ? 9 : qwg_min_t() > 2 ? qwg_min_t() : 2, t0 = part ? T - 9 : 0;
+        int n = part ? 9 : qwg_min_t() > 2 ? qwg_min_t() : 2;
+        if (!part && tcm_takes(&h.w, n)) n = tcm_max_t() + 1 > n ? tcm_max_t() + 1 : n; /* the fewest tokens matmul_wgmma.cu takes */
+        const int t0 = part ? T - 9 : 0;
         if (T <= n || n < qwg_min_t()) continue;
         float *dxs = dev_from(befast, x + (size_t)t0 * K, (size_t)n * K), *dys = befast->ops->alloc(befast, sizeof(float) * n * N);
         befast->ops->matmul(befast, dys, dxs, n, &w);
@@ -5074,6 +5121,7 @@ int main(void) {
     if (getenv("KILN_CUDA_TEST_GEMV_ONLY")) { /* the batch-1 q4/q8 GEMV tests alone: a short device call */
         test_xprep();
         test_gemv_tc_shapes();
+        test_gemv_tcm();
         test_matmul_multi();
         test_matmul_glu();
         test_fused_gemv();

@@ -39,7 +39,9 @@ int cuda_gemv(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *
 int cuda_qmma(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int single);
 int cuda_qwg(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
 int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
-int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w);
+int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
+int cuda_gemv_tc_max_t(void);
+int cuda_gemv_tc_ok(const dweight_t *w);
 int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
 int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
@@ -432,7 +434,9 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     cuda_capture_tick(c); /* a captured step is launched in segments of matmuls */
     /* MLX 4/8-bit, one token, on "cuda" (qmma from 2 tokens, the default): the decode GEMV on
      * tensor cores (matmul_gemv_tc.cu) */
-    if (T == 1 && c->qmma >= 2 && w->dtype == DT_U32 && cuda_gemv_tc(c, 1, &y, x, &w) == 0) return;
+    /* ... and 2..4 tokens there too (gemv_tcm_kernel: the weights streamed once for all of them,
+     * each token's rows bitwise its own one-token launch; KILN_CUDA_GEMV_TC_T) */
+    if (T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && w->dtype == DT_U32 && cuda_gemv_tc(c, 1, &y, x, T, &w) == 0) return;
     /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes (matmul_qmma.cu), x split
      * into hi + lo; rounded once only where KILN_CUDA_ACT=bf16 forces it (not the policy's
      * default: the dense MLX fixtures moved by 1.5-2.8e-2 that way) */
@@ -813,22 +817,24 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
     cuda_impl_t *c = cuda_impl(be);
     static int off = -1;
     if (off < 0) off = getenv("KILN_CUDA_MULTI") && !strcmp(getenv("KILN_CUDA_MULTI"), "0");
-    if (!off && T == 1 && c->qmma >= 2 && n >= 1 && n <= 4) {
+    if (!off && T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && n >= 1 && n <= 4) {
         const dweight_t *w[4];
         for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
-        if (cuda_gemv_tc(c, n, y, x, w) == 0) {
+        if (cuda_gemv_tc(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);
             return;
         }
     }
     /* MLX 4/8-bit at 2..64 tokens on matmul_wgmma.cu (as cuda_matmul would take it): x converted
-     * once for all n, each y bitwise its own matmul's */
+     * once for all n, each y bitwise its own matmul's — not at the 2..4 tokens where one of the
+     * weights would take the tensor-core GEMV alone (a set the launch above declined: mixed bits or
+     * groups; one by one below, each y its own matmul's) */
     if (!off && n >= 2 && n <= 4 && c->qmma && T >= c->qmma && T <= qwg_max_t(c) && c->act_bf16 != 1) {
         const dweight_t *w[4];
         int whole = 1;
         for (int i = 0; i < n; i++) {
             w[i] = (const dweight_t *)wt[i]->device;
-            whole = whole && !qdc_takes(c, w[i], T);
+            whole = whole && !qdc_takes(c, w[i], T) && !(T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && cuda_gemv_tc_ok(w[i]));
         }
         if (whole && cuda_qwg_multi(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);

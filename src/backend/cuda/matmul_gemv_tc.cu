@@ -514,6 +514,242 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         }
 }
 
+/* ---- 2..4 tokens: gemv_tcm_kernel (matmul and matmul_multi at T = NT; KILN_CUDA_GEMV_TC_T) ----
+ *
+ * A decode step of 2..4 rows (a few concurrent requests, a short verify) on the same walk as one
+ * token: the weights stream once and every item feeds NT tokens from the same A registers. Lane q
+ * still owns D columns 2q, 2q+1 of each MMA, so the NT·3 (token, plane) columns take M = ⌈3·NT/2⌉
+ * MMAs an octet (NT = 1: two, one half empty; 2: 3; 3: 5; 4: 6) where the one-token kernel's two
+ * fed one token. Column 2m + c of MMA m is plane j = 2m + c (j = 3t + p: token t's digit p; j =
+ * 3·NT, where odd, a zero plane), so a lane reads its B fragments at one base + 16·m, and lanes that
+ * supply no column read the zero span as before. Before this, 2..8 rows took matmul_wgmma.cu, which
+ * converts every weight element to f16 for a handful of tokens: a 2-row llama-3-8b q4 step cost
+ * 1.7× a one-row step.
+ *
+ * Each token's rows are bitwise what the one-token kernel gives for that token alone: the same
+ * digits (x' = round(x·2^e_t), e_t from max|x_t|), the same exact integer sums, the same f32 fold
+ * per unit (scale·p·2^-e + bias·Σx), the same lane and warp order at the tile's end, and S by K as
+ * there (test_cuda_kernels test_gemv_tcm). So c = 1..NT decode rows through the engine are batch
+ * invariant, as one row always was.
+ *
+ * Kept simpler than the one-token kernel: plain matmuls only (no fused norm / add / GLU modes, no
+ * producer-prepared x, no trace), x read from L2 for its max, digit and Σx passes (no f32 copy in
+ * shared memory: the digit planes are already 3·NT bytes a column — 172 KB at K = 14336, NT = 4),
+ * blocks of at most 256 threads (a tile group of 8 warps, or two of 4) so that the larger
+ * accumulator set does not spill under the one-token kernel's 128-register cap. */
+#define TCM_MAXT 256
+#define TCM_MAXNT 4
+template <int BITS, int NT> struct tcm_geo {
+    static constexpr int M = (3 * NT + 1) / 2;                /* MMAs an octet */
+    static constexpr int OCT_B = 16 * M;                      /* bytes of an octet's digits: plane j at 8·j */
+    static constexpr int SPAN_B = tc_geo<BITS>::NOCT * OCT_B + 16; /* + pad: the 4 lanes' spans on distinct banks */
+};
+
+/* acc[t][r] += this lane's span of the item for token t, rows g, g+8 (tc_compute for NT tokens; xb:
+ * the lane's B source, its own span or the zero span, at its column's plane parity) */
+template <int BITS, int NU, int SBF, int NT>
+__device__ __forceinline__ void tcm_compute(const tc_buf &B, float (&acc)[NT][2], int col0, bool valid, const char *xb, const float *xsum,
+                                            int ku, const float (&inv)[NT]) {
+    using G = tc_geo<BITS>;
+    using H = tcm_geo<BITS, NT>;
+    constexpr int OPU = G::NOCT / NU, M = H::M;
+    const uint32_t *w0 = (const uint32_t *)&B.c[0][0], *w1 = (const uint32_t *)&B.c[1][0];
+#pragma unroll
+    for (int u = 0; u < NU; u++) {
+        int d[M][4];
+#pragma unroll
+        for (int m = 0; m < M; m++) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0;
+#pragma unroll
+        for (int o = u * OPU; o < (u + 1) * OPU; o++) {
+            uint32_t a0, a1, a2, a3;
+            if constexpr (BITS == 4) {
+                a0 = w0[o] & 0x0F0F0F0Fu; a2 = (w0[o] >> 4) & 0x0F0F0F0Fu;
+                a1 = w1[o] & 0x0F0F0F0Fu; a3 = (w1[o] >> 4) & 0x0F0F0F0Fu;
+            } else {
+                a0 = w0[2 * o]; a2 = w0[2 * o + 1];
+                a1 = w1[2 * o]; a3 = w1[2 * o + 1];
+            }
+#pragma unroll
+            for (int m = 0; m < M; m++) {
+                const uint2 b = *(const uint2 *)(xb + o * H::OCT_B + 16 * m);
+                tc_imma(d[m], a0, a1, a2, a3, b.x, b.y);
+            }
+        }
+        if (valid) {
+#pragma unroll
+            for (int t = 0; t < NT; t++) { /* plane j of row g: d[j / 2][j % 2], of row g + 8: d[j / 2][2 + j % 2] */
+                const int j0 = 3 * t, j1 = 3 * t + 1, j2 = 3 * t + 2;
+                const float xs = xsum[t * ku + col0 / (G::SPAN / NU) + u];
+                const float p0 = __fmaf_rn((float)d[j2 >> 1][j2 & 1], 65536.f, (float)(d[j0 >> 1][j0 & 1] + d[j1 >> 1][j1 & 1] * 256));
+                const float p1 = __fmaf_rn((float)d[j2 >> 1][2 + (j2 & 1)], 65536.f, (float)(d[j0 >> 1][2 + (j0 & 1)] + d[j1 >> 1][2 + (j1 & 1)] * 256));
+                acc[t][0] = __fmaf_rn(tc_sb<SBF>(B.s[0], u), __fmul_rn(p0, inv[t]), acc[t][0]);
+                acc[t][0] = __fmaf_rn(tc_sb<SBF>(B.b[0], u), xs, acc[t][0]);
+                acc[t][1] = __fmaf_rn(tc_sb<SBF>(B.s[1], u), __fmul_rn(p1, inv[t]), acc[t][1]);
+                acc[t][1] = __fmaf_rn(tc_sb<SBF>(B.b[1], u), xs, acc[t][1]);
+            }
+        }
+    }
+}
+
+template <int BITS, int NU, int SBF, int NT>
+__global__ void __launch_bounds__(TCM_MAXT) gemv_tcm_kernel(const __grid_constant__ tc_args a) {
+    using G = tc_geo<BITS>;
+    using H = tcm_geo<BITS, NT>;
+    extern __shared__ __align__(16) char tc_sh[];
+    const int K = a.K, nchunks = (K + G::CHUNK - 1) / G::CHUNK, nspans = nchunks * 4;
+    const int S = a.S, NW = blockDim.x >> 5;
+    constexpr int U = G::SPAN / NU;
+    const int ku = K / U;                                              /* units a row */
+    char *xsh = tc_sh;                                                 /* (nspans + 1 zero span) × SPAN_B */
+    float *xsum = (float *)(tc_sh + (size_t)(nspans + 1) * H::SPAN_B); /* NT × ku */
+    float *red = xsum + NT * ku;                                       /* G × S × NT × 16 */
+    __shared__ float smax[NT][TCM_MAXT / 32];
+    const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int grp = (threadIdx.x >> 5) / S, warp = (threadIdx.x >> 5) % S;
+    const int gi = blockIdx.x * a.G + grp, NG = gridDim.x * a.G;
+    const int ipt = (nchunks + S - 1) / S;
+    const int ntb = a.ntiles > gi ? (a.ntiles - 1 - gi) / NG + 1 : 0, n = ntb * ipt;
+    pdl_trigger();
+    tc_buf A, Bf;
+    int ct = gi, cj = 0, lt = gi, lj = 0;
+    auto load = [&](tc_buf &B) {
+        if (++lj == ipt) { lj = 0; lt += NG; }
+        const int chunk = warp + lj * S;
+        if (chunk < nchunks) tc_load<BITS, NU>(B, a, lt, chunk, g, q);
+    };
+    if (n > 0) tc_load<BITS, NU>(A, a, gi, warp, g, q); /* the first two items before x exists, as one token does */
+    if (n > 1) load(Bf);
+    pdl_wait();
+
+    /* per token: max |x_t| (four float4s in flight a thread), then e_t */
+    const float4 *x4 = (const float4 *)a.x;
+    float m[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) m[t] = 0.f;
+    for (int i0 = threadIdx.x; i0 < K / 4; i0 += 2 * blockDim.x) {
+        float4 v[NT][2];
+#pragma unroll
+        for (int b = 0; b < 2; b++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const int i = i0 + b * blockDim.x;
+                v[t][b] = i < K / 4 ? __ldcg(x4 + (size_t)t * (K / 4) + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+#pragma unroll
+        for (int b = 0; b < 2; b++)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+                m[t] = fmaxf(m[t], fmaxf(fmaxf(fabsf(v[t][b].x), fabsf(v[t][b].y)), fmaxf(fabsf(v[t][b].z), fabsf(v[t][b].w))));
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m[t] = fmaxf(m[t], __shfl_xor_sync(0xffffffffu, m[t], o));
+        if (lane == 0) smax[t][threadIdx.x >> 5] = m[t];
+    }
+    __syncthreads();
+    float up[NT], inv[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        float mt = smax[t][0];
+        for (int i = 1; i < NW; i++) mt = fmaxf(mt, smax[t][i]);
+        int ex = 0;
+        if (mt > 0.f && mt <= 3.0e38f) { frexpf(mt, &ex); ex = 22 - ex; ex = ex > 120 ? 120 : ex < -120 ? -120 : ex; }
+        up[t] = __int_as_float((127 + ex) << 23);
+        inv[t] = __int_as_float((127 - ex) << 23);
+    }
+    /* digit planes: octet ob of token t at plane j = 3t + p (the one-token kernel's PRMT gather) */
+    for (int ob = threadIdx.x; ob < (nspans + 1) * G::NOCT; ob += blockDim.x) {
+        const bool in = ob * 8 < K;
+        uint2 *dst = (uint2 *)(xsh + (size_t)(ob / G::NOCT) * H::SPAN_B + (ob % G::NOCT) * H::OCT_B);
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const float4 *src = x4 + (size_t)t * (K / 4) + 2 * ob;
+            const float4 v0 = in ? __ldcg(src) : make_float4(0.f, 0.f, 0.f, 0.f), v1 = in ? __ldcg(src + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+            const float xv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+            uint32_t vb[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) vb[j] = (uint32_t)__float2int_rn(__fmul_rn(xv[j], up[t])) + 0x808080u;
+            uint32_t pl[3][2];
+#pragma unroll
+            for (int w = 0; w < 2; w++) {
+                const int c0 = BITS == 4 ? w : 4 * w, st = BITS == 4 ? 2 : 1;
+#pragma unroll
+                for (int p = 0; p < 3; p++) {
+                    const uint32_t sel = p | ((p + 4) << 4);
+                    const uint32_t lo = __byte_perm(vb[c0], vb[c0 + st], sel), hi = __byte_perm(vb[c0 + 2 * st], vb[c0 + 3 * st], sel);
+                    pl[p][w] = __byte_perm(lo, hi, 0x5410) ^ 0x80808080u;
+                }
+            }
+#pragma unroll
+            for (int p = 0; p < 3; p++) dst[3 * t + p] = make_uint2(pl[p][0], pl[p][1]);
+        }
+        if constexpr ((3 * NT) & 1) dst[3 * NT] = make_uint2(0, 0);
+    }
+    /* Σx per unit and token, in the one-token kernel's order */
+    for (int i = threadIdx.x; i < NT * ku; i += blockDim.x) {
+        const int t = i / ku, u = i % ku;
+        const float4 *src = x4 + (size_t)t * (K / 4) + (size_t)u * (U / 4);
+        float4 v[U / 4];
+#pragma unroll
+        for (int j = 0; j < U / 4; j++) v[j] = __ldcg(src + j);
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < U / 4; j++) s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v[j].x), v[j].y), v[j].z), v[j].w);
+        xsum[i] = s;
+    }
+    __syncthreads();
+
+    const char *zero = xsh + (size_t)nspans * H::SPAN_B;
+    const bool act = (g >> 1) == q; /* lane (g, q) supplies column g of every MMA: plane 2m + (g & 1) of span q' = g / 2 */
+    const int off = act ? 8 * (g & 1) : 0;
+    float acc[NT][2];
+#pragma unroll
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = 0.f;
+    auto item = [&](tc_buf &B) {
+        const int chunk = warp + cj * S;
+        if (chunk < nchunks) {
+            const int span = chunk * 4 + q, col0 = span * G::SPAN;
+            tcm_compute<BITS, NU, SBF, NT>(B, acc, col0, col0 < K, (act ? xsh + (size_t)span * H::SPAN_B : zero) + off, xsum, ku, inv);
+        }
+        if (++cj == ipt) { /* the tile's last item: lanes q, then warps in order (the one-token kernel's) */
+            float *rg = red + grp * S * NT * 16;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    acc[t][r] = __fadd_rn(acc[t][r], __shfl_xor_sync(0xffffffffu, acc[t][r], 1));
+                    acc[t][r] = __fadd_rn(acc[t][r], __shfl_xor_sync(0xffffffffu, acc[t][r], 2));
+                }
+                if (q == 0) { rg[(warp * NT + t) * 16 + g] = acc[t][0]; rg[(warp * NT + t) * 16 + g + 8] = acc[t][1]; }
+                acc[t][0] = acc[t][1] = 0.f;
+            }
+            tc_bar(grp, S);
+            if (warp == 0) {
+                const tc_seg &sg = a.seg[tc_seg_of(a, ct)];
+                for (int i = lane; i < NT * 16; i += 32) {
+                    const int t = i >> 4, l = i & 15;
+                    float v = rg[t * 16 + l];
+                    for (int w = 1; w < S; w++) v = __fadd_rn(v, rg[(w * NT + t) * 16 + l]);
+                    const int row = (ct - sg.tile0) * 16 + l;
+                    if (row < sg.rows) sg.y[(size_t)t * sg.rows + row] = v;
+                }
+            }
+            tc_bar(grp, S);
+            cj = 0;
+            ct += NG;
+        }
+    };
+    for (int it = 0; it < n; it += 2) {
+        item(A);
+        if (it + 2 < n) load(A);
+        if (it + 1 < n) {
+            item(Bf);
+            if (it + 3 < n) load(Bf);
+        }
+    }
+}
+
 /* the trace buffer (KILN_CUDA_GEMV_TC_TRACE=FILE; KILN_CUDA_GEMV_TC_TRACE_SKIP launches skipped, then
  * KILN_CUDA_GEMV_TC_TRACE_N recorded, default 600): then the stream is synchronized, FILE written (one
  * line a block: launch K ntiles nseg rows0 grid G S mode block t0..t5 smid items) and tracing stops.
@@ -584,6 +820,8 @@ static int tc_ok(const dweight_t *w) {
     return w->dtype == DT_U32 && (w->bits == 4 || w->bits == 8) && (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % 128 == 0 &&
            (w->sb_dtype == DT_BF16 || w->sb_dtype == DT_F16) && w->rows > 0 && !((uintptr_t)w->data & 15);
 }
+
+int cuda_gemv_tc_ok(const dweight_t *w) { return tc_ok(w); }
 
 template <int BITS, int NU, int SBF, int MODE>
 static int tc_launch(cuda_impl_t *c, tc_args a) {
@@ -680,11 +918,79 @@ static int tc_launch_m(cuda_impl_t *c, const tc_args &a) {
     }
 }
 
-/* y[i] = x · w[i]ᵀ for n ≤ TC_MAXSEG weights of the same K, bits, group and scale dtype, one
- * token, in one launch. Returns -1 (nothing launched) when they do not suit the kernel.
- * ext (NULL: plain): the fused ops' mode, norm and activation (tc_args). */
-static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w, const tc_args *ext) {
+/* gemv_tcm_kernel's launch: S by K as one token (a row's sum order), up to two tile groups a block
+ * (256 threads) where the tiles need more than one wave of one-group blocks */
+template <int BITS, int NU, int SBF, int NT>
+static int tcm_launch(cuda_impl_t *c, tc_args a) {
+    using G = tc_geo<BITS>;
+    using H = tcm_geo<BITS, NT>;
+    const int S = a.K >= 8192 ? 8 : 4;
+    const int nchunks = (a.K + G::CHUNK - 1) / G::CHUNK;
+    constexpr int U = G::SPAN / NU;
+    size_t smem = (size_t)(nchunks * 4 + 1) * H::SPAN_B + sizeof(float) * NT * (a.K / U);
+    const size_t red1 = sizeof(float) * S * NT * 16; /* a tile group's reduction */
+    if (smem + red1 > c->smem_optin) return -1;
+    static size_t attr_set;
+    auto kern = gemv_tcm_kernel<BITS, NU, SBF, NT>;
+    auto per_sm_of = [&](int thr, size_t sm) {
+        if (sm > 48 * 1024 && sm > attr_set) {
+            cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+            attr_set = sm;
+        }
+        int b = 0;
+        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, thr, sm));
+        return b < 1 ? 1 : b;
+    };
+    const int sms = c->sm_count > 0 ? c->sm_count : 132;
+    int Gn = TCM_MAXT / (32 * S);
+    const int want = (a.ntiles + sms - 1) / sms;
+    if (Gn > 1) {
+        const int per1 = per_sm_of(S * 32, smem + red1);
+        if (Gn > per1) Gn = per1;
+        if (Gn > want) Gn = want;
+        while (Gn > 1 && smem + red1 * Gn > c->smem_optin) Gn--;
+        if (Gn < 1) Gn = 1;
+        /* not where fewer groups stay resident that way (NT = 3, 4: ~170 registers, one 256-thread block an
+         * SM against three of 128) */
+        if (Gn > 1 && per_sm_of(Gn * S * 32, smem + red1 * Gn) * Gn < per1) Gn = 1;
+    }
+    smem += red1 * Gn;
+    const int per_sm = per_sm_of(Gn * S * 32, smem), nblk = (a.ntiles + Gn - 1) / Gn;
+    const int grid = nblk < sms * per_sm ? nblk : sms * per_sm;
+    a.S = S;
+    a.G = Gn;
+    cuda_launch_pdl(c->stream, kern, grid, Gn * S * 32, smem, a);
+    return 0;
+}
+template <int BITS, int NU, int SBF>
+static int tcm_launch_t(cuda_impl_t *c, const tc_args &a, int T) {
+    switch (T) {
+    case 2: return tcm_launch<BITS, NU, SBF, 2>(c, a);
+    case 3: return tcm_launch<BITS, NU, SBF, 3>(c, a);
+    case 4: return tcm_launch<BITS, NU, SBF, 4>(c, a);
+    default: return -1;
+    }
+}
+
+/* tokens up to which a step takes this file's kernels (KILN_CUDA_GEMV_TC_T, default 4, at most
+ * TCM_MAXNT; 1: one token only, 2..8 rows on matmul_wgmma.cu as before) */
+int cuda_gemv_tc_max_t(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KILN_CUDA_GEMV_TC_T");
+        v = e ? atoi(e) : TCM_MAXNT;
+        v = v < 1 ? 1 : v > TCM_MAXNT ? TCM_MAXNT : v;
+    }
+    return v;
+}
+
+/* y[i] = x · w[i]ᵀ for n ≤ TC_MAXSEG weights of the same K, bits, group and scale dtype, T tokens
+ * (1, or 2..cuda_gemv_tc_max_t() on gemv_tcm_kernel), in one launch. Returns -1 (nothing launched)
+ * when they do not suit the kernel. ext (NULL: plain; one token only): the fused ops' mode, norm
+ * and activation (tc_args). */
+static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, const tc_args *ext) {
     if (!gemv_tc_enabled() || n < 1 || n > TC_MAXSEG || ((uintptr_t)x & 15)) return -1;
+    if (T < 1 || T > cuda_gemv_tc_max_t() || (T > 1 && ext)) return -1;
     tc_args a;
     memset(&a, 0, sizeof a);
     if (ext) { a.mode = ext->mode; a.gelu = ext->gelu; a.nw = ext->nw; a.off = ext->off; a.eps = ext->eps; }
@@ -711,6 +1017,12 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, c
     a.ng = w0->cols / group;
     a.lg_group = group == 32 ? 5 : group == 64 ? 6 : 7;
     a.x = x;
+    if (T > 1) {
+#define TCM_L(B, N) (sbf ? tcm_launch_t<B, N, 1>(c, a, T) : tcm_launch_t<B, N, 0>(c, a, T))
+        if (bits == 4) return nu == 4 ? TCM_L(4, 4) : nu == 2 ? TCM_L(4, 2) : TCM_L(4, 1);
+        return nu == 2 ? TCM_L(8, 2) : TCM_L(8, 1);
+#undef TCM_L
+    }
     /* x prepared by the kernel that wrote it (xprep.cu, KILN_CUDA_XPREP): this K's format noted for
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);
@@ -728,7 +1040,7 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, c
 #undef TC_L
 }
 
-int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, const dweight_t *const *w) { return gemv_tc_run(c, n, y, x, w, NULL); }
+int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) { return gemv_tc_run(c, n, y, x, T, w, NULL); }
 
 /* --- the fused decode ops (backend.h) for MLX 4/8-bit weights at one token on "cuda": the kernel
  * above with the rms_norm in its prologue (TC_NORM), y += in its stores (TC_ACC), the GLU of each
@@ -763,7 +1075,7 @@ static int tc_fuse(backend_t *be, int n, float *const *y, const float *x, int T,
     tc_args e;
     memset(&e, 0, sizeof e);
     e.mode = mode; e.nw = nw; e.off = off; e.eps = eps; e.gelu = gelu;
-    if (gemv_tc_run(c, n, y, x, w, &e)) return -1;
+    if (gemv_tc_run(c, n, y, x, 1, w, &e)) return -1;
     cuda_capture_tick(c);
     return 0;
 }
