@@ -692,7 +692,8 @@ static void test_gemv_tc_shapes(void) {
 }
 
 /* 2..4 tokens on the tensor-core GEMV (matmul_gemv_tc.cu gemv_tcm_kernel), the shapes above: each token's
- * rows bitwise that token alone (one-token launch) and the whole within 1e-4 of ref_matmul (check_matmul);
+ * rows bitwise that token alone (one-token launch: no other kernel gives those bits, so this also says the
+ * path was taken) and the whole within 1e-4 of ref_matmul (check_matmul);
  * K = 14336 at 4 tokens is the kernel's largest shared-memory image (172 KB). KILN_CUDA_GEMV_TC_T=1: the
  * same calls on matmul_wgmma.cu (check_matmul's bounds follow the path). */
 static void test_gemv_tcm(void) {
@@ -707,8 +708,6 @@ static void test_gemv_tcm(void) {
                 snprintf(what, sizeof what, "q%d g%d (tcm)", b, groups[g]);
                 for (int T = 2; T <= 4; T++) {
                     if (gshapes[s][0] * (size_t)gshapes[s][1] > 4000000 && T != 2 + (g + s) % 3) continue; /* the big ones at one T each */
-                    CHECK(tcm_max_t() < T || tcm_takes(&h.w, T), "q%d g%d %dx%d T=%d: the tensor-core GEMV should take it", b, groups[g],
-                          gshapes[s][0], gshapes[s][1], T);
                     check_matmul(&h, T, what);
                 }
                 free_hw(&h);
