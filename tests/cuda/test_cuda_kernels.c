@@ -112,12 +112,12 @@ static int gemv_tc_ok(const weight_t *w) {
            (w->sb_dtype == DT_BF16 || w->sb_dtype == DT_F16);
 }
 
-/* MLX 4/8-bit at 2..KILN_CUDA_GEMV_TC_T tokens (default 4, at most 4; 1: off) on "cuda": matmul_gemv_tc.cu's
+/* MLX 4/8-bit at 2..KILN_CUDA_GEMV_TC_T tokens (default 1: off, at most 4) on "cuda": matmul_gemv_tc.cu's
  * gemv_tcm_kernel, each token's rows bitwise its own one-token launch — where that kernel's shared memory fits
  * (its launcher's formula: the digit planes of NT tokens, Σx, the reduction of one 8-warp group) */
 static int tcm_max_t(void) {
     const char *e = getenv("KILN_CUDA_GEMV_TC_T");
-    const int v = e ? atoi(e) : 4;
+    const int v = e ? atoi(e) : 1;
     return v < 1 ? 1 : v > 4 ? 4 : v;
 }
 static int tcm_takes(const weight_t *w, int T) {

@@ -435,7 +435,7 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     /* MLX 4/8-bit, one token, on "cuda" (qmma from 2 tokens, the default): the decode GEMV on
      * tensor cores (matmul_gemv_tc.cu) */
     /* ... and 2..4 tokens there too (gemv_tcm_kernel: the weights streamed once for all of them,
-     * each token's rows bitwise its own one-token launch; KILN_CUDA_GEMV_TC_T) */
+     * each token's rows bitwise its own one-token launch; opt-in, KILN_CUDA_GEMV_TC_T=4) */
     if (T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && w->dtype == DT_U32 && cuda_gemv_tc(c, 1, &y, x, T, &w) == 0) return;
     /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes (matmul_qmma.cu), x split
      * into hi + lo; rounded once only where KILN_CUDA_ACT=bf16 forces it (not the policy's

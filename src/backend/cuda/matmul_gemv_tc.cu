@@ -514,7 +514,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         }
 }
 
-/* ---- 2..4 tokens: gemv_tcm_kernel (matmul and matmul_multi at T = NT; KILN_CUDA_GEMV_TC_T) ----
+/* ---- 2..4 tokens: gemv_tcm_kernel (matmul and matmul_multi at T = NT; KILN_CUDA_GEMV_TC_T=4, opt-in) ----
  *
  * A decode step of 2..4 rows (a few concurrent requests, a short verify) on the same walk as one
  * token: the weights stream once and every item feeds NT tokens from the same A registers. Lane q
@@ -972,13 +972,15 @@ static int tcm_launch_t(cuda_impl_t *c, const tc_args &a, int T) {
     }
 }
 
-/* tokens up to which a step takes this file's kernels (KILN_CUDA_GEMV_TC_T, default 4, at most
- * TCM_MAXNT; 1: one token only, 2..8 rows on matmul_wgmma.cu as before) */
+/* tokens up to which a step takes this file's kernels (KILN_CUDA_GEMV_TC_T=N, at most TCM_MAXNT;
+ * 1: one token only, 2..8 rows on matmul_wgmma.cu as in session 45). Default 1 until the kernel has
+ * run on a device: session 46 built and tested it here but got no device machine (bench/cuda/call_s46a.sh
+ * is its call: tests, then the engine at c = 1..8 against N = 1); the planned default is 4 */
 int cuda_gemv_tc_max_t(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("KILN_CUDA_GEMV_TC_T");
-        v = e ? atoi(e) : TCM_MAXNT;
+        v = e ? atoi(e) : 1;
         v = v < 1 ? 1 : v > TCM_MAXNT ? TCM_MAXNT : v;
     }
     return v;
