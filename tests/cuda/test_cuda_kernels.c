@@ -112,12 +112,12 @@ static int gemv_tc_ok(const weight_t *w) {
            (w->sb_dtype == DT_BF16 || w->sb_dtype == DT_F16);
 }
 
-/* MLX 4/8-bit at 2..KILN_CUDA_GEMV_TC_T tokens (default 1: off, at most 4) on "cuda": matmul_gemv_tc.cu's
+/* MLX 4/8-bit at 2..KILN_CUDA_GEMV_TC_T tokens (default 2, at most 4; 1: off) on "cuda" (not with x forced to bf16): matmul_gemv_tc.cu's
  * gemv_tcm_kernel, each token's rows bitwise its own one-token launch — where that kernel's shared memory fits
  * (its launcher's formula: the digit planes of NT tokens, Σx, the reduction of one 8-warp group) */
 static int tcm_max_t(void) {
     const char *e = getenv("KILN_CUDA_GEMV_TC_T");
-    const int v = e ? atoi(e) : 1;
+    const int v = e ? atoi(e) : 2;
     return v < 1 ? 1 : v > 4 ? 4 : v;
 }
 static int tcm_takes(const weight_t *w, int T) {
@@ -694,8 +694,9 @@ static void test_gemv_tc_shapes(void) {
 /* 2..4 tokens on the tensor-core GEMV (matmul_gemv_tc.cu gemv_tcm_kernel), the shapes above: each token's
  * rows bitwise that token alone (one-token launch: no other kernel gives those bits, so this also says the
  * path was taken) and the whole within 1e-4 of ref_matmul (check_matmul);
- * K = 14336 at 4 tokens is the kernel's largest shared-memory image (172 KB). KILN_CUDA_GEMV_TC_T=1: the
- * same calls on matmul_wgmma.cu (check_matmul's bounds follow the path). */
+ * K = 14336 at 4 tokens is the kernel's largest shared-memory image (172 KB). The tokens past
+ * KILN_CUDA_GEMV_TC_T (default 2; 4: all of these, as bench/cuda/call_s46a.sh runs it; 1: none) take
+ * matmul_wgmma.cu, and check_matmul's bounds follow the path. */
 static void test_gemv_tcm(void) {
     const int groups[] = {32, 64, 128};
     char what[64];

@@ -435,7 +435,8 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     /* MLX 4/8-bit, one token, on "cuda" (qmma from 2 tokens, the default): the decode GEMV on
      * tensor cores (matmul_gemv_tc.cu) */
     /* ... and 2..4 tokens there too (gemv_tcm_kernel: the weights streamed once for all of them,
-     * each token's rows bitwise its own one-token launch; opt-in, KILN_CUDA_GEMV_TC_T=4) */
+     * each token's rows bitwise its own one-token launch; KILN_CUDA_GEMV_TC_T, default 2: +12..21 % at
+     * 2 rows, slower than wgmma at 3 and 4 — bench/cuda/RESULTS.md session 46) */
     if (T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && w->dtype == DT_U32 && cuda_gemv_tc(c, 1, &y, x, T, &w) == 0) return;
     /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes (matmul_qmma.cu), x split
      * into hi + lo; rounded once only where KILN_CUDA_ACT=bf16 forces it (not the policy's
@@ -834,7 +835,7 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
         int whole = 1;
         for (int i = 0; i < n; i++) {
             w[i] = (const dweight_t *)wt[i]->device;
-            whole = whole && !qdc_takes(c, w[i], T) && !(T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && cuda_gemv_tc_ok(w[i]));
+            whole = whole && !qdc_takes(c, w[i], T) && !(T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && c->act_bf16 != 1 && cuda_gemv_tc_ok(w[i]));
         }
         if (whole && cuda_qwg_multi(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);

@@ -514,7 +514,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         }
 }
 
-/* ---- 2..4 tokens: gemv_tcm_kernel (matmul and matmul_multi at T = NT; KILN_CUDA_GEMV_TC_T=4, opt-in) ----
+/* ---- 2..4 tokens: gemv_tcm_kernel (matmul and matmul_multi at T = NT; KILN_CUDA_GEMV_TC_T, default 2) ----
  *
  * A decode step of 2..4 rows (a few concurrent requests, a short verify) on the same walk as one
  * token: the weights stream once and every item feeds NT tokens from the same A registers. Lane q
@@ -973,14 +973,16 @@ static int tcm_launch_t(cuda_impl_t *c, const tc_args &a, int T) {
 }
 
 /* tokens up to which a step takes this file's kernels (KILN_CUDA_GEMV_TC_T=N, at most TCM_MAXNT;
- * 1: one token only, 2..8 rows on matmul_wgmma.cu as in session 45). Default 1 until the kernel has
- * run on a device: session 46 built and tested it here but got no device machine (bench/cuda/call_s46a.sh
- * is its call: tests, then the engine at c = 1..8 against N = 1); the planned default is 4 */
+ * 1: one token only, 2..8 rows on matmul_wgmma.cu as in session 45). Default 2: measured on an H100
+ * (bench/cuda/RESULTS.md session 46, engine 128 + 128, steady tok/s against N = 1) 2-row steps +12..21 %
+ * (llama-3-8b q4 c=2 453-459 → 522-524, qwen3-0.6b q4 +12.5 %, q8 +21 %; llama-3-8b q8 even), but 3- and
+ * 4-row steps 9..27 % slower than the wgmma kernel: per matmul call 17.4 µs at one token, 25.5 at two,
+ * 34.6 at three — x's three passes over L2 per token and the larger MMA count, not the weight stream */
 int cuda_gemv_tc_max_t(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("KILN_CUDA_GEMV_TC_T");
-        v = e ? atoi(e) : 1;
+        v = e ? atoi(e) : 2;
         v = v < 1 ? 1 : v > TCM_MAXNT ? TCM_MAXNT : v;
     }
     return v;
@@ -992,7 +994,9 @@ int cuda_gemv_tc_max_t(void) {
  * and activation (tc_args). */
 static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w, const tc_args *ext) {
     if (!gemv_tc_enabled() || n < 1 || n > TC_MAXSEG || ((uintptr_t)x & 15)) return -1;
-    if (T < 1 || T > cuda_gemv_tc_max_t() || (T > 1 && ext)) return -1;
+    /* 2..NT tokens: plain matmuls only, and not where x is forced to bf16 (KILN_CUDA_ACT=bf16: qmma's single
+     * rounding, as the wgmma kernel also declines it) */
+    if (T < 1 || T > cuda_gemv_tc_max_t() || (T > 1 && (ext || c->act_bf16 == 1))) return -1;
     tc_args a;
     memset(&a, 0, sizeof a);
     if (ext) { a.mode = ext->mode; a.gelu = ext->gelu; a.nw = ext->nw; a.off = ext->off; a.eps = ext->eps; }
