@@ -416,23 +416,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
                 for (int p = 0; p < 3; p++) pl[p][pos >> 2] |= (uint32_t)(d[p] & 255) << (8 * (pos & 3));
             }
         } else {
-            /* tc_digits' digits of v = x' are the bytes of v + 0x808080 (in [2^22, 3·2^22)) minus 128,
-             * i.e. XOR 0x80 (checked against tc_digits for every |v| <= 2^22), gathered by PRMT:
-             * ~3× fewer instructions than digit by digit */
-            uint32_t vb[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) vb[j] = (uint32_t)__float2int_rn(__fmul_rn(xv[j], up)) + 0x808080u;
-#pragma unroll
-            for (int w = 0; w < 2; w++) {
-                /* the columns of word w, byte by byte: 4-bit (0,2,4,6 | 1,3,5,7) like the nibble bytes; 8-bit natural */
-                const int c0 = BITS == 4 ? w : 4 * w, st = BITS == 4 ? 2 : 1;
-#pragma unroll
-                for (int p = 0; p < 3; p++) {
-                    const uint32_t sel = p | ((p + 4) << 4);
-                    const uint32_t lo = __byte_perm(vb[c0], vb[c0 + st], sel), hi = __byte_perm(vb[c0 + 2 * st], vb[c0 + 3 * st], sel);
-                    pl[p][w] = __byte_perm(lo, hi, 0x5410) ^ 0x80808080u;
-                }
-            }
+            xp_octet_planes<BITS>(xv, up, pl); /* the same digits by PRMT from the bytes of x' + 0x808080 (xprep.cuh) */
         }
         uint2 *dst = (uint2 *)(xsh + (size_t)(ob / G::NOCT) * G::SPAN_B + (ob % G::NOCT) * 24);
 #pragma unroll
@@ -667,20 +651,8 @@ __global__ void __launch_bounds__(TCM_MAXT) gemv_tcm_kernel(const __grid_constan
             const float4 *src = x4 + (size_t)t * (K / 4) + 2 * ob;
             const float4 v0 = in ? __ldcg(src) : make_float4(0.f, 0.f, 0.f, 0.f), v1 = in ? __ldcg(src + 1) : make_float4(0.f, 0.f, 0.f, 0.f);
             const float xv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-            uint32_t vb[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) vb[j] = (uint32_t)__float2int_rn(__fmul_rn(xv[j], up[t])) + 0x808080u;
             uint32_t pl[3][2];
-#pragma unroll
-            for (int w = 0; w < 2; w++) {
-                const int c0 = BITS == 4 ? w : 4 * w, st = BITS == 4 ? 2 : 1;
-#pragma unroll
-                for (int p = 0; p < 3; p++) {
-                    const uint32_t sel = p | ((p + 4) << 4);
-                    const uint32_t lo = __byte_perm(vb[c0], vb[c0 + st], sel), hi = __byte_perm(vb[c0 + 2 * st], vb[c0 + 3 * st], sel);
-                    pl[p][w] = __byte_perm(lo, hi, 0x5410) ^ 0x80808080u;
-                }
-            }
+            xp_octet_planes<BITS>(xv, up[t], pl);
 #pragma unroll
             for (int p = 0; p < 3; p++) dst[3 * t + p] = make_uint2(pl[p][0], pl[p][1]);
         }

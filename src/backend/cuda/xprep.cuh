@@ -37,6 +37,29 @@ void cuda_xp_free(cuda_impl_t *c);
 
 #define XP_SPAN_EXP (-100000) /* xp_emit's gex: an exponent per span */
 
+/* The three signed digit planes of an octet of x' = round(x·2^e) (up = 2^e, |x'| < 2^22), in the
+ * GEMV's MMA k order: word w of plane p holds the octet's columns byte by byte (4-bit: 0,2,4,6 |
+ * 1,3,5,7 like the nibble bytes; 8-bit: natural). tc_digits' digits of v = x' are the bytes of
+ * v + 0x808080 (in [2^22, 3·2^22)) minus 128, i.e. XOR 0x80 (checked against tc_digits for every
+ * |v| <= 2^22), gathered by PRMT: ~3× fewer instructions than digit by digit. Shared by the one- and
+ * multi-token GEMVs (matmul_gemv_tc.cu) and the producers' preparation here. */
+template <int BITS>
+__device__ __forceinline__ void xp_octet_planes(const float (&xv)[8], float up, uint32_t (&pl)[3][2]) {
+    uint32_t vb[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) vb[j] = (uint32_t)__float2int_rn(__fmul_rn(xv[j], up)) + 0x808080u;
+#pragma unroll
+    for (int w = 0; w < 2; w++) {
+        const int cc = BITS == 4 ? w : 4 * w, st = BITS == 4 ? 2 : 1;
+#pragma unroll
+        for (int p = 0; p < 3; p++) {
+            const uint32_t sel = p | ((p + 4) << 4);
+            const uint32_t lo = __byte_perm(vb[cc], vb[cc + st], sel), hi = __byte_perm(vb[cc + 2 * st], vb[cc + 3 * st], sel);
+            pl[p][w] = __byte_perm(lo, hi, 0x5410) ^ 0x80808080u;
+        }
+    }
+}
+
 __host__ __device__ inline int xp_span(int bits) { return 512 / bits; }
 __host__ __device__ inline int xp_span_b(int bits) { return 512 / bits / 8 * 24 + 16; }
 __host__ __device__ inline int xp_nspans(int bits, int K) { const int ch = 4 * (512 / bits); return (K + ch - 1) / ch * 4; }
@@ -79,20 +102,8 @@ __device__ __forceinline__ void xp_emit(const xp_dst &d, const float *hs, int c0
         if (in) {
         const float up = __int_as_float((127 + ex) << 23);
         const float xv[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-        /* matmul_gemv_tc.cu's one-pass digits: the bytes of x' + 0x808080 XOR 0x80, gathered by PRMT */
-        uint32_t vb[8], pl[3][2];
-#pragma unroll
-        for (int j = 0; j < 8; j++) vb[j] = (uint32_t)__float2int_rn(__fmul_rn(xv[j], up)) + 0x808080u;
-#pragma unroll
-        for (int w = 0; w < 2; w++) {
-            const int cc = BITS == 4 ? w : 4 * w, st = BITS == 4 ? 2 : 1;
-#pragma unroll
-            for (int p = 0; p < 3; p++) {
-                const uint32_t sel = p | ((p + 4) << 4);
-                const uint32_t lo = __byte_perm(vb[cc], vb[cc + st], sel), hi = __byte_perm(vb[cc + 2 * st], vb[cc + 3 * st], sel);
-                pl[p][w] = __byte_perm(lo, hi, 0x5410) ^ 0x80808080u;
-            }
-        }
+        uint32_t pl[3][2];
+        xp_octet_planes<BITS>(xv, up, pl); /* the GEMV's one-pass digits */
         const int go = c0 / 8 + ob, span = go / NOCT; /* global octet, span */
         uint2 *dst = (uint2 *)(d.p + (size_t)span * SPAN_B + (go % NOCT) * 24);
 #pragma unroll
