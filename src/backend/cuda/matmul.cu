@@ -42,6 +42,9 @@ int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T
 int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_gemv_tc_max_t(void);
 int cuda_gemv_tc_ok(const dweight_t *w);
+/* the tensor-core GEMV's token counts on this backend ("cuda": qmma from 2 tokens): one, and 2..KILN_CUDA_GEMV_TC_T
+ * unless x is forced to bf16 (gemv_tc_run's own conditions on T) */
+static int tc_takes_t(const cuda_impl_t *c, int T) { return T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && (T == 1 || c->act_bf16 != 1); }
 int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
 int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
@@ -437,7 +440,7 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     /* ... and 2..4 tokens there too (gemv_tcm_kernel: the weights streamed once for all of them,
      * each token's rows bitwise its own one-token launch; KILN_CUDA_GEMV_TC_T, default 2: +12..21 % at
      * 2 rows, slower than wgmma at 3 and 4 — bench/cuda/RESULTS.md session 46) */
-    if (T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && w->dtype == DT_U32 && cuda_gemv_tc(c, 1, &y, x, T, &w) == 0) return;
+    if (tc_takes_t(c, T) && w->dtype == DT_U32 && cuda_gemv_tc(c, 1, &y, x, T, &w) == 0) return;
     /* MLX 4/8-bit up to 64 tokens on "cuda": tensor cores on the codes (matmul_qmma.cu), x split
      * into hi + lo; rounded once only where KILN_CUDA_ACT=bf16 forces it (not the policy's
      * default: the dense MLX fixtures moved by 1.5-2.8e-2 that way) */
@@ -818,7 +821,7 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
     cuda_impl_t *c = cuda_impl(be);
     static int off = -1;
     if (off < 0) off = getenv("KILN_CUDA_MULTI") && !strcmp(getenv("KILN_CUDA_MULTI"), "0");
-    if (!off && T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && n >= 1 && n <= 4) {
+    if (!off && tc_takes_t(c, T) && n >= 1 && n <= 4) {
         const dweight_t *w[4];
         for (int i = 0; i < n; i++) w[i] = (const dweight_t *)wt[i]->device;
         if (cuda_gemv_tc(c, n, y, x, T, w) == 0) {
@@ -835,7 +838,7 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
         int whole = 1;
         for (int i = 0; i < n; i++) {
             w[i] = (const dweight_t *)wt[i]->device;
-            whole = whole && !qdc_takes(c, w[i], T) && !(T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && c->act_bf16 != 1 && cuda_gemv_tc_ok(w[i]));
+            whole = whole && !qdc_takes(c, w[i], T) && !(tc_takes_t(c, T) && cuda_gemv_tc_ok(w[i]));
         }
         if (whole && cuda_qwg_multi(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);

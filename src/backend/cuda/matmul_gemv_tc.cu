@@ -179,6 +179,20 @@ __device__ __forceinline__ void tc_load(tc_buf &B, const tc_args &a, int tile, i
     }
 }
 
+/* octet o's A fragment of rows g (w0) and g + 8 (w1): 4-bit the bytes (n0,n2,n4,n6) and (n1,n3,n5,n7)
+ * of the octet's word, 8-bit the octet's two words as they are */
+template <int BITS>
+__device__ __forceinline__ void tc_afrag(const uint32_t *w0, const uint32_t *w1, int o, uint32_t &a0, uint32_t &a1, uint32_t &a2,
+                                         uint32_t &a3) {
+    if constexpr (BITS == 4) {
+        a0 = w0[o] & 0x0F0F0F0Fu; a2 = (w0[o] >> 4) & 0x0F0F0F0Fu;
+        a1 = w1[o] & 0x0F0F0F0Fu; a3 = (w1[o] >> 4) & 0x0F0F0F0Fu;
+    } else {
+        a0 = w0[2 * o]; a2 = w0[2 * o + 1];
+        a1 = w1[2 * o]; a3 = w1[2 * o + 1];
+    }
+}
+
 /* acc[r] += this lane's span of item (chunk) for rows g, g+8 (every lane runs the MMAs).
  * xb1 / xb2: the lane's B source for the plane-0/1 and the plane-2 MMA (a zero span when the
  * lane supplies no B column). */
@@ -194,13 +208,7 @@ __device__ __forceinline__ void tc_compute(const tc_buf &B, float (&acc)[2], int
 #pragma unroll
         for (int o = u * OPU; o < (u + 1) * OPU; o++) {
             uint32_t a0, a1, a2, a3;
-            if constexpr (BITS == 4) { /* bytes (n0,n2,n4,n6) and (n1,n3,n5,n7) of the octet's word */
-                a0 = w0[o] & 0x0F0F0F0Fu; a2 = (w0[o] >> 4) & 0x0F0F0F0Fu;
-                a1 = w1[o] & 0x0F0F0F0Fu; a3 = (w1[o] >> 4) & 0x0F0F0F0Fu;
-            } else { /* the octet's two words as they are */
-                a0 = w0[2 * o]; a2 = w0[2 * o + 1];
-                a1 = w1[2 * o]; a3 = w1[2 * o + 1];
-            }
+            tc_afrag<BITS>(w0, w1, o, a0, a1, a2, a3);
             const uint2 b1 = *(const uint2 *)(xb1 + o * 24), b2 = *(const uint2 *)(xb2 + o * 24);
             tc_imma(d, a0, a1, a2, a3, b1.x, b1.y);
             tc_imma(e, a0, a1, a2, a3, b2.x, b2.y);
@@ -546,13 +554,7 @@ __device__ __forceinline__ void tcm_compute(const tc_buf &B, float (&acc)[NT][2]
 #pragma unroll
         for (int o = u * OPU; o < (u + 1) * OPU; o++) {
             uint32_t a0, a1, a2, a3;
-            if constexpr (BITS == 4) {
-                a0 = w0[o] & 0x0F0F0F0Fu; a2 = (w0[o] >> 4) & 0x0F0F0F0Fu;
-                a1 = w1[o] & 0x0F0F0F0Fu; a3 = (w1[o] >> 4) & 0x0F0F0F0Fu;
-            } else {
-                a0 = w0[2 * o]; a2 = w0[2 * o + 1];
-                a1 = w1[2 * o]; a3 = w1[2 * o + 1];
-            }
+            tc_afrag<BITS>(w0, w1, o, a0, a1, a2, a3);
 #pragma unroll
             for (int m = 0; m < M; m++) {
                 const uint2 b = *(const uint2 *)(xb + o * H::OCT_B + 16 * m);
@@ -795,6 +797,28 @@ static int tc_ok(const dweight_t *w) {
 
 int cuda_gemv_tc_ok(const dweight_t *w) { return tc_ok(w); }
 
+/* blocks of kern an SM at thr threads and sm bytes of dynamic shared memory (the kernel's limit raised
+ * first where sm needs it), cached per (sm, thr): the launchers run on every decode step's capture */
+struct tc_occ {
+    size_t attr_set;
+    struct { size_t smem; int thr, blocks; } e[16];
+    int n;
+};
+template <class Kern>
+static int tc_blocks_per_sm(Kern kern, tc_occ &o, int thr, size_t sm) {
+    if (sm > 48 * 1024 && sm > o.attr_set) {
+        cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+        o.attr_set = sm;
+    }
+    for (int i = 0; i < o.n; i++)
+        if (o.e[i].smem == sm && o.e[i].thr == thr) return o.e[i].blocks;
+    int b = 0;
+    cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, thr, sm));
+    if (b < 1) b = 1;
+    if (o.n < 16) { o.e[o.n].smem = sm; o.e[o.n].thr = thr; o.e[o.n].blocks = b; o.n++; }
+    return b;
+}
+
 template <int BITS, int NU, int SBF, int MODE>
 static int tc_launch(cuda_impl_t *c, tc_args a) {
     using G = tc_geo<BITS>;
@@ -810,23 +834,9 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     } else if (a.xf && smem + sizeof(float) * (S * 16 + a.K + 4 * (a.K / U)) <= c->smem_optin) smem += sizeof(float) * (a.K + 4 * (a.K / U));
     else if (MODE & TC_NORM) return -1; /* the norm needs x in shared memory */
     else a.xf = 0;
-    static size_t attr_set;
-    static struct { size_t smem; int thr, blocks; } occ[16];
-    static int n_occ;
+    static tc_occ occ;
     auto kern = gemv_tc_kernel<BITS, NU, SBF, MODE>;
-    auto per_sm_of = [&](int thr, size_t sm) {
-        if (sm > 48 * 1024 && sm > attr_set) {
-            cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-            attr_set = sm;
-        }
-        for (int i = 0; i < n_occ; i++)
-            if (occ[i].smem == sm && occ[i].thr == thr) return occ[i].blocks;
-        int b = 0;
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, thr, sm));
-        if (b < 1) b = 1;
-        if (n_occ < 16) { occ[n_occ].smem = sm; occ[n_occ].thr = thr; occ[n_occ].blocks = b; n_occ++; }
-        return b;
-    };
+    auto per_sm_of = [&](int thr, size_t sm) { return tc_blocks_per_sm(kern, occ, thr, sm); };
     const int sms = c->sm_count > 0 ? c->sm_count : 132;
     /* G tile groups per block share one x preparation: as many as blocks of one group would
      * fit on an SM, no more than the tiles need to cover every SM (G = 1: a block per group) */
@@ -902,17 +912,9 @@ static int tcm_launch(cuda_impl_t *c, tc_args a) {
     size_t smem = (size_t)(nchunks * 4 + 1) * H::SPAN_B + sizeof(float) * NT * (a.K / U);
     const size_t red1 = sizeof(float) * S * NT * 16; /* a tile group's reduction */
     if (smem + red1 > c->smem_optin) return -1;
-    static size_t attr_set;
+    static tc_occ occ;
     auto kern = gemv_tcm_kernel<BITS, NU, SBF, NT>;
-    auto per_sm_of = [&](int thr, size_t sm) {
-        if (sm > 48 * 1024 && sm > attr_set) {
-            cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
-            attr_set = sm;
-        }
-        int b = 0;
-        cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kern, thr, sm));
-        return b < 1 ? 1 : b;
-    };
+    auto per_sm_of = [&](int thr, size_t sm) { return tc_blocks_per_sm(kern, occ, thr, sm); };
     const int sms = c->sm_count > 0 ? c->sm_count : 132;
     int Gn = TCM_MAXT / (32 * S);
     const int want = (a.ntiles + sms - 1) / sms;
