@@ -2364,7 +2364,7 @@ static void test_qwg_bench(void) {
 }
 
 /* matmul_wgmma.cu's multi launch (KILN_CUDA_QWG_MULTI, default on): matmul_multi of 2..4 MLX weights at
- * 9..64 tokens as one kernel launch over a slot table plus one split reduce, and matmul_glu with the
+ * 9..64 tokens (and 3..8: the 16-token bucket, KILN_CUDA_QWG_S16 default) as one kernel launch over a slot table plus one split reduce, and matmul_glu with the
  * GLU in that reduce's epilogue — bitwise the per-weight launches: each y against its own matmul, and
  * against matmul_multi with KILN_CUDA_QWG_MULTI=0; matmul_glu (y apart and y = g) against matmul,
  * matmul, glu. q4 (wgm_kernel) and q8 (wg2_kernel; also KILN_CUDA_QWG_V=3, its f32 conversion), groups
@@ -2488,7 +2488,8 @@ static void test_qwg_multi(void) {
                     const int T = Ts[(k + 3 * ti) % 6];
                     qwg_multi_case(sh[si].n, sh[si].rows, sh[si].K, T, bits, groups[g], sbts[(k + ti) % 3], 4100 + 7 * k + ti, ti == 0);
                 }
-    /* 2..8 tokens (a launch per weight in the 8-token bucket): the same bits as each weight's matmul */
+    /* 2..8 tokens: the 16-token bucket's multi launch (KILN_CUDA_QWG_S16=0: a launch per weight in the 8-token bucket); at
+     * 2 tokens the tensor-core GEMV takes these weights, and matmul_glu declines so as to stay matmul, matmul, glu */
     for (int bits = 4; bits <= 8; bits += 4)
         for (size_t si = 0; si < 2; si++)
             for (int T = 2; T <= 8; T += 5)
@@ -2708,7 +2709,8 @@ static void test_qwg_128(void) {
  * left a hint, and the matmul after them takes it (cuda_wgx_uses) instead of preparing x itself. Per case the same
  * norm + matmul_multi twice — once straight (the prepared x taken), once with a zero-length scale between them (any
  * other op forgets the record: the matmul prepares x itself) — bitwise equal outputs; after a matmul_multi that
- * writes over the norm's output, nothing taken. T in 9..64 (padding rows of the 16/32/64 buckets), q4 and q8. */
+ * writes over the norm's output, nothing taken. T in 9..64 (padding rows of the 16/32/64 buckets) and the 16-token
+ * bucket's 3..8 (cuda_qwg_s16), q4 and q8. */
 static void test_wgx_norm(void) {
     if (qwg_min_t() > 9 || qmma_min_t > 9 || qmma_max_t < 64 || getenv("KILN_CUDA_QWG_V") || getenv("KILN_CUDA_WGX")) {
         printf("# wgx norm: skipped (KILN_CUDA_QWG / QMMA / QWG_V / WGX settings)\n");
@@ -2716,9 +2718,12 @@ static void test_wgx_norm(void) {
     }
     backend_t *be = befast;
     const int before = ct_checks, fails = ct_failures, K = 1024, rows[3] = {640, 136, 136};
-    const int Ts[] = {9, 13, 16, 31, 33, 64};
+    /* the first past the tensor-core GEMV's tokens (3 by default), 5, 8: the 16-token bucket's steps (the default;
+     * with KILN_CUDA_QWG_S16=0 the norms prepare no x for them) */
+    const int Ts[] = {tcm_max_t() >= 2 ? tcm_max_t() + 1 : 2, 5, 8, 9, 13, 16, 31, 33, 64};
+    const char *s16 = getenv("KILN_CUDA_QWG_S16");
     for (int bits = 4; bits <= 8; bits += 4)
-        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+        for (size_t ti = s16 && *s16 && atoi(s16) == 0 ? 3 : 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
             for (int add = 0; add < 2; add++) {
                 const int T = Ts[ti];
                 const uint64_t seed = 9100 + 10 * ti + add + 100 * bits;

@@ -304,6 +304,13 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
 #define QWG_MAX_SLICES 64
 int cuda_qwg_slices(const cuda_impl_t *c, int T, const dweight_t *w, int *b);
 int cuda_qwg128_on(void);
+/* matmul_wgmma.cu's 2..8-token steps in the 16-token bucket (default since session 47; KILN_CUDA_QWG_S16=0: the
+ * 8-token bucket, a launch per weight), so that q/k/v and gate/up take its multi launch (gate/up with the GLU in its
+ * reduce) and the norms before them prepare x (wgx.cuh) as from 9 tokens — the same bits per token as the 8-token
+ * bucket's launch per weight. Read once. Steps the tensor-core GEMV takes (2..cuda_gemv_tc_max_t() tokens,
+ * matmul_gemv_tc.cu's gemv_tcm_kernel) stay there. */
+int cuda_qwg_s16(void);
+int cuda_gemv_tc_max_t(void); /* matmul_gemv_tc.cu: the most tokens gemv_tcm_kernel takes (1: only the one-token GEMV) */
 void cuda_rms_norm(backend_t *be, float *y, const float *x, const float *w, float off, int T, int n, float eps);
 void cuda_rope(backend_t *be, float *x, const int32_t *pos, int T, int nh, int hd, int rot, const float *inv, float ms);
 void cuda_glu(backend_t *be, float *y, const float *g, const float *u, size_t n, act_t act);

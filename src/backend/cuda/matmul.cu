@@ -556,7 +556,7 @@ void cuda_matmul(backend_t *be, float *y, const float *x, int T, const weight_t 
     lt_matmul(c, y, d, x, T, w->rows, w->cols, CUDA_R_32F, 1);
 }
 
-/* backend.h matmul_glu for MLX 4/8-bit at 9..128 tokens (65..128: the 128-token tile's, unless KILN_CUDA_QWG128_MULTI=0) where matmul_multi
+/* backend.h matmul_glu for MLX 4/8-bit at 3..128 tokens (3..8: the 16-token bucket, cuda_qwg_s16; 65..128: the 128-token tile's, unless KILN_CUDA_QWG128_MULTI=0) where matmul_multi
  * takes matmul_wgmma.cu's multi launch: gate and up in that one launch, the GLU in its split reduce (bitwise matmul_multi +
  * glu; KILN_CUDA_MULTI=0 or KILN_CUDA_QWG_MULTI=0: declines). As cuda_glu would, the GLU output's
  * bf16 copy is written where x16.cuh asks for one; where xprep.cuh would prepare it for a GEMV
@@ -569,6 +569,9 @@ int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float
     /* 65..128 tokens: the 128-token tile's multi launch where cuda_qwg_glu_ok takes it */
     const dweight_t *dg = (const dweight_t *)wg->device, *du = (const dweight_t *)wu->device;
     if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || !qwg_whole(c, dg, T) || !qwg_whole(c, du, T) || c->act_bf16 == 1) return -1;
+    /* 2..4 tokens where the tensor-core GEMV takes gate or up (cuda_matmul's path): declined, so y stays bitwise
+     * matmul, matmul, glu (the 16-token bucket's multi launch, cuda_qwg_s16, would otherwise take it) */
+    if (tc_takes_t(c, T) && (cuda_gemv_tc_ok(dg) || cuda_gemv_tc_ok(du))) return -1;
     const size_t n = (size_t)T * dg->rows;
     xp_dst xp;
     if (!cuda_qwg_glu_ok(c, x, T, dg, du) || n >= (1u << 30) || cuda_xp_want(c, 1, (int)n, 1, &xp)) return -1;

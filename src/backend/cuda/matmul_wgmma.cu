@@ -1698,6 +1698,12 @@ static int wg_min_t(void) {
     return v;
 }
 
+int cuda_qwg_s16(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("KILN_CUDA_QWG_S16"); v = !(e && *e && atoi(e) == 0); }
+    return v;
+}
+
 static int wg_ok(const float *x, int T, const dweight_t *w) {
     if (T < wg_min_t() || T > 64 || w->dtype != DT_U32 || (w->bits != 4 && w->bits != 8) || w->cols % WG_KC ||
         !(w->group == 32 || w->group % 64 == 0) || ((uintptr_t)x & 15) || ((uintptr_t)w->data & 15))
@@ -1753,8 +1759,11 @@ int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     }
     for (int i = 0; i < n; i++)
         if (!wg_ok(x, T, w[i]) || w[i]->cols != w[0]->cols) return -1;
-    const int kind = T > 8 ? wg_multi_kind(c, n, w, T) : 0; /* 2..8 tokens: a launch per weight (bench/cuda/qwg_s16.patch: the multi launch) */
-    if (T <= 8) wg_run<8>(c, n, y, x, T, w, 0, 0, 0, NULL);
+    /* 2..8 tokens: the 16-token bucket's multi launch (cuda_qwg_s16, the default: +10..13 % llama-3-8b q4 at 3..8 rows,
+     * +30..34 % qwen3-0.6b q4; bench/cuda/RESULTS.md session 47), or (KILN_CUDA_QWG_S16=0) a launch per weight in the
+     * 8-token bucket */
+    const int kind = T > 8 || cuda_qwg_s16() ? wg_multi_kind(c, n, w, T) : 0;
+    if (T <= 8 && !cuda_qwg_s16()) wg_run<8>(c, n, y, x, T, w, 0, 0, 0, NULL);
     else if (T <= 16) wg_run<16>(c, n, y, x, T, w, kind, 0, 0, NULL);
     else if (T <= 32) wg_run<32>(c, n, y, x, T, w, kind, 0, 0, NULL);
     else wg_run<64>(c, n, y, x, T, w, kind, 0, 0, NULL);
@@ -1767,7 +1776,7 @@ int cuda_qwg_glu_ok(cuda_impl_t *c, const float *x, int T, const dweight_t *wg, 
     const dweight_t *w[2] = {wg, wu};
     /* 65..128 tokens: the 128-token tile's multi launch (KILN_CUDA_QWG128_MULTI=0: off) */
     const bool takes = T > 64 ? T <= 128 && cuda_qwg128_multi_on() && wg128_ok(c, x, T, wg) && wg128_ok(c, x, T, wu)
-                              : T > 8 && wg_ok(x, T, wg) && wg_ok(x, T, wu);
+                              : (T > 8 || cuda_qwg_s16()) && wg_ok(x, T, wg) && wg_ok(x, T, wu);
     return takes && wg->cols == wu->cols && wg->rows == wu->rows && wg_multi_kind(c, 2, w, T) != 0;
 }
 /* y[T, I] = act(x·wgᵀ) ⊙ (x·wuᵀ), bitwise cuda_qwg_multi into g and u then glu_kernel (y16: bf16(y) as

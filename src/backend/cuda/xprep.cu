@@ -127,7 +127,10 @@ void cuda_wgx_note(cuda_impl_t *c, int K, int NP) {
 }
 unsigned char *cuda_wgx_want(cuda_impl_t *c, int T, int K, int *NP) {
     xp_state_t *s = xs(c);
-    if (!s || T < 9 || T > 64 || K % 64) return NULL;
+    /* the buckets that take prepared x: 9..64 tokens, and the 16-token bucket's 2..8 (cuda_qwg_s16) past the
+     * steps the tensor-core GEMV takes (its matmuls prepare x themselves) */
+    const int lo = cuda_qwg_s16() ? (cuda_gemv_tc_max_t() >= 2 ? cuda_gemv_tc_max_t() + 1 : 2) : 9;
+    if (!s || T < lo || T > 64 || K % 64) return NULL;
     const int np = T <= 16 ? 16 : T <= 32 ? 32 : 64;
     for (int i = 0; i < s->wgx_n; i++)
         if (s->wgx_fmt[i].K == K && s->wgx_fmt[i].NP == np) {
