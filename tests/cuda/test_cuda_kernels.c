@@ -122,6 +122,8 @@ static int tcm_max_t(void) {
 }
 static int tcm_takes(const weight_t *w, int T) {
     if (T < 2 || T > tcm_max_t() || !gemv_tc || qmma_min_t < 2 || qmma_min_t >= 1000 || !gemv_tc_ok(w)) return 0;
+    const char *mk = getenv("KILN_CUDA_GEMV_TC_T_MINK"); /* 4-bit weights of K >= this (default 4096) only */
+    if (w->bits != 4 || w->cols < (mk && *mk ? atoi(mk) : 4096)) return 0;
     const int K = w->cols, span = 512 / w->bits, chunks = (K + 4 * span - 1) / (4 * span), M = (3 * T + 1) / 2;
     const int unit = span / (span / (w->group < span ? w->group : span)), S = K >= 8192 ? 8 : 4;
     const size_t smem = (size_t)(4 * chunks + 1) * ((span / 8) * 16 * M + 16) + 4 * (size_t)T * (K / unit) + 4 * (size_t)S * T * 16;
@@ -702,6 +704,10 @@ static void test_gemv_tcm(void) {
     char what[64];
     const int gshapes[][2] = {{70001, 256}, {300, 14336}, {4111, 640}, {1000, 4096}, {17, 384}, {33, 128}, {2200, 8192}};
     const int before = ct_checks, fails = ct_failures;
+    /* every shape and both bit widths through the kernel: its dispatch rule (4-bit, K >= 4096:
+     * KILN_CUDA_GEMV_TC_T_MINK) lifted here unless the caller set it */
+    const int set_mink = !getenv("KILN_CUDA_GEMV_TC_T_MINK");
+    if (set_mink) setenv("KILN_CUDA_GEMV_TC_T_MINK", "0", 1);
     for (int b = 4; b <= 8; b += 4)
         for (int g = 0; g < 3; g++)
             for (int s = 0; s < 7; s++) {
@@ -713,6 +719,7 @@ static void test_gemv_tcm(void) {
                 }
                 free_hw(&h);
             }
+    if (set_mink) unsetenv("KILN_CUDA_GEMV_TC_T_MINK");
     printf("# gemv tcm (2..%d tokens): %d checks, %d failed\n", tcm_max_t(), ct_checks - before, ct_failures - fails);
 }
 

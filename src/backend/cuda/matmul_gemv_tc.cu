@@ -797,6 +797,18 @@ static int tc_ok(const dweight_t *w) {
 
 int cuda_gemv_tc_ok(const dweight_t *w) { return tc_ok(w); }
 
+/* 2..cuda_gemv_tc_max_t() tokens: 4-bit weights of K >= KILN_CUDA_GEMV_TC_T_MINK (default 4096) only. Since the
+ * 3..8-token steps moved to matmul_wgmma.cu's 16-token bucket (one multi launch for q/k/v and for gate/up, the GLU
+ * in its reduce, x prepared by the norm), that path also wins at two tokens on small or 8-bit weights — H100, 2-row
+ * steps, steady tok/s against this kernel: qwen3-0.6b q4 (K 1024..3072) +7..19 %, llama-3-8b q8 +4 %, qwen3-0.6b q8
+ * +1 % — while llama-3-8b q4 (K 4096/14336) stays 4 % faster here (bench/cuda/RESULTS.md session 47). Read per call
+ * (the tests change it). */
+static int tcm_shape_ok(int bits, int K) {
+    const char *e = getenv("KILN_CUDA_GEMV_TC_T_MINK");
+    return bits == 4 && K >= (e && *e ? atoi(e) : 4096);
+}
+int cuda_gemv_tc_takes(const dweight_t *w, int T) { return tc_ok(w) && (T == 1 || tcm_shape_ok(w->bits, w->cols)); }
+
 /* blocks of kern an SM at thr threads and sm bytes of dynamic shared memory (the kernel's limit raised
  * first where sm needs it), cached per (sm, thr): the launchers run on every decode step's capture */
 struct tc_occ {
@@ -975,7 +987,7 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     memset(&a, 0, sizeof a);
     if (ext) { a.mode = ext->mode; a.gelu = ext->gelu; a.nw = ext->nw; a.off = ext->off; a.eps = ext->eps; }
     const dweight_t *w0 = w[0];
-    if (!tc_ok(w0)) return -1;
+    if (!tc_ok(w0) || (T > 1 && !tcm_shape_ok(w0->bits, w0->cols))) return -1;
     const int bits = w0->bits, group = w0->group, sbf = w0->sb_dtype == DT_F16;
     const int span = bits == 4 ? 128 : 64, nu = span / (group < span ? group : span);
     for (int i = 0; i < n; i++) {
