@@ -506,7 +506,8 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         }
 }
 
-/* ---- 2..4 tokens: gemv_tcm_kernel (matmul and matmul_multi at T = NT; KILN_CUDA_GEMV_TC_T, default 2) ----
+/* ---- 2..4 tokens: gemv_tcm_kernel (matmul and matmul_multi at T = NT; KILN_CUDA_GEMV_TC_T, default 2; 4-bit weights
+ * of K >= KILN_CUDA_GEMV_TC_T_MINK only, default 4096: tcm_shape_ok) ----
  *
  * A decode step of 2..4 rows (a few concurrent requests, a short verify) on the same walk as one
  * token: the weights stream once and every item feeds NT tokens from the same A registers. Lane q
@@ -800,9 +801,9 @@ int cuda_gemv_tc_ok(const dweight_t *w) { return tc_ok(w); }
 /* 2..cuda_gemv_tc_max_t() tokens: 4-bit weights of K >= KILN_CUDA_GEMV_TC_T_MINK (default 4096) only. Since the
  * 3..8-token steps moved to matmul_wgmma.cu's 16-token bucket (one multi launch for q/k/v and for gate/up, the GLU
  * in its reduce, x prepared by the norm), that path also wins at two tokens on small or 8-bit weights — H100, 2-row
- * steps, steady tok/s against this kernel: qwen3-0.6b q4 (K 1024..3072) +7..19 %, llama-3-8b q8 +4 %, qwen3-0.6b q8
- * +1 % — while llama-3-8b q4 (K 4096/14336) stays 4 % faster here (bench/cuda/RESULTS.md session 47). Read per call
- * (the tests change it). */
+ * steps, steady tok/s against this kernel in two calls: qwen3-0.6b q4 (K 1024..3072) +4..19 %, llama-3-8b q8 +3..4 %,
+ * qwen3-0.6b q8 even (-4..+1.5 %) — while llama-3-8b q4 (K 4096/14336) stays ~4 % faster here (bench/cuda/RESULTS.md
+ * session 47). Read per call (the tests change it). */
 static int tcm_shape_ok(int bits, int K) {
     const char *e = getenv("KILN_CUDA_GEMV_TC_T_MINK");
     return bits == 4 && K >= (e && *e ? atoi(e) : 4096);
