@@ -20,6 +20,8 @@
 #   call_conc NAME BIN...      /tmp/s/NAME through the engine at concurrency 1, 8, 64 (128-token prompts, 64 generated)
 #   call_conc128 NAME BIN [VAR=V] [ARGS]   the same at the issue's 128 + 128, with TTFT and ITL, an environment and
 #                              extra bench arguments (e.g. "--step-tokens 8192")
+#   call_conc_ab R NAME LEVELS V...   the same protocol per variant (VAR=V, X=1 for none, or bin:NAME), counted (steady)
+#                              tok/s, TTFT and ITL a level, one line each into $S
 #   call_conc_env NAME VAR=V LEVELS   the issue table's protocol (128 + 128, --max-batch 128 --kv-cache-gb 16) at the
 #                              given concurrency levels under one environment, with TTFT and ITL (X=1 for none)
 #   call_qwgbench BIN...       KILN_CUDA_TEST_QWG_BENCH of each test binary: v8's µs a matmul at 64 tokens into $OUT/qwgbench.txt
@@ -208,5 +210,23 @@ call_logits_md5() {
         echo "logits $m chunk $ch $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
       done
     done
+  done
+}
+# engine A/B at the issue's 128 + 128 (--max-batch 128 --kv-cache-gb 16), one line per variant into $S: counted (steady)
+# tok/s, TTFT and ITL per level. A variant is an environment (VAR=V; X=1 for none) or bin:NAME (a package binary):
+#   call_conc_ab 1 l8q4 2,3,8 X=1 KILN_CUDA_QWG_S16=0        call_conc_ab 2 q06q4 1,2 bin:kiln-base bin:kiln
+call_conc_ab() {
+  local r=$1 m=$2 lv=$3 v b e
+  shift 3
+  for v in "$@"; do
+    b=kiln; e=X=1
+    case $v in bin:*) b=${v#bin:};; *) e=$v;; esac
+    env $e /tmp/k/$b bench /tmp/s/$m --backend cuda --concurrency $lv --prompt-tokens 128 --gen-tokens 128 \
+      --max-batch 128 --kv-cache-gb 16 --json > /tmp/c.json 2>/tmp/c.err
+    python3 - "$m $v r$r" >> $S <<'PY' || tail -3 /tmp/c.err >> $S
+import json,sys
+d=json.load(open('/tmp/c.json'))
+print(sys.argv[1], ' '.join('c=%d %.1f (%.1f) ttft %.1f itl %.2f' % (x['concurrency'], x['decode_tok_s'], x['steady_decode_tok_s'], x['ttft_mean_ms'], x['itl_mean_ms']) for x in d))
+PY
   done
 }

@@ -11,32 +11,22 @@ nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"
 call_t1 qwg KILN_CUDA_TEST_QWG_ONLY=1
 call_t1 qwg-s16 KILN_CUDA_TEST_QWG_ONLY=1 KILN_CUDA_QWG_S16=1
 echo "tests at $(el) s" >> $S
-conc() { # round model levels
-  for v in X=1 KILN_CUDA_QWG_S16=1; do
-    env $v /tmp/k/kiln bench /tmp/s/$2 --backend cuda --concurrency $3 --prompt-tokens 128 --gen-tokens 128 \
-      --max-batch 128 --kv-cache-gb 16 --json > /tmp/c.json 2>/tmp/c.err
-    python3 - "$2 $v r$1" >> $S <<'PY' || tail -3 /tmp/c.err >> $S
-import json,sys
-d=json.load(open('/tmp/c.json'))
-print(sys.argv[1], ' '.join('c=%d %.1f (%.1f)' % (x['concurrency'], x['decode_tok_s'], x['steady_decode_tok_s']) for x in d))
-PY
-  done; }
 call_wait l8q4 q06q4
 call_synth q8 l8q8
-conc 1 l8q4 3,4,8
+call_conc_ab 1 l8q4 3,4,8 X=1 KILN_CUDA_QWG_S16=1
 IDS=$(seq -s, 10 41)
 for m in l8q4 q06q4; do for v in X=1 KILN_CUDA_QWG_S16=1; do for ch in 5 8; do
   env $v timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk $ch --out /tmp/lg.npy > /tmp/lg.log 2>&1
   echo "logits $m chunk $ch $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
 done; done; done
-conc 1 q06q4 3,4,8
+call_conc_ab 1 q06q4 3,4,8 X=1 KILN_CUDA_QWG_S16=1
 for v in X=1 KILN_CUDA_QWG_S16=1; do for t in test_cuda_parity test_cuda_hybrid; do
   env $v timeout 120 /tmp/k/$t > /tmp/$t.log 2>&1; echo "$t $v rc=$? $(tail -1 /tmp/$t.log)" >> $S
   grep -i fail /tmp/$t.log | grep -v kiln-tiny | head -5 >> $S
 done; done
-conc 2 l8q4 3,4,8
+call_conc_ab 2 l8q4 3,4,8 X=1 KILN_CUDA_QWG_S16=1
 call_wait l8q8
-conc 1 l8q8 4,8
+call_conc_ab 1 l8q8 4,8 X=1 KILN_CUDA_QWG_S16=1
 echo "A/B done at $(el) s" >> $S
 KILN_CUDA_GRAPH=0 KILN_CUDA_GEMV_TC_TRACE=/tmp/gt.txt timeout 60 /tmp/k/kiln bench /tmp/s/l8q4 --backend cuda --prompt-tokens 2048 \
   --gen-tokens 3 --runs 1 > /dev/null 2>&1

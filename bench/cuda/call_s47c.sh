@@ -23,18 +23,8 @@ done; done; done
 call_tbin test_cuda_parity test_cuda_hybrid test_cuda_shapes test_cuda_sample
 wait $TK; cat /tmp/tk.sum >> $S
 echo "suite at $(el) s" >> $S
-conc() { # round model levels
-  for v in X=1 KILN_CUDA_QWG_S16=0; do
-    env $v /tmp/k/kiln bench /tmp/s/$2 --backend cuda --concurrency $3 --prompt-tokens 128 --gen-tokens 128 \
-      --max-batch 128 --kv-cache-gb 16 --json > /tmp/c.json 2>/tmp/c.err
-    python3 - "$2 $v r$1" >> $S <<'PY' || tail -3 /tmp/c.err >> $S
-import json,sys
-d=json.load(open('/tmp/c.json'))
-print(sys.argv[1], ' '.join('c=%d %.1f (%.1f)' % (x['concurrency'], x['decode_tok_s'], x['steady_decode_tok_s']) for x in d))
-PY
-  done; }
-conc 1 l8q4 2,3,4,6,8
-conc 1 q06q4 3,4,8
+call_conc_ab 1 l8q4 2,3,4,6,8 X=1 KILN_CUDA_QWG_S16=0
+call_conc_ab 1 q06q4 3,4,8 X=1 KILN_CUDA_QWG_S16=0
 echo "A/B at $(el) s" >> $S
 echo "done at $(el) s" >> $S
 cat $S

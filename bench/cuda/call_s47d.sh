@@ -8,23 +8,13 @@ call_unpack "$P"
 call_synth q4 l8q4 q06q4
 call_synth q8 l8q8 q06q8
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"
-conc() { # round model levels
-  for v in X=1 KILN_CUDA_GEMV_TC_T=1; do
-    env $v /tmp/k/kiln bench /tmp/s/$2 --backend cuda --concurrency $3 --prompt-tokens 128 --gen-tokens 128 \
-      --max-batch 128 --kv-cache-gb 16 --json > /tmp/c.json 2>/tmp/c.err
-    python3 - "$2 $v r$1" >> $S <<'PY' || tail -3 /tmp/c.err >> $S
-import json,sys
-d=json.load(open('/tmp/c.json'))
-print(sys.argv[1], ' '.join('c=%d %.1f (%.1f)' % (x['concurrency'], x['decode_tok_s'], x['steady_decode_tok_s']) for x in d))
-PY
-  done; }
 call_wait l8q4 q06q4
-conc 1 l8q4 2,3
-conc 1 q06q4 2,3
+call_conc_ab 1 l8q4 2,3 X=1 KILN_CUDA_GEMV_TC_T=1
+call_conc_ab 1 q06q4 2,3 X=1 KILN_CUDA_GEMV_TC_T=1
 call_wait l8q8 q06q8
-conc 1 l8q8 2,8
-conc 1 q06q8 2,8
-conc 2 l8q4 2
-conc 2 q06q4 2
+call_conc_ab 1 l8q8 2,8 X=1 KILN_CUDA_GEMV_TC_T=1
+call_conc_ab 1 q06q8 2,8 X=1 KILN_CUDA_GEMV_TC_T=1
+call_conc_ab 2 l8q4 2 X=1 KILN_CUDA_GEMV_TC_T=1
+call_conc_ab 2 q06q4 2 X=1 KILN_CUDA_GEMV_TC_T=1
 echo "done at $(el) s" >> $S
 cat $S

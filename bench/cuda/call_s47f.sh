@@ -20,16 +20,6 @@ for m in l8q4 q06q4 q06q8; do for b in kiln-base kiln; do
   timeout 60 /tmp/k/$b logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk 2 --out /tmp/lg.npy > /tmp/lg.log 2>&1
   echo "logits $m chunk 2 $b rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
 done; done
-conc() { # round model levels
-  for b in kiln-base kiln; do
-    /tmp/k/$b bench /tmp/s/$2 --backend cuda --concurrency $3 --prompt-tokens 128 --gen-tokens 128 \
-      --max-batch 128 --kv-cache-gb 16 --json > /tmp/c.json 2>/tmp/c.err
-    python3 - "$2 $b r$1" >> $S <<'PY' || tail -3 /tmp/c.err >> $S
-import json,sys
-d=json.load(open('/tmp/c.json'))
-print(sys.argv[1], ' '.join('c=%d %.1f (%.1f)' % (x['concurrency'], x['decode_tok_s'], x['steady_decode_tok_s']) for x in d))
-PY
-  done; }
-for r in 1 2; do conc $r l8q4 1,2; conc $r q06q4 1,2; conc $r l8q8 1,2; conc $r q06q8 1,2; done
+for r in 1 2; do call_conc_ab $r l8q4 1,2 bin:kiln-base bin:kiln; call_conc_ab $r q06q4 1,2 bin:kiln-base bin:kiln; call_conc_ab $r l8q8 1,2 bin:kiln-base bin:kiln; call_conc_ab $r q06q8 1,2 bin:kiln-base bin:kiln; done
 echo "done at $(el) s" >> $S
 cat $S
