@@ -41,11 +41,12 @@ int cuda_qwg(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w
 int cuda_qwg_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_gemv_tc_max_t(void);
-int cuda_gemv_tc_ok(const dweight_t *w);
-int cuda_gemv_tc_takes(const dweight_t *w, int T); /* ... and at T tokens (2..: 4-bit, K >= 4096) */
+int cuda_gemv_tc_takes(const dweight_t *w, int T); /* the weight suits it at T tokens (2..: 4-bit, K >= 4096) */
 /* the tensor-core GEMV's token counts on this backend ("cuda": qmma from 2 tokens): one, and 2..KILN_CUDA_GEMV_TC_T
  * unless x is forced to bf16 (gemv_tc_run's own conditions on T) */
 static int tc_takes_t(const cuda_impl_t *c, int T) { return T <= cuda_gemv_tc_max_t() && c->qmma >= 2 && (T == 1 || c->act_bf16 != 1); }
+/* ... and w at T tokens: where cuda_matmul's own call of it would not decline */
+static int tc_takes(const cuda_impl_t *c, const dweight_t *w, int T) { return tc_takes_t(c, T) && cuda_gemv_tc_takes(w, T); }
 int cuda_gemv_multi(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w);
 int cuda_qgemm(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w, int split);
 int cuda_qdeq_f16(cuda_impl_t *c, float *y, const float *x, int T, const dweight_t *w);
@@ -572,7 +573,7 @@ int cuda_qwg_matmul_glu(backend_t *be, float *y, float *g, float *u, const float
     if ((m && !strcmp(m, "0")) || !c->qmma || T < c->qmma || !qwg_whole(c, dg, T) || !qwg_whole(c, du, T) || c->act_bf16 == 1) return -1;
     /* 2..4 tokens where the tensor-core GEMV takes gate or up (cuda_matmul's path): declined, so y stays bitwise
      * matmul, matmul, glu (the 16-token bucket's multi launch, cuda_qwg_s16, would otherwise take it) */
-    if (tc_takes_t(c, T) && (cuda_gemv_tc_takes(dg, T) || cuda_gemv_tc_takes(du, T))) return -1;
+    if (tc_takes(c, dg, T) || tc_takes(c, du, T)) return -1;
     const size_t n = (size_t)T * dg->rows;
     xp_dst xp;
     if (!cuda_qwg_glu_ok(c, x, T, dg, du) || n >= (1u << 30) || cuda_xp_want(c, 1, (int)n, 1, &xp)) return -1;
@@ -842,7 +843,7 @@ void cuda_matmul_multi(backend_t *be, int n, float *const *y, const float *x, in
         int whole = 1;
         for (int i = 0; i < n; i++) {
             w[i] = (const dweight_t *)wt[i]->device;
-            whole = whole && !qdc_takes(c, w[i], T) && !(tc_takes_t(c, T) && cuda_gemv_tc_takes(w[i], T));
+            whole = whole && !qdc_takes(c, w[i], T) && !tc_takes(c, w[i], T);
         }
         if (whole && cuda_qwg_multi(c, n, y, x, T, w) == 0) {
             cuda_capture_tick(c);

@@ -796,8 +796,6 @@ static int tc_ok(const dweight_t *w) {
            (w->sb_dtype == DT_BF16 || w->sb_dtype == DT_F16) && w->rows > 0 && !((uintptr_t)w->data & 15);
 }
 
-int cuda_gemv_tc_ok(const dweight_t *w) { return tc_ok(w); }
-
 /* 2..cuda_gemv_tc_max_t() tokens: 4-bit weights of K >= KILN_CUDA_GEMV_TC_T_MINK (default 4096) only. Since the
  * 3..8-token steps moved to matmul_wgmma.cu's 16-token bucket (one multi launch for q/k/v and for gate/up, the GLU
  * in its reduce, x prepared by the norm), that path also wins at two tokens on small or 8-bit weights — H100, 2-row
