@@ -155,7 +155,7 @@ call_md5_ab() {
 call_prefill() {
   echo "== prefill $1 $2 $(timeout 60 /tmp/k/$2 bench /tmp/s/$1 --backend cuda --prompt-tokens 2048 --gen-tokens 4 --runs $3 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
 }
-# prefill tok/s of each model at each prompt length under each environment (VAR=V; X=1 for none), best of 3 runs:
+# prefill tok/s of each model at each prompt length under each environment (VAR=V[,VAR=V]; X=1 for none), best of 3 runs:
 #   call_prefill_ab "l8q4 q06q4" "65 128 256" X=1 KILN_CUDA_QWG_SLICE=0
 call_prefill_ab() {
   local m p v ms=$1 ps=$2
@@ -163,7 +163,7 @@ call_prefill_ab() {
   for m in $ms; do
     for p in $ps; do
       for v in "$@"; do
-        echo "== prefill $m $p $v $(env $v timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens $p --gen-tokens 4 --runs 3 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
+        echo "== prefill $m $p $v $(env ${v//,/ } timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens $p --gen-tokens 4 --runs 3 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*')" >> $OUT/bench.txt
       done
     done
   done

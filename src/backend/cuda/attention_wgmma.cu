@@ -68,7 +68,11 @@
  * the longest (causal) block sets the time: splitting long key ranges across blocks, or TMA
  * page gathers, are what is left. Session 17 (helper-h100, same shapes, ncu, µs for the two
  * layers): old 87-94; TMA gathers on the old grid 76-83; sorted list + TMA (default) 58-63;
- * split halves 68-76 with cp.async, 63-72 with TMA.
+ * split halves 68-76 with cp.async, 63-72 with TMA. Session 48 (H100, ncu at base clocks, 2-layer synths at 2048
+ * tokens): the overlapped loop had been compiled with every wgmma serialized (ptxas C7520) until its loop was
+ * peeled (below) — 2 warpgroups overlapped 97-101 → 73-79 µs, the default 76-80; llama-3-8b shapes 142-155 against
+ * the default's 129-141 — so the default stays. PyTorch's cuDNN attention (bench/cuda/peer_attn.py, free clocks)
+ * takes 52 µs (qwen3-0.6b) and 84 µs (llama-3-8b) where this kernel takes 63-66 and 110-121.
  * Precision: K and V exact, Q·scale and P one rounding each (11 significant bits with the
  * f16 cache, 8 with bf16), f32 sums in another order than attention_mma.cu: not bitwise to it;
  * the single-rounding tolerance of test_attention_mma (1e-2 of max |ref|; worst 1.8e-3). */
@@ -477,46 +481,66 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1)
         }
     } else {
         /* FA3's overlap within a warpgroup: tile j's S is issued with tile j-1's O += P·V behind
-         * it; the softmax of tile j runs while that P·V does; then O is rescaled */
-        uint32_t pp[4][4];
-        int sp = -1; /* the stage whose P·V is pending (pp), or -1 */
-        auto drain_pv = [&]() { /* the pending P·V alone, its stage released */
-            if (sp < 0) return;
+         * it; the softmax of tile j runs while that P·V does; then O is rescaled. The warpgroup's
+         * tiles are one run [ilo, ihi) of the block's (a window cuts the front, the causal diagonal
+         * the back), so the loop is peeled — the first tile's S alone, the steady tiles, the last P·V
+         * alone — and no wgmma sits in a branch that depends on the loop's state: the first form
+         * (`if (sp >= 0)` around the pending P·V, a drain in the skip branch) made ptxas serialize
+         * every wgmma of the kernel (C7520: WG.AR in a divergent path). The bounds go through a
+         * shuffle so that ptxas can see they are warp-uniform. */
+        int ilo = 0, ihi = 0;
+        if (wpmax >= jb) ihi = min(nkt, (wpmax - jb) / 64 + 1);
+        if (wlmin > jb + 63) ilo = (wlmin - jb) / 64;
+        ilo = __shfl_sync(0xffffffffu, ilo, 0);
+        ihi = __shfl_sync(0xffffffffu, max(ilo, ihi), 0);
+        for (int it = 0; it < ilo; it++) { /* before the window: the ring only */
+            wait_full(it % NS, (it / NS) & 1);
+            release(it % NS);
+        }
+        if (ilo < ihi) {
+            uint32_t pp[4][4];
+            int sp = ilo % NS; /* the stage whose P·V is pending (pp) */
+            {
+                float sc[32], corr[2];
+                wait_full(sp, (ilo / NS) & 1);
+                wg_fence();
+                issue_s(sc, sp);
+                wg_wait<0>();
+#pragma unroll
+                for (int i = 0; i < 32; i++) wg_reg_fence(sc[i]);
+                softmax(sc, jb + 64 * ilo, corr);
+                rescale(corr);
+                pack_p(sc, pp);
+            }
+            for (int it = ilo + 1; it < ihi; it++) {
+                const int s = it % NS;
+                float sc[32], corr[2];
+                wait_full(s, (it / NS) & 1);
+                wg_fence();
+                issue_s(sc, s);
+                issue_pv(pp, sp);
+                wg_wait<1>();
+#pragma unroll
+                for (int i = 0; i < 32; i++) wg_reg_fence(sc[i]);
+                softmax(sc, jb + 64 * it, corr);
+                wg_wait<0>();
+                fence_o();
+                fence_p(pp);
+                release(sp);
+                rescale(corr);
+                pack_p(sc, pp); /* after tile j-1's P·V has read the old pp */
+                sp = s;
+            }
             wg_fence();
             issue_pv(pp, sp);
             wg_wait<0>();
             fence_o();
             release(sp);
-            sp = -1;
-        };
-        for (int it = 0; it < nkt; it++) {
-            const int s = it % NS, j0 = jb + 64 * it;
-            wait_full(s, (it / NS) & 1);
-            if (j0 <= wpmax && j0 + 63 >= wlmin) {
-                float sc[32], corr[2];
-                wg_fence();
-                issue_s(sc, s);
-                if (sp >= 0) {
-                    issue_pv(pp, sp);
-                    wg_wait<1>();
-                } else
-                    wg_wait<0>();
-#pragma unroll
-                for (int i = 0; i < 32; i++) wg_reg_fence(sc[i]);
-                softmax(sc, j0, corr);
-                wg_wait<0>();
-                fence_o();
-                fence_p(pp);
-                if (sp >= 0) release(sp);
-                rescale(corr);
-                pack_p(sc, pp); /* after tile j-1's P·V has read the old pp */
-                sp = s;
-            } else {
-                drain_pv();
-                release(s);
-            }
         }
-        drain_pv();
+        for (int it = ihi; it < nkt; it++) { /* past the warpgroup's last position: the ring only */
+            wait_full(it % NS, (it / NS) & 1);
+            release(it % NS);
+        }
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
