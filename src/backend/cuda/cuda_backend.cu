@@ -215,8 +215,9 @@ const char *cuda_rows_to_dev(cuda_impl_t *c, int n_rows, const int32_t *row_star
 static void *cu_alloc(backend_t *be, size_t n) {
     void *p = NULL;
     cuda_capture_flush(cuda_impl(be)); /* buffers (re)allocated mid-step end the capture */
-    if (cudaMalloc(&p, n ? n : 256) != cudaSuccess) { cudaGetLastError(); return NULL; }
-    cudaCheck(cudaMemsetAsync(p, 0, n ? n : 256, cuda_impl(be)->stream));
+    const size_t cap = n ? (n + 15) & ~(size_t)15 : 256; /* whole 16-byte words: see dev_copy */
+    if (cudaMalloc(&p, cap) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    cudaCheck(cudaMemsetAsync(p, 0, cap, cuda_impl(be)->stream));
     return p;
 }
 
@@ -251,14 +252,21 @@ static void cu_download(backend_t *be, void *host, const void *src, size_t n) {
 /* A weight's bytes to new device memory, on the backend's stream. Not cudaMemcpy: from pageable
  * memory it returns once the bytes are staged, before the DMA has landed, and on the legacy
  * stream, which the backend's non-blocking stream does not wait for — a kernel could read the
- * weight before it arrived (seen as a rare wrong result under load, test_cuda_hybrid). */
+ * weight before it arrived (seen as a rare wrong result under load, test_cuda_hybrid).
+ * The allocation is rounded up to 16 bytes and the tail zeroed: kernels read a 16-bit scale or
+ * bias through its aligned 32-bit word (matmul_qmma.cu's cp.async of 4 bytes, the GEMVs' word
+ * loads), so a tensor with an odd count of them has its last word reach 2 bytes past its end —
+ * never a fault (cudaMalloc hands out 256-byte granules), but outside the allocation: reported by
+ * compute-sanitizer memcheck (session 48), and not a read the memory model allows. */
 static void *dev_copy(cuda_impl_t *c, const void *host, size_t n, err_t *e, const char *what) {
     void *p = NULL;
-    if (cudaMalloc(&p, n) != cudaSuccess) {
+    const size_t cap = (n + 15) & ~(size_t)15;
+    if (cudaMalloc(&p, cap ? cap : 16) != cudaSuccess) {
         cudaGetLastError();
         err_set(e, "cuda: out of device memory uploading %s (%.1f MB)", what, n / 1e6);
         return NULL;
     }
+    if (cap > n) cudaCheck(cudaMemsetAsync((char *)p + n, 0, cap - n, c->stream));
     cudaCheck(cudaMemcpyAsync(p, host, n, cudaMemcpyHostToDevice, c->stream));
     cudaCheck(cudaStreamSynchronize(c->stream));
     return p;
