@@ -1,7 +1,8 @@
 # call_lib.sh — what session scripts for a device call share (sourced: `. bench/cuda/call_lib.sh PKG`):
 # unpack the package into /tmp/k, write checkpoints in the background while tests run, and run a
 # test_cuda_kernels subset into $OUT/pre.txt. combined.sh skips a checkpoint these already wrote.
-#   call_unpack PKG            /tmp/k with LD_LIBRARY_PATH set; S=$OUT/pre.txt; el: seconds since
+#   call_unpack PKG            /tmp/k with LD_LIBRARY_PATH set; S=$OUT/pre.txt (its first line the GPU's name); el: seconds since
+#   call_synth_2l DTYPE NAME...   the same at 2 layers (q… qwen3-0.6b, l… llama-3-8b), for ncu and sanitizer runs
 #   call_synth DTYPE NAME...   kiln synth of each NAME (l8… = llama-3-8b, q06… = qwen3-0.6b, q352… = qwen3.5-2b,
 #                              g31… = gemma3-1b, moe4… = qwen3.5-moe-35b at 4 layers) into /tmp/s/NAME
 #   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S
@@ -35,6 +36,7 @@ call_unpack() {
   mkdir -p /tmp/k /tmp/s && tar xJf "$1" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
   S=$OUT/pre.txt
   T0=$(date +%s)
+  nvidia-smi --query-gpu=name --format=csv,noheader >> "$S" 2>&1 # which card: timings compare only on the same one
 }
 el() { echo $(( $(date +%s) - T0 )); } # seconds since call_unpack
 call_synth() {
@@ -44,6 +46,16 @@ call_synth() {
     case $m in l8*) pr=llama-3-8b;; q352*) pr=qwen3.5-2b;; g31*) pr=gemma3-1b;; moe4*) pr=qwen3.5-moe-35b; ly="--layers 4";; *) pr=qwen3-0.6b;; esac
     rm -f /tmp/s/$m.done   # a warm machine keeps /tmp/s: a done file from a failed earlier call must not count
     ( /tmp/k/kiln synth --preset $pr --dtype "$dt" $ly --out /tmp/s/$m > /tmp/s/synth-$m.log 2>&1; touch /tmp/s/$m.done ) &
+  done
+}
+# 2-layer synths for ncu / sanitizer runs, in the background like call_synth: call_synth_2l DTYPE NAME...
+# (NAME q… qwen3-0.6b, l… llama-3-8b; wait with call_wait NAME)
+call_synth_2l() {
+  local dt=$1 m pr; shift
+  for m in "$@"; do
+    case $m in l*) pr=llama-3-8b;; *) pr=qwen3-0.6b;; esac
+    rm -f /tmp/s/$m.done
+    ( /tmp/k/kiln synth --preset $pr --dtype "$dt" --layers 2 --out /tmp/s/$m > /dev/null 2>&1; touch /tmp/s/$m.done ) &
   done
 }
 call_t1() {

@@ -10,9 +10,7 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"
-( /tmp/k/kiln synth --preset qwen3-0.6b --dtype bf16 --layers 2 --out /tmp/s/q2 > /dev/null 2>&1; touch /tmp/s/q2.done ) &
-( /tmp/k/kiln synth --preset llama-3-8b --dtype bf16 --layers 2 --out /tmp/s/l2 > /dev/null 2>&1; touch /tmp/s/l2.done ) &
+call_synth_2l bf16 q2 l2
 call_synth bf16 q06bf16
 timeout 100 python3 bench/cuda/peer_attn.py >> "$S" 2>&1
 echo "peer at $(el) s" >> "$S"

@@ -9,9 +9,7 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"
-( /tmp/k/kiln synth --preset qwen3-0.6b --dtype bf16 --layers 2 --out /tmp/s/q2 > /dev/null 2>&1; touch /tmp/s/q2.done ) &
-( /tmp/k/kiln synth --preset llama-3-8b --dtype bf16 --layers 2 --out /tmp/s/l2 > /dev/null 2>&1; touch /tmp/s/l2.done ) &
+call_synth_2l bf16 q2 l2
 call_synth bf16 q06bf16
 call_synth q4 q06q4
 call_t1 attn KILN_CUDA_TEST_ATTN_ONLY=single

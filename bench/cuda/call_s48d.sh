@@ -5,11 +5,10 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-nvidia-smi --query-gpu=name --format=csv,noheader >> "$S"
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 echo "sanitizer: $CS" >> "$S"
-( /tmp/k/kiln synth --preset llama-3-8b --dtype q4 --layers 2 --out /tmp/s/l2q4 > /dev/null 2>&1; touch /tmp/s/l2q4.done ) &
-( /tmp/k/kiln synth --preset qwen3-0.6b --dtype bf16 --layers 2 --out /tmp/s/q2 > /dev/null 2>&1; touch /tmp/s/q2.done ) &
+call_synth_2l q4 l2q4
+call_synth_2l bf16 q2
 san() { # TOOL TIMEOUT NAME ENV... -- CMD...
   local tool=$1 to=$2 name=$3; shift 3
   local e=(); while [ "$1" != "--" ]; do e+=("$1"); shift; done; shift

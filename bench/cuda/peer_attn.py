@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from peer_util import graph_time
+
 SHAPES = {"qwen3-0.6b": (16, 8, 128), "llama-3-8b": (32, 8, 128)}
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
@@ -42,28 +44,9 @@ def one(name, T, backend, reps):
         for _ in range(3):
             call()
         torch.cuda.synchronize()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            call()
-        torch.cuda.current_stream().wait_stream(s)
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr):
-            for _ in range(reps):
-                call()
-    gr.replay()
-    torch.cuda.synchronize()
-    best = None
-    for _ in range(3):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        gr.replay()
-        b.record()
-        torch.cuda.synchronize()
-        us = a.elapsed_time(b) * 1e3 / reps
-        best = us if best is None else min(best, us)
+        us = graph_time(lambda i: call(), reps, rounds=3) * 1e6
     flop = 4.0 * T * T / 2 * d * hq
-    return {"model": name, "tokens": T, "backend": backend, "gqa": gqa, "us": round(best, 2), "tflops": round(flop / best / 1e6, 1)}
+    return {"model": name, "tokens": T, "backend": backend, "gqa": gqa, "us": round(us, 2), "tflops": round(flop / us / 1e6, 1)}
 
 
 def main():

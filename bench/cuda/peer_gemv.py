@@ -21,6 +21,8 @@ import argparse, json, math
 
 import torch
 
+from peer_util import graph_time
+
 SHAPES = [("qkv", 6144, 4096), ("o", 4096, 4096), ("gate_up", 28672, 4096), ("down", 4096, 14336), ("lm_head", 128256, 4096)]
 GROUP = 64
 
@@ -55,24 +57,7 @@ def bench(kind, name, n, k, reps):
     for wt in copies:  # warm-up (and the kernels' first-call setup) outside the graph
         call(kind, x, wt)
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        with torch.cuda.graph(g):
-            for i in range(reps):
-                y = call(kind, x, copies[i % len(copies)])
-    torch.cuda.synchronize()
-    g.replay()
-    torch.cuda.synchronize()
-    best = None
-    for _ in range(5):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        t = e0.elapsed_time(e1) * 1e-3 / reps
-        best = t if best is None else min(best, t)
+    best = graph_time(lambda i: call(kind, x, copies[i % len(copies)]), reps)
     return {"peer": "torch", "kind": kind, "shape": name, "N": n, "K": k, "copies": len(copies), "us": round(best * 1e6, 2),
             "bytes": nbytes, "GB_s": round(nbytes / best / 1e9, 1)}
 
