@@ -6,7 +6,7 @@
 # then PACK_BINS="kiln kiln-base test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s26/b build-lead.
 #   1. the QWG subset (it holds the new test_qwg_defer: bitwise x and h, the flush paths), and again under the switch
 #      (every QWG check with deferral on where a one-weight matmul meets an add_rms_norm).
-#   2. logits md5 of 32 decode steps and of 64-token prefill chunks, off / on (must be equal).
+#   2. logits md5 of 64 ids in 9-, 33- and 64-token prefill chunks (2..64-token steps), off / on (must be equal).
 #   3. the engine at c = 1, 8, 64, off / on, twice (call_conc_ab), llama-3-8b q4 and qwen3-0.6b q4.
 P=${1:?package}
 . bench/cuda/call_lib.sh
@@ -18,7 +18,7 @@ call_t1 qwg_defer KILN_CUDA_TEST_QWG_ONLY=1 KILN_CUDA_QWG_DEFER=1
 call_wait l8q4 q06q4
 IDS=$(seq -s, 100 163)
 for m in l8q4 q06q4; do
-  for ch in 1 64; do
+  for ch in 9 33 64; do
     for v in X=1 KILN_CUDA_QWG_DEFER=1; do
       env $v timeout 60 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk $ch --out /tmp/a.npy > /dev/null 2>&1
       echo "logits $m chunk $ch $v $(md5sum < /tmp/a.npy | cut -c1-12)" >> "$S"
