@@ -5,6 +5,7 @@
 #   call_synth_2l DTYPE NAME...   the same at 2 layers (q… qwen3-0.6b, l… llama-3-8b), for ncu and sanitizer runs
 #   call_synth DTYPE NAME...   kiln synth of each NAME (l8… = llama-3-8b, q06… = qwen3-0.6b, q352… = qwen3.5-2b,
 #                              g31… = gemma3-1b, moe4… = qwen3.5-moe-35b at 4 layers) into /tmp/s/NAME
+#   call_san TOOL TO NAME [VAR=V...] -- CMD   compute-sanitizer's summary and first reports of CMD into $S
 #   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S
 #   call_hybrid_tests "DT:NAME..." [TNAME VAR=V]   the hybrid calls' preamble: those checkpoints in the background,
 #                              the MoE/hybrid subset of test_cuda_kernels (and again as TNAME under VAR=V),
@@ -57,6 +58,15 @@ call_synth_2l() {
     rm -f /tmp/s/$m.done
     ( /tmp/k/kiln synth --preset $pr --dtype "$dt" --layers 2 --out /tmp/s/$m > /dev/null 2>&1; touch /tmp/s/$m.done ) &
   done
+}
+# compute-sanitizer over one command, one line into $S (tool, name, ERROR SUMMARY, the check count) and its first
+# reports:  call_san TOOL TIMEOUT NAME [VAR=V...] -- CMD...   (X=1 for no environment)
+call_san() {
+  local tool=$1 to=$2 name=$3 e=(); shift 3
+  while [ "$1" != "--" ]; do e+=("$1"); shift; done; shift
+  env "${e[@]}" timeout $to /usr/local/cuda/bin/compute-sanitizer --tool $tool --print-limit 8 "$@" > /tmp/san_$name.log 2>&1
+  echo "== $tool $name rc=$? at $(el) s: $(grep -a 'ERROR SUMMARY\|RACECHECK SUMMARY' /tmp/san_$name.log | tail -1) | $(grep -a 'checks,' /tmp/san_$name.log | tail -1)" >> "$S"
+  grep -a -A6 "^========= [A-Z][a-z]" /tmp/san_$name.log | grep -a -v "Host Frame\|Saved host" | head -14 >> "$S"
 }
 call_t1() {
   local n=$1; shift

@@ -5,23 +5,14 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-echo "sanitizer: $CS" >> "$S"
 call_synth_2l q4 l2q4
 call_synth_2l bf16 q2
-san() { # TOOL TIMEOUT NAME ENV... -- CMD...
-  local tool=$1 to=$2 name=$3; shift 3
-  local e=(); while [ "$1" != "--" ]; do e+=("$1"); shift; done; shift
-  env "${e[@]}" timeout $to $CS --tool $tool --print-limit 20 "$@" > /tmp/san_$name.log 2>&1
-  echo "== $tool $name rc=$? at $(el) s: $(grep -a 'ERROR SUMMARY\|RACECHECK SUMMARY' /tmp/san_$name.log | tail -1) | $(grep -a 'checks,' /tmp/san_$name.log | tail -1)" >> "$S"
-  grep -a -m 12 "^========= [A-Z]\|Invalid\|race\|Race\|barrier" /tmp/san_$name.log | grep -v "SUMMARY" | head -12 >> "$S"
-}
-san memcheck 90 gemv KILN_CUDA_TEST_GEMV_ONLY=1 -- /tmp/k/test_cuda_kernels
-san memcheck 90 qwg KILN_CUDA_TEST_QWG_ONLY=1 -- /tmp/k/test_cuda_kernels
-san synccheck 60 qwg_sync KILN_CUDA_TEST_QWG_ONLY=1 -- /tmp/k/test_cuda_kernels
-san racecheck 80 attn_dec KILN_CUDA_TEST_ATTN_ONLY=dec -- /tmp/k/test_cuda_kernels
+call_san memcheck 90 gemv KILN_CUDA_TEST_GEMV_ONLY=1 -- /tmp/k/test_cuda_kernels
+call_san memcheck 90 qwg KILN_CUDA_TEST_QWG_ONLY=1 -- /tmp/k/test_cuda_kernels
+call_san synccheck 60 qwg_sync KILN_CUDA_TEST_QWG_ONLY=1 -- /tmp/k/test_cuda_kernels
+call_san racecheck 80 attn_dec KILN_CUDA_TEST_ATTN_ONLY=dec -- /tmp/k/test_cuda_kernels
 call_wait l2q4 q2
-san memcheck 50 l2q4_decode KILN_CUDA_GRAPH=0 -- /tmp/k/kiln bench /tmp/s/l2q4 --backend cuda --prompt-tokens 300 --gen-tokens 6 --runs 1
-san memcheck 50 q2_prefill KILN_CUDA_GRAPH=0 -- /tmp/k/kiln bench /tmp/s/q2 --backend cuda --prompt-tokens 1000 --gen-tokens 4 --runs 1
-san memcheck 60 l2q4_conc KILN_CUDA_GRAPH=0 -- /tmp/k/kiln bench /tmp/s/l2q4 --backend cuda --concurrency 1,3,8 --prompt-tokens 40 --gen-tokens 6 --max-batch 16 --kv-cache-gb 1
+call_san memcheck 50 l2q4_decode KILN_CUDA_GRAPH=0 -- /tmp/k/kiln bench /tmp/s/l2q4 --backend cuda --prompt-tokens 300 --gen-tokens 6 --runs 1
+call_san memcheck 50 q2_prefill KILN_CUDA_GRAPH=0 -- /tmp/k/kiln bench /tmp/s/q2 --backend cuda --prompt-tokens 1000 --gen-tokens 4 --runs 1
+call_san memcheck 60 l2q4_conc KILN_CUDA_GRAPH=0 -- /tmp/k/kiln bench /tmp/s/l2q4 --backend cuda --concurrency 1,3,8 --prompt-tokens 40 --gen-tokens 6 --max-batch 16 --kv-cache-gb 1
 echo "done at $(el) s" >> "$S"

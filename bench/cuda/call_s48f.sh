@@ -6,18 +6,11 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-CS=/usr/local/cuda/bin/compute-sanitizer
-san() { # TOOL TIMEOUT NAME VAR=V -- CMD...
-  local tool=$1 to=$2 name=$3 v=$4; shift 5
-  env $v timeout $to $CS --tool $tool --print-limit 8 "$@" > /tmp/san_$name.log 2>&1
-  echo "== $tool $name rc=$? at $(el) s: $(grep -a 'ERROR SUMMARY\|RACECHECK SUMMARY' /tmp/san_$name.log | tail -1) | $(grep -a 'checks,' /tmp/san_$name.log | tail -1)" >> "$S"
-  grep -a -A6 "^========= [A-Z][a-z]" /tmp/san_$name.log | grep -a -v "Host Frame\|Saved host" | head -14 >> "$S"
-}
 for sub in GEMV FUSED_GEMV QMMA QGEMM QWG_MULTI MOE NORM_ROPE; do
-  san memcheck 30 $sub KILN_CUDA_TEST_${sub}_ONLY=1 -- /tmp/k/test_cuda_kernels
+  call_san memcheck 30 $sub KILN_CUDA_TEST_${sub}_ONLY=1 -- /tmp/k/test_cuda_kernels
 done
-san memcheck 40 bfmma KILN_CUDA_TEST_BFMMA_ONLY=1 -- /tmp/k/test_cuda_kernels
-san memcheck 45 attn_dec KILN_CUDA_TEST_ATTN_ONLY=dec -- /tmp/k/test_cuda_kernels
-san memcheck 45 attn_single KILN_CUDA_TEST_ATTN_ONLY=single -- /tmp/k/test_cuda_kernels
-san memcheck 30 sample X=1 -- /tmp/k/test_cuda_sample
+call_san memcheck 40 bfmma KILN_CUDA_TEST_BFMMA_ONLY=1 -- /tmp/k/test_cuda_kernels
+call_san memcheck 45 attn_dec KILN_CUDA_TEST_ATTN_ONLY=dec -- /tmp/k/test_cuda_kernels
+call_san memcheck 45 attn_single KILN_CUDA_TEST_ATTN_ONLY=single -- /tmp/k/test_cuda_kernels
+call_san memcheck 30 sample X=1 -- /tmp/k/test_cuda_sample
 echo "done at $(el) s" >> "$S"

@@ -1,21 +1,14 @@
 #!/bin/bash
 # call_s48g.sh — written in session 48 for the next session, NOT run: compute-sanitizer over what calls 4–6 left
 # out or cut short — memcheck on the QMMA subset and the prefill attention (they ran past 30 / 45 s under the
-# tool), the hybrid and shapes binaries, and racecheck / synccheck on the decode attention (clusters, shared
+# tool), the hybrid binary, and racecheck / synccheck on the decode attention (clusters, shared
 # memory) and the GEMV subset. Same line format as call_s48f.sh.
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
-CS=/usr/local/cuda/bin/compute-sanitizer
-san() { # TOOL TIMEOUT NAME VAR=V -- CMD...
-  local tool=$1 to=$2 name=$3 v=$4; shift 5
-  env $v timeout $to $CS --tool $tool --print-limit 8 "$@" > /tmp/san_$name.log 2>&1
-  echo "== $tool $name rc=$? at $(el) s: $(grep -a 'ERROR SUMMARY\|RACECHECK SUMMARY' /tmp/san_$name.log | tail -1) | $(grep -a 'checks,' /tmp/san_$name.log | tail -1)" >> "$S"
-  grep -a -A6 "^========= [A-Z][a-z]" /tmp/san_$name.log | grep -a -v "Host Frame\|Saved host" | head -14 >> "$S"
-}
-san memcheck 120 qmma KILN_CUDA_TEST_QMMA_ONLY=1 -- /tmp/k/test_cuda_kernels
-san memcheck 120 attn_single KILN_CUDA_TEST_ATTN_ONLY=single -- /tmp/k/test_cuda_kernels
-san memcheck 90 hybrid X=1 -- /tmp/k/test_cuda_hybrid
-san synccheck 60 gemv_sync KILN_CUDA_TEST_GEMV_ONLY=1 -- /tmp/k/test_cuda_kernels
-san racecheck 150 attn_dec_race KILN_CUDA_TEST_ATTN_ONLY=dec -- /tmp/k/test_cuda_kernels
+call_san memcheck 120 qmma KILN_CUDA_TEST_QMMA_ONLY=1 -- /tmp/k/test_cuda_kernels
+call_san memcheck 120 attn_single KILN_CUDA_TEST_ATTN_ONLY=single -- /tmp/k/test_cuda_kernels
+call_san memcheck 90 hybrid X=1 -- /tmp/k/test_cuda_hybrid
+call_san synccheck 60 gemv_sync KILN_CUDA_TEST_GEMV_ONLY=1 -- /tmp/k/test_cuda_kernels
+call_san racecheck 150 attn_dec_race KILN_CUDA_TEST_ATTN_ONLY=dec -- /tmp/k/test_cuda_kernels
 echo "done at $(el) s" >> "$S"

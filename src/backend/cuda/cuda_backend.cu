@@ -212,10 +212,13 @@ const char *cuda_rows_to_dev(cuda_impl_t *c, int n_rows, const int32_t *row_star
     return (const char *)cuda_host_to_dev(c, hb, rb + pb);
 }
 
+/* bytes to allocate for n: whole 16-byte words (see dev_copy), 256 for none */
+static size_t dev_bytes(size_t n) { return n ? (n + 15) & ~(size_t)15 : 256; }
+
 static void *cu_alloc(backend_t *be, size_t n) {
     void *p = NULL;
     cuda_capture_flush(cuda_impl(be)); /* buffers (re)allocated mid-step end the capture */
-    const size_t cap = n ? (n + 15) & ~(size_t)15 : 256; /* whole 16-byte words: see dev_copy */
+    const size_t cap = dev_bytes(n);
     if (cudaMalloc(&p, cap) != cudaSuccess) { cudaGetLastError(); return NULL; }
     cudaCheck(cudaMemsetAsync(p, 0, cap, cuda_impl(be)->stream));
     return p;
@@ -260,8 +263,8 @@ static void cu_download(backend_t *be, void *host, const void *src, size_t n) {
  * compute-sanitizer memcheck (session 48), and not a read the memory model allows. */
 static void *dev_copy(cuda_impl_t *c, const void *host, size_t n, err_t *e, const char *what) {
     void *p = NULL;
-    const size_t cap = (n + 15) & ~(size_t)15;
-    if (cudaMalloc(&p, cap ? cap : 16) != cudaSuccess) {
+    const size_t cap = dev_bytes(n);
+    if (cudaMalloc(&p, cap) != cudaSuccess) {
         cudaGetLastError();
         err_set(e, "cuda: out of device memory uploading %s (%.1f MB)", what, n / 1e6);
         return NULL;
