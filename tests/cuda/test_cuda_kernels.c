@@ -2795,6 +2795,73 @@ static void test_wgx_norm(void) {
     printf("# wgx norm: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
 }
 
+/* KILN_CUDA_QWG_DEFER (default 1; matmul_wgmma.cu): a one-weight 2..64-token matmul leaves its split partials and the
+ * add_rms_norm after it sums them — x and h bitwise the separate launches' (the switch off); the sums also land
+ * for any other reader (a download right after the matmul, an add, a matmul) bitwise as the reduce writes them */
+static void test_qwg_defer(void) {
+    if (qwg_min_t() > 2 || getenv("KILN_CUDA_QWG_V") || getenv("KILN_CUDA_QWG_DEFER")) {
+        printf("# qwg defer: skipped (KILN_CUDA_QWG / QWG_V / QWG_DEFER settings)\n");
+        return;
+    }
+    backend_t *be = befast;
+    const int before = ct_checks, fails = ct_failures, N = 1024, K = 2048;
+    const int Ts[] = {2, 5, 9, 33, 64};
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+            const int T = Ts[ti];
+            const uint64_t seed = 9400 + 10 * ti + 100 * bits;
+            hw_t hw = make_quant(N, K, bits, 64, DT_BF16, seed);
+            weight_t w = hw.w;
+            err_t e = {0};
+            if (be->ops->prepare_weight(be, &w, &e)) { CHECK(0, "qwg defer: prepare_weight: %s", e.msg); free_hw(&hw); continue; }
+            float *x = rand_vec((size_t)T * K, seed + 1, 2.f), *r = rand_vec((size_t)T * N, seed + 2, 1.f), *nw = rand_vec(N, seed + 3, 0.5f);
+            const size_t nr = (size_t)T * N;
+            float *dx = dev_from(be, x, (size_t)T * K), *dnw = dev_from(be, nw, N);
+            float *got[2][3], *want = malloc(sizeof(float) * nr);
+            long used[2];
+            for (int pass = 0; pass < 2; pass++) { /* 0: the switch off, 1: on */
+                setenv("KILN_CUDA_QWG_DEFER", pass ? "1" : "0", 1);
+                float *dr = dev_from(be, r, nr), *dh = be->ops->alloc(be, sizeof(float) * nr), *dr2 = dev_from(be, r, nr);
+                const long u0 = cuda_defer_uses(be);
+                be->ops->matmul(be, dh, dx, T, &w);
+                be->ops->add_rms_norm(be, dr, dh, dh, dnw, 0.f, T, N, 1e-6f);
+                used[pass] = cuda_defer_uses(be) - u0;
+                for (int j = 0; j < 3; j++) got[pass][j] = malloc(sizeof(float) * nr);
+                to_host(be, got[pass][0], dr, nr);
+                to_host(be, got[pass][1], dh, nr);
+                /* another reader: the plain add after the matmul (a flush), then a download straight after one */
+                be->ops->matmul(be, dh, dx, T, &w);
+                be->ops->add(be, dr2, dh, nr);
+                to_host(be, got[pass][2], dr2, nr);
+                be->ops->matmul(be, dh, dx, T, &w);
+                if (pass) to_host(be, want, dh, nr);
+                unsetenv("KILN_CUDA_QWG_DEFER");
+                be->ops->free(be, dr); be->ops->free(be, dh); be->ops->free(be, dr2);
+            }
+            /* the matmul alone with the switch off: what the download under it must have given */
+            float *dh0 = be->ops->alloc(be, sizeof(float) * nr), *y0 = malloc(sizeof(float) * nr);
+            be->ops->matmul(be, dh0, dx, T, &w);
+            to_host(be, y0, dh0, nr);
+            CHECK(used[0] == 0, "qwg defer q%d T=%d: summed partials with the switch off (%ld)", bits, T, used[0]);
+            CHECK(used[1] == 1, "qwg defer q%d T=%d: add_rms_norm did not take the partials (%ld)", bits, T, used[1]);
+            const char *what[3] = {"x after add_rms_norm", "h after add_rms_norm", "x after a plain add"};
+            for (int j = 0; j < 3; j++) {
+                size_t nd = 0;
+                for (size_t i = 0; i < nr; i++) nd += memcmp(&got[0][j][i], &got[1][j][i], sizeof(float)) != 0;
+                CHECK(nd == 0, "qwg defer q%d T=%d: %s: %zu values differ from the separate launches'", bits, T, what[j], nd);
+            }
+            size_t nd = 0;
+            for (size_t i = 0; i < nr; i++) nd += memcmp(&want[i], &y0[i], sizeof(float)) != 0;
+            CHECK(nd == 0, "qwg defer q%d T=%d: y downloaded right after the matmul: %zu values differ", bits, T, nd);
+            be->ops->free(be, dh0); be->ops->free(be, dx); be->ops->free(be, dnw);
+            for (int p2 = 0; p2 < 2; p2++) for (int j = 0; j < 3; j++) free(got[p2][j]);
+            free(want); free(y0); free(x); free(r); free(nw);
+            release(be, &w);
+            free_hw(&hw);
+        }
+    printf("# qwg defer: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
+}
+
 static void test_qwg(void) {
     if (qwg_min_t() > 64 || qmma_min_t > 2 || qmma_max_t < 64) { printf("# qwg: skipped (KILN_CUDA_QWG / QMMA settings)\n"); return; }
     const int before = ct_checks, fails = ct_failures;
@@ -2816,6 +2883,7 @@ static void test_qwg(void) {
     test_qwg_slice();
     test_qwg_128();
     test_wgx_norm();
+    test_qwg_defer();
 }
 
 /* MLX 4/8-bit past qmma on "cuda" with KILN_CUDA_QGEMM=1 (matmul_qgemm.cu, opt-in): tensor

@@ -239,6 +239,7 @@ static void *cu_upload(backend_t *be, const void *host, size_t n) {
 
 static void cu_download(backend_t *be, void *host, const void *src, size_t n) {
     cuda_impl_t *c = cuda_impl(be);
+    cuda_defer_flush(c);   /* a matmul's deferred split sums (matmul_wgmma.cu) land before anything is read */
     cuda_capture_flush(c); /* the step's graph runs first; the copy to the host is not captured */
     const double t0 = c->in_stat ? now_s() : 0;
     if (n) cudaCheck(cudaMemcpyAsync(host, src, n, cudaMemcpyDeviceToHost, c->stream));

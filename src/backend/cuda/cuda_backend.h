@@ -36,6 +36,8 @@ long cuda_xprep_uses(const backend_t *be);
 long cuda_x16_uses(const backend_t *be);
 /* how many 64-token 4/8-bit matmuls took x prepared by the norm before them (wgx.cuh) */
 long cuda_wgx_uses(const backend_t *be);
+/* add_rms_norm launches that summed a matmul's deferred split partials (KILN_CUDA_QWG_DEFER; the tests check the path ran) */
+long cuda_defer_uses(const backend_t *be);
 /* how many matmul_multi calls ran their GEMMs side by side on streams (matmul.cu cuda_mm_conc; tests) */
 long cuda_mm_conc_uses(const backend_t *be);
 /* how many matmul_add / rms_matmul_multi / rms_matmul_glu calls took matmul.cu's prefill path (tests) */

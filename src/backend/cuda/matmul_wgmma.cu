@@ -1336,7 +1336,7 @@ static bool wgm_pick(cuda_impl_t *c, int prb, float *out, const unsigned char *x
 }
 
 template <int BITS, int NP>
-static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const float *inv, float *part, int T, const dweight_t *w) {
+static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const float *inv, float *part, int T, const dweight_t *w, bool defer) {
     using P = wgs<BITS, NP>;
     static int swap = -1;
     if (swap < 0) swap = getenv("KILN_CUDA_QWG_DESC") && !strcmp(getenv("KILN_CUDA_QWG_DESC"), "swap");
@@ -1395,10 +1395,33 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
         wg_kernel<BITS, NP><<<dim3(cdiv(N, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(KS > 1 ? part : y, xg, inv, T, *w, KS, swap, bulk, pf);
         cudaLaunchCheck();
     }
+    if (KS > 1 && defer && cuda_defer_on(c) && N % 4 == 0) { /* the add_rms_norm after it sums the splits (or the next op flushes) */
+        c->dfr.y = y; c->dfr.part = part; c->dfr.ks = KS; c->dfr.T = T; c->dfr.N = N;
+        return;
+    }
     if (KS > 1) {
         const size_t n = (size_t)T * N;
         wg_launch_cl(c, wg_reduce_kernel, dim3(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, 1, wg_pdl() != 0, y, (const float *)part, KS, n);
     }
+}
+
+/* KILN_CUDA_QWG_DEFER (default 1 since session 49; 0 = the separate reduce, the A/B): a one-weight matmul of 2..64 tokens
+ * leaves its split sums in qpart instead of launching wg_reduce_kernel, and the add_rms_norm after it (llama's o
+ * and down: x += y, h = norm(x)) adds them in split order itself — wg_sum's floats, so x and h are bitwise the
+ * separate launches' — one launch and one PDL hop less twice a layer at 64 rows. Every other op first flushes
+ * (cuda_defer_flush: the reduce, launched then), so nothing reads y or reuses qpart before the sums exist; that
+ * needs the op wrappers of xprep.cu, so the switch is off where they are not installed. */
+int cuda_defer_on(cuda_impl_t *c) { /* read per call: test_qwg_defer switches it */
+    const char *e = getenv("KILN_CUDA_QWG_DEFER");
+    return (e ? atoi(e) == 1 : 1) && cuda_xp_wrapped(c);
+}
+extern "C" long cuda_defer_uses(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->dfr.used; }
+void cuda_defer_flush(cuda_impl_t *c) {
+    if (!c->dfr.y) return;
+    const size_t n = (size_t)c->dfr.T * c->dfr.N;
+    wg_launch_cl(c, wg_reduce_kernel, dim3(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, 1, wg_pdl() != 0, c->dfr.y, c->dfr.part,
+                 c->dfr.ks, n);
+    c->dfr.y = NULL;
 }
 
 /* ---- the multi launch (KILN_CUDA_QWG_MULTI, default 1; read per call; 0: a launch per weight and,
@@ -1680,9 +1703,9 @@ static bool wg_run(cuda_impl_t *c, int n, float *const *y, const float *x, int T
     if constexpr (NP >= 16) { /* the 128-token tile: kind 0 (a launch per weight) with KILN_CUDA_QWG128_MULTI=0 */
         if (kind) return wg_multi_pick<NP>(c, kind, n, y, scr, inv, part, T, w, glu, gelu, y16);
     }
-    for (int i = 0; i < n; i++) {
-        if (w[i]->bits == 4) wg_launch<4, NP>(c, y[i], scr, inv, part, T, w[i]);
-        else wg_launch<8, NP>(c, y[i], scr, inv, part, T, w[i]);
+    for (int i = 0; i < n; i++) { /* one weight alone may defer its split sums (its partials are the only ones in part) */
+        if (w[i]->bits == 4) wg_launch<4, NP>(c, y[i], scr, inv, part, T, w[i], n == 1 && NP <= 64);
+        else wg_launch<8, NP>(c, y[i], scr, inv, part, T, w[i], n == 1 && NP <= 64);
     }
     return true;
 }

@@ -57,9 +57,13 @@ __global__ void rms_norm_kernel(float *y, const float *x, const float *w, float 
 /* WG (9..64 rows, wgx.cuh): y also written in the 64-token 4/8-bit matmul's prepared form to wg — grid wg.NP
  * blocks, those past the rows writing their token's zeros only — with 2^e from max|y| over the row (bitwise
  * wg_xprep_kernel on y) */
+/* DSUM (ADD with ds.ks > 1; KILN_CUDA_QWG_DEFER, matmul_wgmma.cu): d is not written yet — it is the sum of a 2..64-token
+ * matmul's ks split partials ds.p[k][t][·] (ds.n4 float4s a split), added here in split order as wg_reduce_kernel
+ * adds them (__fadd_rn, partial 0 first), so d's floats and everything after them are the separate launches' */
+struct dsum_t { const float *p; int ks, n4; };
 template <int RV, bool ADD = false, bool PREP = false, bool X16 = false, bool Y32 = true, bool WG = false>
 __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x, const float *w, float off, int n, float eps,
-                                                        const float *d, xp_dst xp, __nv_bfloat16 *y16, wgx_dst wg) {
+                                                        const float *d, xp_dst xp, __nv_bfloat16 *y16, wgx_dst wg, dsum_t ds) {
     __shared__ float warp_sums[8];
     extern __shared__ float4 xp_h4[]; /* PREP: y, then zeros to whole chunks */
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; x is read after the wait */
@@ -81,7 +85,16 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
         const int i = threadIdx.x + r * 256;
         v[r] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
         if (ADD && i < n4) {
-            const float4 dv = ((const float4 *)(d + (size_t)blockIdx.x * n))[i];
+            float4 dv;
+            if (ds.ks > 1) {
+                const float4 *p = (const float4 *)ds.p + (size_t)blockIdx.x * n4 + i;
+                dv = p[0];
+                for (int k = 1; k < ds.ks; k++) {
+                    const float4 q = p[(size_t)k * ds.n4];
+                    dv.x = __fadd_rn(dv.x, q.x); dv.y = __fadd_rn(dv.y, q.y); dv.z = __fadd_rn(dv.z, q.z); dv.w = __fadd_rn(dv.w, q.w);
+                }
+            } else
+                dv = ((const float4 *)(d + (size_t)blockIdx.x * n))[i];
             v[r].x += dv.x; v[r].y += dv.y; v[r].z += dv.z; v[r].w += dv.w;
             ((float4 *)xr)[i] = v[r];
         }
@@ -125,13 +138,14 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
 
 /* the PREP variants where the GEMV after this one will want y prepared (cuda_xp_want); 0: not taken */
 template <bool ADD>
-static int rms_norm4_prep(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d) {
+static int rms_norm4_prep(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d,
+                          dsum_t ds = {}) {
     xp_dst xp;
     if (n <= 256 || n > 8192 || !cuda_xp_want(c, T, n, 0, &xp)) return 0;
     const size_t sm = sizeof(float) * xp_ncols(xp);
     if (sm > 48 * 1024) return 0;
-    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr, wgx_dst{});
-    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr, wgx_dst{});
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr, wgx_dst{}, ds);
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, true>, 1, 256, sm, y, x, w, off, n, eps, d, xp, (__nv_bfloat16 *)nullptr, wgx_dst{}, ds);
     cuda_xp_set(c, y, &xp);
     return 1;
 }
@@ -139,27 +153,29 @@ static int rms_norm4_prep(cuda_impl_t *c, float *y, const float *x, const float 
 /* the WG variants where the 64-token 4/8-bit matmul after this one will want y prepared (wgx.cuh: 9..64 rows,
  * n % 64 == 0, a hint that matmul left); 0: not taken */
 template <bool ADD>
-static int rms_norm4_wgx(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d) {
+static int rms_norm4_wgx(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d,
+                         dsum_t ds = {}) {
     int NP = 0;
     unsigned char *buf = n > 256 && n <= 8192 ? cuda_wgx_want(c, T, n, &NP) : NULL; /* the rows and K: cuda_wgx_want's */
     if (!buf) return 0;
     const wgx_dst wg = {(__half *)buf, (float *)(buf + wgx_xbytes(n, NP)), T, NP};
     const xp_dst no = {};
-    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, false, true, true>, NP, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wg);
-    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, false, true, true>, NP, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wg);
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, false, true, true>, NP, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wg, ds);
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, false, true, true>, NP, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wg, ds);
     cuda_wgx_set(c, y, T, n, NP);
     return 1;
 }
 
 /* the 256 < n <= 8192 launches, with y's bf16 copy where a prefill matmul will want it (x16.cuh) */
 template <bool ADD>
-static void rms_norm4_launch(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d) {
+static void rms_norm4_launch(cuda_impl_t *c, float *y, const float *x, const float *w, float off, int T, int n, float eps, const float *d,
+                             dsum_t ds = {}) {
     const xp_dst no = {};
     __nv_bfloat16 *y16 = cuda_x16_want(c, (size_t)T * n);
-    if (y16 && n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16, wgx_dst{});
-    else if (y16) cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16, wgx_dst{});
-    else if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wgx_dst{});
-    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wgx_dst{});
+    if (y16 && n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16, wgx_dst{}, ds);
+    else if (y16) cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD, false, true>, T, 256, 0, y, x, w, off, n, eps, d, no, y16, wgx_dst{}, ds);
+    else if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wgx_dst{}, ds);
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, ADD>, T, 256, 0, y, x, w, off, n, eps, d, no, (__nv_bfloat16 *)nullptr, wgx_dst{}, ds);
     if (y16) cuda_x16_set(c, y, (size_t)T * n);
 }
 
@@ -169,8 +185,8 @@ static void rms_norm4_launch(cuda_impl_t *c, float *y, const float *x, const flo
 int cuda_rms_norm_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *x, const float *w, float off, int T, int n, float eps) {
     if (T <= 0 || n % 4 || n <= 256 || n > 8192 || (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y16) & 15)) return -1;
     const xp_dst no = {};
-    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16, wgx_dst{});
-    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16, wgx_dst{});
+    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm4_kernel<4, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16, wgx_dst{}, dsum_t{});
+    else cuda_launch_pdl(c->stream, rms_norm4_kernel<8, false, false, true, false>, T, 256, 0, (float *)nullptr, x, w, off, n, eps, (const float *)nullptr, no, y16, wgx_dst{}, dsum_t{});
     return 0;
 }
 
@@ -319,12 +335,20 @@ int cuda_post_norm_add(backend_t *be, float *x, float *y, float *d, const float 
  * add_rms_norm), bitwise the same results. Other sizes/alignments: the two ops. */
 void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const float *w, float off, int T, int n, float eps) {
     if (T <= 0) return;
-    cudaStream_t s = cuda_impl(be)->stream;
+    cuda_impl_t *c = cuda_impl(be);
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15) && !((uintptr_t)d & 15);
-    (void)s;
-    if (al && rms_norm4_prep<true>(cuda_impl(be), y, x, w, off, T, n, eps, d)) {
-    } else if (al && rms_norm4_wgx<true>(cuda_impl(be), y, x, w, off, T, n, eps, d)) {
-    } else if (al && n > 256 && n <= 8192) rms_norm4_launch<true>(cuda_impl(be), y, x, w, off, T, n, eps, d);
+    /* d the deferred split sums of the matmul just before (KILN_CUDA_QWG_DEFER): summed here (DSUM); any other
+     * pending sums land first */
+    dsum_t ds = {};
+    if (c->dfr.y && c->dfr.y == d && c->dfr.T == T && c->dfr.N == n && al && n > 256 && n <= 8192) {
+        ds = dsum_t{c->dfr.part, c->dfr.ks, T * n / 4};
+        c->dfr.y = NULL;
+        c->dfr.used++;
+    } else
+        cuda_defer_flush(c);
+    if (al && rms_norm4_prep<true>(c, y, x, w, off, T, n, eps, d, ds)) {
+    } else if (al && rms_norm4_wgx<true>(c, y, x, w, off, T, n, eps, d, ds)) {
+    } else if (al && n > 256 && n <= 8192) rms_norm4_launch<true>(c, y, x, w, off, T, n, eps, d, ds);
     else {
         cuda_add(be, x, d, (size_t)T * n);
         cuda_rms_norm(be, y, x, w, off, T, n, eps);
