@@ -22,7 +22,7 @@ static void on_sigint(int sig) { g_interrupt = 1; }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln chat [MODEL_DIR] [--system TEXT] [--max-tokens N] [--temperature T] [--seed S]\n"
-               "                 [--threads N] [--kv-cache-gb G] [--backend cpu|cpu-ref]\n"
+               "                 [--threads N] [--kv-cache-gb G] [--backend cpu|cpu-ref|cuda]\n"
                "  Type a message and press Enter; the reply streams back. /reset clears the\n"
                "  conversation, /exit or Ctrl-D leaves, Ctrl-C interrupts a reply.\n");
 }

@@ -15,7 +15,13 @@ void model_args_defaults(model_args_t *a) {
 }
 
 const char *model_args_help(void) {
-    return "  --backend cpu|cpu-ref   compute backend (cpu-ref: scalar reference kernels)\n"
+#ifdef KILN_HAVE_CUDA
+    return "  --backend cpu|cpu-ref|cuda  compute backend (cpu-ref: scalar reference kernels;\n"
+           "                          cuda: the NVIDIA GPU, docs/cuda.md)\n"
+#else
+    return "  --backend cpu|cpu-ref   compute backend (cpu-ref: scalar reference kernels; cuda\n"
+           "                          in builds made with `make cuda`, docs/cuda.md)\n"
+#endif
            "  --threads N             CPU threads (default: all cores)\n"
            "  --kv-dtype f32|f16|bf16|q8  KV cache element type (q8: int8 with a scale per row,\n"
            "                          half of f16's bytes; CPU backend only)\n"
