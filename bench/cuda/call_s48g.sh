@@ -1,5 +1,5 @@
 #!/bin/bash
-# call_s48g.sh — written in session 48 for the next session, NOT run: compute-sanitizer over what calls 4–6 left
+# call_s48g.sh — written in session 48, run in session 49 (call 3: memcheck / synccheck 0 errors; racecheck past 150 s): compute-sanitizer over what calls 4–6 left
 # out or cut short — memcheck on the QMMA subset and the prefill attention (they ran past 30 / 45 s under the
 # tool), the hybrid binary, and racecheck / synccheck on the decode attention (clusters, shared
 # memory) and the GEMV subset. Same line format as call_s48f.sh.

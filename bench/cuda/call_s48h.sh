@@ -1,5 +1,6 @@
 #!/bin/bash
-# call_s48h.sh — written in session 48 for the next session, NOT run: bench/cuda/qwg_defer_s48.patch (a one-weight
+# call_s48h.sh — written in session 48, run in session 49 (call 1; the switch then landed as the default,
+# KILN_CUDA_QWG_DEFER=0 the A/B — so today X=1 and =1 are the same binary's default twice): bench/cuda/qwg_defer_s48.patch (a one-weight
 # 2..64-token MLX matmul leaves its split partials; the add_rms_norm after it sums them in split order — llama's o
 # and down at 64 rows lose a wg_reduce_kernel launch and a PDL hop each; KILN_CUDA_QWG_DEFER=1, opt-in; compiled here,
 # never run). Build: PATCH=bench/cuda/qwg_defer_s48.patch bash bench/cuda/build_here.sh /work/cb/s26 kiln test_cuda_kernels
