@@ -3552,6 +3552,28 @@ static void test_rope_attention_decode(void) {
     attn_tol = 1e-5;
 }
 
+/* A few of the decode attention's cases, for compute-sanitizer's racecheck (the whole "dec" subset runs past 150 s
+ * under it): batch-1 rows split over clusters of 16 and 32 blocks (2047 / 4000 positions), three rows of one to 24
+ * blocks, GQA 2 and 4, f16 and bf16, head_dim 64 and 128, and the fused rope + cache write with and without qwen3's
+ * head norms. KILN_CUDA_TEST_ATTN_ONLY=decq */
+static void test_attention_decode_quick(void) {
+    int p1[1] = {2047}, p2[1] = {4000}, p3[3] = {0, 37, 2999}, l1[1] = {1}, l3[3] = {1, 1, 1};
+    attn_be = befast;
+    attn_tol = 1e-4;
+    attn_worst = 0;
+    attn_case(1, p1, l1, 32, 8, 128, DT_BF16, 16, 0, 0.f, 7700);
+    attn_case(1, p2, l1, 16, 8, 64, DT_F16, 7, 0, 0.f, 7701);
+    attn_case(3, p3, l3, 16, 4, 128, DT_F16, 16, 0, 0.f, 7702);
+    printf("# attention decode quick: worst rel err %.3g (bound %g)\n", attn_worst, attn_tol);
+    attn_be = NULL;
+    attn_tol = 1e-5;
+    nra_fused = 1;
+    nra_bs = 16;
+    nra_case(befast, 1, p1, l1, 16, 8, 128, 128, DT_BF16, 1, 7703);
+    nra_case(befast, 1, p2, l1, 32, 8, 128, 128, DT_F16, 0, 7704);
+    nra_fused = 0;
+}
+
 static void test_attention_chain(void) {
     int one[1] = {2047}, odd[1] = {2048}, five[5] = {0, 5, 1000, 3001, 64}, two[2] = {4000, 17};
     attn_chain_case(1, one, 32, 8, 128, DT_BF16, 16, 0, 0.f, 901);  /* llama-3-8b batch 1: 33 splits */
@@ -5144,11 +5166,16 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
     }
-    if (getenv("KILN_CUDA_TEST_ATTN_ONLY")) { /* the attention tests alone (=dec: the tensor-core decode ones; =mma: the prefill ones; =single: their single-rounding part and the wgmma kernel's settings; =wg: a quick wgmma check): a short device call */
+    if (getenv("KILN_CUDA_TEST_ATTN_ONLY")) { /* the attention tests alone (=dec: the tensor-core decode ones; =mma: the prefill ones; =single: their single-rounding part and the wgmma kernel's settings; =wg: a quick wgmma check; =decq: five decode cases, for racecheck): a short device call */
         if (!strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "wg")) {
             test_attention_wg_quick();
             backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
             return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY=wg)");
+        }
+        if (!strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "decq")) {
+            test_attention_decode_quick();
+            backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+            return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY=decq)");
         }
         if (!strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "mma") || !strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "single")) {
             test_attention_mma(); /* =single: only its single-rounding part (the wgmma kernel's cases) */
