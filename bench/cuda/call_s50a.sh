@@ -8,6 +8,9 @@
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
+# first the whole QWG subset: test_qwg_defer's y != d case (session 49's narrowing of the deferral, compiled, not run)
+call_t1 qwg KILN_CUDA_TEST_QWG_ONLY=1
+grep "^# qwg defer" /tmp/t_qwg.log >> "$S"
 call_t1 qwgq KILN_CUDA_TEST_QWG_ONLY=quick
 call_t1 qwgq_fw KILN_CUDA_TEST_QWG_ONLY=quick KILN_CUDA_QWG_FILLWAIT=1
 call_san racecheck 120 qwgq_race KILN_CUDA_TEST_QWG_ONLY=quick -- /tmp/k/test_cuda_kernels

@@ -2853,6 +2853,21 @@ static void test_qwg_defer(void) {
             size_t nd = 0;
             for (size_t i = 0; i < nr; i++) nd += memcmp(&want[i], &y0[i], sizeof(float)) != 0;
             CHECK(nd == 0, "qwg defer q%d T=%d: y downloaded right after the matmul: %zu values differ", bits, T, nd);
+            /* an add_rms_norm whose output is not d (d read again later): no deferral — d holds the matmul's sums */
+            {
+                setenv("KILN_CUDA_QWG_DEFER", "1", 1);
+                float *dr3 = dev_from(be, r, nr), *dd = be->ops->alloc(be, sizeof(float) * nr), *dy = be->ops->alloc(be, sizeof(float) * nr);
+                const long u0 = cuda_defer_uses(be);
+                be->ops->matmul(be, dd, dx, T, &w);
+                be->ops->add_rms_norm(be, dr3, dy, dd, dnw, 0.f, T, N, 1e-6f);
+                CHECK(cuda_defer_uses(be) == u0, "qwg defer q%d T=%d: deferred into an add_rms_norm with y != d", bits, T);
+                to_host(be, want, dd, nr);
+                size_t nd2 = 0;
+                for (size_t i = 0; i < nr; i++) nd2 += memcmp(&want[i], &y0[i], sizeof(float)) != 0;
+                CHECK(nd2 == 0, "qwg defer q%d T=%d: d after an add_rms_norm with y != d: %zu values differ from the matmul's", bits, T, nd2);
+                unsetenv("KILN_CUDA_QWG_DEFER");
+                be->ops->free(be, dr3); be->ops->free(be, dd); be->ops->free(be, dy);
+            }
             be->ops->free(be, dh0); be->ops->free(be, dx); be->ops->free(be, dnw);
             for (int p2 = 0; p2 < 2; p2++) for (int j = 0; j < 3; j++) free(got[p2][j]);
             free(want); free(y0); free(x); free(r); free(nw);

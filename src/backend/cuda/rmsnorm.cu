@@ -337,10 +337,11 @@ void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const 
     if (T <= 0) return;
     cuda_impl_t *c = cuda_impl(be);
     const int al = n % 4 == 0 && !((uintptr_t)x & 15) && !((uintptr_t)y & 15) && !((uintptr_t)w & 15) && !((uintptr_t)d & 15);
-    /* d the deferred split sums of the matmul just before (KILN_CUDA_QWG_DEFER): summed here (DSUM); any other
-     * pending sums land first */
+    /* d the deferred split sums of the matmul just before (KILN_CUDA_QWG_DEFER): summed here (DSUM) — only where the
+     * norm overwrites d (y == d, llama's h = norm(x += h)), since d itself is never written then; any other pending
+     * sums land first */
     dsum_t ds = {};
-    if (c->dfr.y && c->dfr.y == d && c->dfr.T == T && c->dfr.N == n && al && n > 256 && n <= 8192) {
+    if (c->dfr.y && c->dfr.y == d && y == d && c->dfr.T == T && c->dfr.N == n && al && n > 256 && n <= 8192) {
         ds = dsum_t{c->dfr.part, c->dfr.ks, T * n / 4};
         c->dfr.y = NULL;
         c->dfr.used++;
