@@ -1410,13 +1410,9 @@ static void wg_launch(cuda_impl_t *c, float *y, const unsigned char *xg, const f
         wg_kernel<BITS, NP><<<dim3(cdiv(N, WG_ROWS), KS), 256, P::SMEM, c->stream>>>(KS > 1 ? part : y, xg, inv, T, *w, KS, swap, bulk, pf);
         cudaLaunchCheck();
     }
-    if (KS > 1 && defer && cuda_defer_on(c) && N % 4 == 0) { /* the add_rms_norm after it sums the splits (or the next op flushes) */
+    if (KS > 1) { /* the split sums: recorded, then reduced now unless the add_rms_norm after it will sum them (or the next op flushes) */
         c->dfr.y = y; c->dfr.part = part; c->dfr.ks = KS; c->dfr.T = T; c->dfr.N = N;
-        return;
-    }
-    if (KS > 1) {
-        const size_t n = (size_t)T * N;
-        wg_launch_cl(c, wg_reduce_kernel, dim3(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, 1, wg_pdl() != 0, y, (const float *)part, KS, n);
+        if (!(defer && cuda_defer_on(c) && N % 4 == 0)) cuda_defer_flush(c);
     }
 }
 

@@ -273,10 +273,10 @@ extern "C" long cuda_xprep_uses(const backend_t *be) {
 /* the wrappers are installed only for backends with a state (which they keep until destroy) */
 static inline xp_state_t *XS(backend_t *be) { return xs((const cuda_impl_t *)be->impl); }
 static inline const backend_ops_t *XB(backend_t *be) { return XS(be)->base; }
-static inline void xp_drop(backend_t *be) {
-    XS(be)->rec.x = NULL; XS(be)->x16_rec.x = NULL; XS(be)->wgx_rec.x = NULL;
-    cuda_defer_flush((cuda_impl_t *)be->impl); /* a matmul's deferred split sums, before anything may read y */
-}
+static inline void xp_forget(backend_t *be) { XS(be)->rec.x = NULL; XS(be)->x16_rec.x = NULL; XS(be)->wgx_rec.x = NULL; }
+/* a matmul's deferred split sums (matmul_wgmma.cu) launched, before anything may read its y */
+static inline void xp_flush(backend_t *be) { cuda_defer_flush((cuda_impl_t *)be->impl); }
+static inline void xp_drop(backend_t *be) { xp_forget(be); xp_flush(be); }
 /* the records' sequence numbers before a matmul (both come from s->seq, so one number: a record
  * made during the call has a larger one) */
 static inline long xp_seq(backend_t *be) { return XS(be)->seq; }
@@ -325,7 +325,7 @@ XW(sample, (backend_t *be, int32_t *tokens, float *logits, const sample_args_t *
 /* add_rms_norm: the records dropped but a matmul's deferred split sums kept — cuda_add_rms_norm reads them where d is
  * that matmul's y (and flushes them otherwise) */
 static void xw_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const float *w, float o, int T, int n, float eps) {
-    XS(be)->rec.x = NULL; XS(be)->x16_rec.x = NULL; XS(be)->wgx_rec.x = NULL;
+    xp_forget(be);
     XB(be)->add_rms_norm(be, x, y, d, w, o, T, n, eps);
 }
 XW(rope_kv_write,
@@ -351,26 +351,26 @@ XWR(int, moe_experts,
 
 /* the matmuls: run (taking the prepared x if it is theirs), then forget it where they wrote over x */
 static void xw_matmul(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
-    cuda_defer_flush((cuda_impl_t *)be->impl);
+    xp_flush(be);
     const long s = xp_seq(be);
     XB(be)->matmul(be, y, x, T, w);
     xp_after(be, s, y, (size_t)(T > 0 ? T : 0) * w->rows);
 }
 static void xw_matmul_multi(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *w) {
-    cuda_defer_flush((cuda_impl_t *)be->impl);
+    xp_flush(be);
     const long s = xp_seq(be);
     XB(be)->matmul_multi(be, n, y, x, T, w);
     for (int i = 0; i < n; i++) xp_after(be, s, y[i], (size_t)(T > 0 ? T : 0) * w[i]->rows);
 }
 static void xw_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
-    cuda_defer_flush((cuda_impl_t *)be->impl);
+    xp_flush(be);
     const long s = xp_seq(be); /* a GLU inside records its own output (a newer record): kept */
     XB(be)->matmul_glu(be, y, g, u, x, T, wg, wu, act);
     const size_t n = (size_t)(T > 0 ? T : 0) * wg->rows;
     xp_after(be, s, y, n); xp_after(be, s, g, n); xp_after(be, s, u, n);
 }
 static int xw_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
-    cuda_defer_flush((cuda_impl_t *)be->impl);
+    xp_flush(be);
     const long s = xp_seq(be);
     const int r = XB(be)->matmul_add(be, y, x, T, w);
     xp_after(be, s, y, (size_t)(T > 0 ? T : 0) * w->rows);
@@ -378,7 +378,7 @@ static int xw_matmul_add(backend_t *be, float *y, const float *x, int T, const w
 }
 static int xw_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float o, float eps, int T,
                                const weight_t *const *w) {
-    cuda_defer_flush((cuda_impl_t *)be->impl);
+    xp_flush(be);
     const long s = xp_seq(be);
     const int r = XB(be)->rms_matmul_multi(be, n, y, x, nw, o, eps, T, w);
     for (int i = 0; i < n; i++) xp_after(be, s, y[i], (size_t)(T > 0 ? T : 0) * w[i]->rows);
@@ -386,7 +386,7 @@ static int xw_rms_matmul_multi(backend_t *be, int n, float *const *y, const floa
 }
 static int xw_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float o, float eps, int T, const weight_t *wg,
                              const weight_t *wu, act_t act) {
-    cuda_defer_flush((cuda_impl_t *)be->impl);
+    xp_flush(be);
     const long s = xp_seq(be);
     const int r = XB(be)->rms_matmul_glu(be, y, x, nw, o, eps, T, wg, wu, act);
     xp_after(be, s, y, (size_t)(T > 0 ? T : 0) * wg->rows);
@@ -395,7 +395,7 @@ static int xw_rms_matmul_glu(backend_t *be, float *y, const float *x, const floa
 
 static int xw_rms_mlp(backend_t *be, float *x, const float *nw, float o, float eps, int T, const weight_t *wg, const weight_t *wu,
                       const weight_t *wd, act_t act) {
-    cuda_defer_flush((cuda_impl_t *)be->impl);
+    xp_flush(be);
     const long s = xp_seq(be);
     const int r = XB(be)->rms_mlp(be, x, nw, o, eps, T, wg, wu, wd, act);
     xp_after(be, s, x, (size_t)(T > 0 ? T : 0) * wd->rows);
