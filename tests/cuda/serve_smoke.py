@@ -92,7 +92,6 @@ def sse(url, path, body, stop_after=None, timeout=300):
     while f.readline() not in (b"\r\n", b""):
         pass
     events = []
-    buf = b""
     while True:
         line = f.readline()
         if not line:
@@ -111,7 +110,6 @@ def sse(url, path, body, stop_after=None, timeout=300):
                 return status, events
             if events and events[-1].get("type") == "message_stop":
                 break
-        buf = line
     s.close()
     return status, events
 
