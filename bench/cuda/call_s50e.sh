@@ -16,3 +16,13 @@ for v in X=1 KILN_CUDA_QWG_FILLWAIT=1 KILN_CUDA_QWG_FILLWAIT=2; do
   call_san racecheck 150 race_${v#*=} KILN_CUDA_TEST_QWG_ONLY=quick $v -- --kernel-name kns=wgm_kernel /tmp/k/test_cuda_kernels
 done
 echo "done at $(el) s" >> "$S"
+# and, where the package has kiln: batch-1 decode of llama-3-8b at 3 and 6 bits (MLX, group 64) — never measured on
+# CUDA; these bit widths take the warp-per-row f32 GEMV at one token — against q4 (the tensor-core GEMV) in the same call
+if [ -x /tmp/k/kiln ]; then
+  call_synth q3 l8q3; call_synth q6 l8q6; call_synth q4 l8q4
+  call_wait l8q3 l8q6 l8q4
+  for m in l8q4 l8q3 l8q6 l8q4; do
+    echo "== b1 $m $(timeout 90 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | cut -c1-600)" >> "$S"
+  done
+  echo "bench done at $(el) s" >> "$S"
+fi

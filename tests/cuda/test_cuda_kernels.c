@@ -18,6 +18,14 @@
 static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KILN_CUDA_GEMM_MIN_T_DEFAULT) */
 static int qmma_min_t = KILN_CUDA_QMMA_MIN_T_DEFAULT, qmma_max_t = 64; /* KILN_CUDA_QMMA(_MAX_T) as the backend reads them */
 static int gemv_tc = 1; /* batch-1 MLX 4/8-bit through matmul_gemv_tc.cu (KILN_CUDA_GEMV_TC=0: the f32 GEMV) */
+/* the codes' width on the device: KILN_CUDA_WIDEN=1|2 makes 2/3-bit codes 4-bit and 5/6-bit 8-bit at prepare_weight
+ * (widen.cu; =1 only where an eighth of the card stays free, always so for these tests' weights), and the kernel
+ * choices below follow the device width */
+static int dbits(const weight_t *w) {
+    const char *e = getenv("KILN_CUDA_WIDEN");
+    const int on = e && (atoi(e) == 1 || atoi(e) == 2);
+    return on && w->dtype == DT_U32 && w->bits != 4 && w->bits != 8 ? (w->bits < 4 ? 4 : 8) : w->bits;
+}
 static int tc_fuse; /* KILN_CUDA_TC_FUSE=1: matmul_gemv_tc.cu's fused ops (opt-in) run, and are tested to run */
 static backend_t *be16;           /* "cuda" with KILN_CUDA_ACT=bf16: x rounded once to bf16 for bf16 weights */
 /* MLX 4/8-bit at 2..64 tokens on "cuda" through matmul_wgmma.cu (KILN_CUDA_QWG=N: from N tokens,
@@ -25,7 +33,7 @@ static backend_t *be16;           /* "cuda" with KILN_CUDA_ACT=bf16: x rounded o
  * precision class (1e-2 here, the derived bound in test_qwg), bitwise batch invariant */
 static int qwg_min_t(void) { const char *e = getenv("KILN_CUDA_QWG"); const int v = e ? atoi(e) : 2; return v <= 0 ? 1000 : v; }
 static int qwg_ok(const weight_t *w) {
-    return w->dtype == DT_U32 && (w->bits == 4 || w->bits == 8) && w->cols % 64 == 0 && (w->group == 32 || w->group % 64 == 0);
+    return w->dtype == DT_U32 && (dbits(w) == 4 || dbits(w) == 8) && w->cols % 64 == 0 && (w->group == 32 || w->group % 64 == 0);
 }
 static void test_qwg(void);
 static uint32_t host_code(const weight_t *w, int r, int c);
@@ -108,7 +116,7 @@ static void test_release_weight(void) {
 
 /* the weights matmul_gemv_tc.cu takes (its caller's conditions) */
 static int gemv_tc_ok(const weight_t *w) {
-    return w->dtype == DT_U32 && (w->bits == 4 || w->bits == 8) && (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % 128 == 0 &&
+    return w->dtype == DT_U32 && (dbits(w) == 4 || dbits(w) == 8) && (w->group == 32 || w->group == 64 || w->group == 128) && w->cols % 128 == 0 &&
            (w->sb_dtype == DT_BF16 || w->sb_dtype == DT_F16);
 }
 
@@ -123,8 +131,8 @@ static int tcm_max_t(void) {
 static int tcm_takes(const weight_t *w, int T) {
     if (T < 2 || T > tcm_max_t() || !gemv_tc || qmma_min_t < 2 || qmma_min_t >= 1000 || !gemv_tc_ok(w)) return 0;
     const char *mk = getenv("KILN_CUDA_GEMV_TC_T_MINK"); /* 4-bit weights of K >= this (default 4096) only */
-    if (w->bits != 4 || w->cols < (mk && *mk ? atoi(mk) : 4096)) return 0;
-    const int K = w->cols, span = 512 / w->bits, chunks = (K + 4 * span - 1) / (4 * span), M = (3 * T + 1) / 2;
+    if (dbits(w) != 4 || w->cols < (mk && *mk ? atoi(mk) : 4096)) return 0;
+    const int K = w->cols, span = 512 / dbits(w), chunks = (K + 4 * span - 1) / (4 * span), M = (3 * T + 1) / 2;
     const int unit = span / (span / (w->group < span ? w->group : span)), S = K >= 8192 ? 8 : 4;
     const size_t smem = (size_t)(4 * chunks + 1) * ((span / 8) * 16 * M + 16) + 4 * (size_t)T * (K / unit) + 4 * (size_t)S * T * 16;
     return smem <= 227 * 1024;
@@ -161,8 +169,8 @@ static void check_matmul(hw_t *h, int T, const char *what) {
         backend_t *be = bes[bi];
         /* be16 differs from befast only there: bf16 weights on cuBLASLt, and MLX 4/8-bit past
          * qmma's sizes (dequantized to bf16 for a bf16 GEMM, KILN_CUDA_QDEQ following ACT) */
-        const int inq = h->w.dtype == DT_U32 && (h->w.bits == 4 || h->w.bits == 8) && T >= qmma_min_t && T <= qmma_max_t;
-        const int deq16 = h->w.dtype == DT_U32 && (h->w.bits == 4 || h->w.bits == 8) && !inq;
+        const int inq = h->w.dtype == DT_U32 && (dbits(&h->w) == 4 || dbits(&h->w) == 8) && T >= qmma_min_t && T <= qmma_max_t;
+        const int deq16 = h->w.dtype == DT_U32 && (dbits(&h->w) == 4 || dbits(&h->w) == 8) && !inq;
         /* ... and qmma with x rounded once to bf16 (one MMA per k-step) */
         if (bi == 2 && !(gemm && (h->w.dtype == DT_BF16 || deq16)) && !inq) continue;
         float *dx = dev_from(be, x, (size_t)T * K), *dy = be->ops->alloc(be, sizeof(float) * T * N);
@@ -4139,6 +4147,10 @@ static void grouped_case(int T, int E, int k, int H, int Ie, int kind, dtype_t s
 /* What the grouped path does not take: "cuda-f32" (all-f32 matmuls) and 3-bit experts decline
  * above the pair kernels' steps. */
 static void grouped_declines(void) {
+    /* 3-bit experts stay 3-bit here (KILN_CUDA_WIDEN would make them 4-bit, which the grouped GEMM takes) */
+    const char *wv = getenv("KILN_CUDA_WIDEN");
+    char *wkeep = wv ? strdup(wv) : NULL;
+    unsetenv("KILN_CUDA_WIDEN");
     for (int b = 0; b < 2; b++) {
         backend_t *be = b ? befast : be32;
         const int E = 4, k = 2, T = 20, H = 128, Ie = 64;
@@ -4162,6 +4174,8 @@ static void grouped_declines(void) {
         for (int i = 0; i < 12; i++) { release(be, &w[i]); free_hw(&hw[i]); }
         free(x); free(lg); free(wts); free(ids);
     }
+    if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
+    free(wkeep);
 }
 
 static void test_moe(void) {
@@ -5239,6 +5253,12 @@ int main(void) {
         test_gemv_mlp();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_FUSED_GEMV_ONLY)");
+    }
+    if (getenv("KILN_CUDA_TEST_MATMUL_ONLY")) { /* test_matmul alone (every dtype and bit width against ref_matmul; with
+                                                  * KILN_CUDA_WIDEN=1 the 2/3/5/6-bit weights widened on the device) */
+        test_matmul();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MATMUL_ONLY)");
     }
     if (getenv("KILN_CUDA_TEST_GEMV_ONLY")) { /* the batch-1 q4/q8 GEMV tests alone: a short device call */
         test_xprep();

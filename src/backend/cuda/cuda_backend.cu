@@ -276,6 +276,25 @@ static void *dev_copy(cuda_impl_t *c, const void *host, size_t n, err_t *e, cons
     return p;
 }
 
+void cuda_widen_codes(cuda_impl_t *c, uint32_t *out, const uint32_t *in, int rows, int cols, int b, int nb);
+
+/* The width a quantized weight's codes get on the device (widen.cu). KILN_CUDA_WIDEN=1 (opt-in, read per weight):
+ * 2/3 → 4 and 5/6 → 8 bits, where the widened codes fit with an eighth of the card still free after them
+ * (=2: whenever the allocation succeeds); unset or 0: the stored width, as before. Opt-in until the whole CUDA
+ * suite has run with it (session 50 ran the matmul tests, the fixtures and the benchmark: bench/cuda/RESULTS.md). */
+static int widen_bits(const weight_t *w, size_t wide_bytes) {
+    if (!weight_is_quantized(w) || w->bits == 4 || w->bits == 8) return w->bits;
+    const char *e = getenv("KILN_CUDA_WIDEN");
+    const int mode = e ? atoi(e) : 0;
+    if (mode != 1 && mode != 2) return w->bits;
+    if (mode == 1) {
+        size_t fr = 0, tot = 0;
+        if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { cudaGetLastError(); return w->bits; }
+        if (fr < wide_bytes + tot / 8) return w->bits;
+    }
+    return w->bits < 4 ? 4 : 8;
+}
+
 static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
     cuda_impl_t *c = cuda_impl(be);
     if (weight_is_quantized(w)) {
@@ -286,41 +305,64 @@ static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
                            w->rows, w->cols, w->group);
     }
     dweight_t *d = (dweight_t *)calloc(1, sizeof *d);
-    d->rows = w->rows; d->cols = w->cols; d->dtype = w->dtype; d->bits = w->bits; d->group = w->group; d->sb_dtype = w->sb_dtype;
+    d->rows = w->rows; d->cols = w->cols; d->dtype = w->dtype; d->bits = w->bits; d->hbits = w->bits; d->group = w->group; d->sb_dtype = w->sb_dtype;
     const int q = weight_is_quantized(w);
-    d->data_bytes = q ? (size_t)w->rows * w->cols / 32 * w->bits * 4 : (size_t)w->rows * w->cols * dtype_size(w->dtype);
+    const size_t hrow = q ? (size_t)w->cols / 32 * w->bits * 4 : (size_t)w->cols * dtype_size(w->dtype); /* host bytes a row */
+    d->data_bytes = hrow * w->rows;
     d->sb_bytes = q ? (size_t)w->rows * (w->cols / w->group) * dtype_size(w->sb_dtype) : 0;
     d->h_data = w->data;
     d->h_scales = w->scales;
     d->h_biases = w->biases;
     /* rows of a weight already on the device (searched newest first: the parent was just
-     * prepared): a view into its copy, no second upload */
+     * prepared): a view into its copy, no second upload — at the parent's device width */
     for (int i = c->n_weights - 1; i >= 0 && i >= c->n_weights - 4096; i--) {
         const dweight_t *p = c->weights[i];
         const char *hd = (const char *)w->data, *pd = (const char *)p->h_data;
-        if (p->alias || p->dtype != d->dtype || p->cols != d->cols || p->bits != d->bits || p->group != d->group || p->sb_dtype != d->sb_dtype)
+        if (p->alias || p->dtype != d->dtype || p->cols != d->cols || p->hbits != d->hbits || p->group != d->group || p->sb_dtype != d->sb_dtype)
             continue;
-        if (hd < pd || hd + d->data_bytes > pd + p->data_bytes) continue;
+        const size_t phost = hrow * p->rows; /* the parent's host bytes */
+        if (hd < pd || hd + d->data_bytes > pd + phost) continue;
         const size_t off = (size_t)(hd - pd);
+        if (q && off % hrow) continue; /* codes: whole rows only (the device copy may be wider) */
         if (q) {
             const char *hs = (const char *)w->scales, *ps = (const char *)p->h_scales;
             const size_t soff = (size_t)(hs - ps);
             if (hs < ps || hs + d->sb_bytes > ps + p->sb_bytes || (const char *)w->biases - (const char *)p->h_biases != (ptrdiff_t)soff) continue;
-            if (off / (d->data_bytes / d->rows) * (d->sb_bytes / d->rows) != soff) continue; /* same rows of codes and scales */
+            if (off / hrow * (d->sb_bytes / d->rows) != soff) continue; /* same rows of codes and scales */
             d->scales = (const char *)p->scales + soff;
             d->biases = (const char *)p->biases + soff;
         }
-        d->data = (const char *)p->data + off;
+        if (q) {
+            d->bits = p->bits;
+            d->data_bytes = p->data_bytes / p->rows * d->rows;
+            d->data = (const char *)p->data + off / hrow * (p->data_bytes / p->rows);
+        } else
+            d->data = (const char *)p->data + off;
         d->alias = 1;
         w->device = d;
         goto keep;
     }
     if (q) {
         size_t codes = d->data_bytes, sb = d->sb_bytes;
+        const int nb = widen_bits(w, (size_t)w->rows * w->cols / 32 * 8 * 4);
         if (!(d->data = dev_copy(c, w->data, codes, e, "quantized codes")) || !(d->scales = dev_copy(c, w->scales, sb, e, "scales")) ||
             !(d->biases = dev_copy(c, w->biases, sb, e, "biases"))) {
             cudaFree((void *)d->data); cudaFree((void *)d->scales); free(d);
             return -1;
+        }
+        if (nb != w->bits) { /* widen.cu: the codes at nb bits replace the stored ones (an allocation failure keeps those) */
+            const size_t wide = (size_t)w->rows * w->cols / 32 * nb * 4;
+            void *p = NULL;
+            if (cudaMalloc(&p, dev_bytes(wide)) == cudaSuccess) {
+                if (dev_bytes(wide) > wide) cudaCheck(cudaMemsetAsync((char *)p + wide, 0, dev_bytes(wide) - wide, c->stream));
+                cuda_widen_codes(c, (uint32_t *)p, (const uint32_t *)d->data, w->rows, w->cols, w->bits, nb);
+                cudaCheck(cudaStreamSynchronize(c->stream));
+                cudaFree((void *)d->data);
+                d->data = p;
+                d->bits = nb;
+                d->data_bytes = wide;
+            } else
+                cudaGetLastError();
         }
     } else if (!(d->data = dev_copy(c, w->data, d->data_bytes, e, "a dense weight"))) {
         free(d);

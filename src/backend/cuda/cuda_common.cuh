@@ -33,7 +33,8 @@ typedef struct dweight {
     const void *scales;     /* [rows, cols/group] in sb_dtype                                    */
     const void *biases;
     int rows, cols;
-    int dtype, bits, group, sb_dtype; /* dtype_t values */
+    int dtype, bits, group, sb_dtype; /* dtype_t values; bits: the codes' width on the device */
+    int hbits;              /* the codes' width as stored (host): bits, or 2/3/5/6 where widen.cu made them 4/8 */
     /* where the host copy was, for views: a weight whose host bytes lie inside an uploaded
      * one (hyb_rows: a fused expert's gate/up rows) points into its device copy */
     const void *h_data, *h_scales, *h_biases;
