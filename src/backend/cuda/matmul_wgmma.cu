@@ -1302,9 +1302,10 @@ static int wg_pdl(void) {
  * session 26, call 8). Bits 9-10 of C: 1 = 128, 2 = 256. A cache hint: results unchanged (test_qwg under each). */
 /* KILN_CUDA_QWG_FILLWAIT=1 (diagnosis, read per matmul; bit 12 of C): the producer completes a stage's code copies with
  * cp.async.wait_group and then arrives on its full barrier, instead of cp.async.mbarrier.arrive.noinc (the copies
- * arriving by themselves) — the prefill attention's form, which compute-sanitizer's racecheck reads as ordered; the
- * default's hazards under racecheck (session 49) either go away with it (the tool) or not (the kernel). Same values;
- * the producer loses its copies' overlap across stages, so slower. */
+ * arriving by themselves). Same values; slower (the producer loses its copies' overlap across stages). Session 50:
+ * racecheck reads the default fill as ordered already; its reports on this kernel are the release (the warp's reads,
+ * __syncwarp, lane 0's arrive on `empty`), quiet only when every lane arrives (bench/cuda/qwg_allarrive_s50.patch) —
+ * a hop the tool does not follow, since __syncwarp orders the warp's memory accesses (docs/cuda.md). */
 static int wgm_fillwait(void) {
     const char *e = getenv("KILN_CUDA_QWG_FILLWAIT");
     return e && atoi(e) == 1;
