@@ -18,24 +18,17 @@
  *
  * Layout (MLX, the CPU's weights.c): each row's codes are one little-endian bit stream over u32
  * words, code j in bits [j·b, j·b + b) — a code may straddle two words at b = 3, 5, 6. The output
- * has the same form at nb = 4 or 8, where no code straddles. One thread per output word. */
+ * has the same form at nb = 4 or 8, where no code straddles. One thread per output word (widen_word.h,
+ * which tests/unit/test_widen.c runs on the CPU). */
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/widen_word.h"
 
 __global__ void widen_codes_kernel(uint32_t *__restrict__ out, const uint32_t *__restrict__ in, size_t words_out, int wpr_in, int wpr_out,
                                    int b, int nb) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= words_out) return;
     const size_t r = i / wpr_out;
-    const int wi = (int)(i % wpr_out), per = 32 / nb;
-    const uint32_t *row = in + r * wpr_in, mask = (1u << b) - 1u;
-    uint32_t v = 0;
-    for (int k = 0; k < per; k++) {
-        const int bit = (wi * per + k) * b, wd = bit >> 5, sh = bit & 31;
-        uint32_t code = row[wd] >> sh;
-        if (sh + b > 32) code |= row[wd + 1] << (32 - sh); /* straddles: the next word is in the row (the code is) */
-        v |= (code & mask) << (k * nb);
-    }
-    out[i] = v;
+    out[i] = widen_word(in + r * wpr_in, (int)(i % wpr_out), b, nb);
 }
 
 /* codes of a [rows, cols] weight at b bits (device, in) → nb bits (device, out: rows·cols·nb/8 bytes),
