@@ -280,8 +280,9 @@ void cuda_widen_codes(cuda_impl_t *c, uint32_t *out, const uint32_t *in, int row
 
 /* The width a quantized weight's codes get on the device (widen.cu). KILN_CUDA_WIDEN=1 (opt-in, read per weight):
  * 2/3 → 4 and 5/6 → 8 bits, where the widened codes fit with an eighth of the card still free after them
- * (=2: whenever the allocation succeeds); unset or 0: the stored width, as before. Opt-in until the whole CUDA
- * suite has run with it (session 50 ran the matmul tests, the fixtures and the benchmark: bench/cuda/RESULTS.md). */
+ * (=2: whenever the allocation succeeds); unset or 0: the stored width, as before. Opt-in: written in session 50
+ * after its device time was spent, not yet run on a GPU (bench/cuda/call_s50f.sh is its first call; then the whole
+ * suite with it, then the default). */
 static int widen_bits(const weight_t *w, size_t wide_bytes) {
     if (!weight_is_quantized(w) || w->bits == 4 || w->bits == 8) return w->bits;
     const char *e = getenv("KILN_CUDA_WIDEN");
@@ -318,7 +319,8 @@ static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
     for (int i = c->n_weights - 1; i >= 0 && i >= c->n_weights - 4096; i--) {
         const dweight_t *p = c->weights[i];
         const char *hd = (const char *)w->data, *pd = (const char *)p->h_data;
-        if (p->alias || p->dtype != d->dtype || p->cols != d->cols || p->hbits != d->hbits || p->group != d->group || p->sb_dtype != d->sb_dtype)
+        if (p->alias || !p->rows || p->dtype != d->dtype || p->cols != d->cols || p->hbits != d->hbits || p->group != d->group ||
+            p->sb_dtype != d->sb_dtype)
             continue;
         const size_t phost = hrow * p->rows; /* the parent's host bytes */
         if (hd < pd || hd + d->data_bytes > pd + phost) continue;
