@@ -3,7 +3,8 @@
 # 4/8-bit kernels take them). test_matmul under it (KILN_CUDA_TEST_MATMUL_ONLY: every bit width and group against
 # ref_matmul, the kernel choices following the device width), the fixtures, `kiln logits` of a qwen3-0.6b q3 / q6 synth
 # with and without (max |diff| / max |logit|), and batch-1 decode / prefill of llama-3-8b q3 / q6 with and without.
-# Package: PACK_BINS="kiln test_cuda_kernels test_cuda_parity".
+# Package: PACK_BINS="kiln test_cuda_kernels test_cuda_parity" (FULL=1: the default seven binaries, and the whole suite
+# under KILN_CUDA_WIDEN=1 after the matmul subset).
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
@@ -11,6 +12,15 @@ call_synth q3 l8q3 q06q3; call_synth q6 l8q6 q06q6
 call_t1 matmul_w1 KILN_CUDA_TEST_MATMUL_ONLY=1 KILN_CUDA_WIDEN=1
 KILN_CUDA_WIDEN=1 timeout 60 /tmp/k/test_cuda_parity > /tmp/par.log 2>&1; echo "parity widen rc=$? $(tail -1 /tmp/par.log)" >> "$S"
 grep FAIL /tmp/par.log | grep -v kiln-tiny | head -5 >> "$S"
+# FULL=1 (package with every test binary): the whole suite under KILN_CUDA_WIDEN=1 — the step before making it the default
+if [ -n "${FULL:-}" ]; then
+  export KILN_CUDA_WIDEN=1
+  ( call_tbin test_cuda_hybrid test_cuda_sample test_cuda_shapes ) &
+  call_tbin test_cuda_kernels
+  wait
+  unset KILN_CUDA_WIDEN
+  echo "full suite (widen) done at $(el) s" >> "$S"
+fi
 call_wait q06q3 q06q6
 for m in q06q3 q06q6; do
   for v in 0 1; do
