@@ -4,7 +4,8 @@
 # (KILN_CUDA_TEST_QWG_ONLY=quick: two qwg_case calls, 4-bit and 8-bit) plain, then under racecheck with the default
 # fill (cp.async.mbarrier.arrive.noinc) and with KILN_CUDA_QWG_FILLWAIT=1 (cp.async.wait_group + a plain arrive, the
 # prefill attention's form, which racecheck read as ordered). Hazards with both: look at the kernel; only with the
-# default: the tool does not model the .noinc arrival. Package: PACK_BINS="test_cuda_kernels".
+# default: the tool does not model the .noinc arrival. Package: PACK_BINS="test_cuda_kernels", built with
+# PATCH=bench/cuda/qwg_allarrive_s50.patch (main no longer has KILN_CUDA_QWG_FILLWAIT since session 50's answer).
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"

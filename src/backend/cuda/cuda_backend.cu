@@ -283,17 +283,17 @@ void cuda_widen_codes(cuda_impl_t *c, uint32_t *out, const uint32_t *in, int row
  * (=2: whenever the allocation succeeds); unset or 0: the stored width, as before. Opt-in: written in session 50
  * after its device time was spent, not yet run on a GPU (bench/cuda/call_s50f.sh is its first call; then the whole
  * suite with it, then the default). */
-static int widen_bits(const weight_t *w, size_t wide_bytes) {
+static int widen_bits(const weight_t *w) {
     if (!weight_is_quantized(w) || w->bits == 4 || w->bits == 8) return w->bits;
     const char *e = getenv("KILN_CUDA_WIDEN");
-    const int mode = e ? atoi(e) : 0;
+    const int mode = e ? atoi(e) : 0, nb = w->bits < 4 ? 4 : 8;
     if (mode != 1 && mode != 2) return w->bits;
     if (mode == 1) {
         size_t fr = 0, tot = 0;
         if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { cudaGetLastError(); return w->bits; }
-        if (fr < wide_bytes + tot / 8) return w->bits;
+        if (fr < (size_t)w->rows * w->cols / 8 * nb + tot / 8) return w->bits;
     }
-    return w->bits < 4 ? 4 : 8;
+    return nb;
 }
 
 static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
@@ -325,19 +325,17 @@ static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
         const size_t phost = hrow * p->rows; /* the parent's host bytes */
         if (hd < pd || hd + d->data_bytes > pd + phost) continue;
         const size_t off = (size_t)(hd - pd);
-        if (q && off % hrow) continue; /* codes: whole rows only (the device copy may be wider) */
-        if (q) {
+        if (q) { /* whole rows of codes and their scales; the device copy may be wider (widen.cu) */
             const char *hs = (const char *)w->scales, *ps = (const char *)p->h_scales;
-            const size_t soff = (size_t)(hs - ps);
-            if (hs < ps || hs + d->sb_bytes > ps + p->sb_bytes || (const char *)w->biases - (const char *)p->h_biases != (ptrdiff_t)soff) continue;
+            const size_t soff = (size_t)(hs - ps), drow = p->data_bytes / p->rows;
+            if (off % hrow || hs < ps || hs + d->sb_bytes > ps + p->sb_bytes || (const char *)w->biases - (const char *)p->h_biases != (ptrdiff_t)soff)
+                continue;
             if (off / hrow * (d->sb_bytes / d->rows) != soff) continue; /* same rows of codes and scales */
             d->scales = (const char *)p->scales + soff;
             d->biases = (const char *)p->biases + soff;
-        }
-        if (q) {
             d->bits = p->bits;
-            d->data_bytes = p->data_bytes / p->rows * d->rows;
-            d->data = (const char *)p->data + off / hrow * (p->data_bytes / p->rows);
+            d->data_bytes = drow * d->rows;
+            d->data = (const char *)p->data + off / hrow * drow;
         } else
             d->data = (const char *)p->data + off;
         d->alias = 1;
@@ -346,14 +344,14 @@ static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
     }
     if (q) {
         size_t codes = d->data_bytes, sb = d->sb_bytes;
-        const int nb = widen_bits(w, (size_t)w->rows * w->cols / 32 * 8 * 4);
+        const int nb = widen_bits(w);
         if (!(d->data = dev_copy(c, w->data, codes, e, "quantized codes")) || !(d->scales = dev_copy(c, w->scales, sb, e, "scales")) ||
             !(d->biases = dev_copy(c, w->biases, sb, e, "biases"))) {
             cudaFree((void *)d->data); cudaFree((void *)d->scales); free(d);
             return -1;
         }
         if (nb != w->bits) { /* widen.cu: the codes at nb bits replace the stored ones (an allocation failure keeps those) */
-            const size_t wide = (size_t)w->rows * w->cols / 32 * nb * 4;
+            const size_t wide = (size_t)w->rows * w->cols / 8 * nb;
             void *p = NULL;
             if (cudaMalloc(&p, dev_bytes(wide)) == cudaSuccess) {
                 if (dev_bytes(wide) > wide) cudaCheck(cudaMemsetAsync((char *)p + wide, 0, dev_bytes(wide) - wide, c->stream));

@@ -971,7 +971,6 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
     const int hsl = (C >> 8) & 1; /* wgm_hslab(): the warp's slab as f16 factors where they are exact (below) */
     const int l2pf = (C >> 9) & 3 ? 64 << ((C >> 9) & 3) : 0; /* wgm_l2pf(): the code copies' L2 prefetch size (bytes) */
     const int pdl = (C >> 11) & 1; /* launched with PDL (wg_pdl): weights before griddepcontrol.wait, x and the output after */
-    const int fillwait = (C >> 12) & 1; /* wgm_fillwait(): a stage's copies completed by wait_group, then a plain arrive */
     C &= 255;
     const int N = w.rows, K = w.cols, r0 = bx * ROWS, split = by;
     const int nch = K / WG_KC, c0 = (int)((long)split * nch / KS), n = (int)((long)(split + 1) * nch / KS) - c0;
@@ -1014,12 +1013,7 @@ __device__ __forceinline__ void wgm_body(float *__restrict__ out, const unsigned
                 wg_cp16(dst + P::XB + row * P::RBP + part * 16, (const unsigned char *)w.data + (size_t)r * wpr * 4 + (size_t)ch * P::RB + part * 16,
                         l2pf);
             }
-            if (fillwait) { /* diagnosis: the same arrival count, the copies waited for in this lane first */
-                cp_commit();
-                cp_wait<0>();
-                mb_arrive(full + 8 * s);
-            } else
-                cp_mb_arrive(full + 8 * s);
+            cp_mb_arrive(full + 8 * s);
             if (i + 1 == pre) {
                 pdl_wait();
                 for (int j = 0; j < pre; j++) x_tile(j, c0 + j); /* pre ≤ S: stage j holds chunk j */
@@ -1300,16 +1294,6 @@ static int wg_pdl(void) {
  * faster with it and the kernel not — the conversion bounded it then; since the kernel runs at 1.25-1.45x its copies
  * (session 26) 256 B is −4..−8 % a 64-token matmul and +3 % steady at c=64 (llama-3-8b q4; bench/cuda/RESULTS.md
  * session 26, call 8). Bits 9-10 of C: 1 = 128, 2 = 256. A cache hint: results unchanged (test_qwg under each). */
-/* KILN_CUDA_QWG_FILLWAIT=1 (diagnosis, read per matmul; bit 12 of C): the producer completes a stage's code copies with
- * cp.async.wait_group and then arrives on its full barrier, instead of cp.async.mbarrier.arrive.noinc (the copies
- * arriving by themselves). Same values; slower (the producer loses its copies' overlap across stages). Session 50:
- * racecheck reads the default fill as ordered already; its reports on this kernel are the release (the warp's reads,
- * __syncwarp, lane 0's arrive on `empty`), quiet only when every lane arrives (bench/cuda/qwg_allarrive_s50.patch) —
- * a hop the tool does not follow, since __syncwarp orders the warp's memory accesses (docs/cuda.md). */
-static int wgm_fillwait(void) {
-    const char *e = getenv("KILN_CUDA_QWG_FILLWAIT");
-    return e && atoi(e) == 1;
-}
 static int wgm_l2pf(void) {
     const char *e = getenv("KILN_CUDA_QWG_L2PF");
     const int v = e ? atoi(e) : 256;
@@ -1340,7 +1324,7 @@ static bool wgm_launch(cuda_impl_t *c, float *out, const unsigned char *xg, cons
         fprintf(stderr, "qwg v8 %dx%d KS=%d: G=%d slab %d B, %d stages, %d B, cluster %d\n", w->rows, w->cols, KS, G, slab, S, smem, C);
     const int pdl = C == 1 && wg_pdl();
     wg_launch_cl(c, kern, dim3(cdiv(rbk, C) * C, KS), 288, smem, C, pdl != 0, out, xg, inv, T, *w, KS, gsh, S, G,
-                 C | wgm_hslab() << 8 | wgm_l2pf() << 9 | pdl << 11 | wgm_fillwait() << 12);
+                 C | wgm_hslab() << 8 | wgm_l2pf() << 9 | pdl << 11);
     return true;
 }
 template <int BITS, int NP, int SBT>
@@ -1464,7 +1448,7 @@ typedef struct wg_slots {
     int clu;                  /* KILN_CUDA_QWG_MULTI=2: 1 a cluster per (slot, row block) of its KS splits; 2 (GLU) gate's and up's splits of a row block */
     int gelu;                 /* clu 2: the activation, and y16: bf16 of the GLU too (NULL: not) */
     __nv_bfloat16 *y16;
-    int hslab;                /* wgm_hslab() | wgm_l2pf() << 1 | wg_pdl() << 3 | wgm_fillwait() << 4 */
+    int hslab;                /* wgm_hslab() | wgm_l2pf() << 1 | wg_pdl() << 3 */
 } wg_slots_t;
 
 __device__ __forceinline__ int wg_slot_of(const wg_slots_t &a) {
@@ -1604,7 +1588,7 @@ static bool wg_multi_run(cuda_impl_t *c, int kind, int n, float *const *y, const
     wg_red_t r;
     memset(&r, 0, sizeof r);
     a.n = n;
-    a.hslab = wgm_hslab() | wgm_l2pf() << 1 | wgm_fillwait() << 4; /* bits 8, 9-10, 12 of wgm_body's C (11: PDL, below) */
+    a.hslab = wgm_hslab() | wgm_l2pf() << 1;
     /* KILN_CUDA_QWG_MULTI=2: the split sums inside thread-block clusters (≤ 8 blocks) instead of the
      * reduce launch, where every slot has one K split count (≥ 2 without the GLU; the GLU: gate's
      * and up's splits, 2·KS ≤ 8) — 8-bit (wg2_kernel's cluster sums) without the GLU only */
