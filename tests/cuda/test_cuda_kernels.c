@@ -18,12 +18,12 @@
 static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KILN_CUDA_GEMM_MIN_T_DEFAULT) */
 static int qmma_min_t = KILN_CUDA_QMMA_MIN_T_DEFAULT, qmma_max_t = 64; /* KILN_CUDA_QMMA(_MAX_T) as the backend reads them */
 static int gemv_tc = 1; /* batch-1 MLX 4/8-bit through matmul_gemv_tc.cu (KILN_CUDA_GEMV_TC=0: the f32 GEMV) */
-/* the codes' width on the device: KILN_CUDA_WIDEN=1|2 makes 2/3-bit codes 4-bit and 5/6-bit 8-bit at prepare_weight
- * (widen.cu; =1 only where an eighth of the card stays free, always so for these tests' weights), and the kernel
- * choices below follow the device width */
+/* the codes' width on the device: by default (KILN_CUDA_WIDEN unset, 1 or 2) prepare_weight makes 2/3-bit codes
+ * 4-bit and 5/6-bit 8-bit (widen.cu; =1 only where an eighth of the card stays free, always so for these tests'
+ * weights; =0 keeps the stored width), and the kernel choices below follow the device width */
 static int dbits(const weight_t *w) {
     const char *e = getenv("KILN_CUDA_WIDEN");
-    const int on = e && (atoi(e) == 1 || atoi(e) == 2);
+    const int on = !e || !*e || atoi(e) == 1 || atoi(e) == 2;
     return on && w->dtype == DT_U32 && w->bits != 4 && w->bits != 8 ? (w->bits < 4 ? 4 : 8) : w->bits;
 }
 static int tc_fuse; /* KILN_CUDA_TC_FUSE=1: matmul_gemv_tc.cu's fused ops (opt-in) run, and are tested to run */
@@ -274,17 +274,27 @@ static void test_matmul(void) {
     const int bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {32, 64, 128};
     /* {64, 8192}: eight K segments per warp in qmma (its copy ring wraps) */
     const int qshapes[][2] = {{1, 128}, {7, 256}, {65, 384}, {130, 1024}, {2304, 256}, {4352, 128}, {64, 8192}};
+    /* 2/3/5/6 bits twice: as the environment has them (by default widened to 4/8 on the device, widen.cu) and at
+     * their stored width (KILN_CUDA_WIDEN=0: the kernels a model gets where the card has no room to widen) */
+    const char *wv = getenv("KILN_CUDA_WIDEN");
+    char *wkeep = wv ? strdup(wv) : NULL;
     for (int b = 0; b < 6; b++)
-        for (int g = 0; g < 3; g++)
-            for (size_t s = 0; s < sizeof qshapes / sizeof qshapes[0]; s++) {
-                if (qshapes[s][1] % groups[g]) continue;
-                hw_t h = make_quant(qshapes[s][0], qshapes[s][1], bits[b], groups[g], s & 1 ? DT_F16 : DT_BF16, 100 + b * 7 + g);
-                for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
-                    snprintf(what, sizeof what, "q%d g%d", bits[b], groups[g]);
-                    check_matmul(&h, Ts[ti], what);
+        for (int pass = 0; pass < (bits[b] == 4 || bits[b] == 8 ? 1 : 2); pass++) {
+            if (pass) setenv("KILN_CUDA_WIDEN", "0", 1);
+            for (int g = 0; g < 3; g++)
+                for (size_t s = 0; s < sizeof qshapes / sizeof qshapes[0]; s++) {
+                    if (qshapes[s][1] % groups[g]) continue;
+                    hw_t h = make_quant(qshapes[s][0], qshapes[s][1], bits[b], groups[g], s & 1 ? DT_F16 : DT_BF16, 100 + b * 7 + g);
+                    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                        snprintf(what, sizeof what, "q%d g%d%s", bits[b], groups[g], pass ? " (stored width)" : "");
+                        check_matmul(&h, Ts[ti], what);
+                    }
+                    free_hw(&h);
                 }
-                free_hw(&h);
-            }
+            if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
+            else unsetenv("KILN_CUDA_WIDEN");
+        }
+    free(wkeep);
     test_gemv_tc_shapes();
     test_gemv_tcm();
 }
@@ -4147,10 +4157,10 @@ static void grouped_case(int T, int E, int k, int H, int Ie, int kind, dtype_t s
 /* What the grouped path does not take: "cuda-f32" (all-f32 matmuls) and 3-bit experts decline
  * above the pair kernels' steps. */
 static void grouped_declines(void) {
-    /* 3-bit experts stay 3-bit here (KILN_CUDA_WIDEN would make them 4-bit, which the grouped GEMM takes) */
+    /* 3-bit experts stay 3-bit here (KILN_CUDA_WIDEN=0; by default they become 4-bit, which the grouped GEMM takes) */
     const char *wv = getenv("KILN_CUDA_WIDEN");
     char *wkeep = wv ? strdup(wv) : NULL;
-    unsetenv("KILN_CUDA_WIDEN");
+    setenv("KILN_CUDA_WIDEN", "0", 1);
     for (int b = 0; b < 2; b++) {
         backend_t *be = b ? befast : be32;
         const int E = 4, k = 2, T = 20, H = 128, Ie = 64;
@@ -4175,6 +4185,7 @@ static void grouped_declines(void) {
         free(x); free(lg); free(wts); free(ids);
     }
     if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
+    else unsetenv("KILN_CUDA_WIDEN");
     free(wkeep);
 }
 
@@ -4738,7 +4749,7 @@ static void qdeq_case(int N, int K, int T, int bits, int group, dtype_t sbt, flo
             }
             unsetenv("KILN_CUDA_QDEQ_CACHE_GB");
             unsetenv("KILN_CUDA_QDEQ_CACHE_MIN");
-            if (bits == 4 || bits == 8)
+            if (dbits(&w) == 4 || dbits(&w) == 8) /* a 2/3/5/6-bit weight widened on the device takes the cache too */
                 CHECK(kiln_cuda_qdc_fills == f0 + 1 && kiln_cuda_qdc_hits == h0 + 2, "qdeq f16 q%d g%d: cache fills %ld hits %ld (want 1, 2)", bits,
                       group, kiln_cuda_qdc_fills - f0, kiln_cuda_qdc_hits - h0);
             else
@@ -5137,9 +5148,19 @@ static void test_qdeq_f16(void) {
             for (int s = 0; s < 4; s++)
                 qdeq_case(shapes[s][0], shapes[s][1], shapes[s][2], b, groups[g], s & 1 ? DT_F16 : DT_BF16, fss[(g + s) % 3],
                           1700 + b * 13 + g * 5 + s, &wf, &wt);
-    qdeq_case(200, 640, 80, 3, 32, DT_BF16, 1.f, 1801, &wf, &wt);
-    qdeq_case(129, 1024, 67, 6, 64, DT_F16, 5000.f, 1802, &wf, &wt);
-    qdeq_case(64, 256, 66, 2, 128, DT_BF16, 1e-5f, 1803, &wf, &wt);
+    /* 3/6/2 bits as the environment has them (by default widened to 4/8 on the device: the word kernel and the cache)
+     * and at their stored width (KILN_CUDA_WIDEN=0: the per-element path, which keeps no copy) */
+    const char *wv = getenv("KILN_CUDA_WIDEN");
+    char *wkeep = wv ? strdup(wv) : NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) setenv("KILN_CUDA_WIDEN", "0", 1);
+        qdeq_case(200, 640, 80, 3, 32, DT_BF16, 1.f, 1801, &wf, &wt);
+        qdeq_case(129, 1024, 67, 6, 64, DT_F16, 5000.f, 1802, &wf, &wt);
+        qdeq_case(64, 256, 66, 2, 128, DT_BF16, 1e-5f, 1803, &wf, &wt);
+    }
+    if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
+    else unsetenv("KILN_CUDA_WIDEN");
+    free(wkeep);
     qdeq_case(130, 1024, 70, 4, 64, DT_F32, 1.f, 1804, &wf, &wt); /* f32 scales: qd_words_lean's third type */
     test_qdeq_multi();
     test_qdeq_cache_small();
@@ -5254,8 +5275,9 @@ int main(void) {
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_FUSED_GEMV_ONLY)");
     }
-    if (getenv("KILN_CUDA_TEST_MATMUL_ONLY")) { /* test_matmul alone (every dtype and bit width against ref_matmul; with
-                                                  * KILN_CUDA_WIDEN=1 the 2/3/5/6-bit weights widened on the device) */
+    if (getenv("KILN_CUDA_TEST_MATMUL_ONLY")) { /* test_matmul alone (every dtype and bit width against ref_matmul; by
+                                                  * default the 2/3/5/6-bit weights widened on the device, with
+                                                  * KILN_CUDA_WIDEN=0 at their stored width) */
         test_matmul();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MATMUL_ONLY)");

@@ -278,15 +278,15 @@ static void *dev_copy(cuda_impl_t *c, const void *host, size_t n, err_t *e, cons
 
 void cuda_widen_codes(cuda_impl_t *c, uint32_t *out, const uint32_t *in, int rows, int cols, int b, int nb);
 
-/* The width a quantized weight's codes get on the device (widen.cu). KILN_CUDA_WIDEN=1 (opt-in, read per weight):
- * 2/3 → 4 and 5/6 → 8 bits, where the widened codes fit with an eighth of the card still free after them
- * (=2: whenever the allocation succeeds); unset or 0: the stored width, as before. Opt-in: written in session 50
- * after its device time was spent, not yet run on a GPU (bench/cuda/call_s50f.sh is its first call; then the whole
- * suite with it, then the default). */
+/* The width a quantized weight's codes get on the device (widen.cu): 2/3 → 4 and 5/6 → 8 bits, so the 4/8-bit
+ * kernels take them (session 51, H100: llama-3-8b batch-1 decode q3 69 → 358 tok/s, q6 70 → 248). KILN_CUDA_WIDEN,
+ * read per weight: unset or 1 (the default) widens where the widened codes fit with an eighth of the card still free
+ * after them, so a model picked at 2/3 bits to fit a small card keeps its stored width where it must; 2 whenever the
+ * allocation succeeds; 0 never (the stored width and its slower kernels). */
 static int widen_bits(const weight_t *w) {
     if (!weight_is_quantized(w) || w->bits == 4 || w->bits == 8) return w->bits;
     const char *e = getenv("KILN_CUDA_WIDEN");
-    const int mode = e ? atoi(e) : 0, nb = w->bits < 4 ? 4 : 8;
+    const int mode = e && *e ? atoi(e) : 1, nb = w->bits < 4 ? 4 : 8;
     if (mode != 1 && mode != 2) return w->bits;
     if (mode == 1) {
         size_t fr = 0, tot = 0;
