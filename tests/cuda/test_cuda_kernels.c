@@ -4154,6 +4154,59 @@ static void grouped_case(int T, int E, int k, int H, int Ie, int kind, dtype_t s
     free(x); free(lg); free(ids); free(wts); free(want); free(got); free(one); free(hpath);
 }
 
+/* widen.cu's policy (cuda_backend.cu widen_bits): a 3-bit weight is 4-bit on the device by default, 3-bit with
+ * KILN_CUDA_WIDEN=0, 3-bit again under the default when the card has less than an eighth free (a block of device
+ * memory held to get there), 4-bit then with =2; each product bitwise the one of the same device width with room. */
+static void test_widen_policy(void) {
+    const int N = 256, K = 512, T = 1;
+    hw_t h = make_quant(N, K, 3, 64, DT_BF16, 4321);
+    weight_t w = h.w;
+    err_t e = {0};
+    float *x = rand_vec((size_t)T * K, 4322, 1.0f), *want3 = malloc(sizeof(float) * N), *want4 = malloc(sizeof(float) * N),
+          *got = malloc(sizeof(float) * N);
+    float *dx = dev_from(befast, x, (size_t)T * K), *dy = befast->ops->alloc(befast, sizeof(float) * N);
+    const char *wv = getenv("KILN_CUDA_WIDEN");
+    char *wkeep = wv ? strdup(wv) : NULL;
+    void *hog = NULL;
+    /* mode ("" = unset), whether the card is squeezed, the width wanted */
+    const struct { const char *mode; int squeeze, bits; } cases[] = {{"", 0, 4}, {"0", 0, 3}, {"", 1, 3}, {"1", 1, 3}, {"2", 1, 4}, {"0", 1, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].squeeze && !hog) {
+            size_t fr = 0, tot = 0;
+            if (befast->ops->mem_info(befast, &fr, &tot) || fr < tot / 8 + ((size_t)64 << 20)) {
+                CHECK(0, "widen policy: cannot squeeze the card (%zu of %zu bytes free)", fr, tot);
+                break;
+            }
+            /* leave ~tot/8 - 16 MB free: under the eighth the default keeps, room enough for =2 */
+            hog = befast->ops->alloc(befast, fr - tot / 8 + ((size_t)16 << 20));
+            CHECK(hog != NULL, "widen policy: the %zu-byte block that squeezes the card", fr - tot / 8 + ((size_t)16 << 20));
+            if (!hog) break;
+        }
+        if (!cases[i].squeeze && hog) { befast->ops->free(befast, hog); hog = NULL; }
+        if (*cases[i].mode) setenv("KILN_CUDA_WIDEN", cases[i].mode, 1);
+        else unsetenv("KILN_CUDA_WIDEN");
+        w = h.w;
+        if (befast->ops->prepare_weight(befast, &w, &e)) { CHECK(0, "widen policy: prepare_weight: %s", e.msg); break; }
+        const int db = cuda_weight_device_bits(&w);
+        CHECK(db == cases[i].bits, "widen policy: KILN_CUDA_WIDEN=%s%s: the weight is %d-bit on the device (want %d)",
+              *cases[i].mode ? cases[i].mode : "(unset)", cases[i].squeeze ? " under an eighth free" : "", db, cases[i].bits);
+        befast->ops->matmul(befast, dy, dx, T, &w);
+        to_host(befast, got, dy, N);
+        if (i < 2) memcpy(db == 4 ? want4 : want3, got, sizeof(float) * N); /* the first two: the products with room */
+        else
+            CHECK(!memcmp(got, db == 4 ? want4 : want3, sizeof(float) * N), "widen policy: KILN_CUDA_WIDEN=%s squeezed: y differs from "
+                  "the %d-bit one with room", *cases[i].mode ? cases[i].mode : "(unset)", db);
+        release(befast, &w);
+    }
+    if (hog) befast->ops->free(befast, hog);
+    if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
+    else unsetenv("KILN_CUDA_WIDEN");
+    free(wkeep);
+    befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+    free(x); free(want3); free(want4); free(got);
+    free_hw(&h);
+}
+
 /* What the grouped path does not take: "cuda-f32" (all-f32 matmuls) and 3-bit experts decline
  * above the pair kernels' steps. */
 static void grouped_declines(void) {
@@ -5279,6 +5332,7 @@ int main(void) {
                                                   * default the 2/3/5/6-bit weights widened on the device, with
                                                   * KILN_CUDA_WIDEN=0 at their stored width) */
         test_matmul();
+        test_widen_policy();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MATMUL_ONLY)");
     }
@@ -5348,6 +5402,7 @@ int main(void) {
     test_fused();
     printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_matmul();
+    test_widen_policy();
     test_prefill_matmul_variants();
     test_qdeq_f16();
     test_qmma_wide();

@@ -283,7 +283,7 @@ void cuda_widen_codes(cuda_impl_t *c, uint32_t *out, const uint32_t *in, int row
  * read per weight: unset or 1 (the default) widens where the widened codes fit with an eighth of the card still free
  * after them, so a model picked at 2/3 bits to fit a small card keeps its stored width where it must; 2 whenever the
  * allocation succeeds; 0 never (the stored width and its slower kernels). */
-static int widen_bits(const weight_t *w) {
+static int widen_bits(cuda_impl_t *c, const weight_t *w) {
     if (!weight_is_quantized(w) || w->bits == 4 || w->bits == 8) return w->bits;
     const char *e = getenv("KILN_CUDA_WIDEN");
     const int mode = e && *e ? atoi(e) : 1, nb = w->bits < 4 ? 4 : 8;
@@ -291,9 +291,22 @@ static int widen_bits(const weight_t *w) {
     if (mode == 1) {
         size_t fr = 0, tot = 0;
         if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { cudaGetLastError(); return w->bits; }
-        if (fr < (size_t)w->rows * w->cols / 8 * nb + tot / 8) return w->bits;
+        if (fr < (size_t)w->rows * w->cols / 8 * nb + tot / 8) {
+            if (!c->widen_kept_said++)
+                log_warn("cuda: under an eighth of the card free: %d-bit weights from here on keep their stored width and decode "
+                         "on a slower path (KILN_CUDA_WIDEN=2 widens them while they fit)", w->bits);
+            return w->bits;
+        }
     }
+    if (!c->widen_said++)
+        log_info("cuda: %d-bit codes widened to %d-bit on the device at load (the same weights, more memory; the fast %d-bit "
+                 "kernels take them; KILN_CUDA_WIDEN=0 keeps the stored width)", w->bits, nb, nb);
     return nb;
+}
+
+extern "C" int cuda_weight_device_bits(const weight_t *w) {
+    const dweight_t *d = (const dweight_t *)w->device;
+    return d ? d->bits : 0;
 }
 
 static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
@@ -344,7 +357,7 @@ static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
     }
     if (q) {
         size_t codes = d->data_bytes, sb = d->sb_bytes;
-        const int nb = widen_bits(w);
+        const int nb = widen_bits(c, w);
         if (!(d->data = dev_copy(c, w->data, codes, e, "quantized codes")) || !(d->scales = dev_copy(c, w->scales, sb, e, "scales")) ||
             !(d->biases = dev_copy(c, w->biases, sb, e, "biases"))) {
             cudaFree((void *)d->data); cudaFree((void *)d->scales); free(d);
@@ -361,8 +374,12 @@ static int cu_prepare_weight(backend_t *be, weight_t *w, err_t *e) {
                 d->data = p;
                 d->bits = nb;
                 d->data_bytes = wide;
-            } else
+            } else {
                 cudaGetLastError();
+                if (!c->widen_kept_said++)
+                    log_warn("cuda: no room to widen a %d-bit weight: it and later ones that do not fit keep their stored width "
+                             "and decode on a slower path", w->bits);
+            }
         }
     } else if (!(d->data = dev_copy(c, w->data, d->data_bytes, e, "a dense weight"))) {
         free(d);

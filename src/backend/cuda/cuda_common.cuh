@@ -16,6 +16,7 @@
 
 extern "C" {
 #include "backend/backend.h"
+#include "base/log.h"
 }
 
 /* A failed CUDA call is a bug or a broken device, not bad user input: print where and
@@ -82,6 +83,7 @@ typedef struct cuda_impl {
     char *host_scratch[2]; size_t host_scratch_bytes[2]; /* per-op packing of host arrays */
     /* every weight this backend uploaded, freed at destroy (models may alias weights) */
     dweight_t **weights; int n_weights, cap_weights;
+    int widen_said, widen_kept_said; /* widen.cu's two load-time log lines, each said once (cuda_backend.cu widen_bits) */
     int gemm_min_t;         /* T at/above which matmul goes through cuBLASLt (bf16 activations) */
     int gemm_min_t_bf16;    /* the same for bf16 weights (earlier: no dequantization needed) */
     int qmma;               /* MLX 4/8-bit from T >= qmma to 64 on tensor cores (matmul_qmma.cu); KILN_CUDA_QMMA=N, 0: off */
