@@ -32,6 +32,8 @@
 #                              environment (X=1 for none), summed per kernel by ncu_sum.py, appended to $OUT/ncu.txt
 #   call_md5_ab "CKPTS" "CHUNKS"   md5 of `kiln logits` (ids $IDS) of kiln-base and kiln per checkpoint and prefill chunk into $S
 #   call_prefill NAME BIN RUNS   prefill tok/s of a 2048-token prompt (best of RUNS) into $OUT/bench.txt
+#   call_b1_widen NAME...     batch-1 decode / prefill (2048 + 128, --runs 2) of each /tmp/s/NAME at the default widening
+#                              (widen.cu) and with KILN_CUDA_WIDEN=0, one line each into $S
 #   call_sass FUN...           cuobjdump -sass of kernels (mangled names) of /tmp/k/kiln into $OUT/sass_*.txt
 call_unpack() {
   mkdir -p /tmp/k /tmp/s && tar xJf "$1" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
@@ -250,5 +252,15 @@ import json,sys
 d=json.load(open('/tmp/c.json'))
 print(sys.argv[1], ' '.join('c=%d %.1f (%.1f) ttft %.1f itl %.2f' % (x['concurrency'], x['decode_tok_s'], x['steady_decode_tok_s'], x['ttft_mean_ms'], x['itl_mean_ms']) for x in d))
 PY
+  done
+}
+call_b1_widen() {
+  local m v
+  for m in "$@"; do
+    for v in "" 0; do
+      echo "== b1 $m widen=${v:-default} $(KILN_CUDA_WIDEN=$v timeout 90 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 \
+        --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 |
+        grep -o '"prefill_tok_s": [0-9.]*\|"decode_tok_s": [0-9.]*\|"weight_bytes": [0-9]*' | tr '\n' ' ')" >> "$S"
+    done
   done
 }

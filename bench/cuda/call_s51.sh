@@ -13,11 +13,7 @@ call_tbin test_cuda_kernels
 wait
 echo "full suite (default) done at $(el) s" >> "$S"
 call_wait l8q3 l8q6 l8q2 l8q5
-for m in l8q2 l8q3 l8q5 l8q6; do
-  for v in "" 0; do
-    echo "== b1 $m widen=${v:-default} $(KILN_CUDA_WIDEN=$v timeout 90 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*\|"decode_tok_s": [0-9.]*\|"weight_bytes": [0-9]*' | tr '\n' ' ')" >> "$S"
-  done
-done
+call_b1_widen l8q2 l8q3 l8q5 l8q6
 call_conc_env l8q3 X=1 1,64
 call_conc_env l8q3 KILN_CUDA_WIDEN=0 1,64
 cat $OUT/bench.txt >> "$S"

@@ -11,11 +11,7 @@ call_tbin test_cuda_kernels
 grep "widen policy" /tmp/test_cuda_kernels.log | head -5 >> "$S"
 call_wait l8q3 moe4q3
 timeout 60 /tmp/k/kiln bench /tmp/s/l8q3 --backend cuda --prompt-tokens 16 --gen-tokens 4 2>&1 | grep -i "widen\|width" | head -3 >> "$S"
-for m in moe4q3; do
-  for v in "" 0; do
-    echo "== b1 $m widen=${v:-default} $(KILN_CUDA_WIDEN=$v timeout 90 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json 2>/dev/null | tail -1 | grep -o '"prefill_tok_s": [0-9.]*\|"decode_tok_s": [0-9.]*\|"weight_bytes": [0-9]*' | tr '\n' ' ')" >> "$S"
-  done
-done
+call_b1_widen moe4q3
 call_conc_env moe4q3 X=1 1,64
 call_conc_env moe4q3 KILN_CUDA_WIDEN=0 1,64
 cat $OUT/bench.txt >> "$S"
