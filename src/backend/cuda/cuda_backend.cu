@@ -293,8 +293,8 @@ static int widen_bits(cuda_impl_t *c, const weight_t *w) {
         if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { cudaGetLastError(); return w->bits; }
         if (fr < (size_t)w->rows * w->cols / 8 * nb + tot / 8) {
             if (!c->widen_kept_said++)
-                log_warn("cuda: under an eighth of the card free: %d-bit weights from here on keep their stored width and decode "
-                         "on a slower path (KILN_CUDA_WIDEN=2 widens them while they fit)", w->bits);
+                log_warn("cuda: widening a %d-bit weight would leave under an eighth of the card free: it and later ones like it "
+                         "keep their stored width and decode on a slower path (KILN_CUDA_WIDEN=2 widens them while they fit)", w->bits);
             return w->bits;
         }
     }
