@@ -14,6 +14,7 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/cpu_hybrid.h"
 #include "backend/cuda/cuda_backend.h"
+#include "model/hyb_util.h" /* hyb_rows: the row views the MoE families make */
 
 static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KILN_CUDA_GEMM_MIN_T_DEFAULT) */
 static int qmma_min_t = KILN_CUDA_QMMA_MIN_T_DEFAULT, qmma_max_t = 64; /* KILN_CUDA_QMMA(_MAX_T) as the backend reads them */
@@ -4207,6 +4208,67 @@ static void test_widen_policy(void) {
     free_hw(&h);
 }
 
+/* Row views (hyb_rows: a fused gate_up_proj's gate and up rows, as qwen35.c / gemma.c make them) of a prepared MLX
+ * weight: cu_prepare_weight aliases the parent's device copy at its device width — widened (widen.cu) or not — so a
+ * view's product is bitwise the one of a weight prepared from a copy of those rows, at the same width. 4-bit (no
+ * widening), 3- and 6-bit by default (widened parent) and with KILN_CUDA_WIDEN=0. */
+static void test_row_views(void) {
+    const int before = ct_checks, fails = ct_failures;
+    const int Ie = 96, K = 256, Ts[] = {1, 3, 20, 70};
+    const struct { int bits; const char *widen; } cases[] = {{4, ""}, {3, ""}, {6, ""}, {3, "0"}, {6, "0"}};
+    const char *wv = getenv("KILN_CUDA_WIDEN");
+    char *wkeep = wv ? strdup(wv) : NULL;
+    float *x = rand_vec((size_t)70 * K, 7701, 1.0f), *a = malloc(sizeof(float) * 70 * Ie), *b = malloc(sizeof(float) * 70 * Ie);
+    float *dx = dev_from(befast, x, (size_t)70 * K), *dy = befast->ops->alloc(befast, sizeof(float) * 70 * Ie);
+    err_t e = {0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int bits = cases[i].bits, group = 64;
+        if (*cases[i].widen) setenv("KILN_CUDA_WIDEN", cases[i].widen, 1);
+        else unsetenv("KILN_CUDA_WIDEN");
+        hw_t hp = make_quant(2 * Ie, K, bits, group, DT_BF16, 7702 + i);
+        weight_t par = hp.w;
+        if (befast->ops->prepare_weight(befast, &par, &e)) { CHECK(0, "row views: prepare_weight (parent): %s", e.msg); free_hw(&hp); continue; }
+        for (int half = 0; half < 2; half++) {
+            weight_t v = hyb_rows(&par, half * Ie, Ie);
+            /* the same rows copied into buffers of their own: prepared on their own, no view */
+            const size_t words = (size_t)K * bits / 32, ng = (size_t)K / group, sbs = dtype_size(DT_BF16);
+            hw_t hc = make_quant(Ie, K, bits, group, DT_BF16, 1); /* its own buffers, overwritten with the rows */
+            memcpy(hc.a, (const uint32_t *)hp.a + (size_t)half * Ie * words, sizeof(uint32_t) * Ie * words);
+            memcpy(hc.b, (const char *)hp.b + (size_t)half * Ie * ng * sbs, Ie * ng * sbs);
+            memcpy(hc.c, (const char *)hp.c + (size_t)half * Ie * ng * sbs, Ie * ng * sbs);
+            weight_t own = hc.w;
+            if (befast->ops->prepare_weight(befast, &v, &e) || befast->ops->prepare_weight(befast, &own, &e)) {
+                CHECK(0, "row views: prepare_weight (view / copy): %s", e.msg);
+                release(befast, &v); release(befast, &own); free_hw(&hc);
+                continue;
+            }
+            CHECK(cuda_weight_device_bits(&v) == cuda_weight_device_bits(&par) && cuda_weight_device_bits(&own) == cuda_weight_device_bits(&par),
+                  "row views q%d WIDEN=%s: device widths parent %d, view %d, copy %d", bits, *cases[i].widen ? cases[i].widen : "(unset)",
+                  cuda_weight_device_bits(&par), cuda_weight_device_bits(&v), cuda_weight_device_bits(&own));
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const int T = Ts[ti];
+                befast->ops->matmul(befast, dy, dx, T, &v);
+                to_host(befast, a, dy, (size_t)T * Ie);
+                befast->ops->matmul(befast, dy, dx, T, &own);
+                to_host(befast, b, dy, (size_t)T * Ie);
+                CHECK(!memcmp(a, b, sizeof(float) * T * Ie), "row views q%d WIDEN=%s rows %d..%d T=%d: the view's product differs from the copy's",
+                      bits, *cases[i].widen ? cases[i].widen : "(unset)", half * Ie, half * Ie + Ie, T);
+            }
+            release(befast, &v);
+            release(befast, &own);
+            free_hw(&hc);
+        }
+        release(befast, &par);
+        free_hw(&hp);
+    }
+    if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
+    else unsetenv("KILN_CUDA_WIDEN");
+    free(wkeep);
+    befast->ops->free(befast, dx); befast->ops->free(befast, dy);
+    free(x); free(a); free(b);
+    printf("# row views: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
+}
+
 /* What the grouped path does not take: "cuda-f32" (all-f32 matmuls) and 3-bit experts decline
  * above the pair kernels' steps. */
 static void grouped_declines(void) {
@@ -5333,6 +5395,7 @@ int main(void) {
                                                   * KILN_CUDA_WIDEN=0 at their stored width) */
         test_matmul();
         test_widen_policy();
+        test_row_views();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MATMUL_ONLY)");
     }
@@ -5403,6 +5466,7 @@ int main(void) {
     printf("# fused ops: %d checks, %d failed so far\n", ct_checks, ct_failures);
     test_matmul();
     test_widen_policy();
+    test_row_views();
     test_prefill_matmul_variants();
     test_qdeq_f16();
     test_qmma_wide();
