@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/xprep.cuh"
+#include "backend/cuda/widen_word.h" /* widen_target_bits: the policy */
 
 void cuda_fail(cudaError_t err, const char *what, const char *file, int line) {
     const char *hint = "";
@@ -284,23 +285,21 @@ void cuda_widen_codes(cuda_impl_t *c, uint32_t *out, const uint32_t *in, int row
  * after them, so a model picked at 2/3 bits to fit a small card keeps its stored width where it must; 2 whenever the
  * allocation succeeds; 0 never (the stored width and its slower kernels). */
 static int widen_bits(cuda_impl_t *c, const weight_t *w) {
-    if (!weight_is_quantized(w) || w->bits == 4 || w->bits == 8) return w->bits;
-    const char *e = getenv("KILN_CUDA_WIDEN");
-    const int mode = e && *e ? atoi(e) : 1, nb = w->bits < 4 ? 4 : 8;
-    if (mode != 1 && mode != 2) return w->bits;
-    if (mode == 1) {
-        size_t fr = 0, tot = 0;
-        if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { cudaGetLastError(); return w->bits; }
-        if (fr < (size_t)w->rows * w->cols / 8 * nb + tot / 8) {
-            if (!c->widen_kept_said++)
-                log_warn("cuda: widening a %d-bit weight would leave under an eighth of the card free: it and later ones like it "
-                         "keep their stored width and decode on a slower path (KILN_CUDA_WIDEN=2 widens them while they fit)", w->bits);
-            return w->bits;
-        }
+    const int b = weight_is_quantized(w) ? w->bits : 0;
+    if (b == 0 || b == 4 || b == 8) return w->bits;
+    const char *mode = getenv("KILN_CUDA_WIDEN");
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { cudaGetLastError(); return w->bits; }
+    const int nb = widen_target_bits(b, mode, fr, tot, (size_t)w->rows, (size_t)w->cols);
+    if (nb == b) {
+        if ((!mode || !*mode || atoi(mode) == 1) && !c->widen_kept_said++)
+            log_warn("cuda: widening a %d-bit weight would leave under an eighth of the card free: it and later ones like it "
+                     "keep their stored width and decode on a slower path (KILN_CUDA_WIDEN=2 widens them while they fit)", b);
+        return b;
     }
     if (!c->widen_said++)
         log_info("cuda: %d-bit codes widened to %d-bit on the device at load (the same weights, more memory; the fast %d-bit "
-                 "kernels take them; KILN_CUDA_WIDEN=0 keeps the stored width)", w->bits, nb, nb);
+                 "kernels take them; KILN_CUDA_WIDEN=0 keeps the stored width)", b, nb, nb);
     return nb;
 }
 
