@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_hybrid.h"
 #include "backend/cuda/cuda_backend.h"
 #include "model/hyb_util.h" /* hyb_rows: the row views the MoE families make */
+#include "backend/cuda/widen_word.h" /* widen_target_bits: the widening policy */
 
 static backend_t *be32, *befast; /* "cuda-f32" and "cuda" (cuBLASLt from T >= KILN_CUDA_GEMM_MIN_T_DEFAULT) */
 static int qmma_min_t = KILN_CUDA_QMMA_MIN_T_DEFAULT, qmma_max_t = 64; /* KILN_CUDA_QMMA(_MAX_T) as the backend reads them */
@@ -22,10 +23,15 @@ static int gemv_tc = 1; /* batch-1 MLX 4/8-bit through matmul_gemv_tc.cu (KILN_C
 /* the codes' width on the device: by default (KILN_CUDA_WIDEN unset, 1 or 2) prepare_weight makes 2/3-bit codes
  * 4-bit and 5/6-bit 8-bit (widen.cu; =1 only where an eighth of the card stays free, always so for these tests'
  * weights; =0 keeps the stored width), and the kernel choices below follow the device width */
-static int dbits(const weight_t *w) {
-    const char *e = getenv("KILN_CUDA_WIDEN");
-    const int on = !e || !*e || atoi(e) == 1 || atoi(e) == 2;
-    return on && w->dtype == DT_U32 && w->bits != 4 && w->bits != 8 ? (w->bits < 4 ? 4 : 8) : w->bits;
+static int dbits(const weight_t *w) { /* the backend's policy (widen_word.h) with room without bound */
+    return w->dtype == DT_U32 ? widen_target_bits(w->bits, getenv("KILN_CUDA_WIDEN"), SIZE_MAX, 0, 0, 0) : w->bits;
+}
+/* KILN_CUDA_WIDEN as it stands (a copy, NULL when unset), for the tests that set it for a while, and back */
+static char *widen_env_save(void) { const char *v = getenv("KILN_CUDA_WIDEN"); return v ? strdup(v) : NULL; }
+static void widen_env_restore(char *keep) {
+    if (keep) setenv("KILN_CUDA_WIDEN", keep, 1);
+    else unsetenv("KILN_CUDA_WIDEN");
+    free(keep);
 }
 static int tc_fuse; /* KILN_CUDA_TC_FUSE=1: matmul_gemv_tc.cu's fused ops (opt-in) run, and are tested to run */
 static backend_t *be16;           /* "cuda" with KILN_CUDA_ACT=bf16: x rounded once to bf16 for bf16 weights */
@@ -277,8 +283,7 @@ static void test_matmul(void) {
     const int qshapes[][2] = {{1, 128}, {7, 256}, {65, 384}, {130, 1024}, {2304, 256}, {4352, 128}, {64, 8192}};
     /* 2/3/5/6 bits twice: as the environment has them (by default widened to 4/8 on the device, widen.cu) and at
      * their stored width (KILN_CUDA_WIDEN=0: the kernels a model gets where the card has no room to widen) */
-    const char *wv = getenv("KILN_CUDA_WIDEN");
-    char *wkeep = wv ? strdup(wv) : NULL;
+    char *wkeep = widen_env_save();
     for (int b = 0; b < 6; b++)
         for (int pass = 0; pass < (bits[b] == 4 || bits[b] == 8 ? 1 : 2); pass++) {
             if (pass) setenv("KILN_CUDA_WIDEN", "0", 1);
@@ -292,8 +297,7 @@ static void test_matmul(void) {
                     }
                     free_hw(&h);
                 }
-            if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
-            else unsetenv("KILN_CUDA_WIDEN");
+            if (pass) widen_env_restore(wkeep ? strdup(wkeep) : NULL); /* as it was, for the next width */
         }
     free(wkeep);
     test_gemv_tc_shapes();
@@ -4166,8 +4170,7 @@ static void test_widen_policy(void) {
     float *x = rand_vec((size_t)T * K, 4322, 1.0f), *want3 = malloc(sizeof(float) * N), *want4 = malloc(sizeof(float) * N),
           *got = malloc(sizeof(float) * N);
     float *dx = dev_from(befast, x, (size_t)T * K), *dy = befast->ops->alloc(befast, sizeof(float) * N);
-    const char *wv = getenv("KILN_CUDA_WIDEN");
-    char *wkeep = wv ? strdup(wv) : NULL;
+    char *wkeep = widen_env_save();
     void *hog = NULL;
     /* mode ("" = unset), whether the card is squeezed, the width wanted */
     const struct { const char *mode; int squeeze, bits; } cases[] = {{"", 0, 4}, {"0", 0, 3}, {"", 1, 3}, {"1", 1, 3}, {"2", 1, 4}, {"0", 1, 3}};
@@ -4200,9 +4203,7 @@ static void test_widen_policy(void) {
         release(befast, &w);
     }
     if (hog) befast->ops->free(befast, hog);
-    if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
-    else unsetenv("KILN_CUDA_WIDEN");
-    free(wkeep);
+    widen_env_restore(wkeep);
     befast->ops->free(befast, dx); befast->ops->free(befast, dy);
     free(x); free(want3); free(want4); free(got);
     free_hw(&h);
@@ -4216,8 +4217,7 @@ static void test_row_views(void) {
     const int before = ct_checks, fails = ct_failures;
     const int Ie = 96, K = 256, Ts[] = {1, 3, 20, 70};
     const struct { int bits; const char *widen; } cases[] = {{4, ""}, {3, ""}, {6, ""}, {3, "0"}, {6, "0"}};
-    const char *wv = getenv("KILN_CUDA_WIDEN");
-    char *wkeep = wv ? strdup(wv) : NULL;
+    char *wkeep = widen_env_save();
     float *x = rand_vec((size_t)70 * K, 7701, 1.0f), *a = malloc(sizeof(float) * 70 * Ie), *b = malloc(sizeof(float) * 70 * Ie);
     float *dx = dev_from(befast, x, (size_t)70 * K), *dy = befast->ops->alloc(befast, sizeof(float) * 70 * Ie);
     err_t e = {0};
@@ -4261,9 +4261,7 @@ static void test_row_views(void) {
         release(befast, &par);
         free_hw(&hp);
     }
-    if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
-    else unsetenv("KILN_CUDA_WIDEN");
-    free(wkeep);
+    widen_env_restore(wkeep);
     befast->ops->free(befast, dx); befast->ops->free(befast, dy);
     free(x); free(a); free(b);
     printf("# row views: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
@@ -4273,8 +4271,7 @@ static void test_row_views(void) {
  * above the pair kernels' steps. */
 static void grouped_declines(void) {
     /* 3-bit experts stay 3-bit here (KILN_CUDA_WIDEN=0; by default they become 4-bit, which the grouped GEMM takes) */
-    const char *wv = getenv("KILN_CUDA_WIDEN");
-    char *wkeep = wv ? strdup(wv) : NULL;
+    char *wkeep = widen_env_save();
     setenv("KILN_CUDA_WIDEN", "0", 1);
     for (int b = 0; b < 2; b++) {
         backend_t *be = b ? befast : be32;
@@ -4299,9 +4296,7 @@ static void grouped_declines(void) {
         for (int i = 0; i < 12; i++) { release(be, &w[i]); free_hw(&hw[i]); }
         free(x); free(lg); free(wts); free(ids);
     }
-    if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
-    else unsetenv("KILN_CUDA_WIDEN");
-    free(wkeep);
+    widen_env_restore(wkeep);
 }
 
 static void test_moe(void) {
@@ -5265,17 +5260,14 @@ static void test_qdeq_f16(void) {
                           1700 + b * 13 + g * 5 + s, &wf, &wt);
     /* 3/6/2 bits as the environment has them (by default widened to 4/8 on the device: the word kernel and the cache)
      * and at their stored width (KILN_CUDA_WIDEN=0: the per-element path, which keeps no copy) */
-    const char *wv = getenv("KILN_CUDA_WIDEN");
-    char *wkeep = wv ? strdup(wv) : NULL;
+    char *wkeep = widen_env_save();
     for (int pass = 0; pass < 2; pass++) {
         if (pass) setenv("KILN_CUDA_WIDEN", "0", 1);
         qdeq_case(200, 640, 80, 3, 32, DT_BF16, 1.f, 1801, &wf, &wt);
         qdeq_case(129, 1024, 67, 6, 64, DT_F16, 5000.f, 1802, &wf, &wt);
         qdeq_case(64, 256, 66, 2, 128, DT_BF16, 1e-5f, 1803, &wf, &wt);
     }
-    if (wkeep) setenv("KILN_CUDA_WIDEN", wkeep, 1);
-    else unsetenv("KILN_CUDA_WIDEN");
-    free(wkeep);
+    widen_env_restore(wkeep);
     qdeq_case(130, 1024, 70, 4, 64, DT_F32, 1.f, 1804, &wf, &wt); /* f32 scales: qd_words_lean's third type */
     test_qdeq_multi();
     test_qdeq_cache_small();

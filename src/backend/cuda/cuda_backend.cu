@@ -291,8 +291,8 @@ static int widen_bits(cuda_impl_t *c, const weight_t *w) {
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { cudaGetLastError(); return w->bits; }
     const int nb = widen_target_bits(b, mode, fr, tot, (size_t)w->rows, (size_t)w->cols);
-    if (nb == b) {
-        if ((!mode || !*mode || atoi(mode) == 1) && !c->widen_kept_said++)
+    if (nb == b) { /* warned when memory decided it: with room without bound the policy would widen */
+        if (widen_target_bits(b, mode, SIZE_MAX, tot, (size_t)w->rows, (size_t)w->cols) != b && !c->widen_kept_said++)
             log_warn("cuda: widening a %d-bit weight would leave under an eighth of the card free: it and later ones like it "
                      "keep their stored width and decode on a slower path (KILN_CUDA_WIDEN=2 widens them while they fit)", b);
         return b;
