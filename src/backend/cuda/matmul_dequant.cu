@@ -486,6 +486,210 @@ static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int T, int *fresh) {
     return p;
 }
 
+/* Conversion ahead (session 52; KILN_CUDA_QD_AHEAD, read per call: 1 on, 0 off). A prefill matmul on this path
+ * converts its weights to f16 right before its GEMM, in the step's one stream: the conversion (~8 µs a launch,
+ * ~10 % of a qwen3-0.6b q4 2048-token prefill by ncu, session 42) sits on the critical path although it depends on
+ * the weights alone — never on x (the weight's own bound picks its 2^s; x only sets the GEMM's alpha). Here the
+ * weights of the NEXT group (the matmul_multi / fused-op weights of one qd_one_ex call) are converted on a side
+ * stream while this group's convert, GEMMs and whatever runs before the next group (the attention, norms, GLU) go
+ * on in the main stream; the next call then converts x only (or nothing: a producer wrote it) and its GEMMs read
+ * the side stream's f16 forms once an event says they are written. Which group comes next is learned: every call
+ * records itself as its predecessor's successor (a prefill calls its groups in the same order every forward: the
+ * first prefill teaches, later ones — a long prompt's later chunks, the next request — convert ahead). The values
+ * are qd_words' (the same kernel, word, scale, bias and 2^s), so every y is bitwise what the in-stream conversion
+ * gives. Memory: QDA_SLOTS f16 buffers the size of the largest group (two llama-3-8b q4 gate/up pairs: 470 MB), no
+ * copy kept past its use (issue 2's rule: a slot is rewritten with the next group's weights), none while the
+ * weight cache (above) keeps weights, none while a graph is captured. Ordering: the side stream waits for an event
+ * recorded before this call's own work, so the slot it rewrites (not the one this call reads) was last read by an
+ * earlier call's GEMMs; the main stream waits for the slot's event before its GEMMs. */
+#define QDA_SLOTS 2
+#define QDA_MAXG 2048
+struct qda_group { const dweight_t *w[QD_MAXW]; int n, next; size_t bytes; };
+struct qda_slot { __half *buf; size_t bytes; int g; cudaEvent_t done; };
+struct qd_ahead {
+    cudaStream_t s;
+    cudaEvent_t ev_main;
+    float *ab; /* the side launches' alphas (written, never read) */
+    int off, last, n_seq, turn;
+    size_t max_bytes;
+    qda_slot slot[QDA_SLOTS];
+    qda_group seq[QDA_MAXG];
+};
+extern "C" long kiln_cuda_qda_converts, kiln_cuda_qda_hits; /* groups converted ahead, calls that read one (tests) */
+long kiln_cuda_qda_converts, kiln_cuda_qda_hits;
+
+static int qda_env(void) {
+    const char *e = getenv("KILN_CUDA_QD_AHEAD");
+    return e && *e && atoi(e) > 0;
+}
+
+/* a group's f16 layout: weight i at off[i] (256-byte aligned runs, as in the scratch: gate and up stay one whole
+ * positive stride apart for their batched GEMM) */
+static size_t qda_layout(int n, const dweight_t *const *w, size_t *off) {
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        if (off) off[i] = o;
+        o += ((size_t)w[i]->rows * w[i]->cols * 2 + 255) / 256 * 256;
+    }
+    return o;
+}
+
+/* the state, made on first use (NULL: off — the switch, a capture, the weight cache, or an earlier failure) */
+static qd_ahead *qda_get(cuda_impl_t *c) {
+    if (!qda_env() || c->capturing || qd_cache_budget(c) > 0) return NULL;
+    qd_ahead *q = (qd_ahead *)c->qda;
+    if (q) return q->off ? NULL : q;
+    q = (qd_ahead *)calloc(1, sizeof *q);
+    if (!q) return NULL;
+    c->qda = q;
+    q->last = -1;
+    for (int i = 0; i < QDA_SLOTS; i++) q->slot[i].g = -1;
+    if (cudaStreamCreateWithFlags(&q->s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&q->ev_main, cudaEventDisableTiming) != cudaSuccess ||
+        cudaMalloc((void **)&q->ab, 2 * QD_MAXW * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError();
+        q->off = 1;
+        return NULL;
+    }
+    for (int i = 0; i < QDA_SLOTS; i++)
+        if (cudaEventCreateWithFlags(&q->slot[i].done, cudaEventDisableTiming) != cudaSuccess) { cudaGetLastError(); q->off = 1; return NULL; }
+    return q;
+}
+
+/* the group's index in the learned order (appended when new; -1 where the table is full) */
+static int qda_index(qd_ahead *q, int n, const dweight_t *const *w) {
+    for (int g = 0; g < q->n_seq; g++) {
+        const qda_group *G = &q->seq[g];
+        int same = G->n == n;
+        for (int i = 0; same && i < n; i++) same = G->w[i] == w[i];
+        if (same) return g;
+    }
+    if (q->n_seq == QDA_MAXG) return -1;
+    qda_group *G = &q->seq[q->n_seq];
+    G->n = n;
+    G->next = -1;
+    for (int i = 0; i < n; i++) G->w[i] = w[i];
+    G->bytes = qda_layout(n, w, NULL);
+    if (G->bytes > q->max_bytes) q->max_bytes = G->bytes;
+    return q->n_seq++;
+}
+
+/* group g's slot, or NULL */
+static qda_slot *qda_held(qd_ahead *q, int g) {
+    for (int i = 0; i < QDA_SLOTS; i++)
+        if (g >= 0 && q->slot[i].g == g) return &q->slot[i];
+    return NULL;
+}
+
+/* Convert group nx into a slot other than `keep` (the one this call reads) on the side stream, after everything the
+ * main stream was given before this call (q->ev_main, recorded by the caller). A slot too small grows to the largest
+ * group seen (both streams drained first: rare, the first prefills); a failed allocation turns the whole thing off. */
+static void qda_convert(cuda_impl_t *c, qd_ahead *q, int nx, const qda_slot *keep) {
+    const qda_group *G = &q->seq[nx];
+    qda_slot *sl = NULL;
+    for (int k = 0; k < QDA_SLOTS && !sl; k++) {
+        qda_slot *t = &q->slot[(q->turn + k) % QDA_SLOTS];
+        if (t != keep) sl = t;
+    }
+    q->turn = (int)(sl - q->slot + 1) % QDA_SLOTS;
+    const int bits = G->w[0]->bits;
+    for (int i = 0; i < G->n; i++)
+        if (!G->w[i]->qd_wpart || G->w[i]->bits != bits) return; /* a bound not kept yet: the group converts in-stream */
+    if (sl->bytes < G->bytes) {
+        cudaStreamSynchronize(c->stream);
+        cudaStreamSynchronize(q->s);
+        cudaFree(sl->buf);
+        sl->buf = NULL;
+        sl->bytes = 0;
+        sl->g = -1;
+        size_t fr = 0, tot = 0;
+        if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < q->max_bytes + QDC_HEADROOM ||
+            cudaMalloc((void **)&sl->buf, q->max_bytes) != cudaSuccess) {
+            cudaGetLastError();
+            fprintf(stderr, "kiln cuda: no device memory for %.1f MB of weights converted ahead: prefills convert in their own stream\n",
+                    q->max_bytes / 1e6);
+            q->off = 1;
+            return;
+        }
+        sl->bytes = q->max_bytes;
+    }
+    qd_multi m = {};
+    size_t off[QD_MAXW], words = 0;
+    qda_layout(G->n, G->w, off);
+    for (int i = 0; i < G->n; i++) {
+        m.w[i] = *G->w[i];
+        m.wmax[i] = G->w[i]->qd_wpart + QD_NP;
+        m.wout[i] = (__half *)((char *)sl->buf + off[i]);
+        words += (size_t)G->w[i]->rows * G->w[i]->cols * bits / 32;
+    }
+    m.n = G->n;
+    m.xmode = QDX_ROWS; /* no x: e = 0, alphas into q->ab */
+    qd_walk_fill(&m, bits);
+    cudaCheck(cudaStreamWaitEvent(q->s, q->ev_main, 0));
+    if (bits == 4) qd_convert_multi_kernel<4><<<qd_grid(c, words), 256, 0, q->s>>>(m, NULL, q->ab, NULL, NULL, 0);
+    else qd_convert_multi_kernel<8><<<qd_grid(c, words), 256, 0, q->s>>>(m, NULL, q->ab, NULL, NULL, 0);
+    cudaLaunchCheck();
+    cudaCheck(cudaEventRecord(sl->done, q->s));
+    sl->g = nx;
+    kiln_cuda_qda_converts++;
+}
+
+/* qd_one_ex's entry: learn the order, start the next group's conversion, and return this group's slot (its GEMMs
+ * then wait for sl->done and read sl->buf) or NULL (convert in-stream) */
+static qda_slot *qda_enter(cuda_impl_t *c, int n, const dweight_t *const *w) {
+    qd_ahead *q = qda_get(c);
+    if (!q) return NULL;
+    const int g = qda_index(q, n, w);
+    if (g < 0) return NULL;
+    if (q->last >= 0 && q->last != g) q->seq[q->last].next = g; /* the latest successor seen */
+    q->last = g;
+    qda_slot *mine = qda_held(q, g);
+    const int nx = q->seq[g].next;
+    if (nx >= 0 && nx != g && q->seq[nx].n > 0 && !qda_held(q, nx)) {
+        cudaCheck(cudaEventRecord(q->ev_main, c->stream));
+        qda_convert(c, q, nx, mine);
+        if (q->off) return NULL;
+    }
+    if (mine) {
+        cudaCheck(cudaStreamWaitEvent(c->stream, mine->done, 0));
+        kiln_cuda_qda_hits++;
+    }
+    return mine;
+}
+
+/* a weight about to be freed (cu_release_weight): the side stream drained (it may be converting it), every group that
+ * names it retired (n = 0: never matched, never converted) and any slot holding one emptied */
+void cuda_qd_ahead_forget(cuda_impl_t *c, const dweight_t *d) {
+    qd_ahead *q = (qd_ahead *)c->qda;
+    if (!q) return;
+    if (q->s) cudaStreamSynchronize(q->s);
+    for (int g = 0; g < q->n_seq; g++) {
+        qda_group *G = &q->seq[g];
+        int has = 0;
+        for (int i = 0; i < G->n; i++) has |= G->w[i] == d;
+        if (!has) continue;
+        G->n = 0;
+        for (int i = 0; i < QDA_SLOTS; i++)
+            if (q->slot[i].g == g) q->slot[i].g = -1;
+        if (q->last == g) q->last = -1;
+    }
+}
+
+void cuda_qd_ahead_free(cuda_impl_t *c) {
+    qd_ahead *q = (qd_ahead *)c->qda;
+    if (!q) return;
+    if (q->s) cudaStreamSynchronize(q->s);
+    for (int i = 0; i < QDA_SLOTS; i++) {
+        cudaFree(q->slot[i].buf);
+        if (q->slot[i].done) cudaEventDestroy(q->slot[i].done);
+    }
+    if (q->ev_main) cudaEventDestroy(q->ev_main);
+    cudaFree(q->ab);
+    if (q->s) cudaStreamDestroy(q->s);
+    free(q);
+    c->qda = NULL;
+}
+
 /* c->qdf's layout (qd_fused_scratch): x's exponent from the norm, the alphas and betas of qd_one_ex's GEMMs
  * where x comes from a producer, the rows' 2^-e_t from the GLU, then x as f16 */
 #define QDF_XE 0
@@ -511,10 +715,13 @@ static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, con
         if (!wp) return -1;
         m.wmax[i] = wp + QD_NP;
     }
+    qda_slot *ahead = qda_enter(c, n, w); /* converted ahead on the side stream (KILN_CUDA_QD_AHEAD), or NULL */
+    size_t aoff[QD_MAXW];
+    if (ahead) qda_layout(n, w, aoff);
     for (int i = 0; i < n; i++) { /* after every bound: from here on this launch writes what qd_keep hands out */
         const size_t nw = (size_t)w[i]->rows * w[i]->cols;
-        int fresh;
-        wg[i] = qd_keep(c, w[i], T, &fresh);
+        int fresh = 0;
+        wg[i] = ahead ? (const __half *)((char *)ahead->buf + aoff[i]) : qd_keep(c, w[i], T, &fresh);
         m.wout[i] = fresh ? (__half *)wg[i] : NULL;
         off[i + 1] = off[i] + (wg[i] ? 0 : (nw * 2 + 255) / 256 * 256);
         if (!wg[i] || fresh) words += nw * bits / 32;
