@@ -24,6 +24,12 @@ for m in q06q4 l8q4; do
 done
 call_prefill_ab "q06q4 l8q4" "2048" KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1 KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1
 call_prefill_ab "l8q4" "512" KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1
+# what time is left: the ceilings, then batch-1 decode at 8000 positions (never measured on CUDA)
+if [ "$(el)" -lt 480 ]; then timeout 40 /tmp/k/kiln-cuda-probe > $OUT/probe.jsonl 2>&1; echo "probe at $(el) s" >> "$S"; fi
+if [ "$(el)" -lt 520 ]; then
+  timeout 60 /tmp/k/kiln bench /tmp/s/l8q4 --backend cuda --prompt-tokens 8000 --gen-tokens 64 --runs 1 --json 2>/dev/null | tail -1 > /tmp/lc.json
+  echo "long l8q4 8000: $(grep -o '"decode_tok_s": [0-9.]*\|"kv_bytes_per_token": [0-9]*\|"decode_read_gb_s": [0-9.]*\|"decode_weight_gb_s": [0-9.]*' /tmp/lc.json | tr '\n' ' ') at $(el) s" >> "$S"
+fi
 cat $OUT/bench.txt >> "$S"
 echo "done at $(el) s" >> "$S"
 cat "$S"
