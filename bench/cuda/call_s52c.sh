@@ -17,16 +17,16 @@ echo "tests done at $(el) s" >> "$S"
 call_wait q06q4 l8q4
 IDS=$(seq -s, 100 699)
 for m in q06q4 l8q4; do
-  [ $m = l8q4 ] && [ "$(el)" -gt 330 ] && break
+  [ $m = l8q4 ] && [ "$(el)" -gt 200 ] && break
   for v in 0 1; do
     KILN_CUDA_QD_AHEAD=$v timeout 90 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk 300 --out /tmp/lg.npy > /tmp/lg.log 2>&1
     echo "logits $m QD_AHEAD=$v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12) $(grep -i 'error\|ahead' /tmp/lg.log | head -2)" >> "$S"
   done
 done
 call_prefill_ab "q06q4" "2048" KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1 KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1
-[ "$(el)" -lt 380 ] && call_prefill_ab "l8q4" "2048" KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1 KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1
+[ "$(el)" -lt 230 ] && call_prefill_ab "l8q4" "2048" KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1 KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1
 echo "prefill done at $(el) s" >> "$S"
-if [ "$(el)" -lt 400 ]; then
+if [ "$(el)" -lt 260 ]; then
   timeout 60 /tmp/k/kiln bench /tmp/s/l8q4 --backend cuda --prompt-tokens 8000 --gen-tokens 64 --runs 1 --json 2>/dev/null | tail -1 > /tmp/lc.json
   echo "long l8q4 8000: $(grep -o '"decode_tok_s": [0-9.]*\|"kv_bytes_per_token": [0-9]*\|"decode_read_gb_s": [0-9.]*\|"decode_weight_gb_s": [0-9.]*\|"prefill_tok_s": [0-9.]*' /tmp/lc.json | tr '\n' ' ') at $(el) s" >> "$S"
 fi
