@@ -41,6 +41,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/wgx.cuh"
 #include "backend/cuda/x16.cuh"
+#include "backend/cuda/qd_ahead_plan.h"
 
 void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type,
                         const float *alpha_beta);
@@ -502,18 +503,15 @@ static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int T, int *fresh) {
  * weight cache (above) keeps weights, none while a graph is captured. Ordering: the side stream waits for an event
  * recorded before this call's own work, so the slot it rewrites (not the one this call reads) was last read by an
  * earlier call's GEMMs; the main stream waits for the slot's event before its GEMMs. */
-#define QDA_SLOTS 2
-#define QDA_MAXG 2048
-struct qda_group { const dweight_t *w[QD_MAXW]; int n, next; size_t bytes; };
-struct qda_slot { __half *buf; size_t bytes; int g; cudaEvent_t done; };
+static_assert(QDA_MAXW == QD_MAXW, "a group is one qd_one_ex call's weights");
 struct qd_ahead {
+    qda_plan_t plan; /* the bookkeeping (qd_ahead_plan.h: plain C, tests/unit/test_qd_ahead_plan.c) */
     cudaStream_t s;
-    cudaEvent_t ev_main;
+    cudaEvent_t ev_main, done[QDA_SLOTS];
+    __half *buf[QDA_SLOTS];
+    size_t bytes[QDA_SLOTS];
     float *ab; /* the side launches' alphas (written, never read) */
-    int off, last, n_seq, turn;
-    size_t max_bytes;
-    qda_slot slot[QDA_SLOTS];
-    qda_group seq[QDA_MAXG];
+    int off;
 };
 extern "C" long kiln_cuda_qda_converts, kiln_cuda_qda_hits; /* groups converted ahead, calls that read one (tests) */
 long kiln_cuda_qda_converts, kiln_cuda_qda_hits;
@@ -542,85 +540,49 @@ static qd_ahead *qda_get(cuda_impl_t *c) {
     q = (qd_ahead *)calloc(1, sizeof *q);
     if (!q) return NULL;
     c->qda = q;
-    q->last = -1;
-    for (int i = 0; i < QDA_SLOTS; i++) q->slot[i].g = -1;
-    if (cudaStreamCreateWithFlags(&q->s, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaEventCreateWithFlags(&q->ev_main, cudaEventDisableTiming) != cudaSuccess ||
-        cudaMalloc((void **)&q->ab, 2 * QD_MAXW * sizeof(float)) != cudaSuccess) {
-        cudaGetLastError();
-        q->off = 1;
-        return NULL;
-    }
-    for (int i = 0; i < QDA_SLOTS; i++)
-        if (cudaEventCreateWithFlags(&q->slot[i].done, cudaEventDisableTiming) != cudaSuccess) { cudaGetLastError(); q->off = 1; return NULL; }
+    qda_plan_init(&q->plan);
+    int ok = cudaStreamCreateWithFlags(&q->s, cudaStreamNonBlocking) == cudaSuccess &&
+             cudaEventCreateWithFlags(&q->ev_main, cudaEventDisableTiming) == cudaSuccess &&
+             cudaMalloc((void **)&q->ab, 2 * QD_MAXW * sizeof(float)) == cudaSuccess;
+    for (int i = 0; ok && i < QDA_SLOTS; i++) ok = cudaEventCreateWithFlags(&q->done[i], cudaEventDisableTiming) == cudaSuccess;
+    if (!ok) { cudaGetLastError(); q->off = 1; return NULL; }
     return q;
 }
 
-/* the group's index in the learned order (appended when new; -1 where the table is full) */
-static int qda_index(qd_ahead *q, int n, const dweight_t *const *w) {
-    for (int g = 0; g < q->n_seq; g++) {
-        const qda_group *G = &q->seq[g];
-        int same = G->n == n;
-        for (int i = 0; same && i < n; i++) same = G->w[i] == w[i];
-        if (same) return g;
-    }
-    if (q->n_seq == QDA_MAXG) return -1;
-    qda_group *G = &q->seq[q->n_seq];
-    G->n = n;
-    G->next = -1;
-    for (int i = 0; i < n; i++) G->w[i] = w[i];
-    G->bytes = qda_layout(n, w, NULL);
-    if (G->bytes > q->max_bytes) q->max_bytes = G->bytes;
-    return q->n_seq++;
-}
-
-/* group g's slot, or NULL */
-static qda_slot *qda_held(qd_ahead *q, int g) {
-    for (int i = 0; i < QDA_SLOTS; i++)
-        if (g >= 0 && q->slot[i].g == g) return &q->slot[i];
-    return NULL;
-}
-
-/* Convert group nx into a slot other than `keep` (the one this call reads) on the side stream, after everything the
- * main stream was given before this call (q->ev_main, recorded by the caller). A slot too small grows to the largest
- * group seen (both streams drained first: rare, the first prefills); a failed allocation turns the whole thing off. */
-static void qda_convert(cuda_impl_t *c, qd_ahead *q, int nx, const qda_slot *keep) {
-    const qda_group *G = &q->seq[nx];
-    qda_slot *sl = NULL;
-    for (int k = 0; k < QDA_SLOTS && !sl; k++) {
-        qda_slot *t = &q->slot[(q->turn + k) % QDA_SLOTS];
-        if (t != keep) sl = t;
-    }
-    q->turn = (int)(sl - q->slot + 1) % QDA_SLOTS;
-    const int bits = G->w[0]->bits;
-    for (int i = 0; i < G->n; i++)
-        if (!G->w[i]->qd_wpart || G->w[i]->bits != bits) return; /* a bound not kept yet: the group converts in-stream */
-    if (sl->bytes < G->bytes) {
+/* Convert group g into slot i on the side stream, after everything the main stream was given before this call
+ * (q->ev_main, recorded by the caller). A slot smaller than the largest group seen grows to it (both streams
+ * drained first: rare, the first prefills); a failed allocation turns the whole thing off. 0: issued. */
+static int qda_convert(cuda_impl_t *c, qd_ahead *q, int g, int i) {
+    const qda_group_t *G = &q->plan.seq[g];
+    const dweight_t *const *w = (const dweight_t *const *)G->w;
+    const int bits = w[0]->bits;
+    for (int k = 0; k < G->n; k++)
+        if (!w[k]->qd_wpart || w[k]->bits != bits) return -1; /* a bound not kept yet: the group converts in-stream */
+    if (q->bytes[i] < G->bytes) {
         cudaStreamSynchronize(c->stream);
         cudaStreamSynchronize(q->s);
-        cudaFree(sl->buf);
-        sl->buf = NULL;
-        sl->bytes = 0;
-        sl->g = -1;
+        cudaFree(q->buf[i]);
+        q->buf[i] = NULL;
+        q->bytes[i] = 0;
         size_t fr = 0, tot = 0;
-        if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < q->max_bytes + QDC_HEADROOM ||
-            cudaMalloc((void **)&sl->buf, q->max_bytes) != cudaSuccess) {
+        const size_t want = q->plan.max_bytes;
+        if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < want + QDC_HEADROOM || cudaMalloc((void **)&q->buf[i], want) != cudaSuccess) {
             cudaGetLastError();
             fprintf(stderr, "kiln cuda: no device memory for %.1f MB of weights converted ahead: prefills convert in their own stream\n",
-                    q->max_bytes / 1e6);
+                    want / 1e6);
             q->off = 1;
-            return;
+            return -1;
         }
-        sl->bytes = q->max_bytes;
+        q->bytes[i] = want;
     }
     qd_multi m = {};
     size_t off[QD_MAXW], words = 0;
-    qda_layout(G->n, G->w, off);
-    for (int i = 0; i < G->n; i++) {
-        m.w[i] = *G->w[i];
-        m.wmax[i] = G->w[i]->qd_wpart + QD_NP;
-        m.wout[i] = (__half *)((char *)sl->buf + off[i]);
-        words += (size_t)G->w[i]->rows * G->w[i]->cols * bits / 32;
+    qda_layout(G->n, w, off);
+    for (int k = 0; k < G->n; k++) {
+        m.w[k] = *w[k];
+        m.wmax[k] = w[k]->qd_wpart + QD_NP;
+        m.wout[k] = (__half *)((char *)q->buf[i] + off[k]);
+        words += (size_t)w[k]->rows * w[k]->cols * bits / 32;
     }
     m.n = G->n;
     m.xmode = QDX_ROWS; /* no x: e = 0, alphas into q->ab */
@@ -629,50 +591,36 @@ static void qda_convert(cuda_impl_t *c, qd_ahead *q, int nx, const qda_slot *kee
     if (bits == 4) qd_convert_multi_kernel<4><<<qd_grid(c, words), 256, 0, q->s>>>(m, NULL, q->ab, NULL, NULL, 0);
     else qd_convert_multi_kernel<8><<<qd_grid(c, words), 256, 0, q->s>>>(m, NULL, q->ab, NULL, NULL, 0);
     cudaLaunchCheck();
-    cudaCheck(cudaEventRecord(sl->done, q->s));
-    sl->g = nx;
+    cudaCheck(cudaEventRecord(q->done[i], q->s));
     kiln_cuda_qda_converts++;
+    return 0;
 }
 
-/* qd_one_ex's entry: learn the order, start the next group's conversion, and return this group's slot (its GEMMs
- * then wait for sl->done and read sl->buf) or NULL (convert in-stream) */
-static qda_slot *qda_enter(cuda_impl_t *c, int n, const dweight_t *const *w) {
+/* qd_one_ex's entry (every weight's bound kept): the plan's step for this call — the next group's conversion started
+ * on the side stream — and this group's f16 forms (the main stream made to wait for their event), or NULL: convert
+ * in-stream */
+static const __half *qda_enter(cuda_impl_t *c, int n, const dweight_t *const *w) {
     qd_ahead *q = qda_get(c);
     if (!q) return NULL;
-    const int g = qda_index(q, n, w);
-    if (g < 0) return NULL;
-    if (q->last >= 0 && q->last != g) q->seq[q->last].next = g; /* the latest successor seen */
-    q->last = g;
-    qda_slot *mine = qda_held(q, g);
-    const int nx = q->seq[g].next;
-    if (nx >= 0 && nx != g && q->seq[nx].n > 0 && !qda_held(q, nx)) {
+    const qda_step_t st = qda_plan_enter(&q->plan, n, (const void *const *)w, qda_layout(n, w, NULL));
+    if (st.conv_slot >= 0) {
         cudaCheck(cudaEventRecord(q->ev_main, c->stream));
-        qda_convert(c, q, nx, mine);
+        if (qda_convert(c, q, st.conv_g, st.conv_slot)) qda_plan_empty(&q->plan, st.conv_slot);
         if (q->off) return NULL;
     }
-    if (mine) {
-        cudaCheck(cudaStreamWaitEvent(c->stream, mine->done, 0));
-        kiln_cuda_qda_hits++;
-    }
-    return mine;
+    if (st.read_slot < 0) return NULL;
+    cudaCheck(cudaStreamWaitEvent(c->stream, q->done[st.read_slot], 0));
+    kiln_cuda_qda_hits++;
+    return q->buf[st.read_slot];
 }
 
 /* a weight about to be freed (cu_release_weight): the side stream drained (it may be converting it), every group that
- * names it retired (n = 0: never matched, never converted) and any slot holding one emptied */
+ * names it retired and any slot holding one emptied (qda_plan_forget) */
 void cuda_qd_ahead_forget(cuda_impl_t *c, const dweight_t *d) {
     qd_ahead *q = (qd_ahead *)c->qda;
     if (!q) return;
     if (q->s) cudaStreamSynchronize(q->s);
-    for (int g = 0; g < q->n_seq; g++) {
-        qda_group *G = &q->seq[g];
-        int has = 0;
-        for (int i = 0; i < G->n; i++) has |= G->w[i] == d;
-        if (!has) continue;
-        G->n = 0;
-        for (int i = 0; i < QDA_SLOTS; i++)
-            if (q->slot[i].g == g) q->slot[i].g = -1;
-        if (q->last == g) q->last = -1;
-    }
+    qda_plan_forget(&q->plan, d);
 }
 
 void cuda_qd_ahead_free(cuda_impl_t *c) {
@@ -680,8 +628,8 @@ void cuda_qd_ahead_free(cuda_impl_t *c) {
     if (!q) return;
     if (q->s) cudaStreamSynchronize(q->s);
     for (int i = 0; i < QDA_SLOTS; i++) {
-        cudaFree(q->slot[i].buf);
-        if (q->slot[i].done) cudaEventDestroy(q->slot[i].done);
+        cudaFree(q->buf[i]);
+        if (q->done[i]) cudaEventDestroy(q->done[i]);
     }
     if (q->ev_main) cudaEventDestroy(q->ev_main);
     cudaFree(q->ab);
@@ -715,13 +663,13 @@ static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, con
         if (!wp) return -1;
         m.wmax[i] = wp + QD_NP;
     }
-    qda_slot *ahead = qda_enter(c, n, w); /* converted ahead on the side stream (KILN_CUDA_QD_AHEAD), or NULL */
+    const __half *ahead = qda_enter(c, n, w); /* converted ahead on the side stream (KILN_CUDA_QD_AHEAD), or NULL */
     size_t aoff[QD_MAXW];
     if (ahead) qda_layout(n, w, aoff);
     for (int i = 0; i < n; i++) { /* after every bound: from here on this launch writes what qd_keep hands out */
         const size_t nw = (size_t)w[i]->rows * w[i]->cols;
         int fresh = 0;
-        wg[i] = ahead ? (const __half *)((char *)ahead->buf + aoff[i]) : qd_keep(c, w[i], T, &fresh);
+        wg[i] = ahead ? (const __half *)((const char *)ahead + aoff[i]) : qd_keep(c, w[i], T, &fresh);
         m.wout[i] = fresh ? (__half *)wg[i] : NULL;
         off[i + 1] = off[i] + (wg[i] ? 0 : (nw * 2 + 255) / 256 * 256);
         if (!wg[i] || fresh) words += nw * bits / 32;
