@@ -597,12 +597,12 @@ static int qda_convert(cuda_impl_t *c, qd_ahead *q, int g, int i) {
 }
 
 /* qd_one_ex's entry (every weight's bound kept): the plan's step for this call — the next group's conversion started
- * on the side stream — and this group's f16 forms (the main stream made to wait for their event), or NULL: convert
- * in-stream */
-static const __half *qda_enter(cuda_impl_t *c, int n, const dweight_t *const *w) {
+ * on the side stream — and this group's f16 forms (the main stream made to wait for their event; weight i at off[i]),
+ * or NULL: convert in-stream */
+static const __half *qda_enter(cuda_impl_t *c, int n, const dweight_t *const *w, size_t *off) {
     qd_ahead *q = qda_get(c);
     if (!q) return NULL;
-    const qda_step_t st = qda_plan_enter(&q->plan, n, (const void *const *)w, qda_layout(n, w, NULL));
+    const qda_step_t st = qda_plan_enter(&q->plan, n, (const void *const *)w, qda_layout(n, w, off));
     if (st.conv_slot >= 0) {
         cudaCheck(cudaEventRecord(q->ev_main, c->stream));
         if (qda_convert(c, q, st.conv_g, st.conv_slot)) qda_plan_empty(&q->plan, st.conv_slot);
@@ -663,9 +663,8 @@ static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, con
         if (!wp) return -1;
         m.wmax[i] = wp + QD_NP;
     }
-    const __half *ahead = qda_enter(c, n, w); /* converted ahead on the side stream (KILN_CUDA_QD_AHEAD), or NULL */
     size_t aoff[QD_MAXW];
-    if (ahead) qda_layout(n, w, aoff);
+    const __half *ahead = qda_enter(c, n, w, aoff); /* converted ahead on the side stream (KILN_CUDA_QD_AHEAD), or NULL */
     for (int i = 0; i < n; i++) { /* after every bound: from here on this launch writes what qd_keep hands out */
         const size_t nw = (size_t)w[i]->rows * w[i]->cols;
         int fresh = 0;

@@ -29,7 +29,6 @@ WIDEN_HD uint32_t widen_word(const uint32_t *row, int wi, int b, int nb) {
     return v;
 }
 
-
 /* The policy (cuda_backend.cu widen_bits): the width a b-bit weight of rows × cols codes gets on a device with
  * free_b of total_b bytes free, under KILN_CUDA_WIDEN's mode (its text; NULL or "" is the default, 1):
  * 4 and 8 bits and unquantized (b = 0) stay; 2/3 → 4 and 5/6 → 8 under mode 1 where the widened codes leave an
