@@ -5038,7 +5038,7 @@ static void test_qd_ahead(void) {
     setenv("KILN_CUDA_QDEQ", "f16", 1);
     for (int set = 0; set < 2; set++) {
         const int bits = set ? 8 : 4, gr = set ? 32 : 64;
-        hw_t hw[2][8], hw2[8];
+        hw_t hw[2][8];
         weight_t w[2][8]; /* q k v o gate up down, and a lone matmul's */
         const int rows[8] = {Nq, Nk, Nk, H, I, I, H, Nk}, cols[8] = {H, H, H, Nq, H, H, I, H};
         err_t e = {0};
@@ -5067,8 +5067,7 @@ static void test_qd_ahead(void) {
                 for (int k = 0; k < 8; k++) {
                     release(be, &w[1][k]);
                     free_hw(&hw[1][k]);
-                    hw2[k] = make_quant(rows[k], cols[k], bits, gr, DT_BF16, 7500 + 100 * set + k);
-                    hw[1][k] = hw2[k];
+                    hw[1][k] = make_quant(rows[k], cols[k], bits, gr, DT_BF16, 7500 + 100 * set + k);
                     w[1][k] = hw[1][k].w;
                     ok = ok && !be->ops->prepare_weight(be, &w[1][k], &e);
                 }
