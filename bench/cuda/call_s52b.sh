@@ -1,4 +1,6 @@
 #!/bin/bash
+# (session 53: KILN_CUDA_QD_AHEAD was measured and removed; this script is the record of the call. To rerun it,
+# git apply bench/cuda/qd_ahead_s52.patch first.)
 # call_s52b.sh — session 52: the whole CUDA suite at the tree (session 51's test_row_views never ran; new
 # test_qd_ahead), then KILN_CUDA_QD_AHEAD (matmul_dequant.cu: the next group's weights converted to f16 on a side
 # stream) against the in-stream conversion — `kiln logits` md5 over 600 ids in 300-token chunks (the second chunk

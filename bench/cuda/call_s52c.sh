@@ -1,4 +1,6 @@
 #!/bin/bash
+# (session 53: KILN_CUDA_QD_AHEAD was measured and removed; this script is the record of the call. To rerun it,
+# git apply bench/cuda/qd_ahead_s52.patch first.)
 # call_s52c.sh — session 52, call_s52b.sh cut to what the device budget left (~950 s after four refused or
 # taken-back starts): test_cuda_kernels' matmul subset (session 51's test_row_views, never run) and its prefill
 # matmul subset (new test_qd_ahead, test_qd_fused, the weight cache), then KILN_CUDA_QD_AHEAD against the in-stream

@@ -1,4 +1,6 @@
 #!/bin/bash
+# (session 53: KILN_CUDA_QD_AHEAD was measured and removed; this script is the record of the call. To rerun it,
+# git apply bench/cuda/qd_ahead_s52.patch first.)
 # call_s52d.sh — session 52's last try on ~300 s of budget: only test_cuda_kernels' matmul subset (session 51's
 # test_row_views) and prefill-matmul subset (test_qd_ahead, KILN_CUDA_QD_AHEAD against the in-stream conversion on a
 # 2-layer prefill, bitwise) side by side, each cut at 170 s.

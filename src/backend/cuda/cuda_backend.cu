@@ -394,8 +394,6 @@ keep:
     return 0;
 }
 
-void cuda_qd_ahead_free(cuda_impl_t *c);                    /* matmul_dequant.cu */
-void cuda_qd_ahead_forget(cuda_impl_t *c, const dweight_t *d);
 static void cu_release_weight(backend_t *be, weight_t *w) {
     cuda_impl_t *c = cuda_impl(be);
     dweight_t *d = (dweight_t *)w->device;
@@ -406,7 +404,6 @@ static void cu_release_weight(backend_t *be, weight_t *w) {
         memmove(&c->weights[i], &c->weights[i + 1], sizeof(dweight_t *) * (size_t)(c->n_weights - i - 1));
         c->n_weights--;
         if (d->qd_wpart || d->qd_f16 || !d->alias) cuda_sync(c); /* a kernel still reading it */
-        cuda_qd_ahead_forget(c, d); /* no group converted ahead names it any more */
         cudaFree(d->qd_wpart);
         if (d->qd_f16) c->qdc_used -= dweight_f16_bytes(d);
         cudaFree(d->qd_f16);
@@ -613,7 +610,6 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     if (!be) return;
     cuda_impl_t *c = cuda_impl(be);
     cuda_sync(c);
-    cuda_qd_ahead_free(c); /* drains its side stream first: it may still read a weight */
     for (int i = 0; i < c->n_weights; i++) {
         cudaFree(c->weights[i]->qd_wpart);
         cudaFree(c->weights[i]->qd_f16);

@@ -142,7 +142,6 @@ typedef struct cuda_impl {
     void *mlp_gu, *mlp16; /* cuda_lt_rms_mlp's gate and up outputs (f32, one buffer) and the GLU's bf16 */
     size_t mlp_gu_bytes, mlp16_bytes;
     void *qdf; size_t qdf_bytes; /* matmul_dequant.cu's fused prefill ops: x's exponent, the GEMMs' alphas, the rows' scales, x as f16 */
-    void *qda;                   /* matmul_dequant.cu's conversion ahead (struct qd_ahead; NULL until first used; cuda_qd_ahead_free) */
     long qd_fused_uses;         /* ... and how often they ran (tests) */
     /* the one-launch batch-1 MLP (matmul_gemv.cu gemvp_mlp_kernel): its GLU output, its grid barrier's
      * two counters (zero between launches), how many launches took it (tests) */

@@ -41,7 +41,6 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/wgx.cuh"
 #include "backend/cuda/x16.cuh"
-#include "backend/cuda/qd_ahead_plan.h"
 
 void cuda_lt_matmul_dev(cuda_impl_t *c, float *y, const void *W, const void *X, int T, int N, int K, cudaDataType_t type,
                         const float *alpha_beta);
@@ -487,157 +486,6 @@ static __half *qd_keep(cuda_impl_t *c, const dweight_t *w, int T, int *fresh) {
     return p;
 }
 
-/* Conversion ahead (session 52; KILN_CUDA_QD_AHEAD, read per call: 1 on, 0 off). A prefill matmul on this path
- * converts its weights to f16 right before its GEMM, in the step's one stream: the conversion (~8 µs a launch,
- * ~10 % of a qwen3-0.6b q4 2048-token prefill by ncu, session 42) sits on the critical path although it depends on
- * the weights alone — never on x (the weight's own bound picks its 2^s; x only sets the GEMM's alpha). Here the
- * weights of the NEXT group (the matmul_multi / fused-op weights of one qd_one_ex call) are converted on a side
- * stream while this group's convert, GEMMs and whatever runs before the next group (the attention, norms, GLU) go
- * on in the main stream; the next call then converts x only (or nothing: a producer wrote it) and its GEMMs read
- * the side stream's f16 forms once an event says they are written. Which group comes next is learned: every call
- * records itself as its predecessor's successor (a prefill calls its groups in the same order every forward: the
- * first prefill teaches, later ones — a long prompt's later chunks, the next request — convert ahead). The values
- * are qd_words' (the same kernel, word, scale, bias and 2^s), so every y is bitwise what the in-stream conversion
- * gives. Memory: QDA_SLOTS f16 buffers the size of the largest group (two llama-3-8b q4 gate/up pairs: 470 MB), no
- * copy kept past its use (issue 2's rule: a slot is rewritten with the next group's weights), none while the
- * weight cache (above) keeps weights, none while a graph is captured. Ordering: the side stream waits for an event
- * recorded before this call's own work, so the slot it rewrites (not the one this call reads) was last read by an
- * earlier call's GEMMs; the main stream waits for the slot's event before its GEMMs. */
-static_assert(QDA_MAXW == QD_MAXW, "a group is one qd_one_ex call's weights");
-struct qd_ahead {
-    qda_plan_t plan; /* the bookkeeping (qd_ahead_plan.h: plain C, tests/unit/test_qd_ahead_plan.c) */
-    cudaStream_t s;
-    cudaEvent_t ev_main, done[QDA_SLOTS];
-    __half *buf[QDA_SLOTS];
-    size_t bytes[QDA_SLOTS];
-    float *ab; /* the side launches' alphas (written, never read) */
-    int off;
-};
-extern "C" long kiln_cuda_qda_converts, kiln_cuda_qda_hits; /* groups converted ahead, calls that read one (tests) */
-long kiln_cuda_qda_converts, kiln_cuda_qda_hits;
-
-static int qda_env(void) {
-    const char *e = getenv("KILN_CUDA_QD_AHEAD");
-    return e && *e && atoi(e) > 0;
-}
-
-/* a group's f16 layout: weight i at off[i] (256-byte aligned runs, as in the scratch: gate and up stay one whole
- * positive stride apart for their batched GEMM) */
-static size_t qda_layout(int n, const dweight_t *const *w, size_t *off) {
-    size_t o = 0;
-    for (int i = 0; i < n; i++) {
-        if (off) off[i] = o;
-        o += ((size_t)w[i]->rows * w[i]->cols * 2 + 255) / 256 * 256;
-    }
-    return o;
-}
-
-/* the state, made on first use (NULL: off — the switch, a capture, the weight cache, or an earlier failure) */
-static qd_ahead *qda_get(cuda_impl_t *c) {
-    if (!qda_env() || c->capturing || qd_cache_budget(c) > 0) return NULL;
-    qd_ahead *q = (qd_ahead *)c->qda;
-    if (q) return q->off ? NULL : q;
-    q = (qd_ahead *)calloc(1, sizeof *q);
-    if (!q) return NULL;
-    c->qda = q;
-    qda_plan_init(&q->plan);
-    int ok = cudaStreamCreateWithFlags(&q->s, cudaStreamNonBlocking) == cudaSuccess &&
-             cudaEventCreateWithFlags(&q->ev_main, cudaEventDisableTiming) == cudaSuccess &&
-             cudaMalloc((void **)&q->ab, 2 * QD_MAXW * sizeof(float)) == cudaSuccess;
-    for (int i = 0; ok && i < QDA_SLOTS; i++) ok = cudaEventCreateWithFlags(&q->done[i], cudaEventDisableTiming) == cudaSuccess;
-    if (!ok) { cudaGetLastError(); q->off = 1; return NULL; }
-    return q;
-}
-
-/* Convert group g into slot i on the side stream, after everything the main stream was given before this call
- * (q->ev_main, recorded by the caller). A slot smaller than the largest group seen grows to it (both streams
- * drained first: rare, the first prefills); a failed allocation turns the whole thing off. 0: issued. */
-static int qda_convert(cuda_impl_t *c, qd_ahead *q, int g, int i) {
-    const qda_group_t *G = &q->plan.seq[g];
-    const dweight_t *const *w = (const dweight_t *const *)G->w;
-    const int bits = w[0]->bits;
-    for (int k = 0; k < G->n; k++)
-        if (!w[k]->qd_wpart || w[k]->bits != bits) return -1; /* a bound not kept yet: the group converts in-stream */
-    if (q->bytes[i] < G->bytes) {
-        cudaStreamSynchronize(c->stream);
-        cudaStreamSynchronize(q->s);
-        cudaFree(q->buf[i]);
-        q->buf[i] = NULL;
-        q->bytes[i] = 0;
-        size_t fr = 0, tot = 0;
-        const size_t want = q->plan.max_bytes;
-        if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || fr < want + QDC_HEADROOM || cudaMalloc((void **)&q->buf[i], want) != cudaSuccess) {
-            cudaGetLastError();
-            fprintf(stderr, "kiln cuda: no device memory for %.1f MB of weights converted ahead: prefills convert in their own stream\n",
-                    want / 1e6);
-            q->off = 1;
-            return -1;
-        }
-        q->bytes[i] = want;
-    }
-    qd_multi m = {};
-    size_t off[QD_MAXW], words = 0;
-    qda_layout(G->n, w, off);
-    for (int k = 0; k < G->n; k++) {
-        m.w[k] = *w[k];
-        m.wmax[k] = w[k]->qd_wpart + QD_NP;
-        m.wout[k] = (__half *)((char *)q->buf[i] + off[k]);
-        words += (size_t)w[k]->rows * w[k]->cols * bits / 32;
-    }
-    m.n = G->n;
-    m.xmode = QDX_ROWS; /* no x: e = 0, alphas into q->ab */
-    qd_walk_fill(&m, bits);
-    cudaCheck(cudaStreamWaitEvent(q->s, q->ev_main, 0));
-    if (bits == 4) qd_convert_multi_kernel<4><<<qd_grid(c, words), 256, 0, q->s>>>(m, NULL, q->ab, NULL, NULL, 0);
-    else qd_convert_multi_kernel<8><<<qd_grid(c, words), 256, 0, q->s>>>(m, NULL, q->ab, NULL, NULL, 0);
-    cudaLaunchCheck();
-    cudaCheck(cudaEventRecord(q->done[i], q->s));
-    kiln_cuda_qda_converts++;
-    return 0;
-}
-
-/* qd_one_ex's entry (every weight's bound kept): the plan's step for this call — the next group's conversion started
- * on the side stream — and this group's f16 forms (the main stream made to wait for their event; weight i at off[i]),
- * or NULL: convert in-stream */
-static const __half *qda_enter(cuda_impl_t *c, int n, const dweight_t *const *w, size_t *off) {
-    qd_ahead *q = qda_get(c);
-    if (!q) return NULL;
-    const qda_step_t st = qda_plan_enter(&q->plan, n, (const void *const *)w, qda_layout(n, w, off));
-    if (st.conv_slot >= 0) {
-        cudaCheck(cudaEventRecord(q->ev_main, c->stream));
-        if (qda_convert(c, q, st.conv_g, st.conv_slot)) qda_plan_empty(&q->plan, st.conv_slot);
-        if (q->off) return NULL;
-    }
-    if (st.read_slot < 0) return NULL;
-    cudaCheck(cudaStreamWaitEvent(c->stream, q->done[st.read_slot], 0));
-    kiln_cuda_qda_hits++;
-    return q->buf[st.read_slot];
-}
-
-/* a weight about to be freed (cu_release_weight): the side stream drained (it may be converting it), every group that
- * names it retired and any slot holding one emptied (qda_plan_forget) */
-void cuda_qd_ahead_forget(cuda_impl_t *c, const dweight_t *d) {
-    qd_ahead *q = (qd_ahead *)c->qda;
-    if (!q) return;
-    if (q->s) cudaStreamSynchronize(q->s);
-    qda_plan_forget(&q->plan, d);
-}
-
-void cuda_qd_ahead_free(cuda_impl_t *c) {
-    qd_ahead *q = (qd_ahead *)c->qda;
-    if (!q) return;
-    if (q->s) cudaStreamSynchronize(q->s);
-    for (int i = 0; i < QDA_SLOTS; i++) {
-        cudaFree(q->buf[i]);
-        if (q->done[i]) cudaEventDestroy(q->done[i]);
-    }
-    if (q->ev_main) cudaEventDestroy(q->ev_main);
-    cudaFree(q->ab);
-    if (q->s) cudaStreamDestroy(q->s);
-    free(q);
-    c->qda = NULL;
-}
-
 /* c->qdf's layout (qd_fused_scratch): x's exponent from the norm, the alphas and betas of qd_one_ex's GEMMs
  * where x comes from a producer, the rows' 2^-e_t from the GLU, then x as f16 */
 #define QDF_XE 0
@@ -663,12 +511,10 @@ static int qd_one_ex(cuda_impl_t *c, int n, float *const *y, const float *x, con
         if (!wp) return -1;
         m.wmax[i] = wp + QD_NP;
     }
-    size_t aoff[QD_MAXW];
-    const __half *ahead = qda_enter(c, n, w, aoff); /* converted ahead on the side stream (KILN_CUDA_QD_AHEAD), or NULL */
     for (int i = 0; i < n; i++) { /* after every bound: from here on this launch writes what qd_keep hands out */
         const size_t nw = (size_t)w[i]->rows * w[i]->cols;
-        int fresh = 0;
-        wg[i] = ahead ? (const __half *)((const char *)ahead + aoff[i]) : qd_keep(c, w[i], T, &fresh);
+        int fresh;
+        wg[i] = qd_keep(c, w[i], T, &fresh);
         m.wout[i] = fresh ? (__half *)wg[i] : NULL;
         off[i + 1] = off[i] + (wg[i] ? 0 : (nw * 2 + 255) / 256 * 256);
         if (!wg[i] || fresh) words += nw * bits / 32;
