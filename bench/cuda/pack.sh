@@ -10,6 +10,8 @@
 # models/kiln-tiny/model.safetensors out, which costs test_cuda_parity its 11 kiln-tiny checks).
 # On the GPU machine: mkdir -p /tmp/k && tar xJf PKG_DIR/kiln-cuda.tar.xz -C /tmp/k &&
 #   export LD_LIBRARY_PATH=/tmp/k/lib:$LD_LIBRARY_PATH; binaries are in /tmp/k.
+# The call scripts (call_s*.sh, combined.sh) take that FILE, not PKG_DIR: bash bench/cuda/call_s52a.sh PKG_DIR/kiln-cuda.tar.xz
+# (given the folder, tar fails and every step after it runs nothing — session 53 lost a call that way).
 set -eu
 B=${1:?build dir}; P=${2:?package dir}
 T=$(mktemp -d)
