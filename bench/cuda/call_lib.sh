@@ -36,7 +36,9 @@
 #                              (widen.cu) and with KILN_CUDA_WIDEN=0, one line each into $S
 #   call_sass FUN...           cuobjdump -sass of kernels (mangled names) of /tmp/k/kiln into $OUT/sass_*.txt
 call_unpack() {
-  mkdir -p /tmp/k /tmp/s && tar xJf "$1" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
+  local p=$1
+  [ -d "$p" ] && p=$p/kiln-cuda.tar.xz # the package's folder given: its one file
+  mkdir -p /tmp/k /tmp/s && tar xJf "$p" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
   S=$OUT/pre.txt
   T0=$(date +%s)
   nvidia-smi --query-gpu=name --format=csv,noheader >> "$S" 2>&1 # which card: timings compare only on the same one

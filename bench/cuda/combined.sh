@@ -27,6 +27,7 @@ MODELS=${MODELS-"l8q4 l8bf16"}   # set but empty: none
 CONC=${CONC-"l8q4:1,64,1"}
 VARIANTS=${VARIANTS:-}
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+[ -d "$P" ] && P=$P/kiln-cuda.tar.xz # the package's folder given: its one file
 mkdir -p /tmp/k /tmp/s && tar xJf "$P" -C /tmp/k && export LD_LIBRARY_PATH=/tmp/k/lib
 TESTS=${TESTS:-$(cd /tmp/k && ls test_cuda_* 2>/dev/null | tr '\n' ' ')}
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/summary.txt" 2>&1

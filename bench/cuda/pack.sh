@@ -10,8 +10,8 @@
 # models/kiln-tiny/model.safetensors out, which costs test_cuda_parity its 11 kiln-tiny checks).
 # On the GPU machine: mkdir -p /tmp/k && tar xJf PKG_DIR/kiln-cuda.tar.xz -C /tmp/k &&
 #   export LD_LIBRARY_PATH=/tmp/k/lib:$LD_LIBRARY_PATH; binaries are in /tmp/k.
-# The call scripts (call_s*.sh, combined.sh) take that FILE, not PKG_DIR: bash bench/cuda/call_s52a.sh PKG_DIR/kiln-cuda.tar.xz
-# (given the folder, tar fails and every step after it runs nothing — session 53 lost a call that way).
+# The call scripts (call_lib.sh's call_unpack, combined.sh) take that file or PKG_DIR (since session 53, whose first call
+# passed the folder to scripts that took only the file: tar failed and every step after it ran nothing).
 set -eu
 B=${1:?build dir}; P=${2:?package dir}
 T=$(mktemp -d)
