@@ -18,12 +18,7 @@ wait $tk; cat /tmp/tk.sum >> "$S"
 echo "tests done at $(el) s" >> "$S"
 call_wait q06q4 l8q4
 IDS=$(seq -s, 100 699)
-for m in q06q4 l8q4; do
-  for v in 0 1; do
-    KILN_CUDA_QD_AHEAD=$v timeout 120 /tmp/k/kiln logits /tmp/s/$m --backend cuda --ids "$IDS" --chunk 300 --out /tmp/lg.npy > /tmp/lg.log 2>&1
-    echo "logits $m QD_AHEAD=$v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12) $(grep -i 'error\|ahead' /tmp/lg.log | head -2)" >> "$S"
-  done
-done
+for m in q06q4 l8q4; do LG_CHUNK=300 LG_TIMEOUT=120 call_logits /tmp/s/$m "kiln KILN_CUDA_QD_AHEAD=0" "kiln KILN_CUDA_QD_AHEAD=1"; done
 call_prefill_ab "q06q4 l8q4" "2048" KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1 KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1
 call_prefill_ab "l8q4" "512" KILN_CUDA_QD_AHEAD=0 KILN_CUDA_QD_AHEAD=1
 # what time is left: the ceilings, then batch-1 decode at 8000 positions (never measured on CUDA)
