@@ -6,10 +6,15 @@
 #   the last token only) × prefill tok/s, over the probe's layer mix for that model — the FLOP-weighted rate of its
 #   GEMM shapes at 2048 tokens, q/k/v/o at q's rate (the probe times q/o, k/v, gate/up and down for llama-3-8b, q,
 #   gate/up and down for qwen3-0.6b), as in bench/cuda/RESULTS.md since session 14;
+#   A second prefill share also counts the causal attention's matmuls (QKᵀ and PV: 4 · heads · head_dim FLOP a
+#   key, (P + 1) / 2 keys a query on average over a P-token prompt, every layer) — the usual MFU count; at 2048
+#   tokens +27 % work for qwen3-0.6b, +4 % for llama-3-8b. Same rate, same time: only what is counted differs.
 # - the engine: c=64's counted decode tok/s over c=1's, per conc.jsonl block.
 # Only the presets the probe measures get a prefill share (l8… llama-3-8b, q06… qwen3-0.6b).
 import json, os, sys
 
+# attention shape for the second share: (layers, query heads, head_dim)
+ATTN = {'l8': (32, 32, 128), 'q06': (28, 16, 128)}
 # linear parameters a prefill token multiplies, and the layer's GEMMs as (FLOP weight, probe shape) pairs
 PRESETS = {
     'l8': (6.979e9, [(2.0, 'llama-3-8b q/o'), (0.5, 'llama-3-8b k/v'), (7.0, 'llama-3-8b gate/up'), (3.5, 'llama-3-8b down')]),
@@ -42,8 +47,8 @@ def main(d):
         if all(s in gemm for _, s in shapes):
             mix[k] = sum(w for w, _ in shapes) / sum(w / gemm[s] for w, s in shapes)
     print(f'device {dev}; copy {copy} GB/s; layer mix ' + ', '.join(f'{k} {v:.1f}' for k, v in mix.items()) + ' TFLOP/s')
-    print('| run | decode tok/s | GB/s (weights) | / copy | prefill tok/s | / layer mix |')
-    print('|---|---|---|---|---|---|')
+    print('| run | decode tok/s | GB/s (weights) | / copy | prefill tok/s | / layer mix | / layer mix, attention counted |')
+    print('|---|---|---|---|---|---|---|')
     run = None
     for r in jsonl(os.path.join(d, 'bench.jsonl')):
         if 'run' in r:
@@ -52,10 +57,14 @@ def main(d):
         name = os.path.basename(r.get('model', '?'))
         share_c = f"{100 * r['decode_weight_gb_s'] / copy:.1f} %" if copy and 'decode_weight_gb_s' in r else ''
         pre = next((k for k in sorted(PRESETS, key=len, reverse=True) if name.startswith(k)), None)
-        share_p = ''
+        share_p = share_a = ''
         if pre in mix and 'prefill_tok_s' in r:
             share_p = f"{100 * 2 * PRESETS[pre][0] * r['prefill_tok_s'] / 1e12 / mix[pre]:.1f} %"
-        print(f"| {run or name} | {r.get('decode_tok_s', '')} | {r.get('decode_weight_gb_s', '')} | {share_c} | {r.get('prefill_tok_s', '')} | {share_p} |")
+            if 'prompt_tokens' in r:
+                ly, nh, hd = ATTN[pre]
+                att = ly * 4 * nh * hd * (r['prompt_tokens'] + 1) / 2
+                share_a = f"{100 * (2 * PRESETS[pre][0] + att) * r['prefill_tok_s'] / 1e12 / mix[pre]:.1f} %"
+        print(f"| {run or name} | {r.get('decode_tok_s', '')} | {r.get('decode_weight_gb_s', '')} | {share_c} | {r.get('prefill_tok_s', '')} | {share_p} | {share_a} |")
         run = None
     head = None
     for r in jsonl(os.path.join(d, 'conc.jsonl')):
