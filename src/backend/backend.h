@@ -294,11 +294,6 @@ typedef struct backend_ops {
      * matmul_add of g. Lets a backend keep g only in the form its down projection reads. */
     int (*rms_mlp)(backend_t *, float *x, const float *nw, float w_offset, float eps, int T, const weight_t *wg, const weight_t *wu,
                    const weight_t *wd, act_t act);
-    /* matmul_add_rms_norm: y[T, w.rows] += x · wᵀ, then h[T, w.rows] = rms_norm(y, nw, w_offset, eps) —
-     * bitwise matmul into a scratch d, then add_rms_norm(y, h, d, ...). A residual projection (o, down)
-     * that also hands the next matmul its normalized input. */
-    int (*matmul_add_rms_norm)(backend_t *, float *y, float *h, const float *x, int T, const weight_t *w, const float *nw, float w_offset,
-                               float eps);
     /* delta_decode: a decode step (every row one token) of the gated DeltaNet's core, conv to gate:
      *   conv1d_causal(c, qkv, rows, conv_state, conv_w, d->stride, K, ACT_SILU), gated_delta(o, c, a, b, T, d),
      *   rms_norm(o, o, nw, 0, T·nv, dv, eps), glu(y[T, nv·dv], z, o, ACT_SILU)

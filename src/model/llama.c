@@ -239,11 +239,8 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             op->kv_write(be, &aa.kv, L->k, L->v, L->slots, T);
         }
         if (!fused_attn) op->attention(be, L->att, L->q, T, &aa);
-        /* o: x += att · woᵀ and h = rms_norm(x) in one op where the backend has it (matmul_add_rms_norm);
-         * else x += att · woᵀ straight from the GEMV (matmul_add); else h = att · woᵀ */
-        const int xh_done = !l->bo && op->matmul_add_rms_norm &&
-                            !op->matmul_add_rms_norm(be, L->x, L->h, L->att, T, &l->wo, l->ln_mlp, 0.f, eps);
-        const int x_done = xh_done || (!l->bo && op->matmul_add && !op->matmul_add(be, L->x, L->att, T, &l->wo));
+        /* o: x += att · woᵀ straight from the GEMV where the backend has that (matmul_add), else h = att · woᵀ */
+        const int x_done = !l->bo && op->matmul_add && !op->matmul_add(be, L->x, L->att, T, &l->wo);
         if (!x_done) {
             op->matmul(be, L->h, L->att, T, &l->wo);
             if (l->bo) op->add_bias(be, L->h, l->bo, T, H);
@@ -251,14 +248,13 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
         /* MLP block: x += h, h = rms_norm(x) (one op where the backend fuses them; with x done, the
          * norm inside the gate/up/GLU op where the backend has it) */
         /* the whole MLP block in one op where the backend has it (rms_mlp) */
-        if (!xh_done && x_done && !l->bg && !l->bu && !l->bd && op->rms_mlp &&
+        if (x_done && !l->bg && !l->bu && !l->bd && op->rms_mlp &&
             !op->rms_mlp(be, L->x, l->ln_mlp, 0.f, eps, T, &l->wg, &l->wu, &l->wd, ACT_SILU)) {
             h_ready = 0;
             continue;
         }
         int mlp_done = 0;
-        if (xh_done) {
-        } else if (x_done) {
+        if (x_done) {
             mlp_done = !l->bg && !l->bu && op->rms_matmul_glu && !op->rms_matmul_glu(be, L->g, L->x, l->ln_mlp, 0.f, eps, T, &l->wg, &l->wu, ACT_SILU);
             if (!mlp_done) op->rms_norm(be, L->h, L->x, l->ln_mlp, 0.f, T, H, eps);
         } else if (op->add_rms_norm) op->add_rms_norm(be, L->x, L->h, L->h, l->ln_mlp, 0.f, T, H, eps);
@@ -282,14 +278,8 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
             if (l->bu) op->add_bias(be, L->u, l->bu, T, I);
             op->glu(be, L->g, L->g, L->u, (size_t)T * I, ACT_SILU);
         }
-        /* down: x += g · wdᵀ with the next layer's input norm into h (matmul_add_rms_norm), else x += g · wdᵀ
-         * (matmul_add: the next layer's q/k/v op then takes the norm), else h = g · wdᵀ and x += h with the
-         * next layer's input norm riding along */
-        if (!l->bd && li + 1 < c->n_layers && op->matmul_add_rms_norm &&
-            !op->matmul_add_rms_norm(be, L->x, L->h, L->g, T, &l->wd, L->layers[li + 1].ln_attn, 0.f, eps)) {
-            h_ready = 1;
-            continue;
-        }
+        /* down: x += g · wdᵀ (matmul_add: the next layer's q/k/v op then takes the norm), else
+         * h = g · wdᵀ and x += h with the next layer's input norm riding along */
         if (!l->bd && op->matmul_add && !op->matmul_add(be, L->x, L->g, T, &l->wd)) {
             h_ready = 0;
             continue;

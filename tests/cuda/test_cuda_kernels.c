@@ -1919,69 +1919,6 @@ static void test_fused_gemv_tc(void) {
     backend_destroy(be);
 }
 
-/* matmul_add_rms_norm on MLX 4/8-bit weights at one token (matmul_gemv_tc.cu TC_ACC | TC_LNORM: y += the row
- * sums, the last block to finish normalizes y into h; KILN_CUDA_TC_LN bit 1, on in this program unless the
- * environment says otherwise) against matmul + add_rms_norm on the same backend, bitwise in y and h: three
- * calls in a row without a sync between them (the finish counter reset by each launch's last block), norm
- * weight / none / weight with offset 1; llama-3-8b's o and down (4 and 8 warps a tile), qwen3-0.6b's o, an
- * 8-bit f16-scale weight, 260 and 8192 rows (the float4 norm's bounds), 17-row tiles; and where it must
- * decline (two tokens, 256 or 4098 rows: add_rms_norm's other kernels), rc != 0 with y and h untouched. */
-static int tc_ln; /* KILN_CUDA_TC_LN bits (main): 1 matmul_add_rms_norm, 2 matmul_glu on the tc GEMV */
-static void test_tc_matmul_add_rms_norm(void) {
-    err_t be_e = {0};
-    backend_t *be = backend_create("cuda", 0, &be_e);
-    if (!be) { CHECK(0, "tc matmul_add_rms_norm: backend_create: %s", be_e.msg); return; }
-    if (!be->ops->matmul_add_rms_norm) { CHECK(0, "tc matmul_add_rms_norm: \"cuda\" has no such op"); backend_destroy(be); return; }
-    struct { int N, K, bits, group; dtype_t sbt; int takes; } as[] = {
-        {4096, 4096, 4, 64, DT_BF16, 1}, {4096, 14336, 4, 64, DT_BF16, 1}, {1024, 2048, 4, 64, DT_BF16, 1}, {1028, 3072, 8, 32, DT_F16, 1},
-        {260, 384, 4, 32, DT_BF16, 1},   {8192, 1024, 8, 128, DT_BF16, 1}, {256, 1024, 4, 64, DT_BF16, 0}, {4098, 1024, 4, 64, DT_BF16, 0}};
-    const float eps = 1e-5f;
-    for (size_t si = 0; si < sizeof as / sizeof as[0]; si++) {
-        const int N = as[si].N, K = as[si].K;
-        hw_t hw = make_quant(N, K, as[si].bits, as[si].group, as[si].sbt, 1900 + si);
-        weight_t w = hw.w;
-        err_t e = {0};
-        if (be->ops->prepare_weight(be, &w, &e)) { CHECK(0, "tc matmul_add_rms_norm: prepare_weight: %s", e.msg); free_hw(&hw); continue; }
-        for (int T = 1; T <= 2; T++)
-            for (int nv = 0; nv < 3; nv++) { /* norm weight, none, weight with offset 1 */
-                const size_t ny = (size_t)T * N;
-                float *x = rand_vec((size_t)T * K, 1910 + si + T, 1.f), *y0 = rand_vec(ny, 1920 + si + T, 2.f), *nwh = rand_vec(N, 1930 + si, 1.f);
-                float *ay = malloc(sizeof(float) * ny), *ah = malloc(sizeof(float) * ny), *by = malloc(sizeof(float) * ny), *bh = malloc(sizeof(float) * ny);
-                float *dx = dev_from(be, x, (size_t)T * K), *dnw = dev_from(be, nwh, N), *dt = be->ops->alloc(be, sizeof(float) * ny);
-                float *dy = dev_from(be, y0, ny), *dh = dev_from(be, y0, ny);
-                const float *nw = nv == 1 ? NULL : dnw, off = nv == 2 ? 1.f : 0.f;
-                for (int r = 0; r < 3; r++) { /* the separate ops, three rounds */
-                    be->ops->matmul(be, dt, dx, T, &w);
-                    be->ops->add_rms_norm(be, dy, dh, dt, nw, off, T, N, eps);
-                }
-                to_host(be, ay, dy, ny);
-                to_host(be, ah, dh, ny);
-                be->ops->free(be, dy); be->ops->free(be, dh);
-                dy = dev_from(be, y0, ny);
-                dh = dev_from(be, y0, ny); /* y0 as h's old contents: a decline must leave them */
-                const int want = as[si].takes && T == 1 && (tc_ln & 1);
-                int rc = 0;
-                for (int r = 0; r < 3; r++) rc |= be->ops->matmul_add_rms_norm(be, dy, dh, dx, T, &w, nw, off, eps) != 0;
-                to_host(be, by, dy, ny);
-                to_host(be, bh, dh, ny);
-                CHECK(rc == !want, "tc matmul_add_rms_norm %dx%d q%d T=%d: %s", N, K, as[si].bits, T, rc ? "declined" : "ran");
-                if (!rc) {
-                    CHECK(!memcmp(ay, by, sizeof(float) * ny), "tc matmul_add_rms_norm %dx%d q%d g%d T=%d norm %d: y differs from matmul + add_rms_norm",
-                          N, K, as[si].bits, as[si].group, T, nv);
-                    CHECK(!memcmp(ah, bh, sizeof(float) * ny), "tc matmul_add_rms_norm %dx%d q%d g%d T=%d norm %d: h differs from matmul + add_rms_norm",
-                          N, K, as[si].bits, as[si].group, T, nv);
-                } else
-                    CHECK(!memcmp(y0, by, sizeof(float) * ny) && !memcmp(y0, bh, sizeof(float) * ny), "tc matmul_add_rms_norm %dx%d T=%d: declined but wrote y or h",
-                          N, K, T);
-                be->ops->free(be, dx); be->ops->free(be, dnw); be->ops->free(be, dt); be->ops->free(be, dy); be->ops->free(be, dh);
-                free(x); free(y0); free(nwh); free(ay); free(ah); free(by); free(bh);
-            }
-        release(be, &w);
-        free_hw(&hw);
-    }
-    backend_destroy(be);
-}
-
 /* rms_mlp at one token as ONE persistent GEMV launch (matmul_gemv.cu gemvp_mlp_kernel, opt-in
  * KILN_CUDA_MLP_PERSIST=1, switched on here: the GLU rows with the norm in the prologue, a grid
  * barrier, the down rows with y +=): bitwise the separate ops
@@ -5352,8 +5289,6 @@ int main(void) {
      * test_bfmma_fused is skipped); the default run tests the default kernel, bfm2_kernel */
     if (getenv("KILN_CUDA_BFMMA_V") && atoi(getenv("KILN_CUDA_BFMMA_V")) == 1) setenv("KILN_CUDA_BFMMA_FUSE", "1", 0);
     tc_fuse = getenv("KILN_CUDA_TC_FUSE") && atoi(getenv("KILN_CUDA_TC_FUSE")) > 0;
-    setenv("KILN_CUDA_TC_LN", "3", 0); /* matmul_gemv_tc.cu's last-block norm and GLU ops, unless the environment sets them */
-    tc_ln = atoi(getenv("KILN_CUDA_TC_LN"));
     setenv("KILN_CUDA_TC_FUSE_MIN_K", "0", 1); /* the MLX GEMV's fused ops (opt-in, KILN_CUDA_TC_FUSE=1) at every size */
     be32 = backend_create("cuda-f32", 0, &e);
     befast = backend_create("cuda", 0, &e);
@@ -5441,7 +5376,6 @@ int main(void) {
         test_matmul_glu();
         test_fused_gemv();
         test_fused_gemv_tc();
-        test_tc_matmul_add_rms_norm();
         test_pdl_chain_glu();
         test_pdl_chain_norm();
         test_gemv_mlp();
@@ -5465,7 +5399,6 @@ int main(void) {
         test_matmul_glu();
         test_fused_gemv();
         test_fused_gemv_tc();
-        test_tc_matmul_add_rms_norm();
         test_pdl_chain();
         test_pdl_chain_glu();
         test_pdl_chain_norm();
@@ -5539,7 +5472,6 @@ int main(void) {
     test_bfmma();
     test_fused_gemv();
     test_fused_gemv_tc();
-    test_tc_matmul_add_rms_norm();
     test_pdl_chain();
     test_pdl_chain_glu();
     test_pdl_chain_norm();

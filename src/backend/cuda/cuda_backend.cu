@@ -464,7 +464,6 @@ static const backend_ops_t cuda_ops = {
     .rms_matmul_multi = cuda_tc_rms_matmul_multi,
     .rms_matmul_glu = cuda_tc_rms_matmul_glu,
     .rms_mlp = cuda_rms_mlp,
-    .matmul_add_rms_norm = cuda_tc_matmul_add_rms_norm,
     .delta_decode = cuda_delta_decode,
     .post_norm_add = cuda_post_norm_add,
     .mem_info = cu_mem_info, /* kv_k_transposed (between them) stays NULL */
@@ -541,7 +540,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         cuda_prof_ops.conv1d_causal = p_conv; cuda_prof_ops.gated_delta = p_delta; cuda_prof_ops.sigmoid_mul = p_sigmul;
         cuda_prof_ops.add_rms_norm = NULL; cuda_prof_ops.rope_kv_write = NULL; cuda_prof_ops.norm_rope_kv_attention = NULL; /* timed as the separate ops */
         cuda_prof_ops.matmul_multi = NULL; cuda_prof_ops.matmul_glu = NULL;
-        cuda_prof_ops.matmul_add = NULL; cuda_prof_ops.matmul_add_rms_norm = NULL; cuda_prof_ops.rms_matmul_multi = NULL; cuda_prof_ops.rms_matmul_glu = NULL; cuda_prof_ops.rms_mlp = NULL;
+        cuda_prof_ops.matmul_add = NULL; cuda_prof_ops.rms_matmul_multi = NULL; cuda_prof_ops.rms_matmul_glu = NULL; cuda_prof_ops.rms_mlp = NULL;
         cuda_prof_ops.delta_decode = NULL; cuda_prof_ops.post_norm_add = NULL;
         be->ops = &cuda_prof_ops;
     }
@@ -550,7 +549,7 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
         static backend_ops_t nofuse;
         nofuse = cuda_ops;
         nofuse.add_rms_norm = NULL; nofuse.rope_kv_write = NULL; nofuse.matmul_glu = NULL; nofuse.norm_rope_kv_attention = NULL;
-        nofuse.matmul_add = NULL; nofuse.matmul_add_rms_norm = NULL; nofuse.rms_matmul_multi = NULL; nofuse.rms_matmul_glu = NULL; nofuse.rms_mlp = NULL;
+        nofuse.matmul_add = NULL; nofuse.rms_matmul_multi = NULL; nofuse.rms_matmul_glu = NULL; nofuse.rms_mlp = NULL;
         nofuse.delta_decode = NULL; nofuse.post_norm_add = NULL;
         be->ops = &nofuse;
     }
@@ -565,8 +564,6 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     cublasCheck(cublasLtCreate(&c->lt));
     c->lt_workspace_bytes = 64u << 20;
-    cudaCheck(cudaMalloc((void **)&c->tc_cnt, sizeof(int)));
-    cudaCheck(cudaMemset(c->tc_cnt, 0, sizeof(int)));
     cudaCheck(cudaMalloc(&c->lt_workspace, c->lt_workspace_bytes));
     c->ring_cap = c->ring_cap_alt = 4u << 20;
     cudaCheck(cudaMallocHost((void **)&c->pin, c->ring_cap));
@@ -644,7 +641,7 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     }
     if (c->n_side) cudaEventDestroy(c->ev_fork);
     cudaFree(c->mlp_gu); cudaFree(c->mlp16); cudaFree(c->qdf); cudaFree(c->mlp_g); cudaFree(c->mlp_ctr);
-    cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->delta); cudaFree(c->lt_workspace); cudaFree(c->tc_cnt); cudaFree(c->dring);
+    cudaFree(c->act16); cudaFree(c->ysplit); cudaFree(c->wdeq); cudaFree(c->part); cudaFree(c->qpart); cudaFree(c->delta); cudaFree(c->lt_workspace); cudaFree(c->dring);
     cudaFree(c->dring_alt);
     cudaFreeHost(c->pin);
     cudaFreeHost(c->pin_alt);

@@ -75,7 +75,6 @@ typedef struct cuda_impl {
     size_t qdc_budget, qdc_used;
     int qdc_full;           /* an allocation failed: no more weights are kept */
     float *part; size_t part_bytes;
-    int *tc_cnt; /* matmul_gemv_tc.cu TC_LNORM: its blocks' finish counter (one int, zero between launches) */
     float *qpart; size_t qpart_bytes; /* qmma_wide_kernel: the split-K slots' partial sums [KS][T][N] */
     /* a 2..64-token MLX matmul's split sums not yet added (KILN_CUDA_QWG_DEFER, matmul_wgmma.cu): y, its
      * partials [ks][T][N] in qpart; the add_rms_norm after it reads them, every other op flushes first */
@@ -360,8 +359,6 @@ int cuda_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw
                         const weight_t *wu, act_t act);
 /* matmul_gemv_tc.cu: the same four ops for MLX 4/8-bit weights at one token (else the ones above) */
 int cuda_tc_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w);
-int cuda_tc_matmul_add_rms_norm(backend_t *be, float *y, float *h, const float *x, int T, const weight_t *w, const float *nw, float off,
-                                float eps);
 int cuda_tc_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
                              const weight_t *const *w);
 int cuda_tc_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,

@@ -95,16 +95,11 @@ struct tc_args {
     const float *nw; /* TC_NORM: the norm weight (NULL: none), offset and eps */
     float off, eps;
     unsigned long long *trace; /* TC_TRACE (KILN_CUDA_GEMV_TC_TRACE): 8 words a block */
-    int *cnt; /* TC_LNORM: the blocks that finished (zero between launches: the last block resets it) */
-    float *h; /* TC_LNORM: rms_norm(y) of the one weight's y (nw, off, eps above) */
     const char *xp; /* TC_PREP: x as its producer prepared it (xprep.cuh: this kernel's shared-memory image) */
 };
 /* MODE bits of gemv_tc_kernel (template: MODE = 0 is the plain kernel, compiled exactly as before
  * these existed — an earlier version with runtime mode branches ran the plain GEMV ~8 % slower) */
-enum { TC_NORM = 1, TC_ACC = 2, TC_GLU = 4, TC_TRACE = 8, TC_PREP = 16, TC_LNORM = 32 };
-/* TC_LNORM (with TC_ACC, one weight; matmul_add_rms_norm): after y += the row sums, the last block to
- * finish (a counter) normalizes the whole y into h in rms_norm4_kernel's order — bitwise add_rms_norm of
- * the product — so the norm needs no launch and no PDL hop of its own between this GEMV and the next */
+enum { TC_NORM = 1, TC_ACC = 2, TC_GLU = 4, TC_TRACE = 8, TC_PREP = 16 };
 
 template <int BITS> struct tc_geo {
     static constexpr int SPAN = 512 / BITS;       /* columns of a lane span (64 bytes of codes) */
@@ -372,10 +367,9 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
     }
     /* the plain kernel (MODE 0): four of the thread's float4s loaded before any is stored — one load, store, max
      * per float4 kept each ld.global.cg behind the shared store before it, a round trip to L2 per float4, ~28 % of
-     * a launch's warp samples (ncu source counters, session 28). The same values and max order. The TC_NORM and
-     * traced modes keep the one-at-a-time loop (batched, four registers spilled there); TC_ACC, TC_GLU and
-     * TC_LNORM batch too (session 54: no spills, ptxas -v) */
-    if constexpr ((MODE & (TC_NORM | TC_TRACE | TC_PREP)) == 0) {
+     * a launch's warp samples (ncu source counters, session 28). The same values and max order. The fused and
+     * traced modes keep the one-at-a-time loop (batched, four registers spilled there) */
+    if constexpr (MODE == 0) {
         for (int i0 = threadIdx.x; i0 < K / 4; i0 += 4 * blockDim.x) {
             float4 v[4];
 #pragma unroll
@@ -510,49 +504,6 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
             a.trace[(size_t)blockIdx.x * 8 + 6] = sm;
             a.trace[(size_t)blockIdx.x * 8 + 7] = (unsigned long long)n;
         }
-    if constexpr ((MODE & TC_LNORM) != 0) {
-        /* every block's rows are stored (warp 0 of each group, behind its tc_bar): made visible at GPU
-         * scope, then counted; the last block sees all of y (the threadFenceReduction pattern) */
-        __shared__ int last;
-        __shared__ float lws[8];
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(a.cnt, 1) == (int)gridDim.x - 1;
-        __syncthreads();
-        if (last) {
-            __threadfence();
-            /* rms_norm4_kernel's sums: virtual thread t of 256 sums the squares of float4s t, t + 256, ...
-             * (fmaf in x, y, z, w order), an xor tree per warp, the 8 warp sums in warp order; y from L2
-             * (__ldcg: the other blocks' stores, never this SM's L1) */
-            const int R = a.seg[0].rows;
-            const float4 *y4 = (const float4 *)a.seg[0].y;
-            for (int vt = threadIdx.x; vt - (int)(threadIdx.x & 31) < 256; vt += blockDim.x) { /* warp-uniform */
-                float ss = 0.f;
-                for (int i = vt; i < R / 4; i += 256) {
-                    const float4 v = __ldcg(y4 + i);
-                    ss = fmaf(v.x, v.x, ss); ss = fmaf(v.y, v.y, ss); ss = fmaf(v.z, v.z, ss); ss = fmaf(v.w, v.w, ss);
-                }
-                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-                if (lane == 0) lws[vt >> 5] = ss;
-            }
-            __syncthreads();
-            float tot = 0.f;
-            for (int i = 0; i < 8; i++) tot += lws[i];
-            const float inv = 1.0f / sqrtf(tot / (float)R + a.eps);
-            for (int i = threadIdx.x; i < R / 4; i += blockDim.x) {
-                float4 o = __ldcg(y4 + i);
-                if (a.nw) {
-                    const float4 wv = ((const float4 *)a.nw)[i];
-                    o.x = (o.x * inv) * (a.off + wv.x); o.y = (o.y * inv) * (a.off + wv.y);
-                    o.z = (o.z * inv) * (a.off + wv.z); o.w = (o.w * inv) * (a.off + wv.w);
-                } else {
-                    o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
-                }
-                ((float4 *)a.h)[i] = o;
-            }
-            if (threadIdx.x == 0) *a.cnt = 0; /* for the next launch (after this grid ends: PDL waits for it) */
-        }
-    }
 }
 
 /* ---- 2..4 tokens: gemv_tcm_kernel (matmul and matmul_multi at T = NT; KILN_CUDA_GEMV_TC_T, default 2; 4-bit weights
@@ -942,7 +893,6 @@ static int tc_launch_m(cuda_impl_t *c, const tc_args &a) {
         case 0: r = tc_launch<BITS, NU, SBF, TC_TRACE>(c, a); break;
         case TC_NORM: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_NORM>(c, a); break;
         case TC_ACC: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_ACC>(c, a); break;
-        case TC_ACC | TC_LNORM: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_ACC | TC_LNORM>(c, a); break;
         case TC_GLU: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_GLU>(c, a); break;
         case TC_NORM | TC_GLU: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_NORM | TC_GLU>(c, a); break;
         case TC_PREP: r = tc_launch<BITS, NU, SBF, TC_TRACE | TC_PREP>(c, a); break;
@@ -954,7 +904,6 @@ static int tc_launch_m(cuda_impl_t *c, const tc_args &a) {
     case 0: return tc_launch<BITS, NU, SBF, 0>(c, a);
     case TC_NORM: return tc_launch<BITS, NU, SBF, TC_NORM>(c, a);
     case TC_ACC: return tc_launch<BITS, NU, SBF, TC_ACC>(c, a);
-    case TC_ACC | TC_LNORM: return tc_launch<BITS, NU, SBF, TC_ACC | TC_LNORM>(c, a);
     case TC_GLU: return tc_launch<BITS, NU, SBF, TC_GLU>(c, a);
     case TC_NORM | TC_GLU: return tc_launch<BITS, NU, SBF, TC_NORM | TC_GLU>(c, a);
     case TC_PREP: return tc_launch<BITS, NU, SBF, TC_PREP>(c, a);
@@ -1035,7 +984,7 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     if (T < 1 || T > cuda_gemv_tc_max_t() || (T > 1 && (ext || c->act_bf16 == 1))) return -1;
     tc_args a;
     memset(&a, 0, sizeof a);
-    if (ext) { a.mode = ext->mode; a.gelu = ext->gelu; a.nw = ext->nw; a.off = ext->off; a.eps = ext->eps; a.cnt = ext->cnt; a.h = ext->h; }
+    if (ext) { a.mode = ext->mode; a.gelu = ext->gelu; a.nw = ext->nw; a.off = ext->off; a.eps = ext->eps; }
     const dweight_t *w0 = w[0];
     if (!tc_ok(w0) || (T > 1 && !tcm_shape_ok(w0->bits, w0->cols))) return -1;
     const int bits = w0->bits, group = w0->group, sbf = w0->sb_dtype == DT_F16;
@@ -1056,9 +1005,6 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     a.K = w0->cols;
     if ((a.mode & TC_GLU) && (n != 2 || w[1]->rows != w0->rows)) return -1;
     if ((a.mode & TC_NORM) && (a.K <= 256 || a.K > 8192 || ((uintptr_t)a.nw & 15))) return -1; /* rms_norm4_kernel's sizes */
-    if ((a.mode & TC_LNORM) && (n != 1 || !(a.mode & TC_ACC) || !a.cnt || !a.h || w0->rows <= 256 || w0->rows > 8192 || w0->rows % 4 ||
-                                (((uintptr_t)a.nw | (uintptr_t)a.h | (uintptr_t)y[0]) & 15)))
-        return -1; /* add_rms_norm's float4 kernel's sizes (rms_norm4_kernel), one y */
     a.ng = w0->cols / group;
     a.lg_group = group == 32 ? 5 : group == 64 ? 6 : 7;
     a.x = x;
@@ -1108,25 +1054,10 @@ static int tc_fuse_min_k(void) {
     }
     return v;
 }
-/* KILN_CUDA_TC_LN (session 54; bits, read once): 1 matmul_add_rms_norm (o and down: y += the row sums,
- * the last block normalizes y into h — TC_ACC | TC_LNORM), 2 matmul_glu (gate/up with the GLU in the
- * store — TC_GLU) without the prologue norm; 3 both: llama's one-token layer is then five launches (q/k/v,
- * attention, o + norm, gate/up + GLU, down + the next layer's norm) instead of eight.
- * KILN_CUDA_TC_LN_MIN=N: only where the norm's width (o/down rows) or gate/up's K >= N (default 0). */
-static int tc_ln_bits(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("KILN_CUDA_TC_LN"); v = e ? atoi(e) : 0; }
-    return v;
-}
-static int tc_ln_min(int bit) {
-    static int m = -1;
-    if (m < 0) { const char *e = getenv("KILN_CUDA_TC_LN_MIN"); m = e ? atoi(e) : 0; }
-    return (tc_ln_bits() & bit) ? m : 1 << 30;
-}
-static int tc_fuse(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *wt, int size, int min, int mode,
-                   const float *nw, float off, float eps, int gelu, float *h) {
+static int tc_fuse(backend_t *be, int n, float *const *y, const float *x, int T, const weight_t *const *wt, int size, int mode,
+                   const float *nw, float off, float eps, int gelu) {
     cuda_impl_t *c = cuda_impl(be);
-    if (T != 1 || c->qmma < 2 || n < 1 || n > TC_MAXSEG || size < min) return -1;
+    if (T != 1 || c->qmma < 2 || n < 1 || n > TC_MAXSEG || size < tc_fuse_min_k()) return -1;
     const dweight_t *w[TC_MAXSEG];
     for (int i = 0; i < n; i++) {
         w[i] = (const dweight_t *)wt[i]->device;
@@ -1135,42 +1066,30 @@ static int tc_fuse(backend_t *be, int n, float *const *y, const float *x, int T,
     tc_args e;
     memset(&e, 0, sizeof e);
     e.mode = mode; e.nw = nw; e.off = off; e.eps = eps; e.gelu = gelu;
-    if (mode & TC_LNORM) { e.cnt = c->tc_cnt; e.h = h; }
     if (gemv_tc_run(c, n, y, x, 1, w, &e)) return -1;
     cuda_capture_tick(c);
     return 0;
 }
 int cuda_tc_matmul_add(backend_t *be, float *y, const float *x, int T, const weight_t *w) {
     const weight_t *const wp[1] = {w};
-    if (tc_fuse(be, 1, &y, x, T, wp, ((const dweight_t *)w->device)->rows, tc_fuse_min_k(), TC_ACC, NULL, 0.f, 0.f, 0, NULL) == 0) return 0;
+    if (tc_fuse(be, 1, &y, x, T, wp, ((const dweight_t *)w->device)->rows, TC_ACC, NULL, 0.f, 0.f, 0) == 0) return 0;
     return cuda_matmul_add(be, y, x, T, w);
-}
-/* y += x · wᵀ, h = rms_norm(y) (backend.h matmul_add_rms_norm): only here (no separate-op fallback) */
-int cuda_tc_matmul_add_rms_norm(backend_t *be, float *y, float *h, const float *x, int T, const weight_t *w, const float *nw, float off,
-                                float eps) {
-    const weight_t *const wp[1] = {w};
-    const int rows = ((const dweight_t *)w->device)->rows;
-    return tc_fuse(be, 1, &y, x, T, wp, rows, tc_ln_min(1), TC_ACC | TC_LNORM, nw, off, eps, 0, h);
 }
 int cuda_tc_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
                              const weight_t *const *w) {
-    if (n >= 1 && tc_fuse(be, n, y, x, T, w, ((const dweight_t *)w[0]->device)->cols, tc_fuse_min_k(), TC_NORM, nw, off, eps, 0, NULL) == 0)
-        return 0;
+    if (n >= 1 && tc_fuse(be, n, y, x, T, w, ((const dweight_t *)w[0]->device)->cols, TC_NORM, nw, off, eps, 0) == 0) return 0;
     return cuda_rms_matmul_multi(be, n, y, x, nw, off, eps, T, w);
 }
 int cuda_tc_rms_matmul_glu(backend_t *be, float *y, const float *x, const float *nw, float off, float eps, int T, const weight_t *wg,
                            const weight_t *wu, act_t act) {
     const weight_t *const wp[2] = {wg, wu};
     float *const yy[2] = {y, y}; /* only seg 0's y is written (the GLU) */
-    if (tc_fuse(be, 2, yy, x, T, wp, ((const dweight_t *)wg->device)->cols, tc_fuse_min_k(), TC_NORM | TC_GLU, nw, off, eps, act == ACT_GELU_TANH,
-                NULL) == 0)
-        return 0;
+    if (tc_fuse(be, 2, yy, x, T, wp, ((const dweight_t *)wg->device)->cols, TC_NORM | TC_GLU, nw, off, eps, act == ACT_GELU_TANH) == 0) return 0;
     return cuda_rms_matmul_glu(be, y, x, nw, off, eps, T, wg, wu, act);
 }
 void cuda_tc_matmul_glu(backend_t *be, float *y, float *g, float *u, const float *x, int T, const weight_t *wg, const weight_t *wu, act_t act) {
     const weight_t *const wp[2] = {wg, wu};
     float *const yy[2] = {y, y};
-    const int K = ((const dweight_t *)wg->device)->cols, fm = tc_fuse_min_k(), lm = tc_ln_min(2);
-    if (T > 0 && tc_fuse(be, 2, yy, x, T, wp, K, fm < lm ? fm : lm, TC_GLU, NULL, 0.f, 0.f, act == ACT_GELU_TANH, NULL) == 0) return;
+    if (T > 0 && tc_fuse(be, 2, yy, x, T, wp, ((const dweight_t *)wg->device)->cols, TC_GLU, NULL, 0.f, 0.f, act == ACT_GELU_TANH) == 0) return;
     cuda_matmul_glu(be, y, g, u, x, T, wg, wu, act);
 }

@@ -376,15 +376,6 @@ static int xw_matmul_add(backend_t *be, float *y, const float *x, int T, const w
     xp_after(be, s, y, (size_t)(T > 0 ? T : 0) * w->rows);
     return r;
 }
-static int xw_matmul_add_rms_norm(backend_t *be, float *y, float *h, const float *x, int T, const weight_t *w, const float *nw, float o,
-                                  float eps) {
-    xp_flush(be);
-    const long s = xp_seq(be);
-    const int r = XB(be)->matmul_add_rms_norm(be, y, h, x, T, w, nw, o, eps);
-    const size_t n = (size_t)(T > 0 ? T : 0) * w->rows;
-    xp_after(be, s, y, n); xp_after(be, s, h, n);
-    return r;
-}
 static int xw_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float o, float eps, int T,
                                const weight_t *const *w) {
     xp_flush(be);
@@ -443,7 +434,7 @@ void cuda_xp_init(backend_t *be) {
         XSET(gather_rows); XSET(embed); XSET(kv_write); XSET(attention); XSET(conv1d_causal); XSET(gated_delta); XSET(sigmoid_mul);
         XSET(scale); XSET(add_rows_scaled); XSET(step_begin); XSET(step_end); XSET(sample); XSET(add_rms_norm); XSET(rope_kv_write);
         XSET(norm_rope_kv_attention); XSET(matmul_multi); XSET(moe_route); XSET(moe_experts); XSET(matmul_glu); XSET(matmul_add);
-        XSET(matmul_add_rms_norm); XSET(rms_matmul_multi); XSET(rms_matmul_glu); XSET(rms_mlp); XSET(delta_decode); XSET(post_norm_add);
+        XSET(rms_matmul_multi); XSET(rms_matmul_glu); XSET(rms_mlp); XSET(delta_decode); XSET(post_norm_add);
 #undef XSET
     }
     memset(s, 0, sizeof *s);
