@@ -7,6 +7,7 @@
 P=${1:?package}
 TESTS=${TESTS:-"test_cuda_kernels test_cuda_parity test_cuda_hybrid test_cuda_sample test_cuda_shapes"} \
   MODELS=${MODELS-"l8q4 l8bf16 q06q4 q06bf16"} CONC=${CONC-"l8q4:1,64"} bash bench/cuda/combined.sh "$P"
+export LD_LIBRARY_PATH=/tmp/k/lib # combined.sh's export stays in its own process (session 54's call ran the loop below without it: rc=127)
 for r in "q06q4 4096 3" "q06q4 8000 3" "q06q4 16000 3" "l8q4 8000 2"; do
   set -- $r
   timeout 150 /tmp/k/kiln bench /tmp/s/$1 --backend cuda --prompt-tokens $2 --gen-tokens 32 --runs $3 --json > /tmp/lc.json 2> /tmp/lc.err

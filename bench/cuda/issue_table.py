@@ -13,12 +13,12 @@
 # Only the presets the probe measures get a prefill share (l8… llama-3-8b, q06… qwen3-0.6b).
 import json, os, sys
 
-# attention shape for the second share: (layers, query heads, head_dim)
-ATTN = {'l8': (32, 32, 128), 'q06': (28, 16, 128)}
-# linear parameters a prefill token multiplies, and the layer's GEMMs as (FLOP weight, probe shape) pairs
+# linear parameters a prefill token multiplies, the layer's GEMMs as (FLOP weight, probe shape) pairs, and the
+# attention's shape for the second share: (layers, query heads, head_dim)
 PRESETS = {
-    'l8': (6.979e9, [(2.0, 'llama-3-8b q/o'), (0.5, 'llama-3-8b k/v'), (7.0, 'llama-3-8b gate/up'), (3.5, 'llama-3-8b down')]),
-    'q06': (4.404e8, [(6.0, 'qwen3-0.6b q'), (6.0, 'qwen3-0.6b gate/up'), (3.0, 'qwen3-0.6b down')]),
+    'l8': (6.979e9, [(2.0, 'llama-3-8b q/o'), (0.5, 'llama-3-8b k/v'), (7.0, 'llama-3-8b gate/up'), (3.5, 'llama-3-8b down')],
+           (32, 32, 128)),
+    'q06': (4.404e8, [(6.0, 'qwen3-0.6b q'), (6.0, 'qwen3-0.6b gate/up'), (3.0, 'qwen3-0.6b down')], (28, 16, 128)),
 }
 
 
@@ -43,7 +43,7 @@ def main(d):
     dev = next((p['name'] for p in probe if p.get('probe') == 'device'), '?')
     gemm = {p['what']: p['tflops'] for p in probe if p.get('probe') == 'gemm_bf16'}
     mix = {}
-    for k, (_, shapes) in PRESETS.items():
+    for k, (_, shapes, _) in PRESETS.items():
         if all(s in gemm for _, s in shapes):
             mix[k] = sum(w for w, _ in shapes) / sum(w / gemm[s] for w, s in shapes)
     print(f'device {dev}; copy {copy} GB/s; layer mix ' + ', '.join(f'{k} {v:.1f}' for k, v in mix.items()) + ' TFLOP/s')
@@ -61,7 +61,7 @@ def main(d):
         if pre in mix and 'prefill_tok_s' in r:
             share_p = f"{100 * 2 * PRESETS[pre][0] * r['prefill_tok_s'] / 1e12 / mix[pre]:.1f} %"
             if 'prompt_tokens' in r:
-                ly, nh, hd = ATTN[pre]
+                ly, nh, hd = PRESETS[pre][2]
                 att = ly * 4 * nh * hd * (r['prompt_tokens'] + 1) / 2
                 share_a = f"{100 * (2 * PRESETS[pre][0] + att) * r['prefill_tok_s'] / 1e12 / mix[pre]:.1f} %"
         print(f"| {run or name} | {r.get('decode_tok_s', '')} | {r.get('decode_weight_gb_s', '')} | {share_c} | {r.get('prefill_tok_s', '')} | {share_p} | {share_a} |")
