@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # issue_table.py — issue 8's table from one combined.sh call's files, the arithmetic every session did by hand:
 #   python3 bench/cuda/issue_table.py DIR      (DIR holds probe.jsonl, bench.jsonl and, if run, conc.jsonl)
-# - batch-1 decode: kiln bench's decode_weight_gb_s (weight bytes a token × tok/s) over the probe's copy rate;
+# - batch-1 decode: kiln bench's decode_weight_gb_s (weight bytes a token × tok/s) over the probe's copy rate, and
+#   decode_read_gb_s (weights + the K/V a token reads: the issue's "bytes read per token") over the same rate;
 # - prefill: 2 × the linear parameters a prefill token multiplies (embedding and lm_head left out: lm_head runs for
 #   the last token only) × prefill tok/s, over the probe's layer mix for that model — the FLOP-weighted rate of its
 #   GEMM shapes at 2048 tokens, q/k/v/o at q's rate (the probe times q/o, k/v, gate/up and down for llama-3-8b, q,
@@ -47,8 +48,8 @@ def main(d):
         if all(s in gemm for _, s in shapes):
             mix[k] = sum(w for w, _ in shapes) / sum(w / gemm[s] for w, s in shapes)
     print(f'device {dev}; copy {copy} GB/s; layer mix ' + ', '.join(f'{k} {v:.1f}' for k, v in mix.items()) + ' TFLOP/s')
-    print('| run | decode tok/s | GB/s (weights) | / copy | prefill tok/s | / layer mix | / layer mix, attention counted |')
-    print('|---|---|---|---|---|---|---|')
+    print('| run | decode tok/s | GB/s (weights) | / copy | / copy, weights + K/V | prefill tok/s | / layer mix | / layer mix, attention counted |')
+    print('|---|---|---|---|---|---|---|---|')
     run = None
     for r in jsonl(os.path.join(d, 'bench.jsonl')):
         if 'run' in r:
@@ -56,6 +57,7 @@ def main(d):
             continue
         name = os.path.basename(r.get('model', '?'))
         share_c = f"{100 * r['decode_weight_gb_s'] / copy:.1f} %" if copy and 'decode_weight_gb_s' in r else ''
+        share_r = f"{100 * r['decode_read_gb_s'] / copy:.1f} %" if copy and 'decode_read_gb_s' in r else ''
         pre = next((k for k in sorted(PRESETS, key=len, reverse=True) if name.startswith(k)), None)
         share_p = share_a = ''
         if pre in mix and 'prefill_tok_s' in r:
@@ -64,7 +66,7 @@ def main(d):
                 ly, nh, hd = PRESETS[pre][2]
                 att = ly * 4 * nh * hd * (r['prompt_tokens'] + 1) / 2
                 share_a = f"{100 * (2 * PRESETS[pre][0] + att) * r['prefill_tok_s'] / 1e12 / mix[pre]:.1f} %"
-        print(f"| {run or name} | {r.get('decode_tok_s', '')} | {r.get('decode_weight_gb_s', '')} | {share_c} | {r.get('prefill_tok_s', '')} | {share_p} | {share_a} |")
+        print(f"| {run or name} | {r.get('decode_tok_s', '')} | {r.get('decode_weight_gb_s', '')} | {share_c} | {share_r} | {r.get('prefill_tok_s', '')} | {share_p} | {share_a} |")
         run = None
     head = None
     for r in jsonl(os.path.join(d, 'conc.jsonl')):

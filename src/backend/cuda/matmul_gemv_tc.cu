@@ -895,7 +895,18 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     }
     smem += sizeof(float) * Gn * S * 16;
     const int per_sm = per_sm_of(Gn * S * 32, smem), nblk = (a.ntiles + Gn - 1) / Gn;
-    const int grid = nblk < sms * per_sm ? nblk : sms * per_sm;
+    int grid = nblk < sms * per_sm ? nblk : sms * per_sm;
+    /* KILN_CUDA_GEMV_TC_EVEN=1 (opt-in, session 55): where the tiles take more than one round of the resident
+     * groups, as few groups as give the same number of rounds, so that every group runs the same count (llama-3-8b
+     * gate/up: 1792 tiles over 528 groups is 3.39 rounds — 208 groups run a fourth tile while 320 idle, the ~7 µs
+     * tail of session 54's trace; 448 groups run 4 each, and the SMs left half empty take the next kernel's blocks
+     * and their loads before its PDL wait). The same tiles and sums per row whatever the grid: bitwise. */
+    static int even = -1;
+    if (even < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_EVEN"); even = e && atoi(e) > 0; }
+    if (even && nblk > grid && !(MODE & TC_GLU)) {
+        const int ng = grid * Gn, rounds = (a.ntiles + ng - 1) / ng, groups = (a.ntiles + rounds - 1) / rounds;
+        grid = (groups + Gn - 1) / Gn;
+    }
     a.S = S;
     a.G = Gn;
     if constexpr ((MODE & TC_TRACE) != 0) {
