@@ -3394,7 +3394,13 @@ static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, 
         be->ops->attention(be, dout, dq, T, &da);
     }
     to_host(be, got, dout, nq);
-    to_host(be, qr, dq, nq);
+    if (chain_fused) { /* the fused kernel leaves q as it was (backend.h: scratch): the rotated q by the rope op itself */
+        float *dq2 = dev_from(be, q, nq);
+        be->ops->rope(be, dq2, pos, T, nh, hd, hd, inv, 1.0f);
+        to_host(be, qr, dq2, nq);
+        be->ops->free(be, dq2);
+    } else
+        to_host(be, qr, dq, nq);
     be->ops->download(be, hk, da.kv.k, es * cells);
     be->ops->download(be, hv, da.kv.v, es * cells);
     ref_attention(want, qr, 0, T, &a, scratch);
@@ -3442,6 +3448,9 @@ static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, i
     for (int j = 0; j < rot / 2; j++) inv[j] = powf(1000000.f, -2.f * j / rot);
     float *o[2], *qo[2], *ko[2];
     void *ck[2], *cv[2];
+    int fused_ran = 0; /* the fused rope + decode attention ran in pass 1 (it leaves q as it was unless KILN_CUDA_ATTN_QKEEP=1) */
+    const char *qke = getenv("KILN_CUDA_ATTN_QKEEP");
+    const int qkeep = qke && !strcmp(qke, "1");
     for (int pass = 0; pass < 2; pass++) {
         attn_args_t da = {n_rows, rs, pos, tables, nh, nkv, hd, 1.0f / sqrtf((float)hd), nra_softcap, nra_window, {NULL, NULL, dt, bs, nkv, hd}};
         da.kv.k = be->ops->upload(be, hk, es * cells);
@@ -3460,6 +3469,7 @@ static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, i
         } else {
             const int calls0 = kiln_cuda_attn_rope_calls;
             be->ops->norm_rope_kv_attention(be, dout, dq, dk, dv, dqn, dkn, 1e-6f, rot, inv, nra_fused ? 0.75f : 1.0f, slots, T, &da);
+            fused_ran = kiln_cuda_attn_rope_calls != calls0;
             if (nra_fused)
                 CHECK(kiln_cuda_attn_rope_calls == calls0 + 1, "fused rope + decode attention not taken: rows=%d nh=%d nkv=%d hd=%d rot=%d",
                       n_rows, nh, nkv, hd, rot);
@@ -3472,10 +3482,18 @@ static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, i
         be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v); be->ops->free(be, dq); be->ops->free(be, dk); be->ops->free(be, dv);
         be->ops->free(be, dout); be->ops->free(be, dqn); be->ops->free(be, dkn);
     }
-    CHECK(!memcmp(o[0], o[1], sizeof(float) * nq) && !memcmp(qo[0], qo[1], sizeof(float) * nq) && !memcmp(ko[0], ko[1], sizeof(float) * T * per) &&
-              !memcmp(ck[0], ck[1], es * cells) && !memcmp(cv[0], cv[1], es * cells),
+    CHECK(!memcmp(o[0], o[1], sizeof(float) * nq) && !memcmp(ko[0], ko[1], sizeof(float) * T * per) && !memcmp(ck[0], ck[1], es * cells) &&
+              !memcmp(cv[0], cv[1], es * cells),
           "%s norm_rope_kv_attention rows=%d T=%d nh=%d nkv=%d hd=%d rot=%d %s norm=%d differs from rms_norm x2 + rope_kv_write + attention",
           be->ops->name, n_rows, T, nh, nkv, hd, rot, dtype_name(dt), with_norm);
+    /* q is scratch after the op (backend.h): the fused decode kernel leaves it untouched by default and as the
+     * separate ops leave it with KILN_CUDA_ATTN_QKEEP=1; every other path as the separate ops leave it */
+    if (fused_ran && !qkeep)
+        CHECK(!memcmp(qo[1], q, sizeof(float) * nq), "%s norm_rope_kv_attention rows=%d nh=%d nkv=%d hd=%d norm=%d: the fused kernel wrote q",
+              be->ops->name, n_rows, nh, nkv, hd, with_norm);
+    else
+        CHECK(!memcmp(qo[0], qo[1], sizeof(float) * nq), "%s norm_rope_kv_attention rows=%d T=%d nh=%d nkv=%d hd=%d rot=%d %s norm=%d qkeep=%d: q differs "
+              "from the separate ops'", be->ops->name, n_rows, T, nh, nkv, hd, rot, dtype_name(dt), with_norm, qkeep);
     for (int pass = 0; pass < 2; pass++) { free(o[pass]); free(qo[pass]); free(ko[pass]); free(ck[pass]); free(cv[pass]); }
     free(hk); free(hv); free(perm); free(rs); free(pos); free(slots); free(tables); free(q); free(k); free(v); free(qn); free(kn);
 }
@@ -3531,6 +3549,11 @@ static void test_rope_attention_decode(void) {
             setenv("KILN_CUDA_ATTN_PREWAIT", "2", 1); /* the head-norm kernel with the first tile's L2 prefetch too */
             nra_case(befast, 1, &ps[(ci + di) % 9], l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 1, seed++);
             unsetenv("KILN_CUDA_ATTN_PREWAIT");
+            /* q written back as the separate ops leave it (KILN_CUDA_ATTN_QKEEP=1): without and with head norms */
+            setenv("KILN_CUDA_ATTN_QKEEP", "1", 1);
+            nra_case(befast, 1, &ps[(ci + 3 * di + 4) % 9], l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 0, seed++);
+            nra_case(befast, 3, three, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], 1, seed++);
+            unsetenv("KILN_CUDA_ATTN_QKEEP");
         }
     nra_window = 100; nra_softcap = 30.f;
     int w5[5] = {0, 5, 64, 1000, 3001}, l5[5] = {1, 1, 1, 1, 1};

@@ -53,6 +53,7 @@ typedef struct attn_dev {
     const float *qn, *kn;
     float noff, neps;
     int kv_prewait; /* attn_dec_mma_kernel's first K/V tile before pdl_wait: 2 prefetched into L2 (default), 1 loaded (KILN_CUDA_ATTN_PREWAIT=1: racy), 0 neither */
+    int q_keep;     /* ROPE: leave q as rope_kv_write leaves it (KILN_CUDA_ATTN_QKEEP=1); 0 (default): q is scratch, left as the QKV matmul wrote it */
 } attn_dev_t;
 
 template <int DPL>
@@ -915,7 +916,11 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
             if (a.out16) a.out16[oi] = __float2bfloat16_rn(acc / L);
         }
     }
-    if (own) { /* ROPE: q as rope_kv_write leaves it (every block of the cluster has read it: past the cluster barrier) */
+    /* ROPE with q_keep: q as rope_kv_write leaves it (every block of the cluster has read it: past the cluster
+     * barrier). Off by default (session 55): nothing reads q after the attention, and this tail — an L2 round trip
+     * for llama, a reload, the head norm and four block barriers for qwen3 — runs in the one block a cluster that
+     * holds row p after everything else, so the o projection's PDL wait waited for it */
+    if (own && a.q_keep) {
         if (a.qn) {
             /* head norms: q as norm_rope_kv_kernel leaves it — normalized again from the raw q (the same bits
              * as at the start) in shared memory (wo: free past the cluster barrier), rotated, stored whole */
@@ -1013,6 +1018,10 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
          * 20 measured qwen3-0.6b bf16 +3.4 % at =0 (four pairs) and llama-3-8b bf16 -1.4 % (llama has no head
          * norms); session 21, this rule against =2 in one call: qwen3-0.6b bf16 1005-1039 vs 954 tok/s */
         a.kv_prewait = pw && !strcmp(pw, "1") ? 1 : pw && !strcmp(pw, "0") ? 0 : pw && !strcmp(pw, "2") ? 2 : rope && a.qn ? 0 : 2;
+    }
+    { /* read per call: the tests change it */
+        const char *qk = getenv("KILN_CUDA_ATTN_QKEEP");
+        a.q_keep = qk && !strcmp(qk, "1");
     }
     a.part = NULL;
     /* KILN_CUDA_ATTN_X16=1 (opt-in): a producer of the o projection's x (x16.cuh) — where a matmul of
