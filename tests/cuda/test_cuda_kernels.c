@@ -3416,7 +3416,9 @@ static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, 
 
 /* norm_rope_kv_attention (rope.cu: qwen3's q/k head norms folded into rope_kv_write, then the
  * attention) against the separate ops on the same backend — rms_norm q, rms_norm k,
- * rope_kv_write, attention: bitwise equal out, q, k and both caches. Rows of one decode token
+ * rope_kv_write, attention: bitwise equal out, k and both caches; q (scratch after the op) as
+ * the separate ops leave it, or untouched where the fused decode kernel ran without
+ * KILN_CUDA_ATTN_QKEEP=1. Rows of one decode token
  * and a prefill-chunk row of 5; norm weights and none (llama: the op runs the separate ops). */
 static int nra_bs = 16, nra_window, nra_fused; /* nra_fused: the fused rope + decode attention must run (checked) */
 static int nra_tab0; /* the separate ops (pass 0) with KILN_CUDA_ATTN_TAB=0: positions and block tables from device memory */
@@ -3519,7 +3521,7 @@ static void test_norm_rope_attention(void) {
 /* llama's and qwen3's decode step on "cuda": norm_rope_kv_attention (with or without the q/k head norms)
  * runs the norms, rope, the cache write and the tensor-core decode attention in one kernel (attention.cu
  * cuda_rope_attention_decode) —
- * bitwise the rope_kv_write + attention it replaces (out, q, k, both caches: nra_case), and
+ * bitwise the rope_kv_write + attention it replaces (out, k, both caches; q with QKEEP=1: nra_case), and
  * checked to have run. Decode rows at 0, 1, 15-17, 100, 2047, 2048, 4000 (row p in a warp's
  * first or a later tile, 1..16 splits), GQA 1..8, head_dim 64/128, partial rotation, f16/bf16,
  * block sizes 16/7/5, windows + soft-cap, forced cluster sizes (attn_chain_case checks the

@@ -899,8 +899,9 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     /* KILN_CUDA_GEMV_TC_EVEN=1 (opt-in, session 55): where the tiles take more than one round of the resident
      * groups, as few groups as give the same number of rounds, so that every group runs the same count (llama-3-8b
      * gate/up: 1792 tiles over 528 groups is 3.39 rounds — 208 groups run a fourth tile while 320 idle, the ~7 µs
-     * tail of session 54's trace; 448 groups run 4 each, and the SMs left half empty take the next kernel's blocks
-     * and their loads before its PDL wait). The same tiles and sums per row whatever the grid: bitwise. */
+     * tail of session 54's trace; 448 groups run 4 each). The same tiles and sums per row whatever the grid: bitwise.
+     * Measured even (session 55, H100: the tail 6.5 -> 2.4 us and the launch ends at the same time — gate/up already
+     * streams at ~93 % of copy after x is ready; bench/cuda/RESULTS.md), so not the default. */
     static int even = -1;
     if (even < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_EVEN"); even = e && atoi(e) > 0; }
     if (even && nblk > grid && !(MODE & TC_GLU)) {
