@@ -5,6 +5,8 @@
 #   bench/cuda/build_here.sh [TREE] [TARGET...]     TREE default /work/cb/s26; targets default: kiln, the five
 #                                                   CUDA test binaries and kiln-cuda-probe
 #   then: PACK_BINS="kiln test_cuda_kernels" bash bench/cuda/pack.sh TREE/b build-lead   (carry ["build-lead"])
+#   CMAKE_EXTRA="-DKILN_CUDA_TIMELINE=ON" bench/cuda/build_here.sh /work/cb/s55t kiln   extra cmake options, read when TREE's
+#                                                   build dir is configured (a tree of its own: the timeline build)
 #   PATCH=bench/cuda/x.patch bench/cuda/build_here.sh ...   an A/B pair: kiln built from the tree as it is, copied to
 #                                                   TREE/b/kiln-base, then the patch applied in TREE/src and the
 #                                                   targets built again (kiln = with the patch; pack kiln-base too)
@@ -29,7 +31,7 @@ echo "build_here: $n file(s) refreshed in $TREE/src"
 export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda-13.0/bin
 L=""
 command -v ccache > /dev/null && L="-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"
-[ -f "$TREE/b/CMakeCache.txt" ] || cmake -S "$TREE/src" -B "$TREE/b" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON $L > "$TREE/cmake.log"
+[ -f "$TREE/b/CMakeCache.txt" ] || cmake -S "$TREE/src" -B "$TREE/b" -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON $L ${CMAKE_EXTRA:-} > "$TREE/cmake.log"
 build() { cmake --build "$TREE/b" -j"$(nproc)" --target "$@" 2>&1 | grep -E "error|warning:|Built target (kiln|test_cuda)" || true; }
 if [ -n "${PATCH:-}" ]; then
   build kiln

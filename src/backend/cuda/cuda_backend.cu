@@ -603,6 +603,9 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     const char *qmenv = getenv("KILN_CUDA_QMMA_MAX_T");
     c->qmma_max_t = qmenv && atoi(qmenv) > 0 ? atoi(qmenv) : 64;
     if (!f32) cuda_xp_init(be); /* x prepared by its producer for the q4/q8 GEMV (xprep.cu, KILN_CUDA_XPREP) */
+#ifdef KILN_CUDA_TIMELINE
+    cuda_timeline_start(); /* KILN_CUDA_TIMELINE=FILE: every PDL kernel's block waits (timeline.cuh) */
+#endif
     return be;
 }
 
@@ -610,6 +613,9 @@ extern "C" void cuda_backend_destroy(backend_t *be) {
     if (!be) return;
     cuda_impl_t *c = cuda_impl(be);
     cuda_sync(c);
+#ifdef KILN_CUDA_TIMELINE
+    cuda_timeline_dump();
+#endif
     for (int i = 0; i < c->n_weights; i++) {
         cudaFree(c->weights[i]->qd_wpart);
         cudaFree(c->weights[i]->qd_f16);

@@ -256,7 +256,16 @@ __device__ __forceinline__ float block_max256(float mx, float *ws) {
     return m;
 }
 
-__device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+#include "backend/cuda/timeline.cuh" /* KILN_CUDA_TIMELINE builds: pdl_wait stamps the block's wait */
+__device__ __forceinline__ void pdl_wait(void) {
+#ifdef KILN_CUDA_TIMELINE
+    const unsigned long long tl_a = tl_now();
+#endif
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#ifdef KILN_CUDA_TIMELINE
+    tl_mark(tl_a);
+#endif
+}
 __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 static inline int cuda_pdl_on(void) {
     static int v = -1;
