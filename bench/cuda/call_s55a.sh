@@ -1,5 +1,6 @@
 #!/bin/bash
-# call_s55a.sh — for the next session's first device call (written in session 54, not run): everything still open in
+# call_s55a.sh — superseded by call_s55b.sh, which session 55 ran instead (this one never ran; kept as the record of
+# session 54's plan). For the next session's first device call (written in session 54): everything still open in
 # one start, since starts are scarce — session 54's GEMV warps-per-tile A/B (call_s54c.sh: the GEMV test subset under
 # KILN_CUDA_GEMV_TC_S8K=4096 and KILN_CUDA_GEMV_TC_S8R=8192, batch-1 decode alternating, their traces; ~100 s), then
 # the issue table without the tests (combined.sh: probe, batch-1 decode / 2048-token prefill of llama-3-8b and
