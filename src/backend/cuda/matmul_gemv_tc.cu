@@ -830,34 +830,14 @@ static int tc_blocks_per_sm(Kern kern, tc_occ &o, int thr, size_t sm) {
     return b;
 }
 
-/* warps a tile's K is split over: 8 from K = 8192 (llama-3-8b down_proj — 256 tiles would leave ~8 warps per SM
- * at 4), else 4. By the weight's shape only: a row's sum order must not depend on the launch, and the 2..4-token
- * kernel takes the same S (its rows bitwise the one-token launch's). Opt-in (read once, session 54), for the
- * gate/up launch's tail of ~7 µs (a tile group's quantum halved, each warp one 512-column chunk at K = 4096):
- * KILN_CUDA_GEMV_TC_S8K=N 8 warps from K = N; KILN_CUDA_GEMV_TC_S8R=R also from K = 4096 for weights of at
- * least R rows (e.g. 8192: llama-3-8b's gate/up and lm_head, not q/k/v/o, whose launches fit one wave at 4).
- * A matmul_multi whose weights would take different S is declined (its weights then launch one by one). */
-static int tc_warps(int K, int rows) {
-    static int k8 = -1, r8 = -1;
-    if (k8 < 0) {
-        const char *e = getenv("KILN_CUDA_GEMV_TC_S8K"), *r = getenv("KILN_CUDA_GEMV_TC_S8R");
-        k8 = e && atoi(e) > 0 ? atoi(e) : 8192;
-        r8 = r && atoi(r) > 0 ? atoi(r) : 1 << 30;
-    }
-    return K >= k8 || (K >= 4096 && rows >= r8) ? 8 : 4;
-}
-/* the launch's S: every weight's own, or -1 where they differ */
-static int tc_warps_of(const tc_args &a) {
-    const int S = tc_warps(a.K, a.seg[0].rows);
-    for (int i = 1; i < a.nseg; i++)
-        if (tc_warps(a.K, a.seg[i].rows) != S) return -1;
-    return S;
-}
 template <int BITS, int NU, int SBF, int MODE>
 static int tc_launch(cuda_impl_t *c, tc_args a) {
     using G = tc_geo<BITS>;
-    const int S = tc_warps_of(a); /* by the weights' shape only (above) */
-    if (S < 0) return -1;
+    /* warps per tile by K only (a row's sum order must not depend on the launch): 8 from
+     * K = 8192 (llama-3-8b down_proj: 256 tiles would leave ~8 warps per SM at 4). 8 from K = 4096
+     * and a grid of as few groups as give the same rounds were measured not faster (session 55,
+     * bench/cuda/gemv_tail_s55.patch) */
+    const int S = a.K >= 8192 ? 8 : 4;
     const int nchunks = (a.K + G::CHUNK - 1) / G::CHUNK;
     constexpr int U = G::SPAN / NU;
     size_t smem = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (a.K / U); /* + G·S·16 floats of red */
@@ -895,19 +875,7 @@ static int tc_launch(cuda_impl_t *c, tc_args a) {
     }
     smem += sizeof(float) * Gn * S * 16;
     const int per_sm = per_sm_of(Gn * S * 32, smem), nblk = (a.ntiles + Gn - 1) / Gn;
-    int grid = nblk < sms * per_sm ? nblk : sms * per_sm;
-    /* KILN_CUDA_GEMV_TC_EVEN=1 (opt-in, session 55): where the tiles take more than one round of the resident
-     * groups, as few groups as give the same number of rounds, so that every group runs the same count (llama-3-8b
-     * gate/up: 1792 tiles over 528 groups is 3.39 rounds — 208 groups run a fourth tile while 320 idle, the ~7 µs
-     * tail of session 54's trace; 448 groups run 4 each). The same tiles and sums per row whatever the grid: bitwise.
-     * Measured even (session 55, H100: the tail 6.5 -> 2.4 us and the launch ends at the same time — gate/up already
-     * streams at ~93 % of copy after x is ready; bench/cuda/RESULTS.md), so not the default. */
-    static int even = -1;
-    if (even < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_EVEN"); even = e && atoi(e) > 0; }
-    if (even && nblk > grid && !(MODE & TC_GLU)) {
-        const int ng = grid * Gn, rounds = (a.ntiles + ng - 1) / ng, groups = (a.ntiles + rounds - 1) / rounds;
-        grid = (groups + Gn - 1) / Gn;
-    }
+    const int grid = nblk < sms * per_sm ? nblk : sms * per_sm;
     a.S = S;
     a.G = Gn;
     if constexpr ((MODE & TC_TRACE) != 0) {
@@ -951,8 +919,7 @@ template <int BITS, int NU, int SBF, int NT>
 static int tcm_launch(cuda_impl_t *c, tc_args a) {
     using G = tc_geo<BITS>;
     using H = tcm_geo<BITS, NT>;
-    const int S = tc_warps_of(a);
-    if (S < 0) return -1;
+    const int S = a.K >= 8192 ? 8 : 4;
     const int nchunks = (a.K + G::CHUNK - 1) / G::CHUNK;
     constexpr int U = G::SPAN / NU;
     size_t smem = (size_t)(nchunks * 4 + 1) * H::SPAN_B + sizeof(float) * NT * (a.K / U);
