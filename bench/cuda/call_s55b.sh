@@ -1,6 +1,5 @@
 #!/bin/bash
 # call_s55b.sh — session 55's first device call (replaces call_s55a.sh, which it contains): the batch-1 q4/q8 GEMV's
-# (Since session 55's review the three knobs live in bench/cuda/gemv_tail_s55.patch: build with PATCH= to rerun this.)
 # tile-group tail three ways — KILN_CUDA_GEMV_TC_S8K=4096 (a tile's K over 8 warps from K = 4096), S8R=8192 (that
 # only for weights of >= 8192 rows) and the new KILN_CUDA_GEMV_TC_EVEN=1 (as few groups as give the same rounds,
 # every group the same tile count) — the GEMV test subset under each (bitwise invariants across launches), batch-1
@@ -9,6 +8,7 @@
 # bf16, llama-3-8b q4 through the engine at c=1 and 64). Package: bash bench/cuda/build_here.sh /work/cb/s26 kiln
 # test_cuda_kernels kiln-cuda-probe && PACK_BINS="kiln test_cuda_kernels kiln-cuda-probe" bash bench/cuda/pack.sh
 # /work/cb/s26/b build-lead; carry ["build-lead"].
+# Since session 55's review the three knobs live in bench/cuda/gemv_tail_s55.patch (PATCH= build_here.sh to rerun this).
 P=${1:?package}
 . bench/cuda/call_lib.sh
 call_unpack "$P"
