@@ -8,6 +8,6 @@ D=${1:-build-tl}
 bash bench/cuda/call_s56a.sh $D/kiln-cuda.tar.xz > $OUT/s56a.txt 2>&1
 tail -60 $OUT/s56a.txt
 for m in llama qwen; do
-  timeout 150 $D/stream_chain $m 4 8 13 > $OUT/chain_$m.txt 2>&1
+  timeout 150 $D/stream_chain $m 4 6 8 13 > $OUT/chain_$m.txt 2>&1
   echo "== stream_chain $m rc=$?"; cat $OUT/chain_$m.txt
 done

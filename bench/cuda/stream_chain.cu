@@ -16,6 +16,10 @@
  *             phase's counter (release) and the consumers wait for every block's count (acquire) before they
  *             touch the next phase. The producer does not wait: the ring keeps loading across the dependency.
  *   ringwait  the same, but the producer also waits for the counter: the pipe drains at every dependency
+ *   pdlring   a launch per phase again (PDL, in a graph), each a block per SM with the producer/consumer ring of
+ *             NS ≤ 6 slots (≤ 97 KB): two such blocks fit an SM, so the next phase's blocks become resident while
+ *             this one runs and their producers fill the ring before the consumers' griddepcontrol.wait — a GEMV
+ *             that leaves room for its successor, inside today's one-kernel-per-op chain
  *
  * Shapes: llama-3-8b or qwen3-0.6b at MLX q4 (group 64, bf16 scales and biases), the K/V of 2048 positions in
  * f16, and the lm_head, as kiln synth writes them. One "token" = every phase of every layer once.
@@ -166,6 +170,55 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) ring_kernel(const char *base, 
     if (lane == 0) atomicXor(out, acc);
 }
 
+/* pdlring: one phase per launch, a block per SM; the producer fills the ring at once (the bytes do not depend on the
+ * kernel before), the consumers wait for that kernel (griddepcontrol.wait) before they read */
+__global__ void __launch_bounds__(32 * (NCW + 1)) pring_kernel(const char *base, size_t pa, size_t pe, int NS, unsigned *out) {
+    extern __shared__ __align__(128) char sm[];
+    __shared__ __align__(8) uint64_t full[32], empty[32];
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = gridDim.x;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NS; s++) {
+            mb_init((uint32_t)__cvta_generic_to_shared(&full[s]), 1);
+            mb_init((uint32_t)__cvta_generic_to_shared(&empty[s]), NCW);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    size_t lo, hi;
+    share(pa, pe, blockIdx.x, G, lo, hi);
+    if (warp == NCW) {
+        if (lane == 0) {
+            unsigned k = 0;
+            for (size_t o = lo; o < hi; o += SLOT, k++) {
+                const int s = k % NS;
+                const uint32_t bytes = (uint32_t)(hi - o < SLOT ? hi - o : SLOT);
+                const uint32_t fa = (uint32_t)__cvta_generic_to_shared(&full[s]);
+                if (k >= (unsigned)NS) mb_wait((uint32_t)__cvta_generic_to_shared(&empty[s]), (k / NS - 1) & 1);
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(fa), "r"(bytes) : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                                 (uint32_t)__cvta_generic_to_shared(sm + (size_t)s * SLOT)),
+                             "l"(base + o), "r"(bytes), "r"(fa)
+                             : "memory");
+            }
+        }
+        return;
+    }
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    unsigned acc = 0, k = 0;
+    for (size_t o = lo; o < hi; o += SLOT, k++) {
+        const int s = k % NS;
+        const uint32_t bytes = (uint32_t)(hi - o < SLOT ? hi - o : SLOT);
+        mb_wait((uint32_t)__cvta_generic_to_shared(&full[s]), (k / NS) & 1);
+        const uint4 *src = (const uint4 *)(sm + (size_t)s * SLOT);
+        for (uint32_t i = threadIdx.x; i < bytes / 16; i += NCW * 32) acc ^= xor4(src[i]);
+        __syncwarp();
+        if (lane == 0) mb_arrive((uint32_t)__cvta_generic_to_shared(&empty[s]));
+    }
+    for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) atomicXor(out, acc);
+}
+
 /* ---- host ---- */
 static void add(phases &P, size_t bytes) {
     if (P.n >= MAXPH) { fprintf(stderr, "too many phases\n"); exit(1); }
@@ -197,7 +250,7 @@ int main(int argc, char **argv) {
     const char *model = argc > 1 ? argv[1] : "llama";
     std::vector<int> rings;
     for (int i = 2; i < argc; i++) rings.push_back(atoi(argv[i]));
-    if (rings.empty()) rings = {4, 8, 13};
+    if (rings.empty()) rings = {4, 6, 8, 13};
     static phases P;
     size_t kvb;
     shapes(P, model, kvb);
@@ -316,6 +369,34 @@ int main(int argc, char **argv) {
                 CK(cudaLaunchCooperativeKernel(fn, dim3(SMS), dim3(32 * (NCW + 1)), args, smb, st));
             });
         }
+    }
+
+    /* pdlring: a launch per phase, two blocks an SM possible, in a graph */
+    for (int ns : rings) {
+        if (ns < 2 || ns > 6) continue;
+        const size_t smb = (size_t)ns * SLOT;
+        CK(cudaFuncSetAttribute(pring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smb));
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        for (int p = 0; p < P.n; p++) {
+            cudaLaunchConfig_t cfg = {};
+            cudaLaunchAttribute at[1];
+            cfg.gridDim = dim3(SMS);
+            cfg.blockDim = dim3(32 * (NCW + 1));
+            cfg.dynamicSmemBytes = smb;
+            cfg.stream = st;
+            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = at;
+            cfg.numAttrs = 1;
+            CK(cudaLaunchKernelEx(&cfg, pring_kernel, (const char *)buf, P.off[p], P.off[p + 1], ns, out));
+        }
+        CK(cudaStreamEndCapture(st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        timed("pdlring", ns, [&] { CK(cudaGraphLaunch(ge, st)); });
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
     }
     CK(cudaDeviceSynchronize());
     return 0;
