@@ -54,6 +54,11 @@ struct phases {
 
 /* ---- plain reads ---- */
 __device__ __forceinline__ unsigned xor4(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
+/* a warp's XOR into *out */
+__device__ __forceinline__ void xor_out(unsigned acc, unsigned *out) {
+    for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) atomicXor(out, acc);
+}
 
 template <bool PDL>
 __global__ void read_kernel(const uint4 *p, size_t n, unsigned *out) {
@@ -73,8 +78,7 @@ __global__ void read_kernel(const uint4 *p, size_t n, unsigned *out) {
 #pragma unroll
         for (int b = 0; b < 4; b++) v[b] = i + b * stride < n ? __ldcs(p + i + b * stride) : make_uint4(0, 0, 0, 0);
     }
-    for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
-    if ((threadIdx.x & 31) == 0) atomicXor(out, acc);
+    xor_out(acc, out);
 }
 
 __global__ void fill_kernel(uint4 *p, size_t n) {
@@ -107,67 +111,81 @@ __device__ __forceinline__ void share(size_t a, size_t e, int b, int G, size_t &
     hi = a + 16 * (n16 * (b + 1) / G);
 }
 
+/* the ring: NS slots of SLOT bytes, full[s] (one arrival: the producer's expect_tx, then the bytes) and empty[s]
+ * (one arrival per consumer warp); k counts the block's slots over its whole life, so slot k % NS in its use k / NS */
+struct ring {
+    char *sm;
+    uint64_t *full, *empty;
+    int NS;
+    __device__ uint32_t f(int s) const { return (uint32_t)__cvta_generic_to_shared(&full[s]); }
+    __device__ uint32_t e(int s) const { return (uint32_t)__cvta_generic_to_shared(&empty[s]); }
+    __device__ void init() const {
+        if (threadIdx.x == 0) {
+            for (int s = 0; s < NS; s++) { mb_init(f(s), 1); mb_init(e(s), NCW); }
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+    }
+    /* producer (one thread): bytes [lo, hi) of base into the next slots, each once its last use is freed */
+    __device__ void produce(const char *base, size_t lo, size_t hi, unsigned &k) const {
+        for (size_t o = lo; o < hi; o += SLOT, k++) {
+            const int s = k % NS;
+            const uint32_t bytes = (uint32_t)(hi - o < SLOT ? hi - o : SLOT);
+            if (k >= (unsigned)NS) mb_wait(e(s), (k / NS - 1) & 1);
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(f(s)), "r"(bytes) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                             (uint32_t)__cvta_generic_to_shared(sm + (size_t)s * SLOT)),
+                         "l"(base + o), "r"(bytes), "r"(f(s))
+                         : "memory");
+        }
+    }
+    /* consumers (the NCW warps): every warp its part of each slot of [lo, hi), XORed into acc, then the slot freed */
+    __device__ void consume(size_t lo, size_t hi, unsigned &k, unsigned &acc) const {
+        for (size_t o = lo; o < hi; o += SLOT, k++) {
+            const int s = k % NS;
+            const uint32_t bytes = (uint32_t)(hi - o < SLOT ? hi - o : SLOT);
+            mb_wait(f(s), (k / NS) & 1);
+            const uint4 *src = (const uint4 *)(sm + (size_t)s * SLOT);
+            for (uint32_t i = threadIdx.x; i < bytes / 16; i += NCW * 32) acc ^= xor4(src[i]);
+            __syncwarp();
+            if ((threadIdx.x & 31) == 0) mb_arrive(e(s));
+        }
+    }
+};
+
 template <bool PWAIT>
 __global__ void __launch_bounds__(32 * (NCW + 1)) ring_kernel(const char *base, const __grid_constant__ phases P, unsigned *ctr,
                                                               unsigned iter, int NS, unsigned *out) {
     extern __shared__ __align__(128) char sm[];
     __shared__ __align__(8) uint64_t full[32], empty[32];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = gridDim.x;
+    const ring R = {sm, full, empty, NS};
+    const int G = gridDim.x;
     const unsigned target = (unsigned)G * (iter + 1);
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < NS; s++) {
-            mb_init((uint32_t)__cvta_generic_to_shared(&full[s]), 1);
-            mb_init((uint32_t)__cvta_generic_to_shared(&empty[s]), NCW);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (warp == NCW) { /* producer */
-        if (lane == 0) {
-            unsigned k = 0;
+    R.init();
+    unsigned k = 0, acc = 0;
+    if (threadIdx.x >> 5 == NCW) { /* producer: every phase in order, waiting for none (ringwait: for each) */
+        if ((threadIdx.x & 31) == 0)
             for (int p = 0; p < P.n; p++) {
                 if (PWAIT && p > 0) wait_count(ctr + p - 1, target);
                 size_t lo, hi;
                 share(P.off[p], P.off[p + 1], blockIdx.x, G, lo, hi);
-                for (size_t o = lo; o < hi; o += SLOT, k++) {
-                    const int s = k % NS;
-                    const uint32_t bytes = (uint32_t)(hi - o < SLOT ? hi - o : SLOT);
-                    const uint32_t fa = (uint32_t)__cvta_generic_to_shared(&full[s]);
-                    if (k >= (unsigned)NS) mb_wait((uint32_t)__cvta_generic_to_shared(&empty[s]), (k / NS - 1) & 1);
-                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(fa), "r"(bytes) : "memory");
-                    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                                     (uint32_t)__cvta_generic_to_shared(sm + (size_t)s * SLOT)),
-                                 "l"(base + o), "r"(bytes), "r"(fa)
-                                 : "memory");
-                }
+                R.produce(base, lo, hi, k);
             }
-        }
         return;
     }
-    /* consumers: every warp takes its quarter of each slot */
-    unsigned acc = 0, k = 0;
     for (int p = 0; p < P.n; p++) {
-        if (p > 0) {
+        if (p > 0) { /* the phase before complete in every block */
             if (threadIdx.x == 0) wait_count(ctr + p - 1, target);
             asm volatile("bar.sync 1, %0;\n" ::"r"(NCW * 32) : "memory");
         }
         size_t lo, hi;
         share(P.off[p], P.off[p + 1], blockIdx.x, G, lo, hi);
-        for (size_t o = lo; o < hi; o += SLOT, k++) {
-            const int s = k % NS;
-            const uint32_t bytes = (uint32_t)(hi - o < SLOT ? hi - o : SLOT);
-            mb_wait((uint32_t)__cvta_generic_to_shared(&full[s]), (k / NS) & 1);
-            const uint4 *src = (const uint4 *)(sm + (size_t)s * SLOT);
-            for (uint32_t i = threadIdx.x; i < bytes / 16; i += NCW * 32) acc ^= xor4(src[i]);
-            __syncwarp();
-            if (lane == 0) mb_arrive((uint32_t)__cvta_generic_to_shared(&empty[s]));
-        }
+        R.consume(lo, hi, k, acc);
         /* the phase's share consumed (its results would be written here): count this block */
         asm volatile("bar.sync 1, %0;\n" ::"r"(NCW * 32) : "memory");
         if (threadIdx.x == 0) red_release(ctr + p, 1);
     }
-    for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) atomicXor(out, acc);
+    xor_out(acc, out);
 }
 
 /* pdlring: one phase per launch, a block per SM; the producer fills the ring at once (the bytes do not depend on the
@@ -176,47 +194,18 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) pring_kernel(const char *base,
     extern __shared__ __align__(128) char sm[];
     __shared__ __align__(8) uint64_t full[32], empty[32];
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, G = gridDim.x;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < NS; s++) {
-            mb_init((uint32_t)__cvta_generic_to_shared(&full[s]), 1);
-            mb_init((uint32_t)__cvta_generic_to_shared(&empty[s]), NCW);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    const ring R = {sm, full, empty, NS};
+    R.init();
     size_t lo, hi;
-    share(pa, pe, blockIdx.x, G, lo, hi);
-    if (warp == NCW) {
-        if (lane == 0) {
-            unsigned k = 0;
-            for (size_t o = lo; o < hi; o += SLOT, k++) {
-                const int s = k % NS;
-                const uint32_t bytes = (uint32_t)(hi - o < SLOT ? hi - o : SLOT);
-                const uint32_t fa = (uint32_t)__cvta_generic_to_shared(&full[s]);
-                if (k >= (unsigned)NS) mb_wait((uint32_t)__cvta_generic_to_shared(&empty[s]), (k / NS - 1) & 1);
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(fa), "r"(bytes) : "memory");
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                                 (uint32_t)__cvta_generic_to_shared(sm + (size_t)s * SLOT)),
-                             "l"(base + o), "r"(bytes), "r"(fa)
-                             : "memory");
-            }
-        }
+    share(pa, pe, blockIdx.x, gridDim.x, lo, hi);
+    unsigned k = 0, acc = 0;
+    if (threadIdx.x >> 5 == NCW) {
+        if ((threadIdx.x & 31) == 0) R.produce(base, lo, hi, k);
         return;
     }
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    unsigned acc = 0, k = 0;
-    for (size_t o = lo; o < hi; o += SLOT, k++) {
-        const int s = k % NS;
-        const uint32_t bytes = (uint32_t)(hi - o < SLOT ? hi - o : SLOT);
-        mb_wait((uint32_t)__cvta_generic_to_shared(&full[s]), (k / NS) & 1);
-        const uint4 *src = (const uint4 *)(sm + (size_t)s * SLOT);
-        for (uint32_t i = threadIdx.x; i < bytes / 16; i += NCW * 32) acc ^= xor4(src[i]);
-        __syncwarp();
-        if (lane == 0) mb_arrive((uint32_t)__cvta_generic_to_shared(&empty[s]));
-    }
-    for (int o = 16; o > 0; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) atomicXor(out, acc);
+    R.consume(lo, hi, k, acc);
+    xor_out(acc, out);
 }
 
 /* ---- host ---- */
