@@ -262,6 +262,7 @@ static void test_prefill_matmul_variants(void) {
 
 static void test_gemv_tc_shapes(void);
 static void test_gemv_tcm(void);
+static void test_gemv_ring(void);
 static void test_matmul(void) {
     const dtype_t dts[] = {DT_F32, DT_F16, DT_BF16};
     /* 2304 and 4352 rows: enough for the GEMV's 2 and 4 rows per warp on a 132-SM GPU */
@@ -302,6 +303,7 @@ static void test_matmul(void) {
     free(wkeep);
     test_gemv_tc_shapes();
     test_gemv_tcm();
+    test_gemv_ring();
 }
 
 /* whether "cuda" (befast) runs a fused decode op at T tokens on matmul_bfmma.cu (its conditions:
@@ -744,6 +746,76 @@ static void test_gemv_tcm(void) {
             }
     if (set_mink) unsetenv("KILN_CUDA_GEMV_TC_T_MINK");
     printf("# gemv tcm (2..%d tokens): %d checks, %d failed\n", tcm_max_t(), ct_checks - before, ct_failures - fails);
+}
+
+/* matmul_gemv_tc.cu's ring kernel (KILN_CUDA_GEMV_RING=1, opt-in): one token of the weights it takes (4-bit groups
+ * 32/64, 8-bit group 32; K a multiple of 8 groups) bitwise gemv_tc_kernel's result — alone and as matmul_multi sets
+ * (q/k/v, gate/up, four weights with a partial last tile) — and the path taken (its launch count); weights it does not
+ * take (4-bit group 128, K = 640) fall back with the same bits and no ring launch. Shapes: more tiles than blocks, a
+ * few tiles a block (one tile group idle in the last round), K = 14336 (one group of 8 warps, x from L2 when its
+ * f32 copy does not fit beside 8 slots), K = 1024 (two of four warps without an item) */
+extern int kiln_cuda_gemv_ring_calls;
+static void test_gemv_ring(void) {
+    struct { int n, rows[4], K, bits, group; dtype_t sbt; int takes; } sets[] = {
+        {1, {1000}, 4096, 4, 64, DT_BF16, 1},
+        {1, {300}, 14336, 4, 64, DT_F16, 1},
+        {1, {70001}, 512, 4, 64, DT_BF16, 1},
+        {1, {4111}, 1024, 4, 32, DT_BF16, 1},
+        {1, {2200}, 8192, 8, 32, DT_F16, 1},
+        {3, {4096, 1024, 1024}, 4096, 4, 64, DT_BF16, 1}, /* llama-3-8b q/k/v */
+        {2, {3072, 3072}, 1024, 4, 64, DT_BF16, 1},       /* qwen3-0.6b gate/up */
+        {4, {100, 33, 1, 300}, 768, 8, 32, DT_BF16, 1},    /* four weights, tiny ones */
+        {1, {1000}, 4096, 4, 128, DT_BF16, 0},            /* scales of an item under 16 bytes */
+        {1, {500}, 640, 4, 64, DT_BF16, 0},               /* K not a multiple of 8 groups */
+    };
+    const int before = ct_checks, fails = ct_failures;
+    char *keep = getenv("KILN_CUDA_GEMV_RING") ? strdup(getenv("KILN_CUDA_GEMV_RING")) : NULL;
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int n = sets[si].n, K = sets[si].K;
+        hw_t h[4];
+        weight_t w[4];
+        const weight_t *wp[4];
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            h[i] = make_quant(sets[si].rows[i], K, sets[si].bits, sets[si].group, sets[si].sbt, 2600 + 17 * si + i);
+            w[i] = h[i].w;
+            wp[i] = &w[i];
+            err_t e = {0};
+            if (befast->ops->prepare_weight(befast, &w[i], &e)) { CHECK(0, "ring: prepare_weight: %s", e.msg); ok = 0; }
+        }
+        float *x = rand_vec(K, 2700 + si, 1.0f), *dx = ok ? dev_from(befast, x, K) : NULL, *dy[2][4];
+        for (int pass = 0; ok && pass < 2; pass++) { /* 0: gemv_tc_kernel, 1: the ring */
+            if (pass) setenv("KILN_CUDA_GEMV_RING", "1", 1);
+            else unsetenv("KILN_CUDA_GEMV_RING");
+            const int c0 = kiln_cuda_gemv_ring_calls;
+            for (int i = 0; i < n; i++) dy[pass][i] = befast->ops->alloc(befast, sizeof(float) * sets[si].rows[i]);
+            if (n == 1) befast->ops->matmul(befast, dy[pass][0], dx, 1, wp[0]);
+            else befast->ops->matmul_multi(befast, n, dy[pass], dx, 1, wp);
+            const int ran = kiln_cuda_gemv_ring_calls - c0;
+            CHECK(ran == (pass && sets[si].takes ? 1 : 0), "ring set %zu (q%d g%d K=%d): %d ring launches, want %d", si, sets[si].bits,
+                  sets[si].group, K, ran, pass && sets[si].takes ? 1 : 0);
+        }
+        for (int i = 0; ok && i < n; i++) {
+            const size_t N = sets[si].rows[i];
+            float *a = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N), *want = malloc(sizeof(float) * N);
+            to_host(befast, a, dy[0][i], N);
+            to_host(befast, b, dy[1][i], N);
+            size_t bad = 0;
+            while (bad < N && !memcmp(a + bad, b + bad, sizeof(float))) bad++;
+            CHECK(bad == N, "ring set %zu weight %d (q%d g%d %zux%d): row %zu %.9g, gemv_tc_kernel %.9g", si, i, sets[si].bits, sets[si].group,
+                  N, K, bad, bad < N ? b[bad] : 0.0, bad < N ? a[bad] : 0.0);
+            ref_matmul(want, x, 1, &h[i].w, 0, (int)N);
+            CHECK(ct_rel_err(b, want, N) < 1e-4, "ring set %zu weight %d: rel err %.3g", si, i, ct_rel_err(b, want, N));
+            free(a); free(b); free(want);
+            befast->ops->free(befast, dy[0][i]); befast->ops->free(befast, dy[1][i]);
+        }
+        if (dx) befast->ops->free(befast, dx);
+        free(x);
+        for (int i = 0; i < n; i++) { release(befast, &w[i]); free_hw(&h[i]); }
+    }
+    if (keep) { setenv("KILN_CUDA_GEMV_RING", keep, 1); free(keep); }
+    else unsetenv("KILN_CUDA_GEMV_RING");
+    printf("# gemv ring: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
 }
 
 /* matmul_multi: each y[i] bitwise what matmul gives for w[i] alone (one launch over all the
@@ -5420,6 +5492,7 @@ int main(void) {
         test_xprep();
         test_gemv_tc_shapes();
         test_gemv_tcm();
+        test_gemv_ring();
         test_matmul_multi();
         test_matmul_glu();
         test_fused_gemv();

@@ -66,6 +66,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/glu_act.cuh"
 #include "backend/cuda/xprep.cuh"
+#include <cuda.h> /* CUtensorMap (the ring GEMV; the encoder comes through cudaGetDriverEntryPointByVersion) */
 
 #define TC_MAXW 8    /* the K split of a tile: S warps (4, or 8 from K = 8192) */
 #define TC_MAXT 512  /* threads per block: G tile groups of S warps */
@@ -725,6 +726,218 @@ __global__ void __launch_bounds__(TCM_MAXT) gemv_tcm_kernel(const __grid_constan
     }
 }
 
+/* ---- the ring GEMV: gemv_tcr_kernel (one token, matmul / matmul_multi without fused modes; KILN_CUDA_GEMV_RING=1,
+ * opt-in, read per call; session 56, written before any device run) ----
+ *
+ * Why: ~1.0 ms of a 2.8-ms llama-3-8b q4 token (H100, session 55) lies between the GEMVs, not in them. gemv_tc_kernel's
+ * blocks fill an SM's registers (16 warps × 128), so the next launch's blocks become resident only once this one's
+ * have left, and every hop drains the memory pipe: the next kernel's first loads wait for its blocks to be placed.
+ * Here a block is one producer warp and TCR_NCW consumer warps (about half an SM's registers) with at most
+ * KILN_CUDA_GEMV_RING_SMEM bytes of shared memory (default 113 KB), so the next launch's blocks fit beside a running
+ * one. The producer streams the block's items by the copy engine — three boxes an item (codes: 256 bytes × 16 rows;
+ * the span's scales and biases) through 2-D tensor maps — into a ring of shared-memory slots, starting before the PDL
+ * wait (weights do not depend on the kernel before), so a launch that is resident early has its ring full when its
+ * x is ready; the consumers wait for x, prepare it and run tc_compute on each slot, then free it.
+ *
+ * Bitwise gemv_tc_kernel: the same x preparation (the f32 copy where the budget allows it, else three reads of x from
+ * L2; the same digits either way), the same split of a tile (S warps by K, warp w of a group taking chunks w, w + S,
+ * …), the same fold per unit and the same lane and warp order at a tile's end — only where an item's bytes come
+ * from changes. test_gemv_ring compares the two kernels bitwise; test_gemv_tcm's one-token rows then check it again.
+ * Takes 4-bit weights of groups 32 and 64 and 8-bit of group 32 (a box's inner extent of scales must be at least 16
+ * bytes), K a multiple of 8 groups (16-byte scale rows), 16-byte-aligned codes, scales and biases; otherwise, or
+ * where the tensor maps cannot be encoded, gemv_tc_kernel runs. */
+#define TCR_NCW 8     /* consumer warps: one tile group of 8 (S = 8) or two of 4 */
+#define TCR_NSMAX 32  /* ring slots at most */
+#define TCR_BAR 5     /* the consumers' named barrier (tc_bar uses 1..4) */
+struct tcr_args {
+    CUtensorMap tm[3 * TC_MAXSEG]; /* segment i: codes (uint8 [rows][K·BITS/8]), scales, biases (uint16 [rows][K/group]) */
+    tc_args a;
+    int NS, SBR; /* ring slots; bytes of scales a row of an item (the biases' too) */
+};
+__device__ __forceinline__ void tcr_mb_wait(uint32_t a, uint32_t par) {
+    asm volatile("{\n.reg .pred p;\nTCR_W_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra TCR_W_%=;\n}\n" ::"r"(a), "r"(par)
+                 : "memory");
+}
+__device__ __forceinline__ void tcr_tma(uint32_t dst, const CUtensorMap *m, int x, int y, uint32_t mb) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((uint64_t)m), "r"(x), "r"(y), "r"(mb)
+                 : "memory");
+}
+__device__ __forceinline__ void tcr_bar(void) { asm volatile("bar.sync %0, %1;\n" ::"n"(TCR_BAR), "n"(TCR_NCW * 32) : "memory"); }
+
+template <int BITS, int NU, int SBF>
+__global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __grid_constant__ tcr_args r) {
+    using G = tc_geo<BITS>;
+    const tc_args &a = r.a;
+    extern __shared__ __align__(128) char tcr_sh[];
+    __shared__ __align__(8) uint64_t full[TCR_NSMAX], empty[TCR_NSMAX];
+    __shared__ float smax[TCR_NCW];
+    const int K = a.K, nchunks = (K + G::CHUNK - 1) / G::CHUNK, nspans = nchunks * 4, S = a.S, NS = r.NS, SBR = r.SBR;
+    const int ng = TCR_NCW / S, ipt = (nchunks + S - 1) / S, slot = 4096 + 32 * SBR;
+    constexpr int U = G::SPAN / NU;
+    char *xsh = tcr_sh + (size_t)NS * slot;                          /* (nspans + 1 zero span) × SPAN_B */
+    float *xf = (float *)(xsh + (size_t)(nspans + 1) * G::SPAN_B);   /* a.xf: x, U + 4 floats a unit */
+    float *xsum = xf + (a.xf ? K + 4 * (K / U) : 0);                 /* K / unit */
+    float *red = xsum + K / U;                                       /* ng × S × 16 */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int Gb = gridDim.x, ntl = a.ntiles > (int)blockIdx.x ? (a.ntiles - 1 - (int)blockIdx.x) / Gb + 1 : 0; /* tiles b, b + Gb, … */
+    const uint32_t ring0 = (uint32_t)__cvta_generic_to_shared(tcr_sh);
+    const uint32_t fb = (uint32_t)__cvta_generic_to_shared(full), eb = (uint32_t)__cvta_generic_to_shared(empty);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NS; s++) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(fb + 8 * s) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(eb + 8 * s) : "memory");
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    pdl_trigger(); /* the next kernel (PDL) may start: its blocks fit beside this one's */
+    /* The items in the order both sides walk them: rounds of up to ng tiles (tile group gr takes the round's tile
+     * gr), within a round item jj of every warp of every group (chunk w + jj·S; none past the last chunk) */
+    if (warp == TCR_NCW) { /* the producer: every item of the block, each into the next slot once that slot is free */
+        if (lane == 0) {
+            unsigned k = 0;
+            for (int r0 = 0; r0 < ntl; r0 += ng) {
+                const int nr = min(ng, ntl - r0);
+                for (int jj = 0; jj < ipt; jj++)
+                    for (int gr = 0; gr < nr; gr++) {
+                        const int tile = (int)blockIdx.x + (r0 + gr) * Gb, si = tc_seg_of(a, tile), row0 = (tile - a.seg[si].tile0) * 16;
+                        for (int w = 0; w < S; w++) {
+                            const int chunk = w + jj * S;
+                            if (chunk >= nchunks) continue;
+                            const int s = k % NS;
+                            if (k >= (unsigned)NS) tcr_mb_wait(eb + 8 * s, (k / NS - 1) & 1);
+                            const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
+                            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(slot) : "memory");
+                            const int u0 = (chunk * G::CHUNK) >> a.lg_group;
+                            tcr_tma(dst, &r.tm[3 * si], chunk * 256, row0, mb);
+                            tcr_tma(dst + 4096, &r.tm[3 * si + 1], u0, row0, mb);
+                            tcr_tma(dst + 4096 + 16 * SBR, &r.tm[3 * si + 2], u0, row0, mb);
+                            k++;
+                        }
+                    }
+            }
+        }
+        return;
+    }
+    pdl_wait();
+    /* x → shared memory: gemv_tc_kernel's plain (MODE 0) preparation over the consumers' threads and their named
+     * barrier (kept apart from it: the default kernel's code unchanged until the ring is measured) */
+    const int NT = TCR_NCW * 32;
+    const float4 *x4 = (const float4 *)a.x;
+    float4 *xf4 = (float4 *)xf;
+    float m = 0.f;
+    for (int i0 = threadIdx.x; i0 < K / 4; i0 += 4 * NT) {
+        float4 v[4];
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int i = i0 + b * NT;
+            if (i < K / 4) v[b] = __ldcg(x4 + i);
+        }
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int i = i0 + b * NT;
+            if (i >= K / 4) break;
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(v[b].x), fabsf(v[b].y)), fmaxf(fabsf(v[b].z), fabsf(v[b].w))));
+            if (a.xf) xf4[i + (i / (U / 4))] = v[b];
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) smax[warp] = m;
+    tcr_bar();
+    m = smax[0];
+    for (int i = 1; i < TCR_NCW; i++) m = fmaxf(m, smax[i]);
+    int ex = 0;
+    if (m > 0.f && m <= 3.0e38f) { frexpf(m, &ex); ex = 22 - ex; ex = ex > 120 ? 120 : ex < -120 ? -120 : ex; }
+    const float up = __int_as_float((127 + ex) << 23), inv_scale = __int_as_float((127 - ex) << 23);
+    for (int ob = threadIdx.x; ob < (nspans + 1) * G::NOCT; ob += NT) {
+        float xv[8];
+        const bool in = ob * 8 < K;
+        const int i0 = 2 * ob, ix = a.xf ? i0 + i0 / (U / 4) : i0;
+        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+        const float4 v0 = in ? (a.xf ? xf4[ix] : __ldcg(x4 + ix)) : z, v1 = in ? (a.xf ? xf4[ix + 1] : __ldcg(x4 + ix + 1)) : z;
+        xv[0] = v0.x; xv[1] = v0.y; xv[2] = v0.z; xv[3] = v0.w; xv[4] = v1.x; xv[5] = v1.y; xv[6] = v1.z; xv[7] = v1.w;
+        uint32_t pl[3][2];
+        xp_octet_planes<BITS>(xv, up, pl); /* the digits gemv_tc_kernel gathers (both of its paths give these) */
+        uint2 *dst = (uint2 *)(xsh + (size_t)(ob / G::NOCT) * G::SPAN_B + (ob % G::NOCT) * 24);
+#pragma unroll
+        for (int p = 0; p < 3; p++) dst[p] = make_uint2(pl[p][0], pl[p][1]);
+    }
+    for (int u = threadIdx.x; u < K / U; u += NT) {
+        float4 v[U / 4];
+#pragma unroll
+        for (int j = 0; j < U / 4; j++) v[j] = a.xf ? xf4[u * (U / 4 + 1) + j] : __ldcg(x4 + u * (U / 4) + j);
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < U / 4; j++) s = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(s, v[j].x), v[j].y), v[j].z), v[j].w);
+        xsum[u] = s;
+    }
+    tcr_bar();
+
+    const char *zero = xsh + (size_t)nspans * G::SPAN_B;
+    const bool act1 = (g >> 1) == q, act2 = g == 2 * q;
+    const int off1 = act1 ? 8 * (g & 1) : 0, off2 = act2 ? 16 : 0;
+    const int grp = warp / S, w = warp % S;
+    unsigned k = 0;
+    for (int r0 = 0; r0 < ntl; r0 += ng) {
+        const int nr = min(ng, ntl - r0);
+        float acc[2] = {0.f, 0.f};
+        for (int jj = 0; jj < ipt; jj++)
+            for (int gr = 0; gr < nr; gr++)
+                for (int ww = 0; ww < S; ww++) {
+                    const int chunk = ww + jj * S;
+                    if (chunk >= nchunks) continue;
+                    if (gr == grp && ww == w) {
+                        const int s = k % NS;
+                        tcr_mb_wait(fb + 8 * s, (k / NS) & 1);
+                        const char *sl = tcr_sh + (size_t)s * slot;
+                        tc_buf B;
+#pragma unroll
+                        for (int rr = 0; rr < 2; rr++) {
+                            const char *row = sl + (g + 8 * rr) * 256 + q * 64;
+#pragma unroll
+                            for (int j = 0; j < 4; j++) B.c[rr][j] = *(const uint4 *)(row + 16 * j);
+                            const char *sc = sl + 4096 + (g + 8 * rr) * SBR + q * (2 * NU), *bi = sc + 16 * SBR;
+                            if constexpr (NU == 4) {
+                                const uint2 sv = *(const uint2 *)sc, bv = *(const uint2 *)bi;
+                                B.s[rr][0] = sv.x; B.s[rr][1] = sv.y; B.b[rr][0] = bv.x; B.b[rr][1] = bv.y;
+                            } else {
+                                B.s[rr][0] = *(const uint32_t *)sc; B.s[rr][1] = 0;
+                                B.b[rr][0] = *(const uint32_t *)bi; B.b[rr][1] = 0;
+                            }
+                        }
+                        __syncwarp();
+                        if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(eb + 8 * s) : "memory");
+                        const int span = chunk * 4 + q, col0 = span * G::SPAN;
+                        const char *sp = xsh + (size_t)span * G::SPAN_B;
+                        tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum,
+                                                  inv_scale);
+                    }
+                    k++;
+                }
+        if (grp < nr) { /* this group's tile of the round: lanes q, then warps in order (gemv_tc_kernel's tile end) */
+#pragma unroll
+            for (int rr = 0; rr < 2; rr++) {
+                acc[rr] = __fadd_rn(acc[rr], __shfl_xor_sync(0xffffffffu, acc[rr], 1));
+                acc[rr] = __fadd_rn(acc[rr], __shfl_xor_sync(0xffffffffu, acc[rr], 2));
+            }
+            float *rg = red + grp * S * 16;
+            if (q == 0) { rg[w * 16 + g] = acc[0]; rg[w * 16 + g + 8] = acc[1]; }
+            tc_bar(grp, S);
+            if (w == 0 && lane < 16) {
+                float v = rg[lane];
+                for (int i = 1; i < S; i++) v = __fadd_rn(v, rg[i * 16 + lane]);
+                const int tile = (int)blockIdx.x + (r0 + grp) * Gb;
+                const tc_seg &sg = a.seg[tc_seg_of(a, tile)];
+                const int row = (tile - sg.tile0) * 16 + lane;
+                if (row < sg.rows) sg.y[row] = v;
+            }
+            tc_bar(grp, S);
+        }
+    }
+}
+
 /* the trace buffer (KILN_CUDA_GEMV_TC_TRACE=FILE; KILN_CUDA_GEMV_TC_TRACE_SKIP launches skipped, then
  * KILN_CUDA_GEMV_TC_TRACE_N recorded, default 600): then the stream is synchronized, FILE written (one
  * line a block: launch K ntiles nseg rows0 grid G S mode block t0..t5 smid items) and tracing stops.
@@ -975,6 +1188,86 @@ int cuda_gemv_tc_max_t(void) {
     return v;
 }
 
+/* ---- gemv_tcr_kernel's launch (KILN_CUDA_GEMV_RING=1, read per call) ---- */
+extern "C" int kiln_cuda_gemv_ring_calls; /* launches of the ring kernel (the tests check the path ran) */
+int kiln_cuda_gemv_ring_calls;
+static int tcr_wanted(void) {
+    const char *e = getenv("KILN_CUDA_GEMV_RING");
+    return e && *e == '1';
+}
+typedef CUresult (*tcr_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                                  const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+/* a [rows][cols] matrix of elements of es bytes as a 2-D tensor map with boxes of bx × 16 (0: not encodable) */
+static int tcr_map(CUtensorMap *m, const void *p, int es, size_t cols, size_t rows, int bx) {
+    static tcr_encode_fn enc;
+    static int tried;
+    if (!tried) {
+        tried = 1;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&enc, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            enc = NULL;
+        cudaGetLastError();
+    }
+    if (!enc || ((uintptr_t)p & 15) || (cols * es) % 16) return 0;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)(cols * es)};
+    const cuuint32_t box[2] = {(cuuint32_t)bx, 16}, el[2] = {1, 1};
+    return enc(m, es == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p, dims, strides, box, el,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+/* 0: launched; -1: not this kernel's weights (gemv_tc_kernel runs) */
+template <int BITS, int NU, int SBF>
+static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
+    using G = tc_geo<BITS>;
+    static tcr_args r; /* ~2 KB: a kernel parameter copied at launch */
+    memset(&r, 0, sizeof r);
+    r.a = a0;
+    const int K = a0.K, S = K >= 8192 ? 8 : 4, ng = TCR_NCW / S, nchunks = (K + G::CHUNK - 1) / G::CHUNK;
+    r.a.S = S;
+    r.a.G = ng;
+    r.SBR = ((G::CHUNK >> a0.lg_group) * 2);
+    if (r.SBR < 16 || r.SBR % 16) return -1;
+    const size_t ngr = (size_t)K >> a0.lg_group, wrow = (size_t)K * BITS / 8;
+    for (int i = 0; i < a0.nseg; i++) {
+        const tc_seg &sg = a0.seg[i];
+        if (!tcr_map(&r.tm[3 * i], sg.data, 1, wrow, sg.rows, 256) || !tcr_map(&r.tm[3 * i + 1], sg.scales, 2, ngr, sg.rows, r.SBR / 2) ||
+            !tcr_map(&r.tm[3 * i + 2], sg.biases, 2, ngr, sg.rows, r.SBR / 2))
+            return -1;
+    }
+    constexpr int U = G::SPAN / NU;
+    const size_t slot = 4096 + 32 * (size_t)r.SBR;
+    size_t xpart = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (K / U) + sizeof(float) * ng * S * 16;
+    const size_t xfb = sizeof(float) * (K + 4 * (K / U));
+    const char *be = getenv("KILN_CUDA_GEMV_RING_SMEM");
+    size_t budget = be && *be ? (size_t)atol(be) : (size_t)113 * 1024;
+    if (budget > c->smem_optin) budget = c->smem_optin;
+    r.a.xf = a0.xf && xpart + xfb + 8 * slot <= budget; /* x's f32 copy only where 8 slots still fit beside it */
+    if (r.a.xf) xpart += xfb;
+    if (xpart + 4 * slot > budget) return -1;
+    int NS = (int)((budget - xpart) / slot);
+    NS = NS > TCR_NSMAX ? TCR_NSMAX : NS;
+    r.NS = NS;
+    const size_t smem = xpart + (size_t)NS * slot;
+    static size_t attr;
+    auto kern = gemv_tcr_kernel<BITS, NU, SBF>;
+    if (smem > 48 * 1024 && smem > attr) {
+        cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem_optin));
+        attr = c->smem_optin;
+    }
+    const int sms = c->sm_count > 0 ? c->sm_count : 132, nblk = (a0.ntiles + ng - 1) / ng;
+    cuda_launch_pdl(c->stream, kern, nblk < sms ? nblk : sms, 32 * (TCR_NCW + 1), smem, r);
+    kiln_cuda_gemv_ring_calls++;
+    return 0;
+}
+static int tcr_run(cuda_impl_t *c, const tc_args &a, int bits, int nu, int sbf) {
+    if (bits == 4 && nu == 4) return sbf ? tcr_launch<4, 4, 1>(c, a) : tcr_launch<4, 4, 0>(c, a); /* group 32 */
+    if (bits == 4 && nu == 2) return sbf ? tcr_launch<4, 2, 1>(c, a) : tcr_launch<4, 2, 0>(c, a); /* group 64 */
+    if (bits == 8 && nu == 2) return sbf ? tcr_launch<8, 2, 1>(c, a) : tcr_launch<8, 2, 0>(c, a); /* group 32 */
+    return -1;
+}
+
 /* y[i] = x · w[i]ᵀ for n ≤ TC_MAXSEG weights of the same K, bits, group and scale dtype, T tokens
  * (1, or 2..cuda_gemv_tc_max_t() on gemv_tcm_kernel), in one launch. Returns -1 (nothing launched)
  * when they do not suit the kernel. ext (NULL: plain; one token only): the fused ops' mode, norm
@@ -1016,13 +1309,15 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
         return nu == 2 ? TCM_L(8, 2) : TCM_L(8, 1);
 #undef TCM_L
     }
+    static int xf = -1;
+    if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
+    a.xf = xf;
+    /* the ring kernel (KILN_CUDA_GEMV_RING=1): plain one-token launches of the weights it takes */
+    if (a.mode == 0 && tcr_wanted() && tcr_run(c, a, bits, nu, sbf) == 0) return 0;
     /* x prepared by the kernel that wrote it (xprep.cu, KILN_CUDA_XPREP): this K's format noted for
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);
     if (a.mode == 0 && (a.xp = cuda_xp_get(c, x, a.K, bits, nu)) != NULL) a.mode = TC_PREP;
-    static int xf = -1;
-    if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
-    a.xf = xf;
     static int pre = -1;
     if (pre < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_PRE"); pre = e && (*e == '1' || *e == '3') ? *e - '0' : 2; }
     a.pre = pre == 3 && (a.mode & TC_NORM) ? 2 : pre; /* PRE=3's cp.async of x is not the norm's read */
