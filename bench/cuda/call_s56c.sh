@@ -18,14 +18,16 @@ for m in llama qwen; do
   timeout 100 $P/stream_chain $m 4 6 8 13 > $OUT/chain_$m.txt 2>&1
   echo "== stream_chain $m rc=$?" >> "$S"; cat $OUT/chain_$m.txt >> "$S"
 done
-call_wait l8q4 q06q4
-for m in l8q4 q06q4; do
-  call_b1 $m kiln X=1
-  call_b1 $m kiln KILN_CUDA_GEMV_RING=1
-done
-IDS=$(seq -s, 1 40)
-call_logits /tmp/s/q06q4 "kiln X=1" "kiln KILN_CUDA_GEMV_RING=1"
+call_wait q06q4
+call_b1 q06q4 kiln X=1
+call_b1 q06q4 kiln KILN_CUDA_GEMV_RING=1
+echo "q06 done at $(el) s" >> "$S"
+call_wait l8q4
+call_b1 l8q4 kiln X=1
 call_b1 l8q4 kiln KILN_CUDA_GEMV_RING=1
 call_b1 l8q4 kiln X=1
+call_b1 l8q4 kiln KILN_CUDA_GEMV_RING=1
+IDS=$(seq -s, 1 40)
+call_logits /tmp/s/q06q4 "kiln X=1" "kiln KILN_CUDA_GEMV_RING=1"
 echo "done at $(el) s" >> "$S"
 cat "$S"; cat $OUT/bench.txt
