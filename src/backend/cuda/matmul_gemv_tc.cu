@@ -733,8 +733,9 @@ __global__ void __launch_bounds__(TCM_MAXT) gemv_tcm_kernel(const __grid_constan
  * blocks fill an SM's registers (16 warps × 128), so the next launch's blocks become resident only once this one's
  * have left, and every hop drains the memory pipe: the next kernel's first loads wait for its blocks to be placed.
  * Here a block is one producer warp and TCR_NCW consumer warps (about half an SM's registers) with at most
- * KILN_CUDA_GEMV_RING_SMEM bytes of shared memory (default 113 KB), so the next launch's blocks fit beside a running
- * one. The producer streams the block's items by the copy engine — three boxes an item (codes: 256 bytes × 16 rows;
+ * KILN_CUDA_GEMV_RING_SMEM bytes of shared memory (default 100 KB: two such blocks and a small kernel between them,
+ * an add_rms_norm, in an SM's 228 KB with the 1 KB each block reserves), so the next launch's blocks fit beside a
+ * running one. The producer streams the block's items by the copy engine — three boxes an item (codes: 256 bytes × 16 rows;
  * the span's scales and biases) through 2-D tensor maps — into a ring of shared-memory slots, starting before the PDL
  * wait (weights do not depend on the kernel before), so a launch that is resident early has its ring full when its
  * x is ready; the consumers wait for x, prepare it and run tc_compute on each slot, then free it.
@@ -1241,7 +1242,7 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     size_t xpart = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (K / U) + sizeof(float) * ng * S * 16;
     const size_t xfb = sizeof(float) * (K + 4 * (K / U));
     const char *be = getenv("KILN_CUDA_GEMV_RING_SMEM");
-    size_t budget = be && *be ? (size_t)atol(be) : (size_t)113 * 1024;
+    size_t budget = be && *be ? (size_t)atol(be) : (size_t)100 * 1024;
     if (budget > c->smem_optin) budget = c->smem_optin;
     r.a.xf = a0.xf && xpart + xfb + 8 * slot <= budget; /* x's f32 copy only where 8 slots still fit beside it */
     if (r.a.xf) xpart += xfb;
