@@ -77,7 +77,7 @@
  * f16 cache, 8 with bf16), f32 sums in another order than attention_mma.cu: not bitwise to it;
  * the single-rounding tolerance of test_attention_mma (1e-2 of max |ref|; worst 1.8e-3). */
 #include <math.h>
-#include <cuda.h> /* CUtensorMap (the TMA gathers; the encoder comes through cudaGetDriverEntryPointByVersion) */
+#include "backend/cuda/tmap.cuh" /* CUtensorMap and its encoder (the TMA gathers) */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/wgmma_util.cuh"
@@ -713,25 +713,19 @@ static int fw_plan(const attn_args_t *aa, int TQ, int n_tiles, int split, fw_pie
  * elements, boxes of 64 columns × 1 head × block_size slots (one page of one head), 128-byte
  * swizzle; the slot extent from the allocation's range (cuMemGetAddressRange), so a stray
  * block index reads zeros rather than past it. 0: not available (the cp.async producers run). */
-typedef CUresult (*fw_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
-                                 const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                 CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 typedef CUresult (*fw_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
 static int fw_tma_maps(const kv_view_t *kv, CUtensorMap *tk, CUtensorMap *tv) {
-    static fw_encode_fn enc;
     static fw_range_fn range;
     static int tried;
     if (!tried) {
         tried = 1;
-        cudaDriverEntryPointQueryResult q1, q2;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&enc, 12000, cudaEnableDefault, &q1) != cudaSuccess ||
-            q1 != cudaDriverEntryPointSuccess)
-            enc = NULL;
-        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&range, 12000, cudaEnableDefault, &q2) != cudaSuccess ||
-            q2 != cudaDriverEntryPointSuccess)
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&range, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
             range = NULL;
         cudaGetLastError();
     }
+    const cuda_tmap_encode_fn enc = cuda_tmap_encoder();
     if (!enc || !range) return 0;
     /* no memo of the maps: a freed cache and a new one of another size may share an address; the
      * host work (two driver calls, two encodes) overlaps the GPU's */

@@ -66,7 +66,7 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/glu_act.cuh"
 #include "backend/cuda/xprep.cuh"
-#include <cuda.h> /* CUtensorMap (the ring GEMV; the encoder comes through cudaGetDriverEntryPointByVersion) */
+#include "backend/cuda/tmap.cuh" /* CUtensorMap and its encoder (the ring GEMV) */
 
 #define TC_MAXW 8    /* the K split of a tile: S warps (4, or 8 from K = 8192) */
 #define TC_MAXT 512  /* threads per block: G tile groups of S warps */
@@ -823,7 +823,8 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     }
     pdl_wait();
     /* x → shared memory: gemv_tc_kernel's plain (MODE 0) preparation over the consumers' threads and their named
-     * barrier (kept apart from it: the default kernel's code unchanged until the ring is measured) */
+     * barrier. Kept apart from it until the ring is measured: the two folded into shared inline helpers changed the
+     * default kernel's PTX (branch layout, registers; session 56's review), which no device has timed */
     const int NT = TCR_NCW * 32;
     const float4 *x4 = (const float4 *)a.x;
     float4 *xf4 = (float4 *)xf;
@@ -1196,21 +1197,9 @@ static int tcr_wanted(void) {
     const char *e = getenv("KILN_CUDA_GEMV_RING");
     return e && *e == '1';
 }
-typedef CUresult (*tcr_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
-                                  const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 /* a [rows][cols] matrix of elements of es bytes as a 2-D tensor map with boxes of bx × 16 (0: not encodable) */
 static int tcr_map(CUtensorMap *m, const void *p, int es, size_t cols, size_t rows, int bx) {
-    static tcr_encode_fn enc;
-    static int tried;
-    if (!tried) {
-        tried = 1;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&enc, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            enc = NULL;
-        cudaGetLastError();
-    }
+    const cuda_tmap_encode_fn enc = cuda_tmap_encoder();
     if (!enc || ((uintptr_t)p & 15) || (cols * es) % 16) return 0;
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)(cols * es)};
     const cuuint32_t box[2] = {(cuuint32_t)bx, 16}, el[2] = {1, 1};
