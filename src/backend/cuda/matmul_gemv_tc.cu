@@ -772,6 +772,12 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     const tc_args &a = r.a;
     extern __shared__ __align__(128) char tcr_sh[];
     __shared__ __align__(8) uint64_t full[TCR_NSMAX], empty[TCR_NSMAX];
+    /* tag[s]: the item slot s was last armed for. A slot's uses go to different warps, and a warp may reach item k
+     * before the slot's use for item k − NS has even been filled: full[s]'s parity alone would then read that older
+     * phase as k's (wrong rows, then an early empty arrival and a hang — the first device run, session 57). A
+     * consumer waits for the tag first: once it reads k the slot's earlier uses are consumed, and the parity of
+     * full[s] names k's fill alone */
+    __shared__ int tag[TCR_NSMAX];
     __shared__ float smax[TCR_NCW];
     const int K = a.K, nchunks = (K + G::CHUNK - 1) / G::CHUNK, nspans = nchunks * 4, S = a.S, NS = r.NS, SBR = r.SBR;
     const int ng = TCR_NCW / S, ipt = (nchunks + S - 1) / S, slot = 4096 + 32 * SBR;
@@ -788,6 +794,7 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
         for (int s = 0; s < NS; s++) {
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(fb + 8 * s) : "memory");
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(eb + 8 * s) : "memory");
+            tag[s] = -1;
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -808,6 +815,7 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                             if (chunk >= nchunks) continue;
                             const int s = k % NS;
                             if (k >= (unsigned)NS) tcr_mb_wait(eb + 8 * s, (k / NS - 1) & 1);
+                            *(volatile int *)&tag[s] = (int)k; /* after the slot's last use was freed */
                             const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
                             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(slot) : "memory");
                             const int u0 = (chunk * G::CHUNK) >> a.lg_group;
@@ -892,6 +900,8 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                     if (chunk >= nchunks) continue;
                     if (gr == grp && ww == w) {
                         const int s = k % NS;
+                        while (*(volatile int *)&tag[s] != (int)k) {
+                        }
                         tcr_mb_wait(fb + 8 * s, (k / NS) & 1);
                         const char *sl = tcr_sh + (size_t)s * slot;
                         tc_buf B;
@@ -1232,7 +1242,7 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     const size_t xfb = sizeof(float) * (K + 4 * (K / U));
     const char *be = getenv("KILN_CUDA_GEMV_RING_SMEM");
     size_t budget = be && *be ? (size_t)atol(be) : (size_t)100 * 1024;
-    if (budget > c->smem_optin) budget = c->smem_optin;
+    if (budget > c->smem_optin - 1024) budget = c->smem_optin - 1024; /* the kernel's static shared memory beside it */
     r.a.xf = a0.xf && xpart + xfb + 8 * slot <= budget; /* x's f32 copy only where 8 slots still fit beside it */
     if (r.a.xf) xpart += xfb;
     if (xpart + 4 * slot > budget) return -1;
@@ -1242,9 +1252,9 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     const size_t smem = xpart + (size_t)NS * slot;
     static size_t attr;
     auto kern = gemv_tcr_kernel<BITS, NU, SBF>;
-    if (smem > 48 * 1024 && smem > attr) {
-        cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c->smem_optin));
-        attr = c->smem_optin;
+    if (smem > 46 * 1024 && smem > attr) { /* (the default 48 KB holds static and dynamic together) */
+        cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr = smem;
     }
     const int sms = c->sm_count > 0 ? c->sm_count : 132, nblk = (a0.ntiles + ng - 1) / ng;
     cuda_launch_pdl(c->stream, kern, nblk < sms ? nblk : sms, 32 * (TCR_NCW + 1), smem, r);
