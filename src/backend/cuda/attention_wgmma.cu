@@ -719,11 +719,7 @@ static int fw_tma_maps(const kv_view_t *kv, CUtensorMap *tk, CUtensorMap *tv) {
     static int tried;
     if (!tried) {
         tried = 1;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&range, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            range = NULL;
-        cudaGetLastError();
+        range = (fw_range_fn)cuda_driver_entry("cuMemGetAddressRange");
     }
     const cuda_tmap_encode_fn enc = cuda_tmap_encoder();
     if (!enc || !range) return 0;
