@@ -1,0 +1,94 @@
+# ring_protocol_sim.py — a model of gemv_tcr_kernel's ring protocol (matmul_gemv_tc.cu), run under random
+# interleavings: one producer lane walking the block's items into NS slots, TCR_NCW consumer warps walking the same
+# order (each taking its own (group, warp) items, the group's two tile-end barriers a round), full / empty mbarriers with
+# PTX's parity rule (try_wait.parity P succeeds once the barrier's completed-phase count has the other parity), the
+# per-slot tag, and TMA copies that land at random later times (the slot reads "garbage" until then).
+# It checks every consumer reads its own item's bytes and that nothing hangs; with the tags off it reproduces session
+# 57's failure (a warp accepting the older phase of a slot whose next fill is still in flight).
+#   python3 bench/cuda/ring_protocol_sim.py [SEEDS]   (300 seeds: ~3 min; prints the bad runs of each protocol)
+# A model, not the kernel: it checks the order and the waits, not the PTX memory model or the arithmetic.
+import random, sys
+def walk(ntl, ng, ipt, S, nchunks):  # (k, group, warp, tile, chunk) in the order both sides walk
+    k = 0; out = []
+    for r0 in range(0, ntl, ng):
+        nr = min(ng, ntl - r0)
+        for jj in range(ipt):
+            for gr in range(nr):
+                for w in range(S):
+                    ch = w + jj * S
+                    if ch >= nchunks: continue
+                    out.append((k, gr, w, r0 + gr, ch)); k += 1
+    return out
+def run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=True):
+    rnd = random.Random(seed)
+    NCW = 8; ng = NCW // S; nchunks = (K + CHUNK - 1) // CHUNK; ipt = (nchunks + S - 1) // S
+    ntl = (ntiles - 1 - b) // Gb + 1 if ntiles > b else 0
+    items = walk(ntl, ng, ipt, S, nchunks)
+    # consumer warp (grp, w) items, in order; also each warp's round ends (tc_bar of its group)
+    fullph = [0]*NS; fullarr = [0]*NS; fulltx = [0]*NS; emptyph = [0]*NS
+    tag = [-1]*NS; data = [None]*NS; inflight = []
+    def full_step(s):
+        if fullarr[s] == 1 and fulltx[s] == 0: fullph[s] += 1; fullarr[s] = 0
+    def producer():
+        for (k, gr, w, tile, ch) in items:
+            s = k % NS
+            if k >= NS:
+                par = (k // NS - 1) & 1
+                while emptyph[s] % 2 == par: yield
+            if use_tag: tag[s] = k
+            fullarr[s] = 1; fulltx[s] = 1; data[s] = 'garbage'
+            inflight.append((s, k)); yield
+    arrived = {}
+    def consumer(grp, w):
+        rounds = range(0, ntl, ng)  # r0 of each round
+        for r0 in rounds:
+          for (k, gr, ww, tile, ch) in items:
+            if tile - gr != r0: continue
+            if gr == grp and ww == w:
+                s = k % NS
+                if use_tag:
+                    while tag[s] != k: yield
+                par = (k // NS) & 1
+                while fullph[s] % 2 == par: yield
+                if data[s] != k: raise Exception(f"warp {grp},{w} item {k} slot {s} read {data[s]}")
+                yield
+                emptyph[s] += 1
+          nr = min(ng, ntl - r0)  # tiles of this round
+          if grp < nr:  # the group's tile end: tc_bar(grp, S) twice
+            for rep in range(2):
+                key = (grp, r0, rep); arrived[key] = arrived.get(key, 0) + 1
+                while arrived[key] < S: yield
+        return
+    gens = [producer()] + [consumer(g, w) for g in range(ng) for w in range(S)]
+    alive = list(range(len(gens))); steps = 0
+    while alive or inflight:
+        steps += 1
+        if steps > 2_000_000: raise Exception("hang")
+        if inflight and rnd.random() < 0.3:
+            i = rnd.randrange(len(inflight)); s, k = inflight.pop(i)
+            data[s] = k; fulltx[s] = 0; full_step(s); continue
+        if not alive: continue
+        j = rnd.choice(alive)
+        try: next(gens[j])
+        except StopIteration: alive.remove(j)
+    return len(items)
+bad = 0
+for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 200):
+    rnd = random.Random(seed)
+    K = rnd.choice([1024, 2048, 3072, 4096, 8192, 14336]); S = 8 if K >= 8192 else 4
+    ntiles = rnd.choice([8, 64, 200, 1000]); Gb = rnd.choice([1, 3, 132]); b = rnd.randrange(min(Gb, ntiles))
+    NS = rnd.choice([4, 5, 7, 13, 32]); CHUNK = rnd.choice([512, 256])
+    try:
+        n = run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=True)
+    except Exception as e:
+        bad += 1; print("TAG", seed, K, ntiles, Gb, b, S, NS, CHUNK, e)
+print("tag protocol: bad", bad)
+bad = 0
+for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 200):
+    rnd = random.Random(seed)
+    K = rnd.choice([1024, 2048, 3072, 4096, 8192, 14336]); S = 8 if K >= 8192 else 4
+    ntiles = rnd.choice([8, 64, 200, 1000]); Gb = rnd.choice([1, 3, 132]); b = rnd.randrange(min(Gb, ntiles))
+    NS = rnd.choice([4, 5, 7, 13, 32]); CHUNK = rnd.choice([512, 256])
+    try: run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=False)
+    except Exception as e: bad += 1
+print("without tags (session 57's first run): bad", bad)
