@@ -754,6 +754,11 @@ struct tcr_args {
     CUtensorMap tm[3 * TC_MAXSEG]; /* segment i: codes (uint8 [rows][K·BITS/8]), scales, biases (uint16 [rows][K/group]) */
     tc_args a;
     int NS, SBR; /* ring slots; bytes of scales a row of an item (the biases' too) */
+    /* diagnosis of session 58's first run (a PDL-chain mismatch, slower than gemv_tc_kernel): late_free
+     * (KILN_CUDA_GEMV_RING_LATE=1) frees a slot only after its item is computed (the slot's registers used: no
+     * generic read of it can still be pending when the copy engine rewrites it); trig_end (KILN_CUDA_GEMV_RING_TRIG=end)
+     * lets the next kernel launch only at the consumers' end instead of at entry */
+    int late_free, trig_end;
 };
 __device__ __forceinline__ void tcr_mb_wait(uint32_t a, uint32_t par) {
     asm volatile("{\n.reg .pred p;\nTCR_W_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra TCR_W_%=;\n}\n" ::"r"(a), "r"(par)
@@ -799,7 +804,7 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
-    pdl_trigger(); /* the next kernel (PDL) may start: its blocks fit beside this one's */
+    if (!r.trig_end) pdl_trigger(); /* the next kernel (PDL) may start: its blocks fit beside this one's */
     /* The items in the order both sides walk them: rounds of up to ng tiles (tile group gr takes the round's tile
      * gr), within a round item jj of every warp of every group (chunk w + jj·S; none past the last chunk) */
     if (warp == TCR_NCW) { /* the producer: every item of the block, each into the next slot once that slot is free */
@@ -919,12 +924,18 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                                 B.b[rr][0] = *(const uint32_t *)bi; B.b[rr][1] = 0;
                             }
                         }
-                        __syncwarp();
-                        if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(eb + 8 * s) : "memory");
+                        if (!r.late_free) {
+                            __syncwarp();
+                            if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(eb + 8 * s) : "memory");
+                        }
                         const int span = chunk * 4 + q, col0 = span * G::SPAN;
                         const char *sp = xsh + (size_t)span * G::SPAN_B;
                         tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum,
                                                   inv_scale);
+                        if (r.late_free) {
+                            __syncwarp();
+                            if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(eb + 8 * s) : "memory");
+                        }
                     }
                     k++;
                 }
@@ -948,6 +959,7 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
             tc_bar(grp, S);
         }
     }
+    if (r.trig_end) pdl_trigger();
 }
 
 /* the trace buffer (KILN_CUDA_GEMV_TC_TRACE=FILE; KILN_CUDA_GEMV_TC_TRACE_SKIP launches skipped, then
@@ -1249,6 +1261,9 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     int NS = (int)((budget - xpart) / slot);
     NS = NS > TCR_NSMAX ? TCR_NSMAX : NS;
     r.NS = NS;
+    const char *lf = getenv("KILN_CUDA_GEMV_RING_LATE"), *te = getenv("KILN_CUDA_GEMV_RING_TRIG");
+    r.late_free = lf && *lf == '1';
+    r.trig_end = te && !strcmp(te, "end");
     const size_t smem = xpart + (size_t)NS * slot;
     static size_t attr;
     auto kern = gemv_tcr_kernel<BITS, NU, SBF>;
