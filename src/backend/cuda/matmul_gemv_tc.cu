@@ -759,7 +759,16 @@ struct tcr_args {
      * generic read of it can still be pending when the copy engine rewrites it); trig_end (KILN_CUDA_GEMV_RING_TRIG=end)
      * lets the next kernel launch only at the consumers' end instead of at entry */
     int late_free, trig_end;
+    /* bulk (KILN_CUDA_GEMV_RING_BULK=1): the producer warp fills a slot by plain bulk copies, a row's codes, scales
+     * and biases per lane (no tensor map: tests whether the maps, read from kernel-parameter space by launches
+     * that now overlap, are what the chain mismatch comes from; stream_chain's pdlring used plain bulk copies) */
+    int bulk;
 };
+__device__ __forceinline__ void tcr_bulk(uint32_t dst, const void *src, uint32_t bytes, uint32_t mb) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src), "r"(bytes),
+                 "r"(mb)
+                 : "memory");
+}
 __device__ __forceinline__ void tcr_mb_wait(uint32_t a, uint32_t par) {
     asm volatile("{\n.reg .pred p;\nTCR_W_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra TCR_W_%=;\n}\n" ::"r"(a), "r"(par)
                  : "memory");
@@ -807,6 +816,41 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     if (!r.trig_end) pdl_trigger(); /* the next kernel (PDL) may start: its blocks fit beside this one's */
     /* The items in the order both sides walk them: rounds of up to ng tiles (tile group gr takes the round's tile
      * gr), within a round item jj of every warp of every group (chunk w + jj·S; none past the last chunk) */
+    if (warp == TCR_NCW && r.bulk) { /* the producer by bulk copies: lane 0 claims the slot, lanes 0..15 copy a row each */
+        const int wrow = K * BITS / 8, ngr = K >> a.lg_group;
+        unsigned k = 0;
+        for (int r0 = 0; r0 < ntl; r0 += ng) {
+            const int nr = min(ng, ntl - r0);
+            for (int jj = 0; jj < ipt; jj++)
+                for (int gr = 0; gr < nr; gr++) {
+                    const int tile = (int)blockIdx.x + (r0 + gr) * Gb, si = tc_seg_of(a, tile), row0 = (tile - a.seg[si].tile0) * 16;
+                    const tc_seg &sg = a.seg[si];
+                    const int nrow = min(16, sg.rows - row0);
+                    for (int w = 0; w < S; w++) {
+                        const int chunk = w + jj * S;
+                        if (chunk >= nchunks) continue;
+                        const int s = k % NS, u0 = (chunk * G::CHUNK) >> a.lg_group;
+                        const int cb = min(256, wrow - chunk * 256), sb = min(SBR, (ngr - u0) * 2); /* K's last chunk: what lies in the row */
+                        const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
+                        if (lane == 0) {
+                            if (k >= (unsigned)NS) tcr_mb_wait(eb + 8 * s, (k / NS - 1) & 1);
+                            *(volatile int *)&tag[s] = (int)k;
+                            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"((uint32_t)(nrow * (cb + 2 * sb)))
+                                         : "memory");
+                        }
+                        __syncwarp();
+                        if (lane < nrow) {
+                            const size_t row = (size_t)(row0 + lane);
+                            tcr_bulk(dst + lane * 256, (const char *)sg.data + row * wrow + chunk * 256, cb, mb);
+                            tcr_bulk(dst + 4096 + lane * SBR, (const char *)sg.scales + (row * ngr + u0) * 2, sb, mb);
+                            tcr_bulk(dst + 4096 + 16 * SBR + lane * SBR, (const char *)sg.biases + (row * ngr + u0) * 2, sb, mb);
+                        }
+                        k++;
+                    }
+                }
+        }
+        return;
+    }
     if (warp == TCR_NCW) { /* the producer: every item of the block, each into the next slot once that slot is free */
         if (lane == 0) {
             unsigned k = 0;
@@ -1264,6 +1308,8 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     const char *lf = getenv("KILN_CUDA_GEMV_RING_LATE"), *te = getenv("KILN_CUDA_GEMV_RING_TRIG");
     r.late_free = lf && *lf == '1';
     r.trig_end = te && !strcmp(te, "end");
+    const char *bk = getenv("KILN_CUDA_GEMV_RING_BULK");
+    r.bulk = bk && *bk == '1';
     const size_t smem = xpart + (size_t)NS * slot;
     static size_t attr;
     auto kern = gemv_tcr_kernel<BITS, NU, SBF>;
