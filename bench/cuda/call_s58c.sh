@@ -5,6 +5,7 @@
 # ncu kernel times of the one-token GEMVs (2-layer llama-3-8b q4, no graph: each kernel alone) ring off / on; batch-1
 # llama-3-8b q4 under each variant. Package as call_s58a.sh's (carry ["build-lead"]).
 P=${1:-build-lead}
+# Summaries: python3 bench/cuda/ncu_sum.py ncu_KILN_CUDA_GEMV_RING=0.csv (and =1); ncu_ring_sections.txt as ncu prints it.
 . bench/cuda/call_lib.sh
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 l8q4
@@ -20,6 +21,10 @@ for v in KILN_CUDA_GEMV_RING=0 KILN_CUDA_GEMV_RING=1; do
     /tmp/k/kiln bench /tmp/s/l2q4 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_$v.csv 2>/tmp/ncu.err
   echo "ncu $v rc=$? at $(el) s" >> $S; tail -2 /tmp/ncu.err >> $S
 done
+# where the ring kernel's warps wait and how its shared loads conflict (the first six ring launches, alone)
+KILN_CUDA_GEMV_RING=1 KILN_CUDA_GRAPH=0 timeout 90 ncu --kernel-name regex:gemv_tcr -c 6 --section WarpStateStats --section MemoryWorkloadAnalysis \
+  --section SpeedOfLight /tmp/k/kiln bench /tmp/s/l2q4 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_ring_sections.txt 2>&1
+echo "ncu sections rc=$? at $(el) s" >> $S
 call_wait l8q4
 for v in X=1 KILN_CUDA_GEMV_RING=1 "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_BULK=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_LATE=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_TRIG=end"; do
   call_b1 l8q4 kiln "$v"
