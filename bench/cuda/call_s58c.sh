@@ -1,7 +1,8 @@
 #!/bin/bash
 # call_s58c.sh — why the ring GEMV's first working run (call_s58a.sh, session 58) mismatched in the PDL chain tests and ran
 # slower (~200 s): the GEMV test subset under the ring as it is, with slots freed after their item is computed
-# (KILN_CUDA_GEMV_RING_LATE=1), with plain bulk copies instead of tensor maps (KILN_CUDA_GEMV_RING_BULK=1) and with the next launch let in only at the consumers' end (KILN_CUDA_GEMV_RING_TRIG=end);
+# (KILN_CUDA_GEMV_RING_LATE=1), with plain bulk copies instead of tensor maps (KILN_CUDA_GEMV_RING_BULK=1), with
+# per-warp slots instead of the tag spin (KILN_CUDA_GEMV_RING_PW=1) and with the next launch let in only at the consumers' end (KILN_CUDA_GEMV_RING_TRIG=end);
 # ncu kernel times of the one-token GEMVs (2-layer llama-3-8b q4, no graph: each kernel alone) ring off / on; batch-1
 # llama-3-8b q4 under each variant. Package as call_s58a.sh's (carry ["build-lead"]).
 P=${1:-build-lead}
@@ -10,7 +11,7 @@ P=${1:-build-lead}
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 l8q4
 call_synth_2l q4 l2q4
-for v in X=1 KILN_CUDA_GEMV_RING_BULK=1 KILN_CUDA_GEMV_RING_LATE=1 KILN_CUDA_GEMV_RING_TRIG=end; do
+for v in X=1 KILN_CUDA_GEMV_RING_BULK=1 KILN_CUDA_GEMV_RING_PW=1 KILN_CUDA_GEMV_RING_LATE=1 KILN_CUDA_GEMV_RING_TRIG=end; do
   env KILN_CUDA_TEST_GEMV_ONLY=1 KILN_CUDA_GEMV_RING=1 $v timeout 45 /tmp/k/test_cuda_kernels > /tmp/t.log 2>&1
   echo "ring $v rc=$? at $(el) s $(tail -1 /tmp/t.log)" >> $S
   grep FAIL /tmp/t.log | grep -v xprep | head -4 >> $S
@@ -26,7 +27,7 @@ KILN_CUDA_GEMV_RING=1 KILN_CUDA_GRAPH=0 timeout 90 ncu --kernel-name regex:gemv_
   --section SpeedOfLight /tmp/k/kiln bench /tmp/s/l2q4 --backend cuda --prompt-tokens 16 --gen-tokens 4 --runs 1 > $OUT/ncu_ring_sections.txt 2>&1
 echo "ncu sections rc=$? at $(el) s" >> $S
 call_wait l8q4
-for v in X=1 KILN_CUDA_GEMV_RING=1 "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_BULK=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_LATE=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_TRIG=end"; do
+for v in X=1 KILN_CUDA_GEMV_RING=1 "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_BULK=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_PW=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_LATE=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_TRIG=end"; do
   call_b1 l8q4 kiln "$v"
 done
 echo "done at $(el) s" >> $S

@@ -2,7 +2,7 @@
 # interleavings: one producer lane walking the block's items into NS slots, TCR_NCW consumer warps walking the same
 # order (each taking its own (group, warp) items, the group's two tile-end barriers a round), full / empty mbarriers with
 # PTX's parity rule (try_wait.parity P succeeds once the barrier's completed-phase count has the other parity), the
-# per-slot tag, and TMA copies that land at random later times (the slot reads "garbage" until then).
+# per-slot tag (or KILN_CUDA_GEMV_RING_PW's per-warp slots, which need none), and TMA copies that land at random later times (the slot reads "garbage" until then).
 # It checks every consumer reads its own item's bytes and that nothing hangs; with the tags off it reproduces session
 # 57's failure (a warp accepting the older phase of a slot whose next fill is still in flight).
 #   python3 bench/cuda/ring_protocol_sim.py [SEEDS]   (300 seeds: ~3 min; prints the bad runs of each protocol)
@@ -19,7 +19,7 @@ def walk(ntl, ng, ipt, S, nchunks):  # (k, group, warp, tile, chunk) in the orde
                     if ch >= nchunks: continue
                     out.append((k, gr, w, r0 + gr, ch)); k += 1
     return out
-def run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=True):
+def run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=True, pw=False):
     rnd = random.Random(seed)
     NCW = 8; ng = NCW // S; nchunks = (K + CHUNK - 1) // CHUNK; ipt = (nchunks + S - 1) // S
     ntl = (ntiles - 1 - b) // Gb + 1 if ntiles > b else 0
@@ -29,26 +29,34 @@ def run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=True):
     tag = [-1]*NS; data = [None]*NS; inflight = []
     def full_step(s):
         if fullarr[s] == 1 and fulltx[s] == 0: fullph[s] += 1; fullarr[s] = 0
+    nsw = NS // NCW
+    def slot(k, cw, cnt):  # tcr_claim's slot and use number (pw: the warp's own slots)
+        if pw:
+            j = cnt[cw]; cnt[cw] += 1
+            return cw * nsw + j % nsw, j // nsw
+        return k % NS, k // NS
     def producer():
+        cnt = [0] * NCW
         for (k, gr, w, tile, ch) in items:
-            s = k % NS
-            if k >= NS:
-                par = (k // NS - 1) & 1
+            s, use = slot(k, gr * S + w, cnt)
+            if use > 0:
+                par = (use - 1) & 1
                 while emptyph[s] % 2 == par: yield
-            if use_tag: tag[s] = k
+            if use_tag: tag[s] = k  # (pw: the consumer is run without tags)
             fullarr[s] = 1; fulltx[s] = 1; data[s] = 'garbage'
             inflight.append((s, k)); yield
     arrived = {}
     def consumer(grp, w):
+        cnt = [0] * NCW
         rounds = range(0, ntl, ng)  # r0 of each round
         for r0 in rounds:
           for (k, gr, ww, tile, ch) in items:
             if tile - gr != r0: continue
             if gr == grp and ww == w:
-                s = k % NS
+                s, use = slot(k, grp * S + w, cnt)
                 if use_tag:
                     while tag[s] != k: yield
-                par = (k // NS) & 1
+                par = use & 1
                 while fullph[s] % 2 == par: yield
                 if data[s] != k: raise Exception(f"warp {grp},{w} item {k} slot {s} read {data[s]}")
                 yield
@@ -92,3 +100,12 @@ for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 200):
     try: run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=False)
     except Exception as e: bad += 1
 print("without tags (session 57's first run): bad", bad)
+bad = 0
+for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 200):
+    rnd = random.Random(seed)
+    K = rnd.choice([1024, 2048, 3072, 4096, 8192, 14336]); S = 8 if K >= 8192 else 4
+    ntiles = rnd.choice([8, 64, 200, 1000]); Gb = rnd.choice([1, 3, 132]); b = rnd.randrange(min(Gb, ntiles))
+    NS = rnd.choice([8, 11, 13, 16, 32]); CHUNK = rnd.choice([512, 256])
+    try: run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=False, pw=True)
+    except Exception as e: bad += 1; print("PW", seed, K, ntiles, Gb, b, S, NS, CHUNK, e)
+print("per-warp slots, no tags (KILN_CUDA_GEMV_RING_PW=1): bad", bad)

@@ -763,6 +763,10 @@ struct tcr_args {
      * and biases per lane (no tensor map: tests whether the maps, read from kernel-parameter space by launches
      * that now overlap, are what the chain mismatch comes from; stream_chain's pdlring used plain bulk copies) */
     int bulk;
+    /* pw (KILN_CUDA_GEMV_RING_PW=1): each consumer warp owns NS / TCR_NCW slots used in its own item order, so a
+     * slot's fills all go to one warp and full[s]'s parity alone names the fill (no tag to spin on: the shared
+     * ring's waiting warps poll their tag with plain loads, a suspect in the first run's slowness) */
+    int pw;
 };
 __device__ __forceinline__ void tcr_bulk(uint32_t dst, const void *src, uint32_t bytes, uint32_t mb) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src), "r"(bytes),
@@ -772,6 +776,24 @@ __device__ __forceinline__ void tcr_bulk(uint32_t dst, const void *src, uint32_t
 __device__ __forceinline__ void tcr_mb_wait(uint32_t a, uint32_t par) {
     asm volatile("{\n.reg .pred p;\nTCR_W_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra TCR_W_%=;\n}\n" ::"r"(a), "r"(par)
                  : "memory");
+}
+/* the producer's slot for item k of consumer warp cw (its cnt[cw]-th item): shared ring (pw = 0) — slot k % NS, the tag
+ * written once the slot's previous use is freed — or the warp's own slots (pw = 1); waits until the slot is free */
+__device__ __forceinline__ int tcr_claim(int pw, unsigned k, int cw, unsigned (&cnt)[TCR_NCW], int NS, uint32_t eb, int *tag) {
+    int s;
+    unsigned use;
+    if (pw) {
+        const int nsw = NS / TCR_NCW;
+        const unsigned j = cnt[cw]++;
+        s = cw * nsw + (int)(j % nsw);
+        use = j / nsw;
+    } else {
+        s = (int)(k % NS);
+        use = k / NS;
+    }
+    if (use > 0) tcr_mb_wait(eb + 8 * s, (use - 1) & 1);
+    if (!pw) *(volatile int *)&tag[s] = (int)k; /* after the slot's last use was freed */
+    return s;
 }
 __device__ __forceinline__ void tcr_tma(uint32_t dst, const CUtensorMap *m, int x, int y, uint32_t mb) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
@@ -818,7 +840,7 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
      * gr), within a round item jj of every warp of every group (chunk w + jj·S; none past the last chunk) */
     if (warp == TCR_NCW && r.bulk) { /* the producer by bulk copies: lane 0 claims the slot, lanes 0..15 copy a row each */
         const int wrow = K * BITS / 8, ngr = K >> a.lg_group;
-        unsigned k = 0;
+        unsigned k = 0, cnt[TCR_NCW] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int r0 = 0; r0 < ntl; r0 += ng) {
             const int nr = min(ng, ntl - r0);
             for (int jj = 0; jj < ipt; jj++)
@@ -829,12 +851,13 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                     for (int w = 0; w < S; w++) {
                         const int chunk = w + jj * S;
                         if (chunk >= nchunks) continue;
-                        const int s = k % NS, u0 = (chunk * G::CHUNK) >> a.lg_group;
+                        const int u0 = (chunk * G::CHUNK) >> a.lg_group;
                         const int cb = min(256, wrow - chunk * 256), sb = min(SBR, (ngr - u0) * 2); /* K's last chunk: what lies in the row */
+                        int s = 0;
+                        if (lane == 0) s = tcr_claim(r.pw, k, gr * S + w, cnt, NS, eb, tag);
+                        s = __shfl_sync(0xffffffffu, s, 0);
                         const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
                         if (lane == 0) {
-                            if (k >= (unsigned)NS) tcr_mb_wait(eb + 8 * s, (k / NS - 1) & 1);
-                            *(volatile int *)&tag[s] = (int)k;
                             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"((uint32_t)(nrow * (cb + 2 * sb)))
                                          : "memory");
                         }
@@ -853,7 +876,7 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     }
     if (warp == TCR_NCW) { /* the producer: every item of the block, each into the next slot once that slot is free */
         if (lane == 0) {
-            unsigned k = 0;
+            unsigned k = 0, cnt[TCR_NCW] = {0, 0, 0, 0, 0, 0, 0, 0};
             for (int r0 = 0; r0 < ntl; r0 += ng) {
                 const int nr = min(ng, ntl - r0);
                 for (int jj = 0; jj < ipt; jj++)
@@ -862,9 +885,7 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                         for (int w = 0; w < S; w++) {
                             const int chunk = w + jj * S;
                             if (chunk >= nchunks) continue;
-                            const int s = k % NS;
-                            if (k >= (unsigned)NS) tcr_mb_wait(eb + 8 * s, (k / NS - 1) & 1);
-                            *(volatile int *)&tag[s] = (int)k; /* after the slot's last use was freed */
+                            const int s = tcr_claim(r.pw, k, gr * S + w, cnt, NS, eb, tag);
                             const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
                             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(slot) : "memory");
                             const int u0 = (chunk * G::CHUNK) >> a.lg_group;
@@ -937,8 +958,8 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     const char *zero = xsh + (size_t)nspans * G::SPAN_B;
     const bool act1 = (g >> 1) == q, act2 = g == 2 * q;
     const int off1 = act1 ? 8 * (g & 1) : 0, off2 = act2 ? 16 : 0;
-    const int grp = warp / S, w = warp % S;
-    unsigned k = 0;
+    const int grp = warp / S, w = warp % S, nsw = NS / TCR_NCW;
+    unsigned k = 0, jc = 0; /* jc: this warp's items so far (pw) */
     for (int r0 = 0; r0 < ntl; r0 += ng) {
         const int nr = min(ng, ntl - r0);
         float acc[2] = {0.f, 0.f};
@@ -948,10 +969,19 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                     const int chunk = ww + jj * S;
                     if (chunk >= nchunks) continue;
                     if (gr == grp && ww == w) {
-                        const int s = k % NS;
-                        while (*(volatile int *)&tag[s] != (int)k) {
+                        int s;
+                        unsigned use;
+                        if (r.pw) {
+                            s = warp * nsw + (int)(jc % nsw);
+                            use = jc / nsw;
+                            jc++;
+                        } else {
+                            s = (int)(k % NS);
+                            use = k / NS;
+                            while (*(volatile int *)&tag[s] != (int)k) {
+                            }
                         }
-                        tcr_mb_wait(fb + 8 * s, (k / NS) & 1);
+                        tcr_mb_wait(fb + 8 * s, use & 1);
                         const char *sl = tcr_sh + (size_t)s * slot;
                         tc_buf B;
 #pragma unroll
@@ -1308,8 +1338,10 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     const char *lf = getenv("KILN_CUDA_GEMV_RING_LATE"), *te = getenv("KILN_CUDA_GEMV_RING_TRIG");
     r.late_free = lf && *lf == '1';
     r.trig_end = te && !strcmp(te, "end");
-    const char *bk = getenv("KILN_CUDA_GEMV_RING_BULK");
+    const char *bk = getenv("KILN_CUDA_GEMV_RING_BULK"), *pw = getenv("KILN_CUDA_GEMV_RING_PW");
     r.bulk = bk && *bk == '1';
+    r.pw = pw && *pw == '1';
+    if (r.pw && NS < TCR_NCW) return -1; /* a slot a warp at least */
     const size_t smem = xpart + (size_t)NS * slot;
     static size_t attr;
     auto kern = gemv_tcr_kernel<BITS, NU, SBF>;
