@@ -80,32 +80,19 @@ def run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=True, pw=False):
         try: next(gens[j])
         except StopIteration: alive.remove(j)
     return len(items)
-bad = 0
-for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 200):
-    rnd = random.Random(seed)
-    K = rnd.choice([1024, 2048, 3072, 4096, 8192, 14336]); S = 8 if K >= 8192 else 4
-    ntiles = rnd.choice([8, 64, 200, 1000]); Gb = rnd.choice([1, 3, 132]); b = rnd.randrange(min(Gb, ntiles))
-    NS = rnd.choice([4, 5, 7, 13, 32]); CHUNK = rnd.choice([512, 256])
-    try:
-        n = run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=True)
-    except Exception as e:
-        bad += 1; print("TAG", seed, K, ntiles, Gb, b, S, NS, CHUNK, e)
-print("tag protocol: bad", bad)
-bad = 0
-for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 200):
-    rnd = random.Random(seed)
-    K = rnd.choice([1024, 2048, 3072, 4096, 8192, 14336]); S = 8 if K >= 8192 else 4
-    ntiles = rnd.choice([8, 64, 200, 1000]); Gb = rnd.choice([1, 3, 132]); b = rnd.randrange(min(Gb, ntiles))
-    NS = rnd.choice([4, 5, 7, 13, 32]); CHUNK = rnd.choice([512, 256])
-    try: run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=False)
-    except Exception as e: bad += 1
-print("without tags (session 57's first run): bad", bad)
-bad = 0
-for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 200):
-    rnd = random.Random(seed)
-    K = rnd.choice([1024, 2048, 3072, 4096, 8192, 14336]); S = 8 if K >= 8192 else 4
-    ntiles = rnd.choice([8, 64, 200, 1000]); Gb = rnd.choice([1, 3, 132]); b = rnd.randrange(min(Gb, ntiles))
-    NS = rnd.choice([8, 11, 13, 16, 32]); CHUNK = rnd.choice([512, 256])
-    try: run(K, ntiles, Gb, b, S, NS, CHUNK, seed, use_tag=False, pw=True)
-    except Exception as e: bad += 1; print("PW", seed, K, ntiles, Gb, b, S, NS, CHUNK, e)
-print("per-warp slots, no tags (KILN_CUDA_GEMV_RING_PW=1): bad", bad)
+def sweep(name, slots, verbose, **proto):
+    """run the protocol on SEEDS random shapes (K, tiles, grid, block, slots, chunk); print the bad runs if verbose"""
+    bad = 0
+    for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 200):
+        rnd = random.Random(seed)
+        K = rnd.choice([1024, 2048, 3072, 4096, 8192, 14336]); S = 8 if K >= 8192 else 4
+        ntiles = rnd.choice([8, 64, 200, 1000]); Gb = rnd.choice([1, 3, 132]); b = rnd.randrange(min(Gb, ntiles))
+        NS = rnd.choice(slots); CHUNK = rnd.choice([512, 256])
+        try: run(K, ntiles, Gb, b, S, NS, CHUNK, seed, **proto)
+        except Exception as e:
+            bad += 1
+            if verbose: print(name, seed, K, ntiles, Gb, b, S, NS, CHUNK, e)
+    print(f"{name}: bad {bad}")
+sweep("tag protocol", [4, 5, 7, 13, 32], True, use_tag=True)
+sweep("without tags (session 57's first run)", [4, 5, 7, 13, 32], False, use_tag=False)
+sweep("per-warp slots, no tags (KILN_CUDA_GEMV_RING_PW=1)", [8, 11, 13, 16, 32], True, use_tag=False, pw=True)

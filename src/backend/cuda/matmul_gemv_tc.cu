@@ -838,7 +838,9 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     if (!r.trig_end) pdl_trigger(); /* the next kernel (PDL) may start: its blocks fit beside this one's */
     /* The items in the order both sides walk them: rounds of up to ng tiles (tile group gr takes the round's tile
      * gr), within a round item jj of every warp of every group (chunk w + jj·S; none past the last chunk) */
-    if (warp == TCR_NCW && r.bulk) { /* the producer by bulk copies: lane 0 claims the slot, lanes 0..15 copy a row each */
+    if (warp == TCR_NCW) { /* the producer warp: every item of the block, each into its slot once that slot is free —
+                            * lane 0 claims it and arms full[s]; the copies by three tensor-map boxes (lane 0) or, with
+                            * r.bulk, by plain bulk copies of a row's codes, scales and biases per lane (lanes 0..15) */
         const int wrow = K * BITS / 8, ngr = K >> a.lg_group;
         unsigned k = 0, cnt[TCR_NCW] = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int r0 = 0; r0 < ntl; r0 += ng) {
@@ -857,45 +859,26 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                         if (lane == 0) s = tcr_claim(r.pw, k, gr * S + w, cnt, NS, eb, tag);
                         s = __shfl_sync(0xffffffffu, s, 0);
                         const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
-                        if (lane == 0) {
-                            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"((uint32_t)(nrow * (cb + 2 * sb)))
-                                         : "memory");
-                        }
-                        __syncwarp();
-                        if (lane < nrow) {
-                            const size_t row = (size_t)(row0 + lane);
-                            tcr_bulk(dst + lane * 256, (const char *)sg.data + row * wrow + chunk * 256, cb, mb);
-                            tcr_bulk(dst + 4096 + lane * SBR, (const char *)sg.scales + (row * ngr + u0) * 2, sb, mb);
-                            tcr_bulk(dst + 4096 + 16 * SBR + lane * SBR, (const char *)sg.biases + (row * ngr + u0) * 2, sb, mb);
+                        const uint32_t bytes = r.bulk ? (uint32_t)(nrow * (cb + 2 * sb)) : (uint32_t)slot; /* a box is whole, zeros past the matrix */
+                        if (lane == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(bytes) : "memory");
+                        if (!r.bulk) {
+                            if (lane == 0) {
+                                tcr_tma(dst, &r.tm[3 * si], chunk * 256, row0, mb);
+                                tcr_tma(dst + 4096, &r.tm[3 * si + 1], u0, row0, mb);
+                                tcr_tma(dst + 4096 + 16 * SBR, &r.tm[3 * si + 2], u0, row0, mb);
+                            }
+                        } else {
+                            __syncwarp();
+                            if (lane < nrow) {
+                                const size_t row = (size_t)(row0 + lane);
+                                tcr_bulk(dst + lane * 256, (const char *)sg.data + row * wrow + chunk * 256, cb, mb);
+                                tcr_bulk(dst + 4096 + lane * SBR, (const char *)sg.scales + (row * ngr + u0) * 2, sb, mb);
+                                tcr_bulk(dst + 4096 + 16 * SBR + lane * SBR, (const char *)sg.biases + (row * ngr + u0) * 2, sb, mb);
+                            }
                         }
                         k++;
                     }
                 }
-        }
-        return;
-    }
-    if (warp == TCR_NCW) { /* the producer: every item of the block, each into the next slot once that slot is free */
-        if (lane == 0) {
-            unsigned k = 0, cnt[TCR_NCW] = {0, 0, 0, 0, 0, 0, 0, 0};
-            for (int r0 = 0; r0 < ntl; r0 += ng) {
-                const int nr = min(ng, ntl - r0);
-                for (int jj = 0; jj < ipt; jj++)
-                    for (int gr = 0; gr < nr; gr++) {
-                        const int tile = (int)blockIdx.x + (r0 + gr) * Gb, si = tc_seg_of(a, tile), row0 = (tile - a.seg[si].tile0) * 16;
-                        for (int w = 0; w < S; w++) {
-                            const int chunk = w + jj * S;
-                            if (chunk >= nchunks) continue;
-                            const int s = tcr_claim(r.pw, k, gr * S + w, cnt, NS, eb, tag);
-                            const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
-                            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(slot) : "memory");
-                            const int u0 = (chunk * G::CHUNK) >> a.lg_group;
-                            tcr_tma(dst, &r.tm[3 * si], chunk * 256, row0, mb);
-                            tcr_tma(dst + 4096, &r.tm[3 * si + 1], u0, row0, mb);
-                            tcr_tma(dst + 4096 + 16 * SBR, &r.tm[3 * si + 2], u0, row0, mb);
-                            k++;
-                        }
-                    }
-            }
         }
         return;
     }
