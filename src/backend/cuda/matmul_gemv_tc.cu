@@ -777,23 +777,31 @@ __device__ __forceinline__ void tcr_mb_wait(uint32_t a, uint32_t par) {
     asm volatile("{\n.reg .pred p;\nTCR_W_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra TCR_W_%=;\n}\n" ::"r"(a), "r"(par)
                  : "memory");
 }
-/* the producer's slot for item k of consumer warp cw (its cnt[cw]-th item): shared ring (pw = 0) — slot k % NS, the tag
- * written once the slot's previous use is freed — or the warp's own slots (pw = 1); waits until the slot is free */
-__device__ __forceinline__ int tcr_claim(int pw, unsigned k, int cw, unsigned (&cnt)[TCR_NCW], int NS, uint32_t eb, int *tag) {
-    int s;
-    unsigned use;
+/* the slot of the block's item k, consumer warp cw's j-th, and which use of that slot it is: the shared ring (pw = 0)
+ * slot k % NS; per-warp slots (pw = 1) the warp's own NS / TCR_NCW in its item order. Producer and consumers both
+ * call this: the protocol holds only while they agree */
+__device__ __forceinline__ int tcr_slot(int pw, unsigned k, unsigned j, int cw, int NS, unsigned &use) {
     if (pw) {
         const int nsw = NS / TCR_NCW;
-        const unsigned j = cnt[cw]++;
-        s = cw * nsw + (int)(j % nsw);
         use = j / nsw;
-    } else {
-        s = (int)(k % NS);
-        use = k / NS;
+        return cw * nsw + (int)(j % nsw);
     }
+    use = k / NS;
+    return (int)(k % NS);
+}
+/* the producer's slot for item k (consumer warp cw's cnt[cw]-th), once its previous use is freed; the shared ring's
+ * tag is written then */
+__device__ __forceinline__ int tcr_claim(int pw, unsigned k, int cw, unsigned (&cnt)[TCR_NCW], int NS, uint32_t eb, int *tag) {
+    unsigned use;
+    const int s = tcr_slot(pw, k, cnt[cw]++, cw, NS, use);
     if (use > 0) tcr_mb_wait(eb + 8 * s, (use - 1) & 1);
     if (!pw) *(volatile int *)&tag[s] = (int)k; /* after the slot's last use was freed */
     return s;
+}
+/* a consumer warp done with slot s (its shared reads issued: late_free waits until they are used) */
+__device__ __forceinline__ void tcr_free(uint32_t eb, int s, int lane) {
+    __syncwarp();
+    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(eb + 8 * s) : "memory");
 }
 __device__ __forceinline__ void tcr_tma(uint32_t dst, const CUtensorMap *m, int x, int y, uint32_t mb) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
@@ -941,8 +949,8 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     const char *zero = xsh + (size_t)nspans * G::SPAN_B;
     const bool act1 = (g >> 1) == q, act2 = g == 2 * q;
     const int off1 = act1 ? 8 * (g & 1) : 0, off2 = act2 ? 16 : 0;
-    const int grp = warp / S, w = warp % S, nsw = NS / TCR_NCW;
-    unsigned k = 0, jc = 0; /* jc: this warp's items so far (pw) */
+    const int grp = warp / S, w = warp % S;
+    unsigned k = 0, jc = 0; /* jc: this warp's items so far */
     for (int r0 = 0; r0 < ntl; r0 += ng) {
         const int nr = min(ng, ntl - r0);
         float acc[2] = {0.f, 0.f};
@@ -952,18 +960,11 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                     const int chunk = ww + jj * S;
                     if (chunk >= nchunks) continue;
                     if (gr == grp && ww == w) {
-                        int s;
                         unsigned use;
-                        if (r.pw) {
-                            s = warp * nsw + (int)(jc % nsw);
-                            use = jc / nsw;
-                            jc++;
-                        } else {
-                            s = (int)(k % NS);
-                            use = k / NS;
+                        const int s = tcr_slot(r.pw, k, jc++, warp, NS, use);
+                        if (!r.pw)
                             while (*(volatile int *)&tag[s] != (int)k) {
                             }
-                        }
                         tcr_mb_wait(fb + 8 * s, use & 1);
                         const char *sl = tcr_sh + (size_t)s * slot;
                         tc_buf B;
@@ -981,18 +982,12 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                                 B.b[rr][0] = *(const uint32_t *)bi; B.b[rr][1] = 0;
                             }
                         }
-                        if (!r.late_free) {
-                            __syncwarp();
-                            if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(eb + 8 * s) : "memory");
-                        }
+                        if (!r.late_free) tcr_free(eb, s, lane);
                         const int span = chunk * 4 + q, col0 = span * G::SPAN;
                         const char *sp = xsh + (size_t)span * G::SPAN_B;
                         tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum,
                                                   inv_scale);
-                        if (r.late_free) {
-                            __syncwarp();
-                            if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(eb + 8 * s) : "memory");
-                        }
+                        if (r.late_free) tcr_free(eb, s, lane);
                     }
                     k++;
                 }
@@ -1277,19 +1272,36 @@ static int tcr_wanted(void) {
     return e && *e == '1';
 }
 /* a [rows][cols] matrix of elements of es bytes as a 2-D tensor map with boxes of bx × 16 (0: not encodable) */
+/* (m NULL: the bulk copies' path — only the 16-byte alignment both need is checked, no map is made) */
 static int tcr_map(CUtensorMap *m, const void *p, int es, size_t cols, size_t rows, int bx) {
+    if (((uintptr_t)p & 15) || (cols * es) % 16) return 0;
+    if (!m) return 1;
     const cuda_tmap_encode_fn enc = cuda_tmap_encoder();
-    if (!enc || ((uintptr_t)p & 15) || (cols * es) % 16) return 0;
+    if (!enc) return 0;
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)(cols * es)};
     const cuuint32_t box[2] = {(cuuint32_t)bx, 16}, el[2] = {1, 1};
     return enc(m, es == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p, dims, strides, box, el,
                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
+/* the diagnosis knobs (tcr_args' late_free, trig_end, bulk, pw), read once */
+static struct { int read, late_free, trig_end, bulk, pw; } tcr_kn;
+static void tcr_knobs(void) {
+    if (tcr_kn.read) return;
+    const char *lf = getenv("KILN_CUDA_GEMV_RING_LATE"), *te = getenv("KILN_CUDA_GEMV_RING_TRIG");
+    const char *bk = getenv("KILN_CUDA_GEMV_RING_BULK"), *pw = getenv("KILN_CUDA_GEMV_RING_PW");
+    tcr_kn.late_free = lf && *lf == '1';
+    tcr_kn.trig_end = te && !strcmp(te, "end");
+    tcr_kn.bulk = bk && *bk == '1';
+    tcr_kn.pw = pw && *pw == '1';
+    tcr_kn.read = 1;
+}
 /* 0: launched; -1: not this kernel's weights (gemv_tc_kernel runs) */
 template <int BITS, int NU, int SBF>
 static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     using G = tc_geo<BITS>;
+    tcr_knobs();
+    const auto &kn = tcr_kn;
     static tcr_args r; /* ~2 KB: a kernel parameter copied at launch */
     memset(&r, 0, sizeof r);
     r.a = a0;
@@ -1301,8 +1313,9 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     const size_t ngr = (size_t)K >> a0.lg_group, wrow = (size_t)K * BITS / 8;
     for (int i = 0; i < a0.nseg; i++) {
         const tc_seg &sg = a0.seg[i];
-        if (!tcr_map(&r.tm[3 * i], sg.data, 1, wrow, sg.rows, 256) || !tcr_map(&r.tm[3 * i + 1], sg.scales, 2, ngr, sg.rows, r.SBR / 2) ||
-            !tcr_map(&r.tm[3 * i + 2], sg.biases, 2, ngr, sg.rows, r.SBR / 2))
+        CUtensorMap *tm = kn.bulk ? NULL : &r.tm[3 * i]; /* bulk copies read no map */
+        if (!tcr_map(tm, sg.data, 1, wrow, sg.rows, 256) || !tcr_map(tm ? tm + 1 : NULL, sg.scales, 2, ngr, sg.rows, r.SBR / 2) ||
+            !tcr_map(tm ? tm + 2 : NULL, sg.biases, 2, ngr, sg.rows, r.SBR / 2))
             return -1;
     }
     constexpr int U = G::SPAN / NU;
@@ -1318,12 +1331,7 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     int NS = (int)((budget - xpart) / slot);
     NS = NS > TCR_NSMAX ? TCR_NSMAX : NS;
     r.NS = NS;
-    const char *lf = getenv("KILN_CUDA_GEMV_RING_LATE"), *te = getenv("KILN_CUDA_GEMV_RING_TRIG");
-    r.late_free = lf && *lf == '1';
-    r.trig_end = te && !strcmp(te, "end");
-    const char *bk = getenv("KILN_CUDA_GEMV_RING_BULK"), *pw = getenv("KILN_CUDA_GEMV_RING_PW");
-    r.bulk = bk && *bk == '1';
-    r.pw = pw && *pw == '1';
+    r.late_free = kn.late_free; r.trig_end = kn.trig_end; r.bulk = kn.bulk; r.pw = kn.pw;
     if (r.pw && NS < TCR_NCW) return -1; /* a slot a warp at least */
     const size_t smem = xpart + (size_t)NS * slot;
     static size_t attr;
