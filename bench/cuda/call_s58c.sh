@@ -1,5 +1,5 @@
 #!/bin/bash
-# call_s58c.sh — why the ring GEMV's first working run (call_s58a.sh, session 58) mismatched in the PDL chain tests and ran
+# call_s58c.sh (session 59: + the PDL chains alone per knob, and under racecheck) — why the ring GEMV's first working run (call_s58a.sh, session 58) mismatched in the PDL chain tests and ran
 # slower (~200 s): the GEMV test subset under the ring as it is, with slots freed after their item is computed
 # (KILN_CUDA_GEMV_RING_LATE=1), with plain bulk copies instead of tensor maps (KILN_CUDA_GEMV_RING_BULK=1), with
 # per-warp slots instead of the tag spin (KILN_CUDA_GEMV_RING_PW=1) and with the next launch let in only at the consumers' end (KILN_CUDA_GEMV_RING_TRIG=end);
@@ -11,6 +11,12 @@ P=${1:-build-lead}
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 l8q4
 call_synth_2l q4 l2q4
+# the PDL chains alone under each knob first (seconds: which knob makes eager = synchronized; eager twice equal?)
+for v in KILN_CUDA_GEMV_RING=0 X=1 KILN_CUDA_GEMV_RING_BULK=1 KILN_CUDA_GEMV_RING_PW=1 KILN_CUDA_GEMV_RING_LATE=1 KILN_CUDA_GEMV_RING_TRIG=end; do
+  env KILN_CUDA_TEST_CHAIN_ONLY=1 KILN_CUDA_GEMV_RING=1 $v timeout 30 /tmp/k/test_cuda_kernels > /tmp/t.log 2>&1
+  echo "chain $v rc=$? at $(el) s $(tail -1 /tmp/t.log)" >> $S
+  grep FAIL /tmp/t.log | head -4 >> $S
+done
 for v in X=1 KILN_CUDA_GEMV_RING_BULK=1 KILN_CUDA_GEMV_RING_PW=1 KILN_CUDA_GEMV_RING_LATE=1 KILN_CUDA_GEMV_RING_TRIG=end; do
   env KILN_CUDA_TEST_GEMV_ONLY=1 KILN_CUDA_GEMV_RING=1 $v timeout 45 /tmp/k/test_cuda_kernels > /tmp/t.log 2>&1
   echo "ring $v rc=$? at $(el) s $(tail -1 /tmp/t.log)" >> $S
@@ -30,5 +36,8 @@ call_wait l8q4
 for v in X=1 KILN_CUDA_GEMV_RING=1 "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_BULK=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_PW=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_LATE=1" "KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_TRIG=end"; do
   call_b1 l8q4 kiln "$v"
 done
+# kernels serialized under the sanitizer: a chain that passes here and not above races between launches
+call_san racecheck 100 chainring KILN_CUDA_GEMV_RING=1 KILN_CUDA_TEST_CHAIN_ONLY=1 -- /tmp/k/test_cuda_kernels
+grep -a "FAIL\|passed" /tmp/san_chainring.log | head -4 >> $S
 echo "done at $(el) s" >> $S
 cat $S; cat $OUT/bench.txt

@@ -1160,8 +1160,8 @@ static void pdl_chain_run(const char *what, const hw_t *hg, const hw_t *hu, cons
         }
     const int H = wg->cols, I = wg->rows, V = wo->rows, L = 6;
     float *x0 = rand_vec(H, seed + 1, 1.f), *h0 = rand_vec(H, seed + 2, 0.5f), *ln = rand_vec(H, seed + 3, 1.f);
-    float *res[3][2];
-    for (int mode = 0; mode < 3; mode++) { /* 0: synchronized after every op, 1: eager, 2: one captured step */
+    float *res[4][2];
+    for (int mode = 0; mode < 4; mode++) { /* 0: synchronized after every op, 1: eager, 2: one captured step, 3: eager again */
         float *dx = dev_from(be, x0, H), *dh = dev_from(be, h0, H), *dln = dev_from(be, ln, H);
         float *dg = be->ops->alloc(be, sizeof(float) * I), *du = be->ops->alloc(be, sizeof(float) * I), *dl = be->ops->alloc(be, sizeof(float) * V);
         float probe;
@@ -1192,10 +1192,20 @@ static void pdl_chain_run(const char *what, const hw_t *hg, const hw_t *hu, cons
     int finite = 1;
     for (int i = 0; i < V; i++) finite &= isfinite(res[0][1][i]) && res[0][1][i] != 0.f;
     CHECK(finite, "%s: synchronized run gives non-finite or zero logits", what);
-    for (int mode = 1; mode < 3; mode++)
+    for (int mode = 1; mode < 4; mode++) {
+        /* on a mismatch, how far: a rounding-sized difference says another summation order ran, a large one a race */
+        double dmax = 0, lmax = 0;
+        for (int i = 0; i < V; i++) {
+            const double d = fabs((double)res[0][1][i] - res[mode][1][i]);
+            dmax = d > dmax || d != d ? d : dmax;
+            lmax = fabs(res[0][1][i]) > lmax ? fabs(res[0][1][i]) : lmax;
+        }
         CHECK(!memcmp(res[0][0], res[mode][0], sizeof(float) * H) && !memcmp(res[0][1], res[mode][1], sizeof(float) * V),
-              "%s (%s): differs from the op-by-op synchronized run", what, mode == 1 ? "eager" : "captured step");
-    for (int mode = 0; mode < 3; mode++) { free(res[mode][0]); free(res[mode][1]); }
+              "%s (%s): differs from the op-by-op synchronized run (logits max |diff| %.3g of max |logit| %.3g)", what,
+              mode == 1 ? "eager" : mode == 2 ? "captured step" : "second eager", dmax, lmax);
+    }
+    CHECK(!memcmp(res[1][1], res[3][1], sizeof(float) * V), "%s: two eager runs differ", what);
+    for (int mode = 0; mode < 4; mode++) { free(res[mode][0]); free(res[mode][1]); }
     free(x0); free(h0); free(ln);
 }
 
@@ -5487,6 +5497,11 @@ int main(void) {
         test_row_views();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MATMUL_ONLY)");
+    }
+    if (getenv("KILN_CUDA_TEST_CHAIN_ONLY")) { /* the PDL chains alone (e.g. under compute-sanitizer) */
+        test_pdl_chain();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_CHAIN_ONLY)");
     }
     if (getenv("KILN_CUDA_TEST_GEMV_ONLY")) { /* the batch-1 q4/q8 GEMV tests alone: a short device call */
         test_xprep();
