@@ -16,7 +16,7 @@
 #                              background, the whole test_cuda_kernels beside test_cuda_hybrid/parity/sample, then wait
 #   call_tbin BIN...           whole test binaries one after another (300 s each): last line and failures into $S
 #                              (kiln-tiny's, whose weights a call does not carry, left out of the failure lines)
-#   call_logits CKPT "BIN VAR=V"...   md5 of `kiln logits` over 24 decode steps (--chunk 1, ids $IDS) per binary
+#   call_logits CKPT "BIN VAR=V[,VAR=V]"...   md5 of `kiln logits` over 24 decode steps (--chunk 1, ids $IDS) per binary
 #                              (LG_CHUNK=N: prefill chunks of N instead; LG_TIMEOUT=S: each run's limit, default 60)
 #                              and environment into $S: a bitwise check across fused / separate paths and trees
 #   call_b1 NAME BIN VAR=V     batch-1 decode tok/s at 2048 positions of /tmp/s/NAME into $OUT/bench.txt
@@ -90,7 +90,7 @@ call_logits() {
   local ck=$1 v; shift
   for v in "$@"; do
     set -- $v
-    env $2 timeout "${LG_TIMEOUT:-60}" /tmp/k/$1 logits "$ck" --backend cuda --ids "$IDS" --chunk "${LG_CHUNK:-1}" --out /tmp/lg.npy > /tmp/lg.log 2>&1
+    env ${2//,/ } timeout "${LG_TIMEOUT:-60}" /tmp/k/$1 logits "$ck" --backend cuda --ids "$IDS" --chunk "${LG_CHUNK:-1}" --out /tmp/lg.npy > /tmp/lg.log 2>&1
     echo "logits ${ck##*/} $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
   done
 }

@@ -749,12 +749,86 @@ static void test_gemv_tcm(void) {
 }
 
 /* matmul_gemv_tc.cu's ring kernel (KILN_CUDA_GEMV_RING=1, opt-in): one token of the weights it takes (4-bit groups
- * 32/64, 8-bit group 32; K a multiple of 8 groups) bitwise gemv_tc_kernel's result — alone and as matmul_multi sets
- * (q/k/v, gate/up, four weights with a partial last tile) — and the path taken (its launch count); weights it does not
- * take (4-bit group 128, K = 640) fall back with the same bits and no ring launch. Shapes: more tiles than blocks, a
- * few tiles a block (one tile group idle in the last round), K = 14336 (one group of 8 warps, x from L2 when its
- * f32 copy does not fit beside 8 slots), K = 1024 (two of four warps without an item) */
+ * 32/64/128, 8-bit 32/64/128 — a group over the lane's span included; K a multiple of 8 groups) bitwise
+ * gemv_tc_kernel's result — alone and as matmul_multi sets (q/k/v, gate/up, four weights with a partial last tile) —
+ * and the path taken (its launch count); weights it does not take (K = 640: 20-byte scale rows) fall back with the
+ * same bits and no ring launch. Shapes: more tiles than blocks, a few tiles a block (one tile group idle in the last
+ * round), K = 14336 (one group of 8 warps, the second quad of its last step past K; x from L2 when its f32 copy does
+ * not fit beside the slots), K = 1024 and 768 (quads partly past K) */
 extern int kiln_cuda_gemv_ring_calls;
+/* The ring kernel launched reps times back to back, each into its own output, against one gemv_tc_kernel launch:
+ * every repetition bitwise — half the repetitions launched plain (its default), half by PDL
+ * (KILN_CUDA_GEMV_RING_PDL=1: consecutive launches overlap). A race in the ring's slot protocol shows up as a rare
+ * repetition with some rows off (session 59: llama-3-8b q4's logits differed run to run under the PDL-launched ring;
+ * 2048 repetitions here were bitwise). Shapes: llama-3-8b's gate/up (two 14336-row weights, K = 4096: 7 rounds a
+ * block), its q/k/v, a single weight of K = 14336. reps: 24 in the suite; KILN_CUDA_TEST_RING_STRESS=N for more (a
+ * device call). On a mismatch: the repetition, the count of rows off and the first one's tile, row in tile, segment
+ * and values. */
+static void test_gemv_ring_stress(int reps) {
+    struct { int n, rows[3], K; } sets[] = {{2, {14336, 14336}, 4096}, {3, {4096, 1024, 1024}, 4096}, {1, {4096}, 14336}};
+    char *keep = getenv("KILN_CUDA_GEMV_RING") ? strdup(getenv("KILN_CUDA_GEMV_RING")) : NULL;
+    char *keep_pdl = getenv("KILN_CUDA_GEMV_RING_PDL") ? strdup(getenv("KILN_CUDA_GEMV_RING_PDL")) : NULL;
+    const int before = ct_checks, fails = ct_failures, B = 32;
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        const int n = sets[si].n, K = sets[si].K;
+        size_t N = 0;
+        hw_t h[3];
+        weight_t w[3];
+        const weight_t *wp[3];
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            h[i] = make_quant(sets[si].rows[i], K, 4, 64, DT_BF16, 3100 + 7 * si + i);
+            w[i] = h[i].w;
+            wp[i] = &w[i];
+            N += sets[si].rows[i];
+            err_t e = {0};
+            if (befast->ops->prepare_weight(befast, &w[i], &e)) { CHECK(0, "ring stress: prepare_weight: %s", e.msg); ok = 0; }
+        }
+        float *x = rand_vec(K, 3200 + si, 1.0f), *dx = ok ? dev_from(befast, x, K) : NULL;
+        float *want = malloc(sizeof(float) * N), *got = malloc(sizeof(float) * N), *dy[32][3];
+        for (int b = 0; ok && b < B; b++)
+            for (int i = 0; i < n; i++) dy[b][i] = befast->ops->alloc(befast, sizeof(float) * sets[si].rows[i]);
+        long bad_reps = 0;
+        for (int pass = 0; ok && pass < 2; pass++) { /* 0: gemv_tc_kernel once (the reference), 1: the ring reps times */
+            if (pass) setenv("KILN_CUDA_GEMV_RING", "1", 1);
+            else unsetenv("KILN_CUDA_GEMV_RING");
+            for (int r0 = 0; r0 < (pass ? reps : 1); r0 += B) {
+                const int nb = pass ? (reps - r0 < B ? reps - r0 : B) : 1;
+                if (pass && r0 * 2 >= reps) setenv("KILN_CUDA_GEMV_RING_PDL", "1", 1); /* the second half by PDL */
+                for (int b = 0; b < nb; b++) befast->ops->matmul_multi(befast, n, dy[b], dx, 1, wp);
+                for (int b = 0; b < nb; b++) {
+                    size_t off = 0;
+                    for (int i = 0; i < n; i++) { to_host(befast, (pass ? got : want) + off, dy[b][i], sets[si].rows[i]); off += sets[si].rows[i]; }
+                    if (!pass) continue;
+                    size_t nbad = 0, first = N;
+                    for (size_t r = 0; r < N; r++)
+                        if (memcmp(got + r, want + r, sizeof(float))) { nbad++; if (first == N) first = r; }
+                    if (nbad) {
+                        int seg = 0;
+                        size_t rr = first;
+                        while (seg < n - 1 && rr >= (size_t)sets[si].rows[seg]) rr -= sets[si].rows[seg++];
+                        if (bad_reps < 4)
+                            printf("# ring stress set %zu rep %d: %zu rows off, first segment %d row %zu (tile %zu, row %zu in it): %.9g want %.9g\n", si,
+                                   r0 + b, nbad, seg, rr, rr / 16, rr % 16, got[first], want[first]);
+                        bad_reps++;
+                    }
+                }
+            }
+        }
+        if (keep_pdl) setenv("KILN_CUDA_GEMV_RING_PDL", keep_pdl, 1);
+        else unsetenv("KILN_CUDA_GEMV_RING_PDL");
+        CHECK(ok && bad_reps == 0, "ring stress set %zu (%d weights, K=%d): %ld of %d repetitions differ from gemv_tc_kernel", si, n, K, bad_reps, reps);
+        for (int b = 0; ok && b < B; b++)
+            for (int i = 0; i < n; i++) befast->ops->free(befast, dy[b][i]);
+        if (dx) befast->ops->free(befast, dx);
+        free(x); free(want); free(got);
+        for (int i = 0; i < n; i++) { release(befast, &w[i]); free_hw(&h[i]); }
+    }
+    if (keep) { setenv("KILN_CUDA_GEMV_RING", keep, 1); free(keep); }
+    else unsetenv("KILN_CUDA_GEMV_RING");
+    free(keep_pdl);
+    printf("# gemv ring stress (%d repetitions): %d checks, %d failed\n", reps, ct_checks - before, ct_failures - fails);
+}
 static void test_gemv_ring(void) {
     struct { int n, rows[4], K, bits, group; dtype_t sbt; int takes; } sets[] = {
         {1, {1000}, 4096, 4, 64, DT_BF16, 1},
@@ -765,7 +839,10 @@ static void test_gemv_ring(void) {
         {3, {4096, 1024, 1024}, 4096, 4, 64, DT_BF16, 1}, /* llama-3-8b q/k/v */
         {2, {3072, 3072}, 1024, 4, 64, DT_BF16, 1},       /* qwen3-0.6b gate/up */
         {4, {100, 33, 1, 300}, 768, 8, 32, DT_BF16, 1},    /* four weights, tiny ones */
-        {1, {1000}, 4096, 4, 128, DT_BF16, 0},            /* scales of an item under 16 bytes */
+        {1, {1000}, 4096, 4, 128, DT_BF16, 1},            /* a group a lane's span */
+        {1, {777}, 4096, 8, 64, DT_F16, 1},
+        {1, {777}, 2048, 8, 128, DT_BF16, 1},             /* a group over a lane's span (two lanes a scale) */
+        {1, {300}, 14336, 8, 32, DT_F16, 1},
         {1, {500}, 640, 4, 64, DT_BF16, 0},               /* K not a multiple of 8 groups */
     };
     const int before = ct_checks, fails = ct_failures;
@@ -816,6 +893,8 @@ static void test_gemv_ring(void) {
     if (keep) { setenv("KILN_CUDA_GEMV_RING", keep, 1); free(keep); }
     else unsetenv("KILN_CUDA_GEMV_RING");
     printf("# gemv ring: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
+    const char *st = getenv("KILN_CUDA_TEST_RING_STRESS");
+    test_gemv_ring_stress(st && atoi(st) > 0 ? atoi(st) : 24);
 }
 
 /* matmul_multi: each y[i] bitwise what matmul gives for w[i] alone (one launch over all the
@@ -1644,10 +1723,13 @@ static void test_xprep(void) {
                     used[m] = cuda_xprep_uses(bx[m]) - u0;
                 }
                 /* prepared launches per chain: 3 layers × (q/k/v + gate/up from the norms, down from the GLU)
-                 * + lm_head from the final norm; chk: only gate/up and lm_head (from the norms) */
+                 * + lm_head from the final norm; chk: only gate/up and lm_head (from the norms). None where the
+                 * ring GEMV (KILN_CUDA_GEMV_RING=1) takes every weight of the set: it prepares x itself */
+                const char *rg = getenv("KILN_CUDA_GEMV_RING");
+                const int ring_all = rg && *rg == '1' && (H / sets[si].gq * 2) % 16 == 0 && (I / sets[si].gd * 2) % 16 == 0;
                 for (int m = 1; m < NXM; m++) {
                     const int nrm = modes[m] & 1, glu = (modes[m] & 6) != 0;
-                    const long want = chk ? 4 * nrm : 7 * nrm + 3 * glu;
+                    const long want = ring_all ? 0 : chk ? 4 * nrm : 7 * nrm + 3 * glu;
                     CHECK(used[m] == want, "xprep set %zu chk %d cap %d: XPREP=%d took %ld prepared launches, want %ld", si, chk, cap, modes[m], used[m], want);
                 }
                 int fin = 1;
@@ -5497,6 +5579,11 @@ int main(void) {
         test_row_views();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_MATMUL_ONLY)");
+    }
+    if (getenv("KILN_CUDA_TEST_RING_ONLY")) { /* the ring GEMV's tests alone (with KILN_CUDA_TEST_RING_STRESS=N: a device call) */
+        test_gemv_ring();
+        backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+        return ct_done("test_cuda_kernels (KILN_CUDA_TEST_RING_ONLY)");
     }
     if (getenv("KILN_CUDA_TEST_CHAIN_ONLY")) { /* the PDL chains alone (e.g. under compute-sanitizer) */
         test_pdl_chain();

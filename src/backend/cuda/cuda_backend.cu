@@ -562,6 +562,14 @@ extern "C" backend_t *cuda_backend_create(const char *name, int n_threads, err_t
     cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     c->smem_optin = (size_t)optin;
     cudaCheck(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    /* KILN_CUDA_CACHE_CONFIG=shared|l1|equal (diagnosis, default: the driver's choice per kernel): the device's
+     * L1 / shared-memory split preference — kernels overlapped by PDL can share an SM only where its split holds both */
+    const char *ccenv = getenv("KILN_CUDA_CACHE_CONFIG");
+    if (ccenv && *ccenv) {
+        const cudaFuncCache cc = !strcmp(ccenv, "shared") ? cudaFuncCachePreferShared : !strcmp(ccenv, "l1") ? cudaFuncCachePreferL1
+                                 : !strcmp(ccenv, "equal")  ? cudaFuncCachePreferEqual : cudaFuncCachePreferNone;
+        if (cudaDeviceSetCacheConfig(cc) != cudaSuccess) cudaGetLastError();
+    }
     cublasCheck(cublasLtCreate(&c->lt));
     c->lt_workspace_bytes = 64u << 20;
     cudaCheck(cudaMalloc(&c->lt_workspace, c->lt_workspace_bytes));

@@ -727,81 +727,59 @@ __global__ void __launch_bounds__(TCM_MAXT) gemv_tcm_kernel(const __grid_constan
 }
 
 /* ---- the ring GEMV: gemv_tcr_kernel (one token, matmul / matmul_multi without fused modes; KILN_CUDA_GEMV_RING=1,
- * opt-in, read per call; session 56, written before any device run) ----
+ * opt-in, read per call) ----
  *
  * Why: ~1.0 ms of a 2.8-ms llama-3-8b q4 token (H100, session 55) lies between the GEMVs, not in them. gemv_tc_kernel's
  * blocks fill an SM's registers (16 warps × 128), so the next launch's blocks become resident only once this one's
  * have left, and every hop drains the memory pipe: the next kernel's first loads wait for its blocks to be placed.
- * Here a block is one producer warp and TCR_NCW consumer warps (about half an SM's registers) with at most
- * KILN_CUDA_GEMV_RING_SMEM bytes of shared memory (default 100 KB: two such blocks and a small kernel between them,
- * an add_rms_norm, in an SM's 228 KB with the 1 KB each block reserves), so the next launch's blocks fit beside a
- * running one. The producer streams the block's items by the copy engine — three boxes an item (codes: 256 bytes × 16 rows;
- * the span's scales and biases) through 2-D tensor maps — into a ring of shared-memory slots, starting before the PDL
- * wait (weights do not depend on the kernel before), so a launch that is resident early has its ring full when its
- * x is ready; the consumers wait for x, prepare it and run tc_compute on each slot, then free it.
+ * Here a block is one producer warp and TCR_NCW = 8 consumer warps (about half an SM's registers) with ~100 KB of
+ * shared memory (KILN_CUDA_GEMV_RING_SMEM; more only where two slots a consumer set need it), so the next launch's
+ * blocks fit beside a running one. The producer streams the block's weights by the copy engine into a ring of
+ * shared-memory slots, starting before the PDL wait (weights do not depend on the kernel before), so a launch that
+ * is resident early has its ring full when its x is ready; the consumers wait for x, prepare it and run tc_compute
+ * on each chunk of a slot, then free it.
+ *
+ * A slot is a quad: 4 chunks (4 × 256 bytes of codes) of one tile's 16 rows, with their scales and biases — three
+ * tensor-map boxes (codes as 64-bit elements, 1040 bytes a row: the quad plus 16 bytes of the next, so that rows lie
+ * 16 bytes apart in the banks and a warp's code reads are conflict-free; scales and biases 4 × SBR bytes a row).
+ * Session 58's first version copied one chunk an item in three boxes, two of them 16-byte rows: the producer's
+ * lane then issued ~60 instructions per 4.6 KB and the kernel streamed 0.6–0.96 TB/s (ncu, H100); per-row bulk
+ * copies were slower still (batch-1 llama-3-8b q4 75 tok/s against 190).
+ *
+ * The 8 consumer warps are two sets of 4; each set takes one quad of every slot the producer fills for it and has
+ * its own half of the ring, used in its own order, so a slot's fills all go to one set and full[s]'s parity alone
+ * names the fill (no tags: session 57's race was a shared ring whose uses went to different warps). With S = 4
+ * (K < 8192) a set is a tile group; with S = 8 a set is a quad's 4 warps of the one group.
  *
  * Bitwise gemv_tc_kernel: the same x preparation (the f32 copy where the budget allows it, else three reads of x from
  * L2; the same digits either way), the same split of a tile (S warps by K, warp w of a group taking chunks w, w + S,
  * …), the same fold per unit and the same lane and warp order at a tile's end — only where an item's bytes come
  * from changes. test_gemv_ring compares the two kernels bitwise; test_gemv_tcm's one-token rows then check it again.
- * Takes 4-bit weights of groups 32 and 64 and 8-bit of group 32 (a box's inner extent of scales must be at least 16
- * bytes), K a multiple of 8 groups (16-byte scale rows), 16-byte-aligned codes, scales and biases; otherwise, or
- * where the tensor maps cannot be encoded, gemv_tc_kernel runs. */
-#define TCR_NCW 8     /* consumer warps: one tile group of 8 (S = 8) or two of 4 */
-#define TCR_NSMAX 32  /* ring slots at most */
-#define TCR_BAR 5     /* the consumers' named barrier (tc_bar uses 1..4) */
+ * Takes what gemv_tc_kernel takes where a row's scales are a multiple of 16 bytes (K a multiple of 8 groups) and
+ * codes, scales and biases 16-byte aligned; otherwise, or where the tensor maps cannot be encoded, gemv_tc_kernel
+ * runs.
+ *
+ * Where it stands (session 59, H100, bench/cuda/RESULTS.md): alone it is level with gemv_tc_kernel (ncu, 2-layer
+ * llama-3-8b q4: gate/up 33.6 vs 37.2 µs, q/k/v 16.7 vs 13.8, o 13.9 vs 11.8, down 29.2 vs 24.5 — 8 consumer warps
+ * against 16, and a ring of 4 slots holds less than gemv_tc_kernel's registers have in flight); in the decode chain
+ * batch-1 llama-3-8b q4 343–346 tok/s against 358–361, 360 at a 200 KB budget (10 slots, no two blocks an SM). It is
+ * launched plain, not by PDL, for the run-to-run difference described at tcr_launch: so opt-in, deterministic, and
+ * not yet the overlap it was written for. */
+#define TCR_NCW 8    /* consumer warps: two sets of 4 */
+#define TCR_NSMAX 16 /* ring slots at most */
+#define TCR_BAR 5    /* the consumers' named barrier (tc_bar uses 1..4) */
+#define TCR_QB 1040  /* bytes of a quad's row in a slot: 4 chunks + 16 (bank offset) */
 struct tcr_args {
-    CUtensorMap tm[3 * TC_MAXSEG]; /* segment i: codes (uint8 [rows][K·BITS/8]), scales, biases (uint16 [rows][K/group]) */
+    const CUtensorMap *tm[3 * TC_MAXSEG]; /* segment i: codes (uint64 [rows][K·BITS/64]), scales, biases (uint16 [rows][K/group]),
+                                           * in device memory (tcr_map) */
     tc_args a;
-    int NS, SBR; /* ring slots; bytes of scales a row of an item (the biases' too) */
-    /* diagnosis of session 58's first run (a PDL-chain mismatch, slower than gemv_tc_kernel): late_free
-     * (KILN_CUDA_GEMV_RING_LATE=1) frees a slot only after its item is computed (the slot's registers used: no
-     * generic read of it can still be pending when the copy engine rewrites it); trig_end (KILN_CUDA_GEMV_RING_TRIG=end)
-     * lets the next kernel launch only at the consumers' end instead of at entry */
-    int late_free, trig_end;
-    /* bulk (KILN_CUDA_GEMV_RING_BULK=1): the producer warp fills a slot by plain bulk copies, a row's codes, scales
-     * and biases per lane (no tensor map: tests whether the maps, read from kernel-parameter space by launches
-     * that now overlap, are what the chain mismatch comes from; stream_chain's pdlring used plain bulk copies) */
-    int bulk;
-    /* pw (KILN_CUDA_GEMV_RING_PW=1): each consumer warp owns NS / TCR_NCW slots used in its own item order, so a
-     * slot's fills all go to one warp and full[s]'s parity alone names the fill (no tag to spin on: the shared
-     * ring's waiting warps poll their tag with plain loads, a suspect in the first run's slowness) */
-    int pw;
+    int NS, SBR; /* ring slots (half a set); bytes of scales a row of a chunk (the biases' too) */
+    int trig_end; /* KILN_CUDA_GEMV_RING_TRIG=end (diagnosis): the next kernel let in at the consumers' end, not at entry */
+    int prod_wait; /* KILN_CUDA_GEMV_RING_PREWAIT=0 (diagnosis): the producer too waits for the kernel before (no copies before it) */
 };
-__device__ __forceinline__ void tcr_bulk(uint32_t dst, const void *src, uint32_t bytes, uint32_t mb) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src), "r"(bytes),
-                 "r"(mb)
-                 : "memory");
-}
 __device__ __forceinline__ void tcr_mb_wait(uint32_t a, uint32_t par) {
     asm volatile("{\n.reg .pred p;\nTCR_W_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra TCR_W_%=;\n}\n" ::"r"(a), "r"(par)
                  : "memory");
-}
-/* the slot of the block's item k, consumer warp cw's j-th, and which use of that slot it is: the shared ring (pw = 0)
- * slot k % NS; per-warp slots (pw = 1) the warp's own NS / TCR_NCW in its item order. Producer and consumers both
- * call this: the protocol holds only while they agree */
-__device__ __forceinline__ int tcr_slot(int pw, unsigned k, unsigned j, int cw, int NS, unsigned &use) {
-    if (pw) {
-        const int nsw = NS / TCR_NCW;
-        use = j / nsw;
-        return cw * nsw + (int)(j % nsw);
-    }
-    use = k / NS;
-    return (int)(k % NS);
-}
-/* the producer's slot for item k (consumer warp cw's cnt[cw]-th), once its previous use is freed; the shared ring's
- * tag is written then */
-__device__ __forceinline__ int tcr_claim(int pw, unsigned k, int cw, unsigned (&cnt)[TCR_NCW], int NS, uint32_t eb, int *tag) {
-    unsigned use;
-    const int s = tcr_slot(pw, k, cnt[cw]++, cw, NS, use);
-    if (use > 0) tcr_mb_wait(eb + 8 * s, (use - 1) & 1);
-    if (!pw) *(volatile int *)&tag[s] = (int)k; /* after the slot's last use was freed */
-    return s;
-}
-/* a consumer warp done with slot s (its shared reads issued: late_free waits until they are used) */
-__device__ __forceinline__ void tcr_free(uint32_t eb, int s, int lane) {
-    __syncwarp();
-    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(eb + 8 * s) : "memory");
 }
 __device__ __forceinline__ void tcr_tma(uint32_t dst, const CUtensorMap *m, int x, int y, uint32_t mb) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
@@ -816,20 +794,15 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     const tc_args &a = r.a;
     extern __shared__ __align__(128) char tcr_sh[];
     __shared__ __align__(8) uint64_t full[TCR_NSMAX], empty[TCR_NSMAX];
-    /* tag[s]: the item slot s was last armed for. A slot's uses go to different warps, and a warp may reach item k
-     * before the slot's use for item k − NS has even been filled: full[s]'s parity alone would then read that older
-     * phase as k's (wrong rows, then an early empty arrival and a hang — the first device run, session 57). A
-     * consumer waits for the tag first: once it reads k the slot's earlier uses are consumed, and the parity of
-     * full[s] names k's fill alone */
-    __shared__ int tag[TCR_NSMAX];
     __shared__ float smax[TCR_NCW];
     const int K = a.K, nchunks = (K + G::CHUNK - 1) / G::CHUNK, nspans = nchunks * 4, S = a.S, NS = r.NS, SBR = r.SBR;
-    const int ng = TCR_NCW / S, ipt = (nchunks + S - 1) / S, slot = 4096 + 32 * SBR;
+    const int ng = TCR_NCW / S, ipt = (nchunks + S - 1) / S, nq = S / 4, half = NS / 2;
+    const int scb = 16 * TCR_QB, slot = scb + 2 * 16 * 4 * SBR; /* a slot: codes box, then scales, biases (16 × 4·SBR each) */
     constexpr int U = G::SPAN / NU;
-    char *xsh = tcr_sh + (size_t)NS * slot;                          /* (nspans + 1 zero span) × SPAN_B */
-    float *xf = (float *)(xsh + (size_t)(nspans + 1) * G::SPAN_B);   /* a.xf: x, U + 4 floats a unit */
-    float *xsum = xf + (a.xf ? K + 4 * (K / U) : 0);                 /* K / unit */
-    float *red = xsum + K / U;                                       /* ng × S × 16 */
+    char *xsh = tcr_sh + (size_t)NS * slot;                        /* (nspans + 1 zero span) × SPAN_B */
+    float *xf = (float *)(xsh + (size_t)(nspans + 1) * G::SPAN_B); /* a.xf: x, U + 4 floats a unit */
+    float *xsum = xf + (a.xf ? K + 4 * (K / U) : 0);               /* K / unit */
+    float *red = xsum + K / U;                                     /* ng × S × 16 */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int Gb = gridDim.x, ntl = a.ntiles > (int)blockIdx.x ? (a.ntiles - 1 - (int)blockIdx.x) / Gb + 1 : 0; /* tiles b, b + Gb, … */
     const uint32_t ring0 = (uint32_t)__cvta_generic_to_shared(tcr_sh);
@@ -837,56 +810,41 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     if (threadIdx.x == 0) {
         for (int s = 0; s < NS; s++) {
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(fb + 8 * s) : "memory");
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(eb + 8 * s) : "memory");
-            tag[s] = -1;
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 4;\n" ::"r"(eb + 8 * s) : "memory"); /* a set's 4 warps */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
     if (!r.trig_end) pdl_trigger(); /* the next kernel (PDL) may start: its blocks fit beside this one's */
-    /* The items in the order both sides walk them: rounds of up to ng tiles (tile group gr takes the round's tile
-     * gr), within a round item jj of every warp of every group (chunk w + jj·S; none past the last chunk) */
-    if (warp == TCR_NCW) { /* the producer warp: every item of the block, each into its slot once that slot is free —
-                            * lane 0 claims it and arms full[s]; the copies by three tensor-map boxes (lane 0) or, with
-                            * r.bulk, by plain bulk copies of a row's codes, scales and biases per lane (lanes 0..15) */
-        const int wrow = K * BITS / 8, ngr = K >> a.lg_group;
-        unsigned k = 0, cnt[TCR_NCW] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int r0 = 0; r0 < ntl; r0 += ng) {
-            const int nr = min(ng, ntl - r0);
-            for (int jj = 0; jj < ipt; jj++)
-                for (int gr = 0; gr < nr; gr++) {
-                    const int tile = (int)blockIdx.x + (r0 + gr) * Gb, si = tc_seg_of(a, tile), row0 = (tile - a.seg[si].tile0) * 16;
-                    const tc_seg &sg = a.seg[si];
-                    const int nrow = min(16, sg.rows - row0);
-                    for (int w = 0; w < S; w++) {
-                        const int chunk = w + jj * S;
-                        if (chunk >= nchunks) continue;
-                        const int u0 = (chunk * G::CHUNK) >> a.lg_group;
-                        const int cb = min(256, wrow - chunk * 256), sb = min(SBR, (ngr - u0) * 2); /* K's last chunk: what lies in the row */
-                        int s = 0;
-                        if (lane == 0) s = tcr_claim(r.pw, k, gr * S + w, cnt, NS, eb, tag);
-                        s = __shfl_sync(0xffffffffu, s, 0);
-                        const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
-                        const uint32_t bytes = r.bulk ? (uint32_t)(nrow * (cb + 2 * sb)) : (uint32_t)slot; /* a box is whole, zeros past the matrix */
-                        if (lane == 0) asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(bytes) : "memory");
-                        if (!r.bulk) {
-                            if (lane == 0) {
-                                tcr_tma(dst, &r.tm[3 * si], chunk * 256, row0, mb);
-                                tcr_tma(dst + 4096, &r.tm[3 * si + 1], u0, row0, mb);
-                                tcr_tma(dst + 4096 + 16 * SBR, &r.tm[3 * si + 2], u0, row0, mb);
-                            }
-                        } else {
-                            __syncwarp();
-                            if (lane < nrow) {
-                                const size_t row = (size_t)(row0 + lane);
-                                tcr_bulk(dst + lane * 256, (const char *)sg.data + row * wrow + chunk * 256, cb, mb);
-                                tcr_bulk(dst + 4096 + lane * SBR, (const char *)sg.scales + (row * ngr + u0) * 2, sb, mb);
-                                tcr_bulk(dst + 4096 + 16 * SBR + lane * SBR, (const char *)sg.biases + (row * ngr + u0) * 2, sb, mb);
-                            }
+    /* The slots in the order the producer fills them: rounds of up to ng tiles (tile group gr takes the round's tile
+     * gr), within a round step jj of every group, within that quad qd of the group's S chunks — quad (gr, qd) goes
+     * to consumer set gr·nq + qd, none past K's last chunk. Each set's j-th slot is s = set·half + j % half, its
+     * (j / half)-th use. */
+    if (warp == TCR_NCW) {
+        if (r.prod_wait) pdl_wait();
+        if (lane == 0) {
+            for (int i = 0; i < 3 * a.nseg; i++) /* the maps (global memory) into the tensor-map proxy, once a block */
+                asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"((uint64_t)r.tm[i]) : "memory");
+            unsigned cnt0 = 0, cnt1 = 0; /* each set's slots so far (scalars: an indexed pair would live in local memory) */
+            for (int r0 = 0; r0 < ntl; r0 += ng) {
+                const int nr = min(ng, ntl - r0);
+                for (int jj = 0; jj < ipt; jj++)
+                    for (int gr = 0; gr < nr; gr++)
+                        for (int qd = 0; qd < nq; qd++) {
+                            const int c0 = jj * S + 4 * qd; /* the quad's first chunk */
+                            if (c0 >= nchunks) continue;
+                            const int tile = (int)blockIdx.x + (r0 + gr) * Gb, si = tc_seg_of(a, tile), row0 = (tile - a.seg[si].tile0) * 16;
+                            const int set = gr * nq + qd;
+                            const unsigned j = set ? cnt1++ : cnt0++, use = j / half;
+                            const int s = set * half + (int)(j % half);
+                            if (use > 0) tcr_mb_wait(eb + 8 * s, (use - 1) & 1);
+                            const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
+                            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(slot) : "memory");
+                            tcr_tma(dst, r.tm[3 * si], c0 * (256 / 8), row0, mb);
+                            tcr_tma(dst + scb, r.tm[3 * si + 1], c0 * (SBR / 2), row0, mb);
+                            tcr_tma(dst + scb + 64 * SBR, r.tm[3 * si + 2], c0 * (SBR / 2), row0, mb);
                         }
-                        k++;
-                    }
-                }
+            }
         }
         return;
     }
@@ -949,67 +907,67 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
     const char *zero = xsh + (size_t)nspans * G::SPAN_B;
     const bool act1 = (g >> 1) == q, act2 = g == 2 * q;
     const int off1 = act1 ? 8 * (g & 1) : 0, off2 = act2 ? 16 : 0;
-    const int grp = warp / S, w = warp % S;
-    unsigned k = 0, jc = 0; /* jc: this warp's items so far */
+    const int grp = warp / S, w = warp % S, set = warp >> 2, wq = warp & 3; /* wq: this warp's chunk in a quad */
+    const uint32_t ebs = eb + 8 * (set * half), fbs = fb + 8 * (set * half);
+    const char *ring = tcr_sh + (size_t)(set * half) * slot;
+    unsigned j = 0; /* this set's slots so far */
     for (int r0 = 0; r0 < ntl; r0 += ng) {
-        const int nr = min(ng, ntl - r0);
+        if (grp >= min(ng, ntl - r0)) break; /* the last round has fewer tiles: this group has none (and no slots) */
         float acc[2] = {0.f, 0.f};
-        for (int jj = 0; jj < ipt; jj++)
-            for (int gr = 0; gr < nr; gr++)
-                for (int ww = 0; ww < S; ww++) {
-                    const int chunk = ww + jj * S;
-                    if (chunk >= nchunks) continue;
-                    if (gr == grp && ww == w) {
-                        unsigned use;
-                        const int s = tcr_slot(r.pw, k, jc++, warp, NS, use);
-                        if (!r.pw)
-                            while (*(volatile int *)&tag[s] != (int)k) {
-                            }
-                        tcr_mb_wait(fb + 8 * s, use & 1);
-                        const char *sl = tcr_sh + (size_t)s * slot;
-                        tc_buf B;
+        for (int jj = 0; jj < ipt; jj++) {
+            const int chunk = w + jj * S;
+            if (chunk - wq >= nchunks) break; /* the quad lies past K: never filled */
+            const unsigned use = j / half, sj = j % half;
+            j++;
+            tcr_mb_wait(fbs + 8 * sj, use & 1);
+            const bool live = chunk < nchunks;
+            tc_buf B;
+            if (live) {
+                const char *sl = ring + (size_t)sj * slot, *cd = sl + wq * 256 + q * 64;
+                const char *sc = sl + scb + g * (4 * SBR) + wq * SBR + ((q * G::SPAN) >> a.lg_group) * 2, *bi = sc + 64 * SBR;
 #pragma unroll
-                        for (int rr = 0; rr < 2; rr++) {
-                            const char *row = sl + (g + 8 * rr) * 256 + q * 64;
+                for (int rr = 0; rr < 2; rr++) {
 #pragma unroll
-                            for (int j = 0; j < 4; j++) B.c[rr][j] = *(const uint4 *)(row + 16 * j);
-                            const char *sc = sl + 4096 + (g + 8 * rr) * SBR + q * (2 * NU), *bi = sc + 16 * SBR;
-                            if constexpr (NU == 4) {
-                                const uint2 sv = *(const uint2 *)sc, bv = *(const uint2 *)bi;
-                                B.s[rr][0] = sv.x; B.s[rr][1] = sv.y; B.b[rr][0] = bv.x; B.b[rr][1] = bv.y;
-                            } else {
-                                B.s[rr][0] = *(const uint32_t *)sc; B.s[rr][1] = 0;
-                                B.b[rr][0] = *(const uint32_t *)bi; B.b[rr][1] = 0;
-                            }
-                        }
-                        if (!r.late_free) tcr_free(eb, s, lane);
-                        const int span = chunk * 4 + q, col0 = span * G::SPAN;
-                        const char *sp = xsh + (size_t)span * G::SPAN_B;
-                        tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum,
-                                                  inv_scale);
-                        if (r.late_free) tcr_free(eb, s, lane);
+                    for (int jv = 0; jv < 4; jv++) B.c[rr][jv] = *(const uint4 *)(cd + (g + 8 * rr) * TCR_QB + 16 * jv);
+                    const char *scr = sc + rr * 8 * (4 * SBR), *bir = bi + rr * 8 * (4 * SBR);
+                    if constexpr (NU == 4) {
+                        const uint2 sv = *(const uint2 *)scr, bv = *(const uint2 *)bir;
+                        B.s[rr][0] = sv.x; B.s[rr][1] = sv.y; B.b[rr][0] = bv.x; B.b[rr][1] = bv.y;
+                    } else if constexpr (NU == 2) {
+                        B.s[rr][0] = *(const uint32_t *)scr; B.s[rr][1] = 0;
+                        B.b[rr][0] = *(const uint32_t *)bir; B.b[rr][1] = 0;
+                    } else {
+                        B.s[rr][0] = *(const uint16_t *)scr; B.s[rr][1] = 0;
+                        B.b[rr][0] = *(const uint16_t *)bir; B.b[rr][1] = 0;
                     }
-                    k++;
                 }
-        if (grp < nr) { /* this group's tile of the round: lanes q, then warps in order (gemv_tc_kernel's tile end) */
-#pragma unroll
-            for (int rr = 0; rr < 2; rr++) {
-                acc[rr] = __fadd_rn(acc[rr], __shfl_xor_sync(0xffffffffu, acc[rr], 1));
-                acc[rr] = __fadd_rn(acc[rr], __shfl_xor_sync(0xffffffffu, acc[rr], 2));
             }
-            float *rg = red + grp * S * 16;
-            if (q == 0) { rg[w * 16 + g] = acc[0]; rg[w * 16 + g + 8] = acc[1]; }
-            tc_bar(grp, S);
-            if (w == 0 && lane < 16) {
-                float v = rg[lane];
-                for (int i = 1; i < S; i++) v = __fadd_rn(v, rg[i * 16 + lane]);
-                const int tile = (int)blockIdx.x + (r0 + grp) * Gb;
-                const tc_seg &sg = a.seg[tc_seg_of(a, tile)];
-                const int row = (tile - sg.tile0) * 16 + lane;
-                if (row < sg.rows) sg.y[row] = v;
+            __syncwarp(); /* the warp's reads of the slot issued (the arrive releases them) */
+            if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(ebs + 8 * sj) : "memory");
+            if (live) {
+                const int span = chunk * 4 + q, col0 = span * G::SPAN;
+                const char *sp = xsh + (size_t)span * G::SPAN_B;
+                tc_compute<BITS, NU, SBF>(B, acc, col0, col0 < K, (act1 ? sp : zero) + off1, (act2 ? sp : zero) + off2, xsum, inv_scale);
             }
-            tc_bar(grp, S);
         }
+        /* this group's tile of the round: lanes q, then warps in order (gemv_tc_kernel's tile end) */
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++) {
+            acc[rr] = __fadd_rn(acc[rr], __shfl_xor_sync(0xffffffffu, acc[rr], 1));
+            acc[rr] = __fadd_rn(acc[rr], __shfl_xor_sync(0xffffffffu, acc[rr], 2));
+        }
+        float *rg = red + grp * S * 16;
+        if (q == 0) { rg[w * 16 + g] = acc[0]; rg[w * 16 + g + 8] = acc[1]; }
+        tc_bar(grp, S);
+        if (w == 0 && lane < 16) {
+            float v = rg[lane];
+            for (int i = 1; i < S; i++) v = __fadd_rn(v, rg[i * 16 + lane]);
+            const int tile = (int)blockIdx.x + (r0 + grp) * Gb;
+            const tc_seg &sg = a.seg[tc_seg_of(a, tile)];
+            const int row = (tile - sg.tile0) * 16 + lane;
+            if (row < sg.rows) sg.y[row] = v;
+        }
+        tc_bar(grp, S);
     }
     if (r.trig_end) pdl_trigger();
 }
@@ -1271,68 +1229,122 @@ static int tcr_wanted(void) {
     const char *e = getenv("KILN_CUDA_GEMV_RING");
     return e && *e == '1';
 }
-/* a [rows][cols] matrix of elements of es bytes as a 2-D tensor map with boxes of bx × 16 (0: not encodable) */
-/* (m NULL: the bulk copies' path — only the 16-byte alignment both need is checked, no map is made) */
-static int tcr_map(CUtensorMap *m, const void *p, int es, size_t cols, size_t rows, int bx) {
-    if (((uintptr_t)p & 15) || (cols * es) % 16) return 0;
-    if (!m) return 1;
+/* diagnosis (bisecting a model's launches): KILN_CUDA_GEMV_RING_K=N only launches of that K take the ring,
+ * KILN_CUDA_GEMV_RING_NSEG=N only launches of N weights (read once; 0 or unset: any) */
+static int tcr_scope(const tc_args &a) {
+    static int k = -1, ns = -1;
+    if (k < 0) {
+        const char *ek = getenv("KILN_CUDA_GEMV_RING_K"), *en = getenv("KILN_CUDA_GEMV_RING_NSEG");
+        k = ek ? atoi(ek) : 0;
+        ns = en ? atoi(en) : 0;
+        k = k < 0 ? 0 : k;
+    }
+    return (!k || a.K == k) && (ns <= 0 || a.nseg == ns);
+}
+/* A [rows][cols] matrix of elements of es bytes (8: uint64, else uint16) as a 2-D tensor map with boxes of bx × 16,
+ * in device memory: the map's address (NULL: not encodable, or the table is full — gemv_tc_kernel runs).
+ *
+ * Why device memory, not the kernel's parameters (__grid_constant__, as session 58 had them): measured, H100, the same
+ * kernel otherwise (call_s59b/c.sh): batch-1 llama-3-8b q4 278–281 tok/s with the maps in parameter space against
+ * 343–345 in device memory (gemv_tc_kernel 358–361), and under PDL its logits differed in every run with the former.
+ * A guess at why, not verified: launches of one kernel see their parameters at the same address, and the copy
+ * engine's descriptor cache keyed on it had to be refetched (or served a neighbour's map). Here every weight's maps
+ * have addresses of their own, written once (on first use, a 128-byte copy on a stream of their own and a wait for
+ * it — outside any capture of the step's stream) and never rewritten; each block fences its maps into the
+ * tensor-map proxy before its first copy.
+ * Kept for the process: TCR_MAPCACHE maps (a weight takes three; llama-3-8b ~680). A map depends only on the
+ * address, shape and box, so a reused address of the same shape gets the same map. */
+#define TCR_MAPCACHE 4096
+static struct tcr_mapent { const void *p; size_t cols, rows; int es, bx, slot; } tcr_maps[TCR_MAPCACHE];
+static CUtensorMap *tcr_dmaps; /* TCR_MAPCACHE maps on the device */
+static int tcr_nmaps;
+static const CUtensorMap *tcr_map(const void *p, int es, size_t cols, size_t rows, int bx) {
+    if (((uintptr_t)p & 15) || (cols * es) % 16) return NULL;
+    const size_t h = ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull ^ cols * 31 ^ rows * 131 ^ (size_t)(es * 7 + bx);
+    tcr_mapent *e = NULL;
+    for (int i = 0; i < 16; i++) { /* open addressing, 16 probes; a full neighbourhood: not this kernel */
+        tcr_mapent *c = &tcr_maps[(h + (size_t)i) % TCR_MAPCACHE];
+        if (c->p == p && c->cols == cols && c->rows == rows && c->es == es && c->bx == bx) return tcr_dmaps + c->slot;
+        if (!c->p) { e = c; break; }
+    }
     const cuda_tmap_encode_fn enc = cuda_tmap_encoder();
-    if (!enc) return 0;
+    if (!e || !enc || tcr_nmaps >= TCR_MAPCACHE) return NULL;
+    static cudaStream_t st;
+    if (!tcr_dmaps && (cudaMalloc((void **)&tcr_dmaps, sizeof(CUtensorMap) * TCR_MAPCACHE) != cudaSuccess ||
+                       cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)) {
+        cudaGetLastError();
+        if (tcr_dmaps) cudaFree(tcr_dmaps);
+        tcr_dmaps = NULL;
+        tcr_nmaps = TCR_MAPCACHE; /* no table: never again */
+        return NULL;
+    }
+    CUtensorMap m;
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)(cols * es)};
     const cuuint32_t box[2] = {(cuuint32_t)bx, 16}, el[2] = {1, 1};
-    return enc(m, es == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p, dims, strides, box, el,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-/* the diagnosis knobs (tcr_args' late_free, trig_end, bulk, pw), read once */
-static struct { int read, late_free, trig_end, bulk, pw; } tcr_kn;
-static void tcr_knobs(void) {
-    if (tcr_kn.read) return;
-    const char *lf = getenv("KILN_CUDA_GEMV_RING_LATE"), *te = getenv("KILN_CUDA_GEMV_RING_TRIG");
-    const char *bk = getenv("KILN_CUDA_GEMV_RING_BULK"), *pw = getenv("KILN_CUDA_GEMV_RING_PW");
-    tcr_kn.late_free = lf && *lf == '1';
-    tcr_kn.trig_end = te && !strcmp(te, "end");
-    tcr_kn.bulk = bk && *bk == '1';
-    tcr_kn.pw = pw && *pw == '1';
-    tcr_kn.read = 1;
+    if (enc(&m, es == 8 ? CU_TENSOR_MAP_DATA_TYPE_UINT64 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void *)p, dims, strides, box, el,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return NULL;
+    /* its own non-blocking stream: not captured with the step (which may be recording now), and waited for here —
+     * the copy from pageable memory is complete before any launch can read the map */
+    if (cudaMemcpyAsync(tcr_dmaps + tcr_nmaps, &m, sizeof m, cudaMemcpyHostToDevice, st) != cudaSuccess || cudaStreamSynchronize(st) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    e->p = p; e->cols = cols; e->rows = rows; e->es = es; e->bx = bx; e->slot = tcr_nmaps++;
+    return tcr_dmaps + e->slot;
 }
 /* 0: launched; -1: not this kernel's weights (gemv_tc_kernel runs) */
 template <int BITS, int NU, int SBF>
 static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     using G = tc_geo<BITS>;
-    tcr_knobs();
-    const auto &kn = tcr_kn;
-    static tcr_args r; /* ~2 KB: a kernel parameter copied at launch */
+    tcr_args r;
     memset(&r, 0, sizeof r);
     r.a = a0;
     const int K = a0.K, S = K >= 8192 ? 8 : 4, ng = TCR_NCW / S, nchunks = (K + G::CHUNK - 1) / G::CHUNK;
     r.a.S = S;
     r.a.G = ng;
-    r.SBR = ((G::CHUNK >> a0.lg_group) * 2);
-    if (r.SBR < 16 || r.SBR % 16) return -1;
+    r.SBR = (G::CHUNK >> a0.lg_group) * 2; /* 4 · SBR: a slot's row of scales, at least 16 bytes for every group size */
     const size_t ngr = (size_t)K >> a0.lg_group, wrow = (size_t)K * BITS / 8;
+    if (wrow % 16) return -1;
     for (int i = 0; i < a0.nseg; i++) {
         const tc_seg &sg = a0.seg[i];
-        CUtensorMap *tm = kn.bulk ? NULL : &r.tm[3 * i]; /* bulk copies read no map */
-        if (!tcr_map(tm, sg.data, 1, wrow, sg.rows, 256) || !tcr_map(tm ? tm + 1 : NULL, sg.scales, 2, ngr, sg.rows, r.SBR / 2) ||
-            !tcr_map(tm ? tm + 2 : NULL, sg.biases, 2, ngr, sg.rows, r.SBR / 2))
+        if (!(r.tm[3 * i] = tcr_map(sg.data, 8, wrow / 8, sg.rows, TCR_QB / 8)) || !(r.tm[3 * i + 1] = tcr_map(sg.scales, 2, ngr, sg.rows, 2 * r.SBR)) ||
+            !(r.tm[3 * i + 2] = tcr_map(sg.biases, 2, ngr, sg.rows, 2 * r.SBR)))
             return -1;
     }
     constexpr int U = G::SPAN / NU;
-    const size_t slot = 4096 + 32 * (size_t)r.SBR;
+    const size_t slot = 16 * TCR_QB + 2 * 16 * 4 * (size_t)r.SBR;
     size_t xpart = (size_t)(nchunks * 4 + 1) * G::SPAN_B + sizeof(float) * (K / U) + sizeof(float) * ng * S * 16;
     const size_t xfb = sizeof(float) * (K + 4 * (K / U));
+    /* shared memory: KILN_CUDA_GEMV_RING_SMEM bytes (default 100 KB: two such blocks and a small kernel fit an SM),
+     * or what two slots a consumer set need where x's digits leave less (K = 14336: ~120 KB) */
     const char *be = getenv("KILN_CUDA_GEMV_RING_SMEM");
     size_t budget = be && *be ? (size_t)atol(be) : (size_t)100 * 1024;
+    if (budget < xpart + 4 * slot) budget = xpart + 4 * slot;
     if (budget > c->smem_optin - 1024) budget = c->smem_optin - 1024; /* the kernel's static shared memory beside it */
-    r.a.xf = a0.xf && xpart + xfb + 8 * slot <= budget; /* x's f32 copy only where 8 slots still fit beside it */
+    r.a.xf = a0.xf && xpart + xfb + 4 * slot <= budget; /* x's f32 copy only where the ring keeps two slots a set */
     if (r.a.xf) xpart += xfb;
     if (xpart + 4 * slot > budget) return -1;
-    int NS = (int)((budget - xpart) / slot);
+    int NS = (int)((budget - xpart) / slot) & ~1; /* two sets: an even count */
     NS = NS > TCR_NSMAX ? TCR_NSMAX : NS;
     r.NS = NS;
-    r.late_free = kn.late_free; r.trig_end = kn.trig_end; r.bulk = kn.bulk; r.pw = kn.pw;
-    if (r.pw && NS < TCR_NCW) return -1; /* a slot a warp at least */
+    /* How it is launched. Plain by default: PDL-launched (KILN_CUDA_GEMV_RING_PDL=1, what the ring is for) llama-3-8b
+     * q4's logits differed from run to run — in 2–4 of 4 runs with only gate/up on the ring, from the second decode step,
+     * max |d| ~0.3 % of max |logit| — while every plain launch was bitwise (call_s59f–h.sh, H100); the ring alone is
+     * bitwise in 2048 back-to-back PDL launches (test_gemv_ring_stress). Not the pre-wait copies
+     * (KILN_CUDA_GEMV_RING_PREWAIT=0: none, still differs), not the successors (KILN_CUDA_GEMV_RING_TRIG=end: they are let
+     * in only at the end, still differs), not graphs, scrubbed slots or the attention's pre-wait prefetch — a ring launch
+     * resident early beside its predecessors is enough. Which kernel misreads is not found (bench/cuda/RESULTS.md session 59). */
+    static int trig_end = -1, prod_wait; /* read once; KILN_CUDA_GEMV_RING_PDL per call (the stress test runs both) */
+    if (trig_end < 0) {
+        prod_wait = getenv("KILN_CUDA_GEMV_RING_PREWAIT") && *getenv("KILN_CUDA_GEMV_RING_PREWAIT") == '0';
+        trig_end = getenv("KILN_CUDA_GEMV_RING_TRIG") && !strcmp(getenv("KILN_CUDA_GEMV_RING_TRIG"), "end");
+    }
+    const char *pe = getenv("KILN_CUDA_GEMV_RING_PDL");
+    const int nopdl = !(pe && *pe == '1');
+    r.trig_end = trig_end;
+    r.prod_wait = prod_wait;
     const size_t smem = xpart + (size_t)NS * slot;
     static size_t attr;
     auto kern = gemv_tcr_kernel<BITS, NU, SBF>;
@@ -1341,15 +1353,16 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
         attr = smem;
     }
     const int sms = c->sm_count > 0 ? c->sm_count : 132, nblk = (a0.ntiles + ng - 1) / ng;
-    cuda_launch_pdl(c->stream, kern, nblk < sms ? nblk : sms, 32 * (TCR_NCW + 1), smem, r);
+    if (nopdl) kern<<<nblk < sms ? nblk : sms, 32 * (TCR_NCW + 1), smem, c->stream>>>(r);
+    else cuda_launch_pdl(c->stream, kern, nblk < sms ? nblk : sms, 32 * (TCR_NCW + 1), smem, r);
     kiln_cuda_gemv_ring_calls++;
     return 0;
 }
 static int tcr_run(cuda_impl_t *c, const tc_args &a, int bits, int nu, int sbf) {
-    if (bits == 4 && nu == 4) return sbf ? tcr_launch<4, 4, 1>(c, a) : tcr_launch<4, 4, 0>(c, a); /* group 32 */
-    if (bits == 4 && nu == 2) return sbf ? tcr_launch<4, 2, 1>(c, a) : tcr_launch<4, 2, 0>(c, a); /* group 64 */
-    if (bits == 8 && nu == 2) return sbf ? tcr_launch<8, 2, 1>(c, a) : tcr_launch<8, 2, 0>(c, a); /* group 32 */
-    return -1;
+#define TCR_L(B, N) (sbf ? tcr_launch<B, N, 1>(c, a) : tcr_launch<B, N, 0>(c, a))
+    if (bits == 4) return nu == 4 ? TCR_L(4, 4) : nu == 2 ? TCR_L(4, 2) : TCR_L(4, 1);
+    return nu == 2 ? TCR_L(8, 2) : TCR_L(8, 1);
+#undef TCR_L
 }
 
 /* y[i] = x · w[i]ᵀ for n ≤ TC_MAXSEG weights of the same K, bits, group and scale dtype, T tokens
@@ -1397,7 +1410,7 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
     a.xf = xf;
     /* the ring kernel (KILN_CUDA_GEMV_RING=1): plain one-token launches of the weights it takes */
-    if (a.mode == 0 && tcr_wanted() && tcr_run(c, a, bits, nu, sbf) == 0) return 0;
+    if (a.mode == 0 && tcr_wanted() && tcr_scope(a) && tcr_run(c, a, bits, nu, sbf) == 0) return 0;
     /* x prepared by the kernel that wrote it (xprep.cu, KILN_CUDA_XPREP): this K's format noted for
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);
