@@ -7,6 +7,9 @@
 # 57's failure (a warp accepting the older phase of a slot whose next fill is still in flight).
 #   python3 bench/cuda/ring_protocol_sim.py [SEEDS]   (300 seeds: ~3 min; prints the bad runs of each protocol)
 # A model, not the kernel: it checks the order and the waits, not the PTX memory model or the arithmetic.
+# History: this models the protocol of sessions 56–58 (a slot an item, shared by all consumer warps). Since session 59
+# the kernel's slot is a quad of 4 chunks taken by a set of 4 warps, each set with its own half of the ring in its own
+# order — the per-warp-slot case below lifted to sets (every fill of a slot goes to one set, parity alone suffices).
 import random, sys
 def walk(ntl, ng, ipt, S, nchunks):  # (k, group, warp, tile, chunk) in the order both sides walk
     k = 0; out = []
