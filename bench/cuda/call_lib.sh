@@ -20,6 +20,8 @@
 #                              (LG_CHUNK=N: prefill chunks of N instead; LG_TIMEOUT=S: each run's limit, default 60)
 #                              and environment into $S: a bitwise check across fused / separate paths and trees
 #   call_b1 NAME BIN VAR=V     batch-1 decode tok/s at 2048 positions of /tmp/s/NAME into $OUT/bench.txt
+#   call_b1s NAME VAR=V...     the same (kiln) with the step stats line (host issue / GPU wait a step)
+#   call_ring_tests            the GEMV tests with KILN_CUDA_GEMV_RING=1 into $OUT/t_ring.log, summary into $S, RC
 #   call_conc NAME BIN...      /tmp/s/NAME through the engine at concurrency 1, 8, 64 (128-token prompts, 64 generated)
 #   call_conc128 NAME BIN [VAR=V] [ARGS]   the same at the issue's 128 + 128, with TTFT and ITL, an environment and
 #                              extra bench arguments (e.g. "--step-tokens 8192")
@@ -93,6 +95,23 @@ call_logits() {
     env ${2//,/ } timeout "${LG_TIMEOUT:-60}" /tmp/k/$1 logits "$ck" --backend cuda --ids "$IDS" --chunk "${LG_CHUNK:-1}" --out /tmp/lg.npy > /tmp/lg.log 2>&1
     echo "logits ${ck##*/} $v rc=$? $(md5sum < /tmp/lg.npy | cut -c1-12)" >> "$S"
   done
+}
+# batch-1 decode tok/s as call_b1 (NAME VAR=V...: any number of assignments, X=1 for none) and the backend's step
+# stats line (KILN_CUDA_STEP_STATS=1: host issuing / GPU wait a step) into $OUT/bench.txt
+call_b1s() {
+  local m=$1; shift
+  echo "== $m $*" >> $OUT/bench.txt
+  env "$@" KILN_CUDA_STEP_STATS=1 timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json \
+    2>/tmp/b1.err | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt
+  grep -i "issu" /tmp/b1.err | tail -1 | sed 's/.*issuing/  issuing/' >> $OUT/bench.txt
+}
+# the batch-1 q4/q8 GEMV tests with the ring GEMV on (KILN_CUDA_TEST_GEMV_ONLY, 45 s cap: a hang shows as rc 124) into
+# $OUT/t_ring.log, their summary into $S; RC its exit status
+call_ring_tests() {
+  KILN_CUDA_TEST_GEMV_ONLY=1 KILN_CUDA_GEMV_RING=1 timeout 45 /tmp/k/test_cuda_kernels > $OUT/t_ring.log 2>&1
+  RC=$?
+  echo "ring rc=$RC at $(el) s $(tail -1 $OUT/t_ring.log)" >> $S
+  grep -i "fail\|# gemv" $OUT/t_ring.log | head >> $S
 }
 call_b1() {
   echo "== $1 $2 $3" >> $OUT/bench.txt

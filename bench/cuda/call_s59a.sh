@@ -11,10 +11,7 @@ P=${1:-build-lead}
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 q06q4 l8q4
 call_synth_2l q4 l2q4
-KILN_CUDA_TEST_GEMV_ONLY=1 KILN_CUDA_GEMV_RING=1 timeout 45 /tmp/k/test_cuda_kernels > $OUT/t_ring.log 2>&1
-RC=$?
-echo "ring rc=$RC at $(el) s $(tail -1 $OUT/t_ring.log)" >> $S
-grep -i "fail\|# gemv" $OUT/t_ring.log | grep -v xprep | head >> $S
+call_ring_tests
 KILN_CUDA_TEST_CHAIN_ONLY=1 KILN_CUDA_GEMV_RING=1 timeout 30 /tmp/k/test_cuda_kernels > /tmp/t.log 2>&1
 echo "chain ring rc=$? $(tail -1 /tmp/t.log)" >> $S; grep FAIL /tmp/t.log | head -4 >> $S
 R=KILN_CUDA_GEMV_RING=1

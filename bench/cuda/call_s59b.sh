@@ -11,27 +11,17 @@ P=${1:-build-lead}
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 q06q4 l8q4
 call_synth_2l q4 l2q4
-KILN_CUDA_TEST_GEMV_ONLY=1 KILN_CUDA_GEMV_RING=1 timeout 45 /tmp/k/test_cuda_kernels > $OUT/t_ring.log 2>&1
-RC=$?
-echo "ring rc=$RC at $(el) s $(tail -1 $OUT/t_ring.log)" >> $S
-grep -i "fail\|# gemv" $OUT/t_ring.log | head >> $S
+call_ring_tests
 IDS=$(seq -s, 1 40)
 call_wait l2q4
 LG_TIMEOUT=25 call_logits /tmp/s/l2q4 "kiln X=1" "kiln KILN_CUDA_GEMV_RING=1" "kiln KILN_CUDA_GEMV_RING=1"
-b1s() { # NAME VAR=V...: batch-1 decode tok/s and the step stats line
-  local m=$1; shift
-  echo "== $m $*" >> $OUT/bench.txt
-  env "$@" KILN_CUDA_STEP_STATS=1 timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json \
-    2>/tmp/b1.err | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt
-  grep -i "step\|issue" /tmp/b1.err | tail -2 >> $OUT/bench.txt
-}
 call_wait q06q4 l8q4
-for v in X=1 KILN_CUDA_GEMV_RING=1; do b1s l8q4 $v; b1s q06q4 $v; done
-b1s l8q4 KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_NOCACHE=1
+for v in X=1 KILN_CUDA_GEMV_RING=1; do call_b1s l8q4 $v; call_b1s q06q4 $v; done
+call_b1s l8q4 KILN_CUDA_GEMV_RING=1 KILN_CUDA_GEMV_RING_NOCACHE=1
 L=/tmp/s/l8q4
 LG_TIMEOUT=30 call_logits $L "kiln X=1" "kiln KILN_CUDA_GEMV_RING=1" "kiln KILN_CUDA_GEMV_RING=1" "kiln KILN_CUDA_GEMV_RING=1,KILN_CUDA_GRAPH=0" \
   "kiln KILN_CUDA_GEMV_RING=1,KILN_CUDA_PDL=0" "kiln KILN_CUDA_GEMV_RING=1,KILN_CUDA_GEMV_RING_K=4096" "kiln KILN_CUDA_GEMV_RING=1,KILN_CUDA_GEMV_RING_K=14336" \
   "kiln KILN_CUDA_GEMV_RING=1,KILN_CUDA_GEMV_RING_NSEG=1" "kiln KILN_CUDA_GRAPH=0"
-for v in X=1 KILN_CUDA_GEMV_RING=1; do b1s l8q4 $v; b1s q06q4 $v; done
+for v in X=1 KILN_CUDA_GEMV_RING=1; do call_b1s l8q4 $v; call_b1s q06q4 $v; done
 echo "done at $(el) s" >> $S
 cat $S; cat $OUT/bench.txt

@@ -8,20 +8,11 @@ P=${1:-build-lead}
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 q06q4 l8q4
 call_synth_2l q4 l2q4
-KILN_CUDA_TEST_GEMV_ONLY=1 KILN_CUDA_GEMV_RING=1 timeout 45 /tmp/k/test_cuda_kernels > $OUT/t_ring.log 2>&1
-echo "ring rc=$? at $(el) s $(tail -1 $OUT/t_ring.log)" >> $S
-grep -i "fail\|# gemv" $OUT/t_ring.log | head >> $S
+call_ring_tests
 for i in 1 2 3; do
   KILN_CUDA_TEST_CHAIN_ONLY=1 KILN_CUDA_GEMV_RING=1 timeout 30 /tmp/k/test_cuda_kernels > /tmp/t.log 2>&1
   echo "chain ring rc=$? $(tail -1 /tmp/t.log)" >> $S; grep FAIL /tmp/t.log | head -4 >> $S
 done
-b1s() { # NAME VAR=V...: batch-1 decode tok/s and the step stats line
-  local m=$1; shift
-  echo "== $m $*" >> $OUT/bench.txt
-  env "$@" KILN_CUDA_STEP_STATS=1 timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json \
-    2>/tmp/b1.err | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt
-  grep -i "issu" /tmp/b1.err | tail -1 | sed 's/.*issuing/  issuing/' >> $OUT/bench.txt
-}
 call_wait l2q4
 for v in 0 1; do
   KILN_CUDA_GEMV_RING=$v KILN_CUDA_GRAPH=0 timeout 90 ncu --metrics gpu__time_duration.sum --csv \
@@ -32,8 +23,8 @@ python3 bench/cuda/ncu_pair.py /tmp/ncu_0.csv /tmp/ncu_1.csv 400 > $OUT/ncu_pair
 call_wait q06q4 l8q4
 IDS=$(seq -s, 1 40)
 LG_TIMEOUT=30 call_logits /tmp/s/l8q4 "kiln X=1" "kiln KILN_CUDA_GEMV_RING=1" "kiln KILN_CUDA_GEMV_RING=1" "kiln KILN_CUDA_GEMV_RING=1"
-for v in X=1 KILN_CUDA_GEMV_RING=1; do b1s l8q4 $v; b1s q06q4 $v; done
-for v in X=1 KILN_CUDA_GEMV_RING=1; do b1s l8q4 $v KILN_CUDA_CACHE_CONFIG=shared; done
-for v in X=1 KILN_CUDA_GEMV_RING=1; do b1s l8q4 $v; done
+for v in X=1 KILN_CUDA_GEMV_RING=1; do call_b1s l8q4 $v; call_b1s q06q4 $v; done
+for v in X=1 KILN_CUDA_GEMV_RING=1; do call_b1s l8q4 $v KILN_CUDA_CACHE_CONFIG=shared; done
+for v in X=1 KILN_CUDA_GEMV_RING=1; do call_b1s l8q4 $v; done
 echo "done at $(el) s" >> $S
 cat $S; cat $OUT/bench.txt; tail -45 $OUT/ncu_pair.txt

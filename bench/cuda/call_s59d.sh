@@ -7,20 +7,13 @@ P=${1:-build-lead}
 . bench/cuda/call_lib.sh
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 q06q4 l8q4
-b1s() { # NAME VAR=V...: batch-1 decode tok/s and the step stats line
-  local m=$1; shift
-  echo "== $m $*" >> $OUT/bench.txt
-  env "$@" KILN_CUDA_STEP_STATS=1 timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json \
-    2>/tmp/b1.err | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt
-  grep -i "issu" /tmp/b1.err | tail -1 | sed 's/.*issuing/  issuing/' >> $OUT/bench.txt
-}
 call_wait q06q4 l8q4
 IDS=$(seq -s, 1 40)
 R=KILN_CUDA_GEMV_RING=1
 for v in X=1 $R $R,KILN_CUDA_ATTN_PDL=0 $R,KILN_CUDA_GEMV_RING_NSEG=3 $R,KILN_CUDA_GEMV_RING_NSEG=2; do
   LG_TIMEOUT=30 call_logits /tmp/s/l8q4 "kiln $v" "kiln $v" "kiln $v" "kiln $v"
 done
-for b in 102400 143360 204800; do b1s l8q4 $R KILN_CUDA_GEMV_RING_SMEM=$b; b1s q06q4 $R KILN_CUDA_GEMV_RING_SMEM=$b; done
-b1s l8q4 X=1; b1s q06q4 X=1
+for b in 102400 143360 204800; do call_b1s l8q4 $R KILN_CUDA_GEMV_RING_SMEM=$b; call_b1s q06q4 $R KILN_CUDA_GEMV_RING_SMEM=$b; done
+call_b1s l8q4 X=1; call_b1s q06q4 X=1
 echo "done at $(el) s" >> $S
 cat $S; cat $OUT/bench.txt
