@@ -773,7 +773,7 @@ struct tcr_args {
     const CUtensorMap *tm[3 * TC_MAXSEG]; /* segment i: codes (uint64 [rows][K·BITS/64]), scales, biases (uint16 [rows][K/group]),
                                            * in device memory (tcr_map) */
     tc_args a;
-    int NS, SBR; /* ring slots (half a set); bytes of scales a row of a chunk (the biases' too) */
+    int NS, SBR; /* ring slots (NS / 2 a consumer set); bytes of scales a row of a chunk (the biases' too) */
     int trig_end; /* KILN_CUDA_GEMV_RING_TRIG=end (diagnosis): the next kernel let in at the consumers' end, not at entry */
     int prod_wait; /* KILN_CUDA_GEMV_RING_PREWAIT=0 (diagnosis): the producer too waits for the kernel before (no copies before it) */
 };
