@@ -1,7 +1,7 @@
 #!/bin/bash
 # call_s60a.sh — (for session 60) does bench/cuda/attn_rk_cg_s59.patch end the PDL-launched ring's run-to-run logits
 # difference? The patch reads the own block's k head by __ldcg into shared memory in the fused decode attention's
-# llama path (no head norms), as qwen3's path already did — llama varied, qwen3 never did (session 59). kiln-base =
+# llama path (no head norms), as qwen3's path already did — llama varied, qwen3 did not in its 2 PDL-launched runs (session 59). kiln-base =
 # the tree, kiln = with the patch. Package:
 #   PATCH=bench/cuda/attn_rk_cg_s59.patch bash bench/cuda/build_here.sh /work/cb/s26 kiln test_cuda_kernels &&
 #   PACK_BINS="kiln kiln-base test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s26/b build-lead   (carry ["build-lead"])
