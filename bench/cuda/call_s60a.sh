@@ -6,7 +6,7 @@
 #   PATCH=bench/cuda/attn_rk_cg_s59.patch bash bench/cuda/build_here.sh /work/cb/s26 kiln test_cuda_kernels &&
 #   PACK_BINS="kiln kiln-base test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s26/b build-lead   (carry ["build-lead"])
 # Then: llama-3-8b q4 logits ×4 each with the PDL-launched ring on gate/up (KILN_CUDA_GEMV_RING_PDL=1, _NSEG=2) for
-# kiln-base and kiln, both without the ring (the patch bitwise the tree), the decode attention tests with the patch,
+# kiln-base and kiln, both without the ring (the patch bitwise the tree), kiln-base with both PREWAIT=0 and TRIG=end, the decode attention tests with the patch,
 # and batch-1 llama-3-8b q4 / qwen3-0.6b q4 kiln-base vs kiln.
 P=${1:-build-lead}
 . bench/cuda/call_lib.sh
@@ -18,6 +18,9 @@ call_wait l8q4
 IDS=$(seq -s, 1 40)
 R=KILN_CUDA_GEMV_RING=1,KILN_CUDA_GEMV_RING_PDL=1,KILN_CUDA_GEMV_RING_NSEG=2
 LG_TIMEOUT=30 call_logits /tmp/s/l8q4 "kiln-base X=1" "kiln X=1" "kiln-base $R" "kiln-base $R" "kiln-base $R" "kiln-base $R" "kiln $R" "kiln $R" "kiln $R" "kiln $R"
+# session 59 tried no pre-wait copies and a late trigger one at a time (each still differed), never both at once
+B=$R,KILN_CUDA_GEMV_RING_PREWAIT=0,KILN_CUDA_GEMV_RING_TRIG=end
+LG_TIMEOUT=30 call_logits /tmp/s/l8q4 "kiln-base $B" "kiln-base $B" "kiln-base $B" "kiln-base $B"
 call_wait q06q4
 for b in kiln-base kiln kiln-base kiln; do call_b1 l8q4 $b X=1; call_b1 q06q4 $b X=1; done
 echo "done at $(el) s" >> $S
