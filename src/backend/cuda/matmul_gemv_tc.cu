@@ -1229,15 +1229,23 @@ static int tcr_wanted(void) {
     const char *e = getenv("KILN_CUDA_GEMV_RING");
     return e && *e == '1';
 }
-/* diagnosis (bisecting a model's launches): KILN_CUDA_GEMV_RING_K=N only launches of that K take the ring,
- * KILN_CUDA_GEMV_RING_NSEG=N only launches of N weights (read once; 0 or unset: any) */
-static int tcr_scope(const tc_args &a) {
-    static int k = -1, ns = -1;
+/* which launches take the ring (read once; 0 or unset: any) — diagnosis (bisecting a model's launches):
+ * KILN_CUDA_GEMV_RING_K=N only launches of that K, KILN_CUDA_GEMV_RING_NSEG=N only launches of N weights; and a policy
+ * to measure: KILN_CUDA_GEMV_RING_MINT=N only launches whose blocks get at least N tiles each (alone, session 59's ncu
+ * had the ring ahead where a block has many tiles — gate/up's 14 — and behind at 1–3) */
+static int tcr_scope(const cuda_impl_t *c, const tc_args &a) {
+    static int k = -1, ns, mint;
     if (k < 0) {
-        const char *ek = getenv("KILN_CUDA_GEMV_RING_K"), *en = getenv("KILN_CUDA_GEMV_RING_NSEG");
+        const char *ek = getenv("KILN_CUDA_GEMV_RING_K"), *en = getenv("KILN_CUDA_GEMV_RING_NSEG"), *em = getenv("KILN_CUDA_GEMV_RING_MINT");
         k = ek ? atoi(ek) : 0;
         ns = en ? atoi(en) : 0;
+        mint = em ? atoi(em) : 0;
         k = k < 0 ? 0 : k;
+    }
+    if (mint > 0) { /* tcr_launch's grid: a block per ng = 8 / S tiles a round, at most one an SM */
+        const int sms = c->sm_count > 0 ? c->sm_count : 132, ng = a.K >= 8192 ? 1 : 2, nblk = (a.ntiles + ng - 1) / ng;
+        const int grid = nblk < sms ? nblk : sms;
+        if ((a.ntiles + grid - 1) / grid < mint) return 0;
     }
     return (!k || a.K == k) && (ns <= 0 || a.nseg == ns);
 }
@@ -1410,7 +1418,7 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
     a.xf = xf;
     /* the ring kernel (KILN_CUDA_GEMV_RING=1): plain one-token launches of the weights it takes */
-    if (a.mode == 0 && tcr_wanted() && tcr_scope(a) && tcr_run(c, a, bits, nu, sbf) == 0) return 0;
+    if (a.mode == 0 && tcr_wanted() && tcr_scope(c, a) && tcr_run(c, a, bits, nu, sbf) == 0) return 0;
     /* x prepared by the kernel that wrote it (xprep.cu, KILN_CUDA_XPREP): this K's format noted for
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);
