@@ -1,5 +1,5 @@
 #!/bin/bash
-# call_s58c.sh (session 59: + the PDL chains alone per knob, and under racecheck) — why the ring GEMV's first working run (call_s58a.sh, session 58) mismatched in the PDL chain tests and ran
+# call_s58c.sh (run in session 59 with the PDL chains alone per knob and racecheck added; its LATE/BULK/PW knobs left the kernel after that run) — why the ring GEMV's first working run (call_s58a.sh, session 58) mismatched in the PDL chain tests and ran
 # slower (~200 s): the GEMV test subset under the ring as it is, with slots freed after their item is computed
 # (KILN_CUDA_GEMV_RING_LATE=1), with plain bulk copies instead of tensor maps (KILN_CUDA_GEMV_RING_BULK=1), with
 # per-warp slots instead of the tag spin (KILN_CUDA_GEMV_RING_PW=1) and with the next launch let in only at the consumers' end (KILN_CUDA_GEMV_RING_TRIG=end);
