@@ -786,6 +786,13 @@ __device__ __forceinline__ void tcr_tma(uint32_t dst, const CUtensorMap *m, int 
                  "l"((uint64_t)m), "r"(x), "r"(y), "r"(mb)
                  : "memory");
 }
+/* tc_ld_sb's NU 16-bit values, from a slot in shared memory */
+template <int NU>
+__device__ __forceinline__ void tcr_ld_sb(uint32_t (&v)[2], const char *p) {
+    if constexpr (NU == 4) { const uint2 u = *(const uint2 *)p; v[0] = u.x; v[1] = u.y; }
+    else if constexpr (NU == 2) { v[0] = *(const uint32_t *)p; v[1] = 0; }
+    else { v[0] = *(const uint16_t *)p; v[1] = 0; }
+}
 __device__ __forceinline__ void tcr_bar(void) { asm volatile("bar.sync %0, %1;\n" ::"n"(TCR_BAR), "n"(TCR_NCW * 32) : "memory"); }
 
 template <int BITS, int NU, int SBF>
@@ -929,17 +936,8 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                 for (int rr = 0; rr < 2; rr++) {
 #pragma unroll
                     for (int jv = 0; jv < 4; jv++) B.c[rr][jv] = *(const uint4 *)(cd + (g + 8 * rr) * TCR_QB + 16 * jv);
-                    const char *scr = sc + rr * 8 * (4 * SBR), *bir = bi + rr * 8 * (4 * SBR);
-                    if constexpr (NU == 4) {
-                        const uint2 sv = *(const uint2 *)scr, bv = *(const uint2 *)bir;
-                        B.s[rr][0] = sv.x; B.s[rr][1] = sv.y; B.b[rr][0] = bv.x; B.b[rr][1] = bv.y;
-                    } else if constexpr (NU == 2) {
-                        B.s[rr][0] = *(const uint32_t *)scr; B.s[rr][1] = 0;
-                        B.b[rr][0] = *(const uint32_t *)bir; B.b[rr][1] = 0;
-                    } else {
-                        B.s[rr][0] = *(const uint16_t *)scr; B.s[rr][1] = 0;
-                        B.b[rr][0] = *(const uint16_t *)bir; B.b[rr][1] = 0;
-                    }
+                    tcr_ld_sb<NU>(B.s[rr], sc + rr * 8 * (4 * SBR));
+                    tcr_ld_sb<NU>(B.b[rr], bi + rr * 8 * (4 * SBR));
                 }
             }
             __syncwarp(); /* the warp's reads of the slot issued (the arrive releases them) */
@@ -1229,23 +1227,16 @@ static int tcr_wanted(void) {
     const char *e = getenv("KILN_CUDA_GEMV_RING");
     return e && *e == '1';
 }
-/* which launches take the ring (read once; 0 or unset: any) — diagnosis (bisecting a model's launches):
- * KILN_CUDA_GEMV_RING_K=N only launches of that K, KILN_CUDA_GEMV_RING_NSEG=N only launches of N weights; and a policy
- * to measure: KILN_CUDA_GEMV_RING_MINT=N only launches whose blocks get at least N tiles each (alone, session 59's ncu
- * had the ring ahead where a block has many tiles — gate/up's 14 — and behind at 1–3) */
-static int tcr_scope(const cuda_impl_t *c, const tc_args &a) {
-    static int k = -1, ns, mint;
+/* which launches take the ring (read once; 0 or unset: any), diagnosis for bisecting a model's launches:
+ * KILN_CUDA_GEMV_RING_K=N only launches of that K, KILN_CUDA_GEMV_RING_NSEG=N only launches of N weights
+ * (KILN_CUDA_GEMV_RING_MINT: tcr_launch, which knows the grid) */
+static int tcr_scope(const tc_args &a) {
+    static int k = -1, ns;
     if (k < 0) {
-        const char *ek = getenv("KILN_CUDA_GEMV_RING_K"), *en = getenv("KILN_CUDA_GEMV_RING_NSEG"), *em = getenv("KILN_CUDA_GEMV_RING_MINT");
+        const char *ek = getenv("KILN_CUDA_GEMV_RING_K"), *en = getenv("KILN_CUDA_GEMV_RING_NSEG");
         k = ek ? atoi(ek) : 0;
         ns = en ? atoi(en) : 0;
-        mint = em ? atoi(em) : 0;
         k = k < 0 ? 0 : k;
-    }
-    if (mint > 0) { /* tcr_launch's grid: a block per ng = 8 / S tiles a round, at most one an SM */
-        const int sms = c->sm_count > 0 ? c->sm_count : 132, ng = a.K >= 8192 ? 1 : 2, nblk = (a.ntiles + ng - 1) / ng;
-        const int grid = nblk < sms ? nblk : sms;
-        if ((a.ntiles + grid - 1) / grid < mint) return 0;
     }
     return (!k || a.K == k) && (ns <= 0 || a.nseg == ns);
 }
@@ -1310,6 +1301,12 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     memset(&r, 0, sizeof r);
     r.a = a0;
     const int K = a0.K, S = K >= 8192 ? 8 : 4, ng = TCR_NCW / S, nchunks = (K + G::CHUNK - 1) / G::CHUNK;
+    const int sms = c->sm_count > 0 ? c->sm_count : 132, nblk = (a0.ntiles + ng - 1) / ng, grid = nblk < sms ? nblk : sms;
+    /* KILN_CUDA_GEMV_RING_MINT=N (read once): only launches whose blocks get at least N tiles each — alone, session
+     * 59's ncu had the ring ahead where a block has many tiles (gate/up's 14) and behind at 1–3 */
+    static int mint = -1;
+    if (mint < 0) mint = getenv("KILN_CUDA_GEMV_RING_MINT") ? atoi(getenv("KILN_CUDA_GEMV_RING_MINT")) : 0;
+    if (mint > 0 && (a0.ntiles + grid - 1) / grid < mint) return -1;
     r.a.S = S;
     r.a.G = ng;
     r.SBR = (G::CHUNK >> a0.lg_group) * 2; /* 4 · SBR: a slot's row of scales, at least 16 bytes for every group size */
@@ -1360,9 +1357,8 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
         cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr = smem;
     }
-    const int sms = c->sm_count > 0 ? c->sm_count : 132, nblk = (a0.ntiles + ng - 1) / ng;
-    if (nopdl) kern<<<nblk < sms ? nblk : sms, 32 * (TCR_NCW + 1), smem, c->stream>>>(r);
-    else cuda_launch_pdl(c->stream, kern, nblk < sms ? nblk : sms, 32 * (TCR_NCW + 1), smem, r);
+    if (nopdl) kern<<<grid, 32 * (TCR_NCW + 1), smem, c->stream>>>(r);
+    else cuda_launch_pdl(c->stream, kern, grid, 32 * (TCR_NCW + 1), smem, r);
     kiln_cuda_gemv_ring_calls++;
     return 0;
 }
@@ -1418,7 +1414,7 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
     a.xf = xf;
     /* the ring kernel (KILN_CUDA_GEMV_RING=1): plain one-token launches of the weights it takes */
-    if (a.mode == 0 && tcr_wanted() && tcr_scope(c, a) && tcr_run(c, a, bits, nu, sbf) == 0) return 0;
+    if (a.mode == 0 && tcr_wanted() && tcr_scope(a) && tcr_run(c, a, bits, nu, sbf) == 0) return 0;
     /* x prepared by the kernel that wrote it (xprep.cu, KILN_CUDA_XPREP): this K's format noted for
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);
