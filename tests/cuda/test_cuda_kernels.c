@@ -26,13 +26,16 @@ static int gemv_tc = 1; /* batch-1 MLX 4/8-bit through matmul_gemv_tc.cu (KILN_C
 static int dbits(const weight_t *w) { /* the backend's policy (widen_word.h) with room without bound */
     return w->dtype == DT_U32 ? widen_target_bits(w->bits, getenv("KILN_CUDA_WIDEN"), SIZE_MAX, 0, 0, 0) : w->bits;
 }
-/* KILN_CUDA_WIDEN as it stands (a copy, NULL when unset), for the tests that set it for a while, and back */
-static char *widen_env_save(void) { const char *v = getenv("KILN_CUDA_WIDEN"); return v ? strdup(v) : NULL; }
-static void widen_env_restore(char *keep) {
-    if (keep) setenv("KILN_CUDA_WIDEN", keep, 1);
-    else unsetenv("KILN_CUDA_WIDEN");
+/* an environment variable as it stands (a copy, NULL when unset), for the tests that set it for a while, and back
+ * (keep freed) */
+static char *env_save(const char *name) { const char *v = getenv(name); return v ? strdup(v) : NULL; }
+static void env_restore(const char *name, char *keep) {
+    if (keep) setenv(name, keep, 1);
+    else unsetenv(name);
     free(keep);
 }
+static char *widen_env_save(void) { return env_save("KILN_CUDA_WIDEN"); }
+static void widen_env_restore(char *keep) { env_restore("KILN_CUDA_WIDEN", keep); }
 static int tc_fuse; /* KILN_CUDA_TC_FUSE=1: matmul_gemv_tc.cu's fused ops (opt-in) run, and are tested to run */
 static backend_t *be16;           /* "cuda" with KILN_CUDA_ACT=bf16: x rounded once to bf16 for bf16 weights */
 /* MLX 4/8-bit at 2..64 tokens on "cuda" through matmul_wgmma.cu (KILN_CUDA_QWG=N: from N tokens,
@@ -766,8 +769,7 @@ extern int kiln_cuda_gemv_ring_calls;
  * and values. */
 static void test_gemv_ring_stress(int reps) {
     struct { int n, rows[3], K; } sets[] = {{2, {14336, 14336}, 4096}, {3, {4096, 1024, 1024}, 4096}, {1, {4096}, 14336}};
-    char *keep = getenv("KILN_CUDA_GEMV_RING") ? strdup(getenv("KILN_CUDA_GEMV_RING")) : NULL;
-    char *keep_pdl = getenv("KILN_CUDA_GEMV_RING_PDL") ? strdup(getenv("KILN_CUDA_GEMV_RING_PDL")) : NULL;
+    char *keep = env_save("KILN_CUDA_GEMV_RING"), *keep_pdl = env_save("KILN_CUDA_GEMV_RING_PDL");
     const int before = ct_checks, fails = ct_failures, B = 32;
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         const int n = sets[si].n, K = sets[si].K;
@@ -815,8 +817,7 @@ static void test_gemv_ring_stress(int reps) {
                 }
             }
         }
-        if (keep_pdl) setenv("KILN_CUDA_GEMV_RING_PDL", keep_pdl, 1);
-        else unsetenv("KILN_CUDA_GEMV_RING_PDL");
+        env_restore("KILN_CUDA_GEMV_RING_PDL", keep_pdl ? strdup(keep_pdl) : NULL); /* as it was, for the next set */
         CHECK(ok && bad_reps == 0, "ring stress set %zu (%d weights, K=%d): %ld of %d repetitions differ from gemv_tc_kernel", si, n, K, bad_reps, reps);
         for (int b = 0; ok && b < B; b++)
             for (int i = 0; i < n; i++) befast->ops->free(befast, dy[b][i]);
@@ -824,8 +825,7 @@ static void test_gemv_ring_stress(int reps) {
         free(x); free(want); free(got);
         for (int i = 0; i < n; i++) { release(befast, &w[i]); free_hw(&h[i]); }
     }
-    if (keep) { setenv("KILN_CUDA_GEMV_RING", keep, 1); free(keep); }
-    else unsetenv("KILN_CUDA_GEMV_RING");
+    env_restore("KILN_CUDA_GEMV_RING", keep);
     free(keep_pdl);
     printf("# gemv ring stress (%d repetitions): %d checks, %d failed\n", reps, ct_checks - before, ct_failures - fails);
 }
@@ -846,7 +846,7 @@ static void test_gemv_ring(void) {
         {1, {500}, 640, 4, 64, DT_BF16, 0},               /* K not a multiple of 8 groups */
     };
     const int before = ct_checks, fails = ct_failures;
-    char *keep = getenv("KILN_CUDA_GEMV_RING") ? strdup(getenv("KILN_CUDA_GEMV_RING")) : NULL;
+    char *keep = env_save("KILN_CUDA_GEMV_RING");
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         const int n = sets[si].n, K = sets[si].K;
         hw_t h[4];
@@ -890,8 +890,7 @@ static void test_gemv_ring(void) {
         free(x);
         for (int i = 0; i < n; i++) { release(befast, &w[i]); free_hw(&h[i]); }
     }
-    if (keep) { setenv("KILN_CUDA_GEMV_RING", keep, 1); free(keep); }
-    else unsetenv("KILN_CUDA_GEMV_RING");
+    env_restore("KILN_CUDA_GEMV_RING", keep);
     printf("# gemv ring: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
     const char *st = getenv("KILN_CUDA_TEST_RING_STRESS");
     test_gemv_ring_stress(st && atoi(st) > 0 ? atoi(st) : 24);
