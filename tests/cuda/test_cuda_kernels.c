@@ -760,16 +760,18 @@ static void test_gemv_tcm(void) {
  * not fit beside the slots), K = 1024 and 768 (quads partly past K) */
 extern int kiln_cuda_gemv_ring_calls;
 /* The ring kernel launched reps times back to back, each into its own output, against one gemv_tc_kernel launch:
- * every repetition bitwise — half the repetitions launched plain (its default), half by PDL
- * (KILN_CUDA_GEMV_RING_PDL=1: consecutive launches overlap). A race in the ring's slot protocol shows up as a rare
- * repetition with some rows off (session 59: llama-3-8b q4's logits differed run to run under the PDL-launched ring;
- * 2048 repetitions here were bitwise). Shapes: llama-3-8b's gate/up (two 14336-row weights, K = 4096: 7 rounds a
- * block), its q/k/v, a single weight of K = 14336. reps: 24 in the suite; KILN_CUDA_TEST_RING_STRESS=N for more (a
- * device call). On a mismatch: the repetition, the count of rows off and the first one's tile, row in tile, segment
- * and values. */
+ * every repetition bitwise — a third launched plain (KILN_CUDA_GEMV_RING_PDL=0), a third by PDL (its default:
+ * consecutive launches overlap), a third by PDL with as many blocks as the tiles allow (KILN_CUDA_GEMV_RING_GRID=1000:
+ * two blocks share an SM). A race in the ring's slot protocol shows up as a rare repetition with some rows off:
+ * session 60's — a slot refilled before the consumers' generic reads of it were served, fixed by the producer's
+ * proxy fence — needed two blocks on one SM (one an SM, 2048 repetitions were bitwise in session 59); without the
+ * fence (KILN_CUDA_GEMV_RING_FENCE=0) the last third's gate/up repetitions differed 29 of 128 and 39 of 256 times (H100).
+ * Shapes: llama-3-8b's gate/up (two 14336-row weights, K = 4096: 7 rounds a block), its q/k/v, a single weight of
+ * K = 14336. reps: 48 in the suite; KILN_CUDA_TEST_RING_STRESS=N for more (a device call). On a mismatch: the
+ * repetition, the count of rows off and the first one's tile, row in tile, segment and values. */
 static void test_gemv_ring_stress(int reps) {
     struct { int n, rows[3], K; } sets[] = {{2, {14336, 14336}, 4096}, {3, {4096, 1024, 1024}, 4096}, {1, {4096}, 14336}};
-    char *keep = env_save("KILN_CUDA_GEMV_RING"), *keep_pdl = env_save("KILN_CUDA_GEMV_RING_PDL");
+    char *keep = env_save("KILN_CUDA_GEMV_RING"), *keep_pdl = env_save("KILN_CUDA_GEMV_RING_PDL"), *keep_grid = env_save("KILN_CUDA_GEMV_RING_GRID");
     const int before = ct_checks, fails = ct_failures, B = 32;
     for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
         const int n = sets[si].n, K = sets[si].K;
@@ -796,8 +798,13 @@ static void test_gemv_ring_stress(int reps) {
             else unsetenv("KILN_CUDA_GEMV_RING");
             for (int r0 = 0; r0 < (pass ? reps : 1); r0 += B) {
                 const int nb = pass ? (reps - r0 < B ? reps - r0 : B) : 1;
-                if (pass && r0 * 2 >= reps) setenv("KILN_CUDA_GEMV_RING_PDL", "1", 1); /* the second half by PDL */
-                for (int b = 0; b < nb; b++) befast->ops->matmul_multi(befast, n, dy[b], dx, 1, wp);
+                for (int b = 0; b < nb; b++) {
+                    const int mode = pass ? (r0 + b) % 3 : 1; /* 0 plain, 1 PDL, 2 PDL with two blocks an SM */
+                    setenv("KILN_CUDA_GEMV_RING_PDL", mode ? "1" : "0", 1);
+                    if (mode == 2) setenv("KILN_CUDA_GEMV_RING_GRID", "1000", 1);
+                    else unsetenv("KILN_CUDA_GEMV_RING_GRID");
+                    befast->ops->matmul_multi(befast, n, dy[b], dx, 1, wp);
+                }
                 for (int b = 0; b < nb; b++) {
                     size_t off = 0;
                     for (int i = 0; i < n; i++) { to_host(befast, (pass ? got : want) + off, dy[b][i], sets[si].rows[i]); off += sets[si].rows[i]; }
@@ -818,6 +825,7 @@ static void test_gemv_ring_stress(int reps) {
             }
         }
         env_restore("KILN_CUDA_GEMV_RING_PDL", keep_pdl ? strdup(keep_pdl) : NULL); /* as it was, for the next set */
+        env_restore("KILN_CUDA_GEMV_RING_GRID", keep_grid ? strdup(keep_grid) : NULL);
         CHECK(ok && bad_reps == 0, "ring stress set %zu (%d weights, K=%d): %ld of %d repetitions differ from gemv_tc_kernel", si, n, K, bad_reps, reps);
         for (int b = 0; ok && b < B; b++)
             for (int i = 0; i < n; i++) befast->ops->free(befast, dy[b][i]);
@@ -827,6 +835,7 @@ static void test_gemv_ring_stress(int reps) {
     }
     env_restore("KILN_CUDA_GEMV_RING", keep);
     free(keep_pdl);
+    free(keep_grid);
     printf("# gemv ring stress (%d repetitions): %d checks, %d failed\n", reps, ct_checks - before, ct_failures - fails);
 }
 static void test_gemv_ring(void) {
@@ -893,7 +902,7 @@ static void test_gemv_ring(void) {
     env_restore("KILN_CUDA_GEMV_RING", keep);
     printf("# gemv ring: %d checks, %d failed\n", ct_checks - before, ct_failures - fails);
     const char *st = getenv("KILN_CUDA_TEST_RING_STRESS");
-    test_gemv_ring_stress(st && atoi(st) > 0 ? atoi(st) : 24);
+    test_gemv_ring_stress(st && atoi(st) > 0 ? atoi(st) : 48);
 }
 
 /* matmul_multi: each y[i] bitwise what matmul gives for w[i] alone (one launch over all the

@@ -762,9 +762,9 @@ __global__ void __launch_bounds__(TCM_MAXT) gemv_tcm_kernel(const __grid_constan
  * Where it stands (session 59, H100, bench/cuda/RESULTS.md): alone it is level with gemv_tc_kernel (ncu, 2-layer
  * llama-3-8b q4: gate/up 33.6 vs 37.2 µs, q/k/v 16.7 vs 13.8, o 13.9 vs 11.8, down 29.2 vs 24.5 — 8 consumer warps
  * against 16, and a ring of 4 slots holds less than gemv_tc_kernel's registers have in flight); in the decode chain
- * batch-1 llama-3-8b q4 343–346 tok/s against 358–361, 360 at a 200 KB budget (10 slots, no two blocks an SM). It is
- * launched plain, not by PDL, for the run-to-run difference described at tcr_launch: so opt-in, deterministic, and
- * not yet the overlap it was written for. */
+ * batch-1 llama-3-8b q4 343–346 tok/s against 358–361, 360 at a 200 KB budget (10 slots, no two blocks an SM).
+ * Session 60: PDL-launched (now its default) and bitwise after the fence at its refills (tcr_launch), 336.6 against
+ * 353.1 off — still slower than gemv_tc_kernel, so still opt-in. */
 #define TCR_NCW 8    /* consumer warps: two sets of 4 */
 #define TCR_NSMAX 16 /* ring slots at most */
 #define TCR_BAR 5    /* the consumers' named barrier (tc_bar uses 1..4) */
@@ -776,6 +776,7 @@ struct tcr_args {
     int NS, SBR; /* ring slots (NS / 2 a consumer set); bytes of scales a row of a chunk (the biases' too) */
     int trig_end; /* KILN_CUDA_GEMV_RING_TRIG=end (diagnosis): the next kernel let in at the consumers' end, not at entry */
     int prod_wait; /* KILN_CUDA_GEMV_RING_PREWAIT=0 (diagnosis): the producer too waits for the kernel before (no copies before it) */
+    int nofence;   /* KILN_CUDA_GEMV_RING_FENCE=0 (diagnosis): no proxy fence between a slot's reads and its refill (session 59's race) */
 };
 __device__ __forceinline__ void tcr_mb_wait(uint32_t a, uint32_t par) {
     asm volatile("{\n.reg .pred p;\nTCR_W_%=:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra TCR_W_%=;\n}\n" ::"r"(a), "r"(par)
@@ -844,7 +845,14 @@ __global__ void __launch_bounds__(32 * (TCR_NCW + 1)) gemv_tcr_kernel(const __gr
                             const int set = gr * nq + qd;
                             const unsigned j = set ? cnt1++ : cnt0++, use = j / half;
                             const int s = set * half + (int)(j % half);
-                            if (use > 0) tcr_mb_wait(eb + 8 * s, (use - 1) & 1);
+                            if (use > 0) {
+                                tcr_mb_wait(eb + 8 * s, (use - 1) & 1);
+                                /* the consumers' generic reads of the slot's last use ordered before this refill's
+                                 * async-proxy writes: without it a copy could overwrite a slot whose reads the
+                                 * arrive had released but the shared-memory pipe had not yet served — with two
+                                 * ring blocks on one SM, the first tiles of a block came out wrong (session 60) */
+                                if (!r.nofence) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                            }
                             const uint32_t dst = ring0 + (uint32_t)(s * slot), mb = fb + 8 * s;
                             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mb), "r"(slot) : "memory");
                             tcr_tma(dst, r.tm[3 * si], c0 * (256 / 8), row0, mb);
@@ -1301,7 +1309,10 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     memset(&r, 0, sizeof r);
     r.a = a0;
     const int K = a0.K, S = K >= 8192 ? 8 : 4, ng = TCR_NCW / S, nchunks = (K + G::CHUNK - 1) / G::CHUNK;
-    const int sms = c->sm_count > 0 ? c->sm_count : 132, nblk = (a0.ntiles + ng - 1) / ng, grid = nblk < sms ? nblk : sms;
+    /* KILN_CUDA_GEMV_RING_GRID=N (diagnosis and test_gemv_ring_stress, read per call): at most N blocks instead of one
+     * an SM — N > SMs puts two on one SM, which session 60's race needed */
+    const int gmax = getenv("KILN_CUDA_GEMV_RING_GRID") ? atoi(getenv("KILN_CUDA_GEMV_RING_GRID")) : 0;
+    const int sms = gmax > 0 ? gmax : c->sm_count > 0 ? c->sm_count : 132, nblk = (a0.ntiles + ng - 1) / ng, grid = nblk < sms ? nblk : sms;
     /* KILN_CUDA_GEMV_RING_MINT=N (read once): only launches whose blocks get at least N tiles each — alone, session
      * 59's ncu had the ring ahead where a block has many tiles (gate/up's 14) and behind at 1–3 */
     static int mint = -1;
@@ -1333,23 +1344,29 @@ static int tcr_launch(cuda_impl_t *c, const tc_args &a0) {
     if (xpart + 4 * slot > budget) return -1;
     int NS = (int)((budget - xpart) / slot) & ~1; /* two sets: an even count */
     NS = NS > TCR_NSMAX ? TCR_NSMAX : NS;
+    /* KILN_CUDA_GEMV_RING_NS=N (diagnosis, read once): at most N slots (even, >= 4) whatever the budget leaves room for */
+    static int nsmax = -1;
+    if (nsmax < 0) { const char *en = getenv("KILN_CUDA_GEMV_RING_NS"); nsmax = en && atoi(en) >= 4 ? atoi(en) & ~1 : 0; }
+    if (nsmax && NS > nsmax) NS = nsmax;
     r.NS = NS;
-    /* How it is launched. Plain by default: PDL-launched (KILN_CUDA_GEMV_RING_PDL=1, what the ring is for) llama-3-8b
-     * q4's logits differed from run to run — in 2–4 of 4 runs with only gate/up on the ring, from the second decode step,
-     * max |d| ~0.3 % of max |logit| — while every plain launch was bitwise (call_s59f–h.sh, H100); the ring alone is
-     * bitwise in 2048 back-to-back PDL launches (test_gemv_ring_stress). Not the pre-wait copies
-     * (KILN_CUDA_GEMV_RING_PREWAIT=0: none, still differs), not the successors (KILN_CUDA_GEMV_RING_TRIG=end: they are let
-     * in only at the end, still differs), not graphs, scrubbed slots or the attention's pre-wait prefetch — a ring launch
-     * resident early beside its predecessors is enough. Which kernel misreads is not found (bench/cuda/RESULTS.md session 59). */
-    static int trig_end = -1, prod_wait; /* read once; KILN_CUDA_GEMV_RING_PDL per call (the stress test runs both) */
+    /* How it is launched: by PDL (what the ring is for), KILN_CUDA_GEMV_RING_PDL=0 plain (read per call; the stress test
+     * runs both). Session 59 launched it plain because PDL-launched it made llama-3-8b q4's logits differ run to run;
+     * session 60 found why: PDL-launched beside the kernels before it, two of its blocks shared an SM, and there a
+     * slot's refill could overwrite reads the consumers' arrive had already released — the write-after-read across
+     * proxies that the producer's fence.proxy.async now orders (KILN_CUDA_GEMV_RING_FENCE=0 leaves it out: the stress
+     * test's two-blocks-an-SM repetitions then differ). bench/cuda/RESULTS.md sessions 59 and 60. */
+    static int trig_end = -1, prod_wait; /* read once */
     if (trig_end < 0) {
         prod_wait = getenv("KILN_CUDA_GEMV_RING_PREWAIT") && *getenv("KILN_CUDA_GEMV_RING_PREWAIT") == '0';
         trig_end = getenv("KILN_CUDA_GEMV_RING_TRIG") && !strcmp(getenv("KILN_CUDA_GEMV_RING_TRIG"), "end");
     }
     const char *pe = getenv("KILN_CUDA_GEMV_RING_PDL");
-    const int nopdl = !(pe && *pe == '1');
+    const int nopdl = pe && *pe == '0';
     r.trig_end = trig_end;
     r.prod_wait = prod_wait;
+    static int nofence = -1;
+    if (nofence < 0) nofence = getenv("KILN_CUDA_GEMV_RING_FENCE") && *getenv("KILN_CUDA_GEMV_RING_FENCE") == '0';
+    r.nofence = nofence;
     const size_t smem = xpart + (size_t)NS * slot;
     static size_t attr;
     auto kern = gemv_tcr_kernel<BITS, NU, SBF>;
@@ -1367,6 +1384,71 @@ static int tcr_run(cuda_impl_t *c, const tc_args &a, int bits, int nu, int sbf) 
     if (bits == 4) return nu == 4 ? TCR_L(4, 4) : nu == 2 ? TCR_L(4, 2) : TCR_L(4, 1);
     return nu == 2 ? TCR_L(8, 2) : TCR_L(8, 1);
 #undef TCR_L
+}
+
+/* KILN_CUDA_GEMV_RING_CHECK=1 (diagnosis, read once; eager runs only, KILN_CUDA_GRAPH=0): after each ring launch,
+ * gemv_tc_kernel computes the same rows into a scratch buffer and a plain-launched kernel compares the two bitwise,
+ * counting launches that differ; the counts are printed at exit. Tells a ring that computes wrong rows in the chain
+ * (it alone is bitwise: test_gemv_ring) from one whose presence makes another kernel misread. */
+static int tcr_check_on(void) {
+    static int v = -1;
+    if (v < 0) v = getenv("KILN_CUDA_GEMV_RING_CHECK") && *getenv("KILN_CUDA_GEMV_RING_CHECK") == '1';
+    return v;
+}
+static float *tcr_chk;
+static size_t tcr_chk_n;
+static unsigned *tcr_chk_cnt; /* [0] launches compared, [1] launches differing, [2] first differing launch + 1, [3] rows
+                               * differing, [4] how many of the first such launch's rows follow, [5..] (seg << 24 | row) each */
+#define TCR_CHK_ROWS 16
+static void tcr_check_report(void) {
+    unsigned h[5 + TCR_CHK_ROWS] = {0};
+    if (!tcr_chk_cnt || cudaMemcpy(h, tcr_chk_cnt, sizeof h, cudaMemcpyDeviceToHost) != cudaSuccess) return;
+    fprintf(stderr, "kiln: ring check: %u launches compared, %u differ (first: launch %u), %u rows differ; rows of the first:", h[0], h[1],
+            h[2] ? h[2] - 1 : 0, h[3]);
+    for (unsigned i = 0; i < h[4] && i < TCR_CHK_ROWS; i++) fprintf(stderr, " %u:%u", h[5 + i] >> 24, h[5 + i] & 0xffffff);
+    fprintf(stderr, "\n");
+}
+static float *tcr_check_buf(cuda_impl_t *c, const tc_args &a) {
+    (void)c;
+    const size_t n = (size_t)a.ntiles * 16;
+    if (!tcr_chk_cnt) {
+        if (cudaMalloc((void **)&tcr_chk_cnt, (5 + TCR_CHK_ROWS) * sizeof(unsigned)) != cudaSuccess) return NULL;
+        cudaMemset(tcr_chk_cnt, 0, (5 + TCR_CHK_ROWS) * sizeof(unsigned));
+        atexit(tcr_check_report);
+    }
+    if (n > tcr_chk_n) {
+        if (tcr_chk) cudaFree(tcr_chk);
+        if (cudaMalloc((void **)&tcr_chk, n * sizeof(float)) != cudaSuccess) { tcr_chk = NULL; tcr_chk_n = 0; return NULL; }
+        tcr_chk_n = n;
+    }
+    return tcr_chk;
+}
+__global__ void tcr_cmp_kernel(tc_args a, const float *chk, unsigned *cnt) {
+    __shared__ unsigned bad, nrow, rows[TCR_CHK_ROWS];
+    if (threadIdx.x == 0) bad = nrow = 0;
+    __syncthreads();
+    for (int i = 0; i < a.nseg; i++)
+        for (int r = threadIdx.x; r < a.seg[i].rows; r += blockDim.x)
+            if (__float_as_uint(__ldcg(a.seg[i].y + r)) != __float_as_uint(__ldcg(chk + (size_t)a.seg[i].tile0 * 16 + r))) {
+                atomicAdd(&bad, 1u);
+                const unsigned k = atomicAdd(&nrow, 1u);
+                if (k < TCR_CHK_ROWS) rows[k] = (unsigned)i << 24 | (unsigned)r;
+            }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned k = atomicAdd(&cnt[0], 1u);
+        if (bad) {
+            atomicAdd(&cnt[1], 1u);
+            atomicAdd(&cnt[3], bad);
+            if (atomicCAS(&cnt[2], 0u, k + 1) == 0u) {
+                cnt[4] = nrow;
+                for (unsigned j = 0; j < nrow && j < TCR_CHK_ROWS; j++) cnt[5 + j] = rows[j];
+            }
+        }
+    }
+}
+static void tcr_check_cmp(cuda_impl_t *c, const tc_args &a, const float *chk) {
+    tcr_cmp_kernel<<<1, 1024, 0, c->stream>>>(a, chk, tcr_chk_cnt);
 }
 
 /* y[i] = x · w[i]ᵀ for n ≤ TC_MAXSEG weights of the same K, bits, group and scale dtype, T tokens
@@ -1414,7 +1496,21 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
     a.xf = xf;
     /* the ring kernel (KILN_CUDA_GEMV_RING=1): plain one-token launches of the weights it takes */
-    if (a.mode == 0 && tcr_wanted() && tcr_scope(a) && tcr_run(c, a, bits, nu, sbf) == 0) return 0;
+    if (a.mode == 0 && tcr_wanted() && tcr_scope(a) && tcr_run(c, a, bits, nu, sbf) == 0) {
+        if (tcr_check_on()) { /* diagnosis: gemv_tc_kernel again into a scratch row, compared bitwise */
+            tc_args b = a;
+            float *chk = tcr_check_buf(c, a);
+            if (chk) {
+                for (int i = 0; i < a.nseg; i++) b.seg[i].y = chk + (size_t)a.seg[i].tile0 * 16;
+#define TC_L(B, N) (sbf ? tc_launch_m<B, N, 1>(c, b) : tc_launch_m<B, N, 0>(c, b))
+                b.pre = 2;
+                const int rc = bits == 4 ? (nu == 4 ? TC_L(4, 4) : nu == 2 ? TC_L(4, 2) : TC_L(4, 1)) : (nu == 2 ? TC_L(8, 2) : TC_L(8, 1));
+#undef TC_L
+                if (rc == 0) tcr_check_cmp(c, a, chk);
+            }
+        }
+        return 0;
+    }
     /* x prepared by the kernel that wrote it (xprep.cu, KILN_CUDA_XPREP): this K's format noted for
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);

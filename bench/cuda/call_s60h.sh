@@ -1,0 +1,17 @@
+#!/bin/bash
+# call_s60h.sh — (session 60) the final tree's ring: test_gemv_ring and the new stress test (a third of its
+# repetitions plain, a third PDL-launched, a third PDL-launched two blocks an SM; 48 in the suite, 384 here), the
+# GEMV tests with the ring on, and the same stress test without the fence (KILN_CUDA_GEMV_RING_FENCE=0: it must fail —
+# the test's power). Package: kiln + test_cuda_kernels of the tree.
+P=${1:-build-lead}
+. bench/cuda/call_lib.sh
+call_unpack $P/kiln-cuda.tar.xz
+KILN_CUDA_TEST_RING_ONLY=1 timeout 60 /tmp/k/test_cuda_kernels > /tmp/t_a.log 2>&1
+echo "ring tests (suite's 48) rc=$? $(tail -1 /tmp/t_a.log)" >> $S; grep "FAIL" /tmp/t_a.log | head -3 >> $S
+KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384 timeout 60 /tmp/k/test_cuda_kernels > /tmp/t_b.log 2>&1
+echo "ring tests stress 384 rc=$? $(tail -1 /tmp/t_b.log)" >> $S; grep "FAIL" /tmp/t_b.log | head -3 >> $S
+KILN_CUDA_GEMV_RING_FENCE=0 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384 timeout 60 /tmp/k/test_cuda_kernels > /tmp/t_c.log 2>&1
+echo "ring tests stress 384 WITHOUT the fence rc=$? $(tail -1 /tmp/t_c.log)" >> $S; grep "FAIL" /tmp/t_c.log | head -3 >> $S
+call_ring_tests
+echo "done at $(el) s" >> $S
+cat $S
