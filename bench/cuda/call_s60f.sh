@@ -4,7 +4,8 @@
 # and in the chain the first tile of a block's group 0 (its first slots) comes out wrong. Which change ends it?
 # KILN_CUDA_GEMV_RING_VAR bits (matmul_gemv_tc.cu, tcr_args.var): 1 producer waits for the consumers' x, 2 async-proxy
 # fence after the barrier init, 8 slots from a 1024-aligned base, 16 a fence after each full wait; 4 prints the shared
-# addresses. Package: kiln + test_cuda_kernels of the tree.
+# addresses. Package: kiln + test_cuda_kernels of the tree. (Its KILN_CUDA_GEMV_RING_VAR knobs are gone since the fix
+# — call_s60g.sh; every variant passed here, the control too: the unit test at one call's luck.)
 P=${1:-build-lead}
 . bench/cuda/call_lib.sh
 call_unpack $P/kiln-cuda.tar.xz
