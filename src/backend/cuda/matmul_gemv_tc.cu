@@ -1408,8 +1408,7 @@ static void tcr_check_report(void) {
     for (unsigned i = 0; i < h[4] && i < TCR_CHK_ROWS; i++) fprintf(stderr, " %u:%u", h[5 + i] >> 24, h[5 + i] & 0xffffff);
     fprintf(stderr, "\n");
 }
-static float *tcr_check_buf(cuda_impl_t *c, const tc_args &a) {
-    (void)c;
+static float *tcr_check_buf(const tc_args &a) {
     const size_t n = (size_t)a.ntiles * 16;
     if (!tcr_chk_cnt) {
         if (cudaMalloc((void **)&tcr_chk_cnt, (5 + TCR_CHK_ROWS) * sizeof(unsigned)) != cudaSuccess) return NULL;
@@ -1499,7 +1498,7 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     if (a.mode == 0 && tcr_wanted() && tcr_scope(a) && tcr_run(c, a, bits, nu, sbf) == 0) {
         if (tcr_check_on()) { /* diagnosis: gemv_tc_kernel again into a scratch row, compared bitwise */
             tc_args b = a;
-            float *chk = tcr_check_buf(c, a);
+            float *chk = tcr_check_buf(a);
             if (chk) {
                 for (int i = 0; i < a.nseg; i++) b.seg[i].y = chk + (size_t)a.seg[i].tile0 * 16;
 #define TC_L(B, N) (sbf ? tc_launch_m<B, N, 1>(c, b) : tc_launch_m<B, N, 0>(c, b))
