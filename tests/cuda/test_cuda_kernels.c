@@ -765,7 +765,8 @@ extern int kiln_cuda_gemv_ring_calls;
  * two blocks share an SM). A race in the ring's slot protocol shows up as a rare repetition with some rows off:
  * session 60's — a slot refilled before the consumers' generic reads of it were served, fixed by the producer's
  * proxy fence — needed two blocks on one SM (one an SM, 2048 repetitions were bitwise in session 59); without the
- * fence (KILN_CUDA_GEMV_RING_FENCE=0) the last third's gate/up repetitions differed 29 of 128 and 39 of 256 times (H100).
+ * fence (KILN_CUDA_GEMV_RING_FENCE=0) and two blocks an SM in every repetition, 29 of 128, 0 of 128 and 39 of 256 gate/up
+ * repetitions differed (H100; this three-way mix not yet device-run).
  * Shapes: llama-3-8b's gate/up (two 14336-row weights, K = 4096: 7 rounds a block), its q/k/v, a single weight of
  * K = 14336. reps: 48 in the suite; KILN_CUDA_TEST_RING_STRESS=N for more (a device call). On a mismatch: the
  * repetition, the count of rows off and the first one's tile, row in tile, segment and values. */
