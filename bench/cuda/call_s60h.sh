@@ -3,11 +3,13 @@
 # repetitions plain, a third PDL-launched, a third PDL-launched two blocks an SM; 48 in the suite, 384 here), the
 # GEMV tests with the ring on, and the same stress test without the fence (KILN_CUDA_GEMV_RING_FENCE=0: it must fail —
 # the test's power); then — the map table's hash fixed after call_s60g — the whole ring measured for the first time.
-# Package: kiln + test_cuda_kernels of the tree. NOT RUN: session 60's device time ran out; the
-# next session's first call.
+# Package: bash bench/cuda/build_here.sh /work/cb/s26 kiln test_cuda_kernels &&
+#   PACK_BINS="kiln test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s26/b build-lead   (carry ["build-lead"])
+# NOT RUN: session 60's device time ran out; the next session's first call.
 P=${1:-build-lead}
 . bench/cuda/call_lib.sh
 call_unpack $P/kiln-cuda.tar.xz
+call_synth q4 l8q4 q06q4 # in the background while the tests run
 KILN_CUDA_TEST_RING_ONLY=1 timeout 60 /tmp/k/test_cuda_kernels > /tmp/t_a.log 2>&1
 echo "ring tests (suite's 48) rc=$? $(tail -1 /tmp/t_a.log)" >> $S; grep "FAIL" /tmp/t_a.log | head -3 >> $S
 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384 timeout 60 /tmp/k/test_cuda_kernels > /tmp/t_b.log 2>&1
@@ -17,7 +19,6 @@ echo "ring tests stress 384 WITHOUT the fence rc=$? $(tail -1 /tmp/t_c.log)" >> 
 call_ring_tests
 # the map table's hash (fixed after call_s60g): before, the ring took gate/up in 4 of llama-3-8b's 32 layers; now the
 # check must compare all 40 × 32 = 1280 gate/up launches, and the whole ring is measured for the first time
-call_synth q4 l8q4 q06q4
 call_wait l8q4 q06q4
 IDS=$(seq -s, 1 40)
 LG_TIMEOUT=30 call_logits /tmp/s/l8q4 "kiln KILN_CUDA_GEMV_RING=1,KILN_CUDA_GEMV_RING_NSEG=2,KILN_CUDA_GRAPH=0,KILN_CUDA_GEMV_RING_CHECK=1"
