@@ -1461,8 +1461,21 @@ __global__ void tcr_cmp_kernel(tc_args a, const float *chk, unsigned *cnt) {
         }
     }
 }
-static void tcr_check_cmp(cuda_impl_t *c, const tc_args &a, const float *chk) {
-    tcr_cmp_kernel<<<1, 1024, 0, c->stream>>>(a, chk, tcr_chk_cnt);
+/* gemv_tc_kernel (tc_launch_m) for a's bits, unit and scale dtype: gemv_tc_run's launch and the check's */
+static int tc_run_m(cuda_impl_t *c, const tc_args &a, int bits, int nu, int sbf) {
+    tc_trace_init(); /* reads KILN_CUDA_GEMV_TC_TRACE once */
+#define TC_L(B, N) (sbf ? tc_launch_m<B, N, 1>(c, a) : tc_launch_m<B, N, 0>(c, a))
+    if (bits == 4) return nu == 4 ? TC_L(4, 4) : nu == 2 ? TC_L(4, 2) : TC_L(4, 1);
+    return nu == 2 ? TC_L(8, 2) : TC_L(8, 1);
+#undef TC_L
+}
+/* after a ring launch of a: gemv_tc_kernel into the scratch rows, then the bitwise comparison */
+static void tcr_check(cuda_impl_t *c, const tc_args &a, int bits, int nu, int sbf) {
+    float *chk = tcr_check_buf(a);
+    if (!chk) return;
+    tc_args b = a;
+    for (int i = 0; i < a.nseg; i++) b.seg[i].y = chk + (size_t)a.seg[i].tile0 * 16;
+    if (tc_run_m(c, b, bits, nu, sbf) == 0) tcr_cmp_kernel<<<1, 1024, 0, c->stream>>>(a, chk, tcr_chk_cnt);
 }
 
 /* y[i] = x · w[i]ᵀ for n ≤ TC_MAXSEG weights of the same K, bits, group and scale dtype, T tokens
@@ -1509,34 +1522,20 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
     static int xf = -1;
     if (xf < 0) xf = !(getenv("KILN_CUDA_GEMV_TC_XF") && !strcmp(getenv("KILN_CUDA_GEMV_TC_XF"), "0"));
     a.xf = xf;
-    /* the ring kernel (KILN_CUDA_GEMV_RING=1): plain one-token launches of the weights it takes */
+    static int pre = -1;
+    if (pre < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_PRE"); pre = e && (*e == '1' || *e == '3') ? *e - '0' : 2; }
+    a.pre = pre == 3 && (a.mode & TC_NORM) ? 2 : pre; /* PRE=3's cp.async of x is not the norm's read */
+    /* the ring kernel (KILN_CUDA_GEMV_RING=1): plain one-token launches of the weights it takes
+     * (KILN_CUDA_GEMV_RING_CHECK=1: each checked against gemv_tc_kernel) */
     if (a.mode == 0 && tcr_wanted() && tcr_scope(a) && tcr_run(c, a, bits, nu, sbf) == 0) {
-        if (tcr_check_on()) { /* diagnosis: gemv_tc_kernel again into a scratch row, compared bitwise */
-            tc_args b = a;
-            float *chk = tcr_check_buf(a);
-            if (chk) {
-                for (int i = 0; i < a.nseg; i++) b.seg[i].y = chk + (size_t)a.seg[i].tile0 * 16;
-#define TC_L(B, N) (sbf ? tc_launch_m<B, N, 1>(c, b) : tc_launch_m<B, N, 0>(c, b))
-                b.pre = 2;
-                const int rc = bits == 4 ? (nu == 4 ? TC_L(4, 4) : nu == 2 ? TC_L(4, 2) : TC_L(4, 1)) : (nu == 2 ? TC_L(8, 2) : TC_L(8, 1));
-#undef TC_L
-                if (rc == 0) tcr_check_cmp(c, a, chk);
-            }
-        }
+        if (tcr_check_on()) tcr_check(c, a, bits, nu, sbf);
         return 0;
     }
     /* x prepared by the kernel that wrote it (xprep.cu, KILN_CUDA_XPREP): this K's format noted for
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);
     if (a.mode == 0 && (a.xp = cuda_xp_get(c, x, a.K, bits, nu)) != NULL) a.mode = TC_PREP;
-    static int pre = -1;
-    if (pre < 0) { const char *e = getenv("KILN_CUDA_GEMV_TC_PRE"); pre = e && (*e == '1' || *e == '3') ? *e - '0' : 2; }
-    a.pre = pre == 3 && (a.mode & TC_NORM) ? 2 : pre; /* PRE=3's cp.async of x is not the norm's read */
-    tc_trace_init(); /* reads KILN_CUDA_GEMV_TC_TRACE once */
-#define TC_L(B, N) (sbf ? tc_launch_m<B, N, 1>(c, a) : tc_launch_m<B, N, 0>(c, a))
-    if (bits == 4) return nu == 4 ? TC_L(4, 4) : nu == 2 ? TC_L(4, 2) : TC_L(4, 1);
-    return nu == 2 ? TC_L(8, 2) : TC_L(8, 1);
-#undef TC_L
+    return tc_run_m(c, a, bits, nu, sbf);
 }
 
 int cuda_gemv_tc(cuda_impl_t *c, int n, float *const *y, const float *x, int T, const dweight_t *const *w) { return gemv_tc_run(c, n, y, x, T, w, NULL); }
