@@ -66,6 +66,14 @@
 #ifndef Q4R_PF
 #define Q4R_PF 8192
 #endif
+/* ... into L2 (prefetcht1), not L1: a prefetcht0 holds one of the core's few L1 fill buffers until its line arrives,
+ * and the stream then has fewer lines in flight than the memory could serve (the AMX path's q8 decode prefetches into
+ * L2 for that reason, matmul_amx_avx512.c). Measured on the Zen 4 VM (bench/cpu/RESULTS.md session 61): llama-3.2-1b
+ * q4 decode +9..+16 % in the host's fast memory windows, -1..-4 % in its slow ones; -DQ4R_HINT=_MM_HINT_T0 builds the
+ * old variant for an A/B. */
+#ifndef Q4R_HINT
+#define Q4R_HINT _MM_HINT_T1
+#endif
 
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
@@ -240,7 +248,7 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
         const int8_t *xw = xd + (size_t)g * wpg * 24;
         if (B == 4)
             for (int i = 0; i < wpg; i++, c += 64, xw += 24) {
-                _mm_prefetch((const char *)c + Q4R_PF, _MM_HINT_T0);
+                _mm_prefetch((const char *)c + Q4R_PF, Q4R_HINT);
                 __m512i v = _mm512_loadu_si512(c);
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 a0l = dpb(a0l, lo, xw);
@@ -253,7 +261,7 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
         else
             for (int ch = 0; ch < wpg / 4; ch++, c += B * 64) {
 #pragma GCC unroll 6
-                for (int l = 0; l < B; l++) _mm_prefetch((const char *)c + Q4R_PF + 64 * l, _MM_HINT_T0);
+                for (int l = 0; l < B; l++) _mm_prefetch((const char *)c + Q4R_PF + 64 * l, Q4R_HINT);
                 __m512i ce[4], co[4];
                 qb_codes(ce, co, c, B);
 #pragma GCC unroll 4
