@@ -117,6 +117,11 @@ AI __m512i dpb(__m512i acc, __m512i v, const int8_t *p) {
 
 /* Decode prefetch distance in the tile stream (bytes): W is read once, in address order. */
 #define Q8R_PF 8192
+/* into L1 (an A/B knob at build time, as matmul_q4ril_avx512.c's Q4R_HINT — where L2 won): prefetcht1 measured
+ * -7 % (fast memory windows) / -5 % (slow) on the Zen 4 VM's llama-3.2-1b q8 decode, bench/cpu/RESULTS.md session 61 */
+#ifndef Q8R_HINT
+#define Q8R_HINT _MM_HINT_T0
+#endif
 
 /* x rows t .. t+NT-1 against tile `tile` (W rows 16·tile + lane); lanes in m stored to
  * y + row·ys + 16·tile. PF: decode (prefetch the stream and the next tile's scales/biases). */
@@ -154,7 +159,7 @@ AI void q8r_tile(float *y, size_t ys, __mmask16 m, const q8r_x_t *q, int t, cons
         for (int a = 0; a < NT; a++) a0[a] = a1[a] = a2[a] = _mm512_setzero_si512();
 #pragma GCC unroll 32
         for (int i = 0; i < nwg; i++) {
-            if (PF) _mm_prefetch((const char *)cg + i * 64 + Q8R_PF, _MM_HINT_T0);
+            if (PF) _mm_prefetch((const char *)cg + i * 64 + Q8R_PF, Q8R_HINT);
             __m512i v = _mm512_loadu_si512(cg + i * 64);
 #pragma GCC unroll 4
             for (int a = 0; a < NT; a++) {
