@@ -68,9 +68,13 @@
 #endif
 /* ... into L2 (prefetcht1), not L1: a prefetcht0 holds one of the core's few L1 fill buffers until its line arrives,
  * and the stream then has fewer lines in flight than the memory could serve (the AMX path's q8 decode prefetches into
- * L2 for that reason, matmul_amx_avx512.c). Measured on the Zen 4 VM (bench/cpu/RESULTS.md session 61): llama-3.2-1b
- * q4 decode +9..+16 % in the host's fast memory windows, -1..-4 % in its slow ones; -DQ4R_HINT=_MM_HINT_T0 builds the
- * old variant for an A/B. */
+ * L2 for that reason, matmul_amx_avx512.c); and a second prefetch, Q4R_PF0 bytes ahead into L1 (0: none), moves the
+ * lines from L2 before the loop needs them. Measured on the Zen 4 VM's llama-3.2-1b q4 decode (bench/cpu/RESULTS.md
+ * session 61): L2 alone +9..+16 % over the old prefetcht0 in the host's fast memory windows, -1..-6 % in its slow mode;
+ * the near L1 prefetch then -1..+3 % / +4..+5 %. -DQ4R_HINT=_MM_HINT_T0 -DQ4R_PF0=0 builds the old variant. */
+#ifndef Q4R_PF0
+#define Q4R_PF0 2048
+#endif
 #ifndef Q4R_HINT
 #define Q4R_HINT _MM_HINT_T1
 #endif
@@ -249,6 +253,7 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
         if (B == 4)
             for (int i = 0; i < wpg; i++, c += 64, xw += 24) {
                 _mm_prefetch((const char *)c + Q4R_PF, Q4R_HINT);
+                if (Q4R_PF0) _mm_prefetch((const char *)c + Q4R_PF0, _MM_HINT_T0);
                 __m512i v = _mm512_loadu_si512(c);
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 a0l = dpb(a0l, lo, xw);
@@ -261,7 +266,10 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
         else
             for (int ch = 0; ch < wpg / 4; ch++, c += B * 64) {
 #pragma GCC unroll 6
-                for (int l = 0; l < B; l++) _mm_prefetch((const char *)c + Q4R_PF + 64 * l, Q4R_HINT);
+                for (int l = 0; l < B; l++) {
+                    _mm_prefetch((const char *)c + Q4R_PF + 64 * l, Q4R_HINT);
+                    if (Q4R_PF0) _mm_prefetch((const char *)c + Q4R_PF0 + 64 * l, _MM_HINT_T0);
+                }
                 __m512i ce[4], co[4];
                 qb_codes(ce, co, c, B);
 #pragma GCC unroll 4
