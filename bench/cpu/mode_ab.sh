@@ -5,6 +5,8 @@
 # (hi: both probes over 45 GB/s, lo: both under 40, mix: one of each) and compares the variants within a mode.
 #   ROUNDS=6 RUNS=8 bash bench/cpu/mode_ab.sh MODEL_DIR NAME=BIN NAME=BIN... > ab.out; python3 bench/cpu/mode_ab.py ab.out
 # Odd rounds run the variants in the given order, even rounds reversed (drift in time falls on both alike).
+# (ab_probe.sh does two build folders against one probe a pair, at 512 + 64 tokens; this takes any number of
+# binaries and reads each run against its own probes, which a VM with windows needs.)
 set -u
 m=$1; shift
 vs=("$@")

@@ -6,7 +6,8 @@
 #   call_synth DTYPE NAME...   kiln synth of each NAME (l8… = llama-3-8b, q06… = qwen3-0.6b, q352… = qwen3.5-2b,
 #                              g31… = gemma3-1b, moe4… = qwen3.5-moe-35b at 4 layers) into /tmp/s/NAME
 #   call_san TOOL TO NAME [VAR=V...] -- CMD   compute-sanitizer's summary and first reports of CMD into $S
-#   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S
+#   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S (T1_TIMEOUT=S: its
+#                              limit, default 200 s)
 #   call_hybrid_tests "DT:NAME..." [TNAME VAR=V]   the hybrid calls' preamble: those checkpoints in the background,
 #                              the MoE/hybrid subset of test_cuda_kernels (and again as TNAME under VAR=V),
 #                              test_cuda_hybrid and test_cuda_parity, then wait for the checkpoints
@@ -77,7 +78,7 @@ call_san() {
 }
 call_t1() {
   local n=$1; shift
-  env "$@" timeout 200 /tmp/k/test_cuda_kernels > /tmp/t_$n.log 2>&1
+  env "$@" timeout "${T1_TIMEOUT:-200}" /tmp/k/test_cuda_kernels > /tmp/t_$n.log 2>&1
   echo "$n rc=$? $(tail -1 /tmp/t_$n.log)" >> "$S"
   grep -i "fail" /tmp/t_$n.log | head -8 >> "$S"
 }

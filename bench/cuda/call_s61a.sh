@@ -7,12 +7,10 @@ P=${1:-build-full}
 . bench/cuda/call_lib.sh
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 l8q4 q06q4
-KILN_CUDA_TEST_RING_ONLY=1 timeout 60 /tmp/k/test_cuda_kernels > /tmp/t_a.log 2>&1
-echo "ring tests (suite's 48) rc=$? $(tail -1 /tmp/t_a.log)" >> $S; grep "FAIL" /tmp/t_a.log | head -3 >> $S
-KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384 timeout 60 /tmp/k/test_cuda_kernels > /tmp/t_b.log 2>&1
-echo "ring tests stress 384 rc=$? $(tail -1 /tmp/t_b.log) at $(el) s" >> $S; grep "FAIL" /tmp/t_b.log | head -3 >> $S
-KILN_CUDA_GEMV_RING_FENCE=0 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384 timeout 60 /tmp/k/test_cuda_kernels > /tmp/t_c.log 2>&1
-echo "ring tests stress 384 WITHOUT the fence rc=$? $(tail -1 /tmp/t_c.log) at $(el) s" >> $S; grep "FAIL" /tmp/t_c.log | head -3 >> $S
+T1_TIMEOUT=60 # a hang must not take the whole call
+call_t1 ring_suite48 KILN_CUDA_TEST_RING_ONLY=1
+call_t1 ring_stress384 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384
+call_t1 ring_stress384_NO_FENCE_must_fail KILN_CUDA_GEMV_RING_FENCE=0 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384
 call_ring_tests
 call_wait l8q4 q06q4
 IDS=$(seq -s, 1 40)
