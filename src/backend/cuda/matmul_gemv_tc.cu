@@ -765,7 +765,11 @@ __global__ void __launch_bounds__(TCM_MAXT) gemv_tcm_kernel(const __grid_constan
  * batch-1 llama-3-8b q4 343–346 tok/s against 358–361, 360 at a 200 KB budget (10 slots, no two blocks an SM).
  * Session 60: PDL-launched (now its default) and bitwise after the fence at its refills (tcr_launch). Its chain
  * numbers so far (336.6 against 353.1 off) had it on few launches: tcr_map's old hash left most maps without room
- * (gate/up ringed in 4 of llama-3-8b's 32 layers). Whole, it is not yet measured: opt-in. */
+ * (gate/up ringed in 4 of llama-3-8b's 32 layers). Session 62, whole: bitwise in the chain (5160 launches compared,
+ * logits md5 equal) and 22 % slower (llama-3-8b q4 272 vs 348 tok/s; every launch class loses), level at one block an
+ * SM (KILN_CUDA_GEMV_RING_SMEM=200000); the decode timeline has its GEMV spans from x-ready longer than
+ * gemv_tc_kernel's (q/k/v 12.6 vs 6.2 µs): 8 consumer warps consume slower than 16, which the early copies do not
+ * make up. Opt-in. */
 #define TCR_NCW 8    /* consumer warps: two sets of 4 */
 #define TCR_NSMAX 16 /* ring slots at most */
 #define TCR_BAR 5    /* the consumers' named barrier (tc_bar uses 1..4) */
