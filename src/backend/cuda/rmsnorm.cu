@@ -23,6 +23,16 @@ __device__ __forceinline__ float rms_inv_block(float ss, float *ws, int n, float
 }
 
 /* x·(1/rms)·(off + w) of a row's float4 i (w NULL: no weight) — the products of every float4 norm here */
+/* the same with the row's float4 of w already loaded (wv NULL: no weight) */
+__device__ __forceinline__ float4 rms_scale4w(float4 o, float inv, const float4 *wv, float off) {
+    if (wv) {
+        o.x = (o.x * inv) * (off + wv->x); o.y = (o.y * inv) * (off + wv->y);
+        o.z = (o.z * inv) * (off + wv->z); o.w = (o.w * inv) * (off + wv->w);
+    } else {
+        o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
+    }
+    return o;
+}
 __device__ __forceinline__ float4 rms_scale4(float4 o, float inv, const float *w, float off, int i) {
     if (w) {
         const float4 wv = ((const float4 *)w)[i];
@@ -67,6 +77,15 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
     __shared__ float warp_sums[8];
     extern __shared__ float4 xp_h4[]; /* PREP: y, then zeros to whole chunks */
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; x is read after the wait */
+    const int n4 = n / 4;
+    /* the norm weight before the wait: no kernel writes it, and read after the reduction it was one more
+     * memory round trip on the decode chain's critical path (a layer's weights leave it out of L2) */
+    float4 wv[RV];
+#pragma unroll
+    for (int r = 0; r < RV; r++) {
+        const int i = threadIdx.x + r * 256;
+        wv[r] = w && i < n4 ? ((const float4 *)w)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
     pdl_wait();
     if constexpr (WG) {
         if ((int)blockIdx.x >= wg.T) { /* a padding token of the bucket: zeros and 1, as wg_xprep_kernel writes them */
@@ -77,25 +96,31 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
     }
     const float4 *xr = (const float4 *)(x + (size_t)blockIdx.x * n);
     float4 *yr = (float4 *)(y + (size_t)blockIdx.x * n);
-    const int n4 = n / 4;
-    float4 v[RV];
+    float4 v[RV], dv[RV];
     float ss = 0.f;
+    /* every load of x and d before the first store of x: written in one loop, each x store (x may alias d and y)
+     * kept the next float4's loads behind it — RV dependent L2 round trips instead of one (the floats are the same) */
 #pragma unroll
     for (int r = 0; r < RV; r++) {
         const int i = threadIdx.x + r * 256;
         v[r] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
         if (ADD && i < n4) {
-            float4 dv;
             if (ds.ks > 1) {
                 const float4 *p = (const float4 *)ds.p + (size_t)blockIdx.x * n4 + i;
-                dv = p[0];
+                dv[r] = p[0];
                 for (int k = 1; k < ds.ks; k++) {
                     const float4 q = p[(size_t)k * ds.n4];
-                    dv.x = __fadd_rn(dv.x, q.x); dv.y = __fadd_rn(dv.y, q.y); dv.z = __fadd_rn(dv.z, q.z); dv.w = __fadd_rn(dv.w, q.w);
+                    dv[r].x = __fadd_rn(dv[r].x, q.x); dv[r].y = __fadd_rn(dv[r].y, q.y); dv[r].z = __fadd_rn(dv[r].z, q.z); dv[r].w = __fadd_rn(dv[r].w, q.w);
                 }
             } else
-                dv = ((const float4 *)(d + (size_t)blockIdx.x * n))[i];
-            v[r].x += dv.x; v[r].y += dv.y; v[r].z += dv.z; v[r].w += dv.w;
+                dv[r] = ((const float4 *)(d + (size_t)blockIdx.x * n))[i];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < RV; r++) {
+        const int i = threadIdx.x + r * 256;
+        if (ADD && i < n4) {
+            v[r].x += dv[r].x; v[r].y += dv[r].y; v[r].z += dv[r].z; v[r].w += dv[r].w;
             ((float4 *)xr)[i] = v[r];
         }
         ss = fmaf(v[r].x, v[r].x, ss); ss = fmaf(v[r].y, v[r].y, ss);
@@ -107,7 +132,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
     for (int r = 0; r < RV; r++) {
         const int i = threadIdx.x + r * 256;
         if (i >= n4) break;
-        const float4 o = rms_scale4(v[r], inv, w, off, i);
+        const float4 o = rms_scale4w(v[r], inv, w ? &wv[r] : nullptr, off);
         if constexpr (Y32) yr[i] = o;
         if constexpr (X16) {
             const __nv_bfloat162 a = __floats2bfloat162_rn(o.x, o.y), b = __floats2bfloat162_rn(o.z, o.w);
