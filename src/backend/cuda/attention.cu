@@ -679,6 +679,7 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
      * output into the owner's ro[src][e / S] and its (max, sum) into every rank's rm/rl[src] */
     __shared__ float ro[MQ * HD + MSMAX], rm[MSMAX][MQ], rl[MSMAX][MQ];
     __shared__ float rcs[ROPE ? HD : 1]; /* ROPE: cos and sin of pair i's angle at [i], [HD/2 + i] */
+    __shared__ float hnw[ROPE ? 2 * HD : 1]; /* ROPE with head norms: the q and k norm weights, read before pdl_wait */
     const int S = a.n_splits;
     const int ti = blockIdx.x / S, split = blockIdx.x % S;
     const int n_qc = (a.group + MQ - 1) / MQ, kvh = blockIdx.y / n_qc, qc = blockIdx.y % n_qc;
@@ -703,6 +704,9 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
     if (kb < s_hi && a.kv_prewait == 1) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0);
     if (kb < s_hi && a.kv_prewait == 2) dm_pf_tile<HD>(a, bt, per_tok, hoff, kb, g, s_hi, p);
     if (ROPE && threadIdx.x < a.half) rope_cs(threadIdx.x, p, a.inv, a.ms, rcs[threadIdx.x], rcs[HD / 2 + threadIdx.x]);
+    /* qwen3's head-norm weights: no kernel writes them, and read inside dm_head_norm after the wait they were one more
+     * memory round trip on the step's critical path (session 62; read after the __syncthreads below) */
+    if (ROPE && a.qn && threadIdx.x < HD) { hnw[threadIdx.x] = a.qn[threadIdx.x]; hnw[HD + threadIdx.x] = a.kn ? a.kn[threadIdx.x] : 0.f; }
     pdl_wait();
     if (kb < s_hi && a.kv_prewait != 1) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0); /* the same rows, after the wait */
     /* ROPE: rope_kv_write's work for this block, before the wait on nothing but the QKV matmul:
@@ -725,7 +729,7 @@ __global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t
                 for (int d = threadIdx.x; d < HD; d += blockDim.x) ksc[d] = __ldcg(a.rk + ho + d);
             __syncthreads();
             for (int h = warp; h < nqh + (own ? 1 : 0); h += MWARPS)
-                dm_head_norm<HD>(h < nqh ? qsc + h * HD : ksc, h < nqh ? a.qn : a.kn, a.noff, a.neps, lane);
+                dm_head_norm<HD>(h < nqh ? qsc + h * HD : ksc, h < nqh ? hnw : hnw + HD, a.noff, a.neps, lane);
             __syncthreads();
         }
         if (own && threadIdx.x < HD) {
