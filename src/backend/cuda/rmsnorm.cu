@@ -22,8 +22,8 @@ __device__ __forceinline__ float rms_inv_block(float ss, float *ws, int n, float
     return 1.0f / sqrtf(tot / (float)n + eps);
 }
 
-/* x·(1/rms)·(off + w) of a row's float4 i (w NULL: no weight) — the products of every float4 norm here */
-/* the same with the row's float4 of w already loaded (wv NULL: no weight) */
+/* x·(1/rms)·(off + w) with the row's float4 of w already loaded (wv NULL: no weight) — the products of every float4
+ * norm here (rms_norm4_kernel reads its w before the PDL wait) */
 __device__ __forceinline__ float4 rms_scale4w(float4 o, float inv, const float4 *wv, float off) {
     if (wv) {
         o.x = (o.x * inv) * (off + wv->x); o.y = (o.y * inv) * (off + wv->y);
@@ -33,15 +33,11 @@ __device__ __forceinline__ float4 rms_scale4w(float4 o, float inv, const float4 
     }
     return o;
 }
+/* the same of a row's float4 i, w read here (w NULL: no weight) */
 __device__ __forceinline__ float4 rms_scale4(float4 o, float inv, const float *w, float off, int i) {
-    if (w) {
-        const float4 wv = ((const float4 *)w)[i];
-        o.x = (o.x * inv) * (off + wv.x); o.y = (o.y * inv) * (off + wv.y);
-        o.z = (o.z * inv) * (off + wv.z); o.w = (o.w * inv) * (off + wv.w);
-    } else {
-        o.x *= inv; o.y *= inv; o.z *= inv; o.w *= inv;
-    }
-    return o;
+    if (!w) return rms_scale4w(o, inv, nullptr, off);
+    const float4 wv = ((const float4 *)w)[i];
+    return rms_scale4w(o, inv, &wv, off);
 }
 
 template <int NT>
