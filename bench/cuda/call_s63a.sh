@@ -1,9 +1,8 @@
 #!/bin/bash
 # call_s63a.sh — (written in session 62 for the next one, not run) after session 62's two latency fixes (rms_norm4_kernel's
 # loads batched and its weight before the PDL wait; qwen3's head-norm weights before the attention's wait): the decode
-# timeline again on main (what the norms' spans are now, and what is left between the GEMVs), and the tests session 62
-# could not finish — the tensor-core decode attention subset (KILN_CUDA_TEST_ATTN_ONLY=dec) and the whole
-# test_cuda_kernels. Package, both binaries from the timeline build (its stamps cost one load a block where
+# timeline again on main (what the norms' spans are now, and what is left between the GEMVs), and the whole
+# test_cuda_kernels, which session 62 did not run (its call 6 ran the decode attention, norm/rope and chain subsets). Package, both binaries from the timeline build (its stamps cost one load a block where
 # KILN_CUDA_TIMELINE is unset; the two share their fatbin, so they pack small):
 #   CMAKE_EXTRA="-DKILN_CUDA_TIMELINE=ON" bash bench/cuda/build_here.sh /work/cb/s62t kiln test_cuda_kernels &&
 #   PACK_BINS="kiln test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s62t/b build-s63      (carry ["build-s63"])
