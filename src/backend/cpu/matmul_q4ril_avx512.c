@@ -233,6 +233,12 @@ AI void qb_codes(__m512i ce[4], __m512i co[4], const uint8_t *c, const int B) {
  * time through qb_codes into the same planes and chains. Range: codes <= 63, so |A_0| <= 63·64·G
  * and |a01| <= 63·2^14·G < 2^27 for G = 128 (int32); f32(a01) may round once from 2^24 up (G >= 16
  * at 6 bits), the same class as the 4-bit G = 128 case above. */
+/* the decode stream's two prefetches for the 64-byte line at p (Q4R_PF into L2, Q4R_PF0 into L1, above) */
+AI void q4r_pf(const uint8_t *p) {
+    _mm_prefetch((const char *)p + Q4R_PF, Q4R_HINT);
+    if (Q4R_PF0) _mm_prefetch((const char *)p + Q4R_PF0, _MM_HINT_T0);
+}
+
 AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, int l1, const int B) {
     const int ng = q->ng, wpg = q->G / 8; /* words per group */
     const uint8_t *cw = (const uint8_t *)w->data + (size_t)t * (q->K / 32) * B * 64; /* (B == 4: nw·64) */
@@ -252,8 +258,7 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
         const int8_t *xw = xd + (size_t)g * wpg * 24;
         if (B == 4)
             for (int i = 0; i < wpg; i++, c += 64, xw += 24) {
-                _mm_prefetch((const char *)c + Q4R_PF, Q4R_HINT);
-                if (Q4R_PF0) _mm_prefetch((const char *)c + Q4R_PF0, _MM_HINT_T0);
+                q4r_pf(c);
                 __m512i v = _mm512_loadu_si512(c);
                 __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 a0l = dpb(a0l, lo, xw);
@@ -266,10 +271,7 @@ AI void q4r_tile1(float *y, const q4r_x_t *q, const weight_t *w, int t, int l0, 
         else
             for (int ch = 0; ch < wpg / 4; ch++, c += B * 64) {
 #pragma GCC unroll 6
-                for (int l = 0; l < B; l++) {
-                    _mm_prefetch((const char *)c + Q4R_PF + 64 * l, Q4R_HINT);
-                    if (Q4R_PF0) _mm_prefetch((const char *)c + Q4R_PF0 + 64 * l, _MM_HINT_T0);
-                }
+                for (int l = 0; l < B; l++) q4r_pf(c + 64 * l);
                 __m512i ce[4], co[4];
                 qb_codes(ce, co, c, B);
 #pragma GCC unroll 4
