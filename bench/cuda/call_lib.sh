@@ -8,6 +8,12 @@
 #   call_san TOOL TO NAME [VAR=V...] -- CMD   compute-sanitizer's summary and first reports of CMD into $S
 #   call_t1 NAME [VAR=V...]    test_cuda_kernels with that environment: its last line and failures into $S (T1_TIMEOUT=S: its
 #                              limit, default 200 s)
+#   call_ring_t1s              the ring GEMV's stress tests through call_t1 (60 s each): the suite's 48 repetitions, 384
+#                              with the fence, 384 without it (which session 60 saw fail)
+#   call_tl NAME TAG VAR=V...  the decode timeline (a package whose kiln is a -DKILN_CUDA_TIMELINE=ON build) of /tmp/s/NAME
+#                              under that environment (X=1 for none): 2048 + 16 tokens, graphs on; bench/cuda/timeline.py's
+#                              last TL_SHOW launches (default 60) into $OUT/tl_NAME_TAG.txt, its last TL_TAIL lines
+#                              (default 12: the class summary) into $S
 #   call_hybrid_tests "DT:NAME..." [TNAME VAR=V]   the hybrid calls' preamble: those checkpoints in the background,
 #                              the MoE/hybrid subset of test_cuda_kernels (and again as TNAME under VAR=V),
 #                              test_cuda_hybrid and test_cuda_parity, then wait for the checkpoints
@@ -81,6 +87,19 @@ call_t1() {
   env "$@" timeout "${T1_TIMEOUT:-200}" /tmp/k/test_cuda_kernels > /tmp/t_$n.log 2>&1
   echo "$n rc=$? $(tail -1 /tmp/t_$n.log)" >> "$S"
   grep -i "fail" /tmp/t_$n.log | head -8 >> "$S"
+}
+call_ring_t1s() {
+  T1_TIMEOUT=60 call_t1 ring_suite48 KILN_CUDA_TEST_RING_ONLY=1
+  T1_TIMEOUT=60 call_t1 ring_stress384 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384
+  T1_TIMEOUT=60 call_t1 ring_stress384_NO_FENCE_must_fail KILN_CUDA_GEMV_RING_FENCE=0 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384
+}
+call_tl() {
+  local m=$1 tag=$2; shift 2
+  env "$@" KILN_CUDA_TIMELINE=/tmp/tl_${m}_$tag.bin timeout 120 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 \
+    --gen-tokens 16 --runs 1 > /tmp/tlb_${m}_$tag.log 2>&1
+  echo "== tl $m $tag rc=$? $(grep -a 'decode:' /tmp/tlb_${m}_$tag.log) $(grep -a TIMELINE /tmp/tlb_${m}_$tag.log | tail -1)" >> "$S"
+  python3 bench/cuda/timeline.py /tmp/tl_${m}_$tag.bin "${TL_SHOW:-60}" > $OUT/tl_${m}_$tag.txt 2>&1
+  tail -"${TL_TAIL:-12}" $OUT/tl_${m}_$tag.txt >> "$S"
 }
 call_tbin() {
   local t

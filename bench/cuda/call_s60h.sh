@@ -10,10 +10,7 @@ P=${1:-build-lead}
 . bench/cuda/call_lib.sh
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 l8q4 q06q4 # in the background while the tests run
-T1_TIMEOUT=60 # a hang must not take the whole call
-call_t1 ring_suite48 KILN_CUDA_TEST_RING_ONLY=1
-call_t1 ring_stress384 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384
-call_t1 ring_stress384_NO_FENCE_must_fail KILN_CUDA_GEMV_RING_FENCE=0 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384
+call_ring_t1s
 call_ring_tests
 # the map table's hash (fixed after call_s60g): before, the ring took gate/up in 4 of llama-3-8b's 32 layers; now the
 # check must compare all 40 × 32 = 1280 gate/up launches, and the whole ring is measured for the first time

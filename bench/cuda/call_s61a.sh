@@ -7,10 +7,7 @@ P=${1:-build-full}
 . bench/cuda/call_lib.sh
 call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 l8q4 q06q4
-T1_TIMEOUT=60 # a hang must not take the whole call
-call_t1 ring_suite48 KILN_CUDA_TEST_RING_ONLY=1
-call_t1 ring_stress384 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384
-call_t1 ring_stress384_NO_FENCE_must_fail KILN_CUDA_GEMV_RING_FENCE=0 KILN_CUDA_TEST_RING_ONLY=1 KILN_CUDA_TEST_RING_STRESS=384
+call_ring_t1s
 call_ring_tests
 call_wait l8q4 q06q4
 IDS=$(seq -s, 1 40)

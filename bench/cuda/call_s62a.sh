@@ -33,14 +33,8 @@ done
 # the decode step's kernel timeline (the package's kiln is a KILN_CUDA_TIMELINE=ON build, src/backend/cuda/timeline.cuh — its first
 # device run), off and ring, llama-3-8b q4 and qwen3-0.6b q4, 2048 + 16 tokens, graphs on; bench/cuda/timeline.py
 for m in l8q4 q06q4; do
-  for v in off ring; do
-    e=X=1; [ $v = ring ] && e=$R
-    env $e KILN_CUDA_TIMELINE=/tmp/tl_${m}_$v.bin timeout 120 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 \
-      --gen-tokens 16 --runs 1 > /tmp/tlb_${m}_$v.log 2>&1
-    echo "== tl $m $v rc=$? $(grep -a 'decode:' /tmp/tlb_${m}_$v.log) $(grep -a TIMELINE /tmp/tlb_${m}_$v.log | tail -1)" >> "$S"
-    python3 bench/cuda/timeline.py /tmp/tl_${m}_$v.bin 400 > $OUT/tl_${m}_$v.txt 2>&1
-    tail -24 $OUT/tl_${m}_$v.txt >> "$S"
-  done
+  TL_SHOW=400 TL_TAIL=24 call_tl $m off X=1
+  TL_SHOW=400 TL_TAIL=24 call_tl $m ring $R
 done
 echo "done at $(el) s" >> "$S"
 cat $S; cat $OUT/bench.txt

@@ -24,13 +24,8 @@ for m in l8q4 q06q4; do
   done
   echo "$m done at $(el) s" >> $S
 done
-for v in fuse ring200 wave1off; do
-  e=$F; [ $v = ring200 ] && e=$RB; [ $v = wave1off ] && e=KILN_CUDA_GEMV_TC_WAVE1=0
-  env $e KILN_CUDA_TIMELINE=/tmp/tl_$v.bin timeout 120 /tmp/k/kiln bench /tmp/s/l8q4 --backend cuda --prompt-tokens 2048 \
-    --gen-tokens 16 --runs 1 > /tmp/tlb_$v.log 2>&1
-  echo "== tl l8q4 $v rc=$? $(grep -a 'decode:' /tmp/tlb_$v.log)" >> "$S"
-  python3 bench/cuda/timeline.py /tmp/tl_$v.bin 60 > $OUT/tl_l8q4_$v.txt 2>&1
-  tail -12 $OUT/tl_l8q4_$v.txt >> "$S"
-done
+call_tl l8q4 fuse $F
+call_tl l8q4 ring200 $RB
+call_tl l8q4 wave1off KILN_CUDA_GEMV_TC_WAVE1=0
 echo "done at $(el) s" >> "$S"
 cat $S; cat $OUT/bench.txt

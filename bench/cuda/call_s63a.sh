@@ -14,11 +14,7 @@ T1_TIMEOUT=120 call_t1 attn_dec KILN_CUDA_TEST_ATTN_ONLY=dec
 call_wait l8q4 q06q4
 for m in l8q4 q06q4; do
   call_b1s $m X=1
-  KILN_CUDA_TIMELINE=/tmp/tl_$m.bin timeout 120 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 16 \
-    --runs 1 > /tmp/tlb_$m.log 2>&1
-  echo "== tl $m rc=$? $(grep -a 'decode:' /tmp/tlb_$m.log)" >> "$S"
-  python3 bench/cuda/timeline.py /tmp/tl_$m.bin 60 > $OUT/tl_$m.txt 2>&1
-  tail -12 $OUT/tl_$m.txt >> "$S"
+  call_tl $m main X=1
 done
 echo "timelines done at $(el) s" >> "$S"
 T1_TIMEOUT=300 call_t1 whole X=1
