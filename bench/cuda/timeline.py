@@ -14,6 +14,12 @@ launch is a run of records with the same (grid, block). Per launch:
   late   its last release - its first (blocks that arrived after the kernel ahead completed, e.g. a second wave)
 Prints the last LAUNCHES launches (default 40) one by one, then per (grid, block) class over the last decode-like
 stretch (the last 2000 launches): count, mean span, mean early, mean late.
+
+Phase stamps (TL_STAMP(id) in a kernel: records with grid 0 and block = id) are attributed to the launch whose
+[first release, next launch's first release) holds them, and printed per class and id: how many a launch, and the
+mean offset of the first and the last from the launch's first release (us). Ids: attention.cu's decode attention
+1 q ready, 2 tiles done, 3 cluster started, 4 partials exchanged, 5 stored; matmul_gemv_tc.cu 11 x prepared,
+12 last item; rmsnorm.cu 21 reduced, 22 stored.
 """
 import struct, sys, collections
 
@@ -32,6 +38,8 @@ def launches(recs):
     recs.sort(key=lambda r: r[1])
     out = []
     for a, rel, grid, block, bid, sm in recs:
+        if grid == 0:
+            continue  # a phase stamp
         if out and out[-1]['key'] == (grid, block) and out[-1]['n'] < grid:
             L = out[-1]
             L['n'] += 1
@@ -66,6 +74,27 @@ def main():
         m = lambda f: sum(x[f] for x in v) / len(v)
         print('%s: %d | %.2f %.2f %.2f | %.1f' % (k, len(v), m('span'), m('early'), m('late'), sum(x['span'] for x in v)))
 
+    stamps = sorted((r[1], r[3]) for r in load(sys.argv[1]) if r[2] == 0)
+    if stamps:
+        import bisect
+        starts = [L['rel0'] for L in ls]
+        per = collections.defaultdict(lambda: collections.defaultdict(list))  # launch index -> id -> offsets
+        for t, sid in stamps:
+            i = bisect.bisect_right(starts, t) - 1
+            if 0 <= i < len(ls) - 1:
+                per[i][sid].append((t - ls[i]['rel0']) / 1e3)
+        agg = collections.defaultdict(lambda: collections.defaultdict(list))  # (class, id) -> [(n, first, last)]
+        for i, d in per.items():
+            if i < len(ls) - 2001:
+                continue
+            for sid, v in d.items():
+                agg[ls[i]['key']][sid].append((len(v), min(v), max(v)))
+        print('stamps (grid, block) id: launches, stamps a launch | mean first, mean last offset from release (us)')
+        for k in sorted(agg):
+            for sid in sorted(agg[k]):
+                v = agg[k][sid]
+                print('%s %d: %d, %.1f | %.2f %.2f' % (k, sid, len(v), sum(x[0] for x in v) / len(v), sum(x[1] for x in v) / len(v),
+                                                   sum(x[2] for x in v) / len(v)))
 
 if __name__ == '__main__':
     main()

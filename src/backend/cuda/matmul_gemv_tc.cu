@@ -444,6 +444,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
     }
     if (n > 1 && (a.pre == 1 || (a.pre == 3 && !a.xf))) load(Bf);
     TC_STAMP(3);
+    TL_STAMP(11); /* KILN_CUDA_TIMELINE builds: x prepared (after the block barrier) */
 
     /* B columns: 2q'+p of the plane-0/1 MMA = lane q' span's plane p (lane g = 2q'+p supplies it),
      * 2q' of the plane-2 MMA = its plane 2 (lane g = 2q'); every other lane reads the zero span */
@@ -498,6 +499,7 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         }
     }
     TC_STAMP(5);
+    TL_STAMP(12); /* thread 0's last item done */
     if constexpr ((MODE & TC_TRACE) != 0)
         if (threadIdx.x == 0) {
             unsigned sm;

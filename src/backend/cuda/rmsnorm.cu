@@ -123,6 +123,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
         ss = fmaf(v[r].z, v[r].z, ss); ss = fmaf(v[r].w, v[r].w, ss);
     }
     const float inv = rms_inv_block<256>(ss, warp_sums, n, eps);
+    TL_STAMP(21); /* KILN_CUDA_TIMELINE builds: the block's sum of squares reduced */
     float mx = 0.f;
 #pragma unroll
     for (int r = 0; r < RV; r++) {
@@ -155,6 +156,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
         xp_emit_any(xp, (const float *)xp_h4, 0, xp_ncols(xp), xp_exp(block_max256(mx, warp_sums)));
         xp_zero_span(xp);
     }
+    TL_STAMP(22); /* thread 0's stores issued */
 }
 
 /* the PREP variants where the GEMV after this one will want y prepared (cuda_xp_want); 0: not taken */

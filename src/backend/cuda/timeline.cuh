@@ -51,5 +51,27 @@ __device__ __forceinline__ void tl_mark(unsigned long long arrive) {
     r.bid = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); r.smid = sm;
     d.buf[i] = r;
 }
+/* a phase stamp inside a kernel (TL_STAMP(id), id >= 1): thread 0 of the block records %globaltimer as a record
+ * with grid 0 and block = id (timeline.py attributes it to the launch whose span holds it); call it where the
+ * whole block has passed (after a barrier) for the stamp to mean the block's phase */
+__device__ __forceinline__ void tl_stamp(unsigned id) {
+    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+    const unsigned long long t = tl_now();
+    const tl_dev d = tl_d;
+    if (!d.buf) return;
+    const unsigned i = atomicAdd(d.n, 1u);
+    if (i >= d.cap) return;
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+    tl_rec r;
+    r.arrive = t; r.release = t;
+    r.grid = 0; r.block = id;
+    r.bid = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); r.smid = sm;
+    d.buf[i] = r;
+}
+#define TL_STAMP(id) tl_stamp(id)
+#endif
+#ifndef TL_STAMP
+#define TL_STAMP(id) do { } while (0)
 #endif
 #endif
