@@ -39,7 +39,7 @@ def launches(recs):
     out = []
     for a, rel, grid, block, bid, sm in recs:
         if grid == 0:
-            continue  # a phase stamp
+            continue  # a phase stamp (or a reserved record never written)
         if out and out[-1]['key'] == (grid, block) and out[-1]['n'] < grid:
             L = out[-1]
             L['n'] += 1
@@ -74,7 +74,7 @@ def main():
         m = lambda f: sum(x[f] for x in v) / len(v)
         print('%s: %d | %.2f %.2f %.2f | %.1f' % (k, len(v), m('span'), m('early'), m('late'), sum(x['span'] for x in v)))
 
-    stamps = sorted((r[1], r[3]) for r in load(sys.argv[1]) if r[2] == 0)
+    stamps = sorted((r[1], r[3]) for r in load(sys.argv[1]) if r[2] == 0 and r[3] > 0)  # block 0: reserved, not written
     if stamps:
         import bisect
         starts = [L['rel0'] for L in ls]

@@ -688,6 +688,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) attn_dec_mma_kernel(attn_dev_t
     const int t = ti, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
     const int *bt = TAB ? tb.v + a.T + (size_t)ti * a.max_blocks : a.tables + (size_t)ti * a.max_blocks;
     const size_t per_tok = (size_t)a.n_kv_heads * HD, hoff = (size_t)kvh * HD + c * (HD / 4);
+    TL_STAMPS(5); /* KILN_CUDA_TIMELINE builds: the phase stamps below (timeline.cuh) */
     pdl_trigger(); /* the o-projection GEMV (PDL) may start loading its weights */
     /* every block of the cluster has started before any stores into another's shared memory
      * (the wait is before the split merge, long after every block arrived) */

@@ -260,10 +260,11 @@ __device__ __forceinline__ float block_max256(float mx, float *ws) {
 __device__ __forceinline__ void pdl_wait(void) {
 #ifdef KILN_CUDA_TIMELINE
     const unsigned long long tl_a = tl_now();
+    tl_rec *const tl_r = tl_reserve(1);
 #endif
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #ifdef KILN_CUDA_TIMELINE
-    tl_mark(tl_a);
+    tl_mark(tl_r, tl_a);
 #endif
 }
 __device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }

@@ -262,6 +262,7 @@ __device__ __forceinline__ void tc_bar(int grp, int S) {
 template <int BITS, int NU, int SBF, int MODE>
 __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant__ tc_args a) {
     TC_STAMP(0);
+    TL_STAMPS(2); /* KILN_CUDA_TIMELINE builds: stamps 11 and 12 (timeline.cuh) */
     using G = tc_geo<BITS>;
     extern __shared__ __align__(16) char tc_sh[];
     const int K = a.K, nchunks = (K + G::CHUNK - 1) / G::CHUNK, nspans = nchunks * 4;

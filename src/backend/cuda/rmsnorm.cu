@@ -72,6 +72,7 @@ __global__ void __launch_bounds__(256) rms_norm4_kernel(float *y, const float *x
                                                         const float *d, xp_dst xp, __nv_bfloat16 *y16, wgx_dst wg, dsum_t ds) {
     __shared__ float warp_sums[8];
     extern __shared__ float4 xp_h4[]; /* PREP: y, then zeros to whole chunks */
+    TL_STAMPS(2); /* KILN_CUDA_TIMELINE builds: stamps 21 and 22 (timeline.cuh) */
     pdl_trigger(); /* PDL (cuda_common.cuh): the next kernel may launch; x is read after the wait */
     const int n4 = n / 4;
     /* the norm weight before the wait: no kernel writes it, and read after the reduction it was one more

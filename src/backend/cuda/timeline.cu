@@ -24,6 +24,7 @@ void cuda_timeline_start(void) {
         return;
     }
     cudaMemset(tl_host.n, 0, sizeof(unsigned));
+    cudaMemset(tl_host.buf, 0, sizeof(tl_rec) * (size_t)tl_host.cap); /* reserved stamps never written read as zero records */
     for (int i = 0; i < tl_nset; i++) tl_setters[i](&tl_host);
     fprintf(stderr, "kiln: KILN_CUDA_TIMELINE: recording up to %u block waits (%d files) into %s\n", tl_host.cap, tl_nset, f);
 }

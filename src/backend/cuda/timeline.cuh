@@ -36,42 +36,42 @@ __device__ __forceinline__ unsigned long long tl_now(void) {
     asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
     return t;
 }
-__device__ __forceinline__ void tl_mark(unsigned long long arrive) {
-    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
-    const unsigned long long rel = tl_now();
+/* thread 0: n consecutive records reserved with one atomic (NULL for other threads, when off or full). pdl_wait
+ * reserves its record before griddepcontrol.wait, so a block resident early pays the atomic's round trip (~1 us with
+ * every block of a launch on one counter) before the release, not after it */
+__device__ __forceinline__ tl_rec *tl_reserve(unsigned n) {
+    if (threadIdx.x | threadIdx.y | threadIdx.z) return nullptr;
     const tl_dev d = tl_d;
-    if (!d.buf) return;
-    const unsigned i = atomicAdd(d.n, 1u);
-    if (i >= d.cap) return;
+    if (!d.buf) return nullptr;
+    const unsigned i = atomicAdd(d.n, n);
+    return i + n <= d.cap ? d.buf + i : nullptr;
+}
+__device__ __forceinline__ void tl_put(tl_rec *slot, unsigned long long arrive, unsigned long long rel, unsigned grid, unsigned block) {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
     tl_rec r;
     r.arrive = arrive; r.release = rel;
-    r.grid = gridDim.x * gridDim.y * gridDim.z; r.block = blockDim.x * blockDim.y * blockDim.z;
+    r.grid = grid; r.block = block;
     r.bid = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); r.smid = sm;
-    d.buf[i] = r;
+    *slot = r;
 }
-/* a phase stamp inside a kernel (TL_STAMP(id), id >= 1): thread 0 of the block records %globaltimer as a record
- * with grid 0 and block = id (timeline.py attributes it to the launch whose span holds it); call it where the
- * whole block has passed (after a barrier) for the stamp to mean the block's phase */
-__device__ __forceinline__ void tl_stamp(unsigned id) {
-    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
-    const unsigned long long t = tl_now();
-    const tl_dev d = tl_d;
-    if (!d.buf) return;
-    const unsigned i = atomicAdd(d.n, 1u);
-    if (i >= d.cap) return;
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-    tl_rec r;
-    r.arrive = t; r.release = t;
-    r.grid = 0; r.block = id;
-    r.bid = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); r.smid = sm;
-    d.buf[i] = r;
+__device__ __forceinline__ void tl_mark(tl_rec *slot, unsigned long long arrive) {
+    if (slot) tl_put(slot, arrive, tl_now(), gridDim.x * gridDim.y * gridDim.z, blockDim.x * blockDim.y * blockDim.z);
 }
-#define TL_STAMP(id) tl_stamp(id)
+/* phase stamps inside a kernel: TL_STAMPS(n) at its top reserves n records for thread 0 (one atomic, before the PDL
+ * wait), TL_STAMP(id) writes record (id - 1) % 10 of them — %globaltimer as a record with grid 0 and block = id, no
+ * atomic on the kernel's path (session 63's first stamps took one each: ~1 us of thread 0's time a stamp, and the
+ * block's barriers waited for it). timeline.py attributes a stamp to the launch whose span holds it; call it where
+ * the whole block has passed (after a barrier) for the stamp to mean the block's phase. Records reserved and not
+ * written stay zero (the buffer is cleared at start) and are skipped. */
+__device__ __forceinline__ void tl_stamp(tl_rec *base, unsigned id) {
+    if (base) { const unsigned long long t = tl_now(); tl_put(base + (id - 1) % 10, t, t, 0, id); }
+}
+#define TL_STAMPS(n) tl_rec *const tl_sp_ = tl_reserve(n)
+#define TL_STAMP(id) tl_stamp(tl_sp_, id)
 #endif
 #ifndef TL_STAMP
+#define TL_STAMPS(n) do { } while (0)
 #define TL_STAMP(id) do { } while (0)
 #endif
 #endif
