@@ -3739,16 +3739,14 @@ static void test_rope_attention_decode(void) {
     nra_case(befast, 5, w5, l5, 32, 8, 128, 64, DT_F16, 0, seed++);
     nra_window = 0;
     const char *cl[] = {"8", "4", "2", "1", "16"};
-    for (int i = 0; i < 10; i++) { /* every cluster size with 8- and with 4-warp blocks (KILN_CUDA_ATTN_W) */
-        setenv("KILN_CUDA_ATTN_CLUSTER", cl[i % 5], 1);
-        setenv("KILN_CUDA_ATTN_W", i < 5 ? "8" : "4", 1);
+    for (int i = 0; i < 5; i++) {
+        setenv("KILN_CUDA_ATTN_CLUSTER", cl[i], 1);
         int p1[1] = {4000};
         nra_case(befast, 1, p1, l1, 32, 8, 128, 128, DT_BF16, 0, seed++);
         nra_case(befast, 3, three, l3, 16, 2, 64, 64, DT_F16, 0, seed++);
         nra_case(befast, 1, p1, l1, 16, 8, 128, 128, DT_F16, 1, seed++);
     }
     unsetenv("KILN_CUDA_ATTN_CLUSTER");
-    unsetenv("KILN_CUDA_ATTN_W");
     setenv("KILN_CUDA_ATTN_DEC", "all", 1); /* 47 rows x 8 KV heads >= SMs: one split per block */
     int many[47], lm[47];
     for (int i = 0; i < 47; i++) { many[i] = (i * 97) % 2100; lm[i] = 1; }
@@ -3866,15 +3864,13 @@ static void test_attention_decode_mma(void) {
     unsetenv("KILN_CUDA_ATTN_DEC");
     attn_case(7, many_p0, many_len, 24, 3, 64, DT_BF16, 7, 0, 0.f, seed++);
     const char *cl[] = {"8", "4", "2", "1", "16"};
-    for (int i = 0; i < 10; i++) { /* every cluster size with 8- and with 4-warp blocks (KILN_CUDA_ATTN_W) */
-        setenv("KILN_CUDA_ATTN_CLUSTER", cl[i % 5], 1);
-        setenv("KILN_CUDA_ATTN_W", i < 5 ? "8" : "4", 1);
+    for (int i = 0; i < 5; i++) {
+        setenv("KILN_CUDA_ATTN_CLUSTER", cl[i], 1);
         int p0[2] = {4000, 2047}, len[2] = {1, 1};
         attn_case(1, p0, len, 32, 8, 128, DT_BF16, 16, 0, 0.f, seed++);
         attn_case(2, p0, len, 16, 2, 64, DT_F16, 7, 0, 20.f, seed++);
     }
     unsetenv("KILN_CUDA_ATTN_CLUSTER");
-    unsetenv("KILN_CUDA_ATTN_W");
     int one[1] = {2047}, odd[1] = {2048}, five[5] = {0, 5, 1000, 3001, 64}, two[2] = {4000, 17};
     attn_chain_case(1, one, 32, 8, 128, DT_BF16, 16, 0, 0.f, seed++);
     attn_chain_case(1, odd, 32, 8, 128, DT_F16, 7, 0, 0.f, seed++);

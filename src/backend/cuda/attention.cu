@@ -52,7 +52,7 @@ typedef struct attn_dev {
      * (NULL: no head norms, llama), the norm's offset (0) and eps */
     const float *qn, *kn;
     float noff, neps;
-    int kv_prewait; /* attn_dec_mma_kernel's first K/V tile before pdl_wait: 2 prefetched into L2 (default), 1 loaded (KILN_CUDA_ATTN_PREWAIT=1: racy), 0 neither; 3: every tile of the warp prefetched */
+    int kv_prewait; /* attn_dec_mma_kernel's first K/V tile before pdl_wait: 2 prefetched into L2 (default), 1 loaded (KILN_CUDA_ATTN_PREWAIT=1: racy), 0 neither */
     int q_keep;     /* ROPE: leave q as rope_kv_write leaves it (KILN_CUDA_ATTN_QKEEP=1); 0 (default): q is scratch, left as the QKV matmul wrote it */
 } attn_dev_t;
 
@@ -664,8 +664,8 @@ __device__ __forceinline__ void dm_head_norm(float *x, const float *w, float off
     __syncwarp();
 }
 
-template <int HD, typename T16, bool ROPE, bool TAB = false, int W = MWARPS>
-__global__ void __launch_bounds__(32 * W, 16 / W) attn_dec_mma_kernel(attn_dev_t a, const __grid_constant__ dm_tab<TAB> tb) {
+template <int HD, typename T16, bool ROPE, bool TAB = false>
+__global__ void __launch_bounds__(32 * MWARPS, 2) attn_dec_mma_kernel(attn_dev_t a, const __grid_constant__ dm_tab<TAB> tb) {
     constexpr int NW = HD / 8;  /* words of a lane's quarter row            */
     constexpr int KB = HD / 16; /* k-steps of S^T = m-tiles of O^T          */
     /* the warps' o: query n, dim d = ch·HD/4 + r at n·RS + ch·CS + r — CS ≡ 2 and RS ≡ 12 (mod 16)
@@ -673,8 +673,8 @@ __global__ void __launch_bounds__(32 * W, 16 / W) attn_dec_mma_kernel(attn_dev_t
      * at 2 blocks per SM, ncu) */
     constexpr int CS = HD / 4 + 2, RS = 4 * CS + (12 - (4 * CS) % 16 + 16) % 16;
     __shared__ uint4 qs[KB][32]; /* Q B fragments: hi b0, hi b1, lo b0, lo b1 */
-    __shared__ __align__(16) float wo[W][MQ * RS];
-    __shared__ float wm[W][MQ], wl[W][MQ];
+    __shared__ __align__(16) float wo[MWARPS][MQ * RS];
+    __shared__ float wm[MWARPS][MQ], wl[MWARPS][MQ];
     /* split merge: rank r owns outputs e ≡ r (mod S); every block stores its partial of each
      * output into the owner's ro[src][e / S] and its (max, sum) into every rank's rm/rl[src] */
     __shared__ float ro[MQ * HD + MSMAX], rm[MSMAX][MQ], rl[MSMAX][MQ];
@@ -704,8 +704,6 @@ __global__ void __launch_bounds__(32 * W, 16 / W) attn_dec_mma_kernel(attn_dev_t
     int kb = s_lo + warp * MTK;
     if (kb < s_hi && a.kv_prewait == 1) dm_ld_tile<HD, 3>(kr, vr, a, bt, per_tok, hoff, kb, g, s_hi, p, 0);
     if (kb < s_hi && a.kv_prewait == 2) dm_pf_tile<HD>(a, bt, per_tok, hoff, kb, g, s_hi, p);
-    if (a.kv_prewait == 3) /* every tile of the warp's range into L2 (=2: the first only) */
-        for (int k2 = kb; k2 < s_hi; k2 += W * MTK) dm_pf_tile<HD>(a, bt, per_tok, hoff, k2, g, s_hi, p);
     if (ROPE && threadIdx.x < a.half) rope_cs(threadIdx.x, p, a.inv, a.ms, rcs[threadIdx.x], rcs[HD / 2 + threadIdx.x]);
     /* qwen3's head-norm weights: no kernel writes them, and read inside dm_head_norm after the wait they were one more
      * memory round trip on the step's critical path (session 62; read after the __syncthreads below) */
@@ -731,7 +729,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) attn_dec_mma_kernel(attn_dev_t
             if (own)
                 for (int d = threadIdx.x; d < HD; d += blockDim.x) ksc[d] = __ldcg(a.rk + ho + d);
             __syncthreads();
-            for (int h = warp; h < nqh + (own ? 1 : 0); h += W)
+            for (int h = warp; h < nqh + (own ? 1 : 0); h += MWARPS)
                 dm_head_norm<HD>(h < nqh ? qsc + h * HD : ksc, h < nqh ? hnw : hnw + HD, a.noff, a.neps, lane);
             __syncthreads();
         }
@@ -806,7 +804,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) attn_dec_mma_kernel(attn_dev_t
         }
 #pragma unroll
         for (int r = 0; r < 4; r++) s[r] += sl[r];
-        const int kn = kb + W * MTK; /* this warp's next tile: K now, V after P·V */
+        const int kn = kb + MWARPS * MTK; /* this warp's next tile: K now, V after P·V */
         if (kn < s_hi) dm_ld_tile<HD, 1>(kr, vr, a, bt, per_tok, hoff, kn, g, s_hi, p, 1);
         float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -878,11 +876,11 @@ __global__ void __launch_bounds__(32 * W, 16 / W) attn_dec_mma_kernel(attn_dev_t
         const int n = e / HD, d = e % HD, wi = n * RS + (d / (HD / 4)) * CS + d % (HD / 4);
         float M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < W; w++) M = fmaxf(M, wm[w][n]);
+        for (int w = 0; w < MWARPS; w++) M = fmaxf(M, wm[w][n]);
         float L = 0.f, acc = 0.f;
         if (M != -INFINITY)
 #pragma unroll
-            for (int w = 0; w < W; w++) {
+            for (int w = 0; w < MWARPS; w++) {
                 const float f = wm[w][n] == -INFINITY ? 0.f : exp2f(wm[w][n] - M);
                 L += wl[w][n] * f;
                 acc += wo[w][wi] * f;
@@ -940,7 +938,7 @@ __global__ void __launch_bounds__(32 * W, 16 / W) attn_dec_mma_kernel(attn_dev_t
             __syncthreads(); /* without a cluster (one split) the warp merge above may still read wo */
             dm_ld_q<HD>(qsc2, a, t, h0, nqh);
             __syncthreads();
-            for (int h = warp; h < nqh; h += W) dm_head_norm<HD>(qsc2 + h * HD, a.qn, a.noff, a.neps, lane);
+            for (int h = warp; h < nqh; h += MWARPS) dm_head_norm<HD>(qsc2 + h * HD, a.qn, a.noff, a.neps, lane);
             __syncthreads();
             for (int e = threadIdx.x; e < nqh * a.half; e += blockDim.x) {
                 float ra, rb;
@@ -960,16 +958,12 @@ extern "C" int kiln_cuda_attn_rope_calls; /* fused rope + attention launches (th
 int kiln_cuda_attn_rope_calls;
 
 template <bool TAB> using dm_kern_t = void (*)(attn_dev_t, dm_tab<TAB>);
-template <bool TAB, int W> static dm_kern_t<TAB> dm_pick_w(int hd, bool f16, bool rope) {
-    return rope ? (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, true, TAB, W> : attn_dec_mma_kernel<64, __nv_bfloat16, true, TAB, W>)
-                            : (f16 ? attn_dec_mma_kernel<128, __half, true, TAB, W> : attn_dec_mma_kernel<128, __nv_bfloat16, true, TAB, W>))
-                : (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, false, TAB, W> : attn_dec_mma_kernel<64, __nv_bfloat16, false, TAB, W>)
-                            : (f16 ? attn_dec_mma_kernel<128, __half, false, TAB, W> : attn_dec_mma_kernel<128, __nv_bfloat16, false, TAB, W>));
+template <bool TAB> static dm_kern_t<TAB> dm_pick(int hd, bool f16, bool rope) {
+    return rope ? (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, true, TAB> : attn_dec_mma_kernel<64, __nv_bfloat16, true, TAB>)
+                            : (f16 ? attn_dec_mma_kernel<128, __half, true, TAB> : attn_dec_mma_kernel<128, __nv_bfloat16, true, TAB>))
+                : (hd == 64 ? (f16 ? attn_dec_mma_kernel<64, __half, false, TAB> : attn_dec_mma_kernel<64, __nv_bfloat16, false, TAB>)
+                            : (f16 ? attn_dec_mma_kernel<128, __half, false, TAB> : attn_dec_mma_kernel<128, __nv_bfloat16, false, TAB>));
 }
-template <bool TAB> static dm_kern_t<TAB> dm_pick(int hd, bool f16, bool rope, int w = MWARPS) {
-    return w == 4 ? dm_pick_w<TAB, 4>(hd, f16, rope) : dm_pick_w<TAB, MWARPS>(hd, f16, rope);
-}
-
 /* matmul_gemv.cu: the next bf16 GEMV that reads x (the o-projection) prefetches its weight into L2 */
 void cuda_gemv_prefetch_hint(cuda_impl_t *c, const float *x);
 
@@ -987,10 +981,8 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     static int cauto = 0;
     if (!cauto) {
         for (int i = 0; i < 8; i++) {
-            for (int w = 4; w <= MWARPS; w += MWARPS - 4) {
-                cudaFuncSetAttribute(dm_pick<false>(i & 1 ? 128 : 64, i & 2, i & 4, w), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-                cudaFuncSetAttribute(dm_pick<true>(i & 1 ? 128 : 64, i & 2, i & 4, w), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-            }
+            cudaFuncSetAttribute(dm_pick<false>(i & 1 ? 128 : 64, i & 2, i & 4), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+            cudaFuncSetAttribute(dm_pick<true>(i & 1 ? 128 : 64, i & 2, i & 4), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
         }
         {
             cudaLaunchConfig_t cfg = {};
@@ -1008,11 +1000,6 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
                 fprintf(stderr, "kiln cuda: decode attention on tensor cores: %d active clusters of 16, clusters of up to %d\n", n16, cauto);
         }
     }
-    /* warps a block: 8 (default) or KILN_CUDA_ATTN_W=4 — 4 × 128 registers fit beside a 12-warp GEMV block on
-     * its SM, so the attention can be resident (launched, clustered, its first tile prefetched) before the q/k/v
-     * GEMV ahead of it completes; 8 × 128 cannot. Read per call: the tests change it */
-    const char *we = getenv("KILN_CUDA_ATTN_W");
-    const int nw = we && !strcmp(we, "4") ? 4 : MWARPS;
     const char *ce = getenv("KILN_CUDA_ATTN_CLUSTER"); /* read per call: the tests change it */
     const int cmax = ce && atoi(ce) > 0 ? (atoi(ce) > MSMAX ? MSMAX : atoi(ce)) : cauto;
     const int n_qc = (a.group + MQ - 1) / MQ, sms = c->sm_count > 0 ? c->sm_count : 132;
@@ -1022,7 +1009,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
      * =all at 47 and 64 rows) */
     if (mode == 1 && base >= sms) return false;
     int splits = base >= sms ? 1 : (sms + base - 1) / base;
-    const int max_splits = (max_len + MTK * nw - 1) / (MTK * nw);
+    const int max_splits = (max_len + MTK * MWARPS - 1) / (MTK * MWARPS);
     if (splits > max_splits) splits = max_splits;
     if (splits > cmax) splits = cmax;
     if (splits < 1) splits = 1;
@@ -1040,7 +1027,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
         /* with qwen3's head norms in the kernel (a.qn, the ROPE variant) no prefetch (=2 forces it): session
          * 20 measured qwen3-0.6b bf16 +3.4 % at =0 (four pairs) and llama-3-8b bf16 -1.4 % (llama has no head
          * norms); session 21, this rule against =2 in one call: qwen3-0.6b bf16 1005-1039 vs 954 tok/s */
-        a.kv_prewait = pw && !strcmp(pw, "1") ? 1 : pw && !strcmp(pw, "0") ? 0 : pw && !strcmp(pw, "2") ? 2 : pw && !strcmp(pw, "3") ? 3 : rope && a.qn ? 0 : 2;
+        a.kv_prewait = pw && !strcmp(pw, "1") ? 1 : pw && !strcmp(pw, "0") ? 0 : pw && !strcmp(pw, "2") ? 2 : rope && a.qn ? 0 : 2;
     }
     { /* read per call: the tests change it */
         const char *qk = getenv("KILN_CUDA_ATTN_QKEEP");
@@ -1063,7 +1050,7 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
     cudaLaunchAttribute at[2];
     const int na = cuda_pdl_cluster_attrs(c, at, apdl, splits);
     cfg.gridDim = dim3(n_rows * splits, a.n_kv_heads * n_qc);
-    cfg.blockDim = dim3(32 * nw);
+    cfg.blockDim = dim3(32 * MWARPS);
     cfg.dynamicSmemBytes = 0;
     cfg.stream = c->stream;
     cfg.attrs = at;
@@ -1077,10 +1064,10 @@ static bool attention_decode_mma(cuda_impl_t *c, attn_dev_t &a, int n_rows, int 
             const int nb = aa->pos[r] / a.block_size + 1;
             memcpy(tb.v + n_rows + (size_t)r * a.max_blocks, aa->block_tables[r], sizeof(int32_t) * (nb < a.max_blocks ? nb : a.max_blocks));
         }
-        cudaCheck(cudaLaunchKernelEx(&cfg, dm_pick<true>(hd, f16, rope, nw), a, tb));
+        cudaCheck(cudaLaunchKernelEx(&cfg, dm_pick<true>(hd, f16, rope), a, tb));
     } else {
         dm_tab<false> tb = {};
-        cudaCheck(cudaLaunchKernelEx(&cfg, dm_pick<false>(hd, f16, rope, nw), a, tb));
+        cudaCheck(cudaLaunchKernelEx(&cfg, dm_pick<false>(hd, f16, rope), a, tb));
     }
     if (a.out16) cuda_x16_set(c, a.out, n_out);
     if (na && at[0].id == cudaLaunchAttributeProgrammaticStreamSerialization && n_rows == 1) cuda_gemv_prefetch_hint(c, a.out);
