@@ -18,6 +18,6 @@ for m in l8q4 q06q4; do
   call_tl $m main X=1
 done
 echo "timelines done at $(el) s" >> "$S"
-T1_TIMEOUT=300 call_t1 whole X=1
+T1_TIMEOUT=${WHOLE_TO:-300} call_t1 whole X=1   # WHOLE_TO: a shorter limit where the budget is short
 echo "done at $(el) s" >> "$S"
 cat $S; cat $OUT/bench.txt
