@@ -6,7 +6,8 @@
 # before the wait (KILN_CUDA_ATTN_PREWAIT=2: the first tile, 3: all), and the cluster size at 8
 # (KILN_CUDA_ATTN_CLUSTER: 16 by default). The decode attention tests run first with W=4 (the test binary loops the
 # cluster cases over W = 8 and 4 as well).
-# Package (the timeline build):
+# The two knobs are out of main since 890fe68: to rerun, apply bench/cuda/attn_w4_s63.patch in the build tree first
+# (PATCH=bench/cuda/attn_w4_s63.patch with build_here.sh). Package (the timeline build):
 #   CMAKE_EXTRA="-DKILN_CUDA_TIMELINE=ON" bash bench/cuda/build_here.sh /work/cb/s62t kiln test_cuda_kernels &&
 #   PACK_BINS="kiln test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s62t/b build-s63b      (carry ["build-s63b"])
 P=${1:-build-s63b}

@@ -21,7 +21,7 @@ mean offset of the first and the last from the launch's first release (us). Ids:
 1 q ready, 2 tiles done, 3 cluster started, 4 partials exchanged, 5 stored; matmul_gemv_tc.cu 11 x prepared,
 12 last item; rmsnorm.cu 21 reduced, 22 stored.
 """
-import struct, sys, collections
+import bisect, struct, sys, collections
 
 
 def load(path):
@@ -55,7 +55,8 @@ def main():
         print(__doc__)
         sys.exit(0 if len(sys.argv) > 1 else 2)
     show = int(sys.argv[2]) if len(sys.argv) > 2 else 40
-    ls = launches(load(sys.argv[1]))
+    recs = load(sys.argv[1])
+    ls = launches(recs)
     for i, L in enumerate(ls):
         L['span'] = (ls[i + 1]['rel0'] - L['rel0']) / 1e3 if i + 1 < len(ls) else float('nan')
         L['early'] = (L['rel0'] - L['arr0']) / 1e3
@@ -74,9 +75,8 @@ def main():
         m = lambda f: sum(x[f] for x in v) / len(v)
         print('%s: %d | %.2f %.2f %.2f | %.1f' % (k, len(v), m('span'), m('early'), m('late'), sum(x['span'] for x in v)))
 
-    stamps = sorted((r[1], r[3]) for r in load(sys.argv[1]) if r[2] == 0 and r[3] > 0)  # block 0: reserved, not written
+    stamps = sorted((r[1], r[3]) for r in recs if r[2] == 0 and r[3] > 0)  # block 0: reserved, not written
     if stamps:
-        import bisect
         starts = [L['rel0'] for L in ls]
         per = collections.defaultdict(lambda: collections.defaultdict(list))  # launch index -> id -> offsets
         for t, sid in stamps:
