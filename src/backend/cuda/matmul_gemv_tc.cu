@@ -299,14 +299,15 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         const int chunk = warp + lj * S;
         if (chunk < nchunks) tc_load<BITS, NU>(B, a, lt, chunk, g, q);
     };
+    /* attn_prefetch's hint: the coming attention's K/V into L2 (kv_prefetch.cuh), by warp 0 before its own first
+     * loads — with no item in registers yet (after them, the plain 4-bit kernel spilled 8 bytes: ptxas). Only the
+     * kernels that take it (plain and TC_PREP: gemv_tc_run; the fused ones keep their registers as they were) */
+    if constexpr ((MODE & (TC_NORM | TC_ACC | TC_GLU)) == 0)
+        if (threadIdx.x < 32) kv_pf_issue(a.kvpf, lane);
     /* the first two items in flight before x exists: weights do not depend on the kernel before
      * (launched with PDL, this overlaps that kernel's tail and this one's launch), then wait for x */
     if (n > 0) tc_load<BITS, NU>(A, a, gi, warp, g, q);
     if (n > 1 && a.pre == 2) load(Bf);
-    /* attn_prefetch's hint: the coming attention's K/V into L2 (kv_prefetch.cuh). In the TC_PREP kernels only — the
-     * q/k/v launch after a norm — since the plain one at 4 bits, groups of 64 spilled 8 bytes with it (ptxas) */
-    if constexpr (prep)
-        if (threadIdx.x < 32) kv_pf_issue(a.kvpf, lane);
     TC_STAMP(1);
     pdl_wait();
     TC_STAMP(2);
@@ -1548,7 +1549,7 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);
     if (a.mode == 0 && (a.xp = cuda_xp_get(c, x, a.K, bits, nu)) != NULL) a.mode = TC_PREP;
-    if (a.mode == TC_PREP) cuda_kv_pf_take(c, &a.kvpf); /* the model's attn_prefetch hint, if one is pending (kv_prefetch.cuh) */
+    if (!(a.mode & ~TC_PREP)) cuda_kv_pf_take(c, &a.kvpf); /* the model's attn_prefetch hint, if one is pending: plain launches (kv_prefetch.cuh) */
     return tc_run_m(c, a, bits, nu, sbf);
 }
 
