@@ -1,5 +1,7 @@
 #!/bin/bash
 # call_s64a.sh — (session 64) attn_prefetch: the q/k/v GEMV asks L2 for the coming decode attention's K/V before its
+# (The hint measured 5-9 % slower in session 64's call of call_s64b.sh and left main: both scripts now need a tree with
+# bench/cuda/kv_prefetch_s64.patch applied, e.g. PATCH=bench/cuda/kv_prefetch_s64.patch in build_here.sh.)
 # PDL wait (kv_prefetch.cuh). The tensor-core decode tests (test_kv_prefetch among them: the layer bitwise with and
 # without the hint), batch-1 A/B of the default (off) against KILN_CUDA_KV_PF=1 and =2 (an evict_last policy) in
 # alternating rounds, logits md5 with and without it (llama-3-8b q4: the model's own path), and the decode timeline

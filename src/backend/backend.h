@@ -326,13 +326,6 @@ typedef struct backend_ops {
      * once the model's weights are prepared; returns the device bytes the cache may still take, which
      * the engine keeps out of its automatic KV cache. */
     size_t (*weight_cache)(backend_t *, double gb);
-    /* Optional (NULL: nothing to do): a hint that the attention of this step's T tokens over a's cache
-     * view, rows, positions and block tables (as attention / norm_rope_kv_attention will get them) comes
-     * soon — the model calls it before the layer's q/k/v projection. A device backend may begin pulling
-     * the cache rows before that attention's position into a cache of its own while the projection runs;
-     * nothing is written and no result changes (CUDA: the one-token GEMV after it asks L2 for them before
-     * its PDL wait, docs/cuda.md). */
-    void (*attn_prefetch)(backend_t *, int T, const attn_args_t *a);
 } backend_ops_t;
 
 struct backend {

@@ -194,8 +194,6 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
          * has it (rms_matmul_multi), else the norm (unless the previous layer's add carried it) */
         float *const yqkv[3] = {L->q, L->k, L->v};
         const weight_t *const wqkv[3] = {&l->wq, &l->wk, &l->wv};
-        aa.kv = kv_pool_view(&m->kv, li);
-        if (op->attn_prefetch) op->attn_prefetch(be, T, &aa); /* this layer's cache rows may start moving during q/k/v */
         if (h_ready || !op->rms_matmul_multi || op->rms_matmul_multi(be, 3, yqkv, L->x, l->ln_attn, 0.f, eps, T, wqkv)) {
             if (!h_ready) op->rms_norm(be, L->h, L->x, l->ln_attn, 0.f, T, H, eps);
             if (op->matmul_multi) op->matmul_multi(be, 3, yqkv, L->h, T, wqkv);
@@ -227,6 +225,7 @@ static int llama_forward(model_t *m, const batch_t *b, float *logits, err_t *e) 
                 op->rope(be, L->k + (size_t)t0 * nkv * hd, b->pos + t0, n, nkv, hd, L->rot_dim, L->inv_freq, ms);
             }
         }
+        aa.kv = kv_pool_view(&m->kv, li);
         if (fused_attn)
             op->norm_rope_kv_attention(be, L->att, L->q, L->k, L->v, l->q_norm, l->k_norm, (float)c->rms_eps, L->rot_dim,
                                        L->inv_freq, L->mscale, L->slots, T, &aa);

@@ -3788,111 +3788,6 @@ static void test_rope_attention_decode(void) {
     attn_tol = 1e-5;
 }
 
-/* attn_prefetch (kv_prefetch.cuh) is only a hint: a batch-1 llama-shaped decode layer — the norm, the hint, 4-bit
- * q/k/v in one matmul_multi, the fused rope + cache write + attention, the 4-bit o projection — gives bitwise the
- * same attention output, o projection and caches with the hint as without it, at positions whose K/V span 1 to 251
- * cache blocks (block sizes 16 and 7, a sliding window, f16 and bf16 caches); the q/k/v GEMV carries the hint
- * (cuda_kv_pf_taken +1) and nothing else does: a hint followed by the attention alone is dropped there (the o GEMV
- * after it takes none), and a two-token step or an f32 cache gets none. */
-extern int kiln_cuda_kv_pf; /* attention.cu: 1 on, 0 off, -1 read KILN_CUDA_KV_PF */
-static void test_kv_prefetch(void) {
-    backend_t *be = befast;
-    const int H = 1024, nh = 16, nkv = 8, hd = 128;
-    const struct { int p, bs, window; dtype_t dt; } cs[] = {
-        {2047, 16, 0, DT_F16}, {4000, 16, 0, DT_BF16}, {0, 16, 0, DT_BF16}, {130, 7, 0, DT_F16}, {3001, 16, 1000, DT_BF16}, {17, 16, 5, DT_F16}};
-    const int saved = kiln_cuda_kv_pf;
-    err_t e = {0};
-    hw_t hw[4] = {make_quant(nh * hd, H, 4, 64, DT_BF16, 6400), make_quant(nkv * hd, H, 4, 64, DT_BF16, 6401),
-                  make_quant(nkv * hd, H, 4, 64, DT_BF16, 6402), make_quant(H, nh * hd, 4, 64, DT_BF16, 6403)};
-    weight_t w[4];
-    for (int i = 0; i < 4; i++) {
-        w[i] = hw[i].w;
-        if (be->ops->prepare_weight(be, &w[i], &e)) { CHECK(0, "kv prefetch: prepare_weight: %s", e.msg); return; }
-    }
-    const weight_t *const wqkv[3] = {&w[0], &w[1], &w[2]};
-    float inv[64];
-    for (int j = 0; j < hd / 2; j++) inv[j] = powf(500000.f, -2.f * j / hd);
-    float *x = rand_vec(H, 6410, 1.0f), *ln = rand_vec(H, 6411, 1.0f);
-    float *dx = dev_from(be, x, H), *dln = dev_from(be, ln, H), *dh = be->ops->alloc(be, sizeof(float) * 2 * H);
-    float *dq = be->ops->alloc(be, sizeof(float) * 2 * nh * hd), *dk = be->ops->alloc(be, sizeof(float) * 2 * nkv * hd);
-    float *dv = be->ops->alloc(be, sizeof(float) * 2 * nkv * hd), *datt = be->ops->alloc(be, sizeof(float) * nh * hd);
-    float *dd = be->ops->alloc(be, sizeof(float) * H);
-    float *yqkv[3] = {dq, dk, dv};
-    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
-        const int p = cs[ci].p, bs = cs[ci].bs, nblk = p / bs + 3;
-        const size_t cells = (size_t)nblk * bs * nkv * hd, es = dtype_size(cs[ci].dt);
-        void *hk = rand_cache(cs[ci].dt, cells, 6420 + ci), *hv = rand_cache(cs[ci].dt, cells, 6430 + ci);
-        int32_t *tab = malloc(sizeof(int32_t) * nblk), pos[1] = {p}, rs[2] = {0, 1}, slot[1];
-        for (int b = 0; b < nblk; b++) tab[b] = nblk - 1 - b;
-        slot[0] = tab[p / bs] * bs + p % bs;
-        const int32_t *tabs[1] = {tab};
-        float *att[3], *d[3];
-        void *ck[3], *cv[3];
-        long took[3];
-        for (int pass = 0; pass < 3; pass++) { /* off, on, on with the evict_last policy (KILN_CUDA_KV_PF=2) */
-            kiln_cuda_kv_pf = pass;
-            attn_args_t da = {1, rs, pos, tabs, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, cs[ci].window, {NULL, NULL, cs[ci].dt, bs, nkv, hd}};
-            da.kv.k = be->ops->upload(be, hk, es * cells);
-            da.kv.v = be->ops->upload(be, hv, es * cells);
-            const long t0 = cuda_kv_pf_taken(be);
-            be->ops->rms_norm(be, dh, dx, dln, 0.f, 1, H, 1e-5f);
-            be->ops->attn_prefetch(be, 1, &da);
-            be->ops->matmul_multi(be, 3, yqkv, dh, 1, wqkv);
-            be->ops->norm_rope_kv_attention(be, datt, dq, dk, dv, NULL, NULL, 1e-5f, hd, inv, 1.0f, slot, 1, &da);
-            be->ops->matmul(be, dd, datt, 1, &w[3]);
-            took[pass] = cuda_kv_pf_taken(be) - t0;
-            att[pass] = malloc(sizeof(float) * nh * hd); d[pass] = malloc(sizeof(float) * H);
-            ck[pass] = malloc(es * cells); cv[pass] = malloc(es * cells);
-            to_host(be, att[pass], datt, nh * hd); to_host(be, d[pass], dd, H);
-            be->ops->download(be, ck[pass], da.kv.k, es * cells);
-            be->ops->download(be, cv[pass], da.kv.v, es * cells);
-            if (pass == 1) { /* the hint then the attention alone: dropped there, the o GEMV after it takes none */
-                const long t1 = cuda_kv_pf_taken(be);
-                be->ops->attn_prefetch(be, 1, &da);
-                be->ops->norm_rope_kv_attention(be, datt, dq, dk, dv, NULL, NULL, 1e-5f, hd, inv, 1.0f, slot, 1, &da);
-                be->ops->matmul(be, dd, datt, 1, &w[3]);
-                CHECK(cuda_kv_pf_taken(be) == t1, "kv prefetch (p=%d): a hint outlived the attention it named", p);
-            }
-            be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v);
-        }
-        CHECK(took[0] == 0 && took[1] == 1 && took[2] == 1, "kv prefetch (p=%d bs=%d): hints taken %ld off, %ld on, %ld evict_last (want 0, 1, 1)",
-              p, bs, took[0], took[1], took[2]);
-        for (int pass = 1; pass < 3; pass++) {
-            const int same = !memcmp(att[0], att[pass], sizeof(float) * nh * hd) && !memcmp(d[0], d[pass], sizeof(float) * H) &&
-                             !memcmp(ck[0], ck[pass], es * cells) && !memcmp(cv[0], cv[pass], es * cells);
-            CHECK(same, "kv prefetch (p=%d bs=%d window=%d %s): the layer differs with the hint%s", p, bs, cs[ci].window, dtype_name(cs[ci].dt),
-                  pass == 2 ? " (evict_last)" : "");
-        }
-        printf("# kv prefetch: p=%d bs=%d window=%d %s: %d cache blocks, the layer bitwise with and without the hint\n", p, bs,
-               cs[ci].window, dtype_name(cs[ci].dt), p / bs + 1);
-        for (int i = 0; i < 3; i++) { free(att[i]); free(d[i]); free(ck[i]); free(cv[i]); }
-        free(hk); free(hv); free(tab);
-    }
-    { /* declined: two tokens, and an f32 cache */
-        kiln_cuda_kv_pf = 1;
-        const int nblk = 4, bs = 16;
-        int32_t tab[4] = {3, 2, 1, 0}, pos2[2] = {20, 21}, rs2[2] = {0, 2}, rs1[2] = {0, 1};
-        const int32_t *tabs[1] = {tab};
-        attn_args_t da = {1, rs2, pos2, tabs, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.f, 0, {NULL, NULL, DT_BF16, bs, nkv, hd}};
-        da.kv.k = be->ops->alloc(be, 4 * (size_t)nblk * bs * nkv * hd);
-        da.kv.v = be->ops->alloc(be, 4 * (size_t)nblk * bs * nkv * hd);
-        const long t0 = cuda_kv_pf_taken(be);
-        be->ops->attn_prefetch(be, 2, &da);
-        be->ops->matmul_multi(be, 3, yqkv, dh, 1, wqkv);
-        da.row_start = rs1;
-        da.kv.dtype = DT_F32;
-        be->ops->attn_prefetch(be, 1, &da);
-        be->ops->matmul_multi(be, 3, yqkv, dh, 1, wqkv);
-        CHECK(cuda_kv_pf_taken(be) == t0, "kv prefetch: a two-token step or an f32 cache was hinted");
-        be->ops->free(be, da.kv.k); be->ops->free(be, da.kv.v);
-    }
-    kiln_cuda_kv_pf = saved;
-    float *fr[] = {dx, dln, dh, dq, dk, dv, datt, dd};
-    for (int i = 0; i < 8; i++) be->ops->free(be, fr[i]);
-    for (int i = 0; i < 4; i++) { be->ops->release_weight(be, &w[i]); free_hw(&hw[i]); }
-    free(x); free(ln);
-}
-
 /* A few of the decode attention's cases, for compute-sanitizer's racecheck (the whole "dec" subset runs past 150 s
  * under it): batch-1 rows split over clusters of 16 and 32 blocks (2047 / 4000 positions), three rows of one to 24
  * blocks, GQA 2 and 4, f16 and bf16, head_dim 64 and 128, and the fused rope + cache write with and without qwen3's
@@ -5648,7 +5543,6 @@ int main(void) {
         test_attention_decode_mma();
         test_attention_decode_graph_growth();
         test_rope_attention_decode();
-        test_kv_prefetch();
         if (all) test_attention_mma();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY)");
@@ -5805,7 +5699,6 @@ int main(void) {
     test_attention_decode_mma();
     test_attention_decode_graph_growth();
     test_rope_attention_decode();
-    test_kv_prefetch();
     test_attention_mma();
     test_hybrid_elementwise();
     test_hybrid_recurrent();

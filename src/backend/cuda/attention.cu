@@ -1215,51 +1215,8 @@ void attn_tiles_upload(cuda_impl_t *c, const attn_args_t *aa, int T, int TQ, att
     t->tiles = (const attn_tile_t *)(d + pos_bytes + tb_bytes);
 }
 
-/* backend.h attn_prefetch: a batch-1 decode step's attention over a 16-bit row-layout cache is coming —
- * its work list uploaded now (the attention's own call finds the same bytes and reuses the copy) and the
- * hint left for the next one-token GEMV (kv_prefetch.cuh). Anything else: nothing. kiln_cuda_kv_pf: 1 on,
- * 2 on with an L2 evict_last policy, 0 off, -1 (start) read from KILN_CUDA_KV_PF (=1 / =2; unset: off — opt-in
- * until a device call measures it, bench/cuda/call_s64a.sh; the tests set it) */
-extern "C" int kiln_cuda_kv_pf;
-int kiln_cuda_kv_pf = -1;
-void cuda_attn_prefetch(backend_t *be, int T, const attn_args_t *aa) {
-    cuda_impl_t *c = cuda_impl(be);
-    c->kv_pf.k = NULL;
-    if (kiln_cuda_kv_pf < 0) { const char *e = getenv("KILN_CUDA_KV_PF"); kiln_cuda_kv_pf = e && !strcmp(e, "1") ? 1 : e && !strcmp(e, "2") ? 2 : 0; }
-    const kv_view_t *kv = &aa->kv;
-    if (!kiln_cuda_kv_pf || T != 1 || aa->n_rows != 1 || aa->row_start[0] != 0 || aa->row_start[1] != 1 || aa->pos[0] < 0 || !kv->k ||
-        !kv->v || kv->k_t || kv->block_size <= 0 || (kv->dtype != DT_F16 && kv->dtype != DT_BF16) || aa->n_kv_heads <= 0 ||
-        aa->n_heads % aa->n_kv_heads)
-        return;
-    const size_t bytes = (size_t)kv->block_size * kv->n_kv_heads * kv->head_dim * 2;
-    if (bytes % 16 || bytes > 0x7fffffffu) return; /* bulk prefetches take 16-byte multiples */
-    const int G = aa->n_heads / aa->n_kv_heads, hc = G < QMAX ? G : QMAX, TQ = QMAX / hc; /* as the attention computes it */
-    attn_tiles_t tl;
-    attn_tiles_count(aa, TQ, &tl);
-    attn_tiles_upload(c, aa, T, TQ, &tl);
-    c->kv_pf.pos = tl.pos;
-    c->kv_pf.tables = tl.tables;
-    c->kv_pf.v = (const char *)kv->v;
-    c->kv_pf.bytes = (unsigned)bytes;
-    c->kv_pf.bs = kv->block_size;
-    c->kv_pf.window = aa->window;
-    c->kv_pf.evict_last = kiln_cuda_kv_pf == 2;
-    c->kv_pf.k = (const char *)kv->k;
-}
-
-extern "C" long cuda_kv_pf_taken(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->kv_pf_taken; }
-
-int cuda_kv_pf_take(cuda_impl_t *c, kv_pf_t *h) {
-    if (!c->kv_pf.k) return 0;
-    *h = c->kv_pf;
-    c->kv_pf.k = NULL;
-    c->kv_pf_taken++;
-    return 1;
-}
-
 void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
     if (T <= 0) return;
-    cuda_impl(be)->kv_pf.k = NULL; /* a hint no GEMV took is stale now */
     if (cuda_attention_mma(be, out, q, T, aa)) return; /* prefill / mixed steps on tensor cores ("cuda", f16/bf16 cache) */
     cuda_impl_t *c = cuda_impl(be);
     const kv_view_t *kv = &aa->kv;

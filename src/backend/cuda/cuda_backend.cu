@@ -109,7 +109,6 @@ static void cu_step_begin(backend_t *be, int n_tokens, int n_rows) {
     cuda_impl_t *c = cuda_impl(be);
     (void)n_rows;
     c->step_T = n_tokens;
-    c->kv_pf.k = NULL; /* an attn_prefetch hint never taken does not outlive its step */
     c->in_stat = c->stats_T > 0 && n_tokens == c->stats_T;
     if (c->in_stat) {
         c->st_begin = now_s();
@@ -145,10 +144,7 @@ void cuda_capture_tick(cuda_impl_t *c) {
 }
 
 /* The step's ops are all issued: whatever is still captured runs now. */
-static void cu_step_end(backend_t *be) {
-    cuda_impl(be)->kv_pf.k = NULL;
-    cuda_capture_flush(cuda_impl(be));
-}
+static void cu_step_end(backend_t *be) { cuda_capture_flush(cuda_impl(be)); }
 
 /* After a synchronization: the other ring becomes current (its last uploads were read by
  * work that has completed) and the current one keeps its bytes for the pointers already
@@ -472,7 +468,6 @@ static const backend_ops_t cuda_ops = {
     .post_norm_add = cuda_post_norm_add,
     .mem_info = cu_mem_info, /* kv_k_transposed (between them) stays NULL */
     .weight_cache = cu_weight_cache,
-    .attn_prefetch = cuda_attn_prefetch,
 };
 
 

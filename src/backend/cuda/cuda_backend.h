@@ -47,8 +47,6 @@ long cuda_qd_fused_uses(const backend_t *be); /* matmul_dequant.cu's fused prefi
 long cuda_lt_batch_uses(void);
 /* how many rms_mlp calls ran as one persistent GEMV launch (matmul_gemv.cu gemvp_mlp_kernel; tests) */
 long cuda_mlp_pers_uses(const backend_t *be);
-/* how many one-token GEMV launches carried an attn_prefetch hint (kv_prefetch.cuh; tests) */
-long cuda_kv_pf_taken(const backend_t *be);
 /* the width of a prepared quantized weight's codes on the device (widen.cu may make it wider than
  * the stored one); 0 for a weight not prepared here (tests) */
 int cuda_weight_device_bits(const weight_t *w);

@@ -49,19 +49,6 @@ typedef struct dweight {
 /* bytes of the weight's f16 form (the weight cache's unit: matmul_dequant.cu) */
 static inline size_t dweight_f16_bytes(const dweight_t *w) { return (size_t)w->rows * w->cols * 2; }
 
-/* A batch-1 decode attention's cache rows as a one-token GEMV launched before it asks L2 for them
- * (kv_prefetch.cuh): row 0's position and block table in the attention's uploaded work list
- * (attn_tiles_upload's copies, which that attention then reuses), the K and V pools, the bytes of one
- * cache block of either (block_size · n_kv_heads · head_dim · 2: all KV heads of block_size rows,
- * contiguous), the block size and the sliding window (0: none). */
-typedef struct kv_pf {
-    const int32_t *pos, *tables;
-    const char *k, *v;
-    unsigned bytes;
-    int bs, window;
-    int evict_last; /* KILN_CUDA_KV_PF=2: the prefetches carry an L2 evict_last policy (A/B) */
-} kv_pf_t;
-
 /* The backend's state. One stream carries every op, so ops are ordered without events. */
 typedef struct cuda_impl {
     cudaStream_t stream;
@@ -162,11 +149,6 @@ typedef struct cuda_impl {
     size_t mlp_g_bytes;
     unsigned *mlp_ctr;
     long mlp_pers_uses;
-    /* attn_prefetch's hint (attention.cu cuda_attn_prefetch), pending until the next one-token GEMV takes
-     * it (kv_prefetch.cuh) or an attention op drops it; kv_pf.k NULL: none. kv_pf_taken: launches that
-     * carried one (tests) */
-    kv_pf_t kv_pf;
-    long kv_pf_taken;
 } cuda_impl_t;
 
 static inline cuda_impl_t *cuda_impl(backend_t *be) { return (cuda_impl_t *)be->impl; }
@@ -364,9 +346,6 @@ void cuda_kv_write(backend_t *be, const kv_view_t *kv, const float *k, const flo
 void cuda_attention(backend_t *be, float *out, const float *q, int T, const attn_args_t *a);
 void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps,
                                  int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a);
-void cuda_attn_prefetch(backend_t *be, int T, const attn_args_t *a); /* attention.cu: backend.h attn_prefetch */
-/* the pending attn_prefetch hint into *h and cleared: 1, or 0 where none (matmul_gemv_tc.cu's one-token launches) */
-int cuda_kv_pf_take(cuda_impl_t *c, kv_pf_t *h);
 void cuda_sigmoid_mul(backend_t *be, float *y, const float *g, int T, int n, int g_width);
 void cuda_scale(backend_t *be, float *y, float s, size_t n);
 void cuda_add_rows_scaled(backend_t *be, float *y, const float *x, const int32_t *idx, const float *wt, int n, int width);

@@ -67,7 +67,6 @@
 #include "backend/cuda/glu_act.cuh"
 #include "backend/cuda/xprep.cuh"
 #include "backend/cuda/tmap.cuh" /* CUtensorMap and its encoder (the ring GEMV) */
-#include "backend/cuda/kv_prefetch.cuh"
 
 #define TC_MAXW 8    /* the K split of a tile: S warps (4, or 8 from K = 8192) */
 #define TC_MAXT 512  /* threads per block: G tile groups of S warps */
@@ -98,7 +97,6 @@ struct tc_args {
     float off, eps;
     unsigned long long *trace; /* TC_TRACE (KILN_CUDA_GEMV_TC_TRACE): 8 words a block */
     const char *xp; /* TC_PREP: x as its producer prepared it (xprep.cuh: this kernel's shared-memory image) */
-    kv_pf_t kvpf;   /* the coming decode attention's cache rows, asked of L2 before the PDL wait (kv_prefetch.cuh; k NULL: none) */
 };
 /* MODE bits of gemv_tc_kernel (template: MODE = 0 is the plain kernel, compiled exactly as before
  * these existed — an earlier version with runtime mode branches ran the plain GEMV ~8 % slower) */
@@ -299,11 +297,6 @@ __global__ void __launch_bounds__(TC_MAXT) gemv_tc_kernel(const __grid_constant_
         const int chunk = warp + lj * S;
         if (chunk < nchunks) tc_load<BITS, NU>(B, a, lt, chunk, g, q);
     };
-    /* attn_prefetch's hint: the coming attention's K/V into L2 (kv_prefetch.cuh), by warp 0 before its own first
-     * loads — with no item in registers yet (after them, the plain 4-bit kernel spilled 8 bytes: ptxas). Only the
-     * kernels that take it (plain and TC_PREP: gemv_tc_run; the fused ones keep their registers as they were) */
-    if constexpr ((MODE & (TC_NORM | TC_ACC | TC_GLU)) == 0)
-        if (threadIdx.x < 32) kv_pf_issue(a.kvpf, lane);
     /* the first two items in flight before x exists: weights do not depend on the kernel before
      * (launched with PDL, this overlaps that kernel's tail and this one's launch), then wait for x */
     if (n > 0) tc_load<BITS, NU>(A, a, gi, warp, g, q);
@@ -1549,7 +1542,6 @@ static int gemv_tc_run(cuda_impl_t *c, int n, float *const *y, const float *x, i
      * the producers, and taken where the record is x's own (plain launches only) */
     cuda_xp_note(c, a.K, bits, nu);
     if (a.mode == 0 && (a.xp = cuda_xp_get(c, x, a.K, bits, nu)) != NULL) a.mode = TC_PREP;
-    if (!(a.mode & ~TC_PREP)) cuda_kv_pf_take(c, &a.kvpf); /* the model's attn_prefetch hint, if one is pending: plain launches (kv_prefetch.cuh) */
     return tc_run_m(c, a, bits, nu, sbf);
 }
 

@@ -273,7 +273,6 @@ void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, 
                                  int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a) {
     const int nh = a->n_heads, nkv = a->n_kv_heads, hd = a->head_dim, half = rot / 2;
     if (T <= 0) return;
-    cuda_impl(be)->kv_pf.k = NULL; /* attn_prefetch's hint, if no GEMV took it: stale now */
     /* a decode step the tensor-core decode kernel takes: qwen3's head norms (where this op would fold
      * them: KILN_CUDA_NORM_ROPE not 0), rope, the cache write and the attention in that one kernel
      * (attention.cu; KILN_CUDA_ATTN_ROPE=0: not; KILN_CUDA_ATTN_NORM=0: not with head norms) */
