@@ -1,13 +1,13 @@
 #!/bin/bash
 # call_s64a.sh — (session 64) attn_prefetch: the q/k/v GEMV asks L2 for the coming decode attention's K/V before its
-# (The hint measured 5-9 % slower in session 64's call of call_s64b.sh and left main: both scripts now need a tree with
-# bench/cuda/kv_prefetch_s64.patch applied, e.g. PATCH=bench/cuda/kv_prefetch_s64.patch in build_here.sh.)
 # PDL wait (kv_prefetch.cuh). The tensor-core decode tests (test_kv_prefetch among them: the layer bitwise with and
 # without the hint), batch-1 A/B of the default (off) against KILN_CUDA_KV_PF=1 and =2 (an evict_last policy) in
 # alternating rounds, logits md5 with and without it (llama-3-8b q4: the model's own path), and the decode timeline
 # of each. Package (the timeline build: its stamps do nothing unless KILN_CUDA_TIMELINE names a file):
 #   CMAKE_EXTRA="-DKILN_CUDA_TIMELINE=ON" bash bench/cuda/build_here.sh /work/cb/s62t kiln test_cuda_kernels &&
 #   PACK_BINS="kiln test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s62t/b build-s64a      (carry ["build-s64a"])
+# (The hint measured 5-9 % slower in session 64's call of call_s64b.sh and left main: both scripts now need a tree with
+# bench/cuda/kv_prefetch_s64.patch applied, e.g. PATCH=bench/cuda/kv_prefetch_s64.patch in build_here.sh.)
 P=${1:-build-s64a}
 . bench/cuda/call_lib.sh
 call_unpack $P/kiln-cuda.tar.xz
