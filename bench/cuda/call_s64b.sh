@@ -1,9 +1,9 @@
 #!/bin/bash
 # call_s64b.sh — (session 64) what is pending on the device, in order of value, for one call of ≤ 9.5 min: the
-# tensor-core decode tests (test_kv_prefetch among them), call_s64a.sh's batch-1 A/B of attn_prefetch (default off
+# tensor-core decode tests (test_kv_prefetch among them), the batch-1 A/B of attn_prefetch (default off
 # against KILN_CUDA_KV_PF=1 and =2, two rounds) and its logits md5, then the whole test_cuda_kernels (last whole run:
 # session 55) with the time that is left (WHOLE_END: seconds since the start by which it must end, default 560), then
-# the timelines if time remains. Package as call_s64a.sh's (the timeline build; carry ["build-s64a"]):
+# the timeline of the hint if time remains. Package (the timeline build; carry ["build-s64a"]):
 #   CMAKE_EXTRA="-DKILN_CUDA_TIMELINE=ON" bash bench/cuda/build_here.sh /work/cb/s62t kiln test_cuda_kernels &&
 #   PACK_BINS="kiln test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s62t/b build-s64a
 # (The hint measured 5-9 % slower in session 64's call of call_s64b.sh and left main: both scripts now need a tree with
