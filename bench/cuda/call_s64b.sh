@@ -6,7 +6,7 @@
 # the timeline of the hint if time remains. Package (the timeline build; carry ["build-s64a"]):
 #   CMAKE_EXTRA="-DKILN_CUDA_TIMELINE=ON" bash bench/cuda/build_here.sh /work/cb/s62t kiln test_cuda_kernels &&
 #   PACK_BINS="kiln test_cuda_kernels" bash bench/cuda/pack.sh /work/cb/s62t/b build-s64a
-# (The hint measured 5-9 % slower in session 64's call of call_s64b.sh and left main: both scripts now need a tree with
+# (The hint measured 5-9 % slower in this call (session 64) and left main: the script now needs a tree with
 # bench/cuda/kv_prefetch_s64.patch applied, e.g. PATCH=bench/cuda/kv_prefetch_s64.patch in build_here.sh.)
 P=${1:-build-s64a}
 . bench/cuda/call_lib.sh
