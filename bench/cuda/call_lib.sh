@@ -28,6 +28,7 @@
 #                              and environment into $S: a bitwise check across fused / separate paths and trees
 #   call_b1 NAME BIN VAR=V     batch-1 decode tok/s at 2048 positions of /tmp/s/NAME into $OUT/bench.txt
 #   call_b1s NAME VAR=V...     the same (kiln) with the step stats line (host issue / GPU wait a step)
+#   call_b1s_ab R "NAME..." V...   call_b1s in R alternating rounds over the models and variants (a variant: quoted VAR=V list)
 #   call_ring_tests            the GEMV tests with KILN_CUDA_GEMV_RING=1 into $OUT/t_ring.log, summary into $S, RC
 #   call_conc NAME BIN...      /tmp/s/NAME through the engine at concurrency 1, 8, 64 (128-token prompts, 64 generated)
 #   call_conc128 NAME BIN [VAR=V] [ARGS]   the same at the issue's 128 + 128, with TTFT and ITL, an environment and
@@ -124,6 +125,18 @@ call_b1s() {
   env "$@" KILN_CUDA_STEP_STATS=1 timeout 60 /tmp/k/kiln bench /tmp/s/$m --backend cuda --prompt-tokens 2048 --gen-tokens 128 --runs 2 --json \
     2>/tmp/b1.err | tail -1 | grep -o '"decode_tok_s": [0-9.]*' >> $OUT/bench.txt
   grep -i "issu" /tmp/b1.err | tail -1 | sed 's/.*issuing/  issuing/' >> $OUT/bench.txt
+}
+# call_b1s in alternating rounds: call_b1s_ab ROUNDS "NAME..." VARIANT... — per round, per model, each VARIANT (a quoted
+# list of VAR=V assignments, X=1 for none) in the order given (then "b1 done at N s" into $S)
+call_b1s_ab() {
+  local rounds=$1 ms=$2 r m v
+  shift 2
+  for r in $(seq "$rounds"); do
+    for m in $ms; do
+      for v in "$@"; do call_b1s $m $v; done
+    done
+  done
+  echo "b1 done at $(el) s" >> "$S"
 }
 # the batch-1 q4/q8 GEMV tests with the ring GEMV on (KILN_CUDA_TEST_GEMV_ONLY, 45 s cap: a hang shows as rc 124) into
 # $OUT/t_ring.log, their summary into $S; RC its exit status

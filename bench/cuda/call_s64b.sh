@@ -15,14 +15,7 @@ call_synth q4 l8q4 q06q4
 T1_TIMEOUT=100 call_t1 attn_dec KILN_CUDA_TEST_ATTN_ONLY=dec
 grep "kv prefetch" /tmp/t_attn_dec.log | head -8 >> "$S"
 call_wait l8q4 q06q4
-for r in 1 2; do
-  for m in l8q4 q06q4; do
-    call_b1s $m X=1
-    call_b1s $m KILN_CUDA_KV_PF=1
-    call_b1s $m KILN_CUDA_KV_PF=2
-  done
-done
-echo "b1 done at $(el) s" >> "$S"
+call_b1s_ab 2 "l8q4 q06q4" X=1 KILN_CUDA_KV_PF=1 KILN_CUDA_KV_PF=2
 call_logits_md5 l8q4 1 X=1 KILN_CUDA_KV_PF=1 KILN_CUDA_KV_PF=2
 left=$(( ${WHOLE_END:-560} - $(el) ))
 echo "whole test_cuda_kernels with ${left} s at $(el) s" >> "$S"

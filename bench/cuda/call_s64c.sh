@@ -12,14 +12,7 @@ call_unpack $P/kiln-cuda.tar.xz
 call_synth q4 l8q4 q06q4
 T1_TIMEOUT=60 call_t1 gemv_room1 KILN_CUDA_TEST_GEMV_ONLY=1 KILN_CUDA_GEMV_TC_ROOM=1
 call_wait l8q4 q06q4
-for r in 1 2; do
-  for m in l8q4 q06q4; do
-    call_b1s $m X=1
-    call_b1s $m KILN_CUDA_GEMV_TC_ROOM=1
-    call_b1s $m KILN_CUDA_GEMV_TC_ROOM=2
-  done
-done
-echo "b1 done at $(el) s" >> "$S"
+call_b1s_ab 2 "l8q4 q06q4" X=1 KILN_CUDA_GEMV_TC_ROOM=1 KILN_CUDA_GEMV_TC_ROOM=2
 call_logits_md5 "l8q4 q06q4" 1 X=1 KILN_CUDA_GEMV_TC_ROOM=1 KILN_CUDA_GEMV_TC_ROOM=2
 TL_TAIL=45
 call_tl l8q4 room1 KILN_CUDA_GEMV_TC_ROOM=1
