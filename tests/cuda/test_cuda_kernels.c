@@ -3528,6 +3528,7 @@ static void attn_case(int n_rows, const int *p0, const int *len, int nh, int nkv
  * holds stale values at p. Reference: ref_attention on the rotated q and the cache as the GPU
  * left it (downloaded), so a stale row p or q read before the wait shows as an error. */
 extern int kiln_cuda_attn_rope_calls; /* attention.cu: launches of the fused rope + decode attention kernel */
+extern int kiln_cuda_attn_qfold_calls; /* attention_wgmma.cu: prefill launches with q's norm and rope in the Q load */
 static int chain_fused; /* 1: norm_rope_kv_attention without norms (on "cuda": rope in the decode kernel; checked to run) */
 static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, dtype_t dt, int bs, int window, float softcap, uint64_t seed) {
     backend_t *be = attn_be ? attn_be : be32;
@@ -3594,6 +3595,7 @@ static void attn_chain_case(int n_rows, const int *p0, int nh, int nkv, int hd, 
  * KILN_CUDA_ATTN_QKEEP=1. Rows of one decode token
  * and a prefill-chunk row of 5; norm weights and none (llama: the op runs the separate ops). */
 static int nra_bs = 16, nra_window, nra_fused; /* nra_fused: the fused rope + decode attention must run (checked) */
+static int nra_folded; /* the last case's prefill attention launches with q's norm and rope in its Q load (attention_wgmma.cu) */
 static int nra_tab0; /* the separate ops (pass 0) with KILN_CUDA_ATTN_TAB=0: positions and block tables from device memory */
 static float nra_softcap;
 static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, int nh, int nkv, int hd, int rot, dtype_t dt, int with_norm,
@@ -3642,9 +3644,10 @@ static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, i
             be->ops->attention(be, dout, dq, T, &da);
             if (nra_tab0) unsetenv("KILN_CUDA_ATTN_TAB");
         } else {
-            const int calls0 = kiln_cuda_attn_rope_calls;
+            const int calls0 = kiln_cuda_attn_rope_calls, fold0 = kiln_cuda_attn_qfold_calls;
             be->ops->norm_rope_kv_attention(be, dout, dq, dk, dv, dqn, dkn, 1e-6f, rot, inv, nra_fused ? 0.75f : 1.0f, slots, T, &da);
-            fused_ran = kiln_cuda_attn_rope_calls != calls0;
+            fused_ran = kiln_cuda_attn_rope_calls != calls0 || kiln_cuda_attn_qfold_calls != fold0; /* both leave q as it was */
+            nra_folded = kiln_cuda_attn_qfold_calls - fold0;
             if (nra_fused)
                 CHECK(kiln_cuda_attn_rope_calls == calls0 + 1, "fused rope + decode attention not taken: rows=%d nh=%d nkv=%d hd=%d rot=%d",
                       n_rows, nh, nkv, hd, rot);
@@ -3662,8 +3665,9 @@ static void nra_case(backend_t *be, int n_rows, const int *p0, const int *len, i
           "%s norm_rope_kv_attention rows=%d T=%d nh=%d nkv=%d hd=%d rot=%d %s norm=%d differs from rms_norm x2 + rope_kv_write + attention",
           be->ops->name, n_rows, T, nh, nkv, hd, rot, dtype_name(dt), with_norm);
     /* q is scratch after the op (backend.h): the fused decode kernel leaves it untouched by default and as the
-     * separate ops leave it with KILN_CUDA_ATTN_QKEEP=1; every other path as the separate ops leave it */
-    if (fused_ran && !qkeep)
+     * separate ops leave it with KILN_CUDA_ATTN_QKEEP=1, the prefill fold (KILN_CUDA_QFOLD) untouched; every other
+     * path as the separate ops leave it */
+    if (fused_ran && (!qkeep || nra_folded))
         CHECK(!memcmp(qo[1], q, sizeof(float) * nq), "%s norm_rope_kv_attention rows=%d nh=%d nkv=%d hd=%d norm=%d: the fused kernel wrote q",
               be->ops->name, n_rows, nh, nkv, hd, with_norm);
     else
@@ -3689,6 +3693,55 @@ static void test_norm_rope_attention(void) {
                     nra_case(bes[bi], 2, chunk, lc, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 2);
                     nra_case(bes[bi], 2, big, lbig, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, sd + 3);
                 }
+}
+
+/* The prefill fold (rope.cu cuda_norm_rope_kv_attention → attention_wgmma.cu cuda_attention_wg_qfold): qwen3's q
+ * head norm and rope (llama: rope alone) done in the wgmma attention's Q load, the op's own pass over the k heads
+ * and the cache only — out, k and both caches bitwise the separate ops (nra_case), q left as it was, and the fold
+ * checked to have run once a step, or not at all where it must not: rot < head_dim, KILN_CUDA_QFOLD=0, and the
+ * wgmma kernel declining the step (KILN_CUDA_FA_WG=0: q then gets its own pass, as the separate ops leave it).
+ * Rows of 64..700 tokens at positions 0..2000, GQA 2 and 4, head_dim 128 (64 with KILN_CUDA_FA_WG=3), f16 and
+ * bf16 caches, block sizes 16 (TMA gathers) and 7 (cp.async), a window. KILN_CUDA_TEST_ATTN_ONLY=qfold */
+static void test_qfold(void) {
+    setenv("KILN_CUDA_FA_MIN", "1", 1);
+    setenv("KILN_CUDA_FA", "single", 1); /* the test backends split Q by default (act_bf16_ok 0): the wgmma kernel's form */
+    const int p2[2] = {0, 300}, l2[2] = {130, 70}, p3[3] = {0, 1000, 2000}, l3[3] = {700, 64, 100}, p1[1] = {37}, l1[1] = {200};
+    const int cfg[][4] = {{16, 8, 128, 128}, {32, 8, 128, 128}, {16, 8, 64, 64}, {32, 8, 128, 64}}; /* nh nkv hd rot */
+    const dtype_t dts[] = {DT_F16, DT_BF16};
+    uint64_t seed = 7300;
+    for (int ci = 0; ci < 4; ci++)
+        for (int di = 0; di < 2; di++)
+            for (int wn = 1; wn >= 0; wn--) {
+                const int hd64 = cfg[ci][2] == 64, want = cfg[ci][3] == cfg[ci][2]; /* the fold only at rot = head_dim */
+                if (hd64) setenv("KILN_CUDA_FA_WG", "3", 1);
+                nra_bs = di ? 7 : 16;
+                nra_case(befast, 2, p2, l2, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, seed++);
+                CHECK(nra_folded == want, "qfold nh=%d hd=%d rot=%d %s norm=%d bs=%d: folded %d, want %d", cfg[ci][0], cfg[ci][2], cfg[ci][3],
+                      dtype_name(dts[di]), wn, nra_bs, nra_folded, want);
+                nra_bs = 16;
+                nra_case(befast, 3, p3, l3, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, seed++);
+                CHECK(nra_folded == want, "qfold 3 rows nh=%d hd=%d rot=%d %s norm=%d: folded %d, want %d", cfg[ci][0], cfg[ci][2],
+                      cfg[ci][3], dtype_name(dts[di]), wn, nra_folded, want);
+                nra_window = 150; /* cp.async producers (no TMA with a window) */
+                nra_case(befast, 1, p1, l1, cfg[ci][0], cfg[ci][1], cfg[ci][2], cfg[ci][3], dts[di], wn, seed++);
+                nra_window = 0;
+                CHECK(nra_folded == want, "qfold window nh=%d hd=%d rot=%d %s norm=%d: folded %d, want %d", cfg[ci][0], cfg[ci][2],
+                      cfg[ci][3], dtype_name(dts[di]), wn, nra_folded, want);
+                if (hd64) unsetenv("KILN_CUDA_FA_WG");
+            }
+    /* off, and the wgmma kernel declining: the op's q pass, then the attention as before */
+    setenv("KILN_CUDA_QFOLD", "0", 1);
+    nra_case(befast, 2, p2, l2, 16, 8, 128, 128, DT_F16, 1, seed++);
+    CHECK(nra_folded == 0, "KILN_CUDA_QFOLD=0: folded %d", nra_folded);
+    unsetenv("KILN_CUDA_QFOLD");
+    setenv("KILN_CUDA_FA_WG", "0", 1);
+    for (int wn = 1; wn >= 0; wn--) {
+        nra_case(befast, 2, p2, l2, 16, 8, 128, 128, DT_BF16, wn, seed++);
+        CHECK(nra_folded == 0, "KILN_CUDA_FA_WG=0 norm=%d: folded %d", wn, nra_folded);
+    }
+    unsetenv("KILN_CUDA_FA_WG");
+    unsetenv("KILN_CUDA_FA");
+    unsetenv("KILN_CUDA_FA_MIN");
 }
 
 /* llama's and qwen3's decode step on "cuda": norm_rope_kv_attention (with or without the q/k head norms)
@@ -5527,6 +5580,11 @@ int main(void) {
             backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
             return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY=wg)");
         }
+        if (!strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "qfold")) {
+            test_qfold();
+            backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
+            return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY=qfold)");
+        }
         if (!strcmp(getenv("KILN_CUDA_TEST_ATTN_ONLY"), "decq")) {
             test_attention_decode_quick();
             backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
@@ -5543,6 +5601,7 @@ int main(void) {
         test_attention_decode_mma();
         test_attention_decode_graph_growth();
         test_rope_attention_decode();
+        if (all) test_qfold();
         if (all) test_attention_mma();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_ATTN_ONLY)");
@@ -5699,6 +5758,7 @@ int main(void) {
     test_attention_decode_mma();
     test_attention_decode_graph_growth();
     test_rope_attention_decode();
+    test_qfold();
     test_attention_mma();
     test_hybrid_elementwise();
     test_hybrid_recurrent();

@@ -82,6 +82,7 @@
 #include "backend/cuda/mma_util.cuh"
 #include "backend/cuda/wgmma_util.cuh"
 #include "backend/cuda/fa_args.cuh" /* fa_dev_t, fa_args_fill */
+#include "backend/cuda/rope_pair.cuh" /* rope_cs, rope_rot2: the q fold */
 
 /* attention_mma.cu's arguments (fa_args.cuh), then the diagnosis switches */
 /* a block's work when the grid runs a piece list (KILN_CUDA_FA_WG_SPLIT, fw_plan): tile `tile`,
@@ -101,6 +102,26 @@ typedef struct fa_wg {
               * producer completes each tile before the next (no LAG); bit 2: a warpgroup barrier after each full
               * wait and before each release */
 } fa_wg_t;
+
+/* q's per-head RMSNorm (qwen3) and rope folded into the Q load (session 65, KILN_CUDA_QFOLD; rope.cu's
+ * cuda_norm_rope_kv_attention takes it at prefill): on = 0 the plain load of q as stored; 1 q as it comes from
+ * the q projection — normalized with qn when qn is not NULL (norm_rope_kv_warp_kernel's arithmetic: lane l
+ * holds elements l + 32j, the fmaf chains over even and odd j, the xor trees, (0 + even) + odd, the same
+ * inverse and (x·r)·(off + w)), then rotated pair (i, i + half) by rope_cs / rope_rot with these frequencies
+ * (rope_pair.cuh: the bits rope_kv_kernel and norm_rope_kv_warp_kernel give) — so the Q tile is bitwise the
+ * one the separate pass would leave, and q's f32 write and re-read (16 MB a qwen3-0.6b layer at 2048 tokens)
+ * are gone. Only where rot = head_dim (half = HD / 2: a lane's pair is its own j and j + HD / 64). The
+ * frequencies travel in the parameter (__grid_constant__: no host ring upload that a later one could clobber). */
+typedef struct fw_qp {
+    const float *qn; /* the head norm's weight [HD], or NULL: rope only */
+    float off, eps, ms;
+    int on;
+    float inv[64]; /* rope_cs's inverse frequencies, HD / 2 of them */
+} fw_qp_t;
+
+template <typename T16> __device__ __forceinline__ T16 fw_cvt(float x);
+template <> __device__ __forceinline__ __half fw_cvt<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 fw_cvt<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 /* a 128-byte-swizzle descriptor: start address, LBO, SBO (bytes), swizzle mode 1 (128 B). For
  * the K-major operands (Q, K) LBO is unused; for V (MN-major, one 64-column block per wgmma)
@@ -151,6 +172,67 @@ FW_OPS(__half, "f16")
 FW_OPS(__nv_bfloat16, "bf16")
 #undef FW_OPS
 
+/* the fold's Q load (fw_qp_t): warp wl of warpgroup wg takes rows wl·16 .. +15 of the warpgroup's 64, four at a time,
+ * their loads first. Not inlined: inside the kernel its registers pushed ptxas into serializing the main loop's
+ * wgmmas (C7512) — a call once a block costs nothing next to the key loop. */
+template <int HD, typename T16>
+__device__ __noinline__ void fw_q_fold(unsigned char *qd, const float *q, const int32_t *pos, int n_heads, float scale, const fw_qp_t &qp, int t0,
+                                       int h0, int nh_here, int nq, int wg, int wl, int lane) {
+    constexpr int NJ = HD / 32;
+    float wv[NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) wv[j] = qp.qn ? qp.off + qp.qn[lane + 32 * j] : 0.f;
+    for (int r0 = wl * 16; r0 < wl * 16 + 16; r0 += 4) {
+        float xv[4][NJ];
+        int pp[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int qi = wg * 64 + r0 + u;
+            pp[u] = -1;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) xv[u][j] = 0.f;
+            if (qi < nq) {
+                const int t = t0 + qi / nh_here, hh = h0 + qi % nh_here;
+                const float *src = q + ((size_t)t * n_heads + hh) * HD;
+#pragma unroll
+                for (int j = 0; j < NJ; j++) xv[u][j] = src[lane + 32 * j];
+                pp[u] = pos[t];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int r = r0 + u;
+            if (qp.qn) {
+                float sa = 0.f, sb = 0.f;
+#pragma unroll
+                for (int j = 0; j < NJ; j += 2) sa = fmaf(xv[u][j], xv[u][j], sa);
+#pragma unroll
+                for (int j = 1; j < NJ; j += 2) sb = fmaf(xv[u][j], xv[u][j], sb);
+                for (int o = 16; o > 0; o >>= 1) sa += __shfl_xor_sync(0xffffffffu, sa, o);
+                for (int o = 16; o > 0; o >>= 1) sb += __shfl_xor_sync(0xffffffffu, sb, o);
+                float tot = 0.f;
+                tot += sa;
+                tot += sb;
+                const float rr = 1.0f / sqrtf(tot / (float)HD + qp.eps);
+#pragma unroll
+                for (int j = 0; j < NJ; j++) xv[u][j] = (xv[u][j] * rr) * wv[j];
+            }
+            if (pp[u] >= 0) /* element lane + 32j pairs with lane + 32j + HD/2: the same lane's j + NJ/2 */
+#pragma unroll
+                for (int j = 0; j < NJ / 2; j++) {
+                    float cs, sn;
+                    rope_cs(lane + 32 * j, pp[u], qp.inv, qp.ms, cs, sn);
+                    rope_rot2(xv[u][j], xv[u][j + NJ / 2], cs, sn, xv[u][j], xv[u][j + NJ / 2]);
+                }
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                const int d = lane + 32 * j;
+                *(T16 *)(qd + fw_off(r, d / 8, 64) + 2 * (d % 8)) = fw_cvt<T16>(xv[u][j] * scale);
+            }
+        }
+    }
+}
+
 template <int HD, int NWG> struct fw_cfg {
     static constexpr int NS = NWG == 1 ? 3 : 4;  /* ring stages (NWG = 1: two blocks an SM share the 227 KB) */
     static constexpr int LAG = NS - 1;           /* tiles in flight per producer lane before it waits */
@@ -160,9 +242,10 @@ template <int HD, int NWG> struct fw_cfg {
     static constexpr int MAXT = 128 * NWG + 128; /* + 1, 2 or 4 producer warps (KILN_CUDA_FA_WG_PW, a launch-time choice) */
 };
 
-template <int HD, typename T16, int NWG, bool PIPE>
+template <int HD, typename T16, int NWG, bool PIPE, bool QF>
 __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1)
-    attn_wg_kernel(fa_wg_t a, const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv) {
+    attn_wg_kernel(fa_wg_t a, const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv,
+                   const __grid_constant__ fw_qp_t qp) {
     using C = fw_cfg<HD, NWG>;
     constexpr int NS = C::NS, LAG = C::LAG, CPR = HD / 8, NB = HD / 64;
     extern __shared__ unsigned char fw_raw[];
@@ -278,7 +361,11 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1)
     const int wg = warp >> 2, wl = warp & 3, g = lane >> 2, c4 = lane & 3, tw = tid & 127;
     const uint32_t qs = s_q + wg * C::QB;
     /* Q·scale rounded once, swizzled (rows past nq: zeros) */
-    {
+    if (QF) {
+        fw_q_fold<HD, T16>(sm + wg * C::QB, a.q, a.pos, a.n_heads, a.scale, qp, tile.t0, h0, nh_here, nq, wg, wl, lane);
+        wg_proxy_fence();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+    } else {
         unsigned char *qd = sm + wg * C::QB;
         for (int i = tw; i < 64 * CPR; i += 128) {
             const int r = i / CPR, ch = i % CPR, qi = wg * 64 + r;
@@ -639,16 +726,23 @@ __global__ void __launch_bounds__(fw_cfg<HD, NWG>::MAXT, 1)
     }
 }
 
-template <int HD, typename T16, int NWG, bool PIPE>
-static void fw_launch(cuda_impl_t *c, const fa_wg_t &a, dim3 grid, int pw, const CUtensorMap &tk, const CUtensorMap &tv) {
+template <int HD, typename T16, int NWG, bool PIPE, bool QF>
+static void fw_launch_q(cuda_impl_t *c, const fa_wg_t &a, dim3 grid, int pw, const CUtensorMap &tk, const CUtensorMap &tv, const fw_qp_t &qp) {
     using C = fw_cfg<HD, NWG>;
     static bool set = false;
     if (!set) {
-        cudaCheck(cudaFuncSetAttribute(attn_wg_kernel<HD, T16, NWG, PIPE>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+        cudaCheck(cudaFuncSetAttribute(attn_wg_kernel<HD, T16, NWG, PIPE, QF>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
         set = true;
     }
-    attn_wg_kernel<HD, T16, NWG, PIPE><<<grid, 128 * NWG + 32 * pw, C::SMEM, c->stream>>>(a, tk, tv);
+    attn_wg_kernel<HD, T16, NWG, PIPE, QF><<<grid, 128 * NWG + 32 * pw, C::SMEM, c->stream>>>(a, tk, tv, qp);
     cudaLaunchCheck();
+}
+/* the fold is a template bit (QF): the plain kernel stays the code it was (at 3 warpgroups it sits at the 128-register
+ * cap, where any added branch tipped ptxas into serializing its wgmmas) */
+template <int HD, typename T16, int NWG, bool PIPE>
+static void fw_launch(cuda_impl_t *c, const fa_wg_t &a, dim3 grid, int pw, const CUtensorMap &tk, const CUtensorMap &tv, const fw_qp_t &qp) {
+    if (qp.on) fw_launch_q<HD, T16, NWG, PIPE, true>(c, a, grid, pw, tk, tv, qp);
+    else fw_launch_q<HD, T16, NWG, PIPE, false>(c, a, grid, pw, tk, tv, qp);
 }
 
 /* the defaults (unset env), the fastest measured (qwen3-0.6b / llama-3-8b, 2048 tokens): 3
@@ -748,10 +842,11 @@ static int fw_tma_maps(const kv_view_t *kv, CUtensorMap *tk, CUtensorMap *tv) {
 
 extern "C" int kiln_cuda_attn_wg_calls; /* steps this kernel ran (the tests check the path ran) */
 int kiln_cuda_attn_wg_calls;
+extern "C" int kiln_cuda_attn_qfold_calls; /* ... of them with q's norm and rope in the Q load */
+int kiln_cuda_attn_qfold_calls;
 
-/* 1 if the step ran here; 0: not for this kernel (attention_mma.cu's takes it). Called by
- * cuda_attention_mma for the single-rounding form only. */
-int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
+/* 1 if the step ran here; 0: not for this kernel (attention_mma.cu's takes it). qp: how Q is loaded. */
+static int fw_run(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa, const fw_qp_t &qp) {
     cuda_impl_t *c = cuda_impl(be);
     const kv_view_t *kv = &aa->kv;
     const char *env = getenv("KILN_CUDA_FA_WG");
@@ -812,16 +907,16 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
     const bool pipe = penv && *penv ? strcmp(penv, "0") != 0 : FW_PIPE_DEFAULT; /* three warpgroups: never (128 registers) */
 #define FW_GO(HD_, NWG_)                                                                        \
     do {                                                                                        \
-        if (f16) pipe ? fw_launch<HD_, __half, NWG_, true>(c, a, grid, pw, tmk, tmv) : fw_launch<HD_, __half, NWG_, false>(c, a, grid, pw, tmk, tmv); \
-        else pipe ? fw_launch<HD_, __nv_bfloat16, NWG_, true>(c, a, grid, pw, tmk, tmv) : fw_launch<HD_, __nv_bfloat16, NWG_, false>(c, a, grid, pw, tmk, tmv); \
+        if (f16) pipe ? fw_launch<HD_, __half, NWG_, true>(c, a, grid, pw, tmk, tmv, qp) : fw_launch<HD_, __half, NWG_, false>(c, a, grid, pw, tmk, tmv, qp); \
+        else pipe ? fw_launch<HD_, __nv_bfloat16, NWG_, true>(c, a, grid, pw, tmk, tmv, qp) : fw_launch<HD_, __nv_bfloat16, NWG_, false>(c, a, grid, pw, tmk, tmv, qp); \
     } while (0)
 #define FW_NWG(HD_)                                                                             \
     do {                                                                                        \
         if (nwg == 1) FW_GO(HD_, 1);                                                            \
         else if (nwg == 2) FW_GO(HD_, 2);                                                       \
         else {                                                                                  \
-            if (f16) fw_launch<HD_, __half, 3, false>(c, a, grid, pw, tmk, tmv);                              \
-            else fw_launch<HD_, __nv_bfloat16, 3, false>(c, a, grid, pw, tmk, tmv);                           \
+            if (f16) fw_launch<HD_, __half, 3, false>(c, a, grid, pw, tmk, tmv, qp);                              \
+            else fw_launch<HD_, __nv_bfloat16, 3, false>(c, a, grid, pw, tmk, tmv, qp);                           \
         }                                                                                       \
     } while (0)
     if (hd == 64) FW_NWG(64);
@@ -831,5 +926,35 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
     if (a.out16 && a.out16_half) cuda_x16h_set(c, out, (size_t)T * aa->n_heads * hd);
     else if (a.out16) cuda_x16_set(c, out, (size_t)T * aa->n_heads * hd);
     kiln_cuda_attn_wg_calls++;
+    if (qp.on) kiln_cuda_attn_qfold_calls++;
     return 1;
+}
+
+/* Called by cuda_attention_mma for the single-rounding form only: q as stored. */
+int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
+    fw_qp_t qp;
+    memset(&qp, 0, sizeof qp);
+    return fw_run(be, out, q, T, aa, qp);
+}
+
+/* norm_rope_kv_attention's prefill with q as the projection left it (rope.cu: the k heads and the cache
+ * written already): the step here with q's head norm (qn, or NULL) and rope done in the Q load — 1; 0 when
+ * this kernel does not take the step (the caller then normalizes and rotates q itself and calls
+ * cuda_attention) or the fold does not apply (rot ≠ head_dim, KILN_CUDA_QFOLD=0). The same test as
+ * cuda_attention_mma's before it calls cuda_attention_wg, so a step goes to the same kernel either way. */
+int cuda_attention_wg_qfold(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa, const float *qn, float eps, int rot,
+                            const float *inv, float ms) {
+    cuda_impl_t *c = cuda_impl(be);
+    const char *qe = getenv("KILN_CUDA_QFOLD"); /* read per call (the tests switch it); 0: off */
+    const int on = !(qe && !strcmp(qe, "0"));
+    const char *fa = getenv("KILN_CUDA_FA");
+    if (!on || (fa && !strcmp(fa, "0")) || rot != aa->head_dim || rot / 2 > 64) return 0;
+    const bool split = fa && !strcmp(fa, "single") ? false : fa && !strcmp(fa, "split") ? true : !be->act_bf16_ok;
+    if (c->gemm_min_t == 0x7fffffff || split) return 0;
+    fw_qp_t qp;
+    memset(&qp, 0, sizeof qp);
+    qp.on = 1;
+    qp.qn = qn; qp.off = 0.f; qp.eps = eps; qp.ms = ms;
+    memcpy(qp.inv, inv, sizeof(float) * (rot / 2));
+    return fw_run(be, out, q, T, aa, qp);
 }

@@ -269,6 +269,26 @@ static int norm_rope_on(void) {
     return on;
 }
 
+/* norm_rope_kv_warp_kernel<true, 4|8> (the TOK form: nh and nkv multiples of NRW_WARPS, either may be 0) over q's nh
+ * heads and k's nkv heads of T tokens: the fold's passes over one side only */
+static void nrk_warp_launch(backend_t *be, float *q, float *k, const float *v, const float *qn, const float *kn, float eps, int T, int nh,
+                            int nkv, int hd, int half, const float *inv, float ms, const int32_t *slots, const attn_args_t *a) {
+    cuda_impl_t *c = cuda_impl(be);
+    size_t pb = sizeof(int32_t) * T, ib = sizeof(float) * half;
+    char *hb = (char *)cuda_host_buf(c, 1, 2 * pb + ib);
+    memcpy(hb, a->pos, pb);
+    memcpy(hb + pb, slots, pb);
+    memcpy(hb + 2 * pb, inv, ib);
+    const char *d = (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
+    cuda_launch_pdl(c->stream, hd <= 128 ? norm_rope_kv_warp_kernel<true, 4> : norm_rope_kv_warp_kernel<true, 8>,
+                    cdiv((long)T * (nh + nkv), NRW_WARPS), 32 * NRW_WARPS, sizeof(float) * (hd * NRW_WARPS + 2 * half), q, k, v, qn, kn, 0.f,
+                    eps, (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k,
+                    a->kv.v, (int)a->kv.dtype);
+}
+
+int cuda_attention_wg_qfold(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa, const float *qn, float eps, int rot,
+                            const float *inv, float ms); /* attention_wgmma.cu */
+
 void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps,
                                  int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a) {
     const int nh = a->n_heads, nkv = a->n_kv_heads, hd = a->head_dim, half = rot / 2;
@@ -277,6 +297,22 @@ void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, 
      * them: KILN_CUDA_NORM_ROPE not 0), rope, the cache write and the attention in that one kernel
      * (attention.cu; KILN_CUDA_ATTN_ROPE=0: not; KILN_CUDA_ATTN_NORM=0: not with head norms) */
     if ((!qn || norm_rope_on()) && cuda_rope_attention_decode(be, out, q, k, v, qn, kn, eps, rot, inv, ms, slots, T, a)) return;
+    /* prefill on attention_wgmma.cu: q's head norm and rope in its Q load (cuda_attention_wg_qfold), so this op's
+     * pass does the k heads and the cache only and q is neither rewritten nor read twice; where that kernel then
+     * declines the step, q gets the pass it would have had (its own launch: the same kernels, nkv = 0, and the
+     * same bits) and the attention runs as below */
+    const int fold = T >= 64 && rot == hd && (hd == 64 || hd == 128) && a->kv.n_kv_heads == nkv && a->kv.head_dim == hd &&
+                     (long)T * (nh + nkv) < (1l << 31) &&
+                     ((!qn && !kn) || (qn && kn && norm_rope_on() == 1 && nh % NRW_WARPS == 0 && nkv % NRW_WARPS == 0));
+    if (fold) {
+        if (!qn) cuda_rope_kv_write(be, q, k, v, a->pos, T, 0, nkv, hd, rot, inv, ms, &a->kv, slots);
+        else nrk_warp_launch(be, q, k, v, qn, kn, eps, T, 0, nkv, hd, half, inv, ms, slots, a);
+        if (cuda_attention_wg_qfold(be, out, q, T, a, qn, eps, rot, inv, ms)) return;
+        if (!qn) cuda_rope(be, q, a->pos, T, nh, hd, rot, inv, ms);
+        else nrk_warp_launch(be, q, k, v, qn, kn, eps, T, nh, 0, hd, half, inv, ms, slots, a);
+        cuda_attention(be, out, q, T, a);
+        return;
+    }
     if (!qn || !kn || half <= 0 || hd > 256 || a->kv.n_kv_heads != nkv || a->kv.head_dim != hd || !norm_rope_on()) {
         if (qn) cuda_rms_norm(be, q, q, qn, 0.f, T * nh, hd, eps);
         if (kn) cuda_rms_norm(be, k, k, kn, 0.f, T * nkv, hd, eps);

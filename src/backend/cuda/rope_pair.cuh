@@ -16,10 +16,14 @@ __device__ __forceinline__ void rope_cs(int i, int p, const float *inv, float ms
     c = cosf(ang) * ms;
     s = sinf(ang) * ms;
 }
-__device__ __forceinline__ void rope_rot(float *v, int i, int half, float c, float s, float &ra, float &rb) {
-    const float a = v[i], b = v[i + half];
-    ra = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+/* the pair (a, b) in registers: ra, rb (may alias a, b) */
+__device__ __forceinline__ void rope_rot2(float a, float b, float c, float s, float &ra, float &rb) {
+    const float x = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
     rb = __fmaf_rn(s, a, __fmul_rn(c, b));
+    ra = x;
+}
+__device__ __forceinline__ void rope_rot(float *v, int i, int half, float c, float s, float &ra, float &rb) {
+    rope_rot2(v[i], v[i + half], c, s, ra, rb);
     v[i] = ra;
     v[i + half] = rb;
 }
