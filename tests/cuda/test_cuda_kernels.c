@@ -5155,6 +5155,68 @@ static float *reup(backend_t *be, float *d, const float *h, size_t n) {
     return dev_from(be, h, n);
 }
 
+/* matmul_dequant.cu's deferred residual add (KILN_CUDA_QD_DEFER): rms_mlp leaves x += 2^-e_t·down[t] to the next
+ * rms_matmul_multi on that x, whose norm does it (rms_norm_f16s_kernel ADD). Against the add launched by rms_mlp
+ * itself (=0): x and the q/k outputs bitwise, the deferral taken exactly once; and the flushes — an rms_matmul_multi
+ * on another x first, a plain op (rms_norm) reading x, a download right after rms_mlp — each leave x and y bitwise
+ * with no deferral taken. */
+extern long cuda_qd_defer_uses(const backend_t *be);
+static void test_qd_defer(void) {
+    backend_t *be = befast;
+    const int T = 300, H = 1024, I = 3072, rows[2] = {2 * H, H / 2};
+    setenv("KILN_CUDA_QDEQ", "f16", 1);
+    hw_t hq = make_quant(rows[0], H, 4, 64, DT_BF16, 6400), hk = make_quant(rows[1], H, 4, 64, DT_BF16, 6401),
+         hg = make_quant(I, H, 4, 64, DT_BF16, 6402), hu = make_quant(I, H, 4, 64, DT_BF16, 6403), hd = make_quant(H, I, 4, 64, DT_BF16, 6404);
+    weight_t wq = hq.w, wk = hk.w, wg = hg.w, wu = hu.w, wd = hd.w;
+    weight_t *all[5] = {&wq, &wk, &wg, &wu, &wd};
+    err_t e = {0};
+    int ok = 1;
+    for (int i = 0; i < 5; i++) ok = ok && !be->ops->prepare_weight(be, all[i], &e);
+    CHECK(ok, "qd defer: prepare_weight: %s", e.msg);
+    float *x = rand_vec((size_t)T * H, 6410, 2.0f), *nw = rand_vec(H, 6411, 1.0f), *nw2 = rand_vec(H, 6412, 1.0f);
+    float *rx = malloc(sizeof(float) * T * H), *ry[2] = {malloc(sizeof(float) * T * rows[0]), malloc(sizeof(float) * T * rows[1])};
+    float *got = malloc(sizeof(float) * T * rows[0]);
+    const char *names[5] = {"off", "taken", "another x first", "rms_norm first", "download first"};
+    for (int mode = 0; ok && mode < 5; mode++) {
+        setenv("KILN_CUDA_QD_DEFER", mode ? "1" : "0", 1);
+        float *dx = dev_from(be, x, (size_t)T * H), *dx2 = dev_from(be, x, (size_t)T * H), *dnw = dev_from(be, nw, H), *dnw2 = dev_from(be, nw2, H);
+        float *dh = be->ops->alloc(be, sizeof(float) * T * H), *dy[2];
+        for (int i = 0; i < 2; i++) dy[i] = be->ops->alloc(be, sizeof(float) * T * rows[i]);
+        const weight_t *wqk[2] = {&wq, &wk};
+        const long u0 = cuda_qd_defer_uses(be);
+        const int r = be->ops->rms_mlp(be, dx, dnw, 0.f, 1e-6f, T, &wg, &wu, &wd, ACT_SILU);
+        CHECK(r == 0, "qd defer %s: rms_mlp not taken (%d)", names[mode], r);
+        if (mode == 2) CHECK(be->ops->rms_matmul_multi(be, 2, dy, dx2, dnw2, 0.f, 1e-6f, T, wqk) == 0, "qd defer: rms_matmul_multi on another x");
+        if (mode == 3) be->ops->rms_norm(be, dh, dx, dnw2, 0.f, T, H, 1e-6f);
+        if (mode == 4) {
+            to_host(be, got, dx, (size_t)T * H);
+            CHECK(!memcmp(got, rx, sizeof(float) * T * H), "qd defer: x downloaded right after rms_mlp differs from the add done by rms_mlp");
+        }
+        const int rm = be->ops->rms_matmul_multi(be, 2, dy, dx, dnw2, 0.f, 1e-6f, T, wqk);
+        CHECK(rm == 0, "qd defer %s: rms_matmul_multi not taken (%d)", names[mode], rm);
+        const long used = cuda_qd_defer_uses(be) - u0;
+        CHECK(used == (mode == 1), "qd defer %s: the deferred add taken %ld times, want %d", names[mode], used, mode == 1);
+        float *const dst[3] = {rx, ry[0], ry[1]};
+        const float *src[3] = {dx, dy[0], dy[1]};
+        const size_t n[3] = {(size_t)T * H, (size_t)T * rows[0], (size_t)T * rows[1]};
+        for (int i = 0; i < 3; i++) {
+            if (!mode) to_host(be, dst[i], src[i], n[i]);
+            else {
+                to_host(be, got, src[i], n[i]);
+                CHECK(!memcmp(got, dst[i], sizeof(float) * n[i]), "qd defer %s: %s differs from the add launched by rms_mlp", names[mode],
+                      i ? "rms_matmul_multi's y" : "x");
+            }
+        }
+        be->ops->free(be, dx); be->ops->free(be, dx2); be->ops->free(be, dnw); be->ops->free(be, dnw2); be->ops->free(be, dh);
+        for (int i = 0; i < 2; i++) be->ops->free(be, dy[i]);
+    }
+    unsetenv("KILN_CUDA_QD_DEFER");
+    unsetenv("KILN_CUDA_QDEQ");
+    for (int i = 0; i < 5; i++) release(be, all[i]);
+    free_hw(&hq); free_hw(&hk); free_hw(&hg); free_hw(&hu); free_hw(&hd);
+    free(x); free(nw); free(nw2); free(rx); free(ry[0]); free(ry[1]); free(got);
+}
+
 /* matmul_dequant.cu's fused prefill ops for MLX weights past the wgmma kernels (the norm writing the GEMMs'
  * f16 x with a static bound, matmul_add's beta = 1, rms_mlp's GLU scaled per row): taken where cuda_matmul
  * takes the dequantizing GEMM, against the separate ops on the same backend — matmul_add bitwise,
@@ -5570,6 +5632,7 @@ int main(void) {
         test_matmul_conc();
         test_lt_fused();
         test_qd_fused();
+        test_qd_defer();
         test_qd_att16();
         backend_destroy(be32); backend_destroy(befast); backend_destroy(be16);
         return ct_done("test_cuda_kernels (KILN_CUDA_TEST_QGEMM_ONLY)");
@@ -5735,6 +5798,7 @@ int main(void) {
     test_matmul_conc();
     test_lt_fused();
     test_qd_fused();
+    test_qd_defer();
     test_qd_att16();
     test_matmul_glu();
     test_bfmma();

@@ -79,6 +79,9 @@ typedef struct cuda_impl {
     /* a 2..64-token MLX matmul's split sums not yet added (KILN_CUDA_QWG_DEFER, matmul_wgmma.cu): y, its
      * partials [ks][T][N] in qpart; the add_rms_norm after it reads them, every other op flushes first */
     struct { float *y; const float *part; int ks, T, N; long used; } dfr;
+    /* a prefill rms_mlp's residual add not yet done (KILN_CUDA_QD_DEFER, matmul_dequant.cu): x[t] += rs[t]·d[t] over
+     * T rows of n; the next rms_matmul_multi on x does it in its norm, every other op flushes first */
+    struct { float *x; const float *d, *rs; int T, n; long used; } dra;
     void *delta; size_t delta_bytes; /* deltanet.cu prefill forms: normalized q, k, (decay, beta), log decay per token; the chunk form's T, P·T, coefficients */
     char *host_scratch[2]; size_t host_scratch_bytes[2]; /* per-op packing of host arrays */
     /* every weight this backend uploaded, freed at destroy (models may alias weights) */
@@ -334,7 +337,8 @@ void cuda_add(backend_t *be, float *y, const float *x, size_t n);
 /* matmul_wgmma.cu's deferred split sums (KILN_CUDA_QWG_DEFER): on = asked for and xprep.cu's op wrappers
  * installed (cuda_xp_wrapped: they flush before every op but add_rms_norm); flush = launch the pending reduce */
 int cuda_defer_on(cuda_impl_t *c);
-void cuda_defer_flush(cuda_impl_t *c);
+void cuda_defer_flush(cuda_impl_t *c);      /* both deferrals: the split sums and the rowscale add */
+void cuda_defer_flush_sums(cuda_impl_t *c); /* the split sums only (rms_matmul_multi's wrapper: it may take the add) */
 int cuda_xp_wrapped(const cuda_impl_t *c);
 void cuda_add_rms_norm(backend_t *be, float *x, float *y, const float *d, const float *w, float off, int T, int n, float eps);
 void cuda_rope_kv_write(backend_t *be, float *q, float *k, const float *v, const int32_t *pos, int T, int nh, int nkv, int hd, int rot,

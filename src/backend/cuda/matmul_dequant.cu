@@ -595,7 +595,8 @@ int cuda_qdeq_f16_multi(cuda_impl_t *c, int n, float *const *y, const float *x, 
  * add; the other two differ only where the separate path's one scale for the matrix put a value under
  * 2^-14 of f16's range and these did not, or the reverse (docs/cuda.md, Numerics; test_qd_fused).
  * KILN_CUDA_QD_FUSE=0: the three decline (A/B). */
-int cuda_rms_norm_f16s(cuda_impl_t *c, __half *y16, int *xe, const float *x, const float *w, float off, int T, int n, float eps);
+int cuda_rms_norm_f16s(cuda_impl_t *c, __half *y16, int *xe, const float *x, const float *w, float off, int T, int n, float eps, float *xa,
+                       const float *d, const float *rs);
 int cuda_glu_f16row(cuda_impl_t *c, __half *y16, float *rs, const float *g, const float *u, int T, int I, act_t act, const float *un,
                     const float *ud);
 void cuda_lt_matmul_dev2(cuda_impl_t *c, float *y0, const void *W0, int64_t sa, int64_t sd, const void *X, int T, int N, int K,
@@ -625,10 +626,18 @@ int cuda_qd_rms_matmul_multi(cuda_impl_t *c, int n, float *const *y, const float
                              const dweight_t *const *w) {
     const int K = w[0]->cols;
     if (!qd_fused_ok(c, n, w, T)) return -1;
+    /* the rms_mlp before it left x's residual add (KILN_CUDA_QD_DEFER): done by the norm here. Its rows and scales
+     * live in this scratch (QDF_RS, which the norm does not write) and ysplit, the same sizes as then: no regrowth */
+    const int add = c->dra.x && c->dra.x == x && c->dra.T == T && c->dra.n == K;
     char *q = qd_fused_scratch(c, T, (size_t)T * K);
     int *xe = (int *)(q + QDF_XE);
     __half *h16 = (__half *)(q + QDF_RS + qdf_rs_bytes(T));
-    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, K, eps)) return -1; /* its sizes and alignments: nothing launched */
+    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, K, eps, add ? c->dra.x : NULL, add ? c->dra.d : NULL, add ? c->dra.rs : NULL))
+        return -1; /* its sizes and alignments: nothing launched */
+    if (add) {
+        c->dra.x = NULL;
+        c->dra.used++;
+    }
     qd_one_ex(c, n, y, NULL, h16, QDX_GIVEN, xe, 0.f, T, w);
     c->qd_fused_uses++;
     return 0;
@@ -658,6 +667,16 @@ int cuda_qd_matmul_add(cuda_impl_t *c, float *y, const float *x, int T, const dw
     return 0;
 }
 
+/* KILN_CUDA_QD_DEFER (default 1; read per call; 0: rms_mlp adds its rows itself, the A/B): rms_mlp leaves x[t] +=
+ * 2^-e_t·down[t] (add_rowscale_kernel) pending in c->dra, and the next layer's rms_matmul_multi on that x does it in
+ * its norm (rms_norm_f16s_kernel ADD: the same roundings, x stored, then normalized) — one launch and one 8 MB read of
+ * x less a qwen3-0.6b layer at 2048 tokens. Every other op flushes first (cuda_defer_flush, from xprep.cu's op
+ * wrappers and the download), so nothing reads x before the add; needs those wrappers (cuda_xp_wrapped). */
+static int qd_defer_on(cuda_impl_t *c) {
+    const char *e = getenv("KILN_CUDA_QD_DEFER");
+    return (!e || atoi(e) != 0) && cuda_xp_wrapped(c);
+}
+
 int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float eps, int T, const dweight_t *wg, const dweight_t *wu,
                     const dweight_t *wd, act_t act) {
     const dweight_t *const gu[2] = {wg, wu};
@@ -675,7 +694,7 @@ int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float 
     int *xe = (int *)(q + QDF_XE);
     float *rs = (float *)(q + QDF_RS);
     __half *h16 = (__half *)(q + QDF_RS + qdf_rs_bytes(T));
-    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, H, eps)) return -1; /* its sizes and alignments: nothing launched */
+    if (cuda_rms_norm_f16s(c, h16, xe, x, nw, off, T, H, eps, NULL, NULL, NULL)) return -1; /* its sizes and alignments: nothing launched */
     float *const ygu[2] = {g, u};
     /* gate and up as ONE batched GEMM where their f16 forms lie a whole positive stride apart (the scratch: always;
      * kept copies: by their addresses) with gate's alpha; the GLU multiplies up by its own alpha over gate's (a power
@@ -694,8 +713,12 @@ int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float 
         cuda_glu_f16row(c, g16, rs, g, u, T, I, act, NULL, NULL); /* its conditions: I % 4, I <= 16384, scratch aligned */
     }
     qd_one_ex(c, 1, &yd, NULL, g16, QDX_ROWS, NULL, 0.f, T, &wd);
-    cuda_add_rowscale(c, x, yd, rs, T, H);
+    if (qd_defer_on(c)) { /* the add left to the next layer's norm (or the next op's flush) */
+        c->dra.x = x; c->dra.d = yd; c->dra.rs = rs; c->dra.T = T; c->dra.n = H;
+    } else
+        cuda_add_rowscale(c, x, yd, rs, T, H);
     c->qd_fused_uses++;
     return 0;
 }
 extern "C" long cuda_qd_fused_uses(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->qd_fused_uses; }
+extern "C" long cuda_qd_defer_uses(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->dra.used; }

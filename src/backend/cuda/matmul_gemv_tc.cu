@@ -1589,8 +1589,20 @@ int cuda_tc_matmul_add(backend_t *be, float *y, const float *x, int T, const wei
     if (tc_fuse(be, 1, &y, x, T, wp, ((const dweight_t *)w->device)->rows, TC_ACC, NULL, 0.f, 0.f, 0) == 0) return 0;
     return cuda_matmul_add(be, y, x, T, w);
 }
+int cuda_qd_rms_matmul_multi(cuda_impl_t *c, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
+                             const dweight_t *const *w); /* matmul_dequant.cu */
 int cuda_tc_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float off, float eps, int T,
                              const weight_t *const *w) {
+    cuda_impl_t *c = cuda_impl(be);
+    if (c->dra.x) { /* an rms_mlp's deferred residual add (matmul_dequant.cu KILN_CUDA_QD_DEFER): taken by the dequantizing
+                     * path's norm where x is its x, else launched before anything reads x */
+        if (c->dra.x == x && c->dra.T == T && n >= 1 && n <= 4) {
+            const dweight_t *dw[4];
+            for (int i = 0; i < n; i++) dw[i] = (const dweight_t *)w[i]->device;
+            if (cuda_qd_rms_matmul_multi(c, n, y, x, nw, off, eps, T, dw) == 0) return 0;
+        }
+        cuda_defer_flush(c);
+    }
     if (n >= 1 && tc_fuse(be, n, y, x, T, w, ((const dweight_t *)w[0]->device)->cols, TC_NORM, nw, off, eps, 0) == 0) return 0;
     return cuda_rms_matmul_multi(be, n, y, x, nw, off, eps, T, w);
 }

@@ -1412,7 +1412,15 @@ int cuda_defer_on(cuda_impl_t *c) { /* read per call: test_qwg_defer switches it
     return (e ? atoi(e) == 1 : 1) && cuda_xp_wrapped(c);
 }
 extern "C" long cuda_defer_uses(const backend_t *be) { return ((const cuda_impl_t *)be->impl)->dfr.used; }
+void cuda_add_rowscale(cuda_impl_t *c, float *x, const float *d, const float *rs, int T, int n); /* elementwise.cu */
 void cuda_defer_flush(cuda_impl_t *c) {
+    cuda_defer_flush_sums(c);
+    if (c->dra.x) { /* matmul_dequant.cu's deferred residual add: launched as rms_mlp would have */
+        cuda_add_rowscale(c, c->dra.x, c->dra.d, c->dra.rs, c->dra.T, c->dra.n);
+        c->dra.x = NULL;
+    }
+}
+void cuda_defer_flush_sums(cuda_impl_t *c) {
     if (!c->dfr.y) return;
     const size_t n = (size_t)c->dfr.T * c->dfr.N;
     wg_launch_cl(c, wg_reduce_kernel, dim3(cdiv(n, 256) < 4096 ? cdiv(n, 256) : 4096), 256, 0, 1, wg_pdl() != 0, c->dfr.y, c->dfr.part,

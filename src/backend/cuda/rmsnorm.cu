@@ -224,8 +224,11 @@ int cuda_rms_norm_bf16(cuda_impl_t *c, __nv_bfloat16 *y16, const float *x, const
  * f16's normal range: a power of two moves no rounding there (its scan's e from max|y| may be up to
  * log2(√n·max|w| / max|y|) larger; only values ~2^-24 of B round differently, to f16's subnormal spacing:
  * docs/cuda.md, Numerics). */
-template <int RV>
-__global__ void __launch_bounds__(256) rms_norm_f16s_kernel(__half *y16, int *xe, const float *x, const float *w, float off, int n, float eps) {
+/* ADD (KILN_CUDA_QD_DEFER: the rms_mlp before it left its residual add): x[t] += rs[t]·d[t] first, stored, with
+ * add_rowscale_kernel's roundings (elementwise.cu), and the norm of that — bitwise the two launches */
+template <int RV, bool ADD>
+__global__ void __launch_bounds__(256) rms_norm_f16s_kernel(__half *y16, int *xe, const float *x, const float *w, float off, int n, float eps,
+                                                            float *xa, const float *d, const float *rs) {
     __shared__ float warp_sums[8];
     pdl_trigger();
     pdl_wait();
@@ -233,10 +236,17 @@ __global__ void __launch_bounds__(256) rms_norm_f16s_kernel(__half *y16, int *xe
     const int n4 = n / 4;
     float4 v[RV];
     float ss = 0.f, wm = w ? 0.f : 1.f;
+    const float s = ADD ? rs[blockIdx.x] : 0.f;
 #pragma unroll
     for (int r = 0; r < RV; r++) {
         const int i = threadIdx.x + r * 256;
         v[r] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ADD && i < n4) {
+            const float4 b = ((const float4 *)(d + (size_t)blockIdx.x * n))[i];
+            v[r] = make_float4(__fadd_rn(v[r].x, __fmul_rn(s, b.x)), __fadd_rn(v[r].y, __fmul_rn(s, b.y)), __fadd_rn(v[r].z, __fmul_rn(s, b.z)),
+                               __fadd_rn(v[r].w, __fmul_rn(s, b.w)));
+            ((float4 *)(xa + (size_t)blockIdx.x * n))[i] = v[r];
+        }
         ss = fmaf(v[r].x, v[r].x, ss); ss = fmaf(v[r].y, v[r].y, ss);
         ss = fmaf(v[r].z, v[r].z, ss); ss = fmaf(v[r].w, v[r].w, ss);
         if (w && i < n4) {
@@ -259,11 +269,20 @@ __global__ void __launch_bounds__(256) rms_norm_f16s_kernel(__half *y16, int *xe
     }
 }
 
-/* the F16S launch: 0 launched; -1 where rms_norm4_kernel's sizes or alignments do not hold (nothing launched) */
-int cuda_rms_norm_f16s(cuda_impl_t *c, __half *y16, int *xe, const float *x, const float *w, float off, int T, int n, float eps) {
-    if (T <= 0 || n % 4 || n <= 256 || n > 8192 || (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y16) & 15)) return -1;
-    if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<4>, T, 256, 0, y16, xe, x, w, off, n, eps);
-    else cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<8>, T, 256, 0, y16, xe, x, w, off, n, eps);
+/* the F16S launch: 0 launched; -1 where rms_norm4_kernel's sizes or alignments do not hold (nothing launched). xa: NULL,
+ * or x itself (writable) with the deferred add's d and rs (ADD above) */
+int cuda_rms_norm_f16s(cuda_impl_t *c, __half *y16, int *xe, const float *x, const float *w, float off, int T, int n, float eps, float *xa,
+                       const float *d, const float *rs) {
+    if (T <= 0 || n % 4 || n <= 256 || n > 8192 || (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y16 | (uintptr_t)d) & 15)) return -1;
+    if (xa) {
+        if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<4, true>, T, 256, 0, y16, xe, x, w, off, n, eps, xa, d, rs);
+        else cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<8, true>, T, 256, 0, y16, xe, x, w, off, n, eps, xa, d, rs);
+    } else if (n <= 4096)
+        cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<4, false>, T, 256, 0, y16, xe, x, w, off, n, eps, (float *)NULL, (const float *)NULL,
+                        (const float *)NULL);
+    else
+        cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<8, false>, T, 256, 0, y16, xe, x, w, off, n, eps, (float *)NULL, (const float *)NULL,
+                        (const float *)NULL);
     return 0;
 }
 

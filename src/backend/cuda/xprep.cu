@@ -378,7 +378,7 @@ static int xw_matmul_add(backend_t *be, float *y, const float *x, int T, const w
 }
 static int xw_rms_matmul_multi(backend_t *be, int n, float *const *y, const float *x, const float *nw, float o, float eps, int T,
                                const weight_t *const *w) {
-    xp_flush(be);
+    cuda_defer_flush_sums((cuda_impl_t *)be->impl); /* a deferred rowscale add on x is the op's to take (or flush) */
     const long s = xp_seq(be);
     const int r = XB(be)->rms_matmul_multi(be, n, y, x, nw, o, eps, T, w);
     for (int i = 0; i < n; i++) xp_after(be, s, y[i], (size_t)(T > 0 ? T : 0) * w[i]->rows);
