@@ -248,7 +248,8 @@ typedef struct backend_ops {
     /* q[T, nh·hd], k[T, nkv·hd] = rms_norm per head with qn, kn ([hd] each; NULL: no norm), then
      * rope_kv_write(q, k, v, a->pos, ..., &a->kv, slots), then attention(out, q, T, a): out, k
      * and the cache bitwise what the separate ops give; q is scratch afterwards (left as they leave
-     * it, or as it was: CUDA's fused decode kernel does not write it back). The CPU runs a step of decode
+     * it, or as it was: CUDA's fused decode kernel and its prefill fold into the attention do not
+     * write it back). The CPU runs a step of decode
      * rows as one pool pass: each (row, KV-head group) item first does its own heads' norms,
      * rope and cache write, then attends; other steps run the separate ops. */
     void (*norm_rope_kv_attention)(backend_t *, float *out, float *q, float *k, const float *v, const float *qn,
