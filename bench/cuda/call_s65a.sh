@@ -13,12 +13,13 @@ set -u
 call_unpack "$1"
 LIM=${LIM:-420}
 left() { [ "$(el)" -lt "$LIM" ] || { echo "skipped past ${LIM} s: $*" >> "$S"; return 1; }; }
-call_synth q4 q06q4 l8q4
+M=${M:-q06q4 l8q4} # the q4 models (M=q06q4: the short form)
+call_synth q4 $M
 call_synth bf16 q06bf16
 T1_TIMEOUT=100 call_t1 qfold KILN_CUDA_TEST_ATTN_ONLY=qfold
-call_wait q06q4 l8q4 q06bf16
+call_wait $M q06bf16
 IDS=$(seq -s, 10 1033)
-for m in q06q4 l8q4; do
+for m in $M; do
   for kv in f16 bf16; do
     for v in X=1 KILN_CUDA_QFOLD=0 KILN_CUDA_QD_DEFER=0; do
       [ $kv = bf16 ] && [ $v = KILN_CUDA_QD_DEFER=0 ] && continue
@@ -29,10 +30,10 @@ for m in q06q4 l8q4; do
 done
 echo "logits done at $(el) s" >> "$S"
 V="X=1 KILN_CUDA_QFOLD=0,KILN_CUDA_QD_DEFER=0 KILN_CUDA_QFOLD=0 KILN_CUDA_QD_DEFER=0"
-call_prefill_ab "q06q4 q06bf16 l8q4" 2048 $V
+call_prefill_ab "$M q06bf16" 2048 $V
 echo "prefill round 1 done at $(el) s" >> "$S"
 left qgemm && T1_TIMEOUT=150 call_t1 qgemm KILN_CUDA_TEST_QGEMM_ONLY=1
-left "prefill round 2" && call_prefill_ab "q06q4 q06bf16 l8q4" 2048 $V
+left "prefill round 2" && call_prefill_ab "$M q06bf16" 2048 $V
 left mma && T1_TIMEOUT=120 call_t1 mma KILN_CUDA_TEST_ATTN_ONLY=mma
 left x16 && T1_TIMEOUT=120 call_t1 x16 KILN_CUDA_TEST_X16_ONLY=1
 echo "end at $(el) s" >> "$S"
