@@ -3700,9 +3700,11 @@ static void test_norm_rope_attention(void) {
  * and the cache only — out, k and both caches bitwise the separate ops (nra_case), q left as it was, and the fold
  * checked to have run once a step, or not at all where it must not: rot < head_dim, KILN_CUDA_QFOLD=0, and the
  * wgmma kernel declining the step (KILN_CUDA_FA_WG=0: q then gets its own pass, as the separate ops leave it).
+ * The switch is opt-in (=1) until a GPU has run this test: the test sets it.
  * Rows of 64..700 tokens at positions 0..2000, GQA 2 and 4, head_dim 128 (64 with KILN_CUDA_FA_WG=3), f16 and
  * bf16 caches, block sizes 16 (TMA gathers) and 7 (cp.async), a window. KILN_CUDA_TEST_ATTN_ONLY=qfold */
 static void test_qfold(void) {
+    setenv("KILN_CUDA_QFOLD", "1", 1); /* opt-in */
     setenv("KILN_CUDA_FA_MIN", "1", 1);
     setenv("KILN_CUDA_FA", "single", 1); /* the test backends split Q by default (act_bf16_ok 0): the wgmma kernel's form */
     const int p2[2] = {0, 300}, l2[2] = {130, 70}, p3[3] = {0, 1000, 2000}, l3[3] = {700, 64, 100}, p1[1] = {37}, l1[1] = {200};
@@ -3733,7 +3735,7 @@ static void test_qfold(void) {
     setenv("KILN_CUDA_QFOLD", "0", 1);
     nra_case(befast, 2, p2, l2, 16, 8, 128, 128, DT_F16, 1, seed++);
     CHECK(nra_folded == 0, "KILN_CUDA_QFOLD=0: folded %d", nra_folded);
-    unsetenv("KILN_CUDA_QFOLD");
+    setenv("KILN_CUDA_QFOLD", "1", 1);
     setenv("KILN_CUDA_FA_WG", "0", 1);
     for (int wn = 1; wn >= 0; wn--) {
         nra_case(befast, 2, p2, l2, 16, 8, 128, 128, DT_BF16, wn, seed++);
@@ -3742,6 +3744,7 @@ static void test_qfold(void) {
     unsetenv("KILN_CUDA_FA_WG");
     unsetenv("KILN_CUDA_FA");
     unsetenv("KILN_CUDA_FA_MIN");
+    unsetenv("KILN_CUDA_QFOLD");
 }
 
 /* llama's and qwen3's decode step on "cuda": norm_rope_kv_attention (with or without the q/k head norms)

@@ -103,7 +103,7 @@ typedef struct fa_wg {
               * wait and before each release */
 } fa_wg_t;
 
-/* q's per-head RMSNorm (qwen3) and rope folded into the Q load (session 65, KILN_CUDA_QFOLD; rope.cu's
+/* q's per-head RMSNorm (qwen3) and rope folded into the Q load (session 65, KILN_CUDA_QFOLD=1, opt-in; rope.cu's
  * cuda_norm_rope_kv_attention takes it at prefill): on = 0 the plain load of q as stored; 1 q as it comes from
  * the q projection — normalized with qn when qn is not NULL (norm_rope_kv_warp_kernel's arithmetic: lane l
  * holds elements l + 32j, the fmaf chains over even and odd j, the xor trees, (0 + even) + odd, the same
@@ -940,13 +940,15 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
 /* norm_rope_kv_attention's prefill with q as the projection left it (rope.cu: the k heads and the cache
  * written already): the step here with q's head norm (qn, or NULL) and rope done in the Q load — 1; 0 when
  * this kernel does not take the step (the caller then normalizes and rotates q itself and calls
- * cuda_attention) or the fold does not apply (rot ≠ head_dim, KILN_CUDA_QFOLD=0). The same test as
+ * cuda_attention) or the fold does not apply (rot ≠ head_dim, KILN_CUDA_QFOLD not 1). The same test as
  * cuda_attention_mma's before it calls cuda_attention_wg, so a step goes to the same kernel either way. */
 int cuda_attention_wg_qfold(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa, const float *qn, float eps, int rot,
                             const float *inv, float ms) {
     cuda_impl_t *c = cuda_impl(be);
-    const char *qe = getenv("KILN_CUDA_QFOLD"); /* read per call (the tests switch it); 0: off */
-    const int on = !(qe && !strcmp(qe, "0"));
+    /* read per call (the tests switch it); opt-in (=1) until it has run on a GPU: written in session 65, whose device
+     * starts were all refused */
+    const char *qe = getenv("KILN_CUDA_QFOLD");
+    const int on = qe && atoi(qe) > 0;
     const char *fa = getenv("KILN_CUDA_FA");
     if (!on || (fa && !strcmp(fa, "0")) || rot != aa->head_dim || rot / 2 > 64) return 0;
     const bool split = fa && !strcmp(fa, "single") ? false : fa && !strcmp(fa, "split") ? true : !be->act_bf16_ok;

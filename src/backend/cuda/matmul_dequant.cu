@@ -667,14 +667,15 @@ int cuda_qd_matmul_add(cuda_impl_t *c, float *y, const float *x, int T, const dw
     return 0;
 }
 
-/* KILN_CUDA_QD_DEFER (default 1; read per call; 0: rms_mlp adds its rows itself, the A/B): rms_mlp leaves x[t] +=
+/* KILN_CUDA_QD_DEFER (=1, opt-in until it has run on a GPU — written in session 65, whose device starts were all
+ * refused; read per call; unset or 0: rms_mlp adds its rows itself, the A/B): rms_mlp leaves x[t] +=
  * 2^-e_t·down[t] (add_rowscale_kernel) pending in c->dra, and the next layer's rms_matmul_multi on that x does it in
  * its norm (rms_norm_f16s_kernel ADD: the same roundings, x stored, then normalized) — one launch and one 8 MB read of
  * x less a qwen3-0.6b layer at 2048 tokens. Every other op flushes first (cuda_defer_flush, from xprep.cu's op
  * wrappers and the download), so nothing reads x before the add; needs those wrappers (cuda_xp_wrapped). */
 static int qd_defer_on(cuda_impl_t *c) {
     const char *e = getenv("KILN_CUDA_QD_DEFER");
-    return (!e || atoi(e) != 0) && cuda_xp_wrapped(c);
+    return e && atoi(e) != 0 && cuda_xp_wrapped(c);
 }
 
 int cuda_qd_rms_mlp(cuda_impl_t *c, float *x, const float *nw, float off, float eps, int T, const dweight_t *wg, const dweight_t *wu,
