@@ -937,6 +937,13 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
     return fw_run(be, out, q, T, aa, qp);
 }
 
+/* KILN_CUDA_QFOLD=1: read per call (the tests switch it); opt-in until it has run on a GPU (written in session 65, whose
+ * device starts were all refused). rope.cu asks before it splits its pass; the entry below asks again. */
+int cuda_qfold_on(void) {
+    const char *e = getenv("KILN_CUDA_QFOLD");
+    return e && atoi(e) > 0;
+}
+
 /* norm_rope_kv_attention's prefill with q as the projection left it (rope.cu: the k heads and the cache
  * written already): the step here with q's head norm (qn, or NULL) and rope done in the Q load — 1; 0 when
  * this kernel does not take the step (the caller then normalizes and rotates q itself and calls
@@ -945,12 +952,8 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
 int cuda_attention_wg_qfold(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa, const float *qn, float eps, int rot,
                             const float *inv, float ms) {
     cuda_impl_t *c = cuda_impl(be);
-    /* read per call (the tests switch it); opt-in (=1) until it has run on a GPU: written in session 65, whose device
-     * starts were all refused */
-    const char *qe = getenv("KILN_CUDA_QFOLD");
-    const int on = qe && atoi(qe) > 0;
     const char *fa = getenv("KILN_CUDA_FA");
-    if (!on || (fa && !strcmp(fa, "0")) || rot != aa->head_dim || rot / 2 > 64) return 0;
+    if (!cuda_qfold_on() || (fa && !strcmp(fa, "0")) || rot != aa->head_dim || rot / 2 > 64) return 0;
     const bool split = fa && !strcmp(fa, "single") ? false : fa && !strcmp(fa, "split") ? true : !be->act_bf16_ok;
     if (c->gemm_min_t == 0x7fffffff || split) return 0;
     fw_qp_t qp;

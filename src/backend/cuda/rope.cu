@@ -288,6 +288,7 @@ static void nrk_warp_launch(backend_t *be, float *q, float *k, const float *v, c
 
 int cuda_attention_wg_qfold(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa, const float *qn, float eps, int rot,
                             const float *inv, float ms); /* attention_wgmma.cu */
+int cuda_qfold_on(void);                                 /* attention_wgmma.cu: KILN_CUDA_QFOLD=1 */
 
 void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, const float *v, const float *qn, const float *kn, float eps,
                                  int rot, const float *inv, float ms, const int32_t *slots, int T, const attn_args_t *a) {
@@ -301,7 +302,7 @@ void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, 
      * pass does the k heads and the cache only and q is neither rewritten nor read twice; where that kernel then
      * declines the step, q gets the pass it would have had (its own launch: the same kernels, nkv = 0, and the
      * same bits) and the attention runs as below */
-    const int fold = T >= 64 && rot == hd && (hd == 64 || hd == 128) && a->kv.n_kv_heads == nkv && a->kv.head_dim == hd &&
+    const int fold = T >= 64 && cuda_qfold_on() && rot == hd && (hd == 64 || hd == 128) && a->kv.n_kv_heads == nkv && a->kv.head_dim == hd &&
                      (long)T * (nh + nkv) < (1l << 31) &&
                      ((!qn && !kn) || (qn && kn && norm_rope_on() == 1 && nh % NRW_WARPS == 0 && nkv % NRW_WARPS == 0));
     if (fold) {
