@@ -269,17 +269,23 @@ static int norm_rope_on(void) {
     return on;
 }
 
+/* the norm + rope kernels' host arrays in one upload: positions [T], slots [T], frequencies [half] */
+static const char *nrk_upload(cuda_impl_t *c, const attn_args_t *a, const int32_t *slots, const float *inv, int T, int half) {
+    const size_t pb = sizeof(int32_t) * T, ib = sizeof(float) * half;
+    char *hb = (char *)cuda_host_buf(c, 1, 2 * pb + ib);
+    memcpy(hb, a->pos, pb);
+    memcpy(hb + pb, slots, pb);
+    memcpy(hb + 2 * pb, inv, ib);
+    return (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
+}
+
 /* norm_rope_kv_warp_kernel<true, 4|8> (the TOK form: nh and nkv multiples of NRW_WARPS, either may be 0) over q's nh
  * heads and k's nkv heads of T tokens: the fold's passes over one side only */
 static void nrk_warp_launch(backend_t *be, float *q, float *k, const float *v, const float *qn, const float *kn, float eps, int T, int nh,
                             int nkv, int hd, int half, const float *inv, float ms, const int32_t *slots, const attn_args_t *a) {
     cuda_impl_t *c = cuda_impl(be);
-    size_t pb = sizeof(int32_t) * T, ib = sizeof(float) * half;
-    char *hb = (char *)cuda_host_buf(c, 1, 2 * pb + ib);
-    memcpy(hb, a->pos, pb);
-    memcpy(hb + pb, slots, pb);
-    memcpy(hb + 2 * pb, inv, ib);
-    const char *d = (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
+    const size_t pb = sizeof(int32_t) * T;
+    const char *d = nrk_upload(c, a, slots, inv, T, half);
     cuda_launch_pdl(c->stream, hd <= 128 ? norm_rope_kv_warp_kernel<true, 4> : norm_rope_kv_warp_kernel<true, 8>,
                     cdiv((long)T * (nh + nkv), NRW_WARPS), 32 * NRW_WARPS, sizeof(float) * (hd * NRW_WARPS + 2 * half), q, k, v, qn, kn, 0.f,
                     eps, (const int32_t *)d, (const int32_t *)(d + pb), T, nh, nkv, hd, half, (const float *)(d + 2 * pb), ms, a->kv.k,
@@ -320,12 +326,8 @@ void cuda_norm_rope_kv_attention(backend_t *be, float *out, float *q, float *k, 
         cuda_rope_kv_write(be, q, k, v, a->pos, T, nh, nkv, hd, rot, inv, ms, &a->kv, slots);
     } else {
         cuda_impl_t *c = cuda_impl(be);
-        size_t pb = sizeof(int32_t) * T, ib = sizeof(float) * half;
-        char *hb = (char *)cuda_host_buf(c, 1, 2 * pb + ib);
-        memcpy(hb, a->pos, pb);
-        memcpy(hb + pb, slots, pb);
-        memcpy(hb + 2 * pb, inv, ib);
-        const char *d = (const char *)cuda_host_to_dev(c, hb, 2 * pb + ib);
+        const size_t pb = sizeof(int32_t) * T;
+        const char *d = nrk_upload(c, a, slots, inv, T, half);
         const int tok = nh % NRW_WARPS == 0 && nkv % NRW_WARPS == 0 && norm_rope_on() == 1 && (long)T * (nh + nkv) < (1l << 31);
         if (T >= 64 && (norm_rope_on() == 1 || norm_rope_on() == 3))
             cuda_launch_pdl(c->stream,
