@@ -292,11 +292,9 @@ int kiln_cuda_attn_mma_hd256_calls;
 int cuda_attention_mma(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa) {
     cuda_impl_t *c = cuda_impl(be);
     const kv_view_t *kv = &aa->kv;
-    const char *env = getenv("KILN_CUDA_FA");
-    if (env && !strcmp(env, "0")) return 0;
-    /* Q and P as hi + lo, or rounded once: the precision policy of matmul.cu (backend_t.
-     * act_bf16_ok: llama/qwen3 round once, the rest split); KILN_CUDA_FA=single / split force one */
-    const bool split = env && !strcmp(env, "single") ? false : env && !strcmp(env, "split") ? true : !be->act_bf16_ok;
+    const int form = fa_form(be); /* Q and P as hi + lo, or rounded once (fa_args.cuh) */
+    if (form < 0) return 0;
+    const bool split = form == 1;
     const int hd = aa->head_dim;
     /* Q and P rounded once: the wgmma kernel (attention_wgmma.cu) when the step fills the GPU
      * with its blocks — head_dim 128 by default, 64 too with KILN_CUDA_FA_WG=1/2/3; =0 never */

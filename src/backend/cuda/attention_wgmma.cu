@@ -938,7 +938,7 @@ int cuda_attention_wg(backend_t *be, float *out, const float *q, int T, const at
 }
 
 /* KILN_CUDA_QFOLD=1: read per call (the tests switch it); opt-in until it has run on a GPU (written in session 65, whose
- * device starts were all refused). rope.cu asks before it splits its pass; the entry below asks again. */
+ * device starts were all refused). rope.cu asks before it splits its pass and calls the entry below. */
 int cuda_qfold_on(void) {
     const char *e = getenv("KILN_CUDA_QFOLD");
     return e && atoi(e) > 0;
@@ -947,15 +947,12 @@ int cuda_qfold_on(void) {
 /* norm_rope_kv_attention's prefill with q as the projection left it (rope.cu: the k heads and the cache
  * written already): the step here with q's head norm (qn, or NULL) and rope done in the Q load — 1; 0 when
  * this kernel does not take the step (the caller then normalizes and rotates q itself and calls
- * cuda_attention) or the fold does not apply (rot ≠ head_dim, KILN_CUDA_QFOLD not 1). The same test as
- * cuda_attention_mma's before it calls cuda_attention_wg, so a step goes to the same kernel either way. */
+ * cuda_attention) or the fold does not apply (rot ≠ head_dim). The same test as cuda_attention_mma's before it calls
+ * cuda_attention_wg (fa_form), so a step goes to the same kernel either way. */
 int cuda_attention_wg_qfold(backend_t *be, float *out, const float *q, int T, const attn_args_t *aa, const float *qn, float eps, int rot,
                             const float *inv, float ms) {
     cuda_impl_t *c = cuda_impl(be);
-    const char *fa = getenv("KILN_CUDA_FA");
-    if (!cuda_qfold_on() || (fa && !strcmp(fa, "0")) || rot != aa->head_dim || rot / 2 > 64) return 0;
-    const bool split = fa && !strcmp(fa, "single") ? false : fa && !strcmp(fa, "split") ? true : !be->act_bf16_ok;
-    if (c->gemm_min_t == 0x7fffffff || split) return 0;
+    if (fa_form(be) != 0 || c->gemm_min_t == 0x7fffffff || rot != aa->head_dim || rot / 2 > 64) return 0;
     fw_qp_t qp;
     memset(&qp, 0, sizeof qp);
     qp.on = 1;

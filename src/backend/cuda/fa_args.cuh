@@ -25,6 +25,15 @@ typedef struct fa_dev {
     FA_ARGS_FIELDS
 } fa_dev_t;
 
+/* KILN_CUDA_FA and the precision policy: -1 no tensor-core prefill attention (=0); 1 Q and P as hi + lo (matmul.cu's
+ * policy, backend_t.act_bf16_ok: llama/qwen3 round once, the rest split; =split forces it), 0 rounded once (=single),
+ * the form attention_wgmma.cu takes */
+static inline int fa_form(const backend_t *be) {
+    const char *env = getenv("KILN_CUDA_FA");
+    if (env && !strcmp(env, "0")) return -1;
+    return env && !strcmp(env, "single") ? 0 : env && !strcmp(env, "split") ? 1 : !be->act_bf16_ok;
+}
+
 /* The step's tiles for fq query vectors a block: hc query heads of a KV head's group per block
  * (n_chunks blocks cover the group), tq = fq / hc tokens a tile. Uploads the tile list and returns
  * true; false (nothing uploaded) for steps of single-token rows (decode: attention.cu) and steps

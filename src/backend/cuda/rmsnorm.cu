@@ -274,15 +274,11 @@ __global__ void __launch_bounds__(256) rms_norm_f16s_kernel(__half *y16, int *xe
 int cuda_rms_norm_f16s(cuda_impl_t *c, __half *y16, int *xe, const float *x, const float *w, float off, int T, int n, float eps, float *xa,
                        const float *d, const float *rs) {
     if (T <= 0 || n % 4 || n <= 256 || n > 8192 || (((uintptr_t)x | (uintptr_t)w | (uintptr_t)y16 | (uintptr_t)d) & 15)) return -1;
-    if (xa) {
-        if (n <= 4096) cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<4, true>, T, 256, 0, y16, xe, x, w, off, n, eps, xa, d, rs);
-        else cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<8, true>, T, 256, 0, y16, xe, x, w, off, n, eps, xa, d, rs);
-    } else if (n <= 4096)
-        cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<4, false>, T, 256, 0, y16, xe, x, w, off, n, eps, (float *)NULL, (const float *)NULL,
-                        (const float *)NULL);
-    else
-        cuda_launch_pdl(c->stream, rms_norm_f16s_kernel<8, false>, T, 256, 0, y16, xe, x, w, off, n, eps, (float *)NULL, (const float *)NULL,
-                        (const float *)NULL);
+    const bool small = n <= 4096;
+    cuda_launch_pdl(c->stream,
+                    xa ? (small ? rms_norm_f16s_kernel<4, true> : rms_norm_f16s_kernel<8, true>)
+                       : (small ? rms_norm_f16s_kernel<4, false> : rms_norm_f16s_kernel<8, false>),
+                    T, 256, 0, y16, xe, x, w, off, n, eps, xa, d, rs);
     return 0;
 }
 
